@@ -1,0 +1,50 @@
+//! # gangway-core
+//!
+//! The engine an existing GPU-cluster scheduler links to decide where deep
+//! learning jobs run: a topology graph of cluster > racks > servers > GPUs,
+//! allocation state with all-or-nothing gang allocation, a placement search
+//! that keeps gangs local and large holes free, and a scheduling round that
+//! runs pluggable fairness, locality and gang policies.
+//!
+//! The core owns the truth; policies only advise. Whatever a policy answers,
+//! the core validates it, so no GPU is ever held twice, no gang half-started
+//! and no job lost.
+//!
+//! ```
+//! use gangway_core::{Scheduler, Topology, JobSpec};
+//! use gangway_plugin_sdk::JobId;
+//!
+//! // 4 racks of 8 servers with 8 GPUs each.
+//! let mut sched = Scheduler::new(Topology::uniform(4, 8, 8).unwrap());
+//! let vc = sched.virtual_cluster("vision");
+//! for i in 0..10 {
+//!     let spec = JobSpec { id: JobId(i), vc, user: 1, gpus: 1 << (i % 5), submitted_s: i };
+//!     sched.submit(spec).unwrap();
+//! }
+//! let report = sched.round(10).unwrap();
+//! for start in &report.starts {
+//!     println!("{} on {} servers", start.job, start.choice.servers);
+//! }
+//! assert_eq!(report.starts.len(), 10);
+//! sched.check_invariants().unwrap();
+//! ```
+
+mod job;
+mod placement;
+pub mod policy;
+mod round;
+mod scheduler;
+mod state;
+mod topology;
+
+pub use job::{AttemptEnd, FinalStatus, JobRecord, JobSpec, JobState, WaitBreakdown, WaitReason};
+pub use placement::{PlacementChoice, Scope};
+pub use round::{Reservation, RoundReport, Start};
+pub use scheduler::{Scheduler, SchedulerError, SlotHealth, VirtualCluster};
+pub use state::{
+    ClusterState, GpuMask, Health, InvariantViolation, Placement, ServerGpus, StateError,
+};
+pub use topology::{
+    Domain, DomainId, MAX_GPUS_PER_SERVER, Node, RackGrouping, Server, ServerId, Topology,
+    TopologyBuilder, TopologyError,
+};

@@ -1,0 +1,327 @@
+//! Placement search: the most local, fewest-server, best-fit placement of a
+//! gang within a spread limit.
+//!
+//! Free capacity is indexed per domain by servers' free-GPU count, so a search
+//! looks at a handful of buckets per candidate domain and never scans GPUs.
+//!
+//! Preference order, all deterministic:
+//! 1. the narrowest level first: one server, else one domain of the next level
+//!    up (a rack), and so on up to the spread limit;
+//! 2. within a level, the domain needing the fewest servers;
+//! 3. then the tightest fit (fewest free GPUs left in the domain), so large
+//!    holes stay free for large gangs;
+//! 4. then the lowest id. Inside a domain the largest holes are used first and
+//!    the last part goes to the smallest server that can take it.
+
+use gangway_plugin_sdk::Level;
+use serde::{Deserialize, Serialize};
+
+use crate::state::{ClusterState, GpuMask, Placement, ServerGpus};
+use crate::topology::{DomainId, ServerId};
+
+/// A placement found by [`ClusterState::find_placement`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlacementChoice {
+    /// The GPUs, per server.
+    pub placement: Placement,
+    /// The achieved locality: the narrowest level whose one domain holds it.
+    pub locality: Level,
+    /// Servers spanned.
+    pub servers: u32,
+}
+
+/// Where a reservation holds capacity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Scope {
+    /// One server.
+    Server(ServerId),
+    /// One domain (a rack, the cluster, ...).
+    Domain(DomainId),
+}
+
+fn lowest_bits(mask: GpuMask, n: u32) -> GpuMask {
+    let mut out = 0;
+    let mut m = mask;
+    for _ in 0..n {
+        if m == 0 {
+            break;
+        }
+        let bit = m & m.wrapping_neg();
+        out |= bit;
+        m &= m - 1;
+    }
+    out
+}
+
+impl ClusterState {
+    fn max_bucket(&self) -> usize {
+        self.buckets
+            .first()
+            .map_or(0, |b| b.len().saturating_sub(1))
+    }
+
+    /// The fewest servers of domain `d` that can hold `gpus`, if any.
+    fn min_servers_in(&self, d: DomainId, gpus: u32) -> Option<u32> {
+        if self.domain_avail[d.0 as usize] < gpus {
+            return None;
+        }
+        let buckets = &self.buckets[d.0 as usize];
+        let mut remaining = gpus;
+        let mut k = 0u32;
+        for c in (1..buckets.len()).rev() {
+            let n = buckets[c].len() as u32;
+            if n == 0 {
+                continue;
+            }
+            let need = remaining.div_ceil(c as u32);
+            if need <= n {
+                return Some(k + need);
+            }
+            k += n;
+            remaining -= n * c as u32;
+        }
+        None
+    }
+
+    /// The best single server (smallest hole that fits) within domain `d`.
+    fn best_fit_server(&self, d: DomainId, gpus: u32, skip: &[ServerId]) -> Option<ServerId> {
+        let buckets = &self.buckets[d.0 as usize];
+        (gpus as usize..buckets.len())
+            .find_map(|c| buckets[c].iter().find(|s| !skip.contains(s)).copied())
+    }
+
+    /// Concrete GPUs for `gpus` inside domain `d` on the fewest servers.
+    fn place_in(&self, d: DomainId, gpus: u32) -> Option<Placement> {
+        let buckets = &self.buckets[d.0 as usize];
+        let mut chosen: Vec<ServerId> = Vec::new();
+        let mut parts = Vec::new();
+        let mut remaining = gpus;
+        while remaining > 0 {
+            if let Some(s) = self.best_fit_server(d, remaining, &chosen) {
+                parts.push(ServerGpus {
+                    server: s,
+                    gpus: lowest_bits(self.avail_mask(s), remaining),
+                });
+                break;
+            }
+            let s = (1..buckets.len())
+                .rev()
+                .find_map(|c| buckets[c].iter().find(|s| !chosen.contains(s)).copied())?;
+            let mask = self.avail_mask(s);
+            remaining -= mask.count_ones();
+            parts.push(ServerGpus {
+                server: s,
+                gpus: mask,
+            });
+            chosen.push(s);
+        }
+        parts.sort_by_key(|p| p.server);
+        Some(Placement { parts })
+    }
+
+    /// Finds a placement for a gang of `gpus` GPUs that spans at most one
+    /// domain of level `limit` (see the module docs for the preference order).
+    /// `None` when no such placement exists now.
+    pub fn find_placement(&self, gpus: u32, limit: Level) -> Option<PlacementChoice> {
+        if gpus == 0 || gpus > self.free_gpus() {
+            return None;
+        }
+        let topo = &self.topo;
+        let server_level = topo.server_level();
+        let root = DomainId(0);
+        if gpus as usize <= self.max_bucket()
+            && let Some(s) = self.best_fit_server(root, gpus, &[])
+        {
+            return Some(PlacementChoice {
+                placement: Placement {
+                    parts: vec![ServerGpus {
+                        server: s,
+                        gpus: lowest_bits(self.avail_mask(s), gpus),
+                    }],
+                },
+                locality: server_level,
+                servers: 1,
+            });
+        }
+        for level in (limit.0..server_level.0).rev() {
+            let mut best: Option<(u32, u32, DomainId)> = None;
+            for &d in topo.domains_at(Level(level)) {
+                let avail = self.domain_avail[d.0 as usize];
+                if avail < gpus {
+                    continue;
+                }
+                if let Some(k) = self.min_servers_in(d, gpus) {
+                    let key = (k, avail, d);
+                    if best.is_none_or(|b| key < b) {
+                        best = Some(key);
+                    }
+                }
+            }
+            if let Some((_, _, d)) = best {
+                let placement = self.place_in(d, gpus)?;
+                let servers = placement.servers();
+                return Some(PlacementChoice {
+                    locality: topo.common_level(&servers),
+                    servers: placement.server_count(),
+                    placement,
+                });
+            }
+        }
+        None
+    }
+
+    /// Picks where a blocked gang of `gpus` at spread limit `limit` should
+    /// wait: `preferred` if it can still ever hold the gang, else the scope
+    /// with the most free GPUs among those big enough (lowest id on ties).
+    pub(crate) fn reservation_scope(
+        &self,
+        gpus: u32,
+        limit: Level,
+        preferred: Option<Scope>,
+    ) -> Option<Scope> {
+        let topo = &self.topo;
+        let big_enough = |scope: Scope| match scope {
+            Scope::Server(s) => topo
+                .server(s)
+                .is_some_and(|sv| sv.gpus >= gpus && self.health(s) == Some(crate::Health::Up)),
+            Scope::Domain(d) => topo
+                .domains()
+                .get(d.0 as usize)
+                .is_some_and(|dm| dm.gpus >= gpus && dm.level == limit),
+        };
+        if let Some(p) = preferred.filter(|p| big_enough(*p)) {
+            return Some(p);
+        }
+        if limit >= topo.server_level() {
+            let buckets = &self.buckets[0];
+            return (1..buckets.len()).rev().find_map(|c| {
+                buckets[c]
+                    .iter()
+                    .find(|s| big_enough(Scope::Server(**s)))
+                    .map(|s| Scope::Server(*s))
+            });
+        }
+        topo.domains_at(limit)
+            .iter()
+            .filter(|d| big_enough(Scope::Domain(**d)))
+            .max_by_key(|d| (self.domain_avail[d.0 as usize], std::cmp::Reverse(d.0)))
+            .map(|d| Scope::Domain(*d))
+    }
+
+    /// Holds up to `gpus` free GPUs inside `scope`, largest holes first (the
+    /// GPUs the gang itself would use). Returns how many were held.
+    pub(crate) fn hold_in(&mut self, scope: Scope, gpus: u32) -> u32 {
+        let mut plan: Vec<(ServerId, GpuMask)> = Vec::new();
+        let mut remaining = gpus;
+        match scope {
+            Scope::Server(s) => {
+                let mask = lowest_bits(self.avail_mask(s), remaining);
+                remaining -= mask.count_ones();
+                plan.push((s, mask));
+            }
+            Scope::Domain(d) => {
+                let buckets = &self.buckets[d.0 as usize];
+                'outer: for c in (1..buckets.len()).rev() {
+                    for &s in &buckets[c] {
+                        if remaining == 0 {
+                            break 'outer;
+                        }
+                        let mask = lowest_bits(self.avail_mask(s), remaining);
+                        remaining -= mask.count_ones();
+                        plan.push((s, mask));
+                    }
+                }
+            }
+        }
+        for (s, mask) in plan {
+            self.hold(s, mask);
+        }
+        gpus - remaining
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use gangway_plugin_sdk::JobId;
+
+    use super::*;
+    use crate::{Topology, TopologyBuilder};
+
+    fn mixed() -> ClusterState {
+        // rack a: 8, 8, 4 ; rack b: 4, 4, 2
+        let mut b = TopologyBuilder::new();
+        let a = b.add_domain(b.root(), "a").unwrap();
+        let rb = b.add_domain(b.root(), "b").unwrap();
+        for (name, g) in [("a0", 8), ("a1", 8), ("a2", 4)] {
+            b.add_server(a, name, g).unwrap();
+        }
+        for (name, g) in [("b0", 4), ("b1", 4), ("b2", 2)] {
+            b.add_server(rb, name, g).unwrap();
+        }
+        ClusterState::new(Arc::new(b.build().unwrap()))
+    }
+
+    #[test]
+    fn single_server_best_fit() {
+        let st = mixed();
+        let c = st.find_placement(2, Level(2)).unwrap();
+        assert_eq!(c.placement.servers(), vec![ServerId(5)]); // the 2-GPU server
+        let c = st.find_placement(3, Level(2)).unwrap();
+        assert_eq!(c.placement.servers(), vec![ServerId(2)]); // first 4-GPU server
+        assert_eq!(c.locality, Level(2));
+        assert!(st.find_placement(9, Level(2)).is_none());
+    }
+
+    #[test]
+    fn fewest_servers_then_tightest_domain() {
+        let st = mixed();
+        // 10 GPUs: rack a needs 2 servers (8+2 -> 8 + best-fit 4), rack b needs 3.
+        let c = st.find_placement(10, Level(1)).unwrap();
+        assert_eq!(c.servers, 2);
+        assert_eq!(c.locality, Level(1));
+        assert_eq!(c.placement.servers(), vec![ServerId(0), ServerId(2)]);
+        assert_eq!(c.placement.gpu_count(), 10);
+        // 24 GPUs fit in no rack; the cluster level spans both.
+        assert!(st.find_placement(24, Level(1)).is_none());
+        let c = st.find_placement(24, Level::ANY).unwrap();
+        assert_eq!(c.locality, Level::ANY);
+        assert_eq!(c.servers, 4);
+    }
+
+    #[test]
+    fn search_respects_allocations_and_level_preference() {
+        let mut st = mixed();
+        let c = st.find_placement(8, Level::ANY).unwrap();
+        assert_eq!(c.servers, 1, "one server beats any wider placement");
+        st.allocate(JobId(1), &c.placement).unwrap();
+        let c = st.find_placement(8, Level::ANY).unwrap();
+        st.allocate(JobId(2), &c.placement).unwrap();
+        // Rack a has 4 left, rack b 10: an 8-GPU gang now needs 2 servers of b.
+        let c = st.find_placement(8, Level::ANY).unwrap();
+        assert_eq!(c.locality, Level(1));
+        assert_eq!(c.placement.servers(), vec![ServerId(3), ServerId(4)]);
+        st.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn reservation_holds_only_what_is_needed() {
+        let mut st = ClusterState::new(Arc::new(Topology::uniform(2, 2, 8).unwrap()));
+        let c = st.find_placement(12, Level(1)).unwrap();
+        st.allocate(JobId(1), &c.placement).unwrap();
+        let scope = st.reservation_scope(16, Level(1), None).unwrap();
+        assert_eq!(
+            scope,
+            Scope::Domain(DomainId(2)),
+            "the rack with most free GPUs"
+        );
+        assert_eq!(st.hold_in(scope, 16), 16);
+        assert_eq!(st.free_gpus(), 4);
+        st.clear_holds();
+        let scope = st.reservation_scope(16, Level(1), Some(Scope::Domain(DomainId(1))));
+        assert_eq!(scope, Some(Scope::Domain(DomainId(1))), "sticky");
+        assert_eq!(st.hold_in(Scope::Domain(DomainId(1)), 16), 4);
+        st.check_invariants().unwrap();
+    }
+}

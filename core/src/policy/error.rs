@@ -1,0 +1,85 @@
+//! Typed policy failures.
+
+use serde::{Deserialize, Serialize};
+
+/// A policy slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Slot {
+    /// Orders pending jobs and marks eligibility.
+    Fairness,
+    /// Gives spread limits.
+    Locality,
+    /// Decides what blocked jobs do to the queue.
+    Gang,
+}
+
+impl Slot {
+    /// All slots, in pipeline order.
+    pub const ALL: [Slot; 3] = [Slot::Fairness, Slot::Locality, Slot::Gang];
+
+    /// The slot's name as used in WIT, configs and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Slot::Fairness => "fairness",
+            Slot::Locality => "locality",
+            Slot::Gang => "gang",
+        }
+    }
+}
+
+impl std::fmt::Display for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What went wrong in a policy call.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[non_exhaustive]
+pub enum PolicyErrorKind {
+    /// The decision broke the contract (not a permutation, unknown or
+    /// duplicate job, wrong length, impossible level).
+    #[error("invalid decision: {0}")]
+    InvalidDecision(String),
+    /// The module trapped (including a Rust panic inside it).
+    #[error("trapped: {0}")]
+    Trap(String),
+    /// The call used up its fuel budget.
+    #[error("ran out of fuel (CPU budget of {0} units)")]
+    OutOfFuel(u64),
+    /// The call passed its wall-clock deadline.
+    #[error("missed its deadline of {0} ms")]
+    DeadlineExceeded(u64),
+    /// The module tried to grow memory past its cap.
+    #[error("hit its memory cap of {0} bytes")]
+    MemoryLimit(u64),
+    /// The reply bytes did not decode.
+    #[error("reply does not decode: {0}")]
+    Decode(String),
+    /// The module is quarantined after repeated failures.
+    #[error("quarantined after {0} consecutive failures")]
+    Quarantined(u32),
+}
+
+/// A failed policy call: which slot, which module, what happened.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[error("{slot} policy {module:?}: {kind}")]
+pub struct PolicyError {
+    /// The slot.
+    pub slot: Slot,
+    /// The module or policy name.
+    pub module: String,
+    /// What happened.
+    pub kind: PolicyErrorKind,
+}
+
+impl PolicyError {
+    /// Builds an error.
+    pub fn new(slot: Slot, module: impl Into<String>, kind: PolicyErrorKind) -> PolicyError {
+        PolicyError {
+            slot,
+            module: module.into(),
+            kind,
+        }
+    }
+}

@@ -1,0 +1,636 @@
+//! Allocation state: who holds which GPU, per-server free masks, health, and
+//! the indexes that make placement search cheap.
+//!
+//! The ground truth is the owner of every GPU. Everything else (free masks,
+//! per-domain free totals, servers bucketed by free count) is an index kept in
+//! step with it and verified by [`ClusterState::check_invariants`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use gangway_plugin_sdk::{ClusterSummary, JobId, LevelSummary};
+use serde::{Deserialize, Serialize};
+
+use crate::topology::{DomainId, ServerId, Topology};
+
+/// A bitmask of GPUs on one server (bit `i` = GPU `i`).
+pub type GpuMask = u64;
+
+/// The GPUs a gang holds on one server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerGpus {
+    /// The server.
+    pub server: ServerId,
+    /// Its GPUs held, as a bitmask.
+    pub gpus: GpuMask,
+}
+
+/// A whole gang's GPUs, one entry per server, ordered by server id.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placement {
+    /// The per-server parts.
+    pub parts: Vec<ServerGpus>,
+}
+
+impl Placement {
+    /// Total GPUs.
+    pub fn gpu_count(&self) -> u32 {
+        self.parts.iter().map(|p| p.gpus.count_ones()).sum()
+    }
+
+    /// Servers spanned.
+    pub fn server_count(&self) -> u32 {
+        u32::try_from(self.parts.len()).unwrap_or(u32::MAX)
+    }
+
+    /// The servers, in order.
+    pub fn servers(&self) -> Vec<ServerId> {
+        self.parts.iter().map(|p| p.server).collect()
+    }
+}
+
+/// A server's health.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Health {
+    /// Takes new work.
+    Up,
+    /// Keeps running jobs, takes no new work.
+    Draining,
+    /// Off: holds nothing; its jobs were interrupted.
+    Down,
+}
+
+/// Why an allocation or a health change was refused. State is unchanged.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateError {
+    /// The job already holds GPUs.
+    #[error("{0} already holds GPUs")]
+    AlreadyAllocated(JobId),
+    /// The job holds nothing.
+    #[error("{0} holds no GPUs")]
+    NotAllocated(JobId),
+    /// The placement names a server that does not exist.
+    #[error("server {0:?} does not exist")]
+    UnknownServer(ServerId),
+    /// The placement is empty, names a server twice, or has an empty part.
+    #[error("malformed placement for {job}: {why}")]
+    Malformed {
+        /// The job.
+        job: JobId,
+        /// What is wrong.
+        why: &'static str,
+    },
+    /// A GPU of the placement is taken, held, or does not exist on the server.
+    #[error("{job}: GPUs {gpus:#x} of server {server:?} are not free")]
+    NotFree {
+        /// The job.
+        job: JobId,
+        /// The server.
+        server: ServerId,
+        /// The offending GPUs.
+        gpus: GpuMask,
+    },
+    /// The server is draining or down.
+    #[error("server {0:?} is not taking new work")]
+    NotSchedulable(ServerId),
+}
+
+/// An index found out of step with the ground truth.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invariant violated: {0}")]
+pub struct InvariantViolation(pub String);
+
+/// Allocation state of a cluster.
+///
+/// ```
+/// use gangway_core::{ClusterState, Topology};
+/// use gangway_plugin_sdk::{JobId, Level};
+/// use std::sync::Arc;
+///
+/// let mut state = ClusterState::new(Arc::new(Topology::uniform(2, 2, 8).unwrap()));
+/// let found = state.find_placement(12, Level::ANY).unwrap();
+/// assert_eq!(found.placement.server_count(), 2); // 8 + 4 inside one rack
+/// state.allocate(JobId(1), &found.placement).unwrap();
+/// assert_eq!(state.free_gpus(), 20);
+/// state.release(JobId(1)).unwrap();
+/// state.check_invariants().unwrap();
+/// ```
+#[derive(Clone, Debug)]
+pub struct ClusterState {
+    pub(crate) topo: Arc<Topology>,
+    /// Unowned GPUs per server (whatever the health).
+    free: Vec<GpuMask>,
+    /// GPUs held for a reservation during a round.
+    held: Vec<GpuMask>,
+    health: Vec<Health>,
+    /// Owner of every GPU; `gpu_base[s] + i` is GPU `i` of server `s`.
+    owners: Vec<Option<JobId>>,
+    gpu_base: Vec<u32>,
+    /// Schedulable free GPUs per domain.
+    pub(crate) domain_avail: Vec<u32>,
+    /// Per domain, per available count `c` (1..=max), the servers with exactly `c`.
+    pub(crate) buckets: Vec<Vec<BTreeSet<ServerId>>>,
+    allocations: BTreeMap<JobId, Placement>,
+}
+
+fn full_mask(gpus: u32) -> GpuMask {
+    if gpus >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << gpus) - 1
+    }
+}
+
+impl ClusterState {
+    /// An empty cluster: every server up, every GPU free.
+    pub fn new(topo: Arc<Topology>) -> ClusterState {
+        let n = topo.servers().len();
+        let max = topo.max_server_gpus() as usize;
+        let mut gpu_base = Vec::with_capacity(n);
+        let mut total = 0u32;
+        for s in topo.servers() {
+            gpu_base.push(total);
+            total += s.gpus;
+        }
+        let mut state = ClusterState {
+            free: topo.servers().iter().map(|s| full_mask(s.gpus)).collect(),
+            held: vec![0; n],
+            health: vec![Health::Up; n],
+            owners: vec![None; total as usize],
+            gpu_base,
+            domain_avail: vec![0; topo.domains().len()],
+            buckets: vec![vec![BTreeSet::new(); max + 1]; topo.domains().len()],
+            allocations: BTreeMap::new(),
+            topo,
+        };
+        for s in 0..n {
+            let id = ServerId(u32::try_from(s).unwrap_or(u32::MAX));
+            state.reindex(id, 0);
+        }
+        state
+    }
+
+    /// The topology.
+    pub fn topology(&self) -> &Arc<Topology> {
+        &self.topo
+    }
+
+    /// GPUs available to new work on server `s` (0 unless it is up).
+    pub fn avail(&self, s: ServerId) -> u32 {
+        let i = s.0 as usize;
+        if self.health[i] == Health::Up {
+            (self.free[i] & !self.held[i]).count_ones()
+        } else {
+            0
+        }
+    }
+
+    /// Mask of GPUs available to new work on server `s`.
+    pub(crate) fn avail_mask(&self, s: ServerId) -> GpuMask {
+        let i = s.0 as usize;
+        if self.health[i] == Health::Up {
+            self.free[i] & !self.held[i]
+        } else {
+            0
+        }
+    }
+
+    /// Moves `s` from bucket `before` to its current bucket in every ancestor.
+    fn reindex(&mut self, s: ServerId, before: u32) {
+        let after = self.avail(s);
+        if after == before {
+            return;
+        }
+        let topo = Arc::clone(&self.topo);
+        for &d in &topo.servers()[s.0 as usize].ancestors {
+            let d = d.0 as usize;
+            if before > 0 {
+                self.buckets[d][before as usize].remove(&s);
+            }
+            if after > 0 {
+                self.buckets[d][after as usize].insert(s);
+            }
+            self.domain_avail[d] = self.domain_avail[d] - before + after;
+        }
+    }
+
+    /// GPUs available to new work in the whole cluster.
+    pub fn free_gpus(&self) -> u32 {
+        self.domain_avail[0]
+    }
+
+    /// GPUs available to new work in a domain.
+    pub fn domain_free(&self, d: DomainId) -> u32 {
+        self.domain_avail.get(d.0 as usize).copied().unwrap_or(0)
+    }
+
+    /// A server's health.
+    pub fn health(&self, s: ServerId) -> Option<Health> {
+        self.health.get(s.0 as usize).copied()
+    }
+
+    /// The placement a job holds.
+    pub fn allocation(&self, job: JobId) -> Option<&Placement> {
+        self.allocations.get(&job)
+    }
+
+    /// Every allocation, by job.
+    pub fn allocations(&self) -> &BTreeMap<JobId, Placement> {
+        &self.allocations
+    }
+
+    /// The job holding GPU `gpu` of server `s`.
+    pub fn owner(&self, s: ServerId, gpu: u32) -> Option<JobId> {
+        let base = *self.gpu_base.get(s.0 as usize)?;
+        self.owners.get((base + gpu) as usize).copied().flatten()
+    }
+
+    fn check_server(&self, s: ServerId) -> Result<usize, StateError> {
+        if (s.0 as usize) < self.free.len() {
+            Ok(s.0 as usize)
+        } else {
+            Err(StateError::UnknownServer(s))
+        }
+    }
+
+    /// Gives `job` exactly the GPUs of `placement`, all or nothing.
+    pub fn allocate(&mut self, job: JobId, placement: &Placement) -> Result<(), StateError> {
+        if self.allocations.contains_key(&job) {
+            return Err(StateError::AlreadyAllocated(job));
+        }
+        if placement.parts.is_empty() {
+            return Err(StateError::Malformed {
+                job,
+                why: "no GPUs",
+            });
+        }
+        let mut seen = BTreeSet::new();
+        for part in &placement.parts {
+            let i = self.check_server(part.server)?;
+            if part.gpus == 0 {
+                return Err(StateError::Malformed {
+                    job,
+                    why: "a server part holds no GPUs",
+                });
+            }
+            if !seen.insert(part.server) {
+                return Err(StateError::Malformed {
+                    job,
+                    why: "a server appears twice",
+                });
+            }
+            if self.health[i] != Health::Up {
+                return Err(StateError::NotSchedulable(part.server));
+            }
+            let bad = part.gpus & !(self.free[i] & !self.held[i]);
+            if bad != 0 {
+                return Err(StateError::NotFree {
+                    job,
+                    server: part.server,
+                    gpus: bad,
+                });
+            }
+        }
+        let mut sorted = placement.clone();
+        sorted.parts.sort_by_key(|p| p.server);
+        for part in &sorted.parts {
+            let before = self.avail(part.server);
+            let i = part.server.0 as usize;
+            self.free[i] &= !part.gpus;
+            self.set_owners(part.server, part.gpus, Some(job));
+            self.reindex(part.server, before);
+        }
+        self.allocations.insert(job, sorted);
+        Ok(())
+    }
+
+    fn set_owners(&mut self, s: ServerId, mask: GpuMask, owner: Option<JobId>) {
+        let base = self.gpu_base[s.0 as usize] as usize;
+        let mut m = mask;
+        while m != 0 {
+            let g = m.trailing_zeros() as usize;
+            self.owners[base + g] = owner;
+            m &= m - 1;
+        }
+    }
+
+    /// Frees every GPU `job` holds and returns its placement.
+    pub fn release(&mut self, job: JobId) -> Result<Placement, StateError> {
+        let placement = self
+            .allocations
+            .remove(&job)
+            .ok_or(StateError::NotAllocated(job))?;
+        for part in &placement.parts {
+            let before = self.avail(part.server);
+            self.free[part.server.0 as usize] |= part.gpus;
+            self.set_owners(part.server, part.gpus, None);
+            self.reindex(part.server, before);
+        }
+        Ok(placement)
+    }
+
+    /// Changes a server's health. Taking a server down releases every job
+    /// with a GPU on it (whole gangs) and returns those jobs, in id order.
+    pub fn set_health(&mut self, s: ServerId, health: Health) -> Result<Vec<JobId>, StateError> {
+        let i = self.check_server(s)?;
+        let mut interrupted = Vec::new();
+        if health == Health::Down {
+            let base = self.gpu_base[i] as usize;
+            let gpus = self.topo.servers()[i].gpus as usize;
+            let mut jobs: BTreeSet<JobId> = BTreeSet::new();
+            jobs.extend(self.owners[base..base + gpus].iter().flatten().copied());
+            for job in jobs {
+                self.release(job)?;
+                interrupted.push(job);
+            }
+        }
+        let before = self.avail(s);
+        self.health[i] = health;
+        self.reindex(s, before);
+        Ok(interrupted)
+    }
+
+    /// Holds GPUs of one server for a reservation until [`ClusterState::clear_holds`].
+    pub(crate) fn hold(&mut self, s: ServerId, mask: GpuMask) {
+        let before = self.avail(s);
+        let i = s.0 as usize;
+        self.held[i] |= mask & self.free[i];
+        self.reindex(s, before);
+    }
+
+    /// GPUs held for reservations.
+    pub fn held_gpus(&self) -> u32 {
+        self.held.iter().map(|m| m.count_ones()).sum()
+    }
+
+    /// Releases every reservation hold.
+    pub(crate) fn clear_holds(&mut self) {
+        for i in 0..self.held.len() {
+            if self.held[i] != 0 {
+                let s = ServerId(u32::try_from(i).unwrap_or(u32::MAX));
+                let before = self.avail(s);
+                self.held[i] = 0;
+                self.reindex(s, before);
+            }
+        }
+    }
+
+    /// GPUs on servers that are up or draining.
+    pub fn online_gpus(&self) -> u32 {
+        self.topo
+            .servers()
+            .iter()
+            .zip(&self.health)
+            .filter(|(_, h)| **h != Health::Down)
+            .map(|(s, _)| s.gpus)
+            .sum()
+    }
+
+    /// GPUs held by running jobs.
+    pub fn allocated_gpus(&self) -> u32 {
+        self.owners.iter().filter(|o| o.is_some()).count() as u32
+    }
+
+    /// The capacity summary policies see.
+    pub fn summary(&self) -> ClusterSummary {
+        let topo = &self.topo;
+        let server_level = topo.server_level();
+        let mut levels = Vec::with_capacity(server_level.0 as usize + 1);
+        for l in 0..server_level.0 {
+            let ids = topo.domains_at(gangway_plugin_sdk::Level(l));
+            levels.push(LevelSummary {
+                domains: u32::try_from(ids.len()).unwrap_or(u32::MAX),
+                max_domain_gpus: topo.max_domain_gpus(gangway_plugin_sdk::Level(l)),
+                max_free_gpus: ids
+                    .iter()
+                    .map(|d| self.domain_avail[d.0 as usize])
+                    .max()
+                    .unwrap_or(0),
+            });
+        }
+        let root = &self.buckets[0];
+        levels.push(LevelSummary {
+            domains: u32::try_from(topo.servers().len()).unwrap_or(u32::MAX),
+            max_domain_gpus: topo.max_server_gpus(),
+            max_free_gpus: (1..root.len())
+                .rev()
+                .find(|&c| !root[c].is_empty())
+                .map_or(0, |c| c as u32),
+        });
+        ClusterSummary {
+            total_gpus: self.online_gpus(),
+            free_gpus: self.free_gpus(),
+            server_level,
+            levels,
+        }
+    }
+
+    /// Verifies every index against the ground truth (GPU owners, health):
+    /// free masks, per-domain totals, buckets, and that each allocation holds
+    /// exactly the GPUs owned by its job.
+    pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
+        let fail = |m: String| Err(InvariantViolation(m));
+        let topo = &self.topo;
+        let mut owned: BTreeMap<JobId, BTreeMap<ServerId, GpuMask>> = BTreeMap::new();
+        let mut domain_avail = vec![0u32; topo.domains().len()];
+        for (i, server) in topo.servers().iter().enumerate() {
+            let s = ServerId(i as u32);
+            let base = self.gpu_base[i] as usize;
+            let mut free = 0u64;
+            for g in 0..server.gpus as usize {
+                match self.owners[base + g] {
+                    None => free |= 1 << g,
+                    Some(job) => *owned.entry(job).or_default().entry(s).or_default() |= 1 << g,
+                }
+            }
+            if free != self.free[i] {
+                return fail(format!(
+                    "server {}: free mask {:#x} but owners say {free:#x}",
+                    server.name, self.free[i]
+                ));
+            }
+            if self.held[i] & !free != 0 {
+                return fail(format!("server {}: a held GPU is not free", server.name));
+            }
+            if self.health[i] == Health::Down && free != full_mask(server.gpus) {
+                return fail(format!("server {} is down but holds jobs", server.name));
+            }
+            let avail = self.avail(s);
+            for &d in &server.ancestors {
+                domain_avail[d.0 as usize] += avail;
+                for (c, bucket) in self.buckets[d.0 as usize].iter().enumerate() {
+                    if bucket.contains(&s) != (c as u32 == avail && avail > 0) {
+                        return fail(format!(
+                            "server {} misfiled in bucket {c} of domain {}",
+                            server.name,
+                            topo.domains()[d.0 as usize].name
+                        ));
+                    }
+                }
+            }
+        }
+        if domain_avail != self.domain_avail {
+            return fail("per-domain free totals differ from the masks".into());
+        }
+        let bucketed: usize = self.buckets.iter().flatten().map(BTreeSet::len).sum();
+        let expected: usize = topo
+            .servers()
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.avail(ServerId(*i as u32)) > 0)
+            .map(|(_, s)| s.ancestors.len())
+            .sum();
+        if bucketed != expected {
+            return fail(format!("{bucketed} bucket entries, expected {expected}"));
+        }
+        if owned.len() != self.allocations.len() {
+            return fail(format!(
+                "{} jobs own GPUs but {} allocations are recorded",
+                owned.len(),
+                self.allocations.len()
+            ));
+        }
+        for (job, placement) in &self.allocations {
+            let Some(parts) = owned.get(job) else {
+                return fail(format!("{job} is allocated but owns no GPU"));
+            };
+            let recorded: BTreeMap<ServerId, GpuMask> =
+                placement.parts.iter().map(|p| (p.server, p.gpus)).collect();
+            if &recorded != parts {
+                return fail(format!("{job}: recorded placement differs from GPU owners"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> ClusterState {
+        ClusterState::new(Arc::new(Topology::uniform(2, 2, 8).unwrap()))
+    }
+
+    fn part(server: u32, gpus: GpuMask) -> ServerGpus {
+        ServerGpus {
+            server: ServerId(server),
+            gpus,
+        }
+    }
+
+    #[test]
+    fn allocation_is_all_or_nothing() {
+        let mut st = state();
+        st.allocate(
+            JobId(1),
+            &Placement {
+                parts: vec![part(0, 0b11)],
+            },
+        )
+        .unwrap();
+        // Second part collides: nothing of job 2 may be applied.
+        let clash = Placement {
+            parts: vec![part(1, 0xff), part(0, 0b10)],
+        };
+        assert_eq!(
+            st.allocate(JobId(2), &clash),
+            Err(StateError::NotFree {
+                job: JobId(2),
+                server: ServerId(0),
+                gpus: 0b10
+            })
+        );
+        assert_eq!(st.free_gpus(), 30);
+        assert_eq!(st.owner(ServerId(1), 0), None);
+        st.check_invariants().unwrap();
+        assert_eq!(
+            st.allocate(
+                JobId(1),
+                &Placement {
+                    parts: vec![part(2, 1)]
+                }
+            ),
+            Err(StateError::AlreadyAllocated(JobId(1)))
+        );
+        assert!(matches!(
+            st.allocate(
+                JobId(3),
+                &Placement {
+                    parts: vec![part(2, 1), part(2, 2)]
+                }
+            ),
+            Err(StateError::Malformed { .. })
+        ));
+        assert!(matches!(
+            st.allocate(
+                JobId(3),
+                &Placement {
+                    parts: vec![part(9, 1)]
+                }
+            ),
+            Err(StateError::UnknownServer(_))
+        ));
+        assert!(matches!(
+            st.allocate(
+                JobId(3),
+                &Placement {
+                    parts: vec![part(2, 1 << 9)]
+                }
+            ),
+            Err(StateError::NotFree { .. })
+        ));
+    }
+
+    #[test]
+    fn server_down_interrupts_whole_gangs() {
+        let mut st = state();
+        st.allocate(
+            JobId(7),
+            &Placement {
+                parts: vec![part(0, 0xff), part(1, 0x0f)],
+            },
+        )
+        .unwrap();
+        st.allocate(
+            JobId(8),
+            &Placement {
+                parts: vec![part(1, 0xf0)],
+            },
+        )
+        .unwrap();
+        let hit = st.set_health(ServerId(0), Health::Down).unwrap();
+        assert_eq!(hit, vec![JobId(7)]);
+        assert!(st.allocation(JobId(7)).is_none());
+        assert_eq!(st.free_gpus(), 32 - 8 - 4); // server 0 is gone, job 8 holds 4
+        st.check_invariants().unwrap();
+        st.set_health(ServerId(1), Health::Draining).unwrap();
+        assert_eq!(st.free_gpus(), 16);
+        assert!(matches!(
+            st.allocate(
+                JobId(9),
+                &Placement {
+                    parts: vec![part(1, 0x01)]
+                }
+            ),
+            Err(StateError::NotSchedulable(_))
+        ));
+        st.set_health(ServerId(0), Health::Up).unwrap();
+        st.set_health(ServerId(1), Health::Up).unwrap();
+        assert_eq!(st.free_gpus(), 28);
+        st.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn holds_hide_gpus_until_cleared() {
+        let mut st = state();
+        st.hold(ServerId(0), 0x0f);
+        assert_eq!(st.free_gpus(), 28);
+        assert_eq!(st.held_gpus(), 4);
+        st.check_invariants().unwrap();
+        st.clear_holds();
+        assert_eq!(st.free_gpus(), 32);
+        st.check_invariants().unwrap();
+    }
+}

@@ -1,0 +1,275 @@
+//! Building a [`Topology`] in code.
+
+use std::collections::{HashMap, HashSet};
+
+use gangway_plugin_sdk::Level;
+use petgraph::graph::DiGraph;
+
+use super::{
+    Domain, DomainId, MAX_GPUS_PER_SERVER, Node, Server, ServerId, Topology, TopologyError,
+};
+
+/// Builds a [`Topology`] domain by domain and server by server.
+///
+/// ```
+/// use gangway_core::TopologyBuilder;
+/// let mut b = TopologyBuilder::new();
+/// let rack = b.add_domain(b.root(), "rack-a").unwrap();
+/// b.add_server(rack, "m0", 8).unwrap();
+/// b.add_server(rack, "m1", 4).unwrap();
+/// let topo = b.build().unwrap();
+/// assert_eq!(topo.total_gpus(), 12);
+/// ```
+#[derive(Debug)]
+pub struct TopologyBuilder {
+    level_names: Vec<String>,
+    domains: Vec<(String, Option<DomainId>, usize)>,
+    servers: Vec<(String, DomainId, u32)>,
+    names: HashSet<String>,
+}
+
+impl Default for TopologyBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TopologyBuilder {
+    /// A builder with one root domain named `cluster` and level names
+    /// cluster > rack > server (extra levels get generic names).
+    pub fn new() -> Self {
+        TopologyBuilder {
+            level_names: vec!["cluster".into(), "rack".into(), "server".into()],
+            domains: vec![("cluster".into(), None, 0)],
+            servers: Vec::new(),
+            names: HashSet::from(["cluster".to_string()]),
+        }
+    }
+
+    /// Names the levels from the root down to the servers.
+    pub fn level_names(&mut self, names: Vec<String>) -> &mut Self {
+        self.level_names = names;
+        self
+    }
+
+    /// The root domain (the cluster).
+    pub fn root(&self) -> DomainId {
+        DomainId(0)
+    }
+
+    /// Adds a domain under `parent`.
+    pub fn add_domain(
+        &mut self,
+        parent: DomainId,
+        name: impl Into<String>,
+    ) -> Result<DomainId, TopologyError> {
+        let name = name.into();
+        let depth = self
+            .domains
+            .get(parent.0 as usize)
+            .ok_or(TopologyError::UnknownDomain(parent))?
+            .2
+            + 1;
+        if !self.names.insert(name.clone()) {
+            return Err(TopologyError::DuplicateName { name });
+        }
+        let id = DomainId(u32::try_from(self.domains.len()).unwrap_or(u32::MAX));
+        self.domains.push((name, Some(parent), depth));
+        Ok(id)
+    }
+
+    /// Adds a server with `gpus` GPUs under `parent`.
+    pub fn add_server(
+        &mut self,
+        parent: DomainId,
+        name: impl Into<String>,
+        gpus: u32,
+    ) -> Result<ServerId, TopologyError> {
+        let name = name.into();
+        if self.domains.get(parent.0 as usize).is_none() {
+            return Err(TopologyError::UnknownDomain(parent));
+        }
+        if gpus > MAX_GPUS_PER_SERVER {
+            return Err(TopologyError::TooManyGpus { name, gpus });
+        }
+        if !self.names.insert(name.clone()) {
+            return Err(TopologyError::DuplicateName { name });
+        }
+        let id = ServerId(u32::try_from(self.servers.len()).unwrap_or(u32::MAX));
+        self.servers.push((name, parent, gpus));
+        Ok(id)
+    }
+
+    /// Checks the shape and builds the immutable topology. Domains without
+    /// servers below them are kept (they simply never hold a job).
+    pub fn build(self) -> Result<Topology, TopologyError> {
+        let Some(first) = self.servers.first() else {
+            return Err(TopologyError::Empty);
+        };
+        let server_depth = self.domains[first.1.0 as usize].2 + 1;
+        if server_depth > usize::from(u8::MAX) {
+            return Err(TopologyError::TooDeep(server_depth));
+        }
+        for (name, parent, _) in &self.servers {
+            let depth = self.domains[parent.0 as usize].2 + 1;
+            if depth != server_depth {
+                return Err(TopologyError::UnevenDepth {
+                    name: name.clone(),
+                    depth,
+                    expected: server_depth,
+                });
+            }
+        }
+        let level_names = if self.level_names.len() == server_depth + 1 {
+            self.level_names
+        } else {
+            (0..=server_depth)
+                .map(|l| match l {
+                    0 => "cluster".to_string(),
+                    l if l == server_depth => "server".to_string(),
+                    l if l + 1 == server_depth => "rack".to_string(),
+                    l => format!("level{l}"),
+                })
+                .collect()
+        };
+
+        let mut graph = DiGraph::new();
+        let mut domains: Vec<Domain> = Vec::with_capacity(self.domains.len());
+        let mut by_level: Vec<Vec<DomainId>> = vec![Vec::new(); server_depth];
+        for (i, (name, parent, depth)) in self.domains.into_iter().enumerate() {
+            let id = DomainId(u32::try_from(i).unwrap_or(u32::MAX));
+            let node = graph.add_node(Node::Domain(id));
+            if let Some(p) = parent {
+                graph.add_edge(domains[p.0 as usize].node, node, ());
+            }
+            if let Some(level) = by_level.get_mut(depth) {
+                level.push(id);
+            }
+            domains.push(Domain {
+                name,
+                level: Level(u8::try_from(depth).unwrap_or(u8::MAX)),
+                parent,
+                gpus: 0,
+                node,
+            });
+        }
+        let mut servers = Vec::with_capacity(self.servers.len());
+        let mut server_names = HashMap::with_capacity(self.servers.len());
+        let mut total_gpus = 0u32;
+        let mut max_server_gpus = 0u32;
+        for (i, (name, parent, gpus)) in self.servers.into_iter().enumerate() {
+            let id = ServerId(u32::try_from(i).unwrap_or(u32::MAX));
+            let node = graph.add_node(Node::Server(id));
+            graph.add_edge(domains[parent.0 as usize].node, node, ());
+            for g in 0..gpus {
+                let gpu = graph.add_node(Node::Gpu(id, u8::try_from(g).unwrap_or(u8::MAX)));
+                graph.add_edge(node, gpu, ());
+            }
+            let mut ancestors = Vec::with_capacity(server_depth);
+            let mut cur = Some(parent);
+            while let Some(d) = cur {
+                ancestors.push(d);
+                domains[d.0 as usize].gpus += gpus;
+                cur = domains[d.0 as usize].parent;
+            }
+            ancestors.reverse();
+            total_gpus += gpus;
+            max_server_gpus = max_server_gpus.max(gpus);
+            server_names.insert(name.clone(), id);
+            servers.push(Server {
+                name,
+                gpus,
+                ancestors,
+                node,
+            });
+        }
+        let mut max_domain_gpus: Vec<u32> = by_level
+            .iter()
+            .map(|ids| {
+                ids.iter()
+                    .map(|d| domains[d.0 as usize].gpus)
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        max_domain_gpus.push(max_server_gpus);
+        Ok(Topology {
+            graph,
+            level_names,
+            domains,
+            servers,
+            by_level,
+            server_names,
+            max_domain_gpus,
+            total_gpus,
+            max_server_gpus,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_and_ancestors() {
+        let topo = Topology::uniform(3, 2, 4).unwrap();
+        assert_eq!(topo.level_names(), ["cluster", "rack", "server"]);
+        assert_eq!(topo.domains_at(Level(1)).len(), 3);
+        assert_eq!(topo.servers()[5].ancestors, vec![DomainId(0), DomainId(3)]);
+        assert_eq!(topo.max_domain_gpus(Level(1)), 8);
+        assert_eq!(topo.min_level_for(4), Some(Level(2)));
+        assert_eq!(topo.min_level_for(5), Some(Level(1)));
+        assert_eq!(topo.min_level_for(9), Some(Level(0)));
+        assert_eq!(topo.min_level_for(25), None);
+        // 1 cluster + 3 racks + 6 servers + 24 GPUs
+        assert_eq!(topo.graph().node_count(), 34);
+    }
+
+    #[test]
+    fn common_level_of_servers() {
+        let topo = Topology::uniform(2, 2, 8).unwrap();
+        assert_eq!(topo.common_level(&[ServerId(0)]), Level(2));
+        assert_eq!(topo.common_level(&[ServerId(0), ServerId(1)]), Level(1));
+        assert_eq!(topo.common_level(&[ServerId(0), ServerId(2)]), Level(0));
+    }
+
+    #[test]
+    fn deeper_trees_are_allowed_but_must_be_even() {
+        let mut b = TopologyBuilder::new();
+        let pod = b.add_domain(b.root(), "pod").unwrap();
+        let rack = b.add_domain(pod, "rack").unwrap();
+        b.add_server(rack, "s0", 8).unwrap();
+        let topo = b.build().unwrap();
+        assert_eq!(topo.server_level(), Level(3));
+        assert_eq!(topo.children(DomainId(0)), vec![Node::Domain(pod)]);
+
+        let mut b = TopologyBuilder::new();
+        let rack = b.add_domain(b.root(), "rack").unwrap();
+        b.add_server(rack, "s0", 8).unwrap();
+        b.add_server(b.root(), "s1", 8).unwrap();
+        assert!(matches!(b.build(), Err(TopologyError::UnevenDepth { .. })));
+    }
+
+    #[test]
+    fn bad_input_is_refused() {
+        let mut b = TopologyBuilder::new();
+        b.add_server(b.root(), "s0", 8).unwrap();
+        assert!(matches!(
+            b.add_server(b.root(), "s0", 8),
+            Err(TopologyError::DuplicateName { .. })
+        ));
+        assert!(matches!(
+            b.add_server(b.root(), "big", 65),
+            Err(TopologyError::TooManyGpus { .. })
+        ));
+        assert!(matches!(
+            b.add_server(DomainId(9), "x", 1),
+            Err(TopologyError::UnknownDomain(_))
+        ));
+        assert!(matches!(
+            TopologyBuilder::new().build(),
+            Err(TopologyError::Empty)
+        ));
+    }
+}

@@ -1,0 +1,246 @@
+//! Loading a Philly `cluster_machine_list` CSV and grouping its machines into racks.
+//!
+//! Philly's list has no racks (RDMA domains); a [`RackGrouping`] rule supplies them.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::{Topology, TopologyBuilder, TopologyError};
+
+/// How machines of a list are grouped into racks (RDMA domains).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RackGrouping {
+    /// Consecutive machines (ordered by their numeric id, `m12` after `m2`)
+    /// fill racks of this many servers.
+    Consecutive {
+        /// Servers per rack.
+        servers_per_rack: u32,
+    },
+    /// Machines with the same GPU count share racks (one SKU per RDMA domain,
+    /// as in most clusters), then fill racks of this many servers in id order.
+    SameGpuCount {
+        /// Servers per rack.
+        servers_per_rack: u32,
+    },
+}
+
+impl Default for RackGrouping {
+    /// Same-SKU racks of 32 servers: 256 GPUs per 8-GPU rack, enough for every
+    /// gang in the Philly trace except the 28 jobs of 64 GPUs and 11 of 128.
+    fn default() -> Self {
+        RackGrouping::SameGpuCount {
+            servers_per_rack: 32,
+        }
+    }
+}
+
+/// One machine of a list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Machine {
+    pub(crate) name: String,
+    pub(crate) gpus: u32,
+}
+
+impl Topology {
+    /// Loads a Philly machine list: the official `cluster_machine_list`
+    /// (`machineId, number of GPUs, single GPU mem`, with its leading spaces) or
+    /// the revised list (`,machineId,number of GPUs`). Columns are found by
+    /// header name; racks come from `grouping`.
+    pub fn from_machine_list(
+        path: impl AsRef<Path>,
+        grouping: RackGrouping,
+    ) -> Result<Topology, TopologyError> {
+        let path = path.as_ref();
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| TopologyError::Io {
+            file: file.clone(),
+            source,
+        })?;
+        let machines = parse_machine_list(&file, &text)?;
+        group_machines(machines, grouping)
+    }
+
+    /// Like [`Topology::from_machine_list`], from text already in memory;
+    /// `file` names it in errors.
+    pub fn from_machine_list_str(
+        file: &str,
+        text: &str,
+        grouping: RackGrouping,
+    ) -> Result<Topology, TopologyError> {
+        group_machines(parse_machine_list(file, text)?, grouping)
+    }
+}
+
+fn parse_err(file: &str, line: usize, message: impl Into<String>) -> TopologyError {
+    TopologyError::Parse {
+        file: file.to_string(),
+        line,
+        message: message.into(),
+    }
+}
+
+pub(crate) fn parse_machine_list(file: &str, text: &str) -> Result<Vec<Machine>, TopologyError> {
+    let mut reader = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .flexible(true)
+        .from_reader(text.as_bytes());
+    let headers = reader
+        .headers()
+        .map_err(|e| parse_err(file, 1, format!("cannot read the header: {e}")))?
+        .clone();
+    let find = |want: &str| {
+        headers
+            .iter()
+            .position(|h| h.eq_ignore_ascii_case(want))
+            .ok_or_else(|| {
+                parse_err(
+                    file,
+                    1,
+                    format!(
+                        "no {want:?} column in the header (found {:?})",
+                        headers.iter().collect::<Vec<_>>()
+                    ),
+                )
+            })
+    };
+    let id_col = find("machineId")?;
+    let gpu_col = find("number of GPUs")?;
+    let mut machines = Vec::new();
+    for record in reader.records() {
+        let record = record.map_err(|e| {
+            let line = e.position().map_or(0, |p| p.line() as usize);
+            parse_err(file, line, e.to_string())
+        })?;
+        let line = record.position().map_or(0, |p| p.line() as usize);
+        if record.iter().all(str::is_empty) {
+            continue;
+        }
+        let name = record
+            .get(id_col)
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| parse_err(file, line, "missing machineId"))?;
+        let gpus_text = record
+            .get(gpu_col)
+            .ok_or_else(|| parse_err(file, line, format!("machine {name}: missing GPU count")))?;
+        let gpus: u32 = gpus_text.parse().map_err(|_| {
+            parse_err(
+                file,
+                line,
+                format!("machine {name}: GPU count {gpus_text:?} is not a whole number"),
+            )
+        })?;
+        machines.push(Machine {
+            name: name.to_string(),
+            gpus,
+        });
+    }
+    if machines.is_empty() {
+        return Err(parse_err(file, 1, "the machine list has no machines"));
+    }
+    Ok(machines)
+}
+
+/// The numeric part of a Philly machine id (`m31` -> 31), for a natural order.
+fn numeric_key(name: &str) -> (u64, &str) {
+    let digits: String = name.chars().filter(char::is_ascii_digit).collect();
+    (digits.parse().unwrap_or(u64::MAX), name)
+}
+
+pub(crate) fn group_machines(
+    mut machines: Vec<Machine>,
+    grouping: RackGrouping,
+) -> Result<Topology, TopologyError> {
+    let per_rack = match grouping {
+        RackGrouping::Consecutive { servers_per_rack }
+        | RackGrouping::SameGpuCount { servers_per_rack } => servers_per_rack.max(1) as usize,
+    };
+    machines.sort_by(|a, b| numeric_key(&a.name).cmp(&numeric_key(&b.name)));
+    if let RackGrouping::SameGpuCount { .. } = grouping {
+        // Larger servers first; stable, so id order holds within a size.
+        machines.sort_by_key(|m| std::cmp::Reverse(m.gpus));
+    }
+    let mut b = TopologyBuilder::new();
+    let root = b.root();
+    let mut rack = root;
+    let mut in_rack = per_rack;
+    let mut last_gpus = None;
+    let mut racks = 0;
+    for m in machines {
+        let new_sku =
+            matches!(grouping, RackGrouping::SameGpuCount { .. }) && last_gpus != Some(m.gpus);
+        if in_rack == per_rack || new_sku {
+            rack = b.add_domain(root, format!("rack{racks}"))?;
+            racks += 1;
+            in_rack = 0;
+        }
+        last_gpus = Some(m.gpus);
+        b.add_server(rack, m.name, m.gpus)?;
+        in_rack += 1;
+    }
+    b.build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OFFICIAL: &str = "machineId, number of GPUs, single GPU mem\nm0,2, 12GB\nm1,8, 24GB\nm10,8, 24GB\nm2,2, 12GB\n";
+    const REVISED: &str = ",machineId,number of GPUs\n0,m0,8\n1,m1,4\n2,m2,0\n";
+
+    #[test]
+    fn loads_the_official_format_with_leading_spaces() {
+        let topo = Topology::from_machine_list_str(
+            "list.csv",
+            OFFICIAL,
+            RackGrouping::Consecutive {
+                servers_per_rack: 2,
+            },
+        )
+        .unwrap();
+        assert_eq!(topo.total_gpus(), 20);
+        let names: Vec<_> = topo.servers().iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["m0", "m1", "m2", "m10"]);
+        assert_eq!(topo.domains_at(gangway_plugin_sdk::Level(1)).len(), 2);
+    }
+
+    #[test]
+    fn same_sku_grouping_separates_server_types() {
+        let topo =
+            Topology::from_machine_list_str("l.csv", OFFICIAL, RackGrouping::default()).unwrap();
+        let racks = topo.domains_at(gangway_plugin_sdk::Level(1));
+        assert_eq!(racks.len(), 2);
+        assert_eq!(topo.domains()[racks[0].0 as usize].gpus, 16);
+        assert_eq!(topo.domains()[racks[1].0 as usize].gpus, 4);
+    }
+
+    #[test]
+    fn loads_the_revised_format_with_an_index_column() {
+        let topo =
+            Topology::from_machine_list_str("r.csv", REVISED, RackGrouping::default()).unwrap();
+        assert_eq!(topo.total_gpus(), 12);
+        assert_eq!(topo.servers().len(), 3);
+    }
+
+    #[test]
+    fn errors_name_file_and_line() {
+        let bad = "machineId, number of GPUs\nm0,8\nm1,eight\n";
+        let err = Topology::from_machine_list_str("bad.csv", bad, RackGrouping::default())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "bad.csv:3: machine m1: GPU count \"eight\" is not a whole number"
+        );
+        let err =
+            Topology::from_machine_list_str("h.csv", "id,gpus\nm0,8\n", RackGrouping::default())
+                .unwrap_err()
+                .to_string();
+        assert!(err.starts_with("h.csv:1: no \"machineId\" column"), "{err}");
+        let dup = "machineId,number of GPUs\nm0,8\nm0,8\n";
+        assert!(matches!(
+            Topology::from_machine_list_str("d.csv", dup, RackGrouping::default()),
+            Err(TopologyError::DuplicateName { .. })
+        ));
+    }
+}

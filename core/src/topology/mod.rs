@@ -1,0 +1,279 @@
+//! The cluster's shape: a petgraph tree of domains (cluster > racks > ... )
+//! whose leaves are servers, each holding GPUs.
+//!
+//! The tree is immutable once built. Dense ids ([`ServerId`], [`DomainId`])
+//! index flat vectors on the hot path; the petgraph tree answers structural
+//! questions (ancestors, children, levels).
+
+mod builder;
+mod file;
+mod machine_list;
+
+use std::collections::HashMap;
+
+use gangway_plugin_sdk::Level;
+use petgraph::graph::{DiGraph, NodeIndex};
+use serde::{Deserialize, Serialize};
+
+pub use builder::TopologyBuilder;
+pub use machine_list::RackGrouping;
+
+/// Most GPUs one server may have (free GPUs are tracked as a `u64` bitmask).
+pub const MAX_GPUS_PER_SERVER: u32 = 64;
+
+/// A server: a dense index into [`Topology::servers`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ServerId(pub u32);
+
+/// A domain above the servers (the cluster, a rack, ...): a dense index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct DomainId(pub u32);
+
+/// A node of the topology graph.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Node {
+    /// A domain: the cluster, a rack, or any other grouping level.
+    Domain(DomainId),
+    /// A server.
+    Server(ServerId),
+    /// GPU `index` of a server.
+    Gpu(ServerId, u8),
+}
+
+/// What the topology knows about one domain.
+#[derive(Clone, Debug)]
+pub struct Domain {
+    /// Its name (unique among domains).
+    pub name: String,
+    /// Its level (`Level(0)` for the cluster).
+    pub level: Level,
+    /// Its parent domain (`None` for the cluster).
+    pub parent: Option<DomainId>,
+    /// GPUs of all servers below it.
+    pub gpus: u32,
+    node: NodeIndex,
+}
+
+/// What the topology knows about one server.
+#[derive(Clone, Debug)]
+pub struct Server {
+    /// Its name (unique among servers), e.g. `m31`.
+    pub name: String,
+    /// Its GPU count.
+    pub gpus: u32,
+    /// Its enclosing domains, from the cluster (index 0) down to its direct parent.
+    pub ancestors: Vec<DomainId>,
+    node: NodeIndex,
+}
+
+/// An immutable cluster topology.
+///
+/// ```
+/// use gangway_core::Topology;
+/// // 2 racks x 4 servers x 8 GPUs
+/// let topo = Topology::uniform(2, 4, 8).unwrap();
+/// assert_eq!(topo.total_gpus(), 64);
+/// assert_eq!(topo.server_level().0, 2);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Topology {
+    graph: DiGraph<Node, ()>,
+    level_names: Vec<String>,
+    domains: Vec<Domain>,
+    servers: Vec<Server>,
+    by_level: Vec<Vec<DomainId>>,
+    server_names: HashMap<String, ServerId>,
+    /// Largest domain GPU count per level, the server level last.
+    max_domain_gpus: Vec<u32>,
+    total_gpus: u32,
+    max_server_gpus: u32,
+}
+
+impl Topology {
+    /// A cluster of `racks` racks, each of `servers_per_rack` servers with
+    /// `gpus_per_server` GPUs; servers are named `r{rack}-s{server}`.
+    pub fn uniform(
+        racks: u32,
+        servers_per_rack: u32,
+        gpus_per_server: u32,
+    ) -> Result<Topology, TopologyError> {
+        let mut b = TopologyBuilder::new();
+        let root = b.root();
+        for r in 0..racks {
+            let rack = b.add_domain(root, format!("r{r}"))?;
+            for s in 0..servers_per_rack {
+                b.add_server(rack, format!("r{r}-s{s}"), gpus_per_server)?;
+            }
+        }
+        b.build()
+    }
+
+    /// Names of the levels from the root down to the servers
+    /// (e.g. `["cluster", "rack", "server"]`).
+    pub fn level_names(&self) -> &[String] {
+        &self.level_names
+    }
+
+    /// The level of the servers (the narrowest spread limit).
+    pub fn server_level(&self) -> Level {
+        Level(u8::try_from(self.level_names.len() - 1).unwrap_or(u8::MAX))
+    }
+
+    /// All servers, indexed by [`ServerId`].
+    pub fn servers(&self) -> &[Server] {
+        &self.servers
+    }
+
+    /// One server.
+    pub fn server(&self, id: ServerId) -> Option<&Server> {
+        self.servers.get(id.0 as usize)
+    }
+
+    /// A server by name.
+    pub fn server_by_name(&self, name: &str) -> Option<ServerId> {
+        self.server_names.get(name).copied()
+    }
+
+    /// All domains (cluster, racks, ...), indexed by [`DomainId`].
+    pub fn domains(&self) -> &[Domain] {
+        &self.domains
+    }
+
+    /// The domains at `level` (empty at and below the server level).
+    pub fn domains_at(&self, level: Level) -> &[DomainId] {
+        self.by_level
+            .get(level.0 as usize)
+            .map_or(&[][..], Vec::as_slice)
+    }
+
+    /// Total GPUs.
+    pub fn total_gpus(&self) -> u32 {
+        self.total_gpus
+    }
+
+    /// GPUs of the largest server.
+    pub fn max_server_gpus(&self) -> u32 {
+        self.max_server_gpus
+    }
+
+    /// GPUs of the largest domain at `level` (the largest server at the server level).
+    pub fn max_domain_gpus(&self, level: Level) -> u32 {
+        self.max_domain_gpus
+            .get(level.0 as usize)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The narrowest level with a domain big enough for a gang of `gpus`, or
+    /// `None` if the whole cluster is too small.
+    pub fn min_level_for(&self, gpus: u32) -> Option<Level> {
+        (0..self.max_domain_gpus.len())
+            .rev()
+            .find(|&l| self.max_domain_gpus[l] >= gpus)
+            .map(|l| Level(u8::try_from(l).unwrap_or(u8::MAX)))
+    }
+
+    /// The narrowest level whose single domain holds all of `servers`
+    /// (the server level for one server; `Level(0)` for an empty slice).
+    pub fn common_level(&self, servers: &[ServerId]) -> Level {
+        let Some((first, rest)) = servers.split_first() else {
+            return Level::ANY;
+        };
+        if rest.iter().all(|s| s == first) {
+            return self.server_level();
+        }
+        let anc = &self.servers[first.0 as usize].ancestors;
+        let mut depth = anc.len();
+        for s in rest {
+            let other = &self.servers[s.0 as usize].ancestors;
+            let same = anc.iter().zip(other).take_while(|(a, b)| a == b).count();
+            depth = depth.min(same);
+        }
+        // `depth` ancestors are shared: the deepest shared one is at level depth-1.
+        Level(u8::try_from(depth.saturating_sub(1)).unwrap_or(u8::MAX))
+    }
+
+    /// The petgraph tree (domains, servers and GPUs as nodes; edges point to children).
+    pub fn graph(&self) -> &DiGraph<Node, ()> {
+        &self.graph
+    }
+
+    /// The children of a domain, as graph nodes, in insertion order.
+    pub fn children(&self, domain: DomainId) -> Vec<Node> {
+        let Some(d) = self.domains.get(domain.0 as usize) else {
+            return Vec::new();
+        };
+        let mut out: Vec<Node> = self
+            .graph
+            .neighbors(d.node)
+            .map(|n| self.graph[n].clone())
+            .collect();
+        // petgraph lists neighbours newest first.
+        out.reverse();
+        out
+    }
+
+    /// The graph node of a server.
+    pub fn server_node(&self, id: ServerId) -> Option<NodeIndex> {
+        self.servers.get(id.0 as usize).map(|s| s.node)
+    }
+}
+
+/// Why a topology could not be built or loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TopologyError {
+    /// A file could not be read.
+    #[error("{file}: cannot read: {source}")]
+    Io {
+        /// The file.
+        file: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A line or entry of an input file is malformed.
+    #[error("{file}:{line}: {message}")]
+    Parse {
+        /// The file.
+        file: String,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// Two servers (or two domains) share a name.
+    #[error("duplicate name {name:?}")]
+    DuplicateName {
+        /// The repeated name.
+        name: String,
+    },
+    /// A server has too many GPUs to track.
+    #[error("server {name:?} has {gpus} GPUs; at most {MAX_GPUS_PER_SERVER} are supported")]
+    TooManyGpus {
+        /// The server.
+        name: String,
+        /// Its GPU count.
+        gpus: u32,
+    },
+    /// Servers sit at different depths of the tree.
+    #[error(
+        "servers must all sit at the same depth: {name:?} is at depth {depth}, others at {expected}"
+    )]
+    UnevenDepth {
+        /// A server at the odd depth.
+        name: String,
+        /// Its depth.
+        depth: usize,
+        /// The depth of the first server.
+        expected: usize,
+    },
+    /// A domain id passed to the builder does not exist.
+    #[error("unknown domain {0:?}")]
+    UnknownDomain(DomainId),
+    /// The topology has no servers.
+    #[error("the topology has no servers")]
+    Empty,
+    /// The tree is deeper than a spread level can name.
+    #[error("the topology is too deep ({0} levels)")]
+    TooDeep(usize),
+}

@@ -1,0 +1,50 @@
+//! Small copyable identifiers that cross the policy boundary.
+
+use serde::{Deserialize, Serialize};
+
+/// A job's identifier, chosen by the host (unique per scheduler).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct JobId(pub u64);
+
+/// A virtual cluster (tenant): an index into [`crate::RoundView::vcs`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct VcId(pub u32);
+
+/// A level of the topology tree, counted from the root: `Level(0)` is the whole
+/// cluster, `Level(1)` the racks (network / RDMA domains) in the usual
+/// cluster > rack > server shape, and [`crate::ClusterSummary::server_level`] the servers.
+///
+/// As a *spread limit* it names the level whose single domain must contain a
+/// job's whole gang: the server level means "one server", level 0 means "anywhere".
+/// A larger number is a *narrower* (more local) limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Level(pub u8);
+
+impl Level {
+    /// The root level: a job may span the whole cluster.
+    pub const ANY: Level = Level(0);
+
+    /// The level one step wider (closer to the root), saturating at [`Level::ANY`].
+    ///
+    /// ```
+    /// use gangway_plugin_sdk::Level;
+    /// assert_eq!(Level(2).wider(), Level(1));
+    /// assert_eq!(Level::ANY.wider(), Level::ANY);
+    /// ```
+    #[must_use]
+    pub fn wider(self) -> Level {
+        Level(self.0.saturating_sub(1))
+    }
+}
+
+impl std::fmt::Display for JobId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "job {}", self.0)
+    }
+}
+
+impl std::fmt::Display for Level {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "level {}", self.0)
+    }
+}
