@@ -1,0 +1,1 @@
+//! Shared fixtures for Gangway's criterion benchmarks (see `benches/`).

@@ -1,0 +1,3 @@
+//! Programs that embed Gangway the way real hosts do, and the pieces they
+//! share: trace readers, the workload generator, the discrete-event replay,
+//! the built-in policy catalog and presets, and reports.
