@@ -1,0 +1,274 @@
+//! `delay`: delay scheduling for gangs (locality slot).
+//!
+//! A job first may span only the smallest domain that can hold it (its
+//! [`PendingJob::min_level`]: one server if it fits on one, else one rack, ...).
+//! Each time its wait since it last became pending passes the next threshold
+//! of [`DelayConfig::widen_after_s`], its spread limit widens one level
+//! towards the whole cluster, never past [`DelayConfig::widest`]. The limit
+//! therefore never narrows while a job keeps waiting; a retry starts narrow
+//! again because its wait restarts.
+//!
+//! # Options (TOML)
+//!
+//! | key | type | default | meaning |
+//! |---|---|---|---|
+//! | `widen_after_s` | list of seconds, non-decreasing | `[60, 600]` | wait after which the limit is 1, 2, ... levels wider than `min_level` |
+//! | `widest` | level (0 = whole cluster) | `0` | the widest level ever allowed |
+//!
+//! # How the defaults were chosen
+//!
+//! The Philly scheduler's own relaxation ladder is not public (PHILLY.md
+//! §3.3). The public trace shows that spreading over more servers than the
+//! minimum becomes much more likely once a job has waited about a minute
+//! (8-GPU jobs: 20 % spread when they waited under 1 min, 54 % after
+//! 1–2.5 min; 4-GPU jobs: 6 % → 17 %), so the first widening (server → rack,
+//! or rack → cluster for multi-rack gangs) comes after **60 s**. Beyond
+//! 4–10 min of waiting the spread share stops growing (PHILLY.md §3.3 table),
+//! and by 10 min a 4- or 8-GPU job is already in the tail of its wait
+//! distribution (p75 6.9 and 13.6 min, §5.4), so the second widening comes
+//! after **600 s**. Both are starting points: calibrate them against the
+//! placement mix of §5.2 for a given topology.
+//!
+//! ```
+//! use gangway_plugin_sdk::{Configure, LocalityPolicy};
+//! use gangway_policy_delay::Delay;
+//!
+//! let delay = Delay::from_config(b"widen_after_s = [30, 300]\nwidest = 1").unwrap();
+//! assert_eq!(delay.config().widen_after_s, vec![30, 300]);
+//! assert_eq!(delay.config().widest, 1);
+//! assert!(Delay::from_config(b"wait = 3").is_err());
+//! # let _ = &delay as &dyn LocalityPolicy;
+//! ```
+
+use gangway_plugin_sdk::{
+    ConfigError, Configure, Level, LocalityDecision, LocalityPolicy, PendingJob, QueueView,
+    config_text,
+};
+use serde::Deserialize;
+
+/// Configuration of [`Delay`], parsed from TOML by [`Configure::from_config`].
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DelayConfig {
+    /// Cumulative waits (seconds since the job last became pending) after
+    /// which the spread limit is one, two, ... levels wider than the job's
+    /// `min_level`. Must be non-decreasing. Default `[60, 600]`.
+    pub widen_after_s: Vec<u64>,
+    /// The widest level a job may ever span (`0` = the whole cluster,
+    /// `1` = one rack in the usual cluster > rack > server shape). A job whose
+    /// `min_level` is already wider keeps its `min_level`. Default `0`.
+    pub widest: u8,
+}
+
+impl Default for DelayConfig {
+    fn default() -> Self {
+        DelayConfig {
+            widen_after_s: vec![60, 600],
+            widest: 0,
+        }
+    }
+}
+
+/// Delay scheduling for gangs: narrow first, wider level by level as the job
+/// waits. See the [crate docs](crate) for the rule and its defaults.
+///
+/// ```
+/// use gangway_plugin_sdk::*;
+/// use gangway_policy_delay::Delay;
+///
+/// let job = |waiting_s| PendingJob {
+///     id: JobId(1), vc: VcId(0), user: 0, gpus: 8, submitted_s: 0, waiting_s,
+///     attempts: 0, attained_gpu_s: 0, min_level: Level(2),
+/// };
+/// let view = QueueView {
+///     now_s: 1_000,
+///     cluster: ClusterSummary { total_gpus: 64, free_gpus: 8, server_level: Level(2), levels: vec![] },
+///     jobs: vec![job(0), job(90), job(900)],
+///     spread: vec![],
+/// };
+/// // One server, then one rack after 60 s, then anywhere after 600 s.
+/// assert_eq!(Delay::default().spread(&view).spread, vec![Level(2), Level(1), Level(0)]);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Delay {
+    config: DelayConfig,
+}
+
+impl Delay {
+    /// Builds the policy from a checked configuration.
+    pub fn new(config: DelayConfig) -> Result<Delay, ConfigError> {
+        if let Some(w) = config.widen_after_s.windows(2).find(|w| w[0] > w[1]) {
+            return Err(ConfigError(format!(
+                "delay: widen_after_s must be non-decreasing, but {} comes before {}",
+                w[0], w[1]
+            )));
+        }
+        Ok(Delay { config })
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &DelayConfig {
+        &self.config
+    }
+
+    /// The spread limit for one job with the cluster's server level `server_level`.
+    pub fn limit(&self, job: &PendingJob, server_level: Level) -> Level {
+        let start = job.min_level.min(server_level);
+        let steps = self
+            .config
+            .widen_after_s
+            .iter()
+            .take_while(|w| job.waiting_s >= **w)
+            .count();
+        let steps = u8::try_from(steps).unwrap_or(u8::MAX);
+        let widest = self.config.widest.min(start.0);
+        Level(start.0.saturating_sub(steps).max(widest))
+    }
+}
+
+impl Configure for Delay {
+    fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
+        let text = config_text(config)?;
+        let config: DelayConfig =
+            toml::from_str(text).map_err(|e| ConfigError(format!("delay: {e}")))?;
+        Delay::new(config)
+    }
+}
+
+impl LocalityPolicy for Delay {
+    fn spread(&self, view: &QueueView) -> LocalityDecision {
+        let server_level = view.cluster.server_level;
+        LocalityDecision {
+            spread: view
+                .jobs
+                .iter()
+                .map(|j| self.limit(j, server_level))
+                .collect(),
+        }
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+gangway_plugin_sdk::export_locality!(Delay);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gangway_plugin_sdk::{ClusterSummary, JobId, VcId};
+    use proptest::prelude::*;
+
+    fn job(id: u64, min_level: u8, waiting_s: u64) -> PendingJob {
+        PendingJob {
+            id: JobId(id),
+            vc: VcId(0),
+            user: 0,
+            gpus: 8,
+            submitted_s: 0,
+            waiting_s,
+            attempts: 0,
+            attained_gpu_s: 0,
+            min_level: Level(min_level),
+        }
+    }
+
+    fn view(jobs: Vec<PendingJob>) -> QueueView {
+        QueueView {
+            now_s: 10_000,
+            cluster: ClusterSummary {
+                total_gpus: 64,
+                free_gpus: 0,
+                server_level: Level(2),
+                levels: vec![],
+            },
+            jobs,
+            spread: vec![],
+        }
+    }
+
+    #[test]
+    fn widens_one_level_per_threshold() {
+        let d = Delay::default();
+        let v = view(vec![
+            job(1, 2, 0),
+            job(2, 2, 59),
+            job(3, 2, 60),
+            job(4, 2, 599),
+            job(5, 2, 600),
+            job(6, 2, 1_000_000),
+        ]);
+        let spread = d.spread(&v).spread;
+        assert_eq!(
+            spread,
+            vec![Level(2), Level(2), Level(1), Level(1), Level(0), Level(0)]
+        );
+    }
+
+    #[test]
+    fn multi_rack_gang_starts_at_its_min_level() {
+        let d = Delay::default();
+        let v = view(vec![job(1, 1, 0), job(2, 1, 60), job(3, 0, 0)]);
+        assert_eq!(d.spread(&v).spread, vec![Level(1), Level(0), Level(0)]);
+    }
+
+    #[test]
+    fn widest_caps_relaxation_but_never_narrows_below_min_level() {
+        let d = Delay::from_config(b"widest = 1").unwrap();
+        let v = view(vec![job(1, 2, 10_000), job(2, 0, 10_000)]);
+        assert_eq!(d.spread(&v).spread, vec![Level(1), Level(0)]);
+    }
+
+    #[test]
+    fn min_level_below_the_server_level_is_clamped() {
+        let d = Delay::default();
+        let v = view(vec![job(1, 5, 0)]);
+        assert_eq!(d.spread(&v).spread, vec![Level(2)]);
+    }
+
+    #[test]
+    fn empty_list_never_relaxes() {
+        let d = Delay::from_config(b"widen_after_s = []").unwrap();
+        let v = view(vec![job(1, 2, u64::MAX)]);
+        assert_eq!(d.spread(&v).spread, vec![Level(2)]);
+    }
+
+    #[test]
+    fn config_errors_are_clear() {
+        assert_eq!(Delay::from_config(b"").unwrap(), Delay::default());
+        assert_eq!(Delay::from_config(b"  \n").unwrap(), Delay::default());
+        let unknown = Delay::from_config(b"timeout = 3").unwrap_err();
+        assert!(unknown.0.contains("unknown field `timeout`"), "{unknown}");
+        let order = Delay::from_config(b"widen_after_s = [600, 60]").unwrap_err();
+        assert!(order.0.contains("non-decreasing"), "{order}");
+        let ty = Delay::from_config(b"widest = -1").unwrap_err();
+        assert!(ty.0.starts_with("delay:"), "{ty}");
+        assert!(Delay::from_config(&[0xff, 0xfe]).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn spread_never_shrinks_as_a_job_waits(
+            mut waits in proptest::collection::vec(0u64..2_000, 0..5),
+            widest in 0u8..4,
+            min_level in 0u8..4,
+            server_level in 0u8..4,
+            mut ages in proptest::collection::vec(0u64..3_000, 1..20),
+        ) {
+            waits.sort_unstable();
+            let d = Delay::new(DelayConfig { widen_after_s: waits, widest }).unwrap();
+            ages.sort_unstable();
+            let mut v = view(ages.iter().enumerate().map(|(i, a)| job(i as u64, min_level, *a)).collect());
+            v.cluster.server_level = Level(server_level);
+            let spread = d.spread(&v).spread;
+            prop_assert_eq!(spread.len(), v.jobs.len());
+            let start = Level(min_level.min(server_level));
+            for pair in spread.windows(2) {
+                // Longer waits come later: the level number may only go down (wider).
+                prop_assert!(pair[1] <= pair[0]);
+            }
+            for l in &spread {
+                prop_assert!(*l <= start, "never narrower than min_level");
+                prop_assert!(*l <= v.cluster.server_level);
+            }
+        }
+    }
+}

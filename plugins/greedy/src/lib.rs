@@ -1,0 +1,95 @@
+//! `greedy`: any placement at once (locality slot).
+//!
+//! Every job may span the whole cluster from its first round
+//! ([`Level::ANY`]). The placement search still prefers the fewest servers
+//! inside one domain, so a job lands locally when it can; it just never
+//! waits for locality. This is the opposite extreme of `strict`, for
+//! comparison: lowest queueing delay, worst locality under load.
+//!
+//! # Options (TOML)
+//!
+//! None: the configuration must be empty (unknown keys are rejected).
+//!
+//! ```
+//! use gangway_plugin_sdk::*;
+//! use gangway_policy_greedy::Greedy;
+//!
+//! let job = PendingJob {
+//!     id: JobId(1), vc: VcId(0), user: 0, gpus: 8, submitted_s: 0, waiting_s: 0,
+//!     attempts: 0, attained_gpu_s: 0, min_level: Level(2),
+//! };
+//! let view = QueueView {
+//!     now_s: 0,
+//!     cluster: ClusterSummary { total_gpus: 64, free_gpus: 8, server_level: Level(2), levels: vec![] },
+//!     jobs: vec![job],
+//!     spread: vec![],
+//! };
+//! assert_eq!(Greedy::from_config(b"").unwrap().spread(&view).spread, vec![Level::ANY]);
+//! ```
+
+use gangway_plugin_sdk::{
+    ConfigError, Configure, Level, LocalityDecision, LocalityPolicy, QueueView, config_text,
+};
+use serde::Deserialize;
+
+/// Configuration of [`Greedy`]: it has no options.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GreedyConfig {}
+
+/// Greedy locality: every job may span the whole cluster. See the
+/// [crate docs](crate).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Greedy;
+
+impl Configure for Greedy {
+    fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
+        let text = config_text(config)?;
+        let GreedyConfig {} =
+            toml::from_str(text).map_err(|e| ConfigError(format!("greedy: {e}")))?;
+        Ok(Greedy)
+    }
+}
+
+impl LocalityPolicy for Greedy {
+    fn spread(&self, view: &QueueView) -> LocalityDecision {
+        LocalityDecision {
+            spread: vec![Level::ANY; view.jobs.len()],
+        }
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+gangway_plugin_sdk::export_locality!(Greedy);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gangway_plugin_sdk::{ClusterSummary, JobId, PendingJob, VcId};
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn always_any_one_per_job(levels in proptest::collection::vec(0u8..4, 0..30)) {
+            let view = QueueView {
+                now_s: 0,
+                cluster: ClusterSummary { total_gpus: 8, free_gpus: 8, server_level: Level(2), levels: vec![] },
+                jobs: levels.iter().enumerate().map(|(i, l)| PendingJob {
+                    id: JobId(i as u64), vc: VcId(0), user: 0, gpus: 1, submitted_s: 0,
+                    waiting_s: 0, attempts: 0, attained_gpu_s: 0, min_level: Level(*l),
+                }).collect(),
+                spread: vec![],
+            };
+            let spread = Greedy.spread(&view).spread;
+            prop_assert_eq!(spread.len(), levels.len());
+            prop_assert!(spread.iter().all(|l| *l == Level::ANY));
+        }
+    }
+
+    #[test]
+    fn config_must_be_empty() {
+        assert_eq!(Greedy::from_config(b"").unwrap(), Greedy);
+        let e = Greedy::from_config(b"x = 1").unwrap_err();
+        assert!(e.0.contains("unknown field `x`"), "{e}");
+    }
+}
