@@ -30,14 +30,13 @@
 //! placement mix of §5.2 for a given topology.
 //!
 //! ```
-//! use gangway_plugin_sdk::{Configure, LocalityPolicy};
+//! use gangway_plugin_sdk::Configure;
 //! use gangway_policy_delay::Delay;
 //!
 //! let delay = Delay::from_config(b"widen_after_s = [30, 300]\nwidest = 1").unwrap();
 //! assert_eq!(delay.config().widen_after_s, vec![30, 300]);
 //! assert_eq!(delay.config().widest, 1);
 //! assert!(Delay::from_config(b"wait = 3").is_err());
-//! # let _ = &delay as &dyn LocalityPolicy;
 //! ```
 
 use gangway_plugin_sdk::{

@@ -18,9 +18,10 @@
 //!    GPUs free now, less those granted in pass 1, still cover it; otherwise
 //!    it is ineligible and waits with *fair-share delay*.
 //!
-//! A VC under its quota is therefore always ordered before every VC at or over
-//! its quota, and its oldest job is never made to wait for fair share while an
-//! over-quota VC is served ahead of it.
+//! So the oldest job of a VC under its quota is ordered ahead of every job of
+//! a VC at or over its quota: it is never made to wait for fair share while an
+//! over-quota VC is served ahead of it. Each step costs O(log VCs), so a round
+//! is O(jobs x log VCs).
 //!
 //! # Quotas
 //!
@@ -67,12 +68,13 @@
 //! ]);
 //! ```
 
-use std::cmp::Ordering;
-use std::collections::{BTreeMap, VecDeque};
+use std::cmp::{Ordering, Reverse};
+use std::collections::binary_heap::PeekMut;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
 use gangway_plugin_sdk::{
-    ConfigError, Configure, FairnessDecision, FairnessPolicy, PendingJob, Ranked, RoundView, VcId,
-    VcUsage, config_text,
+    ConfigError, Configure, FairnessDecision, FairnessPolicy, JobId, PendingJob, Ranked, RoundView,
+    VcId, VcUsage, config_text,
 };
 use serde::{Deserialize, Deserializer};
 
@@ -189,13 +191,12 @@ impl VcQuota {
         for j in &view.jobs {
             *demand.entry(j.vc).or_insert(0) += u64::from(j.gpus);
         }
-        let usage = |vc: VcId| -> Option<&VcUsage> { view.vcs.iter().find(|v| v.id == vc) };
         let mut out: Vec<EffectiveQuota> = demand
             .keys()
             .map(|&vc| {
                 let (quota_gpus, source) = match self.config.quota.get(&vc.0) {
                     Some(q) => (Some(*q), QuotaSource::Config),
-                    None => match usage(vc).and_then(|v| v.quota_gpus) {
+                    None => match usage(view, vc).and_then(|v| v.quota_gpus) {
                         Some(q) => (Some(q), QuotaSource::Host),
                         None => match self.config.unquoted {
                             Unquoted::DemandShare => (None, QuotaSource::DemandShare),
@@ -268,36 +269,41 @@ impl Tenant<'_> {
             Some(q) => (self.used < q && self.used + gpus <= q) || (q > 0 && self.used == 0),
         }
     }
-}
 
-fn cmp_load(a: (u64, u64), b: (u64, u64)) -> Ordering {
-    (u128::from(a.0) * u128::from(b.1)).cmp(&(u128::from(b.0) * u128::from(a.1)))
-}
-
-/// The open VC with the lowest load; ties to the older head job.
-fn most_under_served(tenants: &[Tenant<'_>], open: &[bool]) -> Option<usize> {
-    let mut best: Option<usize> = None;
-    for (i, t) in tenants.iter().enumerate() {
-        let Some(head) = t.queue.front() else {
-            continue;
-        };
-        if !open[i] {
-            continue;
-        }
-        let better = match best {
-            None => true,
-            Some(b) => {
-                let bh = tenants[b].queue.front().map(|j| (j.submitted_s, j.id));
-                cmp_load(t.load(), tenants[b].load())
-                    .then_with(|| Some((head.submitted_s, head.id)).cmp(&bh))
-                    == Ordering::Less
-            }
-        };
-        if better {
-            best = Some(i);
-        }
+    /// Its place in the serving order, if it has jobs left.
+    fn turn(&self, index: usize) -> Option<Turn> {
+        let head = self.queue.front()?;
+        Some(Turn {
+            load: self.load(),
+            head: (head.submitted_s, head.id),
+            index,
+        })
     }
-    best
+}
+
+/// A VC's place in the serving order: lowest load first, then the older
+/// oldest job (job ids are unique, so this is total).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Turn {
+    load: (u64, u64),
+    head: (u64, JobId),
+    index: usize,
+}
+
+impl Ord for Turn {
+    fn cmp(&self, other: &Self) -> Ordering {
+        let (a, b) = (self.load, other.load);
+        (u128::from(a.0) * u128::from(b.1))
+            .cmp(&(u128::from(b.0) * u128::from(a.1)))
+            .then(self.head.cmp(&other.head))
+            .then(self.index.cmp(&other.index))
+    }
+}
+
+impl PartialOrd for Turn {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 impl FairnessPolicy for VcQuota {
@@ -309,11 +315,7 @@ impl FairnessPolicy for VcQuota {
             .iter()
             .map(|q| Tenant {
                 quota: q.quota_gpus.map(u64::from),
-                used: view
-                    .vcs
-                    .iter()
-                    .find(|v| v.id == q.vc)
-                    .map_or(0, |v| u64::from(v.held_gpus)),
+                used: usage(view, q.vc).map_or(0, |v| u64::from(v.held_gpus)),
                 queue: VecDeque::new(),
             })
             .collect();
@@ -324,17 +326,24 @@ impl FairnessPolicy for VcQuota {
                 tenants[i].queue.push_back(j);
             }
         }
+        let lend = self.config.lend;
+        FairnessDecision {
+            order: serve(&mut tenants, u64::from(view.cluster.free_gpus), lend),
+        }
+    }
+}
 
-        let mut order = Vec::with_capacity(view.jobs.len());
-        // Pass 1: within quota.
-        let mut open = vec![true; tenants.len()];
-        let mut granted = 0u64;
-        while let Some(i) = most_under_served(&tenants, &open) {
-            let t = &mut tenants[i];
-            let Some(job) = t.queue.front().copied() else {
-                break;
-            };
-            if t.head_fits(u64::from(job.gpus)) {
+/// The two passes over the VCs' queues (see the crate docs).
+fn serve(tenants: &mut [Tenant<'_>], free_gpus: u64, lend: bool) -> Vec<Ranked> {
+    let mut order = Vec::with_capacity(tenants.iter().map(|t| t.queue.len()).sum());
+    // Pass 1: within quota. A VC whose oldest job does not fit leaves the
+    // pass, so its later jobs cannot overtake that job.
+    let mut turns = Turns::new(tenants);
+    let mut granted = 0u64;
+    while let Some(i) = turns.current {
+        let t = &mut tenants[i];
+        let next = match t.queue.front().copied() {
+            Some(job) if t.head_fits(u64::from(job.gpus)) => {
                 t.queue.pop_front();
                 t.used += u64::from(job.gpus);
                 granted += u64::from(job.gpus);
@@ -342,20 +351,20 @@ impl FairnessPolicy for VcQuota {
                     job: job.id,
                     eligible: true,
                 });
-            } else {
-                open[i] = false;
+                t.turn(i)
             }
-        }
-        // Pass 2: the rest, on lent GPUs if allowed.
-        let open = vec![true; tenants.len()];
-        let mut lendable = u64::from(view.cluster.free_gpus).saturating_sub(granted);
-        while let Some(i) = most_under_served(&tenants, &open) {
-            let t = &mut tenants[i];
-            let Some(job) = t.queue.pop_front() else {
-                break;
-            };
+            _ => None,
+        };
+        turns.advance(next);
+    }
+    // Pass 2: the rest, on lent GPUs if allowed.
+    let mut turns = Turns::new(tenants);
+    let mut lendable = free_gpus.saturating_sub(granted);
+    while let Some(i) = turns.current {
+        let t = &mut tenants[i];
+        if let Some(job) = t.queue.pop_front() {
             let gpus = u64::from(job.gpus);
-            let eligible = self.config.lend && gpus <= lendable;
+            let eligible = lend && gpus <= lendable;
             if eligible {
                 lendable -= gpus;
                 t.used += gpus;
@@ -365,7 +374,48 @@ impl FairnessPolicy for VcQuota {
                 eligible,
             });
         }
-        FairnessDecision { order }
+        turns.advance(t.turn(i));
+    }
+    order
+}
+
+/// The serving order of the VCs: the one being served and a min-heap of the
+/// others' turns.
+struct Turns {
+    current: Option<usize>,
+    waiting: BinaryHeap<Reverse<Turn>>,
+}
+
+impl Turns {
+    fn new(tenants: &[Tenant<'_>]) -> Turns {
+        let mut waiting: BinaryHeap<Reverse<Turn>> = tenants
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| t.turn(i).map(Reverse))
+            .collect();
+        let current = waiting.pop().map(|Reverse(t)| t.index);
+        Turns { current, waiting }
+    }
+
+    /// Moves on after the current VC was served; `next` is its new turn, if
+    /// it still takes part. It keeps going while it stays first.
+    fn advance(&mut self, next: Option<Turn>) {
+        self.current = match (next, self.waiting.peek_mut()) {
+            (Some(mine), Some(mut top)) if top.0 < mine => {
+                Some(std::mem::replace(&mut top.0, mine).index)
+            }
+            (Some(mine), _) => Some(mine.index),
+            (None, Some(top)) => Some(PeekMut::pop(top).0.index),
+            (None, None) => None,
+        };
+    }
+}
+
+/// The usage record of `vc` (normally at index `vc` of `view.vcs`).
+fn usage(view: &RoundView, vc: VcId) -> Option<&VcUsage> {
+    match view.vcs.get(vc.0 as usize) {
+        Some(v) if v.id == vc => Some(v),
+        _ => view.vcs.iter().find(|v| v.id == vc),
     }
 }
 
