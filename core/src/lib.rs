@@ -36,6 +36,8 @@ mod round;
 mod scheduler;
 mod state;
 mod topology;
+#[cfg(feature = "wasm")]
+pub mod wasm;
 
 pub use job::{AttemptEnd, FinalStatus, JobRecord, JobSpec, JobState, WaitBreakdown, WaitReason};
 pub use placement::{PlacementChoice, Scope};

@@ -115,17 +115,28 @@ impl Scheduler {
             Ok(d) => match check(&d) {
                 Ok(()) => {
                     self.note_success(slot);
+                    self.report_outcome(slot, Ok(()));
                     return d;
                 }
                 Err(kind) => PolicyError::new(slot, name, kind),
             },
             Err(e) => e,
         };
+        self.report_outcome(slot, Err(&err));
         tracing::warn!(%err, "policy failed; using the built-in default for this round");
         self.note_failure(&err);
         errors.push(err);
         // The built-in defaults are total functions of a valid view.
         fallback(self).unwrap_or_default()
+    }
+
+    /// Tells the slot's backend how its last call went.
+    fn report_outcome(&mut self, slot: Slot, outcome: Result<(), &PolicyError>) {
+        match slot {
+            Slot::Fairness => self.policies.fairness.report(outcome),
+            Slot::Locality => self.policies.locality.report(outcome),
+            Slot::Gang => self.policies.gang.report(outcome),
+        }
     }
 
     /// Runs one scheduling round at time `now` and applies its starts.
@@ -142,6 +153,10 @@ impl Scheduler {
             });
         }
         self.last_round_s = now;
+        // Between rounds: the only point where a slot may swap what it runs.
+        self.policies.fairness.prepare_round();
+        self.policies.locality.prepare_round();
+        self.policies.gang.prepare_round();
         let mut report = RoundReport {
             now_s: now,
             ..RoundReport::default()

@@ -45,14 +45,38 @@
 //! };
 //! assert!(Fifo.order(&view).order.is_empty());
 //! ```
+//!
+//! ## Running as a Wasm component
+//!
+//! The same type becomes a sandboxed plugin with one macro line,
+//! [`export_fairness!`], [`export_locality!`] or [`export_gang!`], in a
+//! `cdylib` crate built for `wasm32-unknown-unknown`. The contract is the WIT
+//! package `gangway:policy@1.0.0` in this crate's `wit/policy.wit`; the
+//! [contract page](crate::contract) explains the calling convention, the byte
+//! layout of every view and decision, the limits a policy runs under and how
+//! to write one in another language.
+//!
+//! [`builtin`] holds the core's default policies, here so that they too run
+//! natively and as Wasm.
 
+pub mod builtin;
 mod decision;
+#[doc(hidden)]
+pub mod export;
+#[cfg(target_arch = "wasm32")]
+pub mod guest;
 mod ids;
+mod log;
 mod policy;
 mod view;
 pub mod wire;
 
 pub use decision::{FairnessDecision, GangAction, GangDecision, LocalityDecision, Ranked};
 pub use ids::{JobId, Level, VcId};
+pub use log::{LogLevel, log};
 pub use policy::{ConfigError, Configure, FairnessPolicy, GangPolicy, LocalityPolicy, config_text};
 pub use view::{ClusterSummary, LevelSummary, PendingJob, QueueView, RoundView, VcUsage};
+
+/// The policy contract, for authors in any language (`CONTRACT.md`).
+#[doc = include_str!("../CONTRACT.md")]
+pub mod contract {}

@@ -1,68 +1,8 @@
 //! The built-in native defaults, used when no policy is configured and as the
 //! fallback when a configured policy fails: FIFO within virtual-cluster
 //! quotas, strict locality, backfill.
+//!
+//! They are defined in the SDK ([`gangway_plugin_sdk::builtin`]) so the same
+//! types also build as a Wasm component; this module re-exports them.
 
-use std::collections::HashMap;
-
-use gangway_plugin_sdk::{
-    FairnessDecision, FairnessPolicy, GangAction, GangDecision, GangPolicy, LocalityDecision,
-    LocalityPolicy, QueueView, Ranked, RoundView, VcId,
-};
-
-/// FIFO by submit time; a job is eligible while its virtual cluster stays
-/// within its quota, counting GPUs held plus earlier eligible jobs. A job
-/// larger than its VC's whole quota is eligible when the VC holds nothing, so
-/// it is not starved forever. VCs without a quota are unlimited.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct FifoQuota;
-
-impl FairnessPolicy for FifoQuota {
-    fn order(&self, view: &RoundView) -> FairnessDecision {
-        let mut used: HashMap<VcId, u32> = view.vcs.iter().map(|v| (v.id, v.held_gpus)).collect();
-        let quota = |vc: VcId| view.vcs.get(vc.0 as usize).and_then(|v| v.quota_gpus);
-        let order = view
-            .jobs
-            .iter()
-            .map(|j| {
-                let u = used.entry(j.vc).or_insert(0);
-                let eligible = match quota(j.vc) {
-                    None => true,
-                    Some(q) => *u + j.gpus <= q || (*u == 0 && j.gpus > q),
-                };
-                if eligible {
-                    *u += j.gpus;
-                }
-                Ranked {
-                    job: j.id,
-                    eligible,
-                }
-            })
-            .collect();
-        FairnessDecision { order }
-    }
-}
-
-/// Never relax: each job may span only the smallest domain that can hold it.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct StrictLocality;
-
-impl LocalityPolicy for StrictLocality {
-    fn spread(&self, view: &QueueView) -> LocalityDecision {
-        LocalityDecision {
-            spread: view.jobs.iter().map(|j| j.min_level).collect(),
-        }
-    }
-}
-
-/// A blocked job lets every later job try (backfill).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Backfill;
-
-impl GangPolicy for Backfill {
-    fn on_blocked(&self, view: &QueueView) -> GangDecision {
-        GangDecision {
-            on_blocked: vec![GangAction::Backfill; view.jobs.len()],
-            max_reservations: 0,
-        }
-    }
-}
+pub use gangway_plugin_sdk::builtin::{Backfill, FifoQuota, StrictLocality};

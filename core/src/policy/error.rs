@@ -56,6 +56,14 @@ pub enum PolicyErrorKind {
     /// The reply bytes did not decode.
     #[error("reply does not decode: {0}")]
     Decode(String),
+    /// The call broke the canonical ABI: a reply that cannot be lifted (a
+    /// list or string out of bounds of the module's memory, a bad
+    /// discriminant) or a bad allocation while the view was passed in.
+    #[error("broke the component ABI: {0}")]
+    Abi(String),
+    /// The policy answered with an error of its own (`error(message)` in WIT).
+    #[error("refused: {0}")]
+    Refused(String),
     /// The module is quarantined after repeated failures.
     #[error("quarantined after {0} consecutive failures")]
     Quarantined(u32),

@@ -22,6 +22,16 @@ pub trait FairnessBackend: Send {
     fn name(&self) -> &str;
     /// Orders the pending jobs of `view`.
     fn order(&mut self, view: &RoundView) -> Result<FairnessDecision, PolicyError>;
+    /// Called once at the start of every round, before any slot is asked:
+    /// the one point where a backend may change what it is (apply a staged
+    /// hot swap, restore a previous module). The default does nothing.
+    fn prepare_round(&mut self) {}
+    /// Told the outcome of the call just made, after the core validated the
+    /// decision: `Ok(())`, or the error the round fell back on. Lets a backend
+    /// count failures that only validation sees. The default does nothing.
+    fn report(&mut self, outcome: Result<(), &PolicyError>) {
+        let _ = outcome;
+    }
 }
 
 /// A locality policy as the scheduler calls it.
@@ -30,6 +40,16 @@ pub trait LocalityBackend: Send {
     fn name(&self) -> &str;
     /// One spread limit per job of `view`.
     fn spread(&mut self, view: &QueueView) -> Result<LocalityDecision, PolicyError>;
+    /// Called once at the start of every round, before any slot is asked:
+    /// the one point where a backend may change what it is (apply a staged
+    /// hot swap, restore a previous module). The default does nothing.
+    fn prepare_round(&mut self) {}
+    /// Told the outcome of the call just made, after the core validated the
+    /// decision: `Ok(())`, or the error the round fell back on. Lets a backend
+    /// count failures that only validation sees. The default does nothing.
+    fn report(&mut self, outcome: Result<(), &PolicyError>) {
+        let _ = outcome;
+    }
 }
 
 /// A gang policy as the scheduler calls it.
@@ -38,6 +58,16 @@ pub trait GangBackend: Send {
     fn name(&self) -> &str;
     /// One action per job of `view`.
     fn on_blocked(&mut self, view: &QueueView) -> Result<GangDecision, PolicyError>;
+    /// Called once at the start of every round, before any slot is asked:
+    /// the one point where a backend may change what it is (apply a staged
+    /// hot swap, restore a previous module). The default does nothing.
+    fn prepare_round(&mut self) {}
+    /// Told the outcome of the call just made, after the core validated the
+    /// decision: `Ok(())`, or the error the round fell back on. Lets a backend
+    /// count failures that only validation sees. The default does nothing.
+    fn report(&mut self, outcome: Result<(), &PolicyError>) {
+        let _ = outcome;
+    }
 }
 
 /// A policy type from the SDK running natively, in-process.

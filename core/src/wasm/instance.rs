@@ -1,0 +1,317 @@
+//! One live instance of a module serving one slot, and the backend that owns
+//! it: budget per call, failure classification, discard-and-restart.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use gangway_plugin_sdk::{
+    FairnessDecision, GangDecision, LocalityDecision, QueueView, RoundView, wire,
+};
+use serde::{Serialize, de::DeserializeOwned};
+use wasmtime::component::Func;
+use wasmtime::{ResourceLimiter, Store, Trap};
+
+use super::config::Budget;
+use super::error::WasmError;
+use super::host::{PolicyModule, error_text};
+use crate::policy::{
+    FairnessBackend, GangBackend, LocalityBackend, PolicyError, PolicyErrorKind, Slot,
+};
+
+/// Per-store host state: the limiter and log accounting.
+pub(crate) struct HostState {
+    limits: Limits,
+    pub(crate) module: Arc<str>,
+    pub(crate) logs_left: u32,
+    pub(crate) log_bytes: usize,
+}
+
+/// The memory cap (and small fixed caps on tables and instances).
+struct Limits {
+    memory_bytes: u64,
+}
+
+/// The error a `memory.grow` past the cap traps with.
+#[derive(Debug, thiserror::Error)]
+#[error("memory cap of {cap} bytes hit (the module asked for {desired} bytes)")]
+struct MemoryCapHit {
+    cap: u64,
+    desired: u64,
+}
+
+impl ResourceLimiter for Limits {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let desired = desired as u64;
+        if desired > self.memory_bytes {
+            return Err(MemoryCapHit {
+                cap: self.memory_bytes,
+                desired,
+            }
+            .into());
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= 100_000)
+    }
+
+    fn instances(&self) -> usize {
+        64
+    }
+
+    fn tables(&self) -> usize {
+        64
+    }
+
+    fn memories(&self) -> usize {
+        8
+    }
+}
+
+/// A live instance: its store and the slot's two functions.
+struct Live {
+    store: Store<HostState>,
+    call: Func,
+}
+
+/// A slot backend running a Wasm module. It owns at most one instance; any
+/// call that traps, runs out of budget, hits the memory cap or breaks the ABI
+/// discards it, and the next call starts a fresh one (running `init` again
+/// with the same configuration). An instance that failed is never reused.
+pub(crate) struct WasmBackend {
+    module: PolicyModule,
+    slot: Slot,
+    config: Arc<[u8]>,
+    live: Option<Live>,
+    view: Vec<u8>,
+}
+
+impl WasmBackend {
+    /// Instantiates the module for `slot` and runs `init(config)`.
+    pub(crate) fn start(
+        module: PolicyModule,
+        slot: Slot,
+        config: &[u8],
+    ) -> Result<WasmBackend, WasmError> {
+        let mut backend = WasmBackend {
+            module,
+            slot,
+            config: Arc::from(config),
+            live: None,
+            view: Vec::new(),
+        };
+        match backend.instantiate() {
+            Ok(live) => backend.live = Some(live),
+            Err(e) => {
+                let module = backend.module.name().to_string();
+                return Err(match e {
+                    Failure::Kind(PolicyErrorKind::Refused(message)) => WasmError::Config {
+                        module,
+                        slot,
+                        message,
+                    },
+                    Failure::Kind(kind) => WasmError::Instantiate {
+                        source: PolicyError::new(slot, module.clone(), kind),
+                        module,
+                        slot,
+                    },
+                    Failure::Signature { function, reason } => WasmError::WrongSignature {
+                        module,
+                        slot,
+                        function,
+                        reason,
+                    },
+                });
+            }
+        }
+        Ok(backend)
+    }
+
+    fn error(&self, kind: PolicyErrorKind) -> PolicyError {
+        PolicyError::new(self.slot, self.module.name(), kind)
+    }
+
+    /// Arms the CPU budget for the next entry into the instance.
+    fn arm(&self, store: &mut Store<HostState>) -> Result<(), Failure> {
+        let inner = &self.module.engine;
+        match inner.config.budget {
+            Budget::Fuel(n) => store
+                .set_fuel(n)
+                .map_err(|e| Failure::Kind(PolicyErrorKind::Trap(error_text(&e))))?,
+            Budget::Deadline(_) => store.set_epoch_deadline(inner.deadline_ticks),
+        }
+        store.data_mut().logs_left = inner.config.log_messages_per_call;
+        Ok(())
+    }
+
+    fn classify(&self, e: &wasmtime::Error) -> PolicyErrorKind {
+        let config = &self.module.engine.config;
+        if e.downcast_ref::<MemoryCapHit>().is_some() {
+            return PolicyErrorKind::MemoryLimit(config.memory_bytes);
+        }
+        match e.downcast_ref::<Trap>() {
+            Some(Trap::OutOfFuel) => PolicyErrorKind::OutOfFuel(match config.budget {
+                Budget::Fuel(n) => n,
+                Budget::Deadline(_) => 0,
+            }),
+            Some(Trap::Interrupt) => PolicyErrorKind::DeadlineExceeded(match config.budget {
+                Budget::Deadline(d) => u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
+                Budget::Fuel(_) => 0,
+            }),
+            Some(trap) => PolicyErrorKind::Trap(trap.to_string()),
+            None => PolicyErrorKind::Abi(error_text(e)),
+        }
+    }
+
+    /// A fresh instance with `init(config)` done.
+    fn instantiate(&self) -> Result<Live, Failure> {
+        let compiled = &self.module.compiled;
+        let inner = &self.module.engine;
+        let export = compiled.slot(self.slot).ok_or_else(|| {
+            Failure::Kind(PolicyErrorKind::Trap(format!(
+                "module does not export the {} slot",
+                self.slot
+            )))
+        })?;
+        compiled.instantiations.fetch_add(1, Ordering::Relaxed);
+        let mut store = Store::new(
+            &inner.engine,
+            HostState {
+                limits: Limits {
+                    memory_bytes: inner.config.memory_bytes,
+                },
+                module: Arc::from(self.module.name()),
+                logs_left: inner.config.log_messages_per_call,
+                log_bytes: inner.config.log_message_bytes,
+            },
+        );
+        store.limiter(|s| &mut s.limits);
+        if matches!(inner.config.budget, Budget::Deadline(_)) {
+            store.epoch_deadline_trap();
+        }
+        self.arm(&mut store)?;
+        let instance = compiled
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| Failure::Kind(self.classify(&e)))?;
+        let missing = |function: &str| Failure::Signature {
+            function: function.to_string(),
+            reason: format!("not exported by {}", export.interface),
+        };
+        let init = instance
+            .get_func(&mut store, &export.init)
+            .ok_or_else(|| missing("init"))?;
+        let call = instance
+            .get_func(&mut store, &export.call)
+            .ok_or_else(|| missing(call_name(self.slot)))?;
+        let typed_init = init
+            .typed::<(&[u8],), (Result<(), String>,)>(&store)
+            .map_err(|e| Failure::Signature {
+                function: "init".into(),
+                reason: error_text(&e),
+            })?;
+        call.typed::<(&[u8],), (Result<Vec<u8>, String>,)>(&store)
+            .map_err(|e| Failure::Signature {
+                function: call_name(self.slot).into(),
+                reason: error_text(&e),
+            })?;
+        match typed_init.call(&mut store, (&self.config,)) {
+            Ok((Ok(()),)) => Ok(Live { store, call }),
+            Ok((Err(message),)) => Err(Failure::Kind(PolicyErrorKind::Refused(message))),
+            Err(e) => Err(Failure::Kind(self.classify(&e))),
+        }
+    }
+
+    /// Encodes `view`, calls the slot, decodes the reply.
+    fn call<V: Serialize, D: DeserializeOwned>(&mut self, view: &V) -> Result<D, PolicyError> {
+        if self.live.is_none() {
+            match self.instantiate() {
+                Ok(live) => self.live = Some(live),
+                Err(Failure::Kind(kind)) => return Err(self.error(kind)),
+                Err(Failure::Signature { function, reason }) => {
+                    return Err(self.error(PolicyErrorKind::Abi(format!(
+                        "`{function}` has the wrong type: {reason}"
+                    ))));
+                }
+            }
+        }
+        wire::encode_into(view, &mut self.view);
+        let Some(mut live) = self.live.take() else {
+            return Err(self.error(PolicyErrorKind::Trap("no instance".into())));
+        };
+        if let Err(Failure::Kind(kind)) = self.arm(&mut live.store) {
+            return Err(self.error(kind));
+        }
+        let answer = live
+            .call
+            .typed::<(&[u8],), (Result<Vec<u8>, String>,)>(&live.store)
+            .and_then(|f| f.call(&mut live.store, (&self.view,)));
+        let reply = match answer {
+            Ok((Ok(reply),)) => {
+                self.live = Some(live);
+                reply
+            }
+            Ok((Err(message),)) => {
+                // The guest returned normally: its instance is sound.
+                self.live = Some(live);
+                return Err(self.error(PolicyErrorKind::Refused(message)));
+            }
+            // Trapped, out of budget, over the memory cap or broke the ABI:
+            // the instance is dropped here and never used again.
+            Err(e) => return Err(self.error(self.classify(&e))),
+        };
+        wire::decode::<D>(&reply).map_err(|e| self.error(PolicyErrorKind::Decode(e.to_string())))
+    }
+}
+
+/// Why an instance could not be made.
+enum Failure {
+    Kind(PolicyErrorKind),
+    Signature { function: String, reason: String },
+}
+
+fn call_name(slot: Slot) -> &'static str {
+    match slot {
+        Slot::Fairness => "order",
+        Slot::Locality => "spread",
+        Slot::Gang => "on-blocked",
+    }
+}
+
+impl FairnessBackend for WasmBackend {
+    fn name(&self) -> &str {
+        self.module.name()
+    }
+    fn order(&mut self, view: &RoundView) -> Result<FairnessDecision, PolicyError> {
+        self.call(view)
+    }
+}
+
+impl LocalityBackend for WasmBackend {
+    fn name(&self) -> &str {
+        self.module.name()
+    }
+    fn spread(&mut self, view: &QueueView) -> Result<LocalityDecision, PolicyError> {
+        self.call(view)
+    }
+}
+
+impl GangBackend for WasmBackend {
+    fn name(&self) -> &str {
+        self.module.name()
+    }
+    fn on_blocked(&mut self, view: &QueueView) -> Result<GangDecision, PolicyError> {
+        self.call(view)
+    }
+}

@@ -1,0 +1,169 @@
+//! Hostile and broken guests, written as core-module WAT and turned into
+//! components against the contract's real WIT (or a doctored copy of it).
+
+use gangway_core::wasm::{PolicyEngine, SandboxConfig};
+
+/// The contract.
+pub(crate) const WIT: &str = include_str!("../../../plugin-sdk/wit/policy.wit");
+
+/// Views longer than this many bytes trigger the misbehaviour; the warm-up
+/// view (no jobs) is shorter, so a conditional guest loads fine and fails
+/// only in real rounds.
+pub(crate) const TRIGGER_BYTES: u32 = 100;
+
+/// Embeds `world` of `wit` (plus any `deps` packages pushed first) into the
+/// core module and encodes a component.
+pub(crate) fn componentize(core_wat: &str, deps: &[&str], wit: &str, world: &str) -> Vec<u8> {
+    let mut module = wat::parse_str(core_wat).unwrap();
+    let mut resolve = wit_parser::Resolve::default();
+    resolve.push_str("policy.wit", WIT).unwrap();
+    for (i, dep) in deps.iter().enumerate() {
+        resolve.push_str(format!("dep{i}.wit"), dep).unwrap();
+    }
+    let pkg = if wit == WIT {
+        resolve
+            .push_str("main.wit", "package test:main; world unused {}")
+            .unwrap();
+        resolve
+            .packages
+            .iter()
+            .find(|(_, p)| p.name.name == "policy")
+            .map(|(id, _)| id)
+            .unwrap()
+    } else {
+        resolve.push_str("main.wit", wit).unwrap()
+    };
+    let world = resolve.select_world(&[pkg], Some(world)).unwrap();
+    wit_component::embed_component_metadata(
+        &mut module,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+    )
+    .unwrap();
+    wit_component::ComponentEncoder::default()
+        .validate(true)
+        .module(&module)
+        .unwrap()
+        .encode()
+        .unwrap()
+}
+
+/// A bump allocator that grows memory as needed, the reply area at 16 and
+/// `init` for interface `iface` (`fairness@1.0.0`).
+fn runtime(iface: &str) -> String {
+    format!(
+        r#"
+  (memory (export "memory") 1)
+  (global $heap (mut i32) (i32.const 1024))
+  (func (export "cabi_realloc") (param $old i32) (param $old_size i32) (param $align i32) (param $size i32) (result i32)
+    (local $p i32) (local $end i32) (local $have i32)
+    (local.set $p (i32.and (i32.add (global.get $heap) (i32.sub (local.get $align) (i32.const 1)))
+                           (i32.sub (i32.const 0) (local.get $align))))
+    (local.set $end (i32.add (local.get $p) (local.get $size)))
+    (local.set $have (i32.mul (memory.size) (i32.const 65536)))
+    (if (i32.gt_u (local.get $end) (local.get $have))
+      (then
+        (if (i32.eq (memory.grow (i32.add (i32.shr_u (i32.sub (local.get $end) (local.get $have)) (i32.const 16)) (i32.const 1)))
+                    (i32.const -1))
+          (then unreachable))))
+    (global.set $heap (local.get $end))
+    (local.get $p))
+  (func (export "gangway:policy/{iface}#init") (param i32 i32) (result i32)
+    (i32.store8 (i32.const 16) (i32.const 0))
+    (i32.const 16))
+  ;; Answers `ok(bytes[ptr..ptr+len])`.
+  (func $reply (param $ptr i32) (param $len i32) (result i32)
+    (global.set $heap (i32.const 1024))
+    (i32.store8 (i32.const 16) (i32.const 0))
+    (i32.store (i32.const 20) (local.get $ptr))
+    (i32.store (i32.const 24) (local.get $len))
+    (i32.const 16))
+"#
+    )
+}
+
+/// A fairness guest (contract version `version`) that answers the empty
+/// decision to small views and runs `body` (which must end by returning an
+/// i32 reply pointer, or never return) on views of more than `trigger`
+/// bytes. `data` adds data segments.
+pub(crate) fn fairness_wat(version: &str, trigger: u32, body: &str, data: &str) -> String {
+    let iface = format!("fairness@{version}");
+    format!(
+        r#"(module
+  {runtime}
+  (data (i32.const 64) "\00")
+  {data}
+  (func (export "gangway:policy/{iface}#order") (param $ptr i32) (param $len i32) (result i32)
+    (if (i32.gt_u (local.get $len) (i32.const {trigger}))
+      (then {body}))
+    (call $reply (i32.const 64) (i32.const 1)))
+)"#,
+        runtime = runtime(&iface)
+    )
+}
+
+/// A fairness guest componentized against the real contract.
+pub(crate) fn fairness(trigger: u32, body: &str, data: &str) -> Vec<u8> {
+    componentize(
+        &fairness_wat("1.0.0", trigger, body, data),
+        &[],
+        WIT,
+        "fairness-policy",
+    )
+}
+
+/// The hostile behaviours, by name: (WAT body, data segments).
+pub(crate) fn behaviour(name: &str) -> (&'static str, &'static str) {
+    match name {
+        "infinite-loop" => ("(loop $spin (br $spin)) (unreachable)", ""),
+        "memory-bomb" => (
+            "(loop $grow (drop (memory.grow (i32.const 16))) (br $grow)) (unreachable)",
+            "",
+        ),
+        "trap" => ("(unreachable)", ""),
+        "lift-out-of-bounds" => (
+            "(return (call $reply (i32.const -65536) (i32.const 4096)))",
+            "",
+        ),
+        "garbage-reply" => (
+            "(return (call $reply (i32.const 300) (i32.const 3)))",
+            r#"(data (i32.const 300) "\80\80\80")"#,
+        ),
+        // FairnessDecision { order: [job 999999 eligible] }
+        "unknown-job" => (
+            "(return (call $reply (i32.const 300) (i32.const 5)))",
+            r#"(data (i32.const 300) "\01\bf\84\3d\01")"#,
+        ),
+        // FairnessDecision { order: [job 0 eligible, job 0 eligible] }
+        "duplicate-job" => (
+            "(return (call $reply (i32.const 300) (i32.const 5)))",
+            r#"(data (i32.const 300) "\02\00\01\00\01")"#,
+        ),
+        // error("no opinion today")
+        "refuse" => (
+            r#"(i32.store8 (i32.const 16) (i32.const 1))
+               (i32.store (i32.const 20) (i32.const 300))
+               (i32.store (i32.const 24) (i32.const 16))
+               (return (i32.const 16))"#,
+            r#"(data (i32.const 300) "no opinion today")"#,
+        ),
+        other => panic!("no behaviour {other}"),
+    }
+}
+
+/// The hostile fairness guest `name`, misbehaving on real views only.
+pub(crate) fn hostile(name: &str) -> Vec<u8> {
+    let (body, data) = behaviour(name);
+    fairness(TRIGGER_BYTES, body, data)
+}
+
+/// A sandbox with a small fuel budget, so runaway guests stop quickly.
+pub(crate) fn engine() -> PolicyEngine {
+    PolicyEngine::new(SandboxConfig {
+        budget: gangway_core::wasm::Budget::Fuel(20_000_000),
+        memory_bytes: 16 << 20,
+        ..SandboxConfig::default()
+    })
+    .unwrap()
+}

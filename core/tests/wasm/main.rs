@@ -1,0 +1,8 @@
+//! The Wasm policy host's integration tests, gathered in one binary: loading
+//! and validation, hostile guests, native-vs-Wasm differential runs, hot swap
+//! and quarantine.
+#![allow(clippy::unwrap_used)]
+
+mod guests;
+mod load;
+mod support;

@@ -1,0 +1,58 @@
+//! Shared scheduler fixtures.
+
+use gangway_core::{AttemptEnd, JobSpec, JobState, RoundReport, Scheduler, Topology};
+use gangway_plugin_sdk::JobId;
+
+/// 2 racks x 4 servers x 8 GPUs, two VCs (one with a quota), `jobs` jobs of
+/// mixed sizes submitted at t = 0..jobs (job ids from 0).
+pub(crate) fn scheduler(jobs: u64) -> Scheduler {
+    let mut s = Scheduler::new(Topology::uniform(2, 4, 8).unwrap());
+    let a = s.virtual_cluster("a");
+    let b = s.virtual_cluster("b");
+    s.set_quota(b, Some(24));
+    for i in 0..jobs {
+        s.submit(JobSpec {
+            id: JobId(i),
+            vc: if i % 3 == 0 { b } else { a },
+            user: (i % 5) as u32,
+            gpus: [1, 2, 4, 8, 16][(i % 5) as usize],
+            submitted_s: i,
+        })
+        .unwrap();
+    }
+    s
+}
+
+/// Every job is pending, running or finished exactly once, the invariants
+/// hold, and the job count is what was submitted.
+pub(crate) fn accounted(s: &Scheduler, submitted: usize) {
+    s.check_invariants().unwrap();
+    assert_eq!(s.jobs().len(), submitted);
+    let pending = s
+        .jobs()
+        .values()
+        .filter(|j| matches!(j.state, JobState::Pending { .. }))
+        .count();
+    assert_eq!(pending, s.pending_len());
+}
+
+/// Runs `rounds` rounds 100 s apart starting at `t0`, finishing every running
+/// job before each round; returns the reports.
+pub(crate) fn run(s: &mut Scheduler, t0: u64, rounds: u64) -> Vec<RoundReport> {
+    let mut reports = Vec::new();
+    for r in 0..rounds {
+        let now = t0 + r * 100;
+        let running: Vec<JobId> = s
+            .jobs()
+            .iter()
+            .filter(|(_, j)| matches!(j.state, JobState::Running { .. }))
+            .map(|(id, _)| *id)
+            .collect();
+        for id in running {
+            s.end_attempt(id, now, AttemptEnd::Passed).unwrap();
+        }
+        reports.push(s.round(now).unwrap());
+        s.check_invariants().unwrap();
+    }
+    reports
+}

@@ -1,0 +1,92 @@
+//! Guest-side glue, compiled only for `wasm32`: what the `export_*!` macros
+//! call from inside a policy component.
+//!
+//! Each exported slot keeps one configured policy per instance in a
+//! thread-local cell (a component instance is single-threaded). `init` builds
+//! it with [`Configure::from_config`]; the bulk call decodes the postcard view,
+//! runs the policy and encodes the decision. Decoding failures and calls before
+//! `init` come back as `error(message)` replies; a panic inside the policy
+//! aborts, which the host sees as a trap.
+
+use std::cell::RefCell;
+use std::sync::OnceLock;
+use std::thread::LocalKey;
+
+use crate::{
+    Configure, FairnessPolicy, GangPolicy, LocalityPolicy, LogLevel, QueueView, RoundView, wire,
+};
+
+/// wit-bindgen, re-exported so policy crates need not depend on it.
+#[doc(hidden)]
+pub use wit_bindgen;
+
+include!(concat!(env!("OUT_DIR"), "/generate.rs"));
+
+/// A slot's configured policy, one per component instance.
+pub type PolicyCell<P> = LocalKey<RefCell<Option<P>>>;
+
+static LOG: OnceLock<fn(LogLevel, &str)> = OnceLock::new();
+
+/// Installs the bridge to the `gangway:policy/log` import (first call wins).
+#[doc(hidden)]
+pub fn install_log(bridge: fn(LogLevel, &str)) {
+    let _ = LOG.set(bridge);
+}
+
+/// Sends a message through the installed bridge, if any.
+pub(crate) fn emit(level: LogLevel, message: &str) {
+    if let Some(bridge) = LOG.get() {
+        bridge(level, message);
+    }
+}
+
+/// The `init` export: configures the slot's policy.
+#[doc(hidden)]
+pub fn init<P: Configure + 'static>(
+    cell: &'static PolicyCell<P>,
+    config: &[u8],
+) -> Result<(), String> {
+    let policy = P::from_config(config).map_err(|e| e.to_string())?;
+    cell.with(|c| *c.borrow_mut() = Some(policy));
+    Ok(())
+}
+
+fn with_policy<P: 'static, R>(
+    cell: &'static PolicyCell<P>,
+    f: impl FnOnce(&P) -> R,
+) -> Result<R, String> {
+    cell.with(|c| match &*c.borrow() {
+        Some(p) => Ok(f(p)),
+        None => Err("init was not called before the first round".to_string()),
+    })
+}
+
+/// The fairness slot's bulk call: `RoundView` bytes in, `FairnessDecision` bytes out.
+#[doc(hidden)]
+pub fn fairness<P: FairnessPolicy + 'static>(
+    cell: &'static PolicyCell<P>,
+    view: &[u8],
+) -> Result<Vec<u8>, String> {
+    let view: RoundView = wire::decode(view).map_err(|e| e.to_string())?;
+    with_policy(cell, |p| wire::encode(&p.order(&view)))
+}
+
+/// The locality slot's bulk call: `QueueView` bytes in, `LocalityDecision` bytes out.
+#[doc(hidden)]
+pub fn locality<P: LocalityPolicy + 'static>(
+    cell: &'static PolicyCell<P>,
+    view: &[u8],
+) -> Result<Vec<u8>, String> {
+    let view: QueueView = wire::decode(view).map_err(|e| e.to_string())?;
+    with_policy(cell, |p| wire::encode(&p.spread(&view)))
+}
+
+/// The gang slot's bulk call: `QueueView` bytes in, `GangDecision` bytes out.
+#[doc(hidden)]
+pub fn gang<P: GangPolicy + 'static>(
+    cell: &'static PolicyCell<P>,
+    view: &[u8],
+) -> Result<Vec<u8>, String> {
+    let view: QueueView = wire::decode(view).map_err(|e| e.to_string())?;
+    with_policy(cell, |p| wire::encode(&p.on_blocked(&view)))
+}

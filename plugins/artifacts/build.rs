@@ -1,0 +1,214 @@
+//! Builds every policy crate under `plugins/` (every directory except this
+//! one) for `wasm32-unknown-unknown` with a nested `cargo build --release`,
+//! turns each core module into a component in-process with wit-component and
+//! writes `$OUT_DIR/artifacts.rs`, which embeds them.
+//!
+//! The nested build uses its own target directory (`<target>/plugins-wasm`),
+//! so it never waits on the lock the outer build holds, and it inherits the
+//! outer build's jobserver, so it does not oversubscribe the machine.
+
+use std::collections::BTreeSet;
+use std::error::Error;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+type Result<T> = std::result::Result<T, Box<dyn Error>>;
+
+const TARGET: &str = "wasm32-unknown-unknown";
+
+/// A policy crate found under `plugins/`.
+struct Plugin {
+    /// Directory name, the module's name (`fifo`).
+    name: String,
+    /// Cargo package name (`gangway-policy-fifo`).
+    package: String,
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("error: building the Wasm policy plugins failed: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<()> {
+    let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?);
+    let plugins_dir = manifest_dir
+        .parent()
+        .ok_or("plugins/artifacts has no parent directory")?
+        .to_path_buf();
+    let root = plugins_dir
+        .parent()
+        .ok_or("plugins/ has no parent directory")?
+        .to_path_buf();
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
+
+    println!("cargo::rerun-if-changed=build.rs");
+    println!("cargo::rerun-if-changed={}", plugins_dir.display());
+    println!(
+        "cargo::rerun-if-changed={}",
+        root.join("Cargo.lock").display()
+    );
+    println!(
+        "cargo::rerun-if-changed={}",
+        root.join("Cargo.toml").display()
+    );
+
+    let plugins = find_plugins(&plugins_dir)?;
+    let target_dir = outer_target_dir(&out_dir, &root).join("plugins-wasm");
+    if !plugins.is_empty() {
+        nested_build(&root, &target_dir, &plugins)?;
+    }
+
+    let mut deps = BTreeSet::new();
+    let mut code = String::from(
+        "/// Every policy module: (name, component bytes), sorted by name.\n\
+         static ALL: &[(&str, &str, &[u8])] = &[\n",
+    );
+    for p in &plugins {
+        let core = target_dir
+            .join(TARGET)
+            .join("release")
+            .join(format!("{}.wasm", p.package.replace('-', "_")));
+        read_deps(&core.with_extension("d"), &mut deps);
+        let module = std::fs::read(&core).map_err(|e| {
+            format!(
+                "{}: no Wasm output at {} ({e}); is its crate-type [\"cdylib\", \"rlib\"]?",
+                p.package,
+                core.display()
+            )
+        })?;
+        let component = wit_component::ComponentEncoder::default()
+            .validate(true)
+            .module(&module)
+            .and_then(|mut enc| enc.encode())
+            .map_err(|e| format!("{}: cannot make a component: {e:#}", p.package))?;
+        let file = out_dir.join(format!("{}.wasm", p.name));
+        std::fs::write(&file, component)?;
+        let file = file.to_str().ok_or("OUT_DIR is not UTF-8")?;
+        code.push_str(&format!(
+            "    ({:?}, {file:?}, include_bytes!({file:?})),\n",
+            p.name
+        ));
+    }
+    code.push_str("];\n");
+    for d in deps {
+        println!("cargo::rerun-if-changed={d}");
+    }
+    std::fs::write(out_dir.join("artifacts.rs"), code)?;
+    Ok(())
+}
+
+/// Every directory of `plugins/` except `artifacts` that holds a Cargo.toml.
+fn find_plugins(plugins_dir: &Path) -> Result<Vec<Plugin>> {
+    let mut plugins = Vec::new();
+    for entry in std::fs::read_dir(plugins_dir)? {
+        let dir = entry?.path();
+        let Some(name) = dir.file_name().and_then(|n| n.to_str()).map(str::to_string) else {
+            continue;
+        };
+        let manifest = dir.join("Cargo.toml");
+        if name == "artifacts" || !manifest.is_file() {
+            continue;
+        }
+        let text = std::fs::read_to_string(&manifest)?;
+        let doc: toml::Table =
+            toml::from_str(&text).map_err(|e| format!("{}: {e}", manifest.display()))?;
+        let package = doc
+            .get("package")
+            .and_then(|p| p.get("name"))
+            .and_then(|n| n.as_str())
+            .ok_or_else(|| format!("{}: no package.name", manifest.display()))?
+            .to_string();
+        plugins.push(Plugin { name, package });
+    }
+    plugins.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(plugins)
+}
+
+/// The outer build's target directory: `CARGO_TARGET_DIR`, else the nearest
+/// ancestor of `OUT_DIR` holding cargo's `CACHEDIR.TAG`, else `<root>/target`.
+fn outer_target_dir(out_dir: &Path, root: &Path) -> PathBuf {
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        let dir = PathBuf::from(dir);
+        return if dir.is_absolute() {
+            dir
+        } else {
+            root.join(dir)
+        };
+    }
+    out_dir
+        .ancestors()
+        .find(|a| a.join("CACHEDIR.TAG").is_file())
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| root.join("target"))
+}
+
+fn nested_build(root: &Path, target_dir: &Path, plugins: &[Plugin]) -> Result<()> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(root)
+        .arg("build")
+        .arg("--release")
+        .arg("--target")
+        .arg(TARGET)
+        .arg("--target-dir")
+        .arg(target_dir)
+        .arg("--manifest-path")
+        .arg(root.join("Cargo.toml"));
+    for p in plugins {
+        cmd.arg("-p").arg(&p.package);
+    }
+    // Small, fast modules: no debug info, whole-program optimization.
+    cmd.env("CARGO_PROFILE_RELEASE_DEBUG", "false")
+        .env("CARGO_PROFILE_RELEASE_STRIP", "debuginfo")
+        .env("CARGO_PROFILE_RELEASE_LTO", "true")
+        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1")
+        .env("CARGO_PROFILE_RELEASE_PANIC", "abort");
+    // Settings meant for the outer (host) build only.
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "CARGO_BUILD_RUSTFLAGS",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CLIPPY_ARGS",
+        "CARGO_PRIMARY_PACKAGE",
+    ] {
+        cmd.env_remove(var);
+    }
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot run cargo for the nested plugin build: {e}"))?;
+    if !status.success() {
+        return Err(format!(
+            "nested `cargo build --release --target {TARGET}` of the plugins failed ({status}); \
+             is the {TARGET} target installed (`rustup target add {TARGET}`)?"
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// Adds the source files listed in a Cargo dep-info file to `deps`.
+fn read_deps(dep_file: &Path, deps: &mut BTreeSet<String>) {
+    let Ok(text) = std::fs::read_to_string(dep_file) else {
+        return;
+    };
+    for line in text.lines() {
+        let Some((_, files)) = line.split_once(": ") else {
+            continue;
+        };
+        let mut parts = files.split_whitespace();
+        while let Some(part) = parts.next() {
+            let mut file = part.to_string();
+            while file.ends_with('\\') {
+                file.pop();
+                file.push(' ');
+                file.push_str(parts.next().unwrap_or_default());
+            }
+            deps.insert(file);
+        }
+    }
+}

@@ -1,0 +1,43 @@
+//! Every policy crate under `plugins/`, compiled to `wasm32-unknown-unknown`
+//! and componentized by this crate's build script, embedded as bytes.
+//!
+//! A plugin is any directory `plugins/<name>/` (except this one) holding a
+//! crate `gangway-policy-<name>` with `crate-type = ["cdylib", "rlib"]` that
+//! exports its policy with one of the SDK's `export_*!` macros. Its module is
+//! called `<name>`.
+//!
+//! ```
+//! let names: Vec<&str> = gangway_plugin_artifacts::all().iter().map(|(n, _)| *n).collect();
+//! assert!(names.contains(&"fifo"));
+//! let fifo = gangway_plugin_artifacts::module("fifo").unwrap();
+//! assert_eq!(&fifo[..4], b"\0asm");
+//! assert!(gangway_plugin_artifacts::module("no-such-policy").is_none());
+//! ```
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+include!(concat!(env!("OUT_DIR"), "/artifacts.rs"));
+
+/// Every policy module as `(name, component bytes)`, sorted by name.
+pub fn all() -> &'static [(&'static str, &'static [u8])] {
+    static LIST: OnceLock<Vec<(&'static str, &'static [u8])>> = OnceLock::new();
+    LIST.get_or_init(|| ALL.iter().map(|(n, _, b)| (*n, *b)).collect())
+}
+
+/// The component bytes of the module called `name`.
+pub fn module(name: &str) -> Option<&'static [u8]> {
+    ALL.iter().find(|(n, _, _)| *n == name).map(|(_, _, b)| *b)
+}
+
+/// Where the build wrote the module called `name` (for tools that take a file).
+pub fn path(name: &str) -> Option<&'static Path> {
+    ALL.iter()
+        .find(|(n, _, _)| *n == name)
+        .map(|(_, p, _)| Path::new(*p))
+}
+
+/// The names of every module, sorted.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    ALL.iter().map(|(n, _, _)| *n)
+}
