@@ -3,7 +3,8 @@
 //!
 //! On `wasm32` each macro runs wit-bindgen for the slot's world of
 //! `gangway:policy@1.0.0` inside the calling crate and exports the given type
-//! through it (see [`crate::guest`] for the glue and `CONTRACT.md` for the ABI).
+//! through it (see the `guest` module, compiled for wasm32 only, for the glue,
+//! and the [contract page](crate::contract) for the ABI).
 //! On every other target it only checks at compile time that the type
 //! implements the slot trait and [`crate::Configure`], so a policy crate can
 //! keep one unconditional line and still build natively for its tests.

@@ -169,7 +169,14 @@ impl WasmBackend {
                 Budget::Deadline(d) => u64::try_from(d.as_millis()).unwrap_or(u64::MAX),
                 Budget::Fuel(_) => 0,
             }),
-            Some(trap) => PolicyErrorKind::Trap(trap.to_string()),
+            Some(trap) => {
+                let text = trap.to_string();
+                PolicyErrorKind::Trap(
+                    text.strip_prefix("wasm trap: ")
+                        .unwrap_or(&text)
+                        .to_string(),
+                )
+            }
             None => PolicyErrorKind::Abi(error_text(e)),
         }
     }
@@ -210,10 +217,10 @@ impl WasmBackend {
             reason: format!("not exported by {}", export.interface),
         };
         let init = instance
-            .get_func(&mut store, &export.init)
+            .get_func(&mut store, export.init)
             .ok_or_else(|| missing("init"))?;
         let call = instance
-            .get_func(&mut store, &export.call)
+            .get_func(&mut store, export.call)
             .ok_or_else(|| missing(call_name(self.slot)))?;
         let typed_init = init
             .typed::<(&[u8],), (Result<(), String>,)>(&store)

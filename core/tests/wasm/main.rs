@@ -3,6 +3,10 @@
 //! and quarantine.
 #![allow(clippy::unwrap_used)]
 
+mod differential;
 mod guests;
+mod hostile;
 mod load;
+mod structure;
 mod support;
+mod swap;

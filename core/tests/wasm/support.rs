@@ -4,13 +4,15 @@ use gangway_core::{AttemptEnd, JobSpec, JobState, RoundReport, Scheduler, Topolo
 use gangway_plugin_sdk::JobId;
 
 /// 2 racks x 4 servers x 8 GPUs, two VCs (one with a quota), `jobs` jobs of
-/// mixed sizes submitted at t = 0..jobs (job ids from 0).
+/// mixed sizes (ids 1..=jobs) submitted at t = 1..=jobs, then job 0, a gang
+/// of all 64 GPUs, which stays pending while smaller jobs keep the cluster
+/// busy. `jobs + 1` jobs in all.
 pub(crate) fn scheduler(jobs: u64) -> Scheduler {
     let mut s = Scheduler::new(Topology::uniform(2, 4, 8).unwrap());
     let a = s.virtual_cluster("a");
     let b = s.virtual_cluster("b");
     s.set_quota(b, Some(24));
-    for i in 0..jobs {
+    for i in 1..=jobs {
         s.submit(JobSpec {
             id: JobId(i),
             vc: if i % 3 == 0 { b } else { a },
@@ -20,6 +22,14 @@ pub(crate) fn scheduler(jobs: u64) -> Scheduler {
         })
         .unwrap();
     }
+    s.submit(JobSpec {
+        id: JobId(0),
+        vc: a,
+        user: 9,
+        gpus: 64,
+        submitted_s: jobs + 1,
+    })
+    .unwrap();
     s
 }
 

@@ -1,0 +1,299 @@
+//! Native vs Wasm: for random views, every built-in policy (the core's
+//! defaults, through the `builtin` plugin, and every plugin under
+//! `plugins/`) gives the same decisions natively and as a sandboxed
+//! component. And a whole scheduler run with the defaults as Wasm matches the
+//! native run round by round.
+
+use std::sync::OnceLock;
+
+use gangway_core::policy::{FairnessBackend, GangBackend, LocalityBackend, PolicySet, Slot};
+use gangway_core::wasm::{PolicyEngine, PolicyModule, SandboxConfig};
+use gangway_plugin_sdk::{
+    ClusterSummary, Configure, FairnessPolicy, GangPolicy, JobId, Level, LevelSummary,
+    LocalityPolicy, PendingJob, QueueView, RoundView, VcId, VcUsage,
+};
+use proptest::prelude::*;
+
+use crate::support::{accounted, run, scheduler};
+
+/// The native twin of every module's slots (default configuration).
+enum Native {
+    Fairness(Box<dyn FairnessPolicy>),
+    Locality(Box<dyn LocalityPolicy>),
+    Gang(Box<dyn GangPolicy>),
+}
+
+fn cfg<P: Configure>() -> P {
+    P::from_config(b"").unwrap()
+}
+
+fn natives(module: &str) -> Option<Vec<Native>> {
+    use Native::*;
+    Some(match module {
+        "builtin" => vec![
+            Fairness(Box::new(cfg::<gangway_core::policy::defaults::FifoQuota>())),
+            Locality(Box::new(cfg::<
+                gangway_core::policy::defaults::StrictLocality,
+            >())),
+            Gang(Box::new(cfg::<gangway_core::policy::defaults::Backfill>())),
+        ],
+        "fifo" => vec![Fairness(Box::new(cfg::<gangway_policy_fifo::Fifo>()))],
+        "vc-quota" => vec![Fairness(
+            Box::new(cfg::<gangway_policy_vc_quota::VcQuota>()),
+        )],
+        "max-min" => vec![Fairness(Box::new(cfg::<gangway_policy_max_min::MaxMin>()))],
+        "las" => vec![Fairness(Box::new(cfg::<gangway_policy_las::Las>()))],
+        "example-smallest-first" => vec![Fairness(Box::new(cfg::<
+            gangway_policy_example_smallest_first::SmallestFirst,
+        >()))],
+        "delay" => vec![Locality(Box::new(cfg::<gangway_policy_delay::Delay>()))],
+        "strict" => vec![Locality(Box::new(cfg::<gangway_policy_strict::Strict>()))],
+        "greedy" => vec![Locality(Box::new(cfg::<gangway_policy_greedy::Greedy>()))],
+        "backfill" => vec![Gang(Box::new(cfg::<gangway_policy_backfill::Backfill>()))],
+        "fifo-block" => vec![Gang(
+            Box::new(cfg::<gangway_policy_fifo_block::FifoBlock>()),
+        )],
+        "reserve" => vec![Gang(Box::new(cfg::<gangway_policy_reserve::Reserve>()))],
+        _ => return None,
+    })
+}
+
+fn modules() -> &'static [PolicyModule] {
+    static MODULES: OnceLock<Vec<PolicyModule>> = OnceLock::new();
+    MODULES.get_or_init(|| {
+        let engine = PolicyEngine::new(SandboxConfig::default()).unwrap();
+        gangway_plugin_artifacts::all()
+            .iter()
+            .map(|(name, bytes)| engine.load(name, bytes).unwrap())
+            .collect()
+    })
+}
+
+#[test]
+fn every_plugin_has_a_native_twin_with_the_same_slots() {
+    let names: Vec<&str> = modules().iter().map(|m| m.name()).collect();
+    for required in ["builtin", "fifo"] {
+        assert!(names.contains(&required), "{names:?}");
+    }
+    for m in modules() {
+        let natives = natives(m.name()).unwrap_or_else(|| {
+            panic!(
+                "plugin {} has no native twin in core/tests/wasm/differential.rs",
+                m.name()
+            )
+        });
+        let slots: Vec<Slot> = natives
+            .iter()
+            .map(|n| match n {
+                Native::Fairness(_) => Slot::Fairness,
+                Native::Locality(_) => Slot::Locality,
+                Native::Gang(_) => Slot::Gang,
+            })
+            .collect();
+        assert_eq!(m.slots(), slots, "{}", m.name());
+    }
+}
+
+/// A consistent random view: `levels` topology levels, VCs indexed by id,
+/// jobs in submit order with sensible waits and minimum levels.
+fn round_view() -> impl Strategy<Value = RoundView> {
+    (1u8..4, 1usize..5, 0usize..80, any::<u64>())
+        .prop_flat_map(|(depth, vcs, jobs, seed)| {
+            let vcs_s = prop::collection::vec(
+                (
+                    prop::option::of(0u32..200),
+                    1u32..4,
+                    0u32..128,
+                    0u64..1_000_000,
+                ),
+                vcs,
+            );
+            let jobs_s = prop::collection::vec(
+                (
+                    0..vcs as u32,
+                    0u32..20,
+                    prop_oneof![Just(1u32), Just(2), Just(4), Just(8), Just(16), Just(32)],
+                    0u64..5_000,
+                    0u32..3,
+                    0u64..500_000,
+                    0..=depth,
+                ),
+                jobs,
+            );
+            (Just(depth), vcs_s, jobs_s, Just(seed), 0u32..256)
+        })
+        .prop_map(|(depth, vcs, jobs, seed, free)| {
+            let now = 10_000u64;
+            let mut jobs: Vec<PendingJob> = jobs
+                .into_iter()
+                .enumerate()
+                .map(
+                    |(i, (vc, user, gpus, submitted, attempts, attained, min))| PendingJob {
+                        id: JobId(seed % 1_000 + i as u64 * 7),
+                        vc: VcId(vc),
+                        user,
+                        gpus,
+                        submitted_s: submitted,
+                        waiting_s: now - submitted,
+                        attempts,
+                        attained_gpu_s: attained,
+                        min_level: Level(min),
+                    },
+                )
+                .collect();
+            jobs.sort_by_key(|j| (j.submitted_s, j.id));
+            let mut pending = vec![0u32; vcs.len()];
+            for j in &jobs {
+                pending[j.vc.0 as usize] += j.gpus;
+            }
+            RoundView {
+                now_s: now,
+                cluster: ClusterSummary {
+                    total_gpus: 256,
+                    free_gpus: free,
+                    server_level: Level(depth),
+                    levels: (0..=depth)
+                        .map(|l| LevelSummary {
+                            domains: 1 << (2 * u32::from(l)),
+                            max_domain_gpus: 256 >> (2 * u32::from(l)),
+                            max_free_gpus: free >> (2 * u32::from(l)),
+                        })
+                        .collect(),
+                },
+                vcs: vcs
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (quota, weight, held, attained))| VcUsage {
+                        id: VcId(i as u32),
+                        quota_gpus: quota,
+                        weight,
+                        held_gpus: held,
+                        pending_gpus: pending[i],
+                        attained_gpu_s: attained,
+                    })
+                    .collect(),
+                jobs,
+            }
+        })
+}
+
+/// The queue the locality and gang slots see: a subset of the round's jobs
+/// in some order, with spread limits for the gang slot.
+fn queue_view(round: &RoundView, keep: &[bool], spread_seed: u64) -> QueueView {
+    let mut jobs: Vec<PendingJob> = round
+        .jobs
+        .iter()
+        .zip(keep.iter().cycle())
+        .filter(|(_, k)| **k)
+        .map(|(j, _)| j.clone())
+        .collect();
+    jobs.reverse();
+    let deepest = round.cluster.server_level.0;
+    let spread = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, j)| {
+            Level(
+                j.min_level
+                    .0
+                    .min(((spread_seed >> (i % 60)) % 4) as u8)
+                    .min(deepest),
+            )
+        })
+        .collect();
+    QueueView {
+        now_s: round.now_s,
+        cluster: round.cluster.clone(),
+        jobs,
+        spread,
+    }
+}
+
+/// One backend per slot of every module, created once.
+struct Backends {
+    name: String,
+    fairness: Option<Box<dyn FairnessBackend>>,
+    locality: Option<Box<dyn LocalityBackend>>,
+    gang: Option<Box<dyn GangBackend>>,
+    natives: Vec<Native>,
+}
+
+fn backends() -> Vec<Backends> {
+    modules()
+        .iter()
+        .map(|m| {
+            let slots = m.slots();
+            Backends {
+                name: m.name().to_string(),
+                fairness: slots
+                    .contains(&Slot::Fairness)
+                    .then(|| m.fairness(b"").unwrap()),
+                locality: slots
+                    .contains(&Slot::Locality)
+                    .then(|| m.locality(b"").unwrap()),
+                gang: slots.contains(&Slot::Gang).then(|| m.gang(b"").unwrap()),
+                natives: natives(m.name()).unwrap(),
+            }
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn native_and_wasm_decide_alike(
+        round in round_view(),
+        keep in prop::collection::vec(any::<bool>(), 1..8),
+        spread_seed in any::<u64>(),
+    ) {
+        let queue = queue_view(&round, &keep, spread_seed);
+        let mut locality_queue = queue.clone();
+        locality_queue.spread.clear();
+        for b in &mut backends() {
+            for native in &b.natives {
+                match native {
+                    Native::Fairness(p) => {
+                        let wasm = b.fairness.as_mut().unwrap().order(&round).unwrap();
+                        prop_assert_eq!(wasm, p.order(&round), "{} fairness", b.name);
+                    }
+                    Native::Locality(p) => {
+                        let wasm = b.locality.as_mut().unwrap().spread(&locality_queue).unwrap();
+                        prop_assert_eq!(wasm, p.spread(&locality_queue), "{} locality", b.name);
+                    }
+                    Native::Gang(p) => {
+                        let wasm = b.gang.as_mut().unwrap().on_blocked(&queue).unwrap();
+                        prop_assert_eq!(wasm, p.on_blocked(&queue), "{} gang", b.name);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The defaults as one Wasm module drive a scheduler exactly as the native
+/// defaults do, round by round.
+#[test]
+fn a_scheduler_on_wasm_defaults_matches_the_native_one() {
+    let builtin = modules().iter().find(|m| m.name() == "builtin").unwrap();
+    let wasm = PolicySet {
+        fairness: builtin.fairness(b"").unwrap(),
+        locality: builtin.locality(b"").unwrap(),
+        gang: builtin.gang(b"").unwrap(),
+    };
+    let mut sandboxed = scheduler(120);
+    let mut native = scheduler(120);
+    sandboxed.swap_fairness(wasm.fairness);
+    sandboxed.swap_locality(wasm.locality);
+    sandboxed.swap_gang(wasm.gang);
+    let a = run(&mut sandboxed, 50, 12);
+    let b = run(&mut native, 50, 12);
+    assert!(
+        a.iter().all(|r| r.policy_errors.is_empty()),
+        "{:?}",
+        a[0].policy_errors
+    );
+    assert_eq!(a, b);
+    assert!(a.iter().map(|r| r.starts.len()).sum::<usize>() > 100);
+    accounted(&sandboxed, 121);
+}

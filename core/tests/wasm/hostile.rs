@@ -1,0 +1,237 @@
+//! Hostile guests inside a running scheduler: each failure is the exact typed
+//! error, the round falls back to the built-in default (so its decisions are
+//! exactly a default scheduler's), invariants hold and no job is lost; a
+//! guest that trapped gets a fresh instance, never the old one.
+
+use std::time::Duration;
+
+use gangway_core::policy::{PolicyErrorKind, Slot};
+use gangway_core::wasm::{Budget, PolicyEngine, SandboxConfig, WasmError};
+
+use crate::guests;
+use crate::support::{accounted, run, scheduler};
+
+const JOBS: u64 = 60;
+const ROUNDS: u64 = 4;
+
+/// Runs `name` as the fairness policy next to a default scheduler and checks
+/// every round failed with `expect`, fell back, and matched the default.
+fn check(
+    engine: &PolicyEngine,
+    name: &str,
+    expect: impl Fn(&PolicyErrorKind) -> bool,
+    fresh: bool,
+) {
+    let module = engine.load(name, &guests::hostile(name)).unwrap();
+    let made = module.instantiations();
+    let mut sched = scheduler(JOBS);
+    let mut twin = scheduler(JOBS);
+    sched.swap_fairness(module.fairness(b"").unwrap());
+    let reports = run(&mut sched, 100, ROUNDS);
+    let expected = run(&mut twin, 100, ROUNDS);
+    for (got, want) in reports.iter().zip(&expected) {
+        assert_eq!(
+            got.policy_errors.len(),
+            1,
+            "{name}: {:?}",
+            got.policy_errors
+        );
+        let err = &got.policy_errors[0];
+        assert_eq!(err.slot, Slot::Fairness);
+        assert_eq!(err.module, name);
+        assert!(expect(&err.kind), "{name}: unexpected {err}");
+        assert_eq!(
+            got.starts, want.starts,
+            "{name}: fallback differs from the default"
+        );
+        assert_eq!(got.waiting, want.waiting);
+        assert_eq!(got.reservations, want.reservations);
+    }
+    assert_eq!(sched.slot_health(Slot::Fairness).failures, ROUNDS);
+    assert_eq!(sched.slot_health(Slot::Fairness).consecutive, ROUNDS as u32);
+    accounted(&sched, JOBS as usize + 1);
+    assert!(reports.iter().map(|r| r.starts.len()).sum::<usize>() > 0);
+    // One instance for `fairness()`, used by the first round; a trapped one
+    // is replaced on each later call.
+    let extra = if fresh { ROUNDS - 1 } else { 0 };
+    assert_eq!(module.instantiations(), made + 1 + extra, "{name}");
+}
+
+#[test]
+fn infinite_loop_runs_out_of_fuel() {
+    check(
+        &guests::engine(),
+        "infinite-loop",
+        |k| *k == PolicyErrorKind::OutOfFuel(20_000_000),
+        true,
+    );
+}
+
+#[test]
+fn infinite_loop_misses_its_deadline() {
+    let engine = PolicyEngine::new(SandboxConfig {
+        budget: Budget::Deadline(Duration::from_millis(30)),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let started = std::time::Instant::now();
+    check(
+        &engine,
+        "infinite-loop",
+        |k| *k == PolicyErrorKind::DeadlineExceeded(30),
+        true,
+    );
+    // Four runaway rounds, each stopped near its 30 ms deadline.
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn memory_bomb_hits_the_cap() {
+    check(
+        &guests::engine(),
+        "memory-bomb",
+        |k| *k == PolicyErrorKind::MemoryLimit(16 << 20),
+        true,
+    );
+}
+
+#[test]
+fn trap_is_a_trap() {
+    check(
+        &guests::engine(),
+        "trap",
+        |k| *k == PolicyErrorKind::Trap("wasm `unreachable` instruction executed".into()),
+        true,
+    );
+}
+
+#[test]
+fn reply_out_of_bounds_breaks_the_abi() {
+    check(
+        &guests::engine(),
+        "lift-out-of-bounds",
+        |k| matches!(k, PolicyErrorKind::Abi(m) if m.contains("out of bounds")),
+        true,
+    );
+}
+
+#[test]
+fn garbage_reply_does_not_decode() {
+    check(
+        &guests::engine(),
+        "garbage-reply",
+        |k| matches!(k, PolicyErrorKind::Decode(m) if m.contains("FairnessDecision")),
+        false,
+    );
+}
+
+#[test]
+fn unknown_job_is_an_invalid_decision() {
+    check(
+        &guests::engine(),
+        "unknown-job",
+        |k| *k == PolicyErrorKind::InvalidDecision("names unknown job 999999".into()),
+        false,
+    );
+}
+
+#[test]
+fn duplicate_job_is_an_invalid_decision() {
+    check(
+        &guests::engine(),
+        "duplicate-job",
+        |k| *k == PolicyErrorKind::InvalidDecision("lists job 0 twice".into()),
+        false,
+    );
+}
+
+#[test]
+fn refusal_is_reported() {
+    check(
+        &guests::engine(),
+        "refuse",
+        |k| *k == PolicyErrorKind::Refused("no opinion today".into()),
+        false,
+    );
+}
+
+/// Guests that misbehave on every call fail their warm-up: they never reach
+/// a scheduler, and the engine keeps working for the next module.
+#[test]
+fn unconditional_hostiles_fail_the_warm_up() {
+    let engine = guests::engine();
+    type Expect = fn(&PolicyErrorKind) -> bool;
+    let cases: [(&str, Expect); 4] = [
+        ("infinite-loop", |k| {
+            matches!(k, PolicyErrorKind::OutOfFuel(_))
+        }),
+        ("memory-bomb", |k| {
+            matches!(k, PolicyErrorKind::MemoryLimit(_))
+        }),
+        ("trap", |k| matches!(k, PolicyErrorKind::Trap(_))),
+        ("garbage-reply", |k| matches!(k, PolicyErrorKind::Decode(_))),
+    ];
+    for (name, expect) in cases {
+        let (body, data) = guests::behaviour(name);
+        let err = engine
+            .load(name, &guests::fairness(0, body, data))
+            .unwrap_err();
+        match &err {
+            WasmError::WarmUp { module, source } => {
+                assert_eq!(module, name);
+                assert_eq!(source.slot, Slot::Fairness);
+                assert!(expect(&source.kind), "{name}: {err}");
+            }
+            other => panic!("{name}: expected a warm-up failure, got {other}"),
+        }
+        assert!(
+            err.to_string()
+                .starts_with(&format!("module {name} failed its warm-up call"))
+        );
+    }
+    assert_eq!(engine.cached_modules(), 0, "refused modules are not cached");
+    let fifo = engine
+        .load("fifo", gangway_plugin_artifacts::module("fifo").unwrap())
+        .unwrap();
+    let mut sched = scheduler(JOBS);
+    sched.swap_fairness(fifo.fairness(b"").unwrap());
+    let reports = run(&mut sched, 100, ROUNDS);
+    assert!(reports.iter().all(|r| r.policy_errors.is_empty()));
+    accounted(&sched, JOBS as usize + 1);
+}
+
+/// The host is unharmed by a runaway guest: the next module on the same
+/// engine works, and the failed one recovers when it behaves.
+#[test]
+fn a_failed_instance_is_replaced_and_recovers() {
+    let engine = guests::engine();
+    // Traps only on views longer than 2,000 bytes (many jobs).
+    let (body, data) = guests::behaviour("trap");
+    let module = engine
+        .load("picky", &guests::fairness(2_000, body, data))
+        .unwrap();
+    let mut backend = module.fairness(b"").unwrap();
+    let before = module.instantiations();
+    let mut big = scheduler(200);
+    big.swap_fairness(backend);
+    let r = big.round(1000).unwrap();
+    assert_eq!(r.policy_errors.len(), 1);
+    backend = big.swap_fairness(gangway_core::policy::PolicySet::defaults().fairness);
+    // The next call, on a small view, runs on a fresh instance and succeeds.
+    let (round, _) = small_views();
+    let d = gangway_core::policy::FairnessBackend::order(&mut *backend, &round).unwrap();
+    assert!(d.order.is_empty());
+    assert_eq!(module.instantiations(), before + 1);
+    big.check_invariants().unwrap();
+}
+
+fn small_views() -> (gangway_plugin_sdk::RoundView, ()) {
+    let s = scheduler(0);
+    let view = gangway_plugin_sdk::RoundView {
+        now_s: 0,
+        cluster: s.state().summary(),
+        vcs: vec![],
+        jobs: vec![],
+    };
+    (view, ())
+}

@@ -1,0 +1,267 @@
+//! Load-time validation: every malformed or over-reaching module is refused
+//! with the exact error naming the module and the problem, nothing is cached,
+//! and the engine goes on serving good modules to a scheduler.
+
+use gangway_core::policy::Slot;
+use gangway_core::wasm::{CONTRACT_VERSION, WasmError};
+use gangway_plugin_sdk::{FairnessDecision, JobId, Ranked, wire};
+
+use crate::guests::{self, WIT, componentize, fairness_wat};
+use crate::support::{accounted, run, scheduler};
+
+/// The engine still loads and runs a good module after refusing others.
+fn engine_still_serves(engine: &gangway_core::wasm::PolicyEngine) {
+    let fifo = engine
+        .load("fifo", gangway_plugin_artifacts::module("fifo").unwrap())
+        .unwrap();
+    let mut sched = scheduler(20);
+    sched.swap_fairness(fifo.fairness(b"").unwrap());
+    let reports = run(&mut sched, 100, 3);
+    assert!(reports.iter().all(|r| r.policy_errors.is_empty()));
+    accounted(&sched, 21);
+}
+
+#[test]
+fn not_wasm_and_core_modules_are_refused() {
+    let engine = guests::engine();
+    let err = engine.load("notes.txt", b"hello").unwrap_err();
+    assert_eq!(
+        err,
+        WasmError::NotWasm {
+            module: "notes.txt".into()
+        }
+    );
+    let core = wat::parse_str(fairness_wat("1.0.0", 0, "(unreachable)", "")).unwrap();
+    let err = engine.load("core.wasm", &core).unwrap_err();
+    assert_eq!(
+        err,
+        WasmError::NotAComponent {
+            module: "core.wasm".into()
+        }
+    );
+    assert!(err.to_string().starts_with(
+        "module core.wasm is a core Wasm module, not a component; build it for wasm32-unknown-unknown"
+    ));
+    assert_eq!(engine.cached_modules(), 0);
+    engine_still_serves(&engine);
+}
+
+#[test]
+fn a_wasi_import_is_refused() {
+    let wasi =
+        "package wasi:cli@0.2.0;\ninterface environment { get-arguments: func() -> list<string>; }";
+    let world = "package test:sneaky;\nworld sneaky {\n  import wasi:cli/environment@0.2.0;\n  export gangway:policy/fairness@1.0.0;\n}";
+    let core = fairness_wat("1.0.0", 100, "(unreachable)", "").replacen(
+        "(module",
+        "(module\n  (import \"wasi:cli/environment@0.2.0\" \"get-arguments\" (func (param i32)))",
+        1,
+    );
+    let bytes = componentize(&core, &[wasi], world, "sneaky");
+    let engine = guests::engine();
+    let err = engine.load("sneaky.wasm", &bytes).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "module sneaky.wasm imports wasi:cli/environment@0.2.0; only gangway:policy/log is allowed"
+    );
+    assert_eq!(
+        err,
+        WasmError::ForbiddenImport {
+            module: "sneaky.wasm".into(),
+            import: "wasi:cli/environment@0.2.0".into()
+        }
+    );
+    engine_still_serves(&engine);
+}
+
+#[test]
+fn an_incompatible_contract_version_is_refused() {
+    let wit2 = WIT.replace("gangway:policy@1.0.0", "gangway:policy@2.0.0");
+    let core = fairness_wat("2.0.0", 100, "(unreachable)", "");
+    // The doctored package must not clash with the real one: build alone.
+    let mut module = wat::parse_str(&core).unwrap();
+    let mut resolve = wit_parser::Resolve::default();
+    let pkg = resolve.push_str("policy2.wit", &wit2).unwrap();
+    let world = resolve
+        .select_world(&[pkg], Some("fairness-policy"))
+        .unwrap();
+    wit_component::embed_component_metadata(
+        &mut module,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+    )
+    .unwrap();
+    let bytes = wit_component::ComponentEncoder::default()
+        .module(&module)
+        .unwrap()
+        .encode()
+        .unwrap();
+    let engine = guests::engine();
+    let err = engine.load("future.wasm", &bytes).unwrap_err();
+    assert_eq!(
+        err,
+        WasmError::IncompatibleVersion {
+            module: "future.wasm".into(),
+            found: "gangway:policy/fairness@2.0.0".into(),
+            host: CONTRACT_VERSION.into(),
+        }
+    );
+    assert_eq!(
+        err.to_string(),
+        "module future.wasm implements gangway:policy/fairness@2.0.0; this host speaks \
+         gangway:policy@1.0.0 (any 1.x module)"
+    );
+    engine_still_serves(&engine);
+}
+
+#[test]
+fn a_missing_export_is_refused() {
+    // The contract with `order` removed from the fairness interface.
+    let start = WIT.find("    order: func").unwrap();
+    let end = start + WIT[start..].find('\n').unwrap() + 1;
+    let partial = format!("{}{}", &WIT[..start], &WIT[end..]);
+    let core = fairness_wat("1.0.0", 100, "(unreachable)", "")
+        .replace("(export \"gangway:policy/fairness@1.0.0#order\")", "");
+    let mut module = wat::parse_str(&core).unwrap();
+    let mut resolve = wit_parser::Resolve::default();
+    let pkg = resolve.push_str("partial.wit", &partial).unwrap();
+    let world = resolve
+        .select_world(&[pkg], Some("fairness-policy"))
+        .unwrap();
+    wit_component::embed_component_metadata(
+        &mut module,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+    )
+    .unwrap();
+    let bytes = wit_component::ComponentEncoder::default()
+        .module(&module)
+        .unwrap()
+        .encode()
+        .unwrap();
+    let engine = guests::engine();
+    let err = engine.load("half.wasm", &bytes).unwrap_err();
+    assert_eq!(
+        err,
+        WasmError::MissingExport {
+            module: "half.wasm".into(),
+            slot: Slot::Fairness,
+            interface: "gangway:policy/fairness@1.0.0".into(),
+            function: "order".into(),
+        }
+    );
+    engine_still_serves(&engine);
+}
+
+#[test]
+fn a_module_without_slots_is_refused() {
+    let other =
+        "package test:other;\ninterface tools { ping: func(); }\nworld other { export tools; }";
+    let core = r#"(module
+      (memory (export "memory") 1)
+      (func (export "test:other/tools#ping")))"#;
+    let bytes = componentize(core, &[], other, "other");
+    let engine = guests::engine();
+    let err = engine.load("other.wasm", &bytes).unwrap_err();
+    assert_eq!(
+        err,
+        WasmError::NoSlots {
+            module: "other.wasm".into(),
+            exports: "test:other/tools".into()
+        }
+    );
+    engine_still_serves(&engine);
+}
+
+#[test]
+fn a_wrong_signature_is_refused() {
+    // `order` taking a string: same core signature, different component type.
+    let wrong = WIT.replace("order: func(view: list<u8>)", "order: func(view: string)");
+    let core = fairness_wat("1.0.0", 100, "(unreachable)", "");
+    let mut module = wat::parse_str(&core).unwrap();
+    let mut resolve = wit_parser::Resolve::default();
+    let pkg = resolve.push_str("wrong.wit", &wrong).unwrap();
+    let world = resolve
+        .select_world(&[pkg], Some("fairness-policy"))
+        .unwrap();
+    wit_component::embed_component_metadata(
+        &mut module,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+    )
+    .unwrap();
+    let bytes = wit_component::ComponentEncoder::default()
+        .module(&module)
+        .unwrap()
+        .encode()
+        .unwrap();
+    let engine = guests::engine();
+    let err = engine.load("wrong.wasm", &bytes).unwrap_err();
+    assert!(
+        matches!(&err, WasmError::WrongSignature { module, slot: Slot::Fairness, function, .. }
+            if module == "wrong.wasm" && function == "order"),
+        "{err}"
+    );
+    engine_still_serves(&engine);
+}
+
+#[test]
+fn a_refused_configuration_names_the_module() {
+    let engine = guests::engine();
+    let builtin = engine
+        .load(
+            "builtin",
+            gangway_plugin_artifacts::module("builtin").unwrap(),
+        )
+        .unwrap();
+    let err = builtin.gang(b"reserve = true").err().unwrap();
+    assert_eq!(
+        err,
+        WasmError::Config {
+            module: "builtin".into(),
+            slot: Slot::Gang,
+            message: "invalid policy configuration: this built-in policy takes no configuration"
+                .into()
+        }
+    );
+    let fifo = engine
+        .load("fifo", gangway_plugin_artifacts::module("fifo").unwrap())
+        .unwrap();
+    let err = fifo.locality(b"").err().unwrap();
+    assert_eq!(
+        err.to_string(),
+        "module fifo does not implement the locality slot (it implements: fairness)"
+    );
+}
+
+#[test]
+fn the_cache_serves_known_bytes_under_any_name() {
+    let engine = guests::engine();
+    let bytes = gangway_plugin_artifacts::module("fifo").unwrap();
+    let a = engine.load("a", bytes).unwrap();
+    let b = engine.load("b", bytes).unwrap();
+    assert_eq!(engine.cached_modules(), 1);
+    assert_eq!(a.hash(), b.hash());
+    assert_eq!(b.name(), "b");
+    // The warm-up ran once: one instance per slot for the first load only.
+    assert_eq!(b.instantiations(), 1);
+}
+
+#[test]
+fn the_worked_example_in_contract_md_is_right() {
+    let d = FairnessDecision {
+        order: vec![
+            Ranked {
+                job: JobId(300),
+                eligible: true,
+            },
+            Ranked {
+                job: JobId(5),
+                eligible: false,
+            },
+        ],
+    };
+    assert_eq!(wire::encode(&d), vec![0x02, 0xac, 0x02, 0x01, 0x05, 0x00]);
+}

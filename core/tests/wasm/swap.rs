@@ -1,0 +1,251 @@
+//! Hot swap under load, quarantine with the last good module restored, and
+//! rollback.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use gangway_core::policy::{FairnessBackend, GangBackend, LocalityBackend, PolicyErrorKind, Slot};
+use gangway_core::wasm::{GuardPolicy, GuardedSlot, PolicyEngine, SandboxConfig, SlotEvent};
+use gangway_core::{AttemptEnd, JobSpec, JobState, Scheduler, Topology};
+use gangway_plugin_sdk::JobId;
+
+use crate::guests;
+use crate::support::{accounted, run, scheduler};
+
+fn plugin(engine: &PolicyEngine, name: &str) -> gangway_core::wasm::PolicyModule {
+    engine
+        .load(name, gangway_plugin_artifacts::module(name).unwrap())
+        .unwrap()
+}
+
+#[test]
+fn a_failing_module_is_quarantined_and_the_last_good_one_restored() {
+    let engine = guests::engine();
+    let fifo = plugin(&engine, "fifo");
+    let trap = engine.load("trap", &guests::hostile("trap")).unwrap();
+    let (slot, handle) = GuardedSlot::<dyn FairnessBackend>::fairness_default(GuardPolicy {
+        quarantine_after: 3,
+        keep_previous: 2,
+    });
+    let mut sched = scheduler(80);
+    sched.swap_fairness(Box::new(slot));
+
+    handle.stage(fifo.fairness(b"").unwrap());
+    let r = run(&mut sched, 100, 1);
+    assert!(r[0].policy_errors.is_empty());
+    assert_eq!(handle.status().active, "fifo");
+
+    handle.stage(trap.fairness(b"").unwrap());
+    let r = run(&mut sched, 200, 3);
+    for report in &r {
+        assert_eq!(report.policy_errors.len(), 1);
+        assert!(matches!(
+            report.policy_errors[0].kind,
+            PolicyErrorKind::Trap(_)
+        ));
+        assert_eq!(report.policy_errors[0].module, "trap");
+    }
+    let status = handle.status();
+    assert_eq!(status.active, "fifo", "the last good module is back");
+    assert_eq!(status.quarantined(), vec!["trap"]);
+    assert!(matches!(
+        status.events.last(),
+        Some(SlotEvent::Quarantined { module, restored, .. }) if module == "trap" && restored == "fifo"
+    ));
+    // From the next round on, fifo answers again and nothing fails.
+    let r = run(&mut sched, 500, 3);
+    assert!(r.iter().all(|x| x.policy_errors.is_empty()));
+    assert!(r.iter().map(|x| x.starts.len()).sum::<usize>() > 0);
+    assert_eq!(sched.slot_health(Slot::Fairness).consecutive, 0);
+    accounted(&sched, 81);
+}
+
+#[test]
+fn rollback_goes_back_one_step_and_never_past_the_baseline() {
+    let engine = guests::engine();
+    let builtin = plugin(&engine, "builtin");
+    let (slot, handle) = GuardedSlot::<dyn GangBackend>::gang_default(GuardPolicy::default());
+    let mut sched = scheduler(20);
+    sched.swap_gang(Box::new(slot));
+    handle.stage(builtin.gang(b"").unwrap());
+    assert!(handle.is_pending());
+    run(&mut sched, 100, 1);
+    assert!(!handle.is_pending());
+    assert_eq!(handle.status().active, "builtin");
+    assert_eq!(handle.status().previous, vec!["backfill".to_string()]);
+    handle.rollback();
+    run(&mut sched, 200, 1);
+    assert_eq!(handle.status().active, "backfill");
+    handle.rollback();
+    run(&mut sched, 300, 1);
+    let status = handle.status();
+    assert_eq!(status.active, "backfill");
+    assert!(matches!(
+        status.events.last(),
+        Some(SlotEvent::RollbackRefused { .. })
+    ));
+    accounted(&sched, 21);
+}
+
+#[test]
+fn keep_previous_bounds_the_rollback_stack() {
+    let engine = guests::engine();
+    let (slot, handle) = GuardedSlot::<dyn LocalityBackend>::locality_default(GuardPolicy {
+        quarantine_after: 3,
+        keep_previous: 1,
+    });
+    let builtin = plugin(&engine, "builtin");
+    let mut sched = scheduler(10);
+    sched.swap_locality(Box::new(slot));
+    for t in 0..4 {
+        handle.stage(builtin.locality(b"").unwrap());
+        sched.round(t).unwrap();
+    }
+    let status = handle.status();
+    assert_eq!(status.swaps, 4);
+    // Active + one previous + the baseline.
+    assert_eq!(
+        status.previous,
+        vec!["builtin".to_string(), "strict".to_string()]
+    );
+}
+
+/// Modules are swapped from another thread while rounds run with jobs
+/// arriving, running and ending. Every job is accounted for: each start in a
+/// report was pending just before and is running just after, no job starts
+/// twice without ending in between, and the scheduler's table matches a
+/// mirror kept from the reports alone.
+#[test]
+fn hot_swap_under_load_loses_no_job() {
+    let engine = PolicyEngine::new(SandboxConfig::default()).unwrap();
+    let fairness: Vec<_> = ["fifo", "builtin", "vc-quota", "max-min", "las"]
+        .iter()
+        .map(|n| plugin(&engine, n))
+        .collect();
+    let locality: Vec<_> = ["strict", "delay", "greedy", "builtin"]
+        .iter()
+        .map(|n| plugin(&engine, n))
+        .collect();
+    let (fslot, fhandle) =
+        GuardedSlot::<dyn FairnessBackend>::fairness_default(GuardPolicy::default());
+    let (lslot, lhandle) =
+        GuardedSlot::<dyn LocalityBackend>::locality_default(GuardPolicy::default());
+    let mut sched = Scheduler::new(Topology::uniform(4, 8, 8).unwrap());
+    let vcs = [
+        sched.virtual_cluster("a"),
+        sched.virtual_cluster("b"),
+        sched.virtual_cluster("c"),
+    ];
+    sched.set_quota(vcs[2], Some(64));
+    sched.swap_fairness(Box::new(fslot));
+    sched.swap_locality(Box::new(lslot));
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut n = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                fhandle.stage(fairness[n % fairness.len()].fairness(b"").unwrap());
+                lhandle.stage(locality[n % locality.len()].locality(b"").unwrap());
+                n += 1;
+                std::thread::sleep(std::time::Duration::from_micros(300));
+            }
+            (n, fhandle.status(), lhandle.status())
+        })
+    };
+
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Mirror {
+        Pending,
+        Running,
+        Done,
+    }
+    let mut mirror: BTreeMap<JobId, Mirror> = BTreeMap::new();
+    let mut next = 0u64;
+    let mut starts = 0usize;
+    for round in 0..300u64 {
+        let now = round * 60;
+        for k in 0..4 {
+            let id = JobId(next);
+            next += 1;
+            sched
+                .submit(JobSpec {
+                    id,
+                    vc: vcs[(k + round as usize) % 3],
+                    user: k as u32,
+                    gpus: [1, 2, 4, 8, 16, 32][((next * 7) % 6) as usize],
+                    submitted_s: now,
+                })
+                .unwrap();
+            mirror.insert(id, Mirror::Pending);
+        }
+        // End some running jobs: passed, or failed and retried.
+        let running: Vec<JobId> = mirror
+            .iter()
+            .filter(|(_, m)| **m == Mirror::Running)
+            .map(|(id, _)| *id)
+            .collect();
+        for (i, id) in running.iter().enumerate() {
+            if (id.0 + round) % 3 == 0 {
+                let retry = i % 5 == 0;
+                let end = if retry {
+                    AttemptEnd::Failed { retry: true }
+                } else {
+                    AttemptEnd::Passed
+                };
+                sched.end_attempt(*id, now, end).unwrap();
+                mirror.insert(*id, if retry { Mirror::Pending } else { Mirror::Done });
+            }
+        }
+        let report = sched.round(now).unwrap();
+        assert!(
+            report.policy_errors.is_empty(),
+            "{:?}",
+            report.policy_errors
+        );
+        for s in &report.starts {
+            assert_eq!(
+                mirror.get(&s.job),
+                Some(&Mirror::Pending),
+                "{} started twice",
+                s.job
+            );
+            mirror.insert(s.job, Mirror::Running);
+            starts += 1;
+        }
+        for (id, _) in &report.waiting {
+            assert_eq!(mirror.get(id), Some(&Mirror::Pending));
+        }
+        sched.check_invariants().unwrap();
+        std::thread::sleep(std::time::Duration::from_micros(200));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let (staged, fstatus, lstatus) = swapper.join().unwrap();
+
+    assert_eq!(sched.jobs().len(), mirror.len());
+    for (id, m) in &mirror {
+        let state = &sched.job(*id).unwrap().state;
+        let same = matches!(
+            (m, state),
+            (Mirror::Pending, JobState::Pending { .. })
+                | (Mirror::Running, JobState::Running { .. })
+                | (Mirror::Done, JobState::Finished { .. })
+        );
+        assert!(same, "{id}: mirror {m:?}, scheduler {state:?}");
+    }
+    let attempts: u32 = sched.jobs().values().map(|j| j.attempts).sum();
+    assert_eq!(
+        attempts as usize, starts,
+        "every start is one attempt, none twice"
+    );
+    assert!(staged > 10, "the swapper staged {staged} times");
+    assert!(
+        fstatus.swaps > 10 && lstatus.swaps > 10,
+        "{} {}",
+        fstatus.swaps,
+        lstatus.swaps
+    );
+    assert!(starts > 500);
+}
