@@ -1,0 +1,60 @@
+//! One scheduling round with 1,000 pending jobs, on the Philly topology
+//! (552 servers, 2,490 GPUs) and on a 100,000-GPU topology, with the built-in
+//! native default policies (FIFO within quotas, strict locality, backfill).
+//!
+//! * `backlog`: the steady state of a busy cluster. The cluster is about 97 %
+//!   full and 1,000 jobs wait; after a warm-up round, every round builds the
+//!   view, runs the three policies and searches a placement for each
+//!   eligible job (most fail). The state does not change between
+//!   iterations, so the same round is measured each time.
+//! * `placing`: a half-empty cluster where the round places hundreds of the
+//!   1,000 jobs (fresh state per iteration).
+//!
+//! `cargo bench -p gangway-benches --bench round`
+
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use gangway_benches::{hundred_thousand_gpus, loaded_scheduler, philly_official};
+use gangway_core::Topology;
+use gangway_core::policy::PolicySet;
+
+fn backlog(c: &mut Criterion, name: &str, topo: Topology) {
+    let mut sched = loaded_scheduler(topo, 0.97, 1_000, PolicySet::defaults());
+    let warm = sched.round(1_000).expect("round");
+    assert!(warm.waiting.len() > 500, "the backlog must stay pending");
+    let mut now = 1_000;
+    c.bench_function(name, |b| {
+        b.iter(|| {
+            now += 1;
+            sched.round(now).expect("round")
+        })
+    });
+}
+
+fn rounds(c: &mut Criterion) {
+    backlog(
+        c,
+        "round_1000_pending/philly_552_servers/backlog",
+        philly_official().expect("topology"),
+    );
+    backlog(
+        c,
+        "round_1000_pending/100k_gpus/backlog",
+        hundred_thousand_gpus().expect("topology"),
+    );
+    let mut group = c.benchmark_group("round_1000_pending");
+    group.sample_size(20);
+    group.bench_function("philly_552_servers/placing", |b| {
+        b.iter_batched(
+            || {
+                let topo = philly_official().expect("topology");
+                loaded_scheduler(topo, 0.5, 1_000, PolicySet::defaults())
+            },
+            |mut sched| sched.round(10_000).expect("round"),
+            BatchSize::LargeInput,
+        )
+    });
+    group.finish();
+}
+
+criterion_group!(benches, rounds);
+criterion_main!(benches);

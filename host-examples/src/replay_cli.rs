@@ -1,0 +1,358 @@
+//! The `replay` command line: argument parsing, input loading, runs, outputs.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::Parser;
+use gangway_core::{RackGrouping, Topology, TopologyError};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::plots::{self, PlotError};
+use crate::policies::{self, PolicyChoice, PolicyResolveError};
+use crate::report::{self, Report, TopologyInfo, Workload};
+use crate::sim::{self, SimConfig, SimError};
+use crate::trace::{self, Format, Trace, TraceError};
+use crate::workload;
+
+/// Replays a GPU-cluster job trace through Gangway's scheduler and policies.
+///
+/// With no arguments: a built-in Philly-calibrated workload (20,000 jobs) on a
+/// Philly-sized cluster (3,205 GPUs), with the `philly` preset as Wasm modules.
+#[derive(Debug, Parser)]
+#[command(name = "replay", version, about)]
+pub struct Cli {
+    /// The job trace; without it the built-in generator makes one.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// The trace's format.
+    #[arg(long, value_enum, default_value = "philly", requires = "trace")]
+    pub format: Format,
+    /// A Philly machine list (CSV); without it the built-in Philly machine mix.
+    #[arg(long, conflicts_with = "topology")]
+    pub machines: Option<PathBuf>,
+    /// How machines of `--machines` form racks.
+    #[arg(long, value_enum, default_value = "same-sku")]
+    pub rack_grouping: Grouping,
+    /// Servers per rack for `--machines`.
+    #[arg(long, default_value_t = 32)]
+    pub rack_size: u32,
+    /// A topology file (TOML) naming racks and servers.
+    #[arg(long)]
+    pub topology: Option<PathBuf>,
+    /// A preset: a named set of fairness, locality and gang policies.
+    #[arg(long, conflicts_with = "compare")]
+    pub policies: Option<String>,
+    /// Fairness policy: a built-in name or a `.wasm` module (overrides the preset's).
+    #[arg(long)]
+    pub fairness: Option<String>,
+    /// Locality policy: a built-in name or a `.wasm` module.
+    #[arg(long)]
+    pub locality: Option<String>,
+    /// Gang policy: a built-in name or a `.wasm` module.
+    #[arg(long)]
+    pub gang: Option<String>,
+    /// A configuration file for a slot, e.g. `--config fairness=vcs.toml` (repeatable).
+    #[arg(long, value_name = "SLOT=FILE")]
+    pub config: Vec<String>,
+    /// Presets to compare side by side on the same workload, e.g. `philly,fifo`.
+    #[arg(long, value_delimiter = ',')]
+    pub compare: Vec<String>,
+    /// Seed for the generator and the failure process.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Jobs to generate, or the first N jobs of `--trace`.
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Skip the trace's first N jobs (with `--jobs`, a window of the trace).
+    #[arg(long, default_value_t = 0)]
+    pub skip: usize,
+    /// Multiply every submit time by this factor: below 1 compresses arrivals
+    /// and raises the load (a what-if knob; 1 replays the trace as recorded).
+    #[arg(long, default_value_t = 1.0)]
+    pub time_scale: f64,
+    /// Run built-in policies natively instead of as Wasm modules.
+    #[arg(long)]
+    pub native: bool,
+    /// Output directory for report.json and the SVG plots.
+    #[arg(long, default_value = "replay-out")]
+    pub out: PathBuf,
+    /// VC quotas: `demand` (each VC's share of the trace's GPU-time times the
+    /// cluster's GPUs), `none`, or a CSV file `vc,gpus`.
+    #[arg(long, default_value = "demand")]
+    pub quotas: String,
+    /// Seconds between scheduling passes (0: a round at every event).
+    #[arg(long, default_value_t = 10)]
+    pub round_interval: u64,
+    /// Mean time between failures of one server, in hours (off by default).
+    #[arg(long)]
+    pub server_mtbf_hours: Option<f64>,
+    /// Skip the SVG plots.
+    #[arg(long)]
+    pub no_plots: bool,
+}
+
+/// Rack grouping rules for machine lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Grouping {
+    /// Machines with the same GPU count share racks.
+    SameSku,
+    /// Consecutive machine ids fill racks.
+    Consecutive,
+}
+
+/// Anything that stops a replay.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// Bad trace.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    /// Bad topology.
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+    /// Bad policy choice or module.
+    #[error(transparent)]
+    Policy(#[from] PolicyResolveError),
+    /// The replay failed.
+    #[error(transparent)]
+    Sim(#[from] SimError),
+    /// A plot failed.
+    #[error(transparent)]
+    Plot(#[from] PlotError),
+    /// A bad argument.
+    #[error("{0}")]
+    Usage(String),
+    /// Output could not be written.
+    #[error("{file}: cannot write: {source}")]
+    Write {
+        /// The file.
+        file: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+fn topology(cli: &Cli) -> Result<(Topology, String), ReplayError> {
+    if let Some(path) = &cli.topology {
+        return Ok((Topology::from_file(path)?, path.display().to_string()));
+    }
+    if let Some(path) = &cli.machines {
+        let grouping = match cli.rack_grouping {
+            Grouping::SameSku => RackGrouping::SameGpuCount {
+                servers_per_rack: cli.rack_size,
+            },
+            Grouping::Consecutive => RackGrouping::Consecutive {
+                servers_per_rack: cli.rack_size,
+            },
+        };
+        return Ok((
+            Topology::from_machine_list(path, grouping)?,
+            format!(
+                "{} ({:?}, {} servers per rack)",
+                path.display(),
+                cli.rack_grouping,
+                cli.rack_size
+            ),
+        ));
+    }
+    Ok((
+        workload::philly_topology()?,
+        "built-in Philly machine mix (revised list: 264x8 + 271x4 + 1x3 + 3x2 GPUs), same-SKU racks of 32".into(),
+    ))
+}
+
+fn workload_of(cli: &Cli) -> Result<(Trace, String), ReplayError> {
+    match &cli.trace {
+        Some(path) => {
+            let mut t = trace::load(path, cli.format)?;
+            t.window(cli.skip, cli.jobs.unwrap_or(usize::MAX));
+            t.scale_time(cli.time_scale);
+            let mut source = format!("{} ({:?})", path.display(), cli.format);
+            if cli.skip > 0 || cli.jobs.is_some() {
+                source.push_str(&format!(", jobs {}..{}", cli.skip, cli.skip + t.jobs.len()));
+            }
+            if cli.time_scale != 1.0 {
+                source.push_str(&format!(", time scale {}", cli.time_scale));
+            }
+            Ok((t, source))
+        }
+        None => {
+            let n = cli.jobs.unwrap_or(20_000);
+            let mut t = workload::generate(n, cli.seed);
+            t.scale_time(cli.time_scale);
+            let mut source = format!(
+                "built-in Philly-calibrated generator, {n} jobs, seed {}",
+                cli.seed
+            );
+            if cli.time_scale != 1.0 {
+                source.push_str(&format!(", time scale {}", cli.time_scale));
+            }
+            Ok((t, source))
+        }
+    }
+}
+
+/// Quotas per VC name.
+pub fn quotas(
+    spec: &str,
+    trace: &Trace,
+    cluster_gpus: u32,
+) -> Result<BTreeMap<String, u32>, ReplayError> {
+    match spec {
+        "none" => Ok(BTreeMap::new()),
+        "demand" => Ok(demand_quotas(trace, cluster_gpus)),
+        file => {
+            let text = std::fs::read_to_string(file)
+                .map_err(|e| ReplayError::Usage(format!("{file}: cannot read quotas: {e}")))?;
+            let mut out = BTreeMap::new();
+            for (i, line) in text.lines().enumerate() {
+                let line = line.trim();
+                if line.is_empty() || line.starts_with('#') || (i == 0 && line.starts_with("vc")) {
+                    continue;
+                }
+                let (vc, gpus) = line.split_once(',').ok_or_else(|| {
+                    ReplayError::Usage(format!("{file}:{}: expected `vc,gpus`", i + 1))
+                })?;
+                let gpus: u32 = gpus.trim().parse().map_err(|_| {
+                    ReplayError::Usage(format!("{file}:{}: {gpus:?} is not a GPU count", i + 1))
+                })?;
+                out.insert(vc.trim().to_string(), gpus);
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// Each VC's share of the trace's GPU-time demand times the cluster's GPUs
+/// (the quotas add up to the cluster), and at least the VC's largest job so
+/// every job fits its quota.
+pub fn demand_quotas(trace: &Trace, cluster_gpus: u32) -> BTreeMap<String, u32> {
+    let mut demand: BTreeMap<&str, (f64, u32)> = BTreeMap::new();
+    for j in &trace.jobs {
+        let run: u64 = j.attempts.iter().map(|a| a.0).sum();
+        let e = demand.entry(j.vc.as_str()).or_default();
+        e.0 += f64::from(j.gpus) * run as f64;
+        e.1 = e.1.max(j.gpus);
+    }
+    let total: f64 = demand.values().map(|d| d.0).sum::<f64>().max(1.0);
+    demand
+        .into_iter()
+        .map(|(vc, (gpu_s, largest))| {
+            let share = (gpu_s / total * f64::from(cluster_gpus)).round() as u32;
+            (vc.to_string(), share.max(largest).min(cluster_gpus))
+        })
+        .collect()
+}
+
+fn write(path: &Path, bytes: &[u8]) -> Result<(), ReplayError> {
+    std::fs::write(path, bytes).map_err(|source| ReplayError::Write {
+        file: path.display().to_string(),
+        source,
+    })
+}
+
+/// Runs the replay the command line asks for.
+pub fn run(cli: &Cli) -> Result<(), ReplayError> {
+    let load_clock = Instant::now();
+    let (topo, topo_source) = topology(cli)?;
+    if !(cli.time_scale > 0.0 && cli.time_scale.is_finite()) {
+        return Err(ReplayError::Usage(format!(
+            "--time-scale {} must be a positive number",
+            cli.time_scale
+        )));
+    }
+    let (trace, source) = workload_of(cli)?;
+    if trace.jobs.is_empty() {
+        return Err(ReplayError::Usage("the workload has no jobs".into()));
+    }
+    for s in &trace.skipped {
+        eprintln!("replay: not replayable: {}: {}", s.at, s.reason);
+    }
+    let quotas = quotas(&cli.quotas, &trace, topo.total_gpus())?;
+    let choices: Vec<PolicyChoice> = policies::choices(cli)?;
+    let load_time = load_clock.elapsed();
+    let cfg = SimConfig {
+        round_interval_s: cli.round_interval,
+        server_mtbf_s: cli.server_mtbf_hours.map(|h| (h * 3600.0).max(1.0) as u64),
+        seed: cli.seed,
+        quotas,
+        ..SimConfig::default()
+    };
+    std::fs::create_dir_all(&cli.out).map_err(|source| ReplayError::Write {
+        file: cli.out.display().to_string(),
+        source,
+    })?;
+    let mut runs = Vec::new();
+    let mut written = Vec::new();
+    let loader = policies::Loader::new()?;
+    for choice in &choices {
+        let (set, names) = policies::build(&loader, choice, cli.native)?;
+        let bar = if std::io::stderr().is_terminal() {
+            ProgressBar::with_draw_target(
+                Some(trace.jobs.len() as u64),
+                ProgressDrawTarget::stderr(),
+            )
+        } else {
+            ProgressBar::hidden()
+        };
+        bar.set_style(
+            ProgressStyle::with_template("{prefix:>12} [{bar:40}] {pos}/{len} jobs ({eta})")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        bar.set_prefix(choice.name.clone());
+        let result = sim::run(topo.clone(), &trace, set, &cfg, || bar.inc(1))?;
+        bar.finish_and_clear();
+        println!(
+            "{}: replayed {} jobs in {:.2} s ({} rounds, {:.2} s in rounds; inputs loaded in {:.2} s; {})",
+            choice.name,
+            trace.jobs.len(),
+            result.elapsed.as_secs_f64(),
+            result.rounds,
+            result.in_rounds.as_secs_f64(),
+            load_time.as_secs_f64(),
+            if cli.native {
+                "native policies"
+            } else {
+                "policies as Wasm modules where built in"
+            },
+        );
+        let run = report::summarize(&choice.name, names, &result);
+        if !cli.no_plots {
+            written.extend(plots::write_all(&cli.out, &run, &result)?);
+        }
+        runs.push(run);
+    }
+    let racks = topo
+        .domains()
+        .iter()
+        .filter(|d| d.level == gangway_plugin_sdk::Level(1))
+        .count();
+    let report = Report {
+        workload: Workload {
+            source,
+            jobs: trace.jobs.len(),
+            skipped: trace.skipped.clone(),
+        },
+        topology: TopologyInfo {
+            source: topo_source,
+            servers: topo.servers().len(),
+            gpus: topo.total_gpus(),
+            racks,
+        },
+        runs,
+    };
+    println!();
+    print!("{}", report::table(&report.runs));
+    let json = serde_json::to_vec_pretty(&report)
+        .map_err(|e| ReplayError::Usage(format!("cannot encode the report: {e}")))?;
+    let path = cli.out.join("report.json");
+    write(&path, &json)?;
+    println!();
+    println!("wrote {}", path.display());
+    for f in written {
+        println!("wrote {}", f.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,372 @@
+//! `report.json`: the replay's results, in a stable schema.
+//!
+//! ```text
+//! {
+//!   "workload": {"source", "jobs", "skipped": [{"at", "reason"}]},
+//!   "topology": {"source", "servers", "gpus", "racks"},
+//!   "runs": [{
+//!     "name", "policies": {"fairness", "locality", "gang"},
+//!     "jobs": {"submitted", "passed", "failed", "killed", "never_started", "unfinished"},
+//!     "by_size": {"1": B, "2-4": B, "5-8": B, ">8": B},
+//!     "gpu_allocation_mean", "jct_s": {"p50", "p90"}, "failed_attempt_gpu_s",
+//!     "per_vc": {VC: {"quota_gpus", "mean_gpus_held", "jobs"}},
+//!     "policy_errors"
+//!   }]
+//! }
+//! B = {"jobs", "queue_delay_s": {"p50", "p90", "p99", "mean"},
+//!      "fair_share_delay_s", "fragmentation_delay_s",
+//!      "jobs_with_fair_share_delay", "jobs_with_fragmentation_delay",
+//!      "servers_spanned": {"1": n, "2": n, ...}}
+//! ```
+//!
+//! Definitions. Size buckets are the study's (1, 2-4, 5-8, >8 GPUs). Queueing
+//! delay is the notebook's: first attempt start minus submit, over jobs that
+//! started. `fair_share_delay_s` and `fragmentation_delay_s` are the bucket's
+//! *total* seconds of each kind of wait over all of a job's waits (retries
+//! included), as attributed by the scheduler's wait reasons; a job "has" a
+//! delay kind if it spent at least one second in it. `servers_spanned` counts
+//! first attempts by servers used. `gpu_allocation_mean` is the time-weighted
+//! mean of allocated / online GPUs from the first to the last arrival. JCT is
+//! finish minus submit over jobs that finished (any status).
+//! `failed_attempt_gpu_s` is GPU-seconds of attempts that failed or were
+//! interrupted. `never_started` jobs are counted, not hidden. Times are
+//! seconds. Wall-clock timings never appear here (they go to stdout), so
+//! the same inputs give a byte-identical file.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::sim::RunResult;
+use crate::trace::{Outcome, SkippedJob};
+
+/// The whole report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// What was replayed.
+    pub workload: Workload,
+    /// On what.
+    pub topology: TopologyInfo,
+    /// One entry per policy set.
+    pub runs: Vec<Run>,
+}
+
+/// The workload's origin.
+#[derive(Clone, Debug, Serialize)]
+pub struct Workload {
+    /// File and format, or the generator and its seed.
+    pub source: String,
+    /// Jobs replayed.
+    pub jobs: usize,
+    /// Jobs of the input that could not be replayed, with why.
+    pub skipped: Vec<SkippedJob>,
+}
+
+/// The topology used.
+#[derive(Clone, Debug, Serialize)]
+pub struct TopologyInfo {
+    /// Where it came from.
+    pub source: String,
+    /// Servers.
+    pub servers: usize,
+    /// GPUs.
+    pub gpus: u32,
+    /// Racks (domains one level below the cluster).
+    pub racks: usize,
+}
+
+/// Policies of a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Policies {
+    /// Fairness slot.
+    pub fairness: String,
+    /// Locality slot.
+    pub locality: String,
+    /// Gang slot.
+    pub gang: String,
+}
+
+/// Job counts by outcome.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct JobCounts {
+    /// Jobs replayed.
+    pub submitted: usize,
+    /// Ended passed.
+    pub passed: usize,
+    /// Ended failed.
+    pub failed: usize,
+    /// Ended killed.
+    pub killed: usize,
+    /// Never started.
+    pub never_started: usize,
+    /// Started but had not finished when the replay stopped.
+    pub unfinished: usize,
+}
+
+/// Percentiles of a delay.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Delay {
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Mean.
+    pub mean: f64,
+}
+
+/// JCT percentiles.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Jct {
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+}
+
+/// Per size bucket.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Bucket {
+    /// Jobs in the bucket.
+    pub jobs: usize,
+    /// Queueing delay of jobs that started.
+    pub queue_delay_s: Delay,
+    /// Total fair-share delay.
+    pub fair_share_delay_s: u64,
+    /// Total fragmentation delay.
+    pub fragmentation_delay_s: u64,
+    /// Jobs with any fair-share delay.
+    pub jobs_with_fair_share_delay: usize,
+    /// Jobs with any fragmentation delay.
+    pub jobs_with_fragmentation_delay: usize,
+    /// First attempts by servers spanned.
+    pub servers_spanned: BTreeMap<u32, usize>,
+}
+
+impl Bucket {
+    /// Fragmentation's share of the two attributed delay kinds (0 when none).
+    pub fn fragmentation_share(&self) -> f64 {
+        let total = self.fair_share_delay_s + self.fragmentation_delay_s;
+        if total == 0 {
+            0.0
+        } else {
+            self.fragmentation_delay_s as f64 / total as f64
+        }
+    }
+}
+
+/// Per virtual cluster.
+#[derive(Clone, Debug, Serialize)]
+pub struct VcStats {
+    /// Quota used in the run (`null`: unlimited).
+    pub quota_gpus: Option<u32>,
+    /// Time-weighted mean GPUs held.
+    pub mean_gpus_held: f64,
+    /// Jobs submitted.
+    pub jobs: usize,
+}
+
+/// One policy set's results.
+#[derive(Clone, Debug, Serialize)]
+pub struct Run {
+    /// The preset or policy-set name.
+    pub name: String,
+    /// The policies.
+    pub policies: Policies,
+    /// Job counts.
+    pub jobs: JobCounts,
+    /// Per size bucket.
+    pub by_size: BTreeMap<String, Bucket>,
+    /// Mean allocated fraction of online GPUs.
+    pub gpu_allocation_mean: f64,
+    /// Job completion time.
+    pub jct_s: Jct,
+    /// GPU-seconds lost to failed or interrupted attempts.
+    pub failed_attempt_gpu_s: u64,
+    /// Per virtual cluster.
+    pub per_vc: BTreeMap<String, VcStats>,
+    /// Policy calls that failed and fell back.
+    pub policy_errors: u64,
+}
+
+/// The study's size bucket of a gang.
+pub fn bucket_name(gpus: u32) -> &'static str {
+    match gpus {
+        0 | 1 => "1",
+        2..=4 => "2-4",
+        5..=8 => "5-8",
+        _ => ">8",
+    }
+}
+
+/// The bucket names in order.
+pub const BUCKETS: [&str; 4] = ["1", "2-4", "5-8", ">8"];
+
+/// Nearest-rank percentile of sorted values.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn delay(mut v: Vec<f64>) -> Delay {
+    v.sort_by(f64::total_cmp);
+    let mean = if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    Delay {
+        p50: percentile(&v, 50.0),
+        p90: percentile(&v, 90.0),
+        p99: percentile(&v, 99.0),
+        mean: round3(mean),
+    }
+}
+
+/// Summarizes one replay.
+pub fn summarize(name: &str, policies: Policies, r: &RunResult) -> Run {
+    let mut counts = JobCounts {
+        submitted: r.jobs.len(),
+        ..JobCounts::default()
+    };
+    let mut by_size: BTreeMap<String, Bucket> = BUCKETS
+        .iter()
+        .map(|b| (b.to_string(), Bucket::default()))
+        .collect();
+    let mut delays: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let mut jct = Vec::new();
+    let mut vc_jobs = vec![0usize; r.vcs.len()];
+    let mut failed_gpu_s = 0;
+    for j in &r.jobs {
+        match (j.first_start_s, j.status) {
+            (None, _) => counts.never_started += 1,
+            (Some(_), None) => counts.unfinished += 1,
+            (Some(_), Some(Outcome::Passed)) => counts.passed += 1,
+            (Some(_), Some(Outcome::Failed)) => counts.failed += 1,
+            (Some(_), Some(Outcome::Killed)) => counts.killed += 1,
+        }
+        if let Some(n) = vc_jobs.get_mut(j.vc) {
+            *n += 1;
+        }
+        failed_gpu_s += j.failed_gpu_s;
+        if let Some(f) = j.finish_s {
+            jct.push(f.saturating_sub(j.submit_s) as f64);
+        }
+        let name = bucket_name(j.gpus);
+        let Some(b) = by_size.get_mut(name) else {
+            continue;
+        };
+        b.jobs += 1;
+        b.fair_share_delay_s += j.fair_share_s;
+        b.fragmentation_delay_s += j.fragmentation_s;
+        b.jobs_with_fair_share_delay += usize::from(j.fair_share_s > 0);
+        b.jobs_with_fragmentation_delay += usize::from(j.fragmentation_s > 0);
+        if let Some(start) = j.first_start_s {
+            delays
+                .entry(name)
+                .or_default()
+                .push(start.saturating_sub(j.submit_s) as f64);
+        }
+        if let Some(s) = j.first_servers {
+            *b.servers_spanned.entry(s).or_default() += 1;
+        }
+    }
+    for (name, b) in &mut by_size {
+        b.queue_delay_s = delay(delays.remove(name.as_str()).unwrap_or_default());
+    }
+    jct.sort_by(f64::total_cmp);
+    let per_vc = r
+        .vcs
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            (
+                v.clone(),
+                VcStats {
+                    quota_gpus: r.quotas.get(i).copied().flatten(),
+                    mean_gpus_held: round3(r.vc_mean_held.get(i).copied().unwrap_or(0.0)),
+                    jobs: vc_jobs[i],
+                },
+            )
+        })
+        .collect();
+    Run {
+        name: name.to_string(),
+        policies,
+        jobs: counts,
+        by_size,
+        gpu_allocation_mean: round3(r.gpu_allocation_mean),
+        jct_s: Jct {
+            p50: percentile(&jct, 50.0),
+            p90: percentile(&jct, 90.0),
+        },
+        failed_attempt_gpu_s: failed_gpu_s,
+        per_vc,
+        policy_errors: r.policy_errors,
+    }
+}
+
+fn minutes(s: f64) -> String {
+    format!("{:.1}", s / 60.0)
+}
+
+/// The console summary: one column per run.
+pub fn table(runs: &[Run]) -> String {
+    let mut rows: Vec<(String, Vec<String>)> = Vec::new();
+    let mut row = |label: &str, f: &dyn Fn(&Run) -> String| {
+        rows.push((label.to_string(), runs.iter().map(f).collect()));
+    };
+    row("policy set", &|r| r.name.clone());
+    row("fairness / locality / gang", &|r| {
+        format!(
+            "{}/{}/{}",
+            r.policies.fairness, r.policies.locality, r.policies.gang
+        )
+    });
+    row("jobs passed/failed/killed", &|r| {
+        format!("{}/{}/{}", r.jobs.passed, r.jobs.failed, r.jobs.killed)
+    });
+    row("never started / unfinished", &|r| {
+        format!("{} / {}", r.jobs.never_started, r.jobs.unfinished)
+    });
+    row("GPU allocation (mean)", &|r| {
+        format!("{:.1} %", r.gpu_allocation_mean * 100.0)
+    });
+    row("JCT p50 / p90 (h)", &|r| {
+        format!("{:.2} / {:.2}", r.jct_s.p50 / 3600.0, r.jct_s.p90 / 3600.0)
+    });
+    row("failed-attempt GPU-hours", &|r| {
+        format!("{:.0}", r.failed_attempt_gpu_s as f64 / 3600.0)
+    });
+    for b in BUCKETS {
+        row(&format!("[{b} GPU] queue p50 / p90 (min)"), &|r| {
+            let d = &r.by_size[b].queue_delay_s;
+            format!("{} / {}", minutes(d.p50), minutes(d.p90))
+        });
+        row(&format!("[{b} GPU] fragmentation share"), &|r| {
+            format!("{:.1} %", r.by_size[b].fragmentation_share() * 100.0)
+        });
+    }
+    row("policy errors", &|r| r.policy_errors.to_string());
+    let label_w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    let col_w: Vec<usize> = (0..runs.len())
+        .map(|i| rows.iter().map(|r| r.1[i].len()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for (label, cells) in rows {
+        out.push_str(&format!("{label:<label_w$}"));
+        for (c, w) in cells.iter().zip(&col_w) {
+            out.push_str(&format!("  {c:>w$}"));
+        }
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,317 @@
+//! CSV job lists: Gangway's own format and the two Philly-derived files.
+//!
+//! **Gangway CSV** (`--format csv`), one job per row, with this header:
+//!
+//! ```text
+//! id,submit_s,gpus,vc,user,attempts,status
+//! j1,0,8,vc-a,alice,3600,passed
+//! j2,10,4,vc-b,bob,120;600,failed
+//! ```
+//!
+//! `attempts` lists each attempt's run time in seconds, `;`-separated; every
+//! attempt but the last failed (and was retried); the last ends with `status`
+//! (`passed`, `failed` or `killed`). `user` may be empty.
+//!
+//! **RFold** (`--format rfold`): `#job id,arrival time (sec),topology,shape,size,duration (sec)`;
+//! one attempt of `duration` seconds (which includes Philly's retry gaps),
+//! status unknown and taken as passed. The file has no virtual clusters, so
+//! each job gets one drawn deterministically (from its id) from the Philly VC
+//! mix of PHILLY.md section 5.3, conditioned on single- or multi-GPU.
+//!
+//! **AdaptDL** (`--format adaptdl`): `timestamp,duration,num_gpus,gpu_time,cluster`;
+//! Pass jobs only; one attempt of `duration` seconds (sum of attempts).
+
+use std::io::Read;
+
+use super::time::parse_timestamp;
+use super::{Outcome, Trace, TraceError, TraceJob};
+use crate::workload::philly_vc_for;
+
+fn line_err(file: &str, line: u64, message: impl Into<String>) -> TraceError {
+    TraceError::Line {
+        file: file.to_string(),
+        line,
+        message: message.into(),
+    }
+}
+
+/// Iterates records with their line numbers, turning CSV errors into [`TraceError`].
+fn records(
+    file: &str,
+    input: impl Read,
+    comment_header: bool,
+) -> Result<(Vec<String>, Vec<(u64, csv::StringRecord)>), TraceError> {
+    let mut reader = csv::ReaderBuilder::new()
+        .trim(csv::Trim::All)
+        .from_reader(input);
+    let headers: Vec<String> = reader
+        .headers()
+        .map_err(|e| line_err(file, 1, format!("cannot read the header: {e}")))?
+        .iter()
+        .map(|h| {
+            let h = if comment_header {
+                h.trim_start_matches('#')
+            } else {
+                h
+            };
+            h.to_string()
+        })
+        .collect();
+    let mut rows = Vec::new();
+    for r in reader.records() {
+        let r = r.map_err(|e| {
+            let line = e.position().map_or(0, |p| p.line());
+            line_err(file, line, e.to_string())
+        })?;
+        let line = r.position().map_or(0, |p| p.line());
+        rows.push((line, r));
+    }
+    Ok((headers, rows))
+}
+
+fn column(file: &str, headers: &[String], want: &str) -> Result<usize, TraceError> {
+    headers
+        .iter()
+        .position(|h| h.eq_ignore_ascii_case(want))
+        .ok_or_else(|| {
+            line_err(
+                file,
+                1,
+                format!("no {want:?} column in the header {headers:?}"),
+            )
+        })
+}
+
+fn field<'r>(
+    file: &str,
+    line: u64,
+    r: &'r csv::StringRecord,
+    col: usize,
+    name: &str,
+) -> Result<&'r str, TraceError> {
+    r.get(col)
+        .ok_or_else(|| line_err(file, line, format!("missing {name}")))
+}
+
+fn number<T: std::str::FromStr>(
+    file: &str,
+    line: u64,
+    text: &str,
+    name: &str,
+) -> Result<T, TraceError> {
+    text.parse()
+        .map_err(|_| line_err(file, line, format!("{name} {text:?} is not a valid number")))
+}
+
+/// Seconds from a decimal text, rounded to the nearest second.
+fn seconds(file: &str, line: u64, text: &str, name: &str) -> Result<u64, TraceError> {
+    let v: f64 = number(file, line, text, name)?;
+    if !v.is_finite() || v < 0.0 {
+        return Err(line_err(
+            file,
+            line,
+            format!("{name} {text:?} must be a non-negative number"),
+        ));
+    }
+    Ok(v.round() as u64)
+}
+
+fn gpus(file: &str, line: u64, text: &str) -> Result<u32, TraceError> {
+    let g: u32 = number(file, line, text, "GPU count")?;
+    if g == 0 {
+        return Err(line_err(file, line, "GPU count must be at least 1"));
+    }
+    Ok(g)
+}
+
+pub(super) fn read_gangway(file: &str, input: impl Read) -> Result<Trace, TraceError> {
+    let (h, rows) = records(file, input, false)?;
+    let [id, submit, g, vc, user, attempts, status] =
+        ["id", "submit_s", "gpus", "vc", "user", "attempts", "status"].map(|c| column(file, &h, c));
+    let (id, submit, g, vc, user, attempts, status) =
+        (id?, submit?, g?, vc?, user?, attempts?, status?);
+    let mut jobs = Vec::with_capacity(rows.len());
+    for (line, r) in rows {
+        let name = field(file, line, &r, id, "id")?.to_string();
+        let final_outcome = match field(file, line, &r, status, "status")?
+            .to_ascii_lowercase()
+            .as_str()
+        {
+            "passed" | "pass" => Outcome::Passed,
+            "failed" | "fail" => Outcome::Failed,
+            "killed" => Outcome::Killed,
+            other => {
+                return Err(line_err(
+                    file,
+                    line,
+                    format!("job {name}: status {other:?} is not passed, failed or killed"),
+                ));
+            }
+        };
+        let runs: Vec<&str> = field(file, line, &r, attempts, "attempts")?
+            .split(';')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        if runs.is_empty() {
+            return Err(line_err(file, line, format!("job {name}: no attempts")));
+        }
+        let last = runs.len() - 1;
+        let mut list = Vec::with_capacity(runs.len());
+        for (i, run) in runs.into_iter().enumerate() {
+            let s = seconds(file, line, run, "attempt run time")?;
+            list.push((
+                s,
+                if i == last {
+                    final_outcome
+                } else {
+                    Outcome::Failed
+                },
+            ));
+        }
+        jobs.push(TraceJob {
+            submit_s: seconds(
+                file,
+                line,
+                field(file, line, &r, submit, "submit_s")?,
+                "submit_s",
+            )?,
+            gpus: gpus(file, line, field(file, line, &r, g, "gpus")?)?,
+            vc: field(file, line, &r, vc, "vc")?.to_string(),
+            user: field(file, line, &r, user, "user")?.to_string(),
+            attempts: list,
+            name,
+        });
+    }
+    Ok(Trace {
+        jobs,
+        skipped: Vec::new(),
+    })
+}
+
+pub(super) fn read_rfold(file: &str, input: impl Read) -> Result<Trace, TraceError> {
+    let (h, rows) = records(file, input, true)?;
+    let id = column(file, &h, "job id")?;
+    let arrival = column(file, &h, "arrival time (sec)")?;
+    let size = column(file, &h, "size")?;
+    let duration = column(file, &h, "duration (sec)")?;
+    let mut jobs = Vec::with_capacity(rows.len());
+    for (line, r) in rows {
+        let name = field(file, line, &r, id, "job id")?.to_string();
+        let g = gpus(file, line, field(file, line, &r, size, "size")?)?;
+        jobs.push(TraceJob {
+            vc: philly_vc_for(&name, g > 1).to_string(),
+            user: String::new(),
+            gpus: g,
+            submit_s: seconds(
+                file,
+                line,
+                field(file, line, &r, arrival, "arrival")?,
+                "arrival time",
+            )?,
+            attempts: vec![(
+                seconds(
+                    file,
+                    line,
+                    field(file, line, &r, duration, "duration")?,
+                    "duration",
+                )?,
+                Outcome::Passed,
+            )],
+            name,
+        });
+    }
+    Ok(Trace {
+        jobs,
+        skipped: Vec::new(),
+    })
+}
+
+pub(super) fn read_adaptdl(file: &str, input: impl Read) -> Result<Trace, TraceError> {
+    let (h, rows) = records(file, input, false)?;
+    let ts = column(file, &h, "timestamp")?;
+    let duration = column(file, &h, "duration")?;
+    let g = column(file, &h, "num_gpus")?;
+    let vc = column(file, &h, "cluster")?;
+    let mut jobs = Vec::with_capacity(rows.len());
+    for (line, r) in rows {
+        let t = field(file, line, &r, ts, "timestamp")?;
+        let submit = parse_timestamp(t).ok_or_else(|| {
+            line_err(
+                file,
+                line,
+                format!("timestamp {t:?} is not YYYY-MM-DD HH:MM:SS"),
+            )
+        })?;
+        jobs.push(TraceJob {
+            name: format!("row{}", line),
+            vc: field(file, line, &r, vc, "cluster")?.to_string(),
+            user: String::new(),
+            gpus: gpus(file, line, field(file, line, &r, g, "num_gpus")?)?,
+            submit_s: submit,
+            attempts: vec![(
+                seconds(
+                    file,
+                    line,
+                    field(file, line, &r, duration, "duration")?,
+                    "duration",
+                )?,
+                Outcome::Passed,
+            )],
+        });
+    }
+    Ok(Trace {
+        jobs,
+        skipped: Vec::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gangway_format() {
+        let text = "id,submit_s,gpus,vc,user,attempts,status\nj1,0,8,a,alice,3600,passed\nj2,10,4,b,,120;600,failed\n";
+        let t = read_gangway("jobs.csv", text.as_bytes()).unwrap();
+        assert_eq!(t.jobs.len(), 2);
+        assert_eq!(
+            t.jobs[1].attempts,
+            vec![(120, Outcome::Failed), (600, Outcome::Failed)]
+        );
+        let bad = "id,submit_s,gpus,vc,user,attempts,status\nj1,0,0,a,alice,3600,passed\n";
+        let e = read_gangway("jobs.csv", bad.as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "jobs.csv:2: GPU count must be at least 1");
+        let bad = "id,submit_s,gpus,vc,user,attempts,status\nj1,0,1,a,alice,3600,done\n";
+        let e = read_gangway("jobs.csv", bad.as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "jobs.csv:2: job j1: status \"done\" is not passed, failed or killed"
+        );
+        let e = read_gangway("jobs.csv", "id,gpus\n".as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("jobs.csv:1: no \"submit_s\" column"), "{e}");
+    }
+
+    #[test]
+    fn rfold_and_adaptdl() {
+        let rfold = "#job id,arrival time (sec),topology,shape,size,duration (sec)\n0,0.0,CLOS,1,1,3613033.0\n1,5.0,CLOS,4+4,8,60.4\n";
+        let t = read_rfold("r.csv", rfold.as_bytes()).unwrap();
+        assert_eq!(t.jobs[1].gpus, 8);
+        assert_eq!(t.jobs[1].attempts, vec![(60, Outcome::Passed)]);
+        assert!(!t.jobs[0].vc.is_empty());
+        let bad =
+            "#job id,arrival time (sec),topology,shape,size,duration (sec)\n0,zero,CLOS,1,1,3.0\n";
+        let e = read_rfold("r.csv", bad.as_bytes()).unwrap_err().to_string();
+        assert_eq!(e, "r.csv:2: arrival time \"zero\" is not a valid number");
+        let adaptdl = "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,66.0,1,66.0,11cb48\n";
+        let t = read_adaptdl("a.csv", adaptdl.as_bytes()).unwrap();
+        assert_eq!(t.jobs[0].vc, "11cb48");
+        assert_eq!(t.jobs[0].attempts, vec![(66, Outcome::Passed)]);
+    }
+}

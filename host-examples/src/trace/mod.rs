@@ -1,0 +1,172 @@
+//! Job traces: what the replay feeds the scheduler, and the readers for each
+//! supported format.
+//!
+//! Every reader produces the same [`Trace`]: jobs with a submit time, a
+//! virtual cluster, a user, a gang size, and the recorded attempts (each with
+//! its length and how it ended). The scheduler decides *when and where* each
+//! attempt runs; the trace decides how long it runs and how it ends.
+
+mod csv_jobs;
+mod philly;
+mod time;
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+pub use time::parse_timestamp;
+
+/// How one recorded attempt ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// The job completed.
+    Passed,
+    /// The attempt failed (a later attempt retries it, if any).
+    Failed,
+    /// The job was killed.
+    Killed,
+}
+
+/// One job of a trace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TraceJob {
+    /// The job's id in the source (YARN application id, row id, ...).
+    pub name: String,
+    /// Virtual cluster name.
+    pub vc: String,
+    /// User name (may be empty).
+    pub user: String,
+    /// GPUs of the gang.
+    pub gpus: u32,
+    /// Submit time, seconds from the trace's origin.
+    pub submit_s: u64,
+    /// Recorded attempts, in order: (run seconds, outcome). All but the last
+    /// are failures that Philly retried; the last one's outcome is the job's
+    /// final status. Never empty.
+    pub attempts: Vec<(u64, Outcome)>,
+}
+
+/// A job the reader could not turn into a [`TraceJob`], and why. Such jobs are
+/// reported (in the replay's summary and report), never silently dropped.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkippedJob {
+    /// Where: `file:line` or `file job <id>`.
+    pub at: String,
+    /// Why it cannot be replayed.
+    pub reason: String,
+}
+
+/// A loaded trace.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Trace {
+    /// Jobs, sorted by (submit time, source order).
+    pub jobs: Vec<TraceJob>,
+    /// Jobs that are valid in the source schema but cannot be replayed (for
+    /// example a Philly job with no recorded attempt has no GPU count).
+    pub skipped: Vec<SkippedJob>,
+}
+
+impl Trace {
+    /// Sorts jobs by submit time (stable) and shifts times so the first
+    /// submit is at 0.
+    pub fn normalize(&mut self) {
+        self.jobs.sort_by_key(|j| j.submit_s);
+        if let Some(t0) = self.jobs.first().map(|j| j.submit_s) {
+            for j in &mut self.jobs {
+                j.submit_s -= t0;
+            }
+        }
+    }
+
+    /// Keeps `len` jobs starting at the `skip`-th (by submit time), shifting
+    /// times so the window starts at 0.
+    pub fn window(&mut self, skip: usize, len: usize) {
+        self.jobs.drain(..skip.min(self.jobs.len()));
+        self.jobs.truncate(len);
+        self.normalize();
+    }
+
+    /// Multiplies every submit time by `factor` (attempt lengths unchanged).
+    pub fn scale_time(&mut self, factor: f64) {
+        if factor != 1.0 {
+            for j in &mut self.jobs {
+                j.submit_s = (j.submit_s as f64 * factor).round() as u64;
+            }
+        }
+    }
+}
+
+/// The trace formats the replay reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+pub enum Format {
+    /// Philly's own `cluster_job_log` (JSON).
+    Philly,
+    /// Gangway's CSV job list (see [`csv_jobs`](self) docs in the crate README).
+    Csv,
+    /// The RFold-derived Philly trace (`rfold_philly_trace.csv`).
+    Rfold,
+    /// The AdaptDL-derived Philly trace (`adaptdl_philly.csv`).
+    Adaptdl,
+}
+
+/// A trace that could not be read: names the file, the line or job, and the problem.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TraceError {
+    /// The file could not be opened or read.
+    #[error("{file}: cannot read: {source}")]
+    Io {
+        /// The file.
+        file: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A line or record is malformed.
+    #[error("{file}:{line}: {message}")]
+    Line {
+        /// The file.
+        file: String,
+        /// 1-based line.
+        line: u64,
+        /// What is wrong.
+        message: String,
+    },
+    /// A job is malformed.
+    #[error("{file}: job {job}: {message}")]
+    Job {
+        /// The file.
+        file: String,
+        /// The job's id.
+        job: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The trace has no replayable jobs.
+    #[error("{file}: no replayable jobs")]
+    Empty {
+        /// The file.
+        file: String,
+    },
+}
+
+/// Reads a trace file of the given format.
+pub fn load(path: &Path, format: Format) -> Result<Trace, TraceError> {
+    let file = path.display().to_string();
+    let open = || {
+        std::fs::File::open(path).map_err(|source| TraceError::Io {
+            file: file.clone(),
+            source,
+        })
+    };
+    let mut trace = match format {
+        Format::Philly => philly::read(&file, std::io::BufReader::new(open()?))?,
+        Format::Csv => csv_jobs::read_gangway(&file, open()?)?,
+        Format::Rfold => csv_jobs::read_rfold(&file, open()?)?,
+        Format::Adaptdl => csv_jobs::read_adaptdl(&file, open()?)?,
+    };
+    if trace.jobs.is_empty() {
+        return Err(TraceError::Empty { file });
+    }
+    trace.normalize();
+    Ok(trace)
+}
