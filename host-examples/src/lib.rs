@@ -1,3 +1,5 @@
 //! Programs that embed Gangway the way real hosts do, and the pieces they
 //! share: trace readers, the workload generator, the discrete-event replay,
 //! the built-in policy catalog and presets, and reports.
+
+pub mod policy_check;

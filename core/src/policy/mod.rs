@@ -7,7 +7,7 @@
 
 pub mod defaults;
 mod error;
-pub(crate) mod validate;
+pub mod validate;
 
 use gangway_plugin_sdk::{
     FairnessDecision, FairnessPolicy, GangDecision, GangPolicy, LocalityDecision, LocalityPolicy,

@@ -1,4 +1,5 @@
 //! Checks every decision against the view it answers before the core uses it.
+//! Public so that tools (e.g. `policy-check`) apply exactly the round's rules.
 
 use std::collections::HashMap;
 
@@ -13,7 +14,7 @@ fn invalid(msg: String) -> PolicyErrorKind {
 }
 
 /// `order` must name every pending job exactly once and nothing else.
-pub(crate) fn fairness(view: &RoundView, d: &FairnessDecision) -> Result<(), PolicyErrorKind> {
+pub fn fairness(view: &RoundView, d: &FairnessDecision) -> Result<(), PolicyErrorKind> {
     let mut seen: HashMap<JobId, bool> = view.jobs.iter().map(|j| (j.id, false)).collect();
     for r in &d.order {
         match seen.get_mut(&r.job) {
@@ -32,7 +33,8 @@ pub(crate) fn fairness(view: &RoundView, d: &FairnessDecision) -> Result<(), Pol
     Ok(())
 }
 
-pub(crate) fn locality(view: &QueueView, d: &LocalityDecision) -> Result<(), PolicyErrorKind> {
+/// One spread limit per job, none deeper than the server level.
+pub fn locality(view: &QueueView, d: &LocalityDecision) -> Result<(), PolicyErrorKind> {
     if d.spread.len() != view.jobs.len() {
         return Err(invalid(format!(
             "{} spread limits for {} jobs",
@@ -50,7 +52,8 @@ pub(crate) fn locality(view: &QueueView, d: &LocalityDecision) -> Result<(), Pol
     Ok(())
 }
 
-pub(crate) fn gang(view: &QueueView, d: &GangDecision) -> Result<(), PolicyErrorKind> {
+/// One gang action per job.
+pub fn gang(view: &QueueView, d: &GangDecision) -> Result<(), PolicyErrorKind> {
     if d.on_blocked.len() != view.jobs.len() {
         return Err(invalid(format!(
             "{} gang actions for {} jobs",

@@ -1,0 +1,105 @@
+//! One scheduling round at Philly scale (552 servers, 2,490 GPUs, 1,000
+//! pending jobs on a ~97 % full cluster), with the built-in default policies
+//! running natively and as one sandboxed Wasm component (`builtin`, all three
+//! slots, default fuel budget). The ratio of the two is the cost of the
+//! sandbox per round (target: within 1.5x).
+//!
+//! `cargo bench -p gangway-benches --bench wasm_round`
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use gangway_core::policy::PolicySet;
+use gangway_core::wasm::{PolicyEngine, SandboxConfig};
+use gangway_core::{JobSpec, RackGrouping, Scheduler, Topology};
+use gangway_plugin_sdk::JobId;
+
+/// The Philly machine list's shape: 321 servers with 2 GPUs, 231 with 8.
+fn philly() -> Topology {
+    let mut text = String::from("machineId,number of GPUs\n");
+    for m in 0..552 {
+        text.push_str(&format!("m{m},{}\n", if m < 321 { 2 } else { 8 }));
+    }
+    Topology::from_machine_list_str("philly", &text, RackGrouping::default()).expect("topology")
+}
+
+/// Philly's job-size mix, deterministic.
+fn size(i: u64) -> u32 {
+    let x = i
+        .wrapping_mul(6_364_136_223_846_793_005)
+        .wrapping_add(1_442_695_040_888_963_407);
+    match (x >> 33) % 1000 {
+        0..=866 => 1,
+        867..=889 => 2,
+        890..=938 => 4,
+        939..=989 => 8,
+        990..=997 => 16,
+        _ => 32,
+    }
+}
+
+/// A cluster ~97 % full of running jobs and 1,000 more pending, one warm-up
+/// round done.
+fn backlog(policies: PolicySet) -> Scheduler {
+    let topo = philly();
+    let target = topo.total_gpus() * 97 / 100;
+    let mut s = Scheduler::with_policies(topo, policies);
+    let vcs: Vec<_> = (0..8)
+        .map(|i| s.virtual_cluster(&format!("vc{i}")))
+        .collect();
+    let mut id = 0u64;
+    let mut asked = 0;
+    while asked + size(id) <= target {
+        asked += size(id);
+        s.submit(JobSpec {
+            id: JobId(id),
+            vc: vcs[(id % 8) as usize],
+            user: 0,
+            gpus: size(id),
+            submitted_s: 0,
+        })
+        .expect("submit");
+        id += 1;
+    }
+    s.round(0).expect("round");
+    for k in 0..1_000u64 {
+        let i = id + k;
+        s.submit(JobSpec {
+            id: JobId(i),
+            vc: vcs[(i % 8) as usize],
+            user: 1,
+            gpus: size(i),
+            submitted_s: 1,
+        })
+        .expect("submit");
+    }
+    let warm = s.round(1_000).expect("round");
+    assert!(warm.waiting.len() > 500, "the backlog must stay pending");
+    s
+}
+
+fn rounds(c: &mut Criterion) {
+    let engine = PolicyEngine::new(SandboxConfig::default()).expect("engine");
+    let bytes = gangway_plugin_artifacts::module("builtin").expect("builtin plugin");
+    let builtin = engine.load("builtin", bytes).expect("load");
+    let wasm = PolicySet {
+        fairness: builtin.fairness(b"").expect("fairness"),
+        locality: builtin.locality(b"").expect("locality"),
+        gang: builtin.gang(b"").expect("gang"),
+    };
+    let mut group = c.benchmark_group("round_philly_1000_pending");
+    for (name, policies) in [("native", PolicySet::defaults()), ("wasm", wasm)] {
+        let mut sched = backlog(policies);
+        let mut now = 1_000;
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                now += 1;
+                let r = sched.round(now).expect("round");
+                assert!(r.policy_errors.is_empty());
+                r
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, rounds);
+criterion_main!(benches);
