@@ -40,7 +40,7 @@ mod topology;
 pub mod wasm;
 
 pub use job::{AttemptEnd, FinalStatus, JobRecord, JobSpec, JobState, WaitBreakdown, WaitReason};
-pub use placement::{PlacementChoice, Scope};
+pub use placement::{PlacementChoice, PlacementStrategy, Scope};
 pub use round::{Reservation, RoundReport, Start};
 pub use scheduler::{Scheduler, SchedulerError, SlotHealth, VirtualCluster};
 pub use state::{

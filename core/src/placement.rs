@@ -19,6 +19,21 @@ use serde::{Deserialize, Serialize};
 use crate::state::{ClusterState, GpuMask, Placement, ServerGpus};
 use crate::topology::{DomainId, ServerId};
 
+/// How the search breaks ties between servers and domains that need the
+/// same number of servers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PlacementStrategy {
+    /// The tightest fit: the smallest hole that holds the gang, so large
+    /// holes stay free for large gangs (the default; the study's guideline
+    /// to avoid fragmentation).
+    #[default]
+    BestFit,
+    /// The emptiest server or domain first, spreading load as YARN-style
+    /// schedulers do. Small jobs then break up the large holes that gangs
+    /// need: use it to model such a scheduler, not to run a cluster.
+    Spread,
+}
+
 /// A placement found by [`ClusterState::find_placement`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlacementChoice {
@@ -83,11 +98,16 @@ impl ClusterState {
         None
     }
 
-    /// The best single server (smallest hole that fits) within domain `d`.
-    fn best_fit_server(&self, d: DomainId, gpus: u32, skip: &[ServerId]) -> Option<ServerId> {
+    /// The single server of domain `d` that best takes `gpus` under the
+    /// strategy: the smallest hole that fits (best fit) or the largest (spread).
+    fn fit_server(&self, d: DomainId, gpus: u32, skip: &[ServerId]) -> Option<ServerId> {
         let buckets = &self.buckets[d.0 as usize];
-        (gpus as usize..buckets.len())
-            .find_map(|c| buckets[c].iter().find(|s| !skip.contains(s)).copied())
+        let pick = |c: usize| buckets[c].iter().find(|s| !skip.contains(s)).copied();
+        let sizes = gpus as usize..buckets.len();
+        match self.strategy {
+            PlacementStrategy::BestFit => sizes.into_iter().find_map(pick),
+            PlacementStrategy::Spread => sizes.into_iter().rev().find_map(pick),
+        }
     }
 
     /// Concrete GPUs for `gpus` inside domain `d` on the fewest servers.
@@ -97,7 +117,7 @@ impl ClusterState {
         let mut parts = Vec::new();
         let mut remaining = gpus;
         while remaining > 0 {
-            if let Some(s) = self.best_fit_server(d, remaining, &chosen) {
+            if let Some(s) = self.fit_server(d, remaining, &chosen) {
                 parts.push(ServerGpus {
                     server: s,
                     gpus: lowest_bits(self.avail_mask(s), remaining),
@@ -130,7 +150,7 @@ impl ClusterState {
         let server_level = topo.server_level();
         let root = DomainId(0);
         if gpus as usize <= self.max_bucket()
-            && let Some(s) = self.best_fit_server(root, gpus, &[])
+            && let Some(s) = self.fit_server(root, gpus, &[])
         {
             return Some(PlacementChoice {
                 placement: Placement {
@@ -151,7 +171,11 @@ impl ClusterState {
                     continue;
                 }
                 if let Some(k) = self.min_servers_in(d, gpus) {
-                    let key = (k, avail, d);
+                    let fit = match self.strategy {
+                        PlacementStrategy::BestFit => avail,
+                        PlacementStrategy::Spread => u32::MAX - avail,
+                    };
+                    let key = (k, fit, d);
                     if best.is_none_or(|b| key < b) {
                         best = Some(key);
                     }
@@ -302,6 +326,22 @@ mod tests {
         let c = st.find_placement(8, Level::ANY).unwrap();
         assert_eq!(c.locality, Level(1));
         assert_eq!(c.placement.servers(), vec![ServerId(3), ServerId(4)]);
+        st.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn spread_strategy_takes_the_emptiest_server() {
+        let mut st = mixed();
+        st.set_strategy(PlacementStrategy::Spread);
+        let c = st.find_placement(2, Level(2)).unwrap();
+        assert_eq!(c.placement.servers(), vec![ServerId(0)], "an 8-GPU server");
+        st.allocate(JobId(1), &c.placement).unwrap();
+        let c = st.find_placement(1, Level(2)).unwrap();
+        assert_eq!(c.placement.servers(), vec![ServerId(1)], "the other untouched 8-GPU server");
+        // Rack a can hold 10 GPUs on 2 servers, rack b only on 3: the fewest
+        // servers still come first, whatever the strategy.
+        let c = st.find_placement(10, Level(1)).unwrap();
+        assert_eq!(c.servers, 2);
         st.check_invariants().unwrap();
     }
 

@@ -174,6 +174,12 @@ impl Scheduler {
         &self.state
     }
 
+    /// Sets how placement search breaks ties between equally local
+    /// placements (best fit by default).
+    pub fn set_placement_strategy(&mut self, strategy: crate::PlacementStrategy) {
+        self.state.set_strategy(strategy);
+    }
+
     /// The topology.
     pub fn topology(&self) -> &Topology {
         self.state.topology()

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use gangway_plugin_sdk::{ClusterSummary, JobId, LevelSummary};
 use serde::{Deserialize, Serialize};
 
+use crate::placement::PlacementStrategy;
 use crate::topology::{DomainId, ServerId, Topology};
 
 /// A bitmask of GPUs on one server (bit `i` = GPU `i`).
@@ -132,6 +133,7 @@ pub struct ClusterState {
     /// Per domain, per available count `c` (1..=max), the servers with exactly `c`.
     pub(crate) buckets: Vec<Vec<BTreeSet<ServerId>>>,
     allocations: BTreeMap<JobId, Placement>,
+    pub(crate) strategy: PlacementStrategy,
 }
 
 fn full_mask(gpus: u32) -> GpuMask {
@@ -162,6 +164,7 @@ impl ClusterState {
             domain_avail: vec![0; topo.domains().len()],
             buckets: vec![vec![BTreeSet::new(); max + 1]; topo.domains().len()],
             allocations: BTreeMap::new(),
+            strategy: PlacementStrategy::default(),
             topo,
         };
         for s in 0..n {
@@ -169,6 +172,16 @@ impl ClusterState {
             state.reindex(id, 0);
         }
         state
+    }
+
+    /// How placement search breaks ties (best fit by default).
+    pub fn strategy(&self) -> PlacementStrategy {
+        self.strategy
+    }
+
+    /// Sets how placement search breaks ties.
+    pub fn set_strategy(&mut self, strategy: PlacementStrategy) {
+        self.strategy = strategy;
     }
 
     /// The topology.
