@@ -30,6 +30,8 @@ pub struct PolicyChoice {
     pub locality: SlotChoice,
     /// Gang slot.
     pub gang: SlotChoice,
+    /// How placement search breaks ties.
+    pub placement: gangway_core::PlacementStrategy,
 }
 
 /// A policy choice that cannot be built.
@@ -129,6 +131,7 @@ pub fn preset(name: &str) -> Result<PolicyChoice, PolicyResolveError> {
         fairness: spec(&p.fairness),
         locality: spec(&p.locality),
         gang: spec(&p.gang),
+        placement: p.placement,
     })
 }
 
@@ -232,6 +235,10 @@ pub fn build(
         fairness: f.policy.clone(),
         locality: l.policy.clone(),
         gang: g.policy.clone(),
+        placement: match choice.placement {
+            gangway_core::PlacementStrategy::BestFit => "best-fit".into(),
+            gangway_core::PlacementStrategy::Spread => "spread".into(),
+        },
     };
     Ok((
         PolicySet {

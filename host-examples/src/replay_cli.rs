@@ -88,9 +88,23 @@ pub struct Cli {
     /// Mean time between failures of one server, in hours (off by default).
     #[arg(long)]
     pub server_mtbf_hours: Option<f64>,
+    /// Placement tie-break, overriding the preset's: `best-fit` keeps large
+    /// holes free; `spread` puts work on the emptiest servers, as YARN-style
+    /// schedulers like Philly's do.
+    #[arg(long, value_enum)]
+    pub placement: Option<Placement>,
     /// Skip the SVG plots.
     #[arg(long)]
     pub no_plots: bool,
+}
+
+/// Placement tie-break strategies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Placement {
+    /// Tightest fit first.
+    BestFit,
+    /// Emptiest first.
+    Spread,
 }
 
 /// Rack grouping rules for machine lists.
@@ -287,7 +301,18 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
     let mut written = Vec::new();
     let loader = policies::Loader::new()?;
     for choice in &choices {
+        let mut choice = choice.clone();
+        match cli.placement {
+            None => {}
+            Some(Placement::BestFit) => choice.placement = gangway_core::PlacementStrategy::BestFit,
+            Some(Placement::Spread) => choice.placement = gangway_core::PlacementStrategy::Spread,
+        }
+        let choice = &choice;
         let (set, names) = policies::build(&loader, choice, cli.native)?;
+        let cfg = SimConfig {
+            placement: choice.placement,
+            ..cfg.clone()
+        };
         let bar = if std::io::stderr().is_terminal() {
             ProgressBar::with_draw_target(
                 Some(trace.jobs.len() as u64),
@@ -315,7 +340,7 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
             if cli.native {
                 "native policies"
             } else {
-                "policies as Wasm modules where built in"
+                "policies as Wasm modules"
             },
         );
         let run = report::summarize(&choice.name, names, &result);

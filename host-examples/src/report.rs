@@ -5,7 +5,7 @@
 //!   "workload": {"source", "jobs", "skipped": [{"at", "reason"}]},
 //!   "topology": {"source", "servers", "gpus", "racks"},
 //!   "runs": [{
-//!     "name", "policies": {"fairness", "locality", "gang"},
+//!     "name", "policies": {"fairness", "locality", "gang", "placement"},
 //!     "jobs": {"submitted", "passed", "failed", "killed", "never_started", "unfinished"},
 //!     "by_size": {"1": B, "2-4": B, "5-8": B, ">8": B},
 //!     "gpu_allocation_mean", "jct_s": {"p50", "p90"}, "failed_attempt_gpu_s",
@@ -84,6 +84,8 @@ pub struct Policies {
     pub locality: String,
     /// Gang slot.
     pub gang: String,
+    /// Placement tie-break (`best-fit` or `spread`).
+    pub placement: String,
 }
 
 /// Job counts by outcome.
@@ -145,8 +147,20 @@ pub struct Bucket {
 }
 
 impl Bucket {
-    /// Fragmentation's share of the two attributed delay kinds (0 when none).
+    /// Fragmentation's share of the bucket's delay events, counted as the
+    /// study's Table 2 counts them: jobs that saw fragmentation delay over
+    /// jobs that saw either kind (0 when none did).
     pub fn fragmentation_share(&self) -> f64 {
+        let total = self.jobs_with_fair_share_delay + self.jobs_with_fragmentation_delay;
+        if total == 0 {
+            0.0
+        } else {
+            self.jobs_with_fragmentation_delay as f64 / total as f64
+        }
+    }
+
+    /// Fragmentation's share of the bucket's delay time (0 when none).
+    pub fn fragmentation_time_share(&self) -> f64 {
         let total = self.fair_share_delay_s + self.fragmentation_delay_s;
         if total == 0 {
             0.0
@@ -351,9 +365,17 @@ pub fn table(runs: &[Run]) -> String {
             let d = &r.by_size[b].queue_delay_s;
             format!("{} / {}", minutes(d.p50), minutes(d.p90))
         });
-        row(&format!("[{b} GPU] fragmentation share"), &|r| {
-            format!("{:.1} %", r.by_size[b].fragmentation_share() * 100.0)
-        });
+        row(
+            &format!("[{b} GPU] fragmentation share (jobs / time)"),
+            &|r| {
+                let x = &r.by_size[b];
+                format!(
+                    "{:.1} % / {:.1} %",
+                    x.fragmentation_share() * 100.0,
+                    x.fragmentation_time_share() * 100.0
+                )
+            },
+        );
     }
     row("policy errors", &|r| r.policy_errors.to_string());
     let label_w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);

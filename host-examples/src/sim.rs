@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, BinaryHeap};
 use std::time::{Duration, Instant};
 
 use gangway_core::policy::PolicySet;
-use gangway_core::{AttemptEnd, JobSpec, Scheduler, SchedulerError, ServerId, Topology};
+use gangway_core::{
+    AttemptEnd, JobSpec, PlacementStrategy, Scheduler, SchedulerError, ServerId, Topology,
+};
 use gangway_plugin_sdk::JobId;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -32,6 +34,8 @@ pub struct SimConfig {
     pub seed: u64,
     /// GPU quota per virtual cluster name (absent: unlimited).
     pub quotas: BTreeMap<String, u32>,
+    /// How placement search breaks ties.
+    pub placement: PlacementStrategy,
 }
 
 impl Default for SimConfig {
@@ -43,6 +47,7 @@ impl Default for SimConfig {
             server_repair_s: 2 * 3600,
             seed: 0,
             quotas: BTreeMap::new(),
+            placement: PlacementStrategy::BestFit,
         }
     }
 }
@@ -299,6 +304,7 @@ pub fn run(
         policy_errors: 0,
         in_rounds: Duration::ZERO,
     };
+    sim.sched.set_placement_strategy(cfg.placement);
     // VCs in order of first appearance, with their quotas.
     for job in &trace.jobs {
         let vc = sim.sched.virtual_cluster(&job.vc);

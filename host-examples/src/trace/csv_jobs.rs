@@ -35,12 +35,15 @@ fn line_err(file: &str, line: u64, message: impl Into<String>) -> TraceError {
     }
 }
 
-/// Iterates records with their line numbers, turning CSV errors into [`TraceError`].
+/// A CSV file's header names and its records with their line numbers.
+type Records = (Vec<String>, Vec<(u64, csv::StringRecord)>);
+
+/// Reads every record with its line number, turning CSV errors into [`TraceError`].
 fn records(
     file: &str,
     input: impl Read,
     comment_header: bool,
-) -> Result<(Vec<String>, Vec<(u64, csv::StringRecord)>), TraceError> {
+) -> Result<Records, TraceError> {
     let mut reader = csv::ReaderBuilder::new()
         .trim(csv::Trim::All)
         .from_reader(input);

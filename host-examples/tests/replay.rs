@@ -1,0 +1,349 @@
+//! End-to-end tests of the `replay` binary: every input format, malformed
+//! inputs, determinism, native-vs-Wasm agreement, and the study's findings on
+//! the real Philly-derived trace (when `GANGWAY_DATA` points at the data).
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn replay(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_replay"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("gangway-replay-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn file(d: &Path, name: &str, text: &str) -> String {
+    let p = d.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+fn ok(out: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "replay failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn failed(out: &Output) -> String {
+    assert!(!out.status.success(), "replay should have failed");
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+fn report(d: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(d.join("report.json")).unwrap()).unwrap()
+}
+
+const PHILLY_LOG: &str = r#"[
+ {"status": "Pass", "vc": "vc1", "jobid": "application_1_1", "user": "u1",
+  "submitted_time": "2017-10-07 01:00:00",
+  "attempts": [{"start_time": "2017-10-07 01:00:30", "end_time": "2017-10-07 02:00:30",
+    "detail": [{"ip": "m1", "gpus": ["gpu0","gpu1","gpu2","gpu3","gpu4","gpu5","gpu6","gpu7"]}]}]},
+ {"status": "Failed", "vc": "vc2", "jobid": "application_1_2", "user": "u2",
+  "submitted_time": "2017-10-07 01:05:00",
+  "attempts": [{"start_time": "2017-10-07 01:05:10", "end_time": "2017-10-07 01:06:10",
+                "detail": [{"ip": "m2", "gpus": ["gpu0"]}]},
+               {"start_time": "2017-10-07 01:09:10", "end_time": "2017-10-07 01:10:10",
+                "detail": [{"ip": "m2", "gpus": ["gpu0"]}]}]},
+ {"status": "Killed", "vc": "vc2", "jobid": "application_1_3", "user": "u2",
+  "submitted_time": "2017-10-07 01:06:00", "attempts": []}
+]"#;
+
+const MACHINES: &str =
+    "machineId, number of GPUs, single GPU mem\nm0,8, 24GB\nm1,8, 24GB\nm2,2, 12GB\n";
+
+#[test]
+fn every_format_replays() {
+    let d = dir("formats");
+    let machines = file(&d, "machines.csv", MACHINES);
+    let cases = [
+        ("philly", file(&d, "log.json", PHILLY_LOG), 2),
+        (
+            "csv",
+            file(
+                &d,
+                "jobs.csv",
+                "id,submit_s,gpus,vc,user,attempts,status\nj1,0,8,a,alice,3600,passed\nj2,10,4,b,,120;600,failed\nj3,20,1,b,bob,60,killed\n",
+            ),
+            3,
+        ),
+        (
+            "rfold",
+            file(
+                &d,
+                "rfold.csv",
+                "#job id,arrival time (sec),topology,shape,size,duration (sec)\n0,0.0,CLOS,1,1,300.0\n1,5.0,CLOS,4+4,8,60.0\n",
+            ),
+            2,
+        ),
+        (
+            "adaptdl",
+            file(
+                &d,
+                "adaptdl.csv",
+                "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,66.0,1,66.0,11cb48\n2017-10-09 06:13:03,2951.0,2,5902.0,6214e9\n",
+            ),
+            2,
+        ),
+    ];
+    for (format, trace, jobs) in cases {
+        let out_dir = d.join(format);
+        let out = replay(&[
+            "--trace",
+            &trace,
+            "--format",
+            format,
+            "--machines",
+            &machines,
+            "--out",
+            out_dir.to_str().unwrap(),
+            "--native",
+        ]);
+        let stdout = ok(&out);
+        assert!(stdout.contains("replayed"), "{stdout}");
+        let r = report(&out_dir);
+        let run = &r["runs"][0];
+        assert_eq!(run["jobs"]["submitted"], jobs, "{format}");
+        assert_eq!(run["jobs"]["never_started"], 0, "{format}");
+        assert_eq!(run["name"], "philly");
+        for key in ["1", "2-4", "5-8", ">8"] {
+            assert!(run["by_size"][key]["queue_delay_s"]["p99"].is_number());
+        }
+        assert!(out_dir.join("philly-queue-delay-cdf.svg").exists());
+    }
+    // The Philly job without attempts is reported, not dropped silently.
+    let r = report(&d.join("philly"));
+    assert_eq!(
+        r["workload"]["skipped"][0]["reason"],
+        "no recorded attempt, so no GPU count"
+    );
+    let run = &r["runs"][0];
+    assert_eq!(run["jobs"]["passed"], 1);
+    assert_eq!(run["jobs"]["failed"], 1);
+    // The failed job's first attempt (1 GPU x 60 s) and its last (60 s) are lost work.
+    assert_eq!(run["failed_attempt_gpu_s"], 120);
+}
+
+#[test]
+fn malformed_inputs_name_file_line_and_problem() {
+    let d = dir("malformed");
+    let bad_csv = file(
+        &d,
+        "bad.csv",
+        "id,submit_s,gpus,vc,user,attempts,status\nj1,0,8,a,alice,3600,passed\nj2,ten,4,b,,120,passed\n",
+    );
+    let err = failed(&replay(&[
+        "--trace",
+        &bad_csv,
+        "--format",
+        "csv",
+        "--out",
+        d.to_str().unwrap(),
+    ]));
+    assert!(
+        err.contains(&format!(
+            "{bad_csv}:3: submit_s \"ten\" is not a valid number"
+        )),
+        "{err}"
+    );
+
+    let bad_json = file(
+        &d,
+        "bad.json",
+        r#"[{"status": "Pass", "vc": "a", "jobid": "app_7", "submitted_time": "2017-10-07 01:00:00", "attempts": [{"start_time": "2017-10-07 02:00:00", "end_time": "2017-10-07 01:00:00", "detail": [{"ip": "m1", "gpus": ["gpu0"]}]}]}]"#,
+    );
+    let err = failed(&replay(&[
+        "--trace",
+        &bad_json,
+        "--out",
+        d.to_str().unwrap(),
+    ]));
+    assert!(
+        err.contains("job app_7: attempt 0 ends before it starts"),
+        "{err}"
+    );
+
+    let bad_rfold = file(
+        &d,
+        "bad-rfold.csv",
+        "#job id,arrival time (sec),topology,shape,size,duration (sec)\n0,0.0,CLOS,1,0,5.0\n",
+    );
+    let err = failed(&replay(&[
+        "--trace",
+        &bad_rfold,
+        "--format",
+        "rfold",
+        "--out",
+        d.to_str().unwrap(),
+    ]));
+    assert!(err.contains(":2: GPU count must be at least 1"), "{err}");
+
+    let bad_adaptdl = file(
+        &d,
+        "bad-adaptdl.csv",
+        "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-99 07:01:55,66.0,1,66.0,x\n",
+    );
+    let err = failed(&replay(&[
+        "--trace",
+        &bad_adaptdl,
+        "--format",
+        "adaptdl",
+        "--out",
+        d.to_str().unwrap(),
+    ]));
+    assert!(
+        err.contains(":2: timestamp \"2017-10-99 07:01:55\""),
+        "{err}"
+    );
+
+    // A job larger than the cluster is an error naming the job.
+    let machines = file(&d, "m.csv", MACHINES);
+    let big = file(
+        &d,
+        "big.csv",
+        "id,submit_s,gpus,vc,user,attempts,status\nhuge,0,64,a,,10,passed\n",
+    );
+    let err = failed(&replay(&[
+        "--trace",
+        &big,
+        "--format",
+        "csv",
+        "--machines",
+        &machines,
+        "--native",
+        "--out",
+        d.to_str().unwrap(),
+    ]));
+    assert!(
+        err.contains("trace job huge: job 0 asks for 64 GPUs but the cluster has only 18"),
+        "{err}"
+    );
+
+    let err = failed(&replay(&[
+        "--trace",
+        "/no/such/file.json",
+        "--out",
+        d.to_str().unwrap(),
+    ]));
+    assert!(err.contains("/no/such/file.json: cannot read"), "{err}");
+    let err = failed(&replay(&[
+        "--policies",
+        "nope",
+        "--out",
+        d.to_str().unwrap(),
+    ]));
+    assert!(err.contains("nope"), "{err}");
+}
+
+#[test]
+fn same_inputs_give_identical_reports_and_wasm_matches_native() {
+    let d = dir("determinism");
+    let runs = [("a", false), ("b", false), ("native", true)];
+    for (name, native) in runs {
+        let out = d.join(name);
+        let mut args = vec![
+            "--jobs",
+            "3000",
+            "--seed",
+            "5",
+            "--compare",
+            "philly,fifo,locality-first",
+            "--no-plots",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        if native {
+            args.push("--native");
+        }
+        ok(&replay(&args));
+    }
+    let a = std::fs::read(d.join("a/report.json")).unwrap();
+    let b = std::fs::read(d.join("b/report.json")).unwrap();
+    assert_eq!(a, b, "two runs of the same inputs differ");
+    let native = std::fs::read(d.join("native/report.json")).unwrap();
+    assert_eq!(a, native, "Wasm and native policies decided differently");
+    let r: Value = serde_json::from_slice(&a).unwrap();
+    assert_eq!(r["runs"].as_array().unwrap().len(), 3);
+    assert_eq!(r["runs"][1]["policies"]["gang"], "fifo-block");
+}
+
+/// The study's findings, computed from a replay of the real RFold-derived
+/// Philly trace on the revised machine list with the `philly` preset.
+///
+/// The window is jobs 10,000..50,000 (October 2017, the steady period), with
+/// arrivals compressed 2x: the public trace is a sanitized subset that loads
+/// the 3,205 GPUs to only ~44 %, while the study's cluster ran 1,500-2,150 GPUs
+/// with up to 1,000 more pending (PHILLY.md section 4); at 2x the mean
+/// allocation is ~71 %.
+#[test]
+fn philly_trace_shows_the_studys_findings() {
+    let Some(data) = std::env::var_os("GANGWAY_DATA") else {
+        eprintln!(
+            "SKIPPED philly_trace_shows_the_studys_findings: GANGWAY_DATA is not set (CI sets it to ../shared/data)"
+        );
+        return;
+    };
+    let philly = Path::new(&data).join("philly");
+    let d = dir("study");
+    let out = replay(&[
+        "--trace",
+        philly.join("rfold_philly_trace.csv").to_str().unwrap(),
+        "--format",
+        "rfold",
+        "--machines",
+        philly.join("revised_machine_list.csv").to_str().unwrap(),
+        "--skip",
+        "10000",
+        "--jobs",
+        "40000",
+        "--time-scale",
+        "0.5",
+        "--policies",
+        "philly",
+        "--native",
+        "--no-plots",
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    let stdout = ok(&out);
+    let run = &report(&d)["runs"][0];
+    let bucket = |b: &str| &run["by_size"][b];
+    let share = |b: &str| {
+        let f = bucket(b)["jobs_with_fragmentation_delay"].as_f64().unwrap();
+        let s = bucket(b)["jobs_with_fair_share_delay"].as_f64().unwrap();
+        if f + s == 0.0 { 0.0 } else { f / (f + s) }
+    };
+    let (s1, s24, s58) = (share("1"), share("2-4"), share("5-8"));
+    println!(
+        "fragmentation share of delayed jobs: 1 GPU {s1:.3}, 2-4 {s24:.3}, 5-8 {s58:.3}, >8 {:.3}\n{stdout}",
+        share(">8")
+    );
+    assert!(
+        s1 < s24 && s24 < s58,
+        "fragmentation's share must rise with job size: {s1} {s24} {s58}"
+    );
+    let mean = |b: &str| bucket(b)["queue_delay_s"]["mean"].as_f64().unwrap();
+    assert!(
+        mean("5-8") > mean("1"),
+        "5-8 GPU jobs wait longer than 1-GPU jobs"
+    );
+    assert!(
+        mean(">8") > mean("1"),
+        ">8 GPU jobs wait longer than 1-GPU jobs"
+    );
+    let p90 = |b: &str| bucket(b)["queue_delay_s"]["p90"].as_f64().unwrap();
+    assert!(p90("5-8") > p90("1"));
+}
