@@ -337,7 +337,11 @@ mod tests {
         assert_eq!(c.placement.servers(), vec![ServerId(0)], "an 8-GPU server");
         st.allocate(JobId(1), &c.placement).unwrap();
         let c = st.find_placement(1, Level(2)).unwrap();
-        assert_eq!(c.placement.servers(), vec![ServerId(1)], "the other untouched 8-GPU server");
+        assert_eq!(
+            c.placement.servers(),
+            vec![ServerId(1)],
+            "the other untouched 8-GPU server"
+        );
         // Rack a can hold 10 GPUs on 2 servers, rack b only on 3: the fewest
         // servers still come first, whatever the strategy.
         let c = st.find_placement(10, Level(1)).unwrap();
