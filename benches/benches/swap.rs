@@ -9,6 +9,7 @@
 //! * `instance_only`: just the new instance with `init`, for reference.
 //!
 //! `cargo bench -p gangway-benches --bench swap`
+#![allow(missing_docs)] // criterion's macros generate undocumented functions
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use gangway_core::wasm::{PolicyEngine, SandboxConfig};

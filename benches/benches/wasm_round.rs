@@ -4,11 +4,17 @@
 //! slots, default fuel budget). The ratio of the two is the cost of the
 //! sandbox per round (target: within 1.5x).
 //!
+//! A second group, `slot_call_philly_1000_pending`, takes one fairness call
+//! of that round apart: the view's postcard encoding alone, the native
+//! policy, and the Wasm call under a fuel budget and under an epoch deadline.
+//!
 //! `cargo bench -p gangway-benches --bench wasm_round`
+#![allow(missing_docs)] // criterion's macros generate undocumented functions
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use gangway_core::policy::FairnessBackend;
 use gangway_core::policy::PolicySet;
-use gangway_core::wasm::{PolicyEngine, SandboxConfig};
+use gangway_core::wasm::{Budget, PolicyEngine, SandboxConfig};
 use gangway_core::{JobSpec, RackGrouping, Scheduler, Topology};
 use gangway_plugin_sdk::JobId;
 
@@ -101,5 +107,74 @@ fn rounds(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, rounds);
+/// The fairness view of the backlog round, as the scheduler builds it.
+fn fairness_view() -> gangway_plugin_sdk::RoundView {
+    struct Capture(std::sync::Arc<std::sync::Mutex<Option<gangway_plugin_sdk::RoundView>>>);
+    impl FairnessBackend for Capture {
+        fn name(&self) -> &str {
+            "capture"
+        }
+        fn order(
+            &mut self,
+            view: &gangway_plugin_sdk::RoundView,
+        ) -> Result<gangway_plugin_sdk::FairnessDecision, gangway_core::policy::PolicyError>
+        {
+            if let Ok(mut v) = self.0.lock() {
+                *v = Some(view.clone());
+            }
+            Ok(gangway_plugin_sdk::FairnessPolicy::order(
+                &gangway_core::policy::defaults::FifoQuota,
+                view,
+            ))
+        }
+    }
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let mut sched = backlog(PolicySet::defaults());
+    sched.swap_fairness(Box::new(Capture(seen.clone())));
+    sched.round(2_000).expect("round");
+    seen.lock().ok().and_then(|mut v| v.take()).expect("view")
+}
+
+fn calls(c: &mut Criterion) {
+    let view = fairness_view();
+    let bytes = gangway_plugin_artifacts::module("builtin").expect("builtin plugin");
+    let mut group = c.benchmark_group("slot_call_philly_1000_pending");
+    let mut buf = Vec::new();
+    group.bench_function("encode_view_only", |b| {
+        b.iter(|| {
+            gangway_plugin_sdk::wire::encode_into(&view, &mut buf);
+            buf.len()
+        })
+    });
+    group.bench_function("native", |b| {
+        b.iter(|| {
+            gangway_plugin_sdk::FairnessPolicy::order(
+                &gangway_core::policy::defaults::FifoQuota,
+                &view,
+            )
+        })
+    });
+    for (name, budget) in [
+        ("wasm_fuel", Budget::Fuel(Budget::DEFAULT_FUEL)),
+        (
+            "wasm_deadline",
+            Budget::Deadline(std::time::Duration::from_millis(50)),
+        ),
+    ] {
+        let engine = PolicyEngine::new(SandboxConfig {
+            budget,
+            ..SandboxConfig::default()
+        })
+        .expect("engine");
+        let mut backend = engine
+            .load("builtin", bytes)
+            .expect("load")
+            .fairness(b"")
+            .expect("fairness");
+        group.bench_function(name, |b| b.iter(|| backend.order(&view).expect("call")));
+    }
+    group.finish();
+}
+
+criterion_group!(benches, rounds, calls);
 criterion_main!(benches);

@@ -3,11 +3,4 @@
 //! the built-in policy catalog and presets, and reports.
 
 pub mod catalog;
-pub mod plots;
-pub mod policies;
 pub mod policy_check;
-pub mod replay_cli;
-pub mod report;
-pub mod sim;
-pub mod trace;
-pub mod workload;

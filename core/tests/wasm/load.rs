@@ -33,3 +33,40 @@ fn wat_guest_loads() {
     let m = engine.load("t", &guests::hostile("trap")).unwrap();
     assert_eq!(m.slots(), vec![Slot::Fairness]);
 }
+
+/// A module that floods the log import: the host forwards a bounded number
+/// of truncated messages and the calls still succeed quickly.
+#[test]
+fn log_floods_are_bounded() {
+    let body = r#"(local $i i32)
+        (loop $more
+          (call $log (i32.const 2) (i32.const 300) (i32.const 60000))
+          (local.set $i (i32.add (local.get $i) (i32.const 1)))
+          (br_if $more (i32.lt_u (local.get $i) (i32.const 1000))))"#;
+    let core = guests::fairness_wat("1.0.0", 0, body, "").replacen(
+        "(module",
+        "(module\n  (import \"gangway:policy/log@1.0.0\" \"log\" (func $log (param i32 i32 i32)))",
+        1,
+    );
+    // The body needs a local: move it into the function header.
+    let core = core.replace("(then (local $i i32)", "(then").replace(
+        "(param $ptr i32) (param $len i32) (result i32)",
+        "(param $ptr i32) (param $len i32) (result i32) (local $i i32)",
+    );
+    let bytes = guests::componentize(&core, &[], guests::WIT, "fairness-policy");
+    let engine = guests::engine();
+    let started = std::time::Instant::now();
+    let module = engine.load("chatty", &bytes).unwrap();
+    let mut backend = module.fairness(b"").unwrap();
+    let sched = crate::support::scheduler(0);
+    let view = gangway_plugin_sdk::RoundView {
+        now_s: 0,
+        cluster: sched.state().summary(),
+        vcs: vec![],
+        jobs: vec![],
+    };
+    for _ in 0..5 {
+        assert!(backend.order(&view).unwrap().order.is_empty());
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
