@@ -63,7 +63,6 @@ impl GangPolicy for Backfill {
     }
 }
 
-#[cfg(target_arch = "wasm32")]
 gangway_plugin_sdk::export_gang!(Backfill);
 
 #[cfg(test)]

@@ -147,7 +147,6 @@ impl LocalityPolicy for Delay {
     }
 }
 
-#[cfg(target_arch = "wasm32")]
 gangway_plugin_sdk::export_locality!(Delay);
 
 #[cfg(test)]

@@ -88,7 +88,6 @@ impl FairnessPolicy for SmallestFirst {
 }
 
 // One line makes the same type a Wasm component for the `fairness` slot.
-#[cfg(target_arch = "wasm32")]
 gangway_plugin_sdk::export_fairness!(SmallestFirst);
 
 #[cfg(test)]

@@ -61,7 +61,6 @@ impl GangPolicy for FifoBlock {
     }
 }
 
-#[cfg(target_arch = "wasm32")]
 gangway_plugin_sdk::export_gang!(FifoBlock);
 
 #[cfg(test)]

@@ -59,7 +59,6 @@ impl LocalityPolicy for Greedy {
     }
 }
 
-#[cfg(target_arch = "wasm32")]
 gangway_plugin_sdk::export_locality!(Greedy);
 
 #[cfg(test)]

@@ -142,7 +142,6 @@ impl FairnessPolicy for Las {
     }
 }
 
-#[cfg(target_arch = "wasm32")]
 gangway_plugin_sdk::export_fairness!(Las);
 
 #[cfg(test)]

@@ -380,7 +380,6 @@ impl Turns {
     }
 }
 
-#[cfg(target_arch = "wasm32")]
 gangway_plugin_sdk::export_fairness!(MaxMin);
 
 #[cfg(test)]

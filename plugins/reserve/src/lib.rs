@@ -134,7 +134,6 @@ impl GangPolicy for Reserve {
     }
 }
 
-#[cfg(target_arch = "wasm32")]
 gangway_plugin_sdk::export_gang!(Reserve);
 
 #[cfg(test)]

@@ -69,7 +69,6 @@ impl LocalityPolicy for Strict {
     }
 }
 
-#[cfg(target_arch = "wasm32")]
 gangway_plugin_sdk::export_locality!(Strict);
 
 #[cfg(test)]

@@ -419,7 +419,6 @@ fn usage(view: &RoundView, vc: VcId) -> Option<&VcUsage> {
     }
 }
 
-#[cfg(target_arch = "wasm32")]
 gangway_plugin_sdk::export_fairness!(VcQuota);
 
 #[cfg(test)]
