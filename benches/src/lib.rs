@@ -96,6 +96,21 @@ pub fn loaded_scheduler(
     for job in waiting {
         let _ = sched.kill(job, 0);
     }
+    // Gangs leave holes they cannot use; 1-GPU jobs top the fill up.
+    let keep_free = total - target;
+    let top_up = sched.state().free_gpus().saturating_sub(keep_free);
+    for _ in 0..top_up {
+        let spec = JobSpec {
+            id: JobId(id),
+            vc: vcs[(id % 8) as usize],
+            user: 0,
+            gpus: 1,
+            submitted_s: 0,
+        };
+        id += 1;
+        let _ = sched.submit(spec);
+    }
+    let _ = sched.round(0);
     for (k, gpus) in philly_sizes(pending, 11).into_iter().enumerate() {
         let spec = JobSpec {
             id: JobId(id),

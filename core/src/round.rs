@@ -213,21 +213,10 @@ impl Scheduler {
         };
         queue.spread = locality.spread;
 
-        // 3. Gang.
-        let gang: GangDecision = if queue.jobs.is_empty() {
-            GangDecision::default()
-        } else {
-            let answer = self.policies.gang.on_blocked(&queue);
-            self.settle(
-                Slot::Gang,
-                answer,
-                |d| validate::gang(&queue, d),
-                |s| s.fallback.gang.on_blocked(&queue),
-                &mut report.policy_errors,
-            )
-        };
-
-        // 4. Placement in order.
+        // 3 and 4. Placement in order; the gang slot is asked (once, with the
+        // view as it was before any placement) only when a job first fails
+        // to fit: a round where everything fits never needs its answer.
+        let mut gang: Option<GangDecision> = None;
         let mut reasons: Vec<(JobId, WaitReason)> = Vec::with_capacity(view.jobs.len());
         reasons.extend(ineligible.iter().map(|id| (*id, WaitReason::FairShare)));
         let mut failed: HashSet<(u32, Level)> = HashSet::new();
@@ -265,6 +254,17 @@ impl Scheduler {
                 WaitReason::NoCapacity
             };
             reasons.push((job.id, reason));
+            if gang.is_none() {
+                let answer = self.policies.gang.on_blocked(&queue);
+                gang = Some(self.settle(
+                    Slot::Gang,
+                    answer,
+                    |d| validate::gang(&queue, d),
+                    |s| s.fallback.gang.on_blocked(&queue),
+                    &mut report.policy_errors,
+                ));
+            }
+            let Some(gang) = &gang else { continue };
             match gang
                 .on_blocked
                 .get(i)

@@ -291,3 +291,28 @@ proptest! {
         prop_assert_eq!(a, b, "same inputs, same decisions");
     }
 }
+
+/// The hostile policies really do answer garbage, so the property above
+/// exercises the fallback path, not just well-behaved answers.
+#[test]
+fn chaos_policies_trigger_fallbacks() {
+    let topo = (false, vec![vec![8, 4], vec![2, 8]]);
+    let mut ops = Vec::new();
+    for i in 0..40 {
+        ops.push(Op::Submit {
+            gpus: [1, 2, 4, 8, 16][i % 5],
+            vc: (i % 3) as u8,
+        });
+        ops.push(Op::Round { advance: 30 });
+        if i % 4 == 0 {
+            ops.push(Op::End {
+                pick: i,
+                outcome: (i % 4) as u8,
+            });
+        }
+    }
+    let reports = run(&topo, &ops, Some(42), Some(8)).unwrap();
+    let errors: usize = reports.iter().map(|r| r.policy_errors.len()).sum();
+    assert!(errors > 5, "only {errors} policy errors");
+    assert!(reports.iter().any(|r| !r.starts.is_empty()));
+}

@@ -137,14 +137,19 @@ fn delay_kinds(file: &Path, run: &Run) -> Result<(), PlotError> {
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .x_labels(4)
-        .x_label_formatter(&|x| {
-            BUCKETS
-                .get(x.floor() as usize)
-                .map_or(String::new(), |b| format!("{b} GPU"))
-        })
-        .y_desc("total delay (GPU-job hours)")
+        .x_labels(0)
+        .y_desc("delay (hours, summed over jobs)")
         .draw()
+        .map_err(|e| err(file, e))?;
+    let label_style = ("sans-serif", 14).into_font().color(&BLACK);
+    chart
+        .draw_series(BUCKETS.iter().enumerate().map(|(i, b)| {
+            Text::new(
+                format!("{b} GPU"),
+                (i as f64 + 0.35, max * 1.05),
+                label_style.clone(),
+            )
+        }))
         .map_err(|e| err(file, e))?;
     for (k, (label, color)) in [("fair-share", COLORS[0]), ("fragmentation", COLORS[1])]
         .into_iter()
