@@ -3,4 +3,11 @@
 //! the built-in policy catalog and presets, and reports.
 
 pub mod catalog;
+pub mod plots;
+pub mod policies;
 pub mod policy_check;
+pub mod replay_cli;
+pub mod report;
+pub mod sim;
+pub mod trace;
+pub mod workload;
