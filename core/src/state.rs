@@ -278,8 +278,7 @@ impl ClusterState {
                 why: "no GPUs",
             });
         }
-        let mut seen = BTreeSet::new();
-        for part in &placement.parts {
+        for (k, part) in placement.parts.iter().enumerate() {
             let i = self.check_server(part.server)?;
             if part.gpus == 0 {
                 return Err(StateError::Malformed {
@@ -287,7 +286,7 @@ impl ClusterState {
                     why: "a server part holds no GPUs",
                 });
             }
-            if !seen.insert(part.server) {
+            if placement.parts[..k].iter().any(|p| p.server == part.server) {
                 return Err(StateError::Malformed {
                     job,
                     why: "a server appears twice",
