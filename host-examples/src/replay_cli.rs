@@ -18,7 +18,7 @@ use crate::workload;
 
 /// Replays a GPU-cluster job trace through Gangway's scheduler and policies.
 ///
-/// With no arguments: a built-in Philly-calibrated workload (20,000 jobs) on a
+/// With no arguments: a built-in Philly-calibrated workload (50,000 jobs, about a month) on a
 /// Philly-sized cluster (3,205 GPUs), with the `philly` preset as Wasm modules.
 #[derive(Debug, Parser)]
 #[command(name = "replay", version, about)]
@@ -192,7 +192,7 @@ fn workload_of(cli: &Cli) -> Result<(Trace, String), ReplayError> {
             Ok((t, source))
         }
         None => {
-            let n = cli.jobs.unwrap_or(20_000);
+            let n = cli.jobs.unwrap_or(50_000);
             let mut t = workload::generate(n, cli.seed);
             t.scale_time(cli.time_scale);
             let mut source = format!(
