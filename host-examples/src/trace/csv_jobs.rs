@@ -39,11 +39,7 @@ fn line_err(file: &str, line: u64, message: impl Into<String>) -> TraceError {
 type Records = (Vec<String>, Vec<(u64, csv::StringRecord)>);
 
 /// Reads every record with its line number, turning CSV errors into [`TraceError`].
-fn records(
-    file: &str,
-    input: impl Read,
-    comment_header: bool,
-) -> Result<Records, TraceError> {
+fn records(file: &str, input: impl Read, comment_header: bool) -> Result<Records, TraceError> {
     let mut reader = csv::ReaderBuilder::new()
         .trim(csv::Trim::All)
         .from_reader(input);
