@@ -20,9 +20,11 @@ fn data() -> Option<PathBuf> {
 #[test]
 fn official_machine_list_loads() {
     let Some(dir) = data() else { return };
-    let topo =
-        Topology::from_machine_list(dir.join("cluster_machine_list.csv"), RackGrouping::default())
-            .unwrap();
+    let topo = Topology::from_machine_list(
+        dir.join("cluster_machine_list.csv"),
+        RackGrouping::default(),
+    )
+    .unwrap();
     assert_eq!(topo.servers().len(), 552);
     assert_eq!(topo.total_gpus(), 2_490);
     let two = topo.servers().iter().filter(|s| s.gpus == 2).count();
