@@ -1,12 +1,16 @@
 //! One scheduling round at Philly scale (552 servers, 2,490 GPUs, 1,000
 //! pending jobs on a ~97 % full cluster), with the built-in default policies
 //! running natively and as one sandboxed Wasm component (`builtin`, all three
-//! slots, default fuel budget). The ratio of the two is the cost of the
-//! sandbox per round (target: within 1.5x).
+//! slots) under the default fuel budget (`wasm`, deterministic, what a
+//! replay uses) and under an epoch deadline (`wasm_deadline`, what a live
+//! host would use). The ratio to `native` is the cost of the sandbox per
+//! round (target: within 1.5x).
 //!
 //! A second group, `slot_call_philly_1000_pending`, takes one fairness call
-//! of that round apart: the view's postcard encoding alone, the native
-//! policy, and the Wasm call under a fuel budget and under an epoch deadline.
+//! of that round apart: the view's postcard encoding and decoding alone
+//! (serde and the SDK's hand-written codec), the native policy, the Wasm call
+//! under a fuel budget and under an epoch deadline, and a trivial Wasm policy
+//! (transport alone).
 //!
 //! `cargo bench -p gangway-benches --bench wasm_round`
 #![allow(missing_docs)] // criterion's macros generate undocumented functions
@@ -82,17 +86,33 @@ fn backlog(policies: PolicySet) -> Scheduler {
     s
 }
 
-fn rounds(c: &mut Criterion) {
-    let engine = PolicyEngine::new(SandboxConfig::default()).expect("engine");
+/// The three slots of the `builtin` module under `budget`.
+fn wasm_defaults(budget: Budget) -> PolicySet {
+    let engine = PolicyEngine::new(SandboxConfig {
+        budget,
+        ..SandboxConfig::default()
+    })
+    .expect("engine");
     let bytes = gangway_plugin_artifacts::module("builtin").expect("builtin plugin");
     let builtin = engine.load("builtin", bytes).expect("load");
-    let wasm = PolicySet {
+    PolicySet {
         fairness: builtin.fairness(b"").expect("fairness"),
         locality: builtin.locality(b"").expect("locality"),
         gang: builtin.gang(b"").expect("gang"),
-    };
+    }
+}
+
+fn rounds(c: &mut Criterion) {
     let mut group = c.benchmark_group("round_philly_1000_pending");
-    for (name, policies) in [("native", PolicySet::defaults()), ("wasm", wasm)] {
+    let variants = [
+        ("native", PolicySet::defaults()),
+        ("wasm", wasm_defaults(Budget::Fuel(Budget::DEFAULT_FUEL))),
+        (
+            "wasm_deadline",
+            wasm_defaults(Budget::Deadline(std::time::Duration::from_millis(50))),
+        ),
+    ];
+    for (name, policies) in variants {
         let mut sched = backlog(policies);
         let mut now = 1_000;
         group.bench_function(name, |b| {
@@ -140,11 +160,27 @@ fn calls(c: &mut Criterion) {
     let bytes = gangway_plugin_artifacts::module("builtin").expect("builtin plugin");
     let mut group = c.benchmark_group("slot_call_philly_1000_pending");
     let mut buf = Vec::new();
-    group.bench_function("encode_view_only", |b| {
+    group.bench_function("encode_view_serde", |b| {
         b.iter(|| {
             gangway_plugin_sdk::wire::encode_into(&view, &mut buf);
             buf.len()
         })
+    });
+    group.bench_function("encode_view_codec", |b| {
+        b.iter(|| {
+            gangway_plugin_sdk::codec::encode_round_view(&view, &mut buf);
+            buf.len()
+        })
+    });
+    let encoded = gangway_plugin_sdk::wire::encode(&view);
+    group.bench_function("decode_view_serde", |b| {
+        b.iter(|| {
+            gangway_plugin_sdk::wire::decode::<gangway_plugin_sdk::RoundView>(&encoded)
+                .expect("decode")
+        })
+    });
+    group.bench_function("decode_view_codec", |b| {
+        b.iter(|| gangway_plugin_sdk::codec::decode_round_view(&encoded).expect("decode"))
     });
     group.bench_function("native", |b| {
         b.iter(|| {
@@ -173,6 +209,22 @@ fn calls(c: &mut Criterion) {
             .expect("fairness");
         group.bench_function(name, |b| b.iter(|| backend.order(&view).expect("call")));
     }
+    // Transport alone: the trivial backfill gang policy on the same 1,000 jobs.
+    let queue = gangway_plugin_sdk::QueueView {
+        now_s: view.now_s,
+        cluster: view.cluster.clone(),
+        spread: view.jobs.iter().map(|j| j.min_level).collect(),
+        jobs: view.jobs.clone(),
+    };
+    let engine = PolicyEngine::new(SandboxConfig::default()).expect("engine");
+    let mut gang = engine
+        .load("builtin", bytes)
+        .expect("load")
+        .gang(b"")
+        .expect("gang");
+    group.bench_function("wasm_fuel_trivial_gang", |b| {
+        b.iter(|| gangway_core::policy::GangBackend::on_blocked(&mut *gang, &queue).expect("call"))
+    });
     group.finish();
 }
 

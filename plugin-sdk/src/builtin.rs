@@ -21,13 +21,27 @@ pub struct FifoQuota;
 
 impl FairnessPolicy for FifoQuota {
     fn order(&self, view: &RoundView) -> FairnessDecision {
-        let mut used: HashMap<VcId, u32> = view.vcs.iter().map(|v| (v.id, v.held_gpus)).collect();
+        // GPUs each VC holds plus those of its earlier eligible jobs. VCs are
+        // dense ids (`vcs[i].id == i`): a vector then, a map for odd views.
+        let dense = view
+            .vcs
+            .iter()
+            .enumerate()
+            .all(|(i, v)| v.id.0 as usize == i);
+        let mut used = if dense {
+            Used::Dense(
+                view.vcs.iter().map(|v| v.held_gpus).collect(),
+                HashMap::new(),
+            )
+        } else {
+            Used::Sparse(view.vcs.iter().map(|v| (v.id, v.held_gpus)).collect())
+        };
         let quota = |vc: VcId| view.vcs.get(vc.0 as usize).and_then(|v| v.quota_gpus);
         let order = view
             .jobs
             .iter()
             .map(|j| {
-                let u = used.entry(j.vc).or_insert(0);
+                let u = used.get(j.vc);
                 let eligible = match quota(j.vc) {
                     None => true,
                     Some(q) => *u + j.gpus <= q || (*u == 0 && j.gpus > q),
@@ -42,6 +56,25 @@ impl FairnessPolicy for FifoQuota {
             })
             .collect();
         FairnessDecision { order }
+    }
+}
+
+/// Per-VC GPU counters: by index for the VCs of the view (plus a map for
+/// jobs naming an unknown VC), or all in a map.
+enum Used {
+    Dense(Vec<u32>, HashMap<VcId, u32>),
+    Sparse(HashMap<VcId, u32>),
+}
+
+impl Used {
+    fn get(&mut self, vc: VcId) -> &mut u32 {
+        match self {
+            Used::Dense(v, extra) => match v.get_mut(vc.0 as usize) {
+                Some(u) => u,
+                None => extra.entry(vc).or_insert(0),
+            },
+            Used::Sparse(m) => m.entry(vc).or_insert(0),
+        }
     }
 }
 

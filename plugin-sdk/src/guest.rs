@@ -12,9 +12,7 @@ use std::cell::RefCell;
 use std::sync::OnceLock;
 use std::thread::LocalKey;
 
-use crate::{
-    Configure, FairnessPolicy, GangPolicy, LocalityPolicy, LogLevel, QueueView, RoundView, wire,
-};
+use crate::{Configure, FairnessPolicy, GangPolicy, LocalityPolicy, LogLevel, codec};
 
 /// wit-bindgen, re-exported so policy crates need not depend on it.
 #[doc(hidden)]
@@ -67,8 +65,12 @@ pub fn fairness<P: FairnessPolicy + 'static>(
     cell: &'static PolicyCell<P>,
     view: &[u8],
 ) -> Result<Vec<u8>, String> {
-    let view: RoundView = wire::decode(view).map_err(|e| e.to_string())?;
-    with_policy(cell, |p| wire::encode(&p.order(&view)))
+    let view = codec::decode_round_view(view).map_err(|e| e.to_string())?;
+    with_policy(cell, |p| {
+        let mut out = Vec::new();
+        codec::encode_fairness(&p.order(&view), &mut out);
+        out
+    })
 }
 
 /// The locality slot's bulk call: `QueueView` bytes in, `LocalityDecision` bytes out.
@@ -77,8 +79,12 @@ pub fn locality<P: LocalityPolicy + 'static>(
     cell: &'static PolicyCell<P>,
     view: &[u8],
 ) -> Result<Vec<u8>, String> {
-    let view: QueueView = wire::decode(view).map_err(|e| e.to_string())?;
-    with_policy(cell, |p| wire::encode(&p.spread(&view)))
+    let view = codec::decode_queue_view(view).map_err(|e| e.to_string())?;
+    with_policy(cell, |p| {
+        let mut out = Vec::new();
+        codec::encode_locality(&p.spread(&view), &mut out);
+        out
+    })
 }
 
 /// The gang slot's bulk call: `QueueView` bytes in, `GangDecision` bytes out.
@@ -87,6 +93,10 @@ pub fn gang<P: GangPolicy + 'static>(
     cell: &'static PolicyCell<P>,
     view: &[u8],
 ) -> Result<Vec<u8>, String> {
-    let view: QueueView = wire::decode(view).map_err(|e| e.to_string())?;
-    with_policy(cell, |p| wire::encode(&p.on_blocked(&view)))
+    let view = codec::decode_queue_view(view).map_err(|e| e.to_string())?;
+    with_policy(cell, |p| {
+        let mut out = Vec::new();
+        codec::encode_gang(&p.on_blocked(&view), &mut out);
+        out
+    })
 }

@@ -60,6 +60,7 @@
 //! natively and as Wasm.
 
 pub mod builtin;
+pub mod codec;
 mod decision;
 #[doc(hidden)]
 pub mod export;

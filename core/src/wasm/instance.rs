@@ -5,9 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use gangway_plugin_sdk::{
-    FairnessDecision, GangDecision, LocalityDecision, QueueView, RoundView, wire,
+    FairnessDecision, GangDecision, LocalityDecision, QueueView, RoundView, codec,
 };
-use serde::{Serialize, de::DeserializeOwned};
 use wasmtime::component::Func;
 use wasmtime::{ResourceLimiter, Store, Trap};
 
@@ -240,8 +239,12 @@ impl WasmBackend {
         }
     }
 
-    /// Encodes `view`, calls the slot, decodes the reply.
-    fn call<V: Serialize, D: DeserializeOwned>(&mut self, view: &V) -> Result<D, PolicyError> {
+    /// Encodes the view with `encode`, calls the slot, decodes the reply.
+    fn call<D>(
+        &mut self,
+        encode: impl FnOnce(&mut Vec<u8>),
+        decode: impl FnOnce(&[u8]) -> Result<D, gangway_plugin_sdk::wire::WireError>,
+    ) -> Result<D, PolicyError> {
         if self.live.is_none() {
             match self.instantiate() {
                 Ok(live) => self.live = Some(live),
@@ -253,7 +256,7 @@ impl WasmBackend {
                 }
             }
         }
-        wire::encode_into(view, &mut self.view);
+        encode(&mut self.view);
         let Some(mut live) = self.live.take() else {
             return Err(self.error(PolicyErrorKind::Trap("no instance".into())));
         };
@@ -278,7 +281,7 @@ impl WasmBackend {
             // the instance is dropped here and never used again.
             Err(e) => return Err(self.error(self.classify(&e))),
         };
-        wire::decode::<D>(&reply).map_err(|e| self.error(PolicyErrorKind::Decode(e.to_string())))
+        decode(&reply).map_err(|e| self.error(PolicyErrorKind::Decode(e.to_string())))
     }
 }
 
@@ -301,7 +304,10 @@ impl FairnessBackend for WasmBackend {
         self.module.name()
     }
     fn order(&mut self, view: &RoundView) -> Result<FairnessDecision, PolicyError> {
-        self.call(view)
+        self.call(
+            |buf| codec::encode_round_view(view, buf),
+            codec::decode_fairness,
+        )
     }
 }
 
@@ -310,7 +316,10 @@ impl LocalityBackend for WasmBackend {
         self.module.name()
     }
     fn spread(&mut self, view: &QueueView) -> Result<LocalityDecision, PolicyError> {
-        self.call(view)
+        self.call(
+            |buf| codec::encode_queue_view(view, buf),
+            codec::decode_locality,
+        )
     }
 }
 
@@ -319,6 +328,9 @@ impl GangBackend for WasmBackend {
         self.module.name()
     }
     fn on_blocked(&mut self, view: &QueueView) -> Result<GangDecision, PolicyError> {
-        self.call(view)
+        self.call(
+            |buf| codec::encode_queue_view(view, buf),
+            codec::decode_gang,
+        )
     }
 }

@@ -9,8 +9,9 @@ use std::sync::OnceLock;
 use gangway_core::policy::{FairnessBackend, GangBackend, LocalityBackend, PolicySet, Slot};
 use gangway_core::wasm::{PolicyEngine, PolicyModule, SandboxConfig};
 use gangway_plugin_sdk::{
-    ClusterSummary, Configure, FairnessPolicy, GangPolicy, JobId, Level, LevelSummary,
-    LocalityPolicy, PendingJob, QueueView, RoundView, VcId, VcUsage,
+    ClusterSummary, Configure, FairnessDecision, FairnessPolicy, GangAction, GangDecision,
+    GangPolicy, JobId, Level, LevelSummary, LocalityDecision, LocalityPolicy, PendingJob,
+    QueueView, Ranked, RoundView, VcId, VcUsage, codec, wire,
 };
 use proptest::prelude::*;
 
@@ -269,6 +270,84 @@ proptest! {
             }
         }
     }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// The hand-written view codec is byte for byte postcard.
+    #[test]
+    fn the_fast_codec_is_postcard(
+        round in round_view(),
+        keep in prop::collection::vec(any::<bool>(), 1..8),
+        spread_seed in any::<u64>(),
+    ) {
+        let queue = queue_view(&round, &keep, spread_seed);
+        let mut buf = vec![0xAA; 3];
+        codec::encode_round_view(&round, &mut buf);
+        prop_assert_eq!(&buf, &wire::encode(&round));
+        prop_assert_eq!(codec::decode_round_view(&buf).unwrap(), round);
+        codec::encode_queue_view(&queue, &mut buf);
+        prop_assert_eq!(&buf, &wire::encode(&queue));
+        prop_assert_eq!(codec::decode_queue_view(&buf).unwrap(), queue);
+    }
+
+    /// Decisions too.
+    #[test]
+    fn the_fast_decision_codec_is_postcard(
+        order in prop::collection::vec((any::<u64>(), any::<bool>()), 0..300),
+        spread in prop::collection::vec(any::<u8>(), 0..300),
+        actions in prop::collection::vec(0u8..3, 0..300),
+        max_reservations in any::<u32>(),
+    ) {
+        let f = FairnessDecision {
+            order: order.iter().map(|(j, e)| Ranked { job: JobId(*j), eligible: *e }).collect(),
+        };
+        let l = LocalityDecision { spread: spread.iter().map(|b| Level(*b)).collect() };
+        let g = GangDecision {
+            on_blocked: actions
+                .iter()
+                .map(|a| [GangAction::Backfill, GangAction::Block, GangAction::Reserve][*a as usize])
+                .collect(),
+            max_reservations,
+        };
+        let mut buf = Vec::new();
+        codec::encode_fairness(&f, &mut buf);
+        prop_assert_eq!(&buf, &wire::encode(&f));
+        prop_assert_eq!(codec::decode_fairness(&buf).unwrap(), f);
+        codec::encode_locality(&l, &mut buf);
+        prop_assert_eq!(&buf, &wire::encode(&l));
+        prop_assert_eq!(codec::decode_locality(&buf).unwrap(), l);
+        codec::encode_gang(&g, &mut buf);
+        prop_assert_eq!(&buf, &wire::encode(&g));
+        prop_assert_eq!(codec::decode_gang(&buf).unwrap(), g);
+    }
+
+    /// On arbitrary bytes (a hostile reply) the fast decoders never panic and
+    /// accept exactly what postcard accepts, with the same value.
+    #[test]
+    fn the_fast_decoders_agree_with_postcard_on_garbage(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+        prop_assert_eq!(codec::decode_round_view(&bytes).ok(), wire::decode::<RoundView>(&bytes).ok());
+        prop_assert_eq!(codec::decode_queue_view(&bytes).ok(), wire::decode::<QueueView>(&bytes).ok());
+        prop_assert_eq!(codec::decode_fairness(&bytes).ok(), wire::decode::<FairnessDecision>(&bytes).ok());
+        prop_assert_eq!(codec::decode_locality(&bytes).ok(), wire::decode::<LocalityDecision>(&bytes).ok());
+        prop_assert_eq!(codec::decode_gang(&bytes).ok(), wire::decode::<GangDecision>(&bytes).ok());
+    }
+}
+
+#[test]
+fn the_fast_decoder_refuses_what_postcard_refuses() {
+    // A u32 varint past u32::MAX, a u64 varint of 11 bytes, trailing bytes,
+    // a length longer than the input.
+    assert!(codec::decode_queue_view(&[0, 0xff, 0xff, 0xff, 0xff, 0x7f]).is_err());
+    let mut long = vec![0xffu8; 10];
+    long.push(0x01);
+    assert!(codec::decode_queue_view(&long).is_err());
+    assert!(codec::decode_queue_view(&[0, 0, 0, 1, 0, 0, 0, 7]).is_err());
+    assert!(codec::decode_queue_view(&[0, 0, 0, 1, 0, 0xff, 0xff, 0x03]).is_err());
+    let ok = [0u8, 0, 0, 1, 0, 0, 0];
+    assert!(codec::decode_queue_view(&ok).is_ok());
+    assert!(wire::decode::<QueueView>(&ok).is_ok());
 }
 
 /// The defaults as one Wasm module drive a scheduler exactly as the native
