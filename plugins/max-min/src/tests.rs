@@ -1,5 +1,5 @@
 use super::*;
-use gangway_plugin_sdk::{ClusterSummary, JobId, Level, VcUsage};
+use gangway_plugin_sdk::{ClusterSummary, JobId, Level, PendingJob, VcUsage};
 use proptest::prelude::*;
 
 fn vc(id: u32, weight: u32, held_gpus: u32) -> VcUsage {
