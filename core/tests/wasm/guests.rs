@@ -122,6 +122,10 @@ pub(crate) fn behaviour(name: &str) -> (&'static str, &'static str) {
             "",
         ),
         "trap" => ("(unreachable)", ""),
+        "stack-overflow" => (
+            "(call $recurse) (unreachable)",
+            "(func $recurse (call $recurse))",
+        ),
         "lift-out-of-bounds" => (
             "(return (call $reply (i32.const -65536) (i32.const 4096)))",
             "",

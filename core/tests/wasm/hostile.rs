@@ -106,6 +106,16 @@ fn trap_is_a_trap() {
 }
 
 #[test]
+fn runaway_recursion_exhausts_the_stack() {
+    check(
+        &guests::engine(),
+        "stack-overflow",
+        |k| *k == PolicyErrorKind::Trap("call stack exhausted".into()),
+        true,
+    );
+}
+
+#[test]
 fn reply_out_of_bounds_breaks_the_abi() {
     check(
         &guests::engine(),

@@ -265,3 +265,31 @@ fn the_worked_example_in_contract_md_is_right() {
     };
     assert_eq!(wire::encode(&d), vec![0x02, 0xac, 0x02, 0x01, 0x05, 0x00]);
 }
+
+#[test]
+fn a_module_asking_for_too_much_memory_cannot_start() {
+    // 300 pages (19.7 MB) of initial memory against a 16 MiB cap.
+    let core = fairness_wat("1.0.0", 100, "(unreachable)", "").replace(
+        "(memory (export \"memory\") 1)",
+        "(memory (export \"memory\") 300)",
+    );
+    let bytes = componentize(&core, &[], WIT, "fairness-policy");
+    let engine = guests::engine();
+    let err = engine.load("greedy.wasm", &bytes).unwrap_err();
+    match &err {
+        WasmError::Instantiate {
+            module,
+            slot,
+            source,
+        } => {
+            assert_eq!(module, "greedy.wasm");
+            assert_eq!(*slot, Slot::Fairness);
+            assert_eq!(
+                source.kind,
+                gangway_core::policy::PolicyErrorKind::MemoryLimit(16 << 20)
+            );
+        }
+        other => panic!("expected an instantiation failure, got {other}"),
+    }
+    engine_still_serves(&engine);
+}
