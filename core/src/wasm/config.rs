@@ -18,8 +18,9 @@ pub enum Budget {
 }
 
 impl Budget {
-    /// The default fuel budget: about 0.2 s of straight-line Wasm, a few
-    /// hundred times what a 1,000-job round of the built-in policies uses.
+    /// The default fuel budget: about 0.2 s of straight-line Wasm, some
+    /// hundred times what one call of a built-in policy over 1,000-1,600 jobs
+    /// uses (1-3 million units).
     pub const DEFAULT_FUEL: u64 = 200_000_000;
 }
 
