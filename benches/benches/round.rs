@@ -12,6 +12,9 @@
 //!
 //! `cargo bench -p gangway-benches --bench round`
 
+// criterion_group! generates an undocumented public function.
+#![allow(missing_docs)]
+
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use gangway_benches::{hundred_thousand_gpus, loaded_scheduler, philly_official};
 use gangway_core::Topology;
