@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use gangway_plugin_sdk::{
     FairnessDecision, GangDecision, LocalityDecision, QueueView, RoundView, codec,
 };
-use wasmtime::component::Func;
+use wasmtime::component::TypedFunc;
 use wasmtime::{ResourceLimiter, Store, Trap};
 
 use super::config::Budget;
@@ -81,7 +81,8 @@ impl ResourceLimiter for Limits {
 /// A live instance: its store and the slot's two functions.
 struct Live {
     store: Store<HostState>,
-    call: Func,
+    /// The slot's bulk call, type-checked once at instantiation.
+    call: TypedFunc<(Vec<u8>,), (Result<Vec<u8>, String>,)>,
 }
 
 /// A slot backend running a Wasm module. It owns at most one instance; any
@@ -227,7 +228,8 @@ impl WasmBackend {
                 function: "init".into(),
                 reason: error_text(&e),
             })?;
-        call.typed::<(&[u8],), (Result<Vec<u8>, String>,)>(&store)
+        let call = call
+            .typed::<(Vec<u8>,), (Result<Vec<u8>, String>,)>(&store)
             .map_err(|e| Failure::Signature {
                 function: call_name(self.slot).into(),
                 reason: error_text(&e),
@@ -263,10 +265,11 @@ impl WasmBackend {
         if let Err(Failure::Kind(kind)) = self.arm(&mut live.store) {
             return Err(self.error(kind));
         }
-        let answer = live
-            .call
-            .typed::<(&[u8],), (Result<Vec<u8>, String>,)>(&live.store)
-            .and_then(|f| f.call(&mut live.store, (&self.view,)));
+        // The view buffer moves into the call; the next one starts with the
+        // same capacity.
+        let capacity = self.view.capacity();
+        let view = std::mem::replace(&mut self.view, Vec::with_capacity(capacity));
+        let answer = live.call.call(&mut live.store, (view,));
         let reply = match answer {
             Ok((Ok(reply),)) => {
                 self.live = Some(live);
