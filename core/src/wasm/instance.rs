@@ -79,10 +79,13 @@ impl ResourceLimiter for Limits {
 }
 
 /// A live instance: its store and the slot's two functions.
+/// A slot's bulk call: postcard view bytes in, decision bytes or a refusal out.
+type BulkCall = TypedFunc<(Vec<u8>,), (Result<Vec<u8>, String>,)>;
+
 struct Live {
     store: Store<HostState>,
     /// The slot's bulk call, type-checked once at instantiation.
-    call: TypedFunc<(Vec<u8>,), (Result<Vec<u8>, String>,)>,
+    call: BulkCall,
 }
 
 /// A slot backend running a Wasm module. It owns at most one instance; any
