@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use gangway_plugin_sdk::{
     FairnessDecision, GangDecision, LocalityDecision, QueueView, RoundView, codec,
 };
-use wasmtime::component::TypedFunc;
+use wasmtime::component::Func;
 use wasmtime::{ResourceLimiter, Store, Trap};
 
 use super::config::Budget;
@@ -79,13 +79,9 @@ impl ResourceLimiter for Limits {
 }
 
 /// A live instance: its store and the slot's two functions.
-/// A slot's bulk call: postcard view bytes in, decision bytes or a refusal out.
-type BulkCall = TypedFunc<(Vec<u8>,), (Result<Vec<u8>, String>,)>;
-
 struct Live {
     store: Store<HostState>,
-    /// The slot's bulk call, type-checked once at instantiation.
-    call: BulkCall,
+    call: Func,
 }
 
 /// A slot backend running a Wasm module. It owns at most one instance; any
@@ -231,8 +227,7 @@ impl WasmBackend {
                 function: "init".into(),
                 reason: error_text(&e),
             })?;
-        let call = call
-            .typed::<(Vec<u8>,), (Result<Vec<u8>, String>,)>(&store)
+        call.typed::<(&[u8],), (Result<Vec<u8>, String>,)>(&store)
             .map_err(|e| Failure::Signature {
                 function: call_name(self.slot).into(),
                 reason: error_text(&e),
@@ -268,11 +263,10 @@ impl WasmBackend {
         if let Err(Failure::Kind(kind)) = self.arm(&mut live.store) {
             return Err(self.error(kind));
         }
-        // The view buffer moves into the call; the next one starts with the
-        // same capacity.
-        let capacity = self.view.capacity();
-        let view = std::mem::replace(&mut self.view, Vec::with_capacity(capacity));
-        let answer = live.call.call(&mut live.store, (view,));
+        let answer = live
+            .call
+            .typed::<(&[u8],), (Result<Vec<u8>, String>,)>(&live.store)
+            .and_then(|f| f.call(&mut live.store, (&self.view,)));
         let reply = match answer {
             Ok((Ok(reply),)) => {
                 self.live = Some(live);
