@@ -339,10 +339,10 @@ pub fn table(runs: &[Run]) -> String {
         rows.push((label.to_string(), runs.iter().map(f).collect()));
     };
     row("policy set", &|r| r.name.clone());
-    row("fairness / locality / gang", &|r| {
+    row("fairness / locality / gang / placement", &|r| {
         format!(
-            "{}/{}/{}",
-            r.policies.fairness, r.policies.locality, r.policies.gang
+            "{}/{}/{}/{}",
+            r.policies.fairness, r.policies.locality, r.policies.gang, r.policies.placement
         )
     });
     row("jobs passed/failed/killed", &|r| {
