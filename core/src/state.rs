@@ -134,6 +134,10 @@ pub struct ClusterState {
     pub(crate) buckets: Vec<Vec<BTreeSet<ServerId>>>,
     allocations: BTreeMap<JobId, Placement>,
     pub(crate) strategy: PlacementStrategy,
+    /// GPUs on servers that are not down (kept in step with `health`).
+    online: u32,
+    /// GPUs held by jobs (kept in step with `owners`).
+    allocated: u32,
 }
 
 fn full_mask(gpus: u32) -> GpuMask {
@@ -165,6 +169,8 @@ impl ClusterState {
             buckets: vec![vec![BTreeSet::new(); max + 1]; topo.domains().len()],
             allocations: BTreeMap::new(),
             strategy: PlacementStrategy::default(),
+            online: total,
+            allocated: 0,
             topo,
         };
         for s in 0..n {
@@ -313,6 +319,7 @@ impl ClusterState {
             self.set_owners(part.server, part.gpus, Some(job));
             self.reindex(part.server, before);
         }
+        self.allocated += sorted.gpu_count();
         self.allocations.insert(job, sorted);
         Ok(())
     }
@@ -333,6 +340,7 @@ impl ClusterState {
             .allocations
             .remove(&job)
             .ok_or(StateError::NotAllocated(job))?;
+        self.allocated -= placement.gpu_count();
         for part in &placement.parts {
             let before = self.avail(part.server);
             self.free[part.server.0 as usize] |= part.gpus;
@@ -358,6 +366,12 @@ impl ClusterState {
             }
         }
         let before = self.avail(s);
+        let gpus = self.topo.servers()[i].gpus;
+        match (self.health[i] == Health::Down, health == Health::Down) {
+            (false, true) => self.online -= gpus,
+            (true, false) => self.online += gpus,
+            _ => {}
+        }
         self.health[i] = health;
         self.reindex(s, before);
         Ok(interrupted)
@@ -390,18 +404,12 @@ impl ClusterState {
 
     /// GPUs on servers that are up or draining.
     pub fn online_gpus(&self) -> u32 {
-        self.topo
-            .servers()
-            .iter()
-            .zip(&self.health)
-            .filter(|(_, h)| **h != Health::Down)
-            .map(|(s, _)| s.gpus)
-            .sum()
+        self.online
     }
 
     /// GPUs held by running jobs.
     pub fn allocated_gpus(&self) -> u32 {
-        self.owners.iter().filter(|o| o.is_some()).count() as u32
+        self.allocated
     }
 
     /// The capacity summary policies see.
@@ -481,6 +489,23 @@ impl ClusterState {
                     }
                 }
             }
+        }
+        let online: u32 = topo
+            .servers()
+            .iter()
+            .zip(&self.health)
+            .filter(|(_, h)| **h != Health::Down)
+            .map(|(s, _)| s.gpus)
+            .sum();
+        if online != self.online {
+            return fail(format!("{} GPUs booked online, {online} are", self.online));
+        }
+        let allocated = self.owners.iter().filter(|o| o.is_some()).count() as u32;
+        if allocated != self.allocated {
+            return fail(format!(
+                "{} GPUs booked allocated, {allocated} are owned",
+                self.allocated
+            ));
         }
         if domain_avail != self.domain_avail {
             return fail("per-domain free totals differ from the masks".into());
