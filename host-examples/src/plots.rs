@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use crate::report::{BUCKETS, Run, bucket_name};
@@ -37,6 +38,26 @@ const COLORS: [RGBColor; 8] = [
     RGBColor(127, 127, 127),
 ];
 
+/// An 800 x 500 white SVG canvas writing to `file`.
+fn canvas(file: &Path) -> Result<DrawingArea<SVGBackend<'_>, Shift>, PlotError> {
+    let root = SVGBackend::new(file, (800, 500)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(file, e))?;
+    Ok(root)
+}
+
+/// Draws the series labels in a framed box.
+fn legend<'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+    file: &Path,
+) -> Result<(), PlotError> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| err(file, e))
+}
+
 /// Writes the four plots of one run into `dir`, prefixed with the run's name;
 /// returns the files written.
 pub fn write_all(dir: &Path, run: &Run, result: &RunResult) -> Result<Vec<PathBuf>, PlotError> {
@@ -57,8 +78,7 @@ pub fn write_all(dir: &Path, run: &Run, result: &RunResult) -> Result<Vec<PathBu
 }
 
 fn queue_cdf(file: &Path, run: &Run, result: &RunResult) -> Result<(), PlotError> {
-    let root = SVGBackend::new(file, (800, 500)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(file, e))?;
+    let root = canvas(file)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(
             format!("Queueing delay CDF by job size ({})", run.name),
@@ -104,12 +124,7 @@ fn queue_cdf(file: &Path, run: &Run, result: &RunResult) -> Result<(), PlotError
             .label(format!("{b} GPU"))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| err(file, e))?;
+    legend(&mut chart, file)?;
     root.present().map_err(|e| err(file, e))
 }
 
@@ -122,8 +137,7 @@ fn delay_kinds(file: &Path, run: &Run) -> Result<(), PlotError> {
             hours(x.fair_share_delay_s.max(x.fragmentation_delay_s))
         })
         .fold(1.0, f64::max);
-    let root = SVGBackend::new(file, (800, 500)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(file, e))?;
+    let root = canvas(file)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(
             format!("Fair-share vs fragmentation delay ({})", run.name),
@@ -171,12 +185,7 @@ fn delay_kinds(file: &Path, run: &Run) -> Result<(), PlotError> {
             .label(label)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], color.filled()));
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| err(file, e))?;
+    legend(&mut chart, file)?;
     root.present().map_err(|e| err(file, e))
 }
 
@@ -190,8 +199,7 @@ fn allocated(file: &Path, run: &Run, result: &RunResult) -> Result<(), PlotError
         .max()
         .unwrap_or(1)
         .max(1) as f64;
-    let root = SVGBackend::new(file, (800, 500)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(file, e))?;
+    let root = canvas(file)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(
             format!("GPUs allocated over time ({})", run.name),
@@ -231,8 +239,7 @@ fn vc_share(file: &Path, run: &Run, result: &RunResult) -> Result<(), PlotError>
             .then(a.cmp(b))
     });
     order.truncate(7);
-    let root = SVGBackend::new(file, (800, 500)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(file, e))?;
+    let root = canvas(file)?;
     let mut chart = ChartBuilder::on(&root)
         .caption(
             format!("Share of allocated GPUs per VC ({})", run.name),
@@ -265,11 +272,6 @@ fn vc_share(file: &Path, run: &Run, result: &RunResult) -> Result<(), PlotError>
             .label(result.vcs[vc].clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| err(file, e))?;
+    legend(&mut chart, file)?;
     root.present().map_err(|e| err(file, e))
 }
