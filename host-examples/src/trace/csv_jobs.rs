@@ -35,130 +35,150 @@ fn line_err(file: &str, line: u64, message: impl Into<String>) -> TraceError {
     }
 }
 
-/// A CSV file's header names and its records with their line numbers.
-type Records = (Vec<String>, Vec<(u64, csv::StringRecord)>);
-
-/// Reads every record with its line number, turning CSV errors into [`TraceError`].
-fn records(file: &str, input: impl Read, comment_header: bool) -> Result<Records, TraceError> {
-    let mut reader = csv::ReaderBuilder::new()
-        .trim(csv::Trim::All)
-        .from_reader(input);
-    let headers: Vec<String> = reader
-        .headers()
-        .map_err(|e| line_err(file, 1, format!("cannot read the header: {e}")))?
-        .iter()
-        .map(|h| {
-            let h = if comment_header {
-                h.trim_start_matches('#')
-            } else {
-                h
-            };
-            h.to_string()
-        })
-        .collect();
-    let mut rows = Vec::new();
-    for r in reader.records() {
-        let r = r.map_err(|e| {
-            let line = e.position().map_or(0, |p| p.line());
-            line_err(file, line, e.to_string())
-        })?;
-        let line = r.position().map_or(0, |p| p.line());
-        rows.push((line, r));
-    }
-    Ok((headers, rows))
+/// A CSV file's header names and its rows.
+struct Table<'f> {
+    file: &'f str,
+    headers: Vec<String>,
+    rows: Vec<(u64, csv::StringRecord)>,
 }
 
-fn column(file: &str, headers: &[String], want: &str) -> Result<usize, TraceError> {
-    headers
-        .iter()
-        .position(|h| h.eq_ignore_ascii_case(want))
-        .ok_or_else(|| {
-            line_err(
-                file,
-                1,
-                format!("no {want:?} column in the header {headers:?}"),
-            )
-        })
-}
-
-fn field<'r>(
-    file: &str,
+/// One record, with what an error about it must name.
+struct Row<'a> {
+    file: &'a str,
     line: u64,
-    r: &'r csv::StringRecord,
-    col: usize,
-    name: &str,
-) -> Result<&'r str, TraceError> {
-    r.get(col)
-        .ok_or_else(|| line_err(file, line, format!("missing {name}")))
+    record: &'a csv::StringRecord,
 }
 
-fn number<T: std::str::FromStr>(
-    file: &str,
-    line: u64,
-    text: &str,
-    name: &str,
-) -> Result<T, TraceError> {
-    text.parse()
-        .map_err(|_| line_err(file, line, format!("{name} {text:?} is not a valid number")))
-}
-
-/// Seconds from a decimal text, rounded to the nearest second.
-fn seconds(file: &str, line: u64, text: &str, name: &str) -> Result<u64, TraceError> {
-    let v: f64 = number(file, line, text, name)?;
-    if !v.is_finite() || v < 0.0 {
-        return Err(line_err(
+impl<'f> Table<'f> {
+    /// Reads every record with its line number, turning CSV errors into
+    /// [`TraceError`]. `comment_header` strips a leading `#` from the header.
+    fn read(file: &'f str, input: impl Read, comment_header: bool) -> Result<Self, TraceError> {
+        let mut reader = csv::ReaderBuilder::new()
+            .trim(csv::Trim::All)
+            .from_reader(input);
+        let headers: Vec<String> = reader
+            .headers()
+            .map_err(|e| line_err(file, 1, format!("cannot read the header: {e}")))?
+            .iter()
+            .map(|h| {
+                let h = if comment_header {
+                    h.trim_start_matches('#')
+                } else {
+                    h
+                };
+                h.to_string()
+            })
+            .collect();
+        let mut rows = Vec::new();
+        for r in reader.records() {
+            let r = r.map_err(|e| {
+                let line = e.position().map_or(0, |p| p.line());
+                line_err(file, line, e.to_string())
+            })?;
+            rows.push((r.position().map_or(0, |p| p.line()), r));
+        }
+        Ok(Table {
             file,
-            line,
-            format!("{name} {text:?} must be a non-negative number"),
-        ));
+            headers,
+            rows,
+        })
     }
-    Ok(v.round() as u64)
+
+    /// The index of the column named `want` (case-insensitive).
+    fn column(&self, want: &str) -> Result<usize, TraceError> {
+        self.headers
+            .iter()
+            .position(|h| h.eq_ignore_ascii_case(want))
+            .ok_or_else(|| {
+                line_err(
+                    self.file,
+                    1,
+                    format!("no {want:?} column in the header {:?}", self.headers),
+                )
+            })
+    }
+
+    fn rows(&self) -> impl Iterator<Item = Row<'_>> {
+        self.rows.iter().map(|(line, record)| Row {
+            file: self.file,
+            line: *line,
+            record,
+        })
+    }
 }
 
-fn gpus(file: &str, line: u64, text: &str) -> Result<u32, TraceError> {
-    let g: u32 = number(file, line, text, "GPU count")?;
-    if g == 0 {
-        return Err(line_err(file, line, "GPU count must be at least 1"));
+impl Row<'_> {
+    fn err(&self, message: impl Into<String>) -> TraceError {
+        line_err(self.file, self.line, message)
     }
-    Ok(g)
+
+    fn text(&self, col: usize, name: &str) -> Result<&str, TraceError> {
+        self.record
+            .get(col)
+            .ok_or_else(|| self.err(format!("missing {name}")))
+    }
+
+    fn number<T: std::str::FromStr>(&self, text: &str, name: &str) -> Result<T, TraceError> {
+        text.parse()
+            .map_err(|_| self.err(format!("{name} {text:?} is not a valid number")))
+    }
+
+    /// Seconds from a decimal text, rounded to the nearest second.
+    fn seconds_of(&self, text: &str, name: &str) -> Result<u64, TraceError> {
+        let v: f64 = self.number(text, name)?;
+        if !v.is_finite() || v < 0.0 {
+            return Err(self.err(format!("{name} {text:?} must be a non-negative number")));
+        }
+        Ok(v.round() as u64)
+    }
+
+    /// Seconds from column `col`; `name` words the errors.
+    fn seconds(&self, col: usize, name: &str) -> Result<u64, TraceError> {
+        self.seconds_of(self.text(col, name)?, name)
+    }
+
+    /// A gang size of at least 1 from column `col`.
+    fn gpus(&self, col: usize) -> Result<u32, TraceError> {
+        let g: u32 = self.number(self.text(col, "GPU count")?, "GPU count")?;
+        if g == 0 {
+            return Err(self.err("GPU count must be at least 1"));
+        }
+        Ok(g)
+    }
 }
 
 pub(super) fn read_gangway(file: &str, input: impl Read) -> Result<Trace, TraceError> {
-    let (h, rows) = records(file, input, false)?;
+    let t = Table::read(file, input, false)?;
     let [id, submit, g, vc, user, attempts, status] =
-        ["id", "submit_s", "gpus", "vc", "user", "attempts", "status"].map(|c| column(file, &h, c));
+        ["id", "submit_s", "gpus", "vc", "user", "attempts", "status"].map(|c| t.column(c));
     let (id, submit, g, vc, user, attempts, status) =
         (id?, submit?, g?, vc?, user?, attempts?, status?);
-    let mut jobs = Vec::with_capacity(rows.len());
-    for (line, r) in rows {
-        let name = field(file, line, &r, id, "id")?.to_string();
-        let final_outcome = match field(file, line, &r, status, "status")?
-            .to_ascii_lowercase()
-            .as_str()
-        {
+    let mut jobs = Vec::with_capacity(t.rows.len());
+    for row in t.rows() {
+        let name = row.text(id, "id")?.to_string();
+        let final_outcome = match row.text(status, "status")?.to_ascii_lowercase().as_str() {
             "passed" | "pass" => Outcome::Passed,
             "failed" | "fail" => Outcome::Failed,
             "killed" => Outcome::Killed,
             other => {
-                return Err(line_err(
-                    file,
-                    line,
-                    format!("job {name}: status {other:?} is not passed, failed or killed"),
-                ));
+                return Err(row.err(format!(
+                    "job {name}: status {other:?} is not passed, failed or killed"
+                )));
             }
         };
-        let runs: Vec<&str> = field(file, line, &r, attempts, "attempts")?
+        let runs: Vec<&str> = row
+            .text(attempts, "attempts")?
             .split(';')
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .collect();
         if runs.is_empty() {
-            return Err(line_err(file, line, format!("job {name}: no attempts")));
+            return Err(row.err(format!("job {name}: no attempts")));
         }
         let last = runs.len() - 1;
         let mut list = Vec::with_capacity(runs.len());
         for (i, run) in runs.into_iter().enumerate() {
-            let s = seconds(file, line, run, "attempt run time")?;
+            let s = row.seconds_of(run, "attempt run time")?;
             list.push((
                 s,
                 if i == last {
@@ -169,15 +189,10 @@ pub(super) fn read_gangway(file: &str, input: impl Read) -> Result<Trace, TraceE
             ));
         }
         jobs.push(TraceJob {
-            submit_s: seconds(
-                file,
-                line,
-                field(file, line, &r, submit, "submit_s")?,
-                "submit_s",
-            )?,
-            gpus: gpus(file, line, field(file, line, &r, g, "gpus")?)?,
-            vc: field(file, line, &r, vc, "vc")?.to_string(),
-            user: field(file, line, &r, user, "user")?.to_string(),
+            submit_s: row.seconds(submit, "submit_s")?,
+            gpus: row.gpus(g)?,
+            vc: row.text(vc, "vc")?.to_string(),
+            user: row.text(user, "user")?.to_string(),
             attempts: list,
             name,
         });
@@ -189,34 +204,21 @@ pub(super) fn read_gangway(file: &str, input: impl Read) -> Result<Trace, TraceE
 }
 
 pub(super) fn read_rfold(file: &str, input: impl Read) -> Result<Trace, TraceError> {
-    let (h, rows) = records(file, input, true)?;
-    let id = column(file, &h, "job id")?;
-    let arrival = column(file, &h, "arrival time (sec)")?;
-    let size = column(file, &h, "size")?;
-    let duration = column(file, &h, "duration (sec)")?;
-    let mut jobs = Vec::with_capacity(rows.len());
-    for (line, r) in rows {
-        let name = field(file, line, &r, id, "job id")?.to_string();
-        let g = gpus(file, line, field(file, line, &r, size, "size")?)?;
+    let t = Table::read(file, input, true)?;
+    let id = t.column("job id")?;
+    let arrival = t.column("arrival time (sec)")?;
+    let size = t.column("size")?;
+    let duration = t.column("duration (sec)")?;
+    let mut jobs = Vec::with_capacity(t.rows.len());
+    for row in t.rows() {
+        let name = row.text(id, "job id")?.to_string();
+        let gpus = row.gpus(size)?;
         jobs.push(TraceJob {
-            vc: philly_vc_for(&name, g > 1).to_string(),
+            vc: philly_vc_for(&name, gpus > 1).to_string(),
             user: String::new(),
-            gpus: g,
-            submit_s: seconds(
-                file,
-                line,
-                field(file, line, &r, arrival, "arrival")?,
-                "arrival time",
-            )?,
-            attempts: vec![(
-                seconds(
-                    file,
-                    line,
-                    field(file, line, &r, duration, "duration")?,
-                    "duration",
-                )?,
-                Outcome::Passed,
-            )],
+            gpus,
+            submit_s: row.seconds(arrival, "arrival time")?,
+            attempts: vec![(row.seconds(duration, "duration")?, Outcome::Passed)],
             name,
         });
     }
@@ -227,36 +229,23 @@ pub(super) fn read_rfold(file: &str, input: impl Read) -> Result<Trace, TraceErr
 }
 
 pub(super) fn read_adaptdl(file: &str, input: impl Read) -> Result<Trace, TraceError> {
-    let (h, rows) = records(file, input, false)?;
-    let ts = column(file, &h, "timestamp")?;
-    let duration = column(file, &h, "duration")?;
-    let g = column(file, &h, "num_gpus")?;
-    let vc = column(file, &h, "cluster")?;
-    let mut jobs = Vec::with_capacity(rows.len());
-    for (line, r) in rows {
-        let t = field(file, line, &r, ts, "timestamp")?;
-        let submit = parse_timestamp(t).ok_or_else(|| {
-            line_err(
-                file,
-                line,
-                format!("timestamp {t:?} is not YYYY-MM-DD HH:MM:SS"),
-            )
-        })?;
+    let t = Table::read(file, input, false)?;
+    let ts = t.column("timestamp")?;
+    let duration = t.column("duration")?;
+    let g = t.column("num_gpus")?;
+    let vc = t.column("cluster")?;
+    let mut jobs = Vec::with_capacity(t.rows.len());
+    for row in t.rows() {
+        let text = row.text(ts, "timestamp")?;
+        let submit = parse_timestamp(text)
+            .ok_or_else(|| row.err(format!("timestamp {text:?} is not YYYY-MM-DD HH:MM:SS")))?;
         jobs.push(TraceJob {
-            name: format!("row{}", line),
-            vc: field(file, line, &r, vc, "cluster")?.to_string(),
+            name: format!("row{}", row.line),
+            vc: row.text(vc, "cluster")?.to_string(),
             user: String::new(),
-            gpus: gpus(file, line, field(file, line, &r, g, "num_gpus")?)?,
+            gpus: row.gpus(g)?,
             submit_s: submit,
-            attempts: vec![(
-                seconds(
-                    file,
-                    line,
-                    field(file, line, &r, duration, "duration")?,
-                    "duration",
-                )?,
-                Outcome::Passed,
-            )],
+            attempts: vec![(row.seconds(duration, "duration")?, Outcome::Passed)],
         });
     }
     Ok(Trace {
