@@ -310,6 +310,15 @@ impl Scheduler {
         self.pending.len()
     }
 
+    /// The smallest gang among pending jobs (`None` when none waits). A host
+    /// can skip a round while fewer GPUs are free than this: no job could start.
+    pub fn smallest_pending_gpus(&self) -> Option<u32> {
+        self.pending
+            .iter()
+            .filter_map(|(_, id)| self.jobs.get(id).map(|j| j.spec.gpus))
+            .min()
+    }
+
     /// Why a pending job did not start in the last round (`None` if it is not
     /// pending or no round has considered it yet).
     pub fn why_pending(&self, id: JobId) -> Option<crate::WaitReason> {

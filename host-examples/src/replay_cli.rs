@@ -330,11 +330,12 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
         let result = sim::run(topo.clone(), &trace, set, &cfg, || bar.inc(1))?;
         bar.finish_and_clear();
         println!(
-            "{}: replayed {} jobs in {:.2} s ({} rounds, {:.2} s in rounds; inputs loaded in {:.2} s; {})",
+            "{}: replayed {} jobs in {:.2} s ({} rounds, {} skipped as no gang could fit, {:.2} s in rounds; inputs loaded in {:.2} s; {})",
             choice.name,
             trace.jobs.len(),
             result.elapsed.as_secs_f64(),
             result.rounds,
+            result.skipped_rounds,
             result.in_rounds.as_secs_f64(),
             load_time.as_secs_f64(),
             if cli.native {

@@ -107,6 +107,8 @@ pub struct RunResult {
     pub policy_errors: u64,
     /// Rounds run.
     pub rounds: u64,
+    /// Rounds skipped because fewer GPUs were free than the smallest waiting gang.
+    pub skipped_rounds: u64,
     /// Wall-clock time of the replay loop (never written to report.json).
     pub elapsed: Duration,
     /// Wall-clock time inside `Scheduler::round`.
@@ -153,6 +155,7 @@ struct Replay<'t> {
     round_at: Option<u64>,
     rng: ChaCha8Rng,
     rounds: u64,
+    skipped_rounds: u64,
     policy_errors: u64,
     in_rounds: Duration,
 }
@@ -242,6 +245,16 @@ impl Replay<'_> {
                     return Ok(()); // superseded by an earlier round
                 }
                 self.round_at = None;
+                // While fewer GPUs are free than the smallest waiting gang, no
+                // job can start: skip the round (waits keep their last reason).
+                let free = self.sched.state().free_gpus();
+                if self.sched.smallest_pending_gpus().is_some_and(|g| g > free) {
+                    self.skipped_rounds += 1;
+                    if self.cfg.idle_tick_s > 0 {
+                        self.schedule_round(t + self.cfg.idle_tick_s);
+                    }
+                    return Ok(());
+                }
                 let started = Instant::now();
                 let report = self.sched.round(t)?;
                 self.in_rounds += started.elapsed();
@@ -301,6 +314,7 @@ pub fn run(
         round_at: None,
         rng: ChaCha8Rng::seed_from_u64(cfg.seed),
         rounds: 0,
+        skipped_rounds: 0,
         policy_errors: 0,
         in_rounds: Duration::ZERO,
     };
@@ -395,11 +409,11 @@ pub fn run(
             if sim.sched.pending_len() == 0 {
                 break;
             }
-            if sim.rounds > rounds_at_idle + STALLED_ROUNDS {
+            if sim.rounds + sim.skipped_rounds > rounds_at_idle + STALLED_ROUNDS {
                 break;
             }
         } else {
-            rounds_at_idle = sim.rounds;
+            rounds_at_idle = sim.rounds + sim.skipped_rounds;
         }
     }
     let span = arrival_end.max(1) as f64;
@@ -436,6 +450,7 @@ pub fn run(
         samples,
         policy_errors: sim.policy_errors,
         rounds: sim.rounds,
+        skipped_rounds: sim.skipped_rounds,
         elapsed: clock.elapsed(),
         in_rounds: sim.in_rounds,
     })
