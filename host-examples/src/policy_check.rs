@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use gangway_core::policy::{
     FairnessBackend, GangBackend, LocalityBackend, PolicyError, Slot, validate,
 };
-use gangway_core::wasm::{Budget, PolicyEngine, SandboxConfig, WasmError};
+use gangway_core::wasm::{Budget, PolicyEngine, PolicyModule, SandboxConfig, WasmError};
 use gangway_plugin_sdk::{
     ClusterSummary, JobId, Level, LevelSummary, PendingJob, QueueView, RoundView, VcId, VcUsage,
 };
@@ -138,26 +138,7 @@ pub fn check_module(
     let engine = PolicyEngine::new(options.sandbox.clone()).map_err(CheckError::Engine)?;
     let module = engine.load(name, bytes).map_err(CheckError::Load)?;
     let slots = module.slots();
-    let fairness = slots
-        .contains(&Slot::Fairness)
-        .then(|| module.fairness(config))
-        .transpose()
-        .map_err(CheckError::Slot)?;
-    let locality = slots
-        .contains(&Slot::Locality)
-        .then(|| module.locality(config))
-        .transpose()
-        .map_err(CheckError::Slot)?;
-    let gang = slots
-        .contains(&Slot::Gang)
-        .then(|| module.gang(config))
-        .transpose()
-        .map_err(CheckError::Slot)?;
-    let mut set = Backends {
-        fairness,
-        locality,
-        gang,
-    };
+    let mut set = Backends::instantiate(&module, config, &slots)?;
 
     let mut rng = ChaCha8Rng::seed_from_u64(options.seed);
     let started = Instant::now();
@@ -195,26 +176,7 @@ pub fn check_module(
             return Err(nondeterministic(name, &answers, view, "when asked again"));
         }
         if view % 50 == 0 {
-            let mut fresh = Backends {
-                fairness: set
-                    .fairness
-                    .as_ref()
-                    .map(|_| module.fairness(config))
-                    .transpose()
-                    .map_err(CheckError::Slot)?,
-                locality: set
-                    .locality
-                    .as_ref()
-                    .map(|_| module.locality(config))
-                    .transpose()
-                    .map_err(CheckError::Slot)?,
-                gang: set
-                    .gang
-                    .as_ref()
-                    .map(|_| module.gang(config))
-                    .transpose()
-                    .map_err(CheckError::Slot)?,
-            };
+            let mut fresh = Backends::instantiate(&module, config, &slots)?;
             if fresh.run(
                 &round,
                 view,
@@ -272,6 +234,34 @@ impl Answers {
 }
 
 impl Backends {
+    /// A fresh instance of `module` for each slot it implements.
+    fn instantiate(
+        module: &PolicyModule,
+        config: &[u8],
+        slots: &[Slot],
+    ) -> Result<Backends, CheckError> {
+        let fairness = slots
+            .contains(&Slot::Fairness)
+            .then(|| module.fairness(config))
+            .transpose()
+            .map_err(CheckError::Slot)?;
+        let locality = slots
+            .contains(&Slot::Locality)
+            .then(|| module.locality(config))
+            .transpose()
+            .map_err(CheckError::Slot)?;
+        let gang = slots
+            .contains(&Slot::Gang)
+            .then(|| module.gang(config))
+            .transpose()
+            .map_err(CheckError::Slot)?;
+        Ok(Backends {
+            fairness,
+            locality,
+            gang,
+        })
+    }
+
     /// Calls every slot on `round` (and the queue derived from it) the way a
     /// round does, validating each decision.
     fn run(
