@@ -12,13 +12,22 @@ use std::cell::RefCell;
 use std::sync::OnceLock;
 use std::thread::LocalKey;
 
-use crate::{Configure, FairnessPolicy, GangPolicy, LocalityPolicy, LogLevel, codec};
+use crate::{
+    ClusterSummary, Configure, FairnessPolicy, GangPolicy, Level, LocalityPolicy, LogLevel,
+    QueueView, RoundView, codec,
+};
 
 /// wit-bindgen, re-exported so policy crates need not depend on it.
 #[doc(hidden)]
 pub use wit_bindgen;
 
 include!(concat!(env!("OUT_DIR"), "/generate.rs"));
+
+/// The guest's allocator (feature `talc`, on by default); see the SDK's
+/// Cargo features.
+#[cfg(all(feature = "talc", not(target_feature = "atomics")))]
+#[global_allocator]
+static ALLOCATOR: crate::guest_alloc::GuestAllocator = crate::guest_alloc::guest_allocator();
 
 /// A slot's configured policy, one per component instance.
 pub type PolicyCell<P> = LocalKey<RefCell<Option<P>>>;
@@ -59,17 +68,48 @@ fn with_policy<P: 'static, R>(
     })
 }
 
+const EMPTY_CLUSTER: ClusterSummary = ClusterSummary {
+    total_gpus: 0,
+    free_gpus: 0,
+    server_level: Level(0),
+    levels: Vec::new(),
+};
+
+thread_local! {
+    /// The last decoded views: their vectors' memory serves the next call,
+    /// so a round's decoding allocates only when a view outgrows the last.
+    static ROUND_VIEW: RefCell<RoundView> = const {
+        RefCell::new(RoundView {
+            now_s: 0,
+            cluster: EMPTY_CLUSTER,
+            vcs: Vec::new(),
+            jobs: Vec::new(),
+        })
+    };
+    static QUEUE_VIEW: RefCell<QueueView> = const {
+        RefCell::new(QueueView {
+            now_s: 0,
+            cluster: EMPTY_CLUSTER,
+            jobs: Vec::new(),
+            spread: Vec::new(),
+        })
+    };
+}
+
 /// The fairness slot's bulk call: `RoundView` bytes in, `FairnessDecision` bytes out.
 #[doc(hidden)]
 pub fn fairness<P: FairnessPolicy + 'static>(
     cell: &'static PolicyCell<P>,
-    view: &[u8],
+    bytes: &[u8],
 ) -> Result<Vec<u8>, String> {
-    let view = codec::decode_round_view(view).map_err(|e| e.to_string())?;
-    with_policy(cell, |p| {
-        let mut out = Vec::new();
-        codec::encode_fairness(&p.order(&view), &mut out);
-        out
+    ROUND_VIEW.with(|scratch| {
+        let view = &mut *scratch.borrow_mut();
+        codec::decode_round_view_into(bytes, view).map_err(|e| e.to_string())?;
+        with_policy(cell, |p| {
+            let mut out = Vec::new();
+            codec::encode_fairness(&p.order(view), &mut out);
+            out
+        })
     })
 }
 
@@ -77,13 +117,16 @@ pub fn fairness<P: FairnessPolicy + 'static>(
 #[doc(hidden)]
 pub fn locality<P: LocalityPolicy + 'static>(
     cell: &'static PolicyCell<P>,
-    view: &[u8],
+    bytes: &[u8],
 ) -> Result<Vec<u8>, String> {
-    let view = codec::decode_queue_view(view).map_err(|e| e.to_string())?;
-    with_policy(cell, |p| {
-        let mut out = Vec::new();
-        codec::encode_locality(&p.spread(&view), &mut out);
-        out
+    QUEUE_VIEW.with(|scratch| {
+        let view = &mut *scratch.borrow_mut();
+        codec::decode_queue_view_into(bytes, view).map_err(|e| e.to_string())?;
+        with_policy(cell, |p| {
+            let mut out = Vec::new();
+            codec::encode_locality(&p.spread(view), &mut out);
+            out
+        })
     })
 }
 
@@ -91,12 +134,15 @@ pub fn locality<P: LocalityPolicy + 'static>(
 #[doc(hidden)]
 pub fn gang<P: GangPolicy + 'static>(
     cell: &'static PolicyCell<P>,
-    view: &[u8],
+    bytes: &[u8],
 ) -> Result<Vec<u8>, String> {
-    let view = codec::decode_queue_view(view).map_err(|e| e.to_string())?;
-    with_policy(cell, |p| {
-        let mut out = Vec::new();
-        codec::encode_gang(&p.on_blocked(&view), &mut out);
-        out
+    QUEUE_VIEW.with(|scratch| {
+        let view = &mut *scratch.borrow_mut();
+        codec::decode_queue_view_into(bytes, view).map_err(|e| e.to_string())?;
+        with_policy(cell, |p| {
+            let mut out = Vec::new();
+            codec::encode_gang(&p.on_blocked(view), &mut out);
+            out
+        })
     })
 }

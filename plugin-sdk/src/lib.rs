@@ -66,6 +66,8 @@ mod decision;
 pub mod export;
 #[cfg(target_arch = "wasm32")]
 pub mod guest;
+#[cfg(any(test, all(target_arch = "wasm32", feature = "talc")))]
+mod guest_alloc;
 mod ids;
 mod log;
 mod policy;

@@ -67,7 +67,7 @@ use serde::{Deserialize, Deserializer};
 // dependency would link vc-quota's Wasm exports into this module too).
 #[path = "../../vc-quota/src/two_pass.rs"]
 mod two_pass;
-use two_pass::{VcLimit, order_by_quotas};
+use two_pass::{Queues, with_queues};
 
 /// Configuration of [`MaxMin`], parsed from TOML by [`Configure::from_config`].
 ///
@@ -120,7 +120,6 @@ pub struct MaxMin {
 struct Claim {
     vc: VcId,
     weight: u64,
-    held: u64,
     demand: u64,
 }
 
@@ -135,36 +134,28 @@ impl MaxMin {
         &self.config
     }
 
-    fn claims(&self, view: &RoundView) -> Vec<Claim> {
-        let mut claims: BTreeMap<VcId, Claim> = BTreeMap::new();
-        for v in &view.vcs {
-            let weight = self.config.weight.get(&v.id.0).copied().unwrap_or(v.weight);
-            claims.insert(
-                v.id,
+    fn claims(&self, view: &RoundView, queues: &Queues<'_>) -> Vec<Claim> {
+        queues
+            .vcs()
+            .iter()
+            .map(|q| {
+                let weight = match self.config.weight.get(&q.id.0) {
+                    Some(&w) => w,
+                    None => q.usage(view).map_or(1, |u| u.weight),
+                };
                 Claim {
-                    vc: v.id,
+                    vc: q.id,
                     weight: u64::from(weight),
-                    held: u64::from(v.held_gpus),
-                    demand: u64::from(v.held_gpus),
-                },
-            );
-        }
-        for j in &view.jobs {
-            let c = claims.entry(j.vc).or_insert_with(|| Claim {
-                vc: j.vc,
-                weight: u64::from(self.config.weight.get(&j.vc.0).copied().unwrap_or(1)),
-                held: 0,
-                demand: 0,
-            });
-            c.demand += u64::from(j.gpus);
-        }
-        claims.into_values().collect()
+                    demand: q.held_gpus + q.asked_gpus,
+                }
+            })
+            .collect()
     }
 
     /// Each VC's weighted max-min fair share of the cluster's GPUs this round,
     /// by VC id (VCs of `view.vcs` and any other a pending job names).
     pub fn fair_shares(&self, view: &RoundView) -> Vec<(VcId, u32)> {
-        let claims = self.claims(view);
+        let claims = with_queues(view, |queues| self.claims(view, queues));
         water_fill(&claims, u64::from(view.cluster.total_gpus))
             .into_iter()
             .zip(&claims)
@@ -214,18 +205,14 @@ impl Configure for MaxMin {
 
 impl FairnessPolicy for MaxMin {
     fn order(&self, view: &RoundView) -> FairnessDecision {
-        let claims = self.claims(view);
-        let shares = water_fill(&claims, u64::from(view.cluster.total_gpus));
-        let limits: Vec<VcLimit> = claims
-            .iter()
-            .zip(shares)
-            .map(|(c, share)| VcLimit {
-                vc: c.vc,
-                quota_gpus: Some(share),
-                held_gpus: c.held,
-            })
-            .collect();
-        order_by_quotas(view, &limits, self.config.lend)
+        with_queues(view, |queues| {
+            let claims = self.claims(view, queues);
+            let shares = water_fill(&claims, u64::from(view.cluster.total_gpus));
+            for (q, share) in queues.vcs_mut().iter_mut().zip(shares) {
+                q.quota_gpus = Some(share);
+            }
+            queues.order(self.config.lend)
+        })
     }
 }
 

@@ -26,7 +26,7 @@
 //! # Quotas
 //!
 //! For each VC, the first that applies: the `quota` table of the configuration
-//! (by VC index), the quota the host set ([`VcUsage::quota_gpus`]), or the
+//! (by VC index), the quota the host set ([`VcUsage::quota_gpus`](gangway_plugin_sdk::VcUsage::quota_gpus)), or the
 //! `unquoted` rule. With `unquoted = "demand-share"` the GPUs not covered by
 //! explicit quotas are split among the unquoted VCs in proportion to their
 //! current demand (GPUs held plus GPUs asked for by pending jobs), rounded
@@ -71,12 +71,12 @@
 use std::collections::BTreeMap;
 
 use gangway_plugin_sdk::{
-    ConfigError, Configure, FairnessDecision, FairnessPolicy, RoundView, VcId, VcUsage, config_text,
+    ConfigError, Configure, FairnessDecision, FairnessPolicy, RoundView, VcId, config_text,
 };
 use serde::{Deserialize, Deserializer};
 
 mod two_pass;
-use two_pass::{VcLimit, order_by_quotas};
+use two_pass::{VcQueue, with_queues};
 
 /// How [`VcQuota`] sizes the quota of a VC that has neither a configured nor a
 /// host-set quota.
@@ -143,7 +143,7 @@ fn by_vc_index<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<u32, u32>, D:
 pub enum QuotaSource {
     /// The policy's `quota` table.
     Config,
-    /// The host ([`VcUsage::quota_gpus`]).
+    /// The host ([`VcUsage::quota_gpus`](gangway_plugin_sdk::VcUsage::quota_gpus)).
     Host,
     /// Its share of demand (`unquoted = "demand-share"`).
     DemandShare,
@@ -183,54 +183,69 @@ impl VcQuota {
     /// The quota of every VC of `view` (those listed in `view.vcs` and any
     /// other a pending job names), by VC id.
     pub fn effective_quotas(&self, view: &RoundView) -> Vec<EffectiveQuota> {
-        let mut demand: BTreeMap<VcId, u64> = view
-            .vcs
-            .iter()
-            .map(|v| (v.id, u64::from(v.held_gpus)))
-            .collect();
-        for j in &view.jobs {
-            *demand.entry(j.vc).or_insert(0) += u64::from(j.gpus);
-        }
-        let mut out: Vec<EffectiveQuota> = demand
-            .keys()
-            .map(|&vc| {
-                let (quota_gpus, source) = match self.config.quota.get(&vc.0) {
-                    Some(q) => (Some(*q), QuotaSource::Config),
-                    None => match usage(view, vc).and_then(|v| v.quota_gpus) {
-                        Some(q) => (Some(q), QuotaSource::Host),
-                        None => match self.config.unquoted {
-                            Unquoted::DemandShare => (None, QuotaSource::DemandShare),
-                            Unquoted::Unlimited => (None, QuotaSource::Unlimited),
-                        },
-                    },
-                };
-                EffectiveQuota {
-                    vc,
+        with_queues(view, |queues| {
+            let mut out = Vec::with_capacity(queues.vcs().len());
+            self.each_quota(view, queues.vcs_mut(), |q, quota_gpus, source| {
+                out.push(EffectiveQuota {
+                    vc: q.id,
                     quota_gpus,
                     source,
-                }
-            })
-            .collect();
-        let explicit: u64 = out.iter().filter_map(|e| e.quota_gpus.map(u64::from)).sum();
-        let pool = u64::from(view.cluster.total_gpus).saturating_sub(explicit);
-        let shared: u64 = out
-            .iter()
-            .filter(|e| e.source == QuotaSource::DemandShare)
-            .map(|e| demand.get(&e.vc).copied().unwrap_or(0))
-            .sum();
-        for e in out
-            .iter_mut()
-            .filter(|e| e.source == QuotaSource::DemandShare)
-        {
-            let d = demand.get(&e.vc).copied().unwrap_or(0);
-            let share = if shared == 0 {
-                0
-            } else {
-                u128::from(pool) * u128::from(d) / u128::from(shared)
-            };
-            e.quota_gpus = Some(u32::try_from(share).unwrap_or(u32::MAX));
+                })
+            });
+            out
+        })
+    }
+
+    /// A VC's configured or host-set quota, or which rule sizes it.
+    fn source(&self, view: &RoundView, q: &VcQueue) -> (Option<u32>, QuotaSource) {
+        if let Some(&n) = self.config.quota.get(&q.id.0) {
+            return (Some(n), QuotaSource::Config);
         }
-        out
+        if let Some(n) = q.usage(view).and_then(|u| u.quota_gpus) {
+            return (Some(n), QuotaSource::Host);
+        }
+        match self.config.unquoted {
+            Unquoted::DemandShare => (None, QuotaSource::DemandShare),
+            Unquoted::Unlimited => (None, QuotaSource::Unlimited),
+        }
+    }
+
+    /// Calls `each` with every VC, its quota and the quota's source, in id
+    /// order. Demand shares split the GPUs not covered by explicit quotas in
+    /// proportion to demand (GPUs held plus asked for), rounded down.
+    fn each_quota(
+        &self,
+        view: &RoundView,
+        vcs: &mut [VcQueue],
+        mut each: impl FnMut(&mut VcQueue, Option<u32>, QuotaSource),
+    ) {
+        let demand = |q: &VcQueue| q.held_gpus + q.asked_gpus;
+        let (mut explicit, mut shared) = (0u64, 0u64);
+        for q in vcs.iter() {
+            match self.source(view, q) {
+                (Some(n), _) => explicit += u64::from(n),
+                (None, QuotaSource::DemandShare) => shared += demand(q),
+                (None, _) => {}
+            }
+        }
+        let pool = u64::from(view.cluster.total_gpus).saturating_sub(explicit);
+        for q in vcs.iter_mut() {
+            let (quota, source) = match self.source(view, q) {
+                (None, QuotaSource::DemandShare) => {
+                    let share = if shared == 0 {
+                        0
+                    } else {
+                        u128::from(pool) * u128::from(demand(q)) / u128::from(shared)
+                    };
+                    (
+                        Some(u32::try_from(share).unwrap_or(u32::MAX)),
+                        QuotaSource::DemandShare,
+                    )
+                }
+                other => other,
+            };
+            each(q, quota, source);
+        }
     }
 }
 
@@ -245,24 +260,12 @@ impl Configure for VcQuota {
 
 impl FairnessPolicy for VcQuota {
     fn order(&self, view: &RoundView) -> FairnessDecision {
-        let limits: Vec<VcLimit> = self
-            .effective_quotas(view)
-            .iter()
-            .map(|q| VcLimit {
-                vc: q.vc,
-                quota_gpus: q.quota_gpus.map(u64::from),
-                held_gpus: usage(view, q.vc).map_or(0, |v| u64::from(v.held_gpus)),
-            })
-            .collect();
-        order_by_quotas(view, &limits, self.config.lend)
-    }
-}
-
-/// The usage record of `vc` (normally at index `vc` of `view.vcs`).
-fn usage(view: &RoundView, vc: VcId) -> Option<&VcUsage> {
-    match view.vcs.get(vc.0 as usize) {
-        Some(v) if v.id == vc => Some(v),
-        _ => view.vcs.iter().find(|v| v.id == vc),
+        with_queues(view, |queues| {
+            self.each_quota(view, queues.vcs_mut(), |q, quota, _| {
+                q.quota_gpus = quota.map(u64::from);
+            });
+            queues.order(self.config.lend)
+        })
     }
 }
 

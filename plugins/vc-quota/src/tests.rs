@@ -1,5 +1,5 @@
 use super::*;
-use gangway_plugin_sdk::{ClusterSummary, JobId, Level, PendingJob};
+use gangway_plugin_sdk::{ClusterSummary, JobId, Level, PendingJob, VcUsage};
 use proptest::prelude::*;
 
 fn vc(id: u32, quota: Option<u32>, held_gpus: u32) -> VcUsage {

@@ -1,75 +1,255 @@
 //! The two passes of `vc-quota` over per-VC FIFO queues, given each VC's
 //! quota (see the crate docs of `vc-quota` for the rule).
 //!
-//! One implementation for two policies: `vc-quota` passes its effective
-//! quotas, `max-min` (which compiles this same file with `#[path]`) passes
+//! One implementation for two policies: `vc-quota` sets its effective
+//! quotas, `max-min` (which compiles this same file with `#[path]`) sets
 //! its fair shares. It is shared as a source file rather than through a
 //! Cargo dependency because every policy crate exports its Wasm interface
 //! with `export_fairness!`: linking `vc-quota` into `max-min` would put two
 //! definitions of the same exports into one module.
+//!
+//! The queues are one list of the pending jobs sorted by (VC, submit time,
+//! id) and one record per VC holding its range of that list; their buffers
+//! are kept between rounds, so a round allocates only its answer.
 
+use std::cell::RefCell;
 use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
 use std::collections::binary_heap::PeekMut;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 
-use gangway_plugin_sdk::{FairnessDecision, JobId, PendingJob, Ranked, RoundView, VcId};
+use gangway_plugin_sdk::{FairnessDecision, JobId, PendingJob, Ranked, RoundView, VcId, VcUsage};
 
-/// One VC's input to [`order_by_quotas`].
-pub(crate) struct VcLimit {
+/// One VC of a round: its usage, its quota (set by the policy) and its FIFO
+/// queue of pending jobs.
+pub(crate) struct VcQueue {
     /// The VC.
-    pub(crate) vc: VcId,
-    /// Its quota in GPUs; `None` means unlimited.
-    pub(crate) quota_gpus: Option<u64>,
+    pub(crate) id: VcId,
+    /// Its usage record in the view (an index into `view.vcs`), if listed.
+    usage: Option<usize>,
     /// The GPUs it holds now.
     pub(crate) held_gpus: u64,
-}
-
-/// Orders the pending jobs of `view` by the two passes:
-///
-/// 1. **Within quota**: most under-served VC first (smallest fraction of its
-///    quota in use; ties: the older oldest job, then the earlier entry of
-///    `vcs`), its oldest job eligible while the VC stays within its quota
-///    (or it is the one oversized job of a VC holding nothing); a VC whose
-///    oldest job does not fit leaves the pass (FIFO within a VC).
-/// 2. **Lending**: the remaining jobs in the same order, each eligible if
-///    `lend` and the free GPUs not granted in pass 1 still cover it.
-///
-/// `vcs` lists each VC once (callers pass them by VC id); jobs of a VC not
-/// listed are left out of the answer.
-pub(crate) fn order_by_quotas(view: &RoundView, vcs: &[VcLimit], lend: bool) -> FairnessDecision {
-    let index: BTreeMap<VcId, usize> = vcs.iter().enumerate().map(|(i, l)| (l.vc, i)).collect();
-    let mut tenants: Vec<Tenant<'_>> = vcs
-        .iter()
-        .map(|l| Tenant {
-            quota: l.quota_gpus,
-            used: l.held_gpus,
-            queue: VecDeque::new(),
-        })
-        .collect();
-    let mut jobs: Vec<&PendingJob> = view.jobs.iter().collect();
-    jobs.sort_by_key(|j| (j.submitted_s, j.id));
-    for j in jobs {
-        if let Some(&i) = index.get(&j.vc) {
-            tenants[i].queue.push_back(j);
-        }
-    }
-    FairnessDecision {
-        order: serve(&mut tenants, u64::from(view.cluster.free_gpus), lend),
-    }
-}
-
-/// One VC during a round: its limit, GPUs counted so far, and its FIFO queue.
-struct Tenant<'a> {
-    quota: Option<u64>,
+    /// The GPUs its pending jobs ask for.
+    pub(crate) asked_gpus: u64,
+    /// Its quota in GPUs; `None` (the default) means unlimited.
+    pub(crate) quota_gpus: Option<u64>,
+    /// GPUs counted while serving: held plus granted this round.
     used: u64,
-    queue: VecDeque<&'a PendingJob>,
+    /// Its jobs not yet ordered: `Queues::jobs[next..end]`.
+    next: usize,
+    end: usize,
 }
 
-impl Tenant<'_> {
+impl VcQueue {
+    /// Its usage record in `view`, if the host listed it.
+    pub(crate) fn usage<'v>(&self, view: &'v RoundView) -> Option<&'v VcUsage> {
+        self.usage.and_then(|i| view.vcs.get(i))
+    }
+}
+
+/// The buffers of a round, kept between rounds so that a round allocates
+/// only its answer (a policy runs every few seconds, often inside a Wasm
+/// sandbox where each allocation is comparatively dear).
+#[derive(Default)]
+struct Scratch {
+    vcs: Vec<VcQueue>,
+    jobs: Vec<u32>,
+    ids: Vec<VcId>,
+    turns: BinaryHeap<Reverse<Turn>>,
+}
+
+thread_local! {
+    static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// The VCs of a round in id order (those of `view.vcs` and any other a
+/// pending job names), each with its pending jobs oldest first.
+pub(crate) struct Queues<'a> {
+    view: &'a RoundView,
+    scratch: &'a mut Scratch,
+}
+
+/// Runs `f` on the queues of `view`.
+pub(crate) fn with_queues<R>(view: &RoundView, f: impl FnOnce(&mut Queues<'_>) -> R) -> R {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut scratch) => f(&mut Queues::build(view, &mut scratch)),
+        // Only if `f` itself asked for queues again: fresh buffers then.
+        Err(_) => f(&mut Queues::build(view, &mut Scratch::default())),
+    })
+}
+
+impl<'a> Queues<'a> {
+    /// Groups the pending jobs of `view` by VC, oldest first.
+    fn build(view: &'a RoundView, scratch: &'a mut Scratch) -> Queues<'a> {
+        // The host lists VCs indexed by id; then a job's VC is found by
+        // index. Otherwise (or for a VC only a job names), by search.
+        let listed = view.vcs.len();
+        let dense = view
+            .vcs
+            .iter()
+            .enumerate()
+            .all(|(i, v)| v.id.0 as usize == i)
+            && view.jobs.iter().all(|j| (j.vc.0 as usize) < listed);
+        let ids = &mut scratch.ids;
+        ids.clear();
+        if !dense {
+            ids.extend(view.vcs.iter().map(|v| v.id));
+            ids.extend(view.jobs.iter().map(|j| j.vc));
+            ids.sort_unstable();
+            ids.dedup();
+        }
+        let ids = &scratch.ids;
+        let position = |vc: VcId| -> usize {
+            if dense {
+                vc.0 as usize
+            } else {
+                ids.binary_search(&vc).unwrap_or(0)
+            }
+        };
+        let vcs = &mut scratch.vcs;
+        vcs.clear();
+        let count = if dense { listed } else { ids.len() };
+        vcs.extend((0..count).map(|i| {
+            let (id, usage) = if dense {
+                (VcId(i as u32), Some(i))
+            } else {
+                let id = ids[i];
+                (id, usage_index(view, id))
+            };
+            let held_gpus = usage
+                .and_then(|u| view.vcs.get(u))
+                .map_or(0, |u| u64::from(u.held_gpus));
+            VcQueue {
+                id,
+                usage,
+                held_gpus,
+                asked_gpus: 0,
+                quota_gpus: None,
+                used: held_gpus,
+                next: 0,
+                end: 0,
+            }
+        }));
+        let jobs = &mut scratch.jobs;
+        jobs.clear();
+        jobs.extend(0..view.jobs.len() as u32);
+        let job = |i: u32| &view.jobs[i as usize];
+        jobs.sort_unstable_by_key(|&i| {
+            let j = job(i);
+            (position(j.vc), j.submitted_s, j.id)
+        });
+        for (at, &i) in jobs.iter().enumerate() {
+            let j = job(i);
+            let q = &mut vcs[position(j.vc)];
+            if q.end == 0 {
+                q.next = at;
+            }
+            q.end = at + 1;
+            q.asked_gpus += u64::from(j.gpus);
+        }
+        Queues { view, scratch }
+    }
+
+    /// The VCs in id order.
+    pub(crate) fn vcs(&self) -> &[VcQueue] {
+        &self.scratch.vcs
+    }
+
+    /// The VCs in id order, to set their quotas.
+    pub(crate) fn vcs_mut(&mut self) -> &mut [VcQueue] {
+        &mut self.scratch.vcs
+    }
+
+    /// Orders the pending jobs by the two passes:
+    ///
+    /// 1. **Within quota**: most under-served VC first (smallest fraction of
+    ///    its quota in use; ties: the older oldest job, then the lower VC
+    ///    id), its oldest job eligible while the VC stays within its quota
+    ///    (or it is the one oversized job of a VC holding nothing); a VC
+    ///    whose oldest job does not fit leaves the pass (FIFO within a VC).
+    /// 2. **Lending**: the remaining jobs in the same order, each eligible if
+    ///    `lend` and the free GPUs not granted in pass 1 still cover it.
+    pub(crate) fn order(&mut self, lend: bool) -> FairnessDecision {
+        let view = self.view;
+        let Scratch {
+            vcs, jobs, turns, ..
+        } = &mut *self.scratch;
+        let head = |q: &VcQueue| -> Option<&PendingJob> {
+            (q.next < q.end).then(|| &view.jobs[jobs[q.next] as usize])
+        };
+        let turn = |q: &VcQueue, index: usize| -> Option<Turn> {
+            let job = head(q)?;
+            Some(Turn {
+                load: q.load(),
+                head: (job.submitted_s, job.id),
+                index,
+            })
+        };
+        let mut order = Vec::with_capacity(view.jobs.len());
+        // Pass 1: within quota. A VC whose oldest job does not fit leaves the
+        // pass, so its later jobs cannot overtake that job.
+        let mut current = start(
+            turns,
+            vcs.iter().enumerate().filter_map(|(i, q)| turn(q, i)),
+        );
+        let mut granted = 0u64;
+        while let Some(i) = current {
+            let q = &mut vcs[i];
+            let next = match head(q) {
+                Some(job) if q.head_fits(u64::from(job.gpus)) => {
+                    let gpus = u64::from(job.gpus);
+                    order.push(Ranked {
+                        job: job.id,
+                        eligible: true,
+                    });
+                    q.next += 1;
+                    q.used += gpus;
+                    granted += gpus;
+                    turn(q, i)
+                }
+                _ => None,
+            };
+            current = advance(turns, next);
+        }
+        // Pass 2: the rest, on lent GPUs if allowed.
+        let mut current = start(
+            turns,
+            vcs.iter().enumerate().filter_map(|(i, q)| turn(q, i)),
+        );
+        let mut lendable = u64::from(view.cluster.free_gpus).saturating_sub(granted);
+        while let Some(i) = current {
+            let q = &mut vcs[i];
+            if let Some(job) = head(q) {
+                let gpus = u64::from(job.gpus);
+                let eligible = lend && gpus <= lendable;
+                order.push(Ranked {
+                    job: job.id,
+                    eligible,
+                });
+                q.next += 1;
+                if eligible {
+                    lendable -= gpus;
+                    q.used += gpus;
+                }
+            }
+            current = advance(turns, turn(q, i));
+        }
+        FairnessDecision { order }
+    }
+}
+
+/// The index in `view.vcs` of the usage record of `vc` (normally `vc`).
+fn usage_index(view: &RoundView, vc: VcId) -> Option<usize> {
+    match view.vcs.get(vc.0 as usize) {
+        Some(v) if v.id == vc => Some(vc.0 as usize),
+        _ => view.vcs.iter().position(|v| v.id == vc),
+    }
+}
+
+impl VcQueue {
     /// The fraction of the quota in use as (numerator, denominator); an
     /// unlimited VC is at 0, a zero quota is infinitely full.
     fn load(&self) -> (u64, u64) {
-        match self.quota {
+        match self.quota_gpus {
             None => (0, 1),
             Some(0) => (1, 0),
             Some(q) => (self.used, q),
@@ -79,20 +259,10 @@ impl Tenant<'_> {
     /// Whether its oldest job stays within quota (or is the one oversized job
     /// a VC holding nothing may start).
     fn head_fits(&self, gpus: u64) -> bool {
-        match self.quota {
+        match self.quota_gpus {
             None => true,
             Some(q) => (self.used < q && self.used + gpus <= q) || (q > 0 && self.used == 0),
         }
-    }
-
-    /// Its place in the serving order, if it has jobs left.
-    fn turn(&self, index: usize) -> Option<Turn> {
-        let head = self.queue.front()?;
-        Some(Turn {
-            load: self.load(),
-            head: (head.submitted_s, head.id),
-            index,
-        })
     }
 }
 
@@ -108,8 +278,14 @@ struct Turn {
 impl Ord for Turn {
     fn cmp(&self, other: &Self) -> Ordering {
         let (a, b) = (self.load, other.load);
-        (u128::from(a.0) * u128::from(b.1))
-            .cmp(&(u128::from(b.0) * u128::from(a.1)))
+        // a.0 / a.1 against b.0 / b.1 by cross-multiplying; in u64 when every
+        // term fits in 32 bits (always, for GPU counts), else in u128.
+        let by_load = if (a.0 | a.1 | b.0 | b.1) >> 32 == 0 {
+            (a.0 * b.1).cmp(&(b.0 * a.1))
+        } else {
+            (u128::from(a.0) * u128::from(b.1)).cmp(&(u128::from(b.0) * u128::from(a.1)))
+        };
+        by_load
             .then(self.head.cmp(&other.head))
             .then(self.index.cmp(&other.index))
     }
@@ -121,80 +297,24 @@ impl PartialOrd for Turn {
     }
 }
 
-/// The two passes over the VCs' queues (see the crate docs).
-fn serve(tenants: &mut [Tenant<'_>], free_gpus: u64, lend: bool) -> Vec<Ranked> {
-    let mut order = Vec::with_capacity(tenants.iter().map(|t| t.queue.len()).sum());
-    // Pass 1: within quota. A VC whose oldest job does not fit leaves the
-    // pass, so its later jobs cannot overtake that job.
-    let mut turns = Turns::new(tenants);
-    let mut granted = 0u64;
-    while let Some(i) = turns.current {
-        let t = &mut tenants[i];
-        let next = match t.queue.front().copied() {
-            Some(job) if t.head_fits(u64::from(job.gpus)) => {
-                t.queue.pop_front();
-                t.used += u64::from(job.gpus);
-                granted += u64::from(job.gpus);
-                order.push(Ranked {
-                    job: job.id,
-                    eligible: true,
-                });
-                t.turn(i)
-            }
-            _ => None,
-        };
-        turns.advance(next);
-    }
-    // Pass 2: the rest, on lent GPUs if allowed.
-    let mut turns = Turns::new(tenants);
-    let mut lendable = free_gpus.saturating_sub(granted);
-    while let Some(i) = turns.current {
-        let t = &mut tenants[i];
-        if let Some(job) = t.queue.pop_front() {
-            let gpus = u64::from(job.gpus);
-            let eligible = lend && gpus <= lendable;
-            if eligible {
-                lendable -= gpus;
-                t.used += gpus;
-            }
-            order.push(Ranked {
-                job: job.id,
-                eligible,
-            });
+/// Fills the serving order `turns` (a min-heap) with the VCs' turns and
+/// takes the first VC to serve.
+fn start(turns: &mut BinaryHeap<Reverse<Turn>>, all: impl Iterator<Item = Turn>) -> Option<usize> {
+    turns.clear();
+    turns.extend(all.map(Reverse));
+    turns.pop().map(|Reverse(t)| t.index)
+}
+
+/// The VC to serve after the current one was served; `next` is the current
+/// VC's new turn, if it still takes part. It keeps going while it stays
+/// first.
+fn advance(turns: &mut BinaryHeap<Reverse<Turn>>, next: Option<Turn>) -> Option<usize> {
+    match (next, turns.peek_mut()) {
+        (Some(mine), Some(mut top)) if top.0 < mine => {
+            Some(std::mem::replace(&mut top.0, mine).index)
         }
-        turns.advance(t.turn(i));
-    }
-    order
-}
-
-/// The serving order of the VCs: the one being served and a min-heap of the
-/// others' turns.
-struct Turns {
-    current: Option<usize>,
-    waiting: BinaryHeap<Reverse<Turn>>,
-}
-
-impl Turns {
-    fn new(tenants: &[Tenant<'_>]) -> Turns {
-        let mut waiting: BinaryHeap<Reverse<Turn>> = tenants
-            .iter()
-            .enumerate()
-            .filter_map(|(i, t)| t.turn(i).map(Reverse))
-            .collect();
-        let current = waiting.pop().map(|Reverse(t)| t.index);
-        Turns { current, waiting }
-    }
-
-    /// Moves on after the current VC was served; `next` is its new turn, if
-    /// it still takes part. It keeps going while it stays first.
-    fn advance(&mut self, next: Option<Turn>) {
-        self.current = match (next, self.waiting.peek_mut()) {
-            (Some(mine), Some(mut top)) if top.0 < mine => {
-                Some(std::mem::replace(&mut top.0, mine).index)
-            }
-            (Some(mine), _) => Some(mine.index),
-            (None, Some(top)) => Some(PeekMut::pop(top).0.index),
-            (None, None) => None,
-        };
+        (Some(mine), _) => Some(mine.index),
+        (None, Some(top)) => Some(PeekMut::pop(top).0.index),
+        (None, None) => None,
     }
 }
