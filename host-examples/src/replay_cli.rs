@@ -308,7 +308,9 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
             Some(Placement::Spread) => choice.placement = gangway_core::PlacementStrategy::Spread,
         }
         let choice = &choice;
+        let policy_clock = Instant::now();
         let (set, names) = policies::build(&loader, choice, cli.native)?;
+        let policy_time = policy_clock.elapsed();
         let cfg = SimConfig {
             placement: choice.placement,
             ..cfg.clone()
@@ -330,7 +332,7 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
         let result = sim::run(topo.clone(), &trace, set, &cfg, || bar.inc(1))?;
         bar.finish_and_clear();
         println!(
-            "{}: replayed {} jobs in {:.2} s ({} rounds, {} skipped as no gang could fit, {:.2} s in rounds; inputs loaded in {:.2} s; {})",
+            "{}: replayed {} jobs in {:.2} s ({} rounds, {} skipped as no gang could fit, {:.2} s in rounds; inputs loaded in {:.2} s; {} ready in {:.2} s)",
             choice.name,
             trace.jobs.len(),
             result.elapsed.as_secs_f64(),
@@ -343,6 +345,7 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
             } else {
                 "policies as Wasm modules"
             },
+            policy_time.as_secs_f64(),
         );
         let run = report::summarize(&choice.name, names, &result);
         if !cli.no_plots {

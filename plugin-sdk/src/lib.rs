@@ -77,7 +77,9 @@ pub mod wire;
 pub use decision::{FairnessDecision, GangAction, GangDecision, LocalityDecision, Ranked};
 pub use ids::{JobId, Level, VcId};
 pub use log::{LogLevel, log};
-pub use policy::{ConfigError, Configure, FairnessPolicy, GangPolicy, LocalityPolicy, config_text};
+pub use policy::{
+    ConfigError, Configure, FairnessPolicy, GangPolicy, LocalityPolicy, config_text, no_options,
+};
 pub use view::{ClusterSummary, LevelSummary, PendingJob, QueueView, RoundView, VcUsage};
 
 /// The policy contract, for authors in any language (`CONTRACT.md`).

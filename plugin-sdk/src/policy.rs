@@ -44,3 +44,31 @@ pub trait GangPolicy {
 pub fn config_text(config: &[u8]) -> Result<&str, ConfigError> {
     std::str::from_utf8(config).map_err(|e| ConfigError(format!("configuration is not UTF-8: {e}")))
 }
+
+/// Accepts only an empty configuration (blank lines and `#` comments), for a
+/// policy that takes no options: anything else is refused, naming the
+/// `policy` and the first line that is not empty. This spares such a policy
+/// a TOML parser, which would make its Wasm module several times larger and
+/// slower to compile.
+///
+/// ```
+/// use gangway_plugin_sdk::no_options;
+///
+/// assert!(no_options("backfill", b"# nothing to set\n\n").is_ok());
+/// let e = no_options("backfill", b"\nafter_s = 60").unwrap_err();
+/// assert_eq!(e.0, "backfill: takes no options, but line 2 is `after_s = 60`");
+/// ```
+pub fn no_options(policy: &str, config: &[u8]) -> Result<(), ConfigError> {
+    let text = config_text(config)?;
+    match text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .find(|(_, l)| !l.is_empty() && !l.starts_with('#'))
+    {
+        None => Ok(()),
+        Some((line, content)) => Err(ConfigError(format!(
+            "{policy}: takes no options, but line {line} is `{content}`"
+        ))),
+    }
+}

@@ -9,7 +9,7 @@
 //!
 //! # Options (TOML)
 //!
-//! None: the configuration must be empty (unknown keys are rejected).
+//! None: the configuration must be empty (any line other than a comment is rejected).
 //!
 //! ```
 //! use gangway_plugin_sdk::*;
@@ -31,13 +31,11 @@
 //! ```
 
 use gangway_plugin_sdk::{
-    ConfigError, Configure, GangAction, GangDecision, GangPolicy, QueueView, config_text,
+    ConfigError, Configure, GangAction, GangDecision, GangPolicy, QueueView, no_options,
 };
-use serde::Deserialize;
 
 /// Configuration of [`Backfill`]: it has no options.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BackfillConfig {}
 
 /// Backfill: every blocked job answers [`GangAction::Backfill`]; no
@@ -47,9 +45,7 @@ pub struct Backfill;
 
 impl Configure for Backfill {
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
-        let text = config_text(config)?;
-        let BackfillConfig {} =
-            toml::from_str(text).map_err(|e| ConfigError(format!("backfill: {e}")))?;
+        no_options("backfill", config)?;
         Ok(Backfill)
     }
 }
@@ -96,6 +92,9 @@ mod tests {
     fn config_must_be_empty() {
         assert_eq!(Backfill::from_config(b"").unwrap(), Backfill);
         let e = Backfill::from_config(b"window = 4").unwrap_err();
-        assert!(e.0.contains("unknown field `window`"), "{e}");
+        assert!(
+            e.0.contains("takes no options") && e.0.contains("`window"),
+            "{e}"
+        );
     }
 }

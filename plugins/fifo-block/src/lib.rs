@@ -8,7 +8,7 @@
 //!
 //! # Options (TOML)
 //!
-//! None: the configuration must be empty (unknown keys are rejected).
+//! None: the configuration must be empty (any line other than a comment is rejected).
 //!
 //! ```
 //! use gangway_plugin_sdk::*;
@@ -29,13 +29,11 @@
 //! ```
 
 use gangway_plugin_sdk::{
-    ConfigError, Configure, GangAction, GangDecision, GangPolicy, QueueView, config_text,
+    ConfigError, Configure, GangAction, GangDecision, GangPolicy, QueueView, no_options,
 };
-use serde::Deserialize;
 
 /// Configuration of [`FifoBlock`]: it has no options.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FifoBlockConfig {}
 
 /// Head-of-line blocking: every blocked job answers [`GangAction::Block`].
@@ -45,9 +43,7 @@ pub struct FifoBlock;
 
 impl Configure for FifoBlock {
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
-        let text = config_text(config)?;
-        let FifoBlockConfig {} =
-            toml::from_str(text).map_err(|e| ConfigError(format!("fifo-block: {e}")))?;
+        no_options("fifo-block", config)?;
         Ok(FifoBlock)
     }
 }
@@ -94,6 +90,9 @@ mod tests {
     fn config_must_be_empty() {
         assert_eq!(FifoBlock::from_config(b"").unwrap(), FifoBlock);
         let e = FifoBlock::from_config(b"block = false").unwrap_err();
-        assert!(e.0.contains("unknown field `block`"), "{e}");
+        assert!(
+            e.0.contains("takes no options") && e.0.contains("`block"),
+            "{e}"
+        );
     }
 }

@@ -31,7 +31,7 @@
 //! ```
 
 use gangway_plugin_sdk::{
-    ConfigError, Configure, FairnessDecision, FairnessPolicy, Ranked, RoundView, config_text,
+    ConfigError, Configure, FairnessDecision, FairnessPolicy, Ranked, RoundView, no_options,
 };
 
 /// Global FIFO: oldest submit first, ties by job id, everyone eligible.
@@ -56,17 +56,8 @@ impl FairnessPolicy for Fifo {
 
 impl Configure for Fifo {
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
-        let text = config_text(config)?;
-        match text
-            .lines()
-            .map(str::trim)
-            .find(|l| !l.is_empty() && !l.starts_with('#'))
-        {
-            None => Ok(Fifo),
-            Some(line) => Err(ConfigError(format!(
-                "fifo: takes no configuration, but got `{line}`"
-            ))),
-        }
+        no_options("fifo", config)?;
+        Ok(Fifo)
     }
 }
 

@@ -8,7 +8,7 @@
 //!
 //! # Options (TOML)
 //!
-//! None: the configuration must be empty (unknown keys are rejected).
+//! None: the configuration must be empty (any line other than a comment is rejected).
 //!
 //! ```
 //! use gangway_plugin_sdk::*;
@@ -28,13 +28,11 @@
 //! ```
 
 use gangway_plugin_sdk::{
-    ConfigError, Configure, Level, LocalityDecision, LocalityPolicy, QueueView, config_text,
+    ConfigError, Configure, Level, LocalityDecision, LocalityPolicy, QueueView, no_options,
 };
-use serde::Deserialize;
 
 /// Configuration of [`Greedy`]: it has no options.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GreedyConfig {}
 
 /// Greedy locality: every job may span the whole cluster. See the
@@ -44,9 +42,7 @@ pub struct Greedy;
 
 impl Configure for Greedy {
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
-        let text = config_text(config)?;
-        let GreedyConfig {} =
-            toml::from_str(text).map_err(|e| ConfigError(format!("greedy: {e}")))?;
+        no_options("greedy", config)?;
         Ok(Greedy)
     }
 }
@@ -89,6 +85,9 @@ mod tests {
     fn config_must_be_empty() {
         assert_eq!(Greedy::from_config(b"").unwrap(), Greedy);
         let e = Greedy::from_config(b"x = 1").unwrap_err();
-        assert!(e.0.contains("unknown field `x`"), "{e}");
+        assert!(
+            e.0.contains("takes no options") && e.0.contains("`x"),
+            "{e}"
+        );
     }
 }

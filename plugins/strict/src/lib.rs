@@ -11,7 +11,7 @@
 //!
 //! # Options (TOML)
 //!
-//! None: the configuration must be empty (unknown keys are rejected).
+//! None: the configuration must be empty (any line other than a comment is rejected).
 //!
 //! ```
 //! use gangway_plugin_sdk::*;
@@ -33,13 +33,11 @@
 //! ```
 
 use gangway_plugin_sdk::{
-    ConfigError, Configure, LocalityDecision, LocalityPolicy, QueueView, config_text,
+    ConfigError, Configure, LocalityDecision, LocalityPolicy, QueueView, no_options,
 };
-use serde::Deserialize;
 
 /// Configuration of [`Strict`]: it has no options.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StrictConfig {}
 
 /// Strict locality: each job's spread limit is its `min_level`, clamped to the
@@ -49,9 +47,7 @@ pub struct Strict;
 
 impl Configure for Strict {
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
-        let text = config_text(config)?;
-        let StrictConfig {} =
-            toml::from_str(text).map_err(|e| ConfigError(format!("strict: {e}")))?;
+        no_options("strict", config)?;
         Ok(Strict)
     }
 }
@@ -116,7 +112,10 @@ mod tests {
         assert_eq!(Strict::from_config(b"").unwrap(), Strict);
         assert_eq!(Strict::from_config(b"# nothing\n").unwrap(), Strict);
         let e = Strict::from_config(b"widest = 0").unwrap_err();
-        assert!(e.0.contains("unknown field `widest`"), "{e}");
+        assert!(
+            e.0.contains("takes no options") && e.0.contains("`widest"),
+            "{e}"
+        );
     }
 
     proptest! {
