@@ -438,6 +438,24 @@ fn empty_cluster() -> ClusterSummary {
     }
 }
 
+#[cold]
+#[inline(never)]
+fn wire_error(what: &'static str, at: usize, reason: &str) -> WireError {
+    WireError {
+        what,
+        reason: format!("{reason} at byte {at}"),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn trailing(what: &'static str, at: usize, extra: usize) -> WireError {
+    WireError {
+        what,
+        reason: format!("{extra} trailing bytes at byte {at}"),
+    }
+}
+
 struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
@@ -449,13 +467,13 @@ impl<'a> Reader<'a> {
         Reader { bytes, at: 0, what }
     }
 
-    #[cold]
-    #[inline(never)]
-    fn error(&self, reason: &str) -> WireError {
-        WireError {
-            what: self.what,
-            reason: format!("{reason} at byte {}", self.at),
-        }
+    /// The error `reason` at the current byte. Inlined, handing plain values
+    /// to the cold constructor, so that the reader never has its address
+    /// taken and its cursor can live in a register (in Wasm, a reader in
+    /// linear memory costs a store per byte read).
+    #[inline(always)]
+    fn error(&self, reason: &'static str) -> WireError {
+        wire_error(self.what, self.at, reason)
     }
 
     #[inline]
@@ -577,11 +595,12 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
+    #[inline(always)]
     fn finish(&self) -> Result<(), WireError> {
         if self.at == self.bytes.len() {
             Ok(())
         } else {
-            Err(self.error(&format!("{} trailing bytes", self.bytes.len() - self.at)))
+            Err(trailing(self.what, self.at, self.bytes.len() - self.at))
         }
     }
 }

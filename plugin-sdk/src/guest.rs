@@ -86,6 +86,8 @@ thread_local! {
             jobs: Vec::new(),
         })
     };
+    /// The buffer replies are encoded into before their exact-size copy.
+    static REPLY: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     static QUEUE_VIEW: RefCell<QueueView> = const {
         RefCell::new(QueueView {
             now_s: 0,
@@ -94,6 +96,17 @@ thread_local! {
             spread: Vec::new(),
         })
     };
+}
+
+/// The bytes `encode` writes, in a vector of exactly their length: the
+/// export glue hands it over as a boxed slice, which would otherwise cost a
+/// shrinking reallocation of a buffer sized for the worst case.
+fn exact(encode: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    REPLY.with(|scratch| {
+        let out = &mut *scratch.borrow_mut();
+        encode(out);
+        out.as_slice().to_vec()
+    })
 }
 
 /// The fairness slot's bulk call: `RoundView` bytes in, `FairnessDecision` bytes out.
@@ -106,9 +119,7 @@ pub fn fairness<P: FairnessPolicy + 'static>(
         let view = &mut *scratch.borrow_mut();
         codec::decode_round_view_into(bytes, view).map_err(|e| e.to_string())?;
         with_policy(cell, |p| {
-            let mut out = Vec::new();
-            codec::encode_fairness(&p.order(view), &mut out);
-            out
+            exact(|out| codec::encode_fairness(&p.order(view), out))
         })
     })
 }
@@ -123,9 +134,7 @@ pub fn locality<P: LocalityPolicy + 'static>(
         let view = &mut *scratch.borrow_mut();
         codec::decode_queue_view_into(bytes, view).map_err(|e| e.to_string())?;
         with_policy(cell, |p| {
-            let mut out = Vec::new();
-            codec::encode_locality(&p.spread(view), &mut out);
-            out
+            exact(|out| codec::encode_locality(&p.spread(view), out))
         })
     })
 }
@@ -140,9 +149,7 @@ pub fn gang<P: GangPolicy + 'static>(
         let view = &mut *scratch.borrow_mut();
         codec::decode_queue_view_into(bytes, view).map_err(|e| e.to_string())?;
         with_policy(cell, |p| {
-            let mut out = Vec::new();
-            codec::encode_gang(&p.on_blocked(view), &mut out);
-            out
+            exact(|out| codec::encode_gang(&p.on_blocked(view), out))
         })
     })
 }
