@@ -185,7 +185,7 @@ impl VcQuota {
     pub fn effective_quotas(&self, view: &RoundView) -> Vec<EffectiveQuota> {
         with_queues(view, |queues| {
             let mut out = Vec::with_capacity(queues.vcs().len());
-            self.each_quota(view, queues.vcs_mut(), |q, quota_gpus, source| {
+            self.each_quota(view, queues.vcs_mut(), true, |q, quota_gpus, source| {
                 out.push(EffectiveQuota {
                     vc: q.id,
                     quota_gpus,
@@ -210,13 +210,15 @@ impl VcQuota {
         }
     }
 
-    /// Calls `each` with every VC, its quota and the quota's source, in id
-    /// order. Demand shares split the GPUs not covered by explicit quotas in
-    /// proportion to demand (GPUs held plus asked for), rounded down.
+    /// Calls `each` with every VC (or, unless `all`, every VC with pending
+    /// jobs), its quota and the quota's source, in id order. Demand shares
+    /// split the GPUs not covered by explicit quotas in proportion to demand
+    /// (GPUs held plus asked for), rounded down.
     fn each_quota(
         &self,
         view: &RoundView,
         vcs: &mut [VcQueue],
+        all: bool,
         mut each: impl FnMut(&mut VcQueue, Option<u32>, QuotaSource),
     ) {
         let demand = |q: &VcQueue| q.held_gpus + q.asked_gpus;
@@ -229,7 +231,7 @@ impl VcQuota {
             }
         }
         let pool = u64::from(view.cluster.total_gpus).saturating_sub(explicit);
-        for q in vcs.iter_mut() {
+        for q in vcs.iter_mut().filter(|q| all || q.has_jobs()) {
             let (quota, source) = match self.source(view, q) {
                 (None, QuotaSource::DemandShare) => {
                     let share = if shared == 0 {
@@ -261,7 +263,8 @@ impl Configure for VcQuota {
 impl FairnessPolicy for VcQuota {
     fn order(&self, view: &RoundView) -> FairnessDecision {
         with_queues(view, |queues| {
-            self.each_quota(view, queues.vcs_mut(), |q, quota, _| {
+            // VCs without pending jobs never get a turn: no quota needed.
+            self.each_quota(view, queues.vcs_mut(), false, |q, quota, _| {
                 q.quota_gpus = quota.map(u64::from);
             });
             queues.order(self.config.lend)

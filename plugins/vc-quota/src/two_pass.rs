@@ -40,6 +40,12 @@ pub(crate) struct VcQueue {
 }
 
 impl VcQueue {
+    /// Whether it has pending jobs.
+    #[allow(dead_code)] // `max-min` compiles this file too and sizes every VC.
+    pub(crate) fn has_jobs(&self) -> bool {
+        self.end > 0
+    }
+
     /// Its usage record in `view`, if the host listed it.
     pub(crate) fn usage<'v>(&self, view: &'v RoundView) -> Option<&'v VcUsage> {
         self.usage.and_then(|i| view.vcs.get(i))
@@ -52,6 +58,8 @@ impl VcQueue {
 #[derive(Default)]
 struct Scratch {
     vcs: Vec<VcQueue>,
+    /// The VCs with pending jobs (indices into `vcs`), in id order.
+    active: Vec<usize>,
     jobs: Vec<u32>,
     ids: Vec<VcId>,
     turns: BinaryHeap<Reverse<Turn>>,
@@ -137,11 +145,15 @@ impl<'a> Queues<'a> {
             let j = job(i);
             (position(j.vc), j.submitted_s, j.id)
         });
+        let active = &mut scratch.active;
+        active.clear();
         for (at, &i) in jobs.iter().enumerate() {
             let j = job(i);
-            let q = &mut vcs[position(j.vc)];
+            let vc = position(j.vc);
+            let q = &mut vcs[vc];
             if q.end == 0 {
                 q.next = at;
+                active.push(vc);
             }
             q.end = at + 1;
             q.asked_gpus += u64::from(j.gpus);
@@ -171,7 +183,11 @@ impl<'a> Queues<'a> {
     pub(crate) fn order(&mut self, lend: bool) -> FairnessDecision {
         let view = self.view;
         let Scratch {
-            vcs, jobs, turns, ..
+            vcs,
+            active,
+            jobs,
+            turns,
+            ..
         } = &mut *self.scratch;
         let head = |q: &VcQueue| -> Option<&PendingJob> {
             (q.next < q.end).then(|| &view.jobs[jobs[q.next] as usize])
@@ -187,10 +203,7 @@ impl<'a> Queues<'a> {
         let mut order = Vec::with_capacity(view.jobs.len());
         // Pass 1: within quota. A VC whose oldest job does not fit leaves the
         // pass, so its later jobs cannot overtake that job.
-        let mut current = start(
-            turns,
-            vcs.iter().enumerate().filter_map(|(i, q)| turn(q, i)),
-        );
+        let mut current = start(turns, active.iter().filter_map(|&i| turn(&vcs[i], i)));
         let mut granted = 0u64;
         while let Some(i) = current {
             let q = &mut vcs[i];
@@ -211,10 +224,7 @@ impl<'a> Queues<'a> {
             current = advance(turns, next);
         }
         // Pass 2: the rest, on lent GPUs if allowed.
-        let mut current = start(
-            turns,
-            vcs.iter().enumerate().filter_map(|(i, q)| turn(q, i)),
-        );
+        let mut current = start(turns, active.iter().filter_map(|&i| turn(&vcs[i], i)));
         let mut lendable = u64::from(view.cluster.free_gpus).saturating_sub(granted);
         while let Some(i) = current {
             let q = &mut vcs[i];
