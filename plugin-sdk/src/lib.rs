@@ -56,6 +56,12 @@
 //! layout of every view and decision, the limits a policy runs under and how
 //! to write one in another language.
 //!
+//! In a Wasm build the glue decodes each view into buffers kept from the
+//! previous call, and (Cargo feature `talc`, on by default) installs the
+//! guest's global allocator: talc behind a small cache of recently freed
+//! blocks, since every call allocates and frees the same few small buffers.
+//! Turn default features off to bring your own `#[global_allocator]`.
+//!
 //! [`builtin`] holds the core's default policies, here so that they too run
 //! natively and as Wasm.
 

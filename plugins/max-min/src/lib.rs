@@ -67,7 +67,7 @@ use serde::{Deserialize, Deserializer};
 // dependency would link vc-quota's Wasm exports into this module too).
 #[path = "../../vc-quota/src/two_pass.rs"]
 mod two_pass;
-use two_pass::{Queues, with_queues};
+use two_pass::{Cover, Queues, with_queues};
 
 /// Configuration of [`MaxMin`], parsed from TOML by [`Configure::from_config`].
 ///
@@ -155,7 +155,7 @@ impl MaxMin {
     /// Each VC's weighted max-min fair share of the cluster's GPUs this round,
     /// by VC id (VCs of `view.vcs` and any other a pending job names).
     pub fn fair_shares(&self, view: &RoundView) -> Vec<(VcId, u32)> {
-        let claims = with_queues(view, |queues| self.claims(view, queues));
+        let claims = with_queues(view, Cover::All, |queues| self.claims(view, queues));
         water_fill(&claims, u64::from(view.cluster.total_gpus))
             .into_iter()
             .zip(&claims)
@@ -205,7 +205,7 @@ impl Configure for MaxMin {
 
 impl FairnessPolicy for MaxMin {
     fn order(&self, view: &RoundView) -> FairnessDecision {
-        with_queues(view, |queues| {
+        with_queues(view, Cover::All, |queues| {
             let claims = self.claims(view, queues);
             let shares = water_fill(&claims, u64::from(view.cluster.total_gpus));
             for (q, share) in queues.vcs_mut().iter_mut().zip(shares) {

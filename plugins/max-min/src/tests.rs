@@ -152,7 +152,7 @@ proptest! {
     #[test]
     fn shares_are_max_min_fair(v in arb_view()) {
         let p = MaxMin::default();
-        let claims = with_queues(&v, |q| p.claims(&v, q));
+        let claims = with_queues(&v, Cover::All, |q| p.claims(&v, q));
         let s = water_fill(&claims, u64::from(v.cluster.total_gpus));
         prop_assert!(s.iter().sum::<u64>() <= u64::from(v.cluster.total_gpus));
         for (i, c) in claims.iter().enumerate() {

@@ -76,7 +76,7 @@ use gangway_plugin_sdk::{
 use serde::{Deserialize, Deserializer};
 
 mod two_pass;
-use two_pass::{VcQueue, with_queues};
+use two_pass::{Cover, VcQueue, usage_of, with_queues};
 
 /// How [`VcQuota`] sizes the quota of a VC that has neither a configured nor a
 /// host-set quota.
@@ -183,7 +183,7 @@ impl VcQuota {
     /// The quota of every VC of `view` (those listed in `view.vcs` and any
     /// other a pending job names), by VC id.
     pub fn effective_quotas(&self, view: &RoundView) -> Vec<EffectiveQuota> {
-        with_queues(view, |queues| {
+        with_queues(view, Cover::All, |queues| {
             let mut out = Vec::with_capacity(queues.vcs().len());
             self.each_quota(view, queues.vcs_mut(), true, |q, quota_gpus, source| {
                 out.push(EffectiveQuota {
@@ -194,6 +194,30 @@ impl VcQuota {
             });
             out
         })
+    }
+
+    /// The two passes over queues holding the VCs `cover` says.
+    fn order_covering(&self, view: &RoundView, cover: Cover) -> FairnessDecision {
+        with_queues(view, cover, |queues| {
+            // VCs without pending jobs never get a turn: no quota needed.
+            self.each_quota(view, queues.vcs_mut(), false, |q, quota, _| {
+                q.quota_gpus = quota.map(u64::from);
+            });
+            queues.order(self.config.lend)
+        })
+    }
+
+    /// Whether some VC of `view` may get a demand share (it has neither a
+    /// configured nor a host-set quota, and `unquoted` is demand-share).
+    fn may_share(&self, view: &RoundView) -> bool {
+        let unquoted =
+            |vc: VcId, host: Option<u32>| host.is_none() && !self.config.quota.contains_key(&vc.0);
+        self.config.unquoted == Unquoted::DemandShare
+            && (view.vcs.iter().any(|v| unquoted(v.id, v.quota_gpus))
+                || view
+                    .jobs
+                    .iter()
+                    .any(|j| unquoted(j.vc, usage_of(view, j.vc).and_then(|v| v.quota_gpus))))
     }
 
     /// A VC's configured or host-set quota, or which rule sizes it.
@@ -262,13 +286,14 @@ impl Configure for VcQuota {
 
 impl FairnessPolicy for VcQuota {
     fn order(&self, view: &RoundView) -> FairnessDecision {
-        with_queues(view, |queues| {
-            // VCs without pending jobs never get a turn: no quota needed.
-            self.each_quota(view, queues.vcs_mut(), false, |q, quota, _| {
-                q.quota_gpus = quota.map(u64::from);
-            });
-            queues.order(self.config.lend)
-        })
+        // Demand shares split what explicit quotas leave over all VCs; only
+        // then must every VC be looked at.
+        let cover = if self.may_share(view) {
+            Cover::All
+        } else {
+            Cover::WithJobs
+        };
+        self.order_covering(view, cover)
     }
 }
 

@@ -328,3 +328,31 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// Ordering over only the VCs with pending jobs (the fast path, taken
+    /// when no VC gets a demand share) answers exactly as ordering over
+    /// every VC, for dense and for sparse VC ids.
+    #[test]
+    fn covering_only_vcs_with_jobs_changes_nothing(
+        v in arb_view(),
+        c in arb_config(),
+        spread_ids in any::<bool>(),
+    ) {
+        let mut v = v;
+        if spread_ids {
+            for u in &mut v.vcs {
+                u.id = VcId(u.id.0 * 3 + 1);
+            }
+            for j in &mut v.jobs {
+                j.vc = VcId(j.vc.0 * 3 + 1);
+            }
+        }
+        let p = VcQuota::new(c);
+        let all = p.order_covering(&v, two_pass::Cover::All);
+        if !p.may_share(&v) {
+            prop_assert_eq!(p.order_covering(&v, two_pass::Cover::WithJobs), all.clone());
+        }
+        prop_assert_eq!(p.order(&v), all);
+    }
+}

@@ -69,38 +69,58 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
-/// The VCs of a round in id order (those of `view.vcs` and any other a
-/// pending job names), each with its pending jobs oldest first.
+/// The VCs of a round in id order (see [`Cover`]), each with its pending
+/// jobs oldest first.
 pub(crate) struct Queues<'a> {
     view: &'a RoundView,
     scratch: &'a mut Scratch,
 }
 
-/// Runs `f` on the queues of `view`.
-pub(crate) fn with_queues<R>(view: &RoundView, f: impl FnOnce(&mut Queues<'_>) -> R) -> R {
+/// Which VCs the queues of a round hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Cover {
+    /// Every VC of `view.vcs` and any other a pending job names.
+    All,
+    /// Only the VCs with pending jobs: enough to order the jobs when no
+    /// quota depends on the other VCs, and much less work when most VCs
+    /// have nothing pending.
+    #[allow(dead_code)] // `max-min` compiles this file too and needs every VC.
+    WithJobs,
+}
+
+/// Runs `f` on the queues of `view` holding the VCs `cover` says.
+pub(crate) fn with_queues<R>(
+    view: &RoundView,
+    cover: Cover,
+    f: impl FnOnce(&mut Queues<'_>) -> R,
+) -> R {
     SCRATCH.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut scratch) => f(&mut Queues::build(view, &mut scratch)),
+        Ok(mut scratch) => f(&mut Queues::build(view, cover, &mut scratch)),
         // Only if `f` itself asked for queues again: fresh buffers then.
-        Err(_) => f(&mut Queues::build(view, &mut Scratch::default())),
+        Err(_) => f(&mut Queues::build(view, cover, &mut Scratch::default())),
     })
 }
 
 impl<'a> Queues<'a> {
     /// Groups the pending jobs of `view` by VC, oldest first.
-    fn build(view: &'a RoundView, scratch: &'a mut Scratch) -> Queues<'a> {
+    fn build(view: &'a RoundView, cover: Cover, scratch: &'a mut Scratch) -> Queues<'a> {
         // The host lists VCs indexed by id; then a job's VC is found by
-        // index. Otherwise (or for a VC only a job names), by search.
+        // index. Otherwise (or for a VC only a job names), by search in the
+        // sorted ids of the VCs covered.
         let listed = view.vcs.len();
-        let dense = view
-            .vcs
-            .iter()
-            .enumerate()
-            .all(|(i, v)| v.id.0 as usize == i)
+        let dense = cover == Cover::All
+            && view
+                .vcs
+                .iter()
+                .enumerate()
+                .all(|(i, v)| v.id.0 as usize == i)
             && view.jobs.iter().all(|j| (j.vc.0 as usize) < listed);
         let ids = &mut scratch.ids;
         ids.clear();
         if !dense {
-            ids.extend(view.vcs.iter().map(|v| v.id));
+            if cover == Cover::All {
+                ids.extend(view.vcs.iter().map(|v| v.id));
+            }
             ids.extend(view.jobs.iter().map(|j| j.vc));
             ids.sort_unstable();
             ids.dedup();
@@ -245,6 +265,12 @@ impl<'a> Queues<'a> {
         }
         FairnessDecision { order }
     }
+}
+
+/// The usage record of `vc` in `view` (normally at index `vc`).
+#[allow(dead_code)] // `max-min` compiles this file too and has no use for it.
+pub(crate) fn usage_of(view: &RoundView, vc: VcId) -> Option<&VcUsage> {
+    usage_index(view, vc).and_then(|i| view.vcs.get(i))
 }
 
 /// The index in `view.vcs` of the usage record of `vc` (normally `vc`).
