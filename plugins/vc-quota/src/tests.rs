@@ -355,4 +355,17 @@ proptest! {
         }
         prop_assert_eq!(p.order(&v), all);
     }
+
+    /// A view whose jobs are not in (submit time, id) order, as the contract
+    /// promises they are, gets the same answer as the ordered view.
+    #[test]
+    fn job_order_in_the_view_does_not_matter(v in arb_view(), c in arb_config(), rotate in 0usize..40) {
+        let p = VcQuota::new(c);
+        let want = p.order(&v);
+        let mut shuffled = v.clone();
+        shuffled.jobs.reverse();
+        let n = shuffled.jobs.len().max(1);
+        shuffled.jobs.rotate_left(rotate % n);
+        prop_assert_eq!(p.order(&shuffled), want);
+    }
 }

@@ -34,16 +34,15 @@ pub(crate) struct VcQueue {
     pub(crate) quota_gpus: Option<u64>,
     /// GPUs counted while serving: held plus granted this round.
     used: u64,
-    /// Its jobs not yet ordered: `Queues::jobs[next..end]`.
+    /// Its jobs not yet ordered: `Queues::jobs[next..end]` (oldest first).
     next: usize,
     end: usize,
 }
 
 impl VcQueue {
     /// Whether it has pending jobs.
-    #[allow(dead_code)] // `max-min` compiles this file too and sizes every VC.
     pub(crate) fn has_jobs(&self) -> bool {
-        self.end > 0
+        self.end > self.next
     }
 
     /// Its usage record in `view`, if the host listed it.
@@ -157,27 +156,45 @@ impl<'a> Queues<'a> {
                 end: 0,
             }
         }));
+        // Group the jobs by VC with a counting pass, keeping the view's
+        // order within each VC: the host lists jobs by (submit time, id), so
+        // each queue is then FIFO already; if not, each queue is sorted.
         let jobs = &mut scratch.jobs;
         jobs.clear();
-        jobs.extend(0..view.jobs.len() as u32);
-        let job = |i: u32| &view.jobs[i as usize];
-        jobs.sort_unstable_by_key(|&i| {
-            let j = job(i);
-            (position(j.vc), j.submitted_s, j.id)
-        });
-        let active = &mut scratch.active;
-        active.clear();
-        for (at, &i) in jobs.iter().enumerate() {
-            let j = job(i);
-            let vc = position(j.vc);
-            let q = &mut vcs[vc];
-            if q.end == 0 {
-                q.next = at;
-                active.push(vc);
+        jobs.resize(view.jobs.len(), 0);
+        for j in &view.jobs {
+            vcs[position(j.vc)].end += 1;
+        }
+        let mut at = 0;
+        for q in vcs.iter_mut() {
+            q.next = at;
+            at += q.end;
+            q.end = q.next;
+        }
+        for (i, j) in view.jobs.iter().enumerate() {
+            let q = &mut vcs[position(j.vc)];
+            if let Some(slot) = jobs.get_mut(q.end) {
+                *slot = i as u32;
             }
-            q.end = at + 1;
+            q.end += 1;
             q.asked_gpus += u64::from(j.gpus);
         }
+        let key = |i: &u32| view.jobs.get(*i as usize).map(|j| (j.submitted_s, j.id));
+        if !view.jobs.is_sorted_by_key(|j| (j.submitted_s, j.id)) {
+            for q in vcs.iter() {
+                if let Some(queue) = jobs.get_mut(q.next..q.end) {
+                    queue.sort_unstable_by_key(key);
+                }
+            }
+        }
+        let active = &mut scratch.active;
+        active.clear();
+        active.extend(
+            vcs.iter()
+                .enumerate()
+                .filter(|(_, q)| q.has_jobs())
+                .map(|(i, _)| i),
+        );
         Queues { view, scratch }
     }
 
@@ -337,7 +354,11 @@ impl PartialOrd for Turn {
 /// takes the first VC to serve.
 fn start(turns: &mut BinaryHeap<Reverse<Turn>>, all: impl Iterator<Item = Turn>) -> Option<usize> {
     turns.clear();
-    turns.extend(all.map(Reverse));
+    // One push each: `extend` rebuilds the heap wholesale, dearer for the
+    // handful of VCs a round usually has.
+    for turn in all {
+        turns.push(Reverse(turn));
+    }
     turns.pop().map(|Reverse(t)| t.index)
 }
 
