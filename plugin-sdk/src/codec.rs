@@ -312,7 +312,7 @@ pub fn decode_gang(bytes: &[u8]) -> Result<GangDecision, WireError> {
 pub fn decode_round_view(bytes: &[u8]) -> Result<RoundView, WireError> {
     let mut view = RoundView {
         now_s: 0,
-        cluster: empty_cluster(),
+        cluster: EMPTY_CLUSTER,
         vcs: Vec::new(),
         jobs: Vec::new(),
     };
@@ -376,7 +376,7 @@ pub fn decode_round_view_into(bytes: &[u8], view: &mut RoundView) -> Result<(), 
 pub fn decode_queue_view(bytes: &[u8]) -> Result<QueueView, WireError> {
     let mut view = QueueView {
         now_s: 0,
-        cluster: empty_cluster(),
+        cluster: EMPTY_CLUSTER,
         jobs: Vec::new(),
         spread: Vec::new(),
     };
@@ -429,14 +429,13 @@ const ZERO_JOB: PendingJob = PendingJob {
     min_level: Level(0),
 };
 
-fn empty_cluster() -> ClusterSummary {
-    ClusterSummary {
-        total_gpus: 0,
-        free_gpus: 0,
-        server_level: Level(0),
-        levels: Vec::new(),
-    }
-}
+/// An empty cluster summary, for views about to be decoded into.
+pub(crate) const EMPTY_CLUSTER: ClusterSummary = ClusterSummary {
+    total_gpus: 0,
+    free_gpus: 0,
+    server_level: Level(0),
+    levels: Vec::new(),
+};
 
 #[cold]
 #[inline(never)]

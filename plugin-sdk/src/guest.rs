@@ -13,8 +13,7 @@ use std::sync::OnceLock;
 use std::thread::LocalKey;
 
 use crate::{
-    ClusterSummary, Configure, FairnessPolicy, GangPolicy, Level, LocalityPolicy, LogLevel,
-    QueueView, RoundView, codec,
+    Configure, FairnessPolicy, GangPolicy, LocalityPolicy, LogLevel, QueueView, RoundView, codec,
 };
 
 /// wit-bindgen, re-exported so policy crates need not depend on it.
@@ -68,20 +67,13 @@ fn with_policy<P: 'static, R>(
     })
 }
 
-const EMPTY_CLUSTER: ClusterSummary = ClusterSummary {
-    total_gpus: 0,
-    free_gpus: 0,
-    server_level: Level(0),
-    levels: Vec::new(),
-};
-
 thread_local! {
     /// The last decoded views: their vectors' memory serves the next call,
     /// so a round's decoding allocates only when a view outgrows the last.
     static ROUND_VIEW: RefCell<RoundView> = const {
         RefCell::new(RoundView {
             now_s: 0,
-            cluster: EMPTY_CLUSTER,
+            cluster: codec::EMPTY_CLUSTER,
             vcs: Vec::new(),
             jobs: Vec::new(),
         })
@@ -91,7 +83,7 @@ thread_local! {
     static QUEUE_VIEW: RefCell<QueueView> = const {
         RefCell::new(QueueView {
             now_s: 0,
-            cluster: EMPTY_CLUSTER,
+            cluster: codec::EMPTY_CLUSTER,
             jobs: Vec::new(),
             spread: Vec::new(),
         })

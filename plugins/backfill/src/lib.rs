@@ -34,10 +34,6 @@ use gangway_plugin_sdk::{
     ConfigError, Configure, GangAction, GangDecision, GangPolicy, QueueView, no_options,
 };
 
-/// Configuration of [`Backfill`]: it has no options.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct BackfillConfig {}
-
 /// Backfill: every blocked job answers [`GangAction::Backfill`]; no
 /// reservations. See the [crate docs](crate).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

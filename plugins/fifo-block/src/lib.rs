@@ -32,10 +32,6 @@ use gangway_plugin_sdk::{
     ConfigError, Configure, GangAction, GangDecision, GangPolicy, QueueView, no_options,
 };
 
-/// Configuration of [`FifoBlock`]: it has no options.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FifoBlockConfig {}
-
 /// Head-of-line blocking: every blocked job answers [`GangAction::Block`].
 /// See the [crate docs](crate).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -31,10 +31,6 @@ use gangway_plugin_sdk::{
     ConfigError, Configure, Level, LocalityDecision, LocalityPolicy, QueueView, no_options,
 };
 
-/// Configuration of [`Greedy`]: it has no options.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct GreedyConfig {}
-
 /// Greedy locality: every job may span the whole cluster. See the
 /// [crate docs](crate).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -36,10 +36,6 @@ use gangway_plugin_sdk::{
     ConfigError, Configure, LocalityDecision, LocalityPolicy, QueueView, no_options,
 };
 
-/// Configuration of [`Strict`]: it has no options.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StrictConfig {}
-
 /// Strict locality: each job's spread limit is its `min_level`, clamped to the
 /// server level. See the [crate docs](crate).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
