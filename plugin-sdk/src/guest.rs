@@ -116,15 +116,26 @@ pub fn fairness<P: FairnessPolicy + 'static>(
     })
 }
 
+/// Decodes `bytes` into the kept `QueueView` and runs `f` on it: the view
+/// the locality and gang slots share.
+fn with_queue_view(
+    bytes: &[u8],
+    f: impl FnOnce(&QueueView) -> Result<Vec<u8>, String>,
+) -> Result<Vec<u8>, String> {
+    QUEUE_VIEW.with(|scratch| {
+        let view = &mut *scratch.borrow_mut();
+        codec::decode_queue_view_into(bytes, view).map_err(|e| e.to_string())?;
+        f(view)
+    })
+}
+
 /// The locality slot's bulk call: `QueueView` bytes in, `LocalityDecision` bytes out.
 #[doc(hidden)]
 pub fn locality<P: LocalityPolicy + 'static>(
     cell: &'static PolicyCell<P>,
     bytes: &[u8],
 ) -> Result<Vec<u8>, String> {
-    QUEUE_VIEW.with(|scratch| {
-        let view = &mut *scratch.borrow_mut();
-        codec::decode_queue_view_into(bytes, view).map_err(|e| e.to_string())?;
+    with_queue_view(bytes, |view| {
         with_policy(cell, |p| {
             exact(|out| codec::encode_locality(&p.spread(view), out))
         })
@@ -137,9 +148,7 @@ pub fn gang<P: GangPolicy + 'static>(
     cell: &'static PolicyCell<P>,
     bytes: &[u8],
 ) -> Result<Vec<u8>, String> {
-    QUEUE_VIEW.with(|scratch| {
-        let view = &mut *scratch.borrow_mut();
-        codec::decode_queue_view_into(bytes, view).map_err(|e| e.to_string())?;
+    with_queue_view(bytes, |view| {
         with_policy(cell, |p| {
             exact(|out| codec::encode_gang(&p.on_blocked(view), out))
         })
