@@ -64,6 +64,26 @@ pub struct SandboxConfig {
     pub log_messages_per_call: u32,
     /// Log messages longer than this many bytes are truncated.
     pub log_message_bytes: usize,
+    /// How calls enter a module.
+    pub call_path: CallPath,
+}
+
+/// How the host enters a policy's code on each call.
+///
+/// Both paths run the same code in the same sandbox and give the same
+/// decisions; they differ in what a call costs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CallPath {
+    /// Straight into the component's main core module, with the contract's
+    /// canonical ABI done by the host (a few times cheaper per call), for
+    /// components of the standard shape: the one wit-bindgen and
+    /// wit-component (or `cargo component`) produce, whose main core module
+    /// exports the slot functions under their canonical names and imports at
+    /// most `log`. Other components run through the component runtime.
+    #[default]
+    Direct,
+    /// Always through wasmtime's component runtime.
+    Component,
 }
 
 impl Default for SandboxConfig {
@@ -74,6 +94,7 @@ impl Default for SandboxConfig {
             stack_bytes: 512 << 10,
             log_messages_per_call: 16,
             log_message_bytes: 1024,
+            call_path: CallPath::default(),
         }
     }
 }

@@ -13,7 +13,8 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Linker, Val};
 use wasmtime::{Config, Engine, StoreContextMut};
 
-use super::config::{Budget, SandboxConfig};
+use super::config::{Budget, CallPath, SandboxConfig};
+use super::direct::{DirectCode, TopLevel};
 use super::error::WasmError;
 use super::instance::{HostState, WasmBackend};
 use crate::policy::{FairnessBackend, GangBackend, LocalityBackend, PolicyError, Slot};
@@ -67,19 +68,31 @@ pub(crate) struct SlotExport {
     pub(crate) call: ComponentExportIndex,
 }
 
+/// How a compiled module's calls are entered (see [`CallPath`]).
+pub(crate) enum Code {
+    /// Through the component runtime.
+    Component {
+        pre: InstancePre<HostState>,
+        exports: Vec<SlotExport>,
+    },
+    /// Straight into the main core module.
+    Direct(DirectCode),
+}
+
 /// A validated, compiled component, shared by every module loaded from the
 /// same bytes.
 pub(crate) struct Compiled {
-    pub(crate) pre: InstancePre<HostState>,
-    pub(crate) slots: Vec<SlotExport>,
+    pub(crate) code: Code,
+    /// The slots it exports, in pipeline order.
+    slots: Vec<Slot>,
     version: String,
     hash: [u8; 32],
     pub(crate) instantiations: AtomicU64,
 }
 
 impl Compiled {
-    pub(crate) fn slot(&self, slot: Slot) -> Option<&SlotExport> {
-        self.slots.iter().find(|s| s.slot == slot)
+    pub(crate) fn exports(&self, slot: Slot) -> bool {
+        self.slots.contains(&slot)
     }
 }
 
@@ -204,6 +217,11 @@ impl PolicyEngine {
             return Err(WasmError::NotAComponent { module: module() });
         }
         let engine = &self.inner.engine;
+        if self.inner.config.call_path == CallPath::Direct
+            && let Some(compiled) = compile_direct(engine, bytes, hash)
+        {
+            return Ok(compiled);
+        }
         let component = Component::new(engine, bytes).map_err(|e| WasmError::Compile {
             module: module(),
             reason: error_text(&e),
@@ -294,13 +312,61 @@ impl PolicyEngine {
                 reason: error_text(&e),
             })?;
         Ok(Compiled {
-            pre,
-            slots,
+            slots: slots.iter().map(|s| s.slot).collect(),
+            code: Code::Component {
+                pre,
+                exports: slots,
+            },
             version: versions.swap_remove(0),
             hash,
             instantiations: AtomicU64::new(0),
         })
     }
+}
+
+/// Compiles `bytes` for the direct call path if the component passes every
+/// check [`PolicyEngine::load`] makes (only `log@1.x` imported, slots of
+/// contract 1.x exported) and has the standard shape; `None` otherwise, and
+/// the component runtime takes over (and reports what is wrong, if anything).
+fn compile_direct(engine: &Engine, bytes: &[u8], hash: [u8; 32]) -> Option<Compiled> {
+    let top = TopLevel::read(bytes)?;
+    let imports_ok = top
+        .imports
+        .iter()
+        .all(|i| matches!(parse_name(i), Some(("log", v)) if major(v) == Some(1)));
+    if !imports_ok {
+        return None;
+    }
+    let mut slots: Vec<(Slot, &str)> = Vec::new();
+    for export in &top.exports {
+        let Some((iface, version)) = parse_name(export) else {
+            continue;
+        };
+        let Some(slot) = Slot::ALL.into_iter().find(|s| s.as_str() == iface) else {
+            continue;
+        };
+        if major(version) != Some(1) || slots.iter().any(|(s, _)| *s == slot) {
+            return None;
+        }
+        slots.push((slot, export));
+    }
+    if slots.is_empty() {
+        return None;
+    }
+    slots.sort_by_key(|(slot, _)| *slot);
+    let code = DirectCode::prepare(engine, bytes, &slots)?;
+    let version = slots
+        .iter()
+        .filter_map(|(_, export)| parse_name(export).map(|(_, v)| v))
+        .min()?
+        .to_string();
+    Some(Compiled {
+        code: Code::Direct(code),
+        slots: slots.iter().map(|(slot, _)| *slot).collect(),
+        version,
+        hash,
+        instantiations: AtomicU64::new(0),
+    })
 }
 
 /// A loaded policy module: validated, compiled, warmed up. Cheap to clone.
@@ -330,13 +396,23 @@ impl PolicyModule {
 
     /// The slots it implements, in pipeline order.
     pub fn slots(&self) -> Vec<Slot> {
-        self.compiled.slots.iter().map(|s| s.slot).collect()
+        self.compiled.slots.clone()
     }
 
     /// The contract version it was built against (e.g. `1.0.0`; the lowest
     /// if its slots disagree).
     pub fn contract_version(&self) -> String {
         self.compiled.version.clone()
+    }
+
+    /// How its calls are entered: [`CallPath::Direct`] if the engine allows
+    /// it and the component has the standard shape, else
+    /// [`CallPath::Component`].
+    pub fn call_path(&self) -> CallPath {
+        match self.compiled.code {
+            Code::Direct(_) => CallPath::Direct,
+            Code::Component { .. } => CallPath::Component,
+        }
     }
 
     /// The SHA-256 of its bytes, in hex: the key of the compiled-module cache.
@@ -371,7 +447,7 @@ impl PolicyModule {
     }
 
     pub(crate) fn backend(&self, slot: Slot, config: &[u8]) -> Result<WasmBackend, WasmError> {
-        if self.compiled.slot(slot).is_none() {
+        if !self.compiled.exports(slot) {
             return Err(WasmError::SlotNotExported {
                 module: self.name.to_string(),
                 slot,
@@ -511,19 +587,25 @@ fn host_log(
     params: &[Val],
     _results: &mut [Val],
 ) -> wasmtime::Result<()> {
-    let state = store.data_mut();
-    if state.logs_left == 0 {
-        return Ok(());
-    }
-    state.logs_left -= 1;
     let level = match params.first() {
         Some(Val::Enum(l)) => l.as_str(),
         _ => "info",
     };
-    let mut message = match params.get(1) {
+    let message = match params.get(1) {
         Some(Val::String(s)) => s.clone(),
         _ => String::new(),
     };
+    record_log(store.data_mut(), level, message);
+    Ok(())
+}
+
+/// Forwards one `log` message to `tracing`: at most the per-call number of
+/// messages, each truncated to the configured length.
+pub(crate) fn record_log(state: &mut HostState, level: &str, mut message: String) {
+    if state.logs_left == 0 {
+        return;
+    }
+    state.logs_left -= 1;
     if message.len() > state.log_bytes {
         let mut cut = state.log_bytes;
         while !message.is_char_boundary(cut) {
@@ -539,5 +621,4 @@ fn host_log(
         "debug" => tracing::debug!(module, "{message}"),
         _ => tracing::info!(module, "{message}"),
     }
-    Ok(())
 }

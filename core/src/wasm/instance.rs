@@ -7,12 +7,13 @@ use std::sync::atomic::Ordering;
 use gangway_plugin_sdk::{
     FairnessDecision, GangDecision, LocalityDecision, QueueView, RoundView, codec,
 };
-use wasmtime::component::{Func, TypedFunc};
+use wasmtime::component::{Func, InstancePre, TypedFunc};
 use wasmtime::{ResourceLimiter, Store, Trap};
 
 use super::config::Budget;
+use super::direct::DirectInstance;
 use super::error::WasmError;
-use super::host::{PolicyModule, error_text};
+use super::host::{Code, PolicyModule, SlotExport, error_text};
 use crate::policy::{
     FairnessBackend, GangBackend, LocalityBackend, PolicyError, PolicyErrorKind, Slot,
 };
@@ -78,11 +79,20 @@ impl ResourceLimiter for Limits {
     }
 }
 
-/// A live instance: its store and the slot's bulk call.
+/// A live instance: its store and how to call the slot.
 struct Live {
     store: Store<HostState>,
-    /// Type-checked against [`SlotCall`] when the instance was made.
-    call: Func,
+    entry: Entry,
+}
+
+/// The slot's bulk call in a live instance.
+enum Entry {
+    /// A component function, type-checked against [`SlotCall`] when the
+    /// instance was made.
+    Component(Func),
+    /// The main core module, entered directly (boxed: its typed functions
+    /// make it much bigger than a component function handle).
+    Direct(Box<DirectInstance>),
 }
 
 /// The type of every slot's bulk call: view bytes in, decision bytes or a
@@ -90,15 +100,32 @@ struct Live {
 type SlotCall<'a> = TypedFunc<(&'a [u8],), (Result<Vec<u8>, String>,)>;
 
 impl Live {
-    /// The bulk call, typed without checking the type again on every call
-    /// (a measurable share of a small call).
-    #[allow(unsafe_code)]
-    fn slot_call<'a>(&self) -> SlotCall<'a> {
-        // SAFETY: `instantiate` checked with `Func::typed` that `call` has
-        // exactly this type before making this `Live`, and a component
-        // function's type never changes.
-        unsafe { SlotCall::new_unchecked(self.call) }
+    /// Calls the slot with `view`; `read` sees the reply bytes. The outer
+    /// error is a trap, an exhausted budget or a broken ABI; the inner one
+    /// the guest's refusal.
+    fn call<R>(
+        &mut self,
+        view: &[u8],
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> wasmtime::Result<Result<R, String>> {
+        match &self.entry {
+            Entry::Component(func) => {
+                // The bulk call, typed without checking the type again on
+                // every call (a measurable share of a small call).
+                let (answer,) = typed_slot_call(*func).call(&mut self.store, (view,))?;
+                Ok(answer.map(|reply| read(&reply)))
+            }
+            Entry::Direct(direct) => direct.call(&mut self.store, view, read),
+        }
     }
+}
+
+#[allow(unsafe_code)]
+fn typed_slot_call<'a>(func: Func) -> SlotCall<'a> {
+    // SAFETY: `instantiate` checked with `Func::typed` that `func` has
+    // exactly this type before making the `Live` holding it, and a
+    // component function's type never changes.
+    unsafe { SlotCall::new_unchecked(func) }
 }
 
 /// A slot backend running a Wasm module. It owns at most one instance; any
@@ -199,15 +226,11 @@ impl WasmBackend {
 
     /// A fresh instance with `init(config)` done.
     fn instantiate(&self) -> Result<Live, Failure> {
-        let compiled = &self.module.compiled;
         let inner = &self.module.engine;
-        let export = compiled.slot(self.slot).ok_or_else(|| {
-            Failure::Kind(PolicyErrorKind::Trap(format!(
-                "module does not export the {} slot",
-                self.slot
-            )))
-        })?;
-        compiled.instantiations.fetch_add(1, Ordering::Relaxed);
+        self.module
+            .compiled
+            .instantiations
+            .fetch_add(1, Ordering::Relaxed);
         let mut store = Store::new(
             &inner.engine,
             HostState {
@@ -224,37 +247,71 @@ impl WasmBackend {
             store.epoch_deadline_trap();
         }
         self.arm(&mut store)?;
-        let instance = compiled
-            .pre
-            .instantiate(&mut store)
+        let (entry, init) = match &self.module.compiled.code {
+            Code::Component { pre, exports } => {
+                self.instantiate_component(&mut store, pre, exports)?
+            }
+            Code::Direct(code) => {
+                let direct = code
+                    .instantiate(&mut store, self.slot)
+                    .map_err(|e| Failure::Kind(self.classify(&e)))?;
+                let init = direct.init(&mut store, &self.config);
+                (Entry::Direct(Box::new(direct)), init)
+            }
+        };
+        match init {
+            Ok(Ok(())) => Ok(Live { store, entry }),
+            Ok(Err(message)) => Err(Failure::Kind(PolicyErrorKind::Refused(message))),
+            Err(e) => Err(Failure::Kind(self.classify(&e))),
+        }
+    }
+
+    /// Instantiates the component, type-checks the slot's functions and
+    /// runs `init`, returning the slot call and `init`'s outcome.
+    fn instantiate_component(
+        &self,
+        store: &mut Store<HostState>,
+        pre: &InstancePre<HostState>,
+        exports: &[SlotExport],
+    ) -> Result<(Entry, wasmtime::Result<Result<(), String>>), Failure> {
+        let export = exports
+            .iter()
+            .find(|e| e.slot == self.slot)
+            .ok_or_else(|| {
+                Failure::Kind(PolicyErrorKind::Trap(format!(
+                    "module does not export the {} slot",
+                    self.slot
+                )))
+            })?;
+        let instance = pre
+            .instantiate(&mut *store)
             .map_err(|e| Failure::Kind(self.classify(&e)))?;
         let missing = |function: &str| Failure::Signature {
             function: function.to_string(),
             reason: format!("not exported by {}", export.interface),
         };
         let init = instance
-            .get_func(&mut store, export.init)
+            .get_func(&mut *store, export.init)
             .ok_or_else(|| missing("init"))?;
         let call = instance
-            .get_func(&mut store, export.call)
+            .get_func(&mut *store, export.call)
             .ok_or_else(|| missing(call_name(self.slot)))?;
         let typed_init = init
-            .typed::<(&[u8],), (Result<(), String>,)>(&store)
+            .typed::<(&[u8],), (Result<(), String>,)>(&*store)
             .map_err(|e| Failure::Signature {
                 function: "init".into(),
                 reason: error_text(&e),
             })?;
-        call.typed::<(&[u8],), (Result<Vec<u8>, String>,)>(&store)
+        call.typed::<(&[u8],), (Result<Vec<u8>, String>,)>(&*store)
             .map(|_: SlotCall<'_>| ())
             .map_err(|e| Failure::Signature {
                 function: call_name(self.slot).into(),
                 reason: error_text(&e),
             })?;
-        match typed_init.call(&mut store, (&self.config,)) {
-            Ok((Ok(()),)) => Ok(Live { store, call }),
-            Ok((Err(message),)) => Err(Failure::Kind(PolicyErrorKind::Refused(message))),
-            Err(e) => Err(Failure::Kind(self.classify(&e))),
-        }
+        let init = typed_init
+            .call(&mut *store, (&self.config,))
+            .map(|(answer,)| answer);
+        Ok((Entry::Component(call), init))
     }
 
     /// Encodes the view with `encode`, calls the slot, decodes the reply.
@@ -281,13 +338,13 @@ impl WasmBackend {
         if let Err(Failure::Kind(kind)) = self.arm(&mut live.store) {
             return Err(self.error(kind));
         }
-        let answer = live.slot_call().call(&mut live.store, (&self.view,));
-        let reply = match answer {
-            Ok((Ok(reply),)) => {
+        let answer = live.call(&self.view, decode);
+        let decoded = match answer {
+            Ok(Ok(decoded)) => {
                 self.live = Some(live);
-                reply
+                decoded
             }
-            Ok((Err(message),)) => {
+            Ok(Err(message)) => {
                 // The guest returned normally: its instance is sound.
                 self.live = Some(live);
                 return Err(self.error(PolicyErrorKind::Refused(message)));
@@ -296,7 +353,7 @@ impl WasmBackend {
             // the instance is dropped here and never used again.
             Err(e) => return Err(self.error(self.classify(&e))),
         };
-        decode(&reply).map_err(|e| self.error(PolicyErrorKind::Decode(e.to_string())))
+        decoded.map_err(|e| self.error(PolicyErrorKind::Decode(e.to_string())))
     }
 }
 

@@ -7,7 +7,7 @@
 use std::sync::OnceLock;
 
 use gangway_core::policy::{FairnessBackend, GangBackend, LocalityBackend, PolicySet, Slot};
-use gangway_core::wasm::{PolicyEngine, PolicyModule, SandboxConfig};
+use gangway_core::wasm::{CallPath, PolicyEngine, PolicyModule, SandboxConfig};
 use gangway_plugin_sdk::{
     ClusterSummary, Configure, FairnessDecision, FairnessPolicy, GangAction, GangDecision,
     GangPolicy, JobId, Level, LevelSummary, LocalityDecision, LocalityPolicy, PendingJob,
@@ -59,10 +59,20 @@ fn natives(module: &str) -> Option<Vec<Native>> {
     })
 }
 
-fn modules() -> &'static [PolicyModule] {
-    static MODULES: OnceLock<Vec<PolicyModule>> = OnceLock::new();
-    MODULES.get_or_init(|| {
-        let engine = PolicyEngine::new(SandboxConfig::default()).unwrap();
+/// Every plugin, loaded once per call path.
+fn modules(path: CallPath) -> &'static [PolicyModule] {
+    static DIRECT: OnceLock<Vec<PolicyModule>> = OnceLock::new();
+    static COMPONENT: OnceLock<Vec<PolicyModule>> = OnceLock::new();
+    let cell = match path {
+        CallPath::Direct => &DIRECT,
+        CallPath::Component => &COMPONENT,
+    };
+    cell.get_or_init(|| {
+        let engine = PolicyEngine::new(SandboxConfig {
+            call_path: path,
+            ..SandboxConfig::default()
+        })
+        .unwrap();
         gangway_plugin_artifacts::all()
             .iter()
             .map(|(name, bytes)| engine.load(name, bytes).unwrap())
@@ -70,13 +80,25 @@ fn modules() -> &'static [PolicyModule] {
     })
 }
 
+/// Every built-in plugin is of the standard shape, so an engine that allows
+/// it enters each directly; one that does not goes through the component
+/// runtime.
+#[test]
+fn every_plugin_takes_the_call_path_asked_for() {
+    for path in crate::guests::PATHS {
+        for m in modules(path) {
+            assert_eq!(m.call_path(), path, "{}", m.name());
+        }
+    }
+}
+
 #[test]
 fn every_plugin_has_a_native_twin_with_the_same_slots() {
-    let names: Vec<&str> = modules().iter().map(|m| m.name()).collect();
+    let names: Vec<&str> = modules(CallPath::Direct).iter().map(|m| m.name()).collect();
     for required in ["builtin", "fifo"] {
         assert!(names.contains(&required), "{names:?}");
     }
-    for m in modules() {
+    for m in modules(CallPath::Direct) {
         let natives = natives(m.name()).unwrap_or_else(|| {
             panic!(
                 "plugin {} has no native twin in core/tests/wasm/differential.rs",
@@ -210,7 +232,7 @@ fn queue_view(round: &RoundView, keep: &[bool], spread_seed: u64) -> QueueView {
     }
 }
 
-/// One backend per slot of every module, created once.
+/// One backend per slot of every module on each call path.
 struct Backends {
     name: String,
     fairness: Option<Box<dyn FairnessBackend>>,
@@ -220,12 +242,13 @@ struct Backends {
 }
 
 fn backends() -> Vec<Backends> {
-    modules()
+    crate::guests::PATHS
         .iter()
-        .map(|m| {
+        .flat_map(|path| modules(*path).iter().map(move |m| (path, m)))
+        .map(|(path, m)| {
             let slots = m.slots();
             Backends {
-                name: m.name().to_string(),
+                name: format!("{} ({path:?})", m.name()),
                 fairness: slots
                     .contains(&Slot::Fairness)
                     .then(|| m.fairness(b"").unwrap()),
@@ -354,7 +377,16 @@ fn the_fast_decoder_refuses_what_postcard_refuses() {
 /// defaults do, round by round.
 #[test]
 fn a_scheduler_on_wasm_defaults_matches_the_native_one() {
-    let builtin = modules().iter().find(|m| m.name() == "builtin").unwrap();
+    for path in crate::guests::PATHS {
+        a_scheduler_on_wasm_defaults_matches_the_native_one_on(path);
+    }
+}
+
+fn a_scheduler_on_wasm_defaults_matches_the_native_one_on(path: CallPath) {
+    let builtin = modules(path)
+        .iter()
+        .find(|m| m.name() == "builtin")
+        .unwrap();
     let wasm = PolicySet {
         fairness: builtin.fairness(b"").unwrap(),
         locality: builtin.locality(b"").unwrap(),

@@ -1,7 +1,7 @@
 //! Hostile and broken guests, written as core-module WAT and turned into
 //! components against the contract's real WIT (or a doctored copy of it).
 
-use gangway_core::wasm::{PolicyEngine, SandboxConfig};
+use gangway_core::wasm::{CallPath, PolicyEngine, SandboxConfig};
 
 /// The contract.
 pub(crate) const WIT: &str = include_str!("../../../plugin-sdk/wit/policy.wit");
@@ -144,6 +144,42 @@ pub(crate) fn behaviour(name: &str) -> (&'static str, &'static str) {
             "(return (call $reply (i32.const 300) (i32.const 5)))",
             r#"(data (i32.const 300) "\02\00\01\00\01")"#,
         ),
+        // A result discriminant that is neither ok nor error.
+        "bad-discriminant" => (
+            "(i32.store8 (i32.const 16) (i32.const 2)) (return (i32.const 16))",
+            "",
+        ),
+        // A return area at an address not aligned for its i32s.
+        "misaligned-return" => (
+            r#"(i32.store8 (i32.const 17) (i32.const 0))
+               (i32.store (i32.const 21) (i32.const 64))
+               (i32.store (i32.const 25) (i32.const 1))
+               (return (i32.const 17))"#,
+            "",
+        ),
+        // error(<bytes that are not UTF-8>)
+        "refuse-not-utf8" => (
+            r#"(i32.store8 (i32.const 16) (i32.const 1))
+               (i32.store (i32.const 20) (i32.const 300))
+               (i32.store (i32.const 24) (i32.const 2))
+               (return (i32.const 16))"#,
+            r#"(data (i32.const 300) "\ff\fe")"#,
+        ),
+        // log(level 9, "hi"): no such level.
+        "log-bad-level" => (
+            "(call $log (i32.const 9) (i32.const 300) (i32.const 2)) (unreachable)",
+            r#"(data (i32.const 300) "hi")"#,
+        ),
+        // log(info, <bytes that are not UTF-8>)
+        "log-not-utf8" => (
+            "(call $log (i32.const 2) (i32.const 300) (i32.const 2)) (unreachable)",
+            r#"(data (i32.const 300) "\ff\fe")"#,
+        ),
+        // log(info, <a message past the end of memory>)
+        "log-out-of-bounds" => (
+            "(call $log (i32.const 2) (i32.const -16) (i32.const 64)) (unreachable)",
+            "",
+        ),
         // error("no opinion today")
         "refuse" => (
             r#"(i32.store8 (i32.const 16) (i32.const 1))
@@ -156,18 +192,50 @@ pub(crate) fn behaviour(name: &str) -> (&'static str, &'static str) {
     }
 }
 
-/// The hostile fairness guest `name`, misbehaving on real views only.
+/// The hostile fairness guest `name`, misbehaving on real views only (the
+/// `log-*` ones import `log`).
 pub(crate) fn hostile(name: &str) -> Vec<u8> {
     let (body, data) = behaviour(name);
-    fairness(TRIGGER_BYTES, body, data)
+    let core = fairness_wat("1.0.0", TRIGGER_BYTES, body, data);
+    let core = if name.starts_with("log-") {
+        with_log(&core)
+    } else {
+        core
+    };
+    componentize(&core, &[], WIT, "fairness-policy")
 }
 
+/// Both ways into a module; hostile guests must fail alike on each.
+pub(crate) const PATHS: [CallPath; 2] = [CallPath::Direct, CallPath::Component];
+
 /// A sandbox with a small fuel budget, so runaway guests stop quickly.
-pub(crate) fn engine() -> PolicyEngine {
-    PolicyEngine::new(SandboxConfig {
+pub(crate) fn sandbox() -> SandboxConfig {
+    SandboxConfig {
         budget: gangway_core::wasm::Budget::Fuel(20_000_000),
         memory_bytes: 16 << 20,
         ..SandboxConfig::default()
+    }
+}
+
+/// An engine on [`sandbox`] (the direct call path where possible).
+pub(crate) fn engine() -> PolicyEngine {
+    PolicyEngine::new(sandbox()).unwrap()
+}
+
+/// An engine on [`sandbox`] that enters modules by `path`.
+pub(crate) fn engine_on(path: CallPath) -> PolicyEngine {
+    PolicyEngine::new(SandboxConfig {
+        call_path: path,
+        ..sandbox()
     })
     .unwrap()
+}
+
+/// `core_wat` (a module) importing the contract's `log` as `$log`.
+pub(crate) fn with_log(core_wat: &str) -> String {
+    core_wat.replacen(
+        "(module",
+        "(module\n  (import \"gangway:policy/log@1.0.0\" \"log\" (func $log (param i32 i32 i32)))",
+        1,
+    )
 }

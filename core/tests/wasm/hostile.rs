@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use gangway_core::policy::{PolicyErrorKind, Slot};
-use gangway_core::wasm::{Budget, PolicyEngine, SandboxConfig, WasmError};
+use gangway_core::wasm::{Budget, CallPath, PolicyEngine, SandboxConfig, WasmError};
 
 use crate::guests;
 use crate::support::{accounted, run, scheduler};
@@ -14,15 +14,34 @@ use crate::support::{accounted, run, scheduler};
 const JOBS: u64 = 60;
 const ROUNDS: u64 = 4;
 
-/// Runs `name` as the fairness policy next to a default scheduler and checks
-/// every round failed with `expect`, fell back, and matched the default.
+/// Runs `name` as the fairness policy next to a default scheduler, on each
+/// call path of an engine with `config`, and checks every round failed with
+/// `expect`, fell back, and matched the default.
 fn check(
-    engine: &PolicyEngine,
+    config: SandboxConfig,
     name: &str,
     expect: impl Fn(&PolicyErrorKind) -> bool,
     fresh: bool,
 ) {
+    for path in guests::PATHS {
+        let engine = PolicyEngine::new(SandboxConfig {
+            call_path: path,
+            ..config.clone()
+        })
+        .unwrap();
+        check_on(&engine, path, name, &expect, fresh);
+    }
+}
+
+fn check_on(
+    engine: &PolicyEngine,
+    path: CallPath,
+    name: &str,
+    expect: &impl Fn(&PolicyErrorKind) -> bool,
+    fresh: bool,
+) {
     let module = engine.load(name, &guests::hostile(name)).unwrap();
+    assert_eq!(module.call_path(), path, "{name}");
     let made = module.instantiations();
     let mut sched = scheduler(JOBS);
     let mut twin = scheduler(JOBS);
@@ -39,7 +58,7 @@ fn check(
         let err = &got.policy_errors[0];
         assert_eq!(err.slot, Slot::Fairness);
         assert_eq!(err.module, name);
-        assert!(expect(&err.kind), "{name}: unexpected {err}");
+        assert!(expect(&err.kind), "{name} ({path:?}): unexpected {err}");
         assert_eq!(
             got.starts, want.starts,
             "{name}: fallback differs from the default"
@@ -60,7 +79,7 @@ fn check(
 #[test]
 fn infinite_loop_runs_out_of_fuel() {
     check(
-        &guests::engine(),
+        guests::sandbox(),
         "infinite-loop",
         |k| *k == PolicyErrorKind::OutOfFuel(20_000_000),
         true,
@@ -69,26 +88,25 @@ fn infinite_loop_runs_out_of_fuel() {
 
 #[test]
 fn infinite_loop_misses_its_deadline() {
-    let engine = PolicyEngine::new(SandboxConfig {
+    let config = SandboxConfig {
         budget: Budget::Deadline(Duration::from_millis(30)),
         ..SandboxConfig::default()
-    })
-    .unwrap();
+    };
     let started = std::time::Instant::now();
     check(
-        &engine,
+        config,
         "infinite-loop",
         |k| *k == PolicyErrorKind::DeadlineExceeded(30),
         true,
     );
-    // Four runaway rounds, each stopped near its 30 ms deadline.
-    assert!(started.elapsed() < Duration::from_secs(5));
+    // Four runaway rounds per call path, each stopped near its 30 ms deadline.
+    assert!(started.elapsed() < Duration::from_secs(10));
 }
 
 #[test]
 fn memory_bomb_hits_the_cap() {
     check(
-        &guests::engine(),
+        guests::sandbox(),
         "memory-bomb",
         |k| *k == PolicyErrorKind::MemoryLimit(16 << 20),
         true,
@@ -98,7 +116,7 @@ fn memory_bomb_hits_the_cap() {
 #[test]
 fn trap_is_a_trap() {
     check(
-        &guests::engine(),
+        guests::sandbox(),
         "trap",
         |k| *k == PolicyErrorKind::Trap("wasm `unreachable` instruction executed".into()),
         true,
@@ -108,7 +126,7 @@ fn trap_is_a_trap() {
 #[test]
 fn runaway_recursion_exhausts_the_stack() {
     check(
-        &guests::engine(),
+        guests::sandbox(),
         "stack-overflow",
         |k| *k == PolicyErrorKind::Trap("call stack exhausted".into()),
         true,
@@ -118,17 +136,39 @@ fn runaway_recursion_exhausts_the_stack() {
 #[test]
 fn reply_out_of_bounds_breaks_the_abi() {
     check(
-        &guests::engine(),
+        guests::sandbox(),
         "lift-out-of-bounds",
         |k| matches!(k, PolicyErrorKind::Abi(m) if m.contains("out of bounds")),
         true,
     );
 }
 
+/// What the component runtime checks when it lifts a reply or lowers a
+/// `log` call, the direct path checks too: every breach fails the call as
+/// an ABI error and discards the instance.
+#[test]
+fn broken_abi_fails_the_call_on_either_path() {
+    for name in [
+        "bad-discriminant",
+        "misaligned-return",
+        "refuse-not-utf8",
+        "log-bad-level",
+        "log-not-utf8",
+        "log-out-of-bounds",
+    ] {
+        check(
+            guests::sandbox(),
+            name,
+            |k| matches!(k, PolicyErrorKind::Abi(_)),
+            true,
+        );
+    }
+}
+
 #[test]
 fn garbage_reply_does_not_decode() {
     check(
-        &guests::engine(),
+        guests::sandbox(),
         "garbage-reply",
         |k| matches!(k, PolicyErrorKind::Decode(m) if m.contains("FairnessDecision")),
         false,
@@ -138,7 +178,7 @@ fn garbage_reply_does_not_decode() {
 #[test]
 fn unknown_job_is_an_invalid_decision() {
     check(
-        &guests::engine(),
+        guests::sandbox(),
         "unknown-job",
         |k| *k == PolicyErrorKind::InvalidDecision("names unknown job 999999".into()),
         false,
@@ -148,7 +188,7 @@ fn unknown_job_is_an_invalid_decision() {
 #[test]
 fn duplicate_job_is_an_invalid_decision() {
     check(
-        &guests::engine(),
+        guests::sandbox(),
         "duplicate-job",
         |k| *k == PolicyErrorKind::InvalidDecision("lists job 0 twice".into()),
         false,
@@ -158,7 +198,7 @@ fn duplicate_job_is_an_invalid_decision() {
 #[test]
 fn refusal_is_reported() {
     check(
-        &guests::engine(),
+        guests::sandbox(),
         "refuse",
         |k| *k == PolicyErrorKind::Refused("no opinion today".into()),
         false,
@@ -169,7 +209,12 @@ fn refusal_is_reported() {
 /// a scheduler, and the engine keeps working for the next module.
 #[test]
 fn unconditional_hostiles_fail_the_warm_up() {
-    let engine = guests::engine();
+    for path in guests::PATHS {
+        unconditional_hostiles_fail_the_warm_up_on(&guests::engine_on(path));
+    }
+}
+
+fn unconditional_hostiles_fail_the_warm_up_on(engine: &PolicyEngine) {
     type Expect = fn(&PolicyErrorKind) -> bool;
     let cases: [(&str, Expect); 4] = [
         ("infinite-loop", |k| {
@@ -214,7 +259,12 @@ fn unconditional_hostiles_fail_the_warm_up() {
 /// engine works, and the failed one recovers when it behaves.
 #[test]
 fn a_failed_instance_is_replaced_and_recovers() {
-    let engine = guests::engine();
+    for path in guests::PATHS {
+        a_failed_instance_is_replaced_and_recovers_on(&guests::engine_on(path));
+    }
+}
+
+fn a_failed_instance_is_replaced_and_recovers_on(engine: &PolicyEngine) {
     // Traps only on views longer than 2,000 bytes (many jobs).
     let (body, data) = guests::behaviour("trap");
     let module = engine

@@ -43,20 +43,23 @@ fn log_floods_are_bounded() {
           (call $log (i32.const 2) (i32.const 300) (i32.const 60000))
           (local.set $i (i32.add (local.get $i) (i32.const 1)))
           (br_if $more (i32.lt_u (local.get $i) (i32.const 1000))))"#;
-    let core = guests::fairness_wat("1.0.0", 0, body, "").replacen(
-        "(module",
-        "(module\n  (import \"gangway:policy/log@1.0.0\" \"log\" (func $log (param i32 i32 i32)))",
-        1,
-    );
+    let core = guests::with_log(&guests::fairness_wat("1.0.0", 0, body, ""));
     // The body needs a local: move it into the function header.
     let core = core.replace("(then (local $i i32)", "(then").replace(
         "(param $ptr i32) (param $len i32) (result i32)",
         "(param $ptr i32) (param $len i32) (result i32) (local $i i32)",
     );
     let bytes = guests::componentize(&core, &[], guests::WIT, "fairness-policy");
-    let engine = guests::engine();
-    let started = std::time::Instant::now();
-    let module = engine.load("chatty", &bytes).unwrap();
+    for path in guests::PATHS {
+        let engine = guests::engine_on(path);
+        let started = std::time::Instant::now();
+        let module = engine.load("chatty", &bytes).unwrap();
+        assert_eq!(module.call_path(), path);
+        five_calls_in_time(&module, started);
+    }
+}
+
+fn five_calls_in_time(module: &gangway_core::wasm::PolicyModule, started: std::time::Instant) {
     let mut backend = module.fairness(b"").unwrap();
     let sched = crate::support::scheduler(0);
     let view = gangway_plugin_sdk::RoundView {
@@ -69,4 +72,33 @@ fn log_floods_are_bounded() {
         assert!(backend.order(&view).unwrap().order.is_empty());
     }
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
+}
+
+/// A module exporting `_initialize` has it run once before `init`, on either
+/// call path (this guest traps on any call made before it ran).
+#[test]
+fn initialize_runs_before_the_first_call() {
+    let fields = r#"(global $ready (mut i32) (i32.const 0))
+        (func (export "_initialize") (global.set $ready (i32.const 1)))"#;
+    let body = "(if (i32.eqz (global.get $ready)) (then unreachable))";
+    let bytes = guests::componentize(
+        &guests::fairness_wat("1.0.0", 0, body, fields),
+        &[],
+        guests::WIT,
+        "fairness-policy",
+    );
+    for path in guests::PATHS {
+        let engine = guests::engine_on(path);
+        let module = engine.load("initialized", &bytes).unwrap();
+        assert_eq!(module.call_path(), path);
+        let mut backend = module.fairness(b"").unwrap();
+        let sched = crate::support::scheduler(0);
+        let view = gangway_plugin_sdk::RoundView {
+            now_s: 0,
+            cluster: sched.state().summary(),
+            vcs: vec![],
+            jobs: vec![],
+        };
+        assert!(backend.order(&view).unwrap().order.is_empty());
+    }
 }

@@ -1,0 +1,539 @@
+//! The direct call path: running a component's main core module with the
+//! canonical ABI of the contract's few signatures, done by hand.
+//!
+//! A policy built the standard way (wit-bindgen in the guest, wit-component
+//! to wrap it) is a thin component around one core module that exports each
+//! slot function under its canonical name (`gangway:policy/fairness@1.0.0#order`),
+//! `cabi_realloc`, the `cabi_post_*` functions and its memory, and imports at
+//! most `gangway:policy/log@1.x`'s `log`. The component adds adapter modules
+//! and type information, nothing that runs in a call. Entering the core
+//! module directly skips the component runtime's per-call bookkeeping: on
+//! wasmtime 48 an empty slot call costs about 0.4 us through the component
+//! runtime and under 0.1 us this way, which is most of the difference between
+//! a policy round in Wasm and a native one.
+//!
+//! The sandbox is the same wasmtime store, memory cap and budget. The ABI
+//! checks the component runtime makes on the way in and out are made here
+//! too, with the same outcome: a pointer out of bounds or misaligned, a bad
+//! result discriminant, a string that is not UTF-8, a `log` level out of
+//! range all fail the call (and discard the instance), as a lift or lower
+//! error would.
+//!
+//! Only a component of exactly this shape takes the path; anything else, and
+//! any engine configured with [`super::CallPath::Component`], runs through
+//! the component runtime.
+
+use std::ops::Range;
+
+use wasmparser::{Chunk, Parser, Payload, Validator, WasmFeatures};
+use wasmtime::{
+    Caller, Engine, Extern, ExternType, FuncType, InstancePre, Linker, Memory, Module, Store,
+    TypedFunc, ValType,
+};
+use wit_component::DecodedWasm;
+use wit_parser::{Function, Resolve, Type, TypeDefKind, WorldItem};
+
+use super::instance::HostState;
+use crate::policy::Slot;
+
+/// A slot's core exports.
+pub(crate) struct DirectSlot {
+    pub(crate) slot: Slot,
+    init: String,
+    call: String,
+    post_init: Option<String>,
+    post_call: Option<String>,
+}
+
+/// A component's main core module, compiled and linked, ready to instantiate.
+pub(crate) struct DirectCode {
+    pre: InstancePre<HostState>,
+    realloc: &'static str,
+    initialize: bool,
+    slots: Vec<DirectSlot>,
+}
+
+impl DirectCode {
+    /// Finds the main core module of `component` and prepares it to serve
+    /// `slots` (each with its exported interface name, e.g.
+    /// `gangway:policy/fairness@1.0.0`). `None` if the component is not of
+    /// the canonical shape (or not valid): the caller uses the component
+    /// runtime, which gives the authoritative answer.
+    pub(crate) fn prepare(
+        engine: &Engine,
+        component: &[u8],
+        slots: &[(Slot, &str)],
+    ) -> Option<DirectCode> {
+        let mut validator = Validator::new_with_features(WasmFeatures::default());
+        validator.validate_all(component).ok()?;
+        if !contract_types(component, slots) {
+            return None;
+        }
+        let main = main_module(component, slots)?;
+        let module = Module::new(engine, component.get(main)?).ok()?;
+        let linker = core_linker(engine, &module)?;
+        let realloc = ["cabi_export_realloc", "cabi_realloc"]
+            .into_iter()
+            .find(|name| has_func(&module, name, 4, 1))?;
+        if !matches!(
+            module.get_export("memory"),
+            Some(ExternType::Memory(m)) if !m.is_64()
+        ) {
+            return None;
+        }
+        let initialize = match module.get_export("_initialize") {
+            None => false,
+            Some(_) if has_func(&module, "_initialize", 0, 0) => true,
+            Some(_) => return None,
+        };
+        let mut direct = Vec::new();
+        for (slot, interface) in slots {
+            let init = format!("{interface}#init");
+            let call = format!("{interface}#{}", call_name(*slot));
+            let post = |name: &str| {
+                let post = format!("cabi_post_{name}");
+                match module.get_export(&post) {
+                    None => Some(None),
+                    Some(_) if has_func(&module, &post, 1, 0) => Some(Some(post)),
+                    Some(_) => None,
+                }
+            };
+            if !has_func(&module, &init, 2, 1) || !has_func(&module, &call, 2, 1) {
+                return None;
+            }
+            direct.push(DirectSlot {
+                slot: *slot,
+                post_init: post(&init)?,
+                post_call: post(&call)?,
+                init,
+                call,
+            });
+        }
+        let pre = linker.instantiate_pre(&module).ok()?;
+        Some(DirectCode {
+            pre,
+            realloc,
+            initialize,
+            slots: direct,
+        })
+    }
+
+    /// Instantiates the module in `store` for `slot`.
+    pub(crate) fn instantiate(
+        &self,
+        store: &mut Store<HostState>,
+        slot: Slot,
+    ) -> wasmtime::Result<DirectInstance> {
+        let names = self
+            .slots
+            .iter()
+            .find(|s| s.slot == slot)
+            .ok_or_else(|| wasmtime::Error::msg(format!("the {slot} slot is not exported")))?;
+        let instance = self.pre.instantiate(&mut *store)?;
+        if self.initialize {
+            instance
+                .get_typed_func::<(), ()>(&mut *store, "_initialize")?
+                .call(&mut *store, ())?;
+        }
+        let post = |store: &mut Store<HostState>, name: &Option<String>| {
+            name.as_deref()
+                .map(|n| instance.get_typed_func::<i32, ()>(&mut *store, n))
+                .transpose()
+        };
+        Ok(DirectInstance {
+            memory: instance
+                .get_memory(&mut *store, "memory")
+                .ok_or_else(|| wasmtime::Error::msg("no memory export"))?,
+            realloc: instance.get_typed_func(&mut *store, self.realloc)?,
+            init: instance.get_typed_func(&mut *store, &names.init)?,
+            call: instance.get_typed_func(&mut *store, &names.call)?,
+            post_init: post(store, &names.post_init)?,
+            post_call: post(store, &names.post_call)?,
+        })
+    }
+}
+
+/// A live instance of the main core module, entered directly.
+pub(crate) struct DirectInstance {
+    memory: Memory,
+    realloc: TypedFunc<(i32, i32, i32, i32), i32>,
+    init: TypedFunc<(i32, i32), i32>,
+    call: TypedFunc<(i32, i32), i32>,
+    post_init: Option<TypedFunc<i32, ()>>,
+    post_call: Option<TypedFunc<i32, ()>>,
+}
+
+impl DirectInstance {
+    /// `init(config) -> result<_, string>`.
+    pub(crate) fn init(
+        &self,
+        store: &mut Store<HostState>,
+        config: &[u8],
+    ) -> wasmtime::Result<Result<(), String>> {
+        let args = self.lower_list(store, config)?;
+        let ret = self.init.call(&mut *store, args)?;
+        let (tag, payload) = self.result_area(store, ret)?;
+        let answer = match tag {
+            0 => Ok(()),
+            _ => Err(self.string(store, payload)?),
+        };
+        if let Some(post) = &self.post_init {
+            post.call(&mut *store, ret)?;
+        }
+        Ok(answer)
+    }
+
+    /// The slot call, `f(view) -> result<list<u8>, string>`: `read` sees the
+    /// reply bytes in the guest's memory (before post-return frees them).
+    pub(crate) fn call<R>(
+        &self,
+        store: &mut Store<HostState>,
+        view: &[u8],
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> wasmtime::Result<Result<R, String>> {
+        let args = self.lower_list(store, view)?;
+        let ret = self.call.call(&mut *store, args)?;
+        let (tag, payload) = self.result_area(store, ret)?;
+        let answer = match tag {
+            0 => Ok(read(self.bytes(store, payload)?)),
+            _ => Err(self.string(store, payload)?),
+        };
+        if let Some(post) = &self.post_call {
+            post.call(&mut *store, ret)?;
+        }
+        Ok(answer)
+    }
+
+    /// Copies `bytes` into memory the guest's realloc gave: the `(ptr, len)`
+    /// arguments of a `list<u8>`.
+    fn lower_list(
+        &self,
+        store: &mut Store<HostState>,
+        bytes: &[u8],
+    ) -> wasmtime::Result<(i32, i32)> {
+        let len = i32::try_from(bytes.len())
+            .map_err(|_| wasmtime::Error::msg("list too long for a 32-bit guest"))?;
+        let ptr = self.realloc.call(&mut *store, (0, 0, 1, len))?;
+        let range = span(ptr as u32, bytes.len())
+            .filter(|r| r.end <= self.memory.data_size(&*store))
+            .ok_or_else(|| wasmtime::Error::msg("realloc return: beyond end of memory"))?;
+        self.memory.data_mut(&mut *store)[range].copy_from_slice(bytes);
+        Ok((ptr, len))
+    }
+
+    /// The discriminant and `(ptr, len)` payload of a `result<list, string>`
+    /// in the return area at `ret`.
+    fn result_area(
+        &self,
+        store: &Store<HostState>,
+        ret: i32,
+    ) -> wasmtime::Result<(u8, Range<usize>)> {
+        let ret = ret as u32;
+        if !ret.is_multiple_of(4) {
+            return Err(wasmtime::Error::msg("return pointer not aligned"));
+        }
+        let data = self.memory.data(store);
+        let area = span(ret, 12)
+            .and_then(|r| data.get(r))
+            .ok_or_else(|| wasmtime::Error::msg("pointer out of bounds of memory"))?;
+        let word = |i: usize| u32::from_le_bytes([area[i], area[i + 1], area[i + 2], area[i + 3]]);
+        let tag = area[0];
+        if tag > 1 {
+            return Err(wasmtime::Error::msg(format!(
+                "unexpected discriminant: {tag}"
+            )));
+        }
+        let payload = span(word(4), word(8) as usize)
+            .filter(|r| r.end <= data.len())
+            .ok_or_else(|| wasmtime::Error::msg("list pointer/length out of bounds of memory"))?;
+        Ok((tag, payload))
+    }
+
+    fn bytes<'s>(
+        &self,
+        store: &'s Store<HostState>,
+        range: Range<usize>,
+    ) -> wasmtime::Result<&'s [u8]> {
+        self.memory
+            .data(store)
+            .get(range)
+            .ok_or_else(|| wasmtime::Error::msg("list pointer/length out of bounds of memory"))
+    }
+
+    fn string(&self, store: &Store<HostState>, range: Range<usize>) -> wasmtime::Result<String> {
+        let bytes = self.bytes(store, range)?;
+        std::str::from_utf8(bytes)
+            .map(str::to_string)
+            .map_err(|e| wasmtime::Error::msg(format!("invalid utf-8 in a string: {e}")))
+    }
+}
+
+/// `[start, start + len)` if it does not overflow.
+fn span(start: u32, len: usize) -> Option<Range<usize>> {
+    let start = start as usize;
+    Some(start..start.checked_add(len)?)
+}
+
+fn call_name(slot: Slot) -> &'static str {
+    match slot {
+        Slot::Fairness => "order",
+        Slot::Locality => "spread",
+        Slot::Gang => "on-blocked",
+    }
+}
+
+/// Whether `module` exports a function `name` of `params` i32s to
+/// `results` i32s (every signature of the contract's core ABI is all i32).
+fn has_func(module: &Module, name: &str, params: usize, results: usize) -> bool {
+    let Some(ExternType::Func(ty)) = module.get_export(name) else {
+        return false;
+    };
+    i32_signature(&ty, params, results)
+}
+
+fn i32_signature(ty: &FuncType, params: usize, results: usize) -> bool {
+    ty.params().len() == params
+        && ty.results().len() == results
+        && ty
+            .params()
+            .chain(ty.results())
+            .all(|t| matches!(t, ValType::I32))
+}
+
+/// Whether the component-level types are the contract's: each slot's `init`
+/// and bulk call, and `log` if it is imported. (The core signatures alone do
+/// not say: `order(view: string)` lowers to the same two i32s as
+/// `order(view: list<u8>)`.)
+fn contract_types(component: &[u8], slots: &[(Slot, &str)]) -> bool {
+    let Ok(DecodedWasm::Component(resolve, world)) = wit_component::decode(component) else {
+        return false;
+    };
+    let world = &resolve.worlds[world];
+    let named = |items: &mut dyn Iterator<Item = &WorldItem>, name: &dyn Fn(&str) -> bool| {
+        items
+            .filter_map(|item| match item {
+                WorldItem::Interface { id, .. } => Some(*id),
+                _ => None,
+            })
+            .find(|id| resolve.id_of(*id).is_some_and(|n| name(&n)))
+    };
+    let types = Types(&resolve);
+    let slots_ok = slots.iter().all(|(slot, interface)| {
+        let Some(id) = named(&mut world.exports.values(), &|n| n == *interface) else {
+            return false;
+        };
+        let functions = &resolve.interfaces[id].functions;
+        let takes_bytes = |f: &Function| f.params.len() == 1 && types.is_bytes(&f.params[0].ty);
+        let init_ok = functions.get("init").is_some_and(|f| {
+            takes_bytes(f)
+                && f.result
+                    .is_some_and(|r| types.is_result_or_string(&r, |ok| ok.is_none()))
+        });
+        let call_ok = functions.get(call_name(*slot)).is_some_and(|f| {
+            takes_bytes(f)
+                && f.result.is_some_and(|r| {
+                    types.is_result_or_string(&r, |ok| ok.is_some_and(|t| types.is_bytes(&t)))
+                })
+        });
+        init_ok && call_ok
+    });
+    let log = named(&mut world.imports.values(), &|n| {
+        n.starts_with("gangway:policy/log@")
+    });
+    let log_ok = log.is_none_or(|id| {
+        resolve.interfaces[id]
+            .functions
+            .get("log")
+            .is_some_and(|f| {
+                f.result.is_none()
+                    && f.params.len() == 2
+                    && types.is_level_enum(&f.params[0].ty)
+                    && types.is_string(&f.params[1].ty)
+            })
+    });
+    slots_ok && log_ok
+}
+
+/// Structural checks on WIT types.
+struct Types<'r>(&'r Resolve);
+
+impl Types<'_> {
+    /// `t` with type aliases followed.
+    fn resolved(&self, mut t: Type) -> Type {
+        while let Type::Id(id) = t
+            && let TypeDefKind::Type(inner) = self.0.types[id].kind
+        {
+            t = inner;
+        }
+        t
+    }
+
+    fn kind(&self, t: &Type) -> Option<&TypeDefKind> {
+        match self.resolved(*t) {
+            Type::Id(id) => Some(&self.0.types[id].kind),
+            _ => None,
+        }
+    }
+
+    fn is_string(&self, t: &Type) -> bool {
+        matches!(self.resolved(*t), Type::String)
+    }
+
+    /// `list<u8>`.
+    fn is_bytes(&self, t: &Type) -> bool {
+        matches!(self.kind(t), Some(TypeDefKind::List(e)) if matches!(self.resolved(*e), Type::U8))
+    }
+
+    /// `result<T, string>` where `ok(T)` holds.
+    fn is_result_or_string(&self, t: &Type, ok: impl Fn(Option<Type>) -> bool) -> bool {
+        matches!(self.kind(t), Some(TypeDefKind::Result(r))
+            if ok(r.ok) && r.err.is_some_and(|e| self.is_string(&e)))
+    }
+
+    /// The `log.level` enum: `error`, `warn`, `info`, `debug` in that order.
+    fn is_level_enum(&self, t: &Type) -> bool {
+        matches!(self.kind(t), Some(TypeDefKind::Enum(e))
+            if e.cases.iter().map(|c| c.name.as_str()).eq(["error", "warn", "info", "debug"]))
+    }
+}
+
+/// The top-level core module of `component` that exports every slot's call
+/// under its canonical name; `None` unless exactly one does.
+fn main_module(component: &[u8], slots: &[(Slot, &str)]) -> Option<Range<usize>> {
+    let mut found = None;
+    for range in TopLevel::read(component)?.modules {
+        let exports = core_export_names(component.get(range.clone())?)?;
+        let serves = slots.iter().all(|(slot, interface)| {
+            let call = format!("{interface}#{}", call_name(*slot));
+            exports.iter().any(|e| *e == call)
+        });
+        if serves {
+            if found.is_some() {
+                return None;
+            }
+            found = Some(range);
+        }
+    }
+    found
+}
+
+/// What sits directly inside a component: its core modules (byte ranges)
+/// and the names it imports and exports.
+pub(crate) struct TopLevel<'a> {
+    modules: Vec<Range<usize>>,
+    /// The names of the component's imports.
+    pub(crate) imports: Vec<&'a str>,
+    /// The names of the component's exports.
+    pub(crate) exports: Vec<&'a str>,
+}
+
+impl<'a> TopLevel<'a> {
+    /// Reads `component`'s top level; `None` if it does not parse.
+    pub(crate) fn read(component: &'a [u8]) -> Option<TopLevel<'a>> {
+        let mut parser = Parser::new(0);
+        let mut rest = component;
+        let mut top = TopLevel {
+            modules: Vec::new(),
+            imports: Vec::new(),
+            exports: Vec::new(),
+        };
+        loop {
+            let (payload, consumed) = match parser.parse(rest, true).ok()? {
+                Chunk::Parsed { consumed, payload } => (payload, consumed),
+                Chunk::NeedMoreData(_) => return None,
+            };
+            rest = rest.get(consumed..)?;
+            match payload {
+                Payload::ModuleSection {
+                    unchecked_range, ..
+                } => {
+                    // The outer parser goes on after the nested bytes.
+                    rest = rest.get(unchecked_range.len()..)?;
+                    top.modules.push(unchecked_range);
+                }
+                Payload::ComponentSection {
+                    unchecked_range, ..
+                } => {
+                    rest = rest.get(unchecked_range.len()..)?;
+                }
+                Payload::ComponentImportSection(reader) => {
+                    for import in reader {
+                        top.imports.push(import.ok()?.name.name);
+                    }
+                }
+                Payload::ComponentExportSection(reader) => {
+                    for export in reader {
+                        top.exports.push(export.ok()?.name.name);
+                    }
+                }
+                Payload::End(_) => return Some(top),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The export names of the core module `bytes`.
+fn core_export_names(bytes: &[u8]) -> Option<Vec<&str>> {
+    let mut names = Vec::new();
+    for payload in Parser::new(0).parse_all(bytes) {
+        if let Payload::ExportSection(reader) = payload.ok()? {
+            for export in reader {
+                names.push(export.ok()?.name);
+            }
+        }
+    }
+    Some(names)
+}
+
+/// A linker that gives `module` its one allowed import, `log` of
+/// `gangway:policy/log@1.x`, or `None` if it imports anything else.
+fn core_linker(engine: &Engine, module: &Module) -> Option<Linker<HostState>> {
+    let mut linker = Linker::new(engine);
+    for import in module.imports() {
+        let interface = import.module();
+        let compatible = interface
+            .strip_prefix("gangway:policy/log@")
+            .and_then(|v| v.split('.').next())
+            == Some("1");
+        let ExternType::Func(ty) = import.ty() else {
+            return None;
+        };
+        if !compatible || import.name() != "log" || !i32_signature(&ty, 3, 0) {
+            return None;
+        }
+        linker.func_wrap(interface, "log", core_log).ok()?;
+    }
+    Some(linker)
+}
+
+/// `log(level, message)` lowered to `(i32, ptr, len)`.
+fn core_log(
+    mut caller: Caller<'_, HostState>,
+    level: i32,
+    ptr: i32,
+    len: i32,
+) -> wasmtime::Result<()> {
+    let level = match level {
+        0 => "error",
+        1 => "warn",
+        2 => "info",
+        3 => "debug",
+        other => {
+            return Err(wasmtime::Error::msg(format!(
+                "unexpected discriminant: {other}"
+            )));
+        }
+    };
+    let Some(Extern::Memory(memory)) = caller.get_export("memory") else {
+        return Err(wasmtime::Error::msg("no memory export"));
+    };
+    let message = span(ptr as u32, len as u32 as usize)
+        .and_then(|r| memory.data(&caller).get(r))
+        .ok_or_else(|| wasmtime::Error::msg("string pointer/length out of bounds of memory"))?;
+    let message = std::str::from_utf8(message)
+        .map_err(|e| wasmtime::Error::msg(format!("invalid utf-8 in a string: {e}")))?
+        .to_string();
+    super::host::record_log(caller.data_mut(), level, message);
+    Ok(())
+}
