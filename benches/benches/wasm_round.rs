@@ -18,7 +18,7 @@
 use criterion::{Criterion, criterion_group, criterion_main};
 use gangway_core::policy::FairnessBackend;
 use gangway_core::policy::PolicySet;
-use gangway_core::wasm::{Budget, PolicyEngine, SandboxConfig};
+use gangway_core::wasm::{Budget, CallPath, PolicyEngine, SandboxConfig};
 use gangway_core::{JobSpec, RackGrouping, Scheduler, Topology};
 use gangway_plugin_sdk::JobId;
 
@@ -87,9 +87,10 @@ fn backlog(policies: PolicySet) -> Scheduler {
 }
 
 /// The three slots of the `builtin` module under `budget`.
-fn wasm_defaults(budget: Budget) -> PolicySet {
+fn wasm_defaults(budget: Budget, call_path: CallPath) -> PolicySet {
     let engine = PolicyEngine::new(SandboxConfig {
         budget,
+        call_path,
         ..SandboxConfig::default()
     })
     .expect("engine");
@@ -106,10 +107,20 @@ fn rounds(c: &mut Criterion) {
     let mut group = c.benchmark_group("round_philly_1000_pending");
     let variants = [
         ("native", PolicySet::defaults()),
-        ("wasm", wasm_defaults(Budget::Fuel(Budget::DEFAULT_FUEL))),
+        (
+            "wasm",
+            wasm_defaults(Budget::Fuel(Budget::DEFAULT_FUEL), CallPath::Direct),
+        ),
+        (
+            "wasm_component_runtime",
+            wasm_defaults(Budget::Fuel(Budget::DEFAULT_FUEL), CallPath::Component),
+        ),
         (
             "wasm_deadline",
-            wasm_defaults(Budget::Deadline(std::time::Duration::from_millis(50))),
+            wasm_defaults(
+                Budget::Deadline(std::time::Duration::from_millis(50)),
+                CallPath::Direct,
+            ),
         ),
     ];
     for (name, policies) in variants {
@@ -225,6 +236,37 @@ fn calls(c: &mut Criterion) {
     group.bench_function("wasm_fuel_trivial_gang", |b| {
         b.iter(|| gangway_core::policy::GangBackend::on_blocked(&mut *gang, &queue).expect("call"))
     });
+    group.finish();
+
+    // The crossing itself: the trivial gang policy on a view with no jobs,
+    // entered directly and through the component runtime.
+    let mut group = c.benchmark_group("empty_slot_call");
+    let empty = gangway_plugin_sdk::QueueView {
+        now_s: view.now_s,
+        cluster: view.cluster.clone(),
+        spread: Vec::new(),
+        jobs: Vec::new(),
+    };
+    for (name, call_path) in [
+        ("direct", CallPath::Direct),
+        ("component_runtime", CallPath::Component),
+    ] {
+        let engine = PolicyEngine::new(SandboxConfig {
+            call_path,
+            ..SandboxConfig::default()
+        })
+        .expect("engine");
+        let mut gang = engine
+            .load("builtin", bytes)
+            .expect("load")
+            .gang(b"")
+            .expect("gang");
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                gangway_core::policy::GangBackend::on_blocked(&mut *gang, &empty).expect("call")
+            })
+        });
+    }
     group.finish();
 }
 

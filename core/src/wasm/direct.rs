@@ -77,7 +77,7 @@ impl DirectCode {
             .find(|name| has_func(&module, name, 4, 1))?;
         if !matches!(
             module.get_export("memory"),
-            Some(ExternType::Memory(m)) if !m.is_64()
+            Some(ExternType::Memory(m)) if !m.is_64() && !m.is_shared()
         ) {
             return None;
         }
