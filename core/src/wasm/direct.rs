@@ -33,6 +33,7 @@ use wasmtime::{
 use wit_component::DecodedWasm;
 use wit_parser::{Function, Resolve, Type, TypeDefKind, WorldItem};
 
+use super::call_name;
 use super::instance::HostState;
 use crate::policy::Slot;
 
@@ -72,9 +73,18 @@ impl DirectCode {
         let main = main_module(component, slots)?;
         let module = Module::new(engine, component.get(main)?).ok()?;
         let linker = core_linker(engine, &module)?;
-        let realloc = ["cabi_export_realloc", "cabi_realloc"]
-            .into_iter()
-            .find(|name| has_func(&module, name, 4, 1))?;
+        // wit-component's choice of allocator for exports; a module that
+        // also has the legacy name is left to it.
+        if module.get_export("canonical_abi_realloc").is_some() {
+            return None;
+        }
+        let realloc = match module.get_export("cabi_export_realloc") {
+            Some(_) => "cabi_export_realloc",
+            None => "cabi_realloc",
+        };
+        if !has_func(&module, realloc, 4, 1) {
+            return None;
+        }
         if !matches!(
             module.get_export("memory"),
             Some(ExternType::Memory(m)) if !m.is_64() && !m.is_shared()
@@ -272,14 +282,6 @@ impl DirectInstance {
 fn span(start: u32, len: usize) -> Option<Range<usize>> {
     let start = start as usize;
     Some(start..start.checked_add(len)?)
-}
-
-fn call_name(slot: Slot) -> &'static str {
-    match slot {
-        Slot::Fairness => "order",
-        Slot::Locality => "spread",
-        Slot::Gang => "on-blocked",
-    }
 }
 
 /// Whether `module` exports a function `name` of `params` i32s to

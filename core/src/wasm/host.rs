@@ -13,6 +13,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, ComponentExportIndex, InstancePre, Linker, Val};
 use wasmtime::{Config, Engine, StoreContextMut};
 
+use super::call_name;
 use super::config::{Budget, CallPath, SandboxConfig};
 use super::direct::{DirectCode, TopLevel};
 use super::error::WasmError;
@@ -265,11 +266,7 @@ impl PolicyEngine {
                     host: CONTRACT_VERSION.into(),
                 });
             }
-            let call_name = match slot {
-                Slot::Fairness => "order",
-                Slot::Locality => "spread",
-                Slot::Gang => "on-blocked",
-            };
+            let call = call_name(slot);
             let inst =
                 component
                     .get_export_index(None, export)
@@ -291,7 +288,7 @@ impl PolicyEngine {
                 slot,
                 interface: export.to_string(),
                 init: func("init")?,
-                call: func(call_name)?,
+                call: func(call)?,
             });
             versions.push(version.to_string());
         }

@@ -10,6 +10,7 @@ use gangway_plugin_sdk::{
 use wasmtime::component::{Func, InstancePre, TypedFunc};
 use wasmtime::{ResourceLimiter, Store, Trap};
 
+use super::call_name;
 use super::config::Budget;
 use super::direct::DirectInstance;
 use super::error::WasmError;
@@ -361,14 +362,6 @@ impl WasmBackend {
 enum Failure {
     Kind(PolicyErrorKind),
     Signature { function: String, reason: String },
-}
-
-fn call_name(slot: Slot) -> &'static str {
-    match slot {
-        Slot::Fairness => "order",
-        Slot::Locality => "spread",
-        Slot::Gang => "on-blocked",
-    }
 }
 
 impl FairnessBackend for WasmBackend {

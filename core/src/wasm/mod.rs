@@ -58,3 +58,14 @@ pub use config::{Budget, CallPath, SandboxConfig};
 pub use error::WasmError;
 pub use host::{CONTRACT_VERSION, PolicyEngine, PolicyModule};
 pub use swap::{GuardPolicy, GuardedSlot, SlotBackend, SlotEvent, SlotHandle, SlotStatus};
+
+use crate::policy::Slot;
+
+/// The name of a slot's bulk function in its WIT interface.
+fn call_name(slot: Slot) -> &'static str {
+    match slot {
+        Slot::Fairness => "order",
+        Slot::Locality => "spread",
+        Slot::Gang => "on-blocked",
+    }
+}

@@ -49,6 +49,28 @@ pub(crate) fn componentize(core_wat: &str, deps: &[&str], wit: &str, world: &str
         .unwrap()
 }
 
+/// Embeds `world` of a doctored contract `wit` (built alone, so it cannot
+/// clash with the real package) into the core module and encodes a
+/// component, without validating it against the real contract.
+pub(crate) fn componentize_doctored(core_wat: &str, wit: &str, world: &str) -> Vec<u8> {
+    let mut module = wat::parse_str(core_wat).unwrap();
+    let mut resolve = wit_parser::Resolve::default();
+    let pkg = resolve.push_str("doctored.wit", wit).unwrap();
+    let world = resolve.select_world(&[pkg], Some(world)).unwrap();
+    wit_component::embed_component_metadata(
+        &mut module,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+    )
+    .unwrap();
+    wit_component::ComponentEncoder::default()
+        .module(&module)
+        .unwrap()
+        .encode()
+        .unwrap()
+}
+
 /// A bump allocator that grows memory as needed, the reply area at 16 and
 /// `init` for interface `iface` (`fairness@1.0.0`).
 fn runtime(iface: &str) -> String {

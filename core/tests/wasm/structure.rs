@@ -3,7 +3,7 @@
 //! and the engine goes on serving good modules to a scheduler.
 
 use gangway_core::policy::Slot;
-use gangway_core::wasm::{CONTRACT_VERSION, WasmError};
+use gangway_core::wasm::{CONTRACT_VERSION, CallPath, WasmError};
 use gangway_plugin_sdk::{FairnessDecision, JobId, Ranked, wire};
 
 use crate::guests::{self, WIT, componentize, fairness_wat};
@@ -77,25 +77,7 @@ fn a_wasi_import_is_refused() {
 fn an_incompatible_contract_version_is_refused() {
     let wit2 = WIT.replace("gangway:policy@1.0.0", "gangway:policy@2.0.0");
     let core = fairness_wat("2.0.0", 100, "(unreachable)", "");
-    // The doctored package must not clash with the real one: build alone.
-    let mut module = wat::parse_str(&core).unwrap();
-    let mut resolve = wit_parser::Resolve::default();
-    let pkg = resolve.push_str("policy2.wit", &wit2).unwrap();
-    let world = resolve
-        .select_world(&[pkg], Some("fairness-policy"))
-        .unwrap();
-    wit_component::embed_component_metadata(
-        &mut module,
-        &resolve,
-        world,
-        wit_component::StringEncoding::UTF8,
-    )
-    .unwrap();
-    let bytes = wit_component::ComponentEncoder::default()
-        .module(&module)
-        .unwrap()
-        .encode()
-        .unwrap();
+    let bytes = guests::componentize_doctored(&core, &wit2, "fairness-policy");
     let engine = guests::engine();
     let err = engine.load("future.wasm", &bytes).unwrap_err();
     assert_eq!(
@@ -179,24 +161,7 @@ fn a_wrong_signature_is_refused() {
     // `order` taking a string: same core signature, different component type.
     let wrong = WIT.replace("order: func(view: list<u8>)", "order: func(view: string)");
     let core = fairness_wat("1.0.0", 100, "(unreachable)", "");
-    let mut module = wat::parse_str(&core).unwrap();
-    let mut resolve = wit_parser::Resolve::default();
-    let pkg = resolve.push_str("wrong.wit", &wrong).unwrap();
-    let world = resolve
-        .select_world(&[pkg], Some("fairness-policy"))
-        .unwrap();
-    wit_component::embed_component_metadata(
-        &mut module,
-        &resolve,
-        world,
-        wit_component::StringEncoding::UTF8,
-    )
-    .unwrap();
-    let bytes = wit_component::ComponentEncoder::default()
-        .module(&module)
-        .unwrap()
-        .encode()
-        .unwrap();
+    let bytes = guests::componentize_doctored(&core, &wrong, "fairness-policy");
     let engine = guests::engine();
     let err = engine.load("wrong.wasm", &bytes).unwrap_err();
     assert!(
@@ -205,6 +170,37 @@ fn a_wrong_signature_is_refused() {
         "{err}"
     );
     engine_still_serves(&engine);
+}
+
+/// The direct path checks the component's types, not only the core
+/// signatures: a `log` taking its parameters the other way round lowers to
+/// the same three i32s, so the direct path declines the module and the
+/// component runtime (which forwards whatever `log` it is given) serves it.
+#[test]
+fn a_log_import_of_another_type_is_not_entered_directly() {
+    let wrong = WIT.replace(
+        "log: func(level: level, message: string);",
+        "log: func(message: string, level: level);",
+    );
+    assert_ne!(wrong, WIT);
+    // log("hi", info), lowered as (ptr, len, level).
+    let body = "(call $log (i32.const 300) (i32.const 2) (i32.const 2))";
+    let data = r#"(data (i32.const 300) "hi")"#;
+    let core = guests::with_log(&fairness_wat("1.0.0", 0, body, data));
+    let bytes = guests::componentize_doctored(&core, &wrong, "fairness-policy");
+    for path in guests::PATHS {
+        let engine = guests::engine_on(path);
+        let module = engine.load("odd-log.wasm", &bytes).unwrap();
+        assert_eq!(module.call_path(), CallPath::Component, "{path:?}");
+        let mut backend = module.fairness(b"").unwrap();
+        let view = gangway_plugin_sdk::RoundView {
+            now_s: 0,
+            cluster: scheduler(0).state().summary(),
+            vcs: vec![],
+            jobs: vec![],
+        };
+        assert!(backend.order(&view).unwrap().order.is_empty());
+    }
 }
 
 #[test]
