@@ -8,6 +8,7 @@
 //! let fifo = gangway_plugin_artifacts::module("fifo").unwrap();
 //! let report = check_module("fifo.wasm", fifo, b"", &CheckOptions { views: 20, ..CheckOptions::default() }).unwrap();
 //! assert_eq!(report.contract_version, "1.0.0");
+//! assert_eq!(report.call_path, gangway_core::wasm::CallPath::Direct);
 //! assert_eq!(report.calls, 20);
 //! ```
 
@@ -16,7 +17,7 @@ use std::time::{Duration, Instant};
 use gangway_core::policy::{
     FairnessBackend, GangBackend, LocalityBackend, PolicyError, Slot, validate,
 };
-use gangway_core::wasm::{Budget, PolicyEngine, PolicyModule, SandboxConfig, WasmError};
+use gangway_core::wasm::{Budget, CallPath, PolicyEngine, PolicyModule, SandboxConfig, WasmError};
 use gangway_plugin_sdk::{
     ClusterSummary, JobId, Level, LevelSummary, PendingJob, QueueView, RoundView, VcId, VcUsage,
 };
@@ -59,6 +60,9 @@ pub struct CheckReport {
     pub slots: Vec<Slot>,
     /// Its contract version.
     pub contract_version: String,
+    /// How the host enters it: directly (a component of the standard shape)
+    /// or through the component runtime.
+    pub call_path: CallPath,
     /// Views it was given.
     pub views: usize,
     /// Slot calls made (determinism re-calls not counted).
@@ -146,6 +150,7 @@ pub fn check_module(
         module: name.to_string(),
         slots: slots.clone(),
         contract_version: module.contract_version(),
+        call_path: module.call_path(),
         views: 0,
         calls: 0,
         slowest_us: 0,

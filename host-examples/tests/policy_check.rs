@@ -62,6 +62,7 @@ fn every_plugin_passes() {
             "{text}"
         );
         assert!(text.contains("contract gangway:policy@1.0.0"), "{text}");
+        assert!(text.contains("entered directly"), "{text}");
         assert!(text.contains("ok: 60 views"), "{text}");
     }
 }

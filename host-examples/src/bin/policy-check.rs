@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use gangway_core::wasm::{Budget, SandboxConfig};
+use gangway_core::wasm::{Budget, CallPath, SandboxConfig};
 use gangway_host_examples::policy_check::{CheckOptions, check_module};
 
 /// Check a Gangway policy module (a gangway:policy@1.x Wasm component).
@@ -75,8 +75,12 @@ fn main() -> ExitCode {
     match check_module(&name, &bytes, &config, &options) {
         Ok(r) => {
             let slots: Vec<&str> = r.slots.iter().map(|s| s.as_str()).collect();
+            let entered = match r.call_path {
+                CallPath::Direct => "entered directly (standard component shape)",
+                CallPath::Component => "entered through the component runtime",
+            };
             println!(
-                "module {}: slots {}; contract gangway:policy@{}",
+                "module {}: slots {}; contract gangway:policy@{}; {entered}",
                 r.module,
                 slots.join(", "),
                 r.contract_version
