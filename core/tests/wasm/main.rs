@@ -1,8 +1,10 @@
 //! The Wasm policy host's integration tests, gathered in one binary: loading
-//! and validation, hostile guests, native-vs-Wasm differential runs, hot swap
+//! and validation, hostile guests, the two call paths on arbitrary replies,
+//! native-vs-Wasm differential runs, hot swap
 //! and quarantine.
 #![allow(clippy::unwrap_used)]
 
+mod abi;
 mod differential;
 mod guests;
 mod hostile;

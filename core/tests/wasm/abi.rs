@@ -1,0 +1,141 @@
+//! The direct call path against the component runtime on arbitrary replies:
+//! a guest whose return area, discriminant, reply pointer, length and bytes
+//! are chosen at random must get the same outcome on both paths (the same
+//! decision, refusal message, decode error, or an ABI error on each).
+
+use gangway_core::policy::PolicyErrorKind;
+use gangway_core::wasm::CallPath;
+use gangway_plugin_sdk::{FairnessDecision, JobId, Ranked, RoundView, wire};
+use proptest::prelude::*;
+
+use crate::guests;
+use crate::support::scheduler;
+
+/// One page: the guests' memory while they answer (views here are small).
+const PAGE: u64 = 65_536;
+
+/// What a guest answers: the return area's address, its discriminant and
+/// payload, and the bytes at address 300.
+#[derive(Clone, Debug)]
+struct Reply {
+    area: u32,
+    tag: u8,
+    ptr: u32,
+    len: u32,
+    bytes: Vec<u8>,
+}
+
+fn reply() -> impl Strategy<Value = Reply> {
+    let decision = FairnessDecision {
+        order: vec![Ranked {
+            job: JobId(0),
+            eligible: true,
+        }],
+    };
+    let bytes = prop_oneof![
+        Just(wire::encode(&decision)),
+        Just(b"no opinion".to_vec()),
+        Just(vec![0xff, 0xfe, 0x01]),
+        Just(vec![0x00]),
+        prop::collection::vec(any::<u8>(), 0..12),
+    ];
+    (
+        prop_oneof![
+            Just(16u32),
+            Just(17),
+            Just(18),
+            Just(PAGE as u32 - 12),
+            Just(PAGE as u32 - 8),
+            Just(u32::MAX - 3),
+        ],
+        prop_oneof![Just(0u8), Just(1), Just(2), Just(255)],
+        prop_oneof![
+            Just(300u32),
+            Just(PAGE as u32 - 2),
+            Just(PAGE as u32),
+            Just(u32::MAX)
+        ],
+        bytes,
+        prop_oneof![Just(None), Just(Some(0u32)), Just(Some(100_000))],
+    )
+        .prop_map(|(area, tag, ptr, bytes, len)| Reply {
+            area,
+            tag,
+            ptr,
+            len: len.unwrap_or(bytes.len() as u32),
+            bytes,
+        })
+}
+
+/// A fairness guest answering `r` to views of more than 100 bytes.
+fn guest(r: &Reply) -> Vec<u8> {
+    let escaped: String = r.bytes.iter().map(|b| format!("\\{b:02x}")).collect();
+    let data = format!(r#"(data (i32.const 300) "{escaped}")"#);
+    let area = r.area as i32;
+    // The area is written only where it fits in memory.
+    let body = if u64::from(r.area) + 12 <= PAGE {
+        format!(
+            "(i32.store8 (i32.const {area}) (i32.const {tag}))
+             (i32.store (i32.const {a4}) (i32.const {ptr}))
+             (i32.store (i32.const {a8}) (i32.const {len}))
+             (return (i32.const {area}))",
+            tag = r.tag,
+            a4 = area + 4,
+            a8 = area + 8,
+            ptr = r.ptr as i32,
+            len = r.len as i32,
+        )
+    } else {
+        format!("(return (i32.const {area}))")
+    };
+    guests::fairness(100, &body, &data)
+}
+
+/// A call's outcome, with the ABI errors' wording (which differs between
+/// the paths) left out.
+#[derive(Debug, PartialEq)]
+enum Outcome {
+    Decided(FairnessDecision),
+    Failed(PolicyErrorKind),
+    BrokeAbi,
+}
+
+fn outcome(path: CallPath, bytes: &[u8], view: &RoundView) -> Outcome {
+    let engine = guests::engine_on(path);
+    let module = engine.load("reply", bytes).unwrap();
+    assert_eq!(module.call_path(), path);
+    let mut backend = module.fairness(b"").unwrap();
+    match backend.order(view) {
+        Ok(d) => Outcome::Decided(d),
+        Err(e) if matches!(e.kind, PolicyErrorKind::Abi(_)) => Outcome::BrokeAbi,
+        Err(e) => Outcome::Failed(e.kind),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+    #[test]
+    fn both_paths_lift_any_reply_alike(r in reply()) {
+        let bytes = guest(&r);
+        // A view past the guest's 100-byte trigger.
+        let view = RoundView {
+            now_s: 7,
+            cluster: scheduler(0).state().summary(),
+            jobs: vec![],
+            vcs: (0..20)
+                .map(|i| gangway_plugin_sdk::VcUsage {
+                    id: gangway_plugin_sdk::VcId(i),
+                    quota_gpus: None,
+                    weight: 1,
+                    held_gpus: 0,
+                    pending_gpus: 0,
+                    attained_gpu_s: 0,
+                })
+                .collect(),
+        };
+        let direct = outcome(CallPath::Direct, &bytes, &view);
+        let component = outcome(CallPath::Component, &bytes, &view);
+        prop_assert_eq!(direct, component, "{:?}", r);
+    }
+}
