@@ -1,7 +1,6 @@
 //! The Wasm policy host's integration tests, gathered in one binary: loading
 //! and validation, hostile guests, the two call paths on arbitrary replies,
-//! native-vs-Wasm differential runs, hot swap
-//! and quarantine.
+//! native-vs-Wasm differential runs, hot swap and quarantine.
 #![allow(clippy::unwrap_used)]
 
 mod abi;
