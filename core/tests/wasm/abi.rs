@@ -1,7 +1,8 @@
-//! The direct call path against the component runtime on arbitrary replies:
-//! a guest whose return area, discriminant, reply pointer, length and bytes
-//! are chosen at random must get the same outcome on both paths (the same
-//! decision, refusal message, decode error, or an ABI error on each).
+//! The direct call path against the component runtime: a guest whose return
+//! area, discriminant, reply pointer, length and bytes are chosen at random
+//! must get the same outcome on both paths (the same decision, refusal
+//! message, decode error, or an ABI error on each), and a damaged real
+//! plugin must be accepted or refused alike and then run alike.
 
 use gangway_core::policy::PolicyErrorKind;
 use gangway_core::wasm::CallPath;
@@ -9,7 +10,7 @@ use gangway_plugin_sdk::{FairnessDecision, JobId, Ranked, RoundView, wire};
 use proptest::prelude::*;
 
 use crate::guests;
-use crate::support::scheduler;
+use crate::support::{run, scheduler};
 
 /// One page: the guests' memory while they answer (views here are small).
 const PAGE: u64 = 65_536;
@@ -100,15 +101,21 @@ enum Outcome {
     BrokeAbi,
 }
 
-fn outcome(path: CallPath, bytes: &[u8], view: &RoundView) -> Outcome {
+fn outcome(kind: PolicyErrorKind) -> Outcome {
+    match kind {
+        PolicyErrorKind::Abi(_) => Outcome::BrokeAbi,
+        kind => Outcome::Failed(kind),
+    }
+}
+
+fn call(path: CallPath, bytes: &[u8], view: &RoundView) -> Outcome {
     let engine = guests::engine_on(path);
     let module = engine.load("reply", bytes).unwrap();
     assert_eq!(module.call_path(), path);
     let mut backend = module.fairness(b"").unwrap();
     match backend.order(view) {
         Ok(d) => Outcome::Decided(d),
-        Err(e) if matches!(e.kind, PolicyErrorKind::Abi(_)) => Outcome::BrokeAbi,
-        Err(e) => Outcome::Failed(e.kind),
+        Err(e) => outcome(e.kind),
     }
 }
 
@@ -134,8 +141,46 @@ proptest! {
                 })
                 .collect(),
         };
-        let direct = outcome(CallPath::Direct, &bytes, &view);
-        let component = outcome(CallPath::Component, &bytes, &view);
+        let direct = call(CallPath::Direct, &bytes, &view);
+        let component = call(CallPath::Component, &bytes, &view);
         prop_assert_eq!(direct, component, "{:?}", r);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// A real plugin with a few bytes changed: loading never panics, the two
+    /// paths accept or refuse it alike, and where both accept it they run a
+    /// scheduler alike (same starts, same waits, same kinds of failure).
+    #[test]
+    fn both_paths_treat_a_damaged_plugin_alike(
+        flips in prop::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 1..4),
+    ) {
+        let mut bytes = gangway_plugin_artifacts::module("fifo").unwrap().to_vec();
+        let len = bytes.len();
+        for (at, xor) in &flips {
+            bytes[at.index(len)] ^= xor;
+        }
+        let direct = guests::engine_on(CallPath::Direct).load("damaged", &bytes);
+        let component = guests::engine_on(CallPath::Component).load("damaged", &bytes);
+        prop_assert_eq!(direct.is_ok(), component.is_ok(), "{:?} / {:?}", direct.as_ref().err(), component.as_ref().err());
+        if let (Ok(direct), Ok(component)) = (direct, component) {
+            let mut a = scheduler(30);
+            let mut b = scheduler(30);
+            a.swap_fairness(direct.fairness(b"").unwrap());
+            b.swap_fairness(component.fairness(b"").unwrap());
+            let (a, b) = (run(&mut a, 100, 3), run(&mut b, 100, 3));
+            let starts = |r: &[gangway_core::RoundReport]| -> Vec<_> {
+                r.iter().map(|r| (r.starts.clone(), r.waiting.clone())).collect()
+            };
+            let kinds = |r: &[gangway_core::RoundReport]| -> Vec<Vec<Outcome>> {
+                r.iter()
+                    .map(|r| r.policy_errors.iter().map(|e| outcome(e.kind.clone())).collect())
+                    .collect()
+            };
+            prop_assert_eq!(starts(&a), starts(&b));
+            prop_assert_eq!(kinds(&a), kinds(&b));
+        }
     }
 }
