@@ -9,7 +9,7 @@ use gangway_core::policy::{PolicyErrorKind, Slot};
 use gangway_core::wasm::{Budget, CallPath, PolicyEngine, SandboxConfig, WasmError};
 
 use crate::guests;
-use crate::support::{accounted, run, scheduler};
+use crate::support::{accounted, empty_view, run, scheduler};
 
 const JOBS: u64 = 60;
 const ROUNDS: u64 = 4;
@@ -278,20 +278,9 @@ fn a_failed_instance_is_replaced_and_recovers_on(engine: &PolicyEngine) {
     assert_eq!(r.policy_errors.len(), 1);
     backend = big.swap_fairness(gangway_core::policy::PolicySet::defaults().fairness);
     // The next call, on a small view, runs on a fresh instance and succeeds.
-    let (round, _) = small_views();
+    let round = empty_view();
     let d = gangway_core::policy::FairnessBackend::order(&mut *backend, &round).unwrap();
     assert!(d.order.is_empty());
     assert_eq!(module.instantiations(), before + 1);
     big.check_invariants().unwrap();
-}
-
-fn small_views() -> (gangway_plugin_sdk::RoundView, ()) {
-    let s = scheduler(0);
-    let view = gangway_plugin_sdk::RoundView {
-        now_s: 0,
-        cluster: s.state().summary(),
-        vcs: vec![],
-        jobs: vec![],
-    };
-    (view, ())
 }

@@ -61,13 +61,7 @@ fn log_floods_are_bounded() {
 
 fn five_calls_in_time(module: &gangway_core::wasm::PolicyModule, started: std::time::Instant) {
     let mut backend = module.fairness(b"").unwrap();
-    let sched = crate::support::scheduler(0);
-    let view = gangway_plugin_sdk::RoundView {
-        now_s: 0,
-        cluster: sched.state().summary(),
-        vcs: vec![],
-        jobs: vec![],
-    };
+    let view = crate::support::empty_view();
     for _ in 0..5 {
         assert!(backend.order(&view).unwrap().order.is_empty());
     }
@@ -92,13 +86,7 @@ fn initialize_runs_before_the_first_call() {
         let module = engine.load("initialized", &bytes).unwrap();
         assert_eq!(module.call_path(), path);
         let mut backend = module.fairness(b"").unwrap();
-        let sched = crate::support::scheduler(0);
-        let view = gangway_plugin_sdk::RoundView {
-            now_s: 0,
-            cluster: sched.state().summary(),
-            vcs: vec![],
-            jobs: vec![],
-        };
+        let view = crate::support::empty_view();
         assert!(backend.order(&view).unwrap().order.is_empty());
     }
 }

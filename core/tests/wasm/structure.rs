@@ -7,7 +7,7 @@ use gangway_core::wasm::{CONTRACT_VERSION, CallPath, WasmError};
 use gangway_plugin_sdk::{FairnessDecision, JobId, Ranked, wire};
 
 use crate::guests::{self, WIT, componentize, fairness_wat};
-use crate::support::{accounted, run, scheduler};
+use crate::support::{accounted, empty_view, run, scheduler};
 
 /// The engine still loads and runs a good module after refusing others.
 fn engine_still_serves(engine: &gangway_core::wasm::PolicyEngine) {
@@ -104,24 +104,7 @@ fn a_missing_export_is_refused() {
     let partial = format!("{}{}", &WIT[..start], &WIT[end..]);
     let core = fairness_wat("1.0.0", 100, "(unreachable)", "")
         .replace("(export \"gangway:policy/fairness@1.0.0#order\")", "");
-    let mut module = wat::parse_str(&core).unwrap();
-    let mut resolve = wit_parser::Resolve::default();
-    let pkg = resolve.push_str("partial.wit", &partial).unwrap();
-    let world = resolve
-        .select_world(&[pkg], Some("fairness-policy"))
-        .unwrap();
-    wit_component::embed_component_metadata(
-        &mut module,
-        &resolve,
-        world,
-        wit_component::StringEncoding::UTF8,
-    )
-    .unwrap();
-    let bytes = wit_component::ComponentEncoder::default()
-        .module(&module)
-        .unwrap()
-        .encode()
-        .unwrap();
+    let bytes = guests::componentize_doctored(&core, &partial, "fairness-policy");
     let engine = guests::engine();
     let err = engine.load("half.wasm", &bytes).unwrap_err();
     assert_eq!(
@@ -193,13 +176,7 @@ fn a_log_import_of_another_type_is_not_entered_directly() {
         let module = engine.load("odd-log.wasm", &bytes).unwrap();
         assert_eq!(module.call_path(), CallPath::Component, "{path:?}");
         let mut backend = module.fairness(b"").unwrap();
-        let view = gangway_plugin_sdk::RoundView {
-            now_s: 0,
-            cluster: scheduler(0).state().summary(),
-            vcs: vec![],
-            jobs: vec![],
-        };
-        assert!(backend.order(&view).unwrap().order.is_empty());
+        assert!(backend.order(&empty_view()).unwrap().order.is_empty());
     }
 }
 

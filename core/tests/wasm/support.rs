@@ -33,6 +33,17 @@ pub(crate) fn scheduler(jobs: u64) -> Scheduler {
     s
 }
 
+/// A fairness view of the [`scheduler`] cluster with no VCs and no jobs:
+/// short enough not to trigger the conditional guests.
+pub(crate) fn empty_view() -> gangway_plugin_sdk::RoundView {
+    gangway_plugin_sdk::RoundView {
+        now_s: 0,
+        cluster: scheduler(0).state().summary(),
+        vcs: vec![],
+        jobs: vec![],
+    }
+}
+
 /// Every job is pending, running or finished exactly once, the invariants
 /// hold, and the job count is what was submitted.
 pub(crate) fn accounted(s: &Scheduler, submitted: usize) {
