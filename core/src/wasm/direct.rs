@@ -55,14 +55,15 @@ pub(crate) struct DirectCode {
 }
 
 impl DirectCode {
-    /// Finds the main core module of `component` and prepares it to serve
-    /// `slots` (each with its exported interface name, e.g.
-    /// `gangway:policy/fairness@1.0.0`). `None` if the component is not of
-    /// the canonical shape (or not valid): the caller uses the component
-    /// runtime, which gives the authoritative answer.
+    /// Finds the main core module of `component` (whose top level is `top`)
+    /// and prepares it to serve `slots` (each with its exported interface
+    /// name, e.g. `gangway:policy/fairness@1.0.0`). `None` if the component
+    /// is not of the canonical shape (or not valid): the caller uses the
+    /// component runtime, which gives the authoritative answer.
     pub(crate) fn prepare(
         engine: &Engine,
         component: &[u8],
+        top: &TopLevel<'_>,
         slots: &[(Slot, &str)],
     ) -> Option<DirectCode> {
         let mut validator = Validator::new_with_features(WasmFeatures::default());
@@ -70,7 +71,7 @@ impl DirectCode {
         if !contract_types(component, slots) {
             return None;
         }
-        let main = main_module(component, slots)?;
+        let main = main_module(component, top, slots)?;
         let module = Module::new(engine, component.get(main)?).ok()?;
         let linker = core_linker(engine, &module)?;
         // wit-component's choice of allocator for exports; a module that
@@ -401,9 +402,13 @@ impl Types<'_> {
 
 /// The top-level core module of `component` that exports every slot's call
 /// under its canonical name; `None` unless exactly one does.
-fn main_module(component: &[u8], slots: &[(Slot, &str)]) -> Option<Range<usize>> {
+fn main_module(
+    component: &[u8],
+    top: &TopLevel<'_>,
+    slots: &[(Slot, &str)],
+) -> Option<Range<usize>> {
     let mut found = None;
-    for range in TopLevel::read(component)?.modules {
+    for range in top.modules.iter().cloned() {
         let exports = core_export_names(component.get(range.clone())?)?;
         let serves = slots.iter().all(|(slot, interface)| {
             let call = format!("{interface}#{}", call_name(*slot));

@@ -253,10 +253,7 @@ impl PolicyEngine {
         let mut exports = Vec::new();
         for (export, _) in ty.exports(engine) {
             exports.push(export.to_string());
-            let Some((iface, version)) = parse_name(export) else {
-                continue;
-            };
-            let Some(slot) = Slot::ALL.into_iter().find(|s| s.as_str() == iface) else {
+            let Some((slot, version)) = slot_export(export) else {
                 continue;
             };
             if major(version) != Some(1) {
@@ -335,28 +332,20 @@ fn compile_direct(engine: &Engine, bytes: &[u8], hash: [u8; 32]) -> Option<Compi
         return None;
     }
     let mut slots: Vec<(Slot, &str)> = Vec::new();
+    let mut versions = Vec::new();
     for export in &top.exports {
-        let Some((iface, version)) = parse_name(export) else {
-            continue;
-        };
-        let Some(slot) = Slot::ALL.into_iter().find(|s| s.as_str() == iface) else {
+        let Some((slot, version)) = slot_export(export) else {
             continue;
         };
         if major(version) != Some(1) || slots.iter().any(|(s, _)| *s == slot) {
             return None;
         }
         slots.push((slot, export));
-    }
-    if slots.is_empty() {
-        return None;
+        versions.push(version);
     }
     slots.sort_by_key(|(slot, _)| *slot);
-    let code = DirectCode::prepare(engine, bytes, &slots)?;
-    let version = slots
-        .iter()
-        .filter_map(|(_, export)| parse_name(export).map(|(_, v)| v))
-        .min()?
-        .to_string();
+    let version = versions.into_iter().min()?.to_string();
+    let code = DirectCode::prepare(engine, bytes, &top, &slots)?;
     Some(Compiled {
         code: Code::Direct(code),
         slots: slots.iter().map(|(slot, _)| *slot).collect(),
@@ -540,6 +529,14 @@ pub(crate) fn warm_up_views() -> (RoundView, QueueView) {
 fn parse_name(name: &str) -> Option<(&str, &str)> {
     let rest = name.strip_prefix(PACKAGE)?.strip_prefix('/')?;
     rest.split_once('@')
+}
+
+/// The slot and contract version of an export named
+/// `gangway:policy/<slot>@<version>`; `None` for any other export.
+fn slot_export(name: &str) -> Option<(Slot, &str)> {
+    let (iface, version) = parse_name(name)?;
+    let slot = Slot::ALL.into_iter().find(|s| s.as_str() == iface)?;
+    Some((slot, version))
 }
 
 fn major(version: &str) -> Option<u64> {
