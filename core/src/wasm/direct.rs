@@ -181,17 +181,14 @@ impl DirectInstance {
         store: &mut Store<HostState>,
         config: &[u8],
     ) -> wasmtime::Result<Result<(), String>> {
-        let args = self.lower_list(store, config)?;
-        let ret = self.init.call(&mut *store, args)?;
-        let (tag, payload) = self.result_area(store, ret)?;
-        let answer = match tag {
-            0 => Ok(()),
-            _ => Err(self.string(store, payload)?),
-        };
-        if let Some(post) = &self.post_init {
-            post.call(&mut *store, ret)?;
-        }
-        Ok(answer)
+        // `ok` has no payload: the rest of the return area is not read.
+        self.invoke(
+            store,
+            &self.init,
+            self.post_init.as_ref(),
+            config,
+            |_, _| Ok(()),
+        )
     }
 
     /// The slot call, `f(view) -> result<list<u8>, string>`: `read` sees the
@@ -202,14 +199,34 @@ impl DirectInstance {
         view: &[u8],
         read: impl FnOnce(&[u8]) -> R,
     ) -> wasmtime::Result<Result<R, String>> {
-        let args = self.lower_list(store, view)?;
-        let ret = self.call.call(&mut *store, args)?;
+        self.invoke(
+            store,
+            &self.call,
+            self.post_call.as_ref(),
+            view,
+            |store, payload| Ok(read(self.bytes(store, payload)?)),
+        )
+    }
+
+    /// Calls `entry` with `arg` as a `list<u8>` and lifts its
+    /// `result<_, string>`: `ok` lifts the ok case from the payload words,
+    /// the error case is a string. Post-return runs after both.
+    fn invoke<R>(
+        &self,
+        store: &mut Store<HostState>,
+        entry: &TypedFunc<(i32, i32), i32>,
+        post: Option<&TypedFunc<i32, ()>>,
+        arg: &[u8],
+        ok: impl FnOnce(&Store<HostState>, (u32, u32)) -> wasmtime::Result<R>,
+    ) -> wasmtime::Result<Result<R, String>> {
+        let args = self.lower_list(store, arg)?;
+        let ret = entry.call(&mut *store, args)?;
         let (tag, payload) = self.result_area(store, ret)?;
         let answer = match tag {
-            0 => Ok(read(self.bytes(store, payload)?)),
+            0 => Ok(ok(store, payload)?),
             _ => Err(self.string(store, payload)?),
         };
-        if let Some(post) = &self.post_call {
+        if let Some(post) = post {
             post.call(&mut *store, ret)?;
         }
         Ok(answer)
@@ -232,47 +249,42 @@ impl DirectInstance {
         Ok((ptr, len))
     }
 
-    /// The discriminant and `(ptr, len)` payload of a `result<list, string>`
-    /// in the return area at `ret`.
+    /// The discriminant and the two payload words (a pointer and a length,
+    /// unchecked) of a `result` in the return area at `ret`.
     fn result_area(
         &self,
         store: &Store<HostState>,
         ret: i32,
-    ) -> wasmtime::Result<(u8, Range<usize>)> {
+    ) -> wasmtime::Result<(u8, (u32, u32))> {
         let ret = ret as u32;
         if !ret.is_multiple_of(4) {
             return Err(wasmtime::Error::msg("return pointer not aligned"));
         }
-        let data = self.memory.data(store);
         let area = span(ret, 12)
-            .and_then(|r| data.get(r))
+            .and_then(|r| self.memory.data(store).get(r))
             .ok_or_else(|| wasmtime::Error::msg("pointer out of bounds of memory"))?;
         let word = |i: usize| u32::from_le_bytes([area[i], area[i + 1], area[i + 2], area[i + 3]]);
-        let tag = area[0];
-        if tag > 1 {
-            return Err(wasmtime::Error::msg(format!(
+        match area[0] {
+            tag @ (0 | 1) => Ok((tag, (word(4), word(8)))),
+            tag => Err(wasmtime::Error::msg(format!(
                 "unexpected discriminant: {tag}"
-            )));
+            ))),
         }
-        let payload = span(word(4), word(8) as usize)
-            .filter(|r| r.end <= data.len())
-            .ok_or_else(|| wasmtime::Error::msg("list pointer/length out of bounds of memory"))?;
-        Ok((tag, payload))
     }
 
+    /// The `len` bytes at `ptr` in the guest's memory.
     fn bytes<'s>(
         &self,
         store: &'s Store<HostState>,
-        range: Range<usize>,
+        (ptr, len): (u32, u32),
     ) -> wasmtime::Result<&'s [u8]> {
-        self.memory
-            .data(store)
-            .get(range)
+        span(ptr, len as usize)
+            .and_then(|r| self.memory.data(store).get(r))
             .ok_or_else(|| wasmtime::Error::msg("list pointer/length out of bounds of memory"))
     }
 
-    fn string(&self, store: &Store<HostState>, range: Range<usize>) -> wasmtime::Result<String> {
-        let bytes = self.bytes(store, range)?;
+    fn string(&self, store: &Store<HostState>, payload: (u32, u32)) -> wasmtime::Result<String> {
+        let bytes = self.bytes(store, payload)?;
         std::str::from_utf8(bytes)
             .map(str::to_string)
             .map_err(|e| wasmtime::Error::msg(format!("invalid utf-8 in a string: {e}")))

@@ -90,3 +90,26 @@ fn initialize_runs_before_the_first_call() {
         assert!(backend.order(&view).unwrap().order.is_empty());
     }
 }
+
+/// `init`'s `ok` carries no payload, so whatever its return area holds past
+/// the discriminant is not looked at (here a pointer and length far out of
+/// bounds), on either call path.
+#[test]
+fn an_ok_from_init_is_not_read_past_its_discriminant() {
+    let core = guests::fairness_wat("1.0.0", 100, "(unreachable)", "").replace(
+        "(i32.store8 (i32.const 16) (i32.const 0))\n    (i32.const 16))",
+        "(i32.store8 (i32.const 16) (i32.const 0))
+    (i32.store (i32.const 20) (i32.const -16))
+    (i32.store (i32.const 24) (i32.const 1000000))
+    (i32.const 16))",
+    );
+    assert!(core.contains("1000000"));
+    let bytes = guests::componentize(&core, &[], guests::WIT, "fairness-policy");
+    for path in guests::PATHS {
+        let module = guests::engine_on(path).load("quiet-init", &bytes).unwrap();
+        assert_eq!(module.call_path(), path);
+        let mut backend = module.fairness(b"").unwrap();
+        let view = crate::support::empty_view();
+        assert!(backend.order(&view).unwrap().order.is_empty());
+    }
+}
