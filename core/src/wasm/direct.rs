@@ -27,7 +27,7 @@ use std::ops::Range;
 
 use wasmparser::{Chunk, Parser, Payload, Validator, WasmFeatures};
 use wasmtime::{
-    Caller, Engine, Extern, ExternType, FuncType, InstancePre, Linker, Memory, Module, Store,
+    Caller, Engine, Extern, ExternType, FuncType, InstancePre, Linker, Memory, Module, Store, Trap,
     TypedFunc, ValType,
 };
 use wit_component::DecodedWasm;
@@ -227,7 +227,7 @@ impl DirectInstance {
             _ => Err(self.string(store, payload)?),
         };
         if let Some(post) = post {
-            post.call(&mut *store, ret)?;
+            forbid_leaving(store, |store| post.call(&mut *store, ret))?;
         }
         Ok(answer)
     }
@@ -241,7 +241,9 @@ impl DirectInstance {
     ) -> wasmtime::Result<(i32, i32)> {
         let len = i32::try_from(bytes.len())
             .map_err(|_| wasmtime::Error::msg("list too long for a 32-bit guest"))?;
-        let ptr = self.realloc.call(&mut *store, (0, 0, 1, len))?;
+        let ptr = forbid_leaving(store, |store| {
+            self.realloc.call(&mut *store, (0, 0, 1, len))
+        })?;
         let range = span(ptr as u32, bytes.len())
             .filter(|r| r.end <= self.memory.data_size(&*store))
             .ok_or_else(|| wasmtime::Error::msg("realloc return: beyond end of memory"))?;
@@ -289,6 +291,18 @@ impl DirectInstance {
             .map(str::to_string)
             .map_err(|e| wasmtime::Error::msg(format!("invalid utf-8 in a string: {e}")))
     }
+}
+
+/// Runs `f` (a call of `cabi_realloc` or a post-return function) with
+/// imports forbidden, as the canonical ABI requires.
+fn forbid_leaving<R>(
+    store: &mut Store<HostState>,
+    f: impl FnOnce(&mut Store<HostState>) -> wasmtime::Result<R>,
+) -> wasmtime::Result<R> {
+    store.data_mut().may_leave = false;
+    let result = f(store);
+    store.data_mut().may_leave = true;
+    result
 }
 
 /// `[start, start + len)` if it does not overflow.
@@ -533,6 +547,9 @@ fn core_log(
     ptr: i32,
     len: i32,
 ) -> wasmtime::Result<()> {
+    if !caller.data().may_leave {
+        return Err(Trap::CannotLeaveComponent.into());
+    }
     let level = match level {
         0 => "error",
         1 => "warn",

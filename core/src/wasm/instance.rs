@@ -25,6 +25,10 @@ pub(crate) struct HostState {
     pub(crate) module: Arc<str>,
     pub(crate) logs_left: u32,
     pub(crate) log_bytes: usize,
+    /// Whether the guest may call `log` now: not from inside `cabi_realloc`
+    /// or a post-return function (the canonical ABI forbids it; the direct
+    /// call path enforces it as the component runtime does).
+    pub(crate) may_leave: bool,
 }
 
 /// The memory cap (and small fixed caps on tables and instances).
@@ -241,6 +245,7 @@ impl WasmBackend {
                 module: Arc::from(self.module.name()),
                 logs_left: inner.config.log_messages_per_call,
                 log_bytes: inner.config.log_message_bytes,
+                may_leave: true,
             },
         );
         store.limiter(|s| &mut s.limits);

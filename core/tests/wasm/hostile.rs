@@ -284,3 +284,37 @@ fn a_failed_instance_is_replaced_and_recovers_on(engine: &PolicyEngine) {
     assert_eq!(module.instantiations(), before + 1);
     big.check_invariants().unwrap();
 }
+
+/// `cabi_realloc` and post-return functions may not call imports: a guest
+/// whose allocator or post-return logs traps, on either call path, and so
+/// never loads.
+#[test]
+fn log_from_realloc_or_post_return_is_a_trap() {
+    let log = "(call $log (i32.const 2) (i32.const 64) (i32.const 1))";
+    let plain = guests::fairness_wat("1.0.0", 100, "(unreachable)", "");
+    let in_realloc = plain.replacen("(local.set $p", &format!("{log} (local.set $p"), 1);
+    let post = format!(
+        r#"(func (export "cabi_post_gangway:policy/fairness@1.0.0#init") (param i32) {log})"#
+    );
+    let in_post_return = guests::fairness_wat("1.0.0", 100, "(unreachable)", &post);
+    assert_ne!(in_realloc, plain);
+    for (name, core) in [
+        ("log-in-realloc", in_realloc),
+        ("log-in-post-return", in_post_return),
+    ] {
+        let bytes = guests::componentize(
+            &guests::with_log(&core),
+            &[],
+            guests::WIT,
+            "fairness-policy",
+        );
+        for path in guests::PATHS {
+            let err = guests::engine_on(path).load(name, &bytes).unwrap_err();
+            assert!(
+                matches!(&err, WasmError::Instantiate { source, .. }
+                    if source.kind == PolicyErrorKind::Trap("cannot leave component instance".into())),
+                "{name} ({path:?}): {err}"
+            );
+        }
+    }
+}
