@@ -6,18 +6,20 @@
 //! slot function under its canonical name (`gangway:policy/fairness@1.0.0#order`),
 //! `cabi_realloc`, the `cabi_post_*` functions and its memory, and imports at
 //! most `gangway:policy/log@1.x`'s `log`. The component adds adapter modules
-//! and type information, nothing that runs in a call. Entering the core
-//! module directly skips the component runtime's per-call bookkeeping: on
-//! wasmtime 48 an empty slot call costs about 0.4 us through the component
-//! runtime and under 0.1 us this way, which is most of the difference between
-//! a policy round in Wasm and a native one.
+//! and type information, nothing that runs in a call (a `log` trampoline
+//! aside). Entering the core module directly skips the component runtime's
+//! per-call bookkeeping: on wasmtime 48 a whole empty slot call (encoding,
+//! the guest's work and decoding included) takes 471 ns through the
+//! component runtime and 229 ns this way (`cargo bench --bench wasm_round`,
+//! `empty_slot_call`), which makes the RFold replay's Wasm loop 10 % faster.
 //!
 //! The sandbox is the same wasmtime store, memory cap and budget. The ABI
 //! checks the component runtime makes on the way in and out are made here
 //! too, with the same outcome: a pointer out of bounds or misaligned, a bad
 //! result discriminant, a string that is not UTF-8, a `log` level out of
-//! range all fail the call (and discard the instance), as a lift or lower
-//! error would.
+//! range, a `log` from inside `cabi_realloc` or a post-return function all
+//! fail the call (and discard the instance), as a lift or lower error or a
+//! trap would.
 //!
 //! Only a component of exactly this shape takes the path; anything else, and
 //! any engine configured with [`super::CallPath::Component`], runs through
