@@ -86,16 +86,23 @@ fn backlog(policies: PolicySet) -> Scheduler {
     s
 }
 
-/// The three slots of the `builtin` module under `budget`.
+/// The `builtin` plugin loaded on an engine with `sandbox`.
+fn builtin(sandbox: SandboxConfig) -> gangway_core::wasm::PolicyModule {
+    let bytes = gangway_plugin_artifacts::module("builtin").expect("builtin plugin");
+    PolicyEngine::new(sandbox)
+        .expect("engine")
+        .load("builtin", bytes)
+        .expect("load")
+}
+
+/// The three slots of the `builtin` module under `budget`, entered by
+/// `call_path`.
 fn wasm_defaults(budget: Budget, call_path: CallPath) -> PolicySet {
-    let engine = PolicyEngine::new(SandboxConfig {
+    let builtin = builtin(SandboxConfig {
         budget,
         call_path,
         ..SandboxConfig::default()
-    })
-    .expect("engine");
-    let bytes = gangway_plugin_artifacts::module("builtin").expect("builtin plugin");
-    let builtin = engine.load("builtin", bytes).expect("load");
+    });
     PolicySet {
         fairness: builtin.fairness(b"").expect("fairness"),
         locality: builtin.locality(b"").expect("locality"),
@@ -168,7 +175,6 @@ fn fairness_view() -> gangway_plugin_sdk::RoundView {
 
 fn calls(c: &mut Criterion) {
     let view = fairness_view();
-    let bytes = gangway_plugin_artifacts::module("builtin").expect("builtin plugin");
     let mut group = c.benchmark_group("slot_call_philly_1000_pending");
     let mut buf = Vec::new();
     group.bench_function("encode_view_serde", |b| {
@@ -208,16 +214,12 @@ fn calls(c: &mut Criterion) {
             Budget::Deadline(std::time::Duration::from_millis(50)),
         ),
     ] {
-        let engine = PolicyEngine::new(SandboxConfig {
+        let mut backend = builtin(SandboxConfig {
             budget,
             ..SandboxConfig::default()
         })
-        .expect("engine");
-        let mut backend = engine
-            .load("builtin", bytes)
-            .expect("load")
-            .fairness(b"")
-            .expect("fairness");
+        .fairness(b"")
+        .expect("fairness");
         group.bench_function(name, |b| b.iter(|| backend.order(&view).expect("call")));
     }
     // Transport alone: the trivial backfill gang policy on the same 1,000 jobs.
@@ -227,12 +229,7 @@ fn calls(c: &mut Criterion) {
         spread: view.jobs.iter().map(|j| j.min_level).collect(),
         jobs: view.jobs.clone(),
     };
-    let engine = PolicyEngine::new(SandboxConfig::default()).expect("engine");
-    let mut gang = engine
-        .load("builtin", bytes)
-        .expect("load")
-        .gang(b"")
-        .expect("gang");
+    let mut gang = builtin(SandboxConfig::default()).gang(b"").expect("gang");
     group.bench_function("wasm_fuel_trivial_gang", |b| {
         b.iter(|| gangway_core::policy::GangBackend::on_blocked(&mut *gang, &queue).expect("call"))
     });
@@ -251,16 +248,12 @@ fn calls(c: &mut Criterion) {
         ("direct", CallPath::Direct),
         ("component_runtime", CallPath::Component),
     ] {
-        let engine = PolicyEngine::new(SandboxConfig {
+        let mut gang = builtin(SandboxConfig {
             call_path,
             ..SandboxConfig::default()
         })
-        .expect("engine");
-        let mut gang = engine
-            .load("builtin", bytes)
-            .expect("load")
-            .gang(b"")
-            .expect("gang");
+        .gang(b"")
+        .expect("gang");
         group.bench_function(name, |b| {
             b.iter(|| {
                 gangway_core::policy::GangBackend::on_blocked(&mut *gang, &empty).expect("call")
