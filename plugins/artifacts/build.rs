@@ -57,6 +57,7 @@ fn run() -> Result<()> {
     let plugins = find_plugins(&plugins_dir)?;
     let target_dir = outer_target_dir(&out_dir, &root).join("plugins-wasm");
     if !plugins.is_empty() {
+        ensure_wasm_target()?;
         nested_build(&root, &target_dir, &plugins)?;
     }
 
@@ -142,6 +143,67 @@ fn outer_target_dir(out_dir: &Path, root: &Path) -> PathBuf {
         .find(|a| a.join("CACHEDIR.TAG").is_file())
         .map(Path::to_path_buf)
         .unwrap_or_else(|| root.join("target"))
+}
+
+/// Makes sure the toolchain building us has the `wasm32-unknown-unknown`
+/// standard library. rustup installs a pinned toolchain's targets only when it
+/// installs the toolchain itself, so a machine that already had Rust 1.95 has
+/// the toolchain without the target: when rustup manages the toolchain we add
+/// the target through it, otherwise we say exactly what to install.
+fn ensure_wasm_target() -> Result<()> {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let out = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .map_err(|e| {
+            format!(
+                "cannot run {} --print sysroot: {e}",
+                rustc.to_string_lossy()
+            )
+        })?;
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let std_dir = sysroot.join("lib").join("rustlib").join(TARGET).join("lib");
+    if std_dir.is_dir() {
+        return Ok(());
+    }
+    let Some(toolchain) = std::env::var_os("RUSTUP_TOOLCHAIN") else {
+        return Err(format!(
+            "the Rust toolchain at {} has no {TARGET} standard library, which the policy \
+             plugins compile to, and rustup does not manage it: install that target for this \
+             toolchain (with rustup: `rustup target add {TARGET}`; from a distribution: its \
+             rust-std package for {TARGET})",
+            sysroot.display()
+        )
+        .into());
+    };
+    let toolchain = toolchain.to_string_lossy().into_owned();
+    println!(
+        "cargo::warning=installing the {TARGET} target for toolchain {toolchain} with rustup \
+         (the policy plugins compile to it)"
+    );
+    let add = |rustup: &std::ffi::OsStr| {
+        Command::new(rustup)
+            .args(["target", "add", "--toolchain", &toolchain, TARGET])
+            .status()
+    };
+    // rustup is on PATH wherever it installed cargo, else in CARGO_HOME/bin.
+    let status = add("rustup".as_ref()).or_else(|e| match std::env::var_os("CARGO_HOME") {
+        Some(home) => add(Path::new(&home).join("bin").join("rustup").as_os_str()),
+        None => Err(e),
+    });
+    match status {
+        Ok(s) if s.success() && std_dir.is_dir() => Ok(()),
+        Ok(s) => Err(format!(
+            "`rustup target add --toolchain {toolchain} {TARGET}` failed ({s}); run it by hand, \
+             then build again"
+        )
+        .into()),
+        Err(e) => Err(format!(
+            "toolchain {toolchain} lacks the {TARGET} target and rustup could not be run ({e}): \
+             run `rustup target add --toolchain {toolchain} {TARGET}`, then build again"
+        )
+        .into()),
+    }
 }
 
 fn nested_build(root: &Path, target_dir: &Path, plugins: &[Plugin]) -> Result<()> {
