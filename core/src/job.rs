@@ -1,6 +1,6 @@
 //! Jobs as the scheduler tracks them: spec, lifecycle state, wait attribution.
 
-use gangway_plugin_sdk::{JobId, VcId};
+use gangway_plugin_sdk::{FailureClass, JobId, VcId, WaitReason};
 use serde::{Deserialize, Serialize};
 
 use crate::placement::PlacementChoice;
@@ -34,78 +34,71 @@ pub enum FinalStatus {
 /// How one attempt ended (reported by the host).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum AttemptEnd {
-    /// The job finished successfully.
+    /// The attempt finished successfully: the job is done (or, if the
+    /// attempt was a retry policy's probe that ran its time, the full gang
+    /// is queued next).
     Passed,
-    /// The attempt failed; `retry` re-queues the job (as Philly's retries did),
-    /// otherwise it ends as failed.
+    /// The attempt failed. Unless `last`, the retry slot decides at the
+    /// next round what follows (retry now or later, a smaller probe, or give
+    /// up); `last` says the host will run no further attempt (its own retry
+    /// limit, or the end of a recorded trace) and the job ends as failed.
     Failed {
-        /// Whether to re-queue the job.
-        retry: bool,
+        /// Why, as far as the host can tell.
+        class: FailureClass,
+        /// No further attempt is possible.
+        last: bool,
     },
     /// The job was killed.
     Killed,
 }
 
-/// Why a pending job did not start in a round.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum WaitReason {
-    /// Fairness made it ineligible (its VC is over its share): *fair-share delay*.
-    FairShare,
-    /// Enough GPUs are free, but not within its spread limit: *fragmentation delay*.
-    Fragmentation,
-    /// The GPUs it could use are held for another job's reservation.
-    Reserved,
-    /// A blocked job ahead of it holds the queue (gang policy `Block`).
-    HeldByPolicy,
-    /// Fewer GPUs are free in the whole cluster than it needs.
-    NoCapacity,
-}
-
-impl WaitReason {
-    /// All reasons.
-    pub const ALL: [WaitReason; 5] = [
-        WaitReason::FairShare,
-        WaitReason::Fragmentation,
-        WaitReason::Reserved,
-        WaitReason::HeldByPolicy,
-        WaitReason::NoCapacity,
-    ];
-
-    /// A short name (`fair-share`, `fragmentation`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WaitReason::FairShare => "fair-share",
-            WaitReason::Fragmentation => "fragmentation",
-            WaitReason::Reserved => "reserved",
-            WaitReason::HeldByPolicy => "held-by-policy",
-            WaitReason::NoCapacity => "no-capacity",
-        }
-    }
+impl AttemptEnd {
+    /// A failure of unknown class that the retry policy decides about.
+    pub const FAILED: AttemptEnd = AttemptEnd::Failed {
+        class: FailureClass::Unknown,
+        last: false,
+    };
 }
 
 /// Seconds a job has waited, split by reason. The time between rounds is
 /// charged to the reason given at the start of that interval (a new job's
-/// first interval to its first reason).
+/// first interval to its first reason; the time a job spent behind its VC's
+/// window before it was first shown to fairness to [`WaitReason::Queued`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WaitBreakdown {
     /// Seconds per reason, indexed like [`WaitReason::ALL`].
-    pub seconds: [u64; 5],
+    pub seconds: [u64; 7],
 }
 
 impl WaitBreakdown {
     /// Seconds charged to `reason`.
     pub fn get(&self, reason: WaitReason) -> u64 {
-        self.seconds[reason as usize]
+        self.seconds[reason.index()]
     }
 
     pub(crate) fn add(&mut self, reason: WaitReason, s: u64) {
-        self.seconds[reason as usize] += s;
+        self.seconds[reason.index()] += s;
     }
 
     /// Seconds charged to any reason.
     pub fn total(&self) -> u64 {
         self.seconds.iter().sum()
     }
+}
+
+/// A failed attempt the retry slot has not decided about yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Failure {
+    /// When it failed.
+    pub at_s: u64,
+    /// Why.
+    pub class: FailureClass,
+    /// How long the attempt ran.
+    pub run_s: u64,
+    /// GPUs it had.
+    pub gpus: u32,
+    /// Whether it was a probe.
+    pub probe: bool,
 }
 
 /// Where a job is in its life.
@@ -115,8 +108,17 @@ pub enum JobState {
     Pending {
         /// When it last became pending.
         since_s: u64,
-        /// The reason given in the last round, if it was considered yet.
+        /// The reason given in the last round it was considered in, if any.
         reason: Option<WaitReason>,
+    },
+    /// Its attempt failed; the retry slot decides at the next round.
+    AwaitingRetry(Failure),
+    /// Waiting out the delay its retry policy chose; pending from `until_s`.
+    Delayed {
+        /// When it failed.
+        since_s: u64,
+        /// When it becomes pending.
+        until_s: u64,
     },
     /// Holding its GPUs.
     Running {
@@ -124,6 +126,8 @@ pub enum JobState {
         started_s: u64,
         /// Where it runs.
         choice: PlacementChoice,
+        /// For a retry policy's probe: how long it must run without failing.
+        probe_s: Option<u64>,
     },
     /// Done for good.
     Finished {
@@ -141,8 +145,17 @@ pub struct JobRecord {
     pub spec: JobSpec,
     /// Current state.
     pub state: JobState,
-    /// Attempts started so far.
+    /// Attempts started so far (probes included).
     pub attempts: u32,
+    /// For a probe the retry policy asked for: the next attempt's GPUs and
+    /// how long it must run.
+    pub probe: Option<(u32, u64)>,
+    /// Attempts stopped by the reclaim slot.
+    pub preemptions: u32,
+    /// GPU-seconds of the attempts the reclaim slot stopped.
+    pub preempted_gpu_s: u64,
+    /// Migrations by the defragment slot.
+    pub migrations: u32,
     /// GPU-seconds received by finished attempts.
     pub attained_gpu_s: u64,
     /// GPU-seconds of attempts that failed or were interrupted.
@@ -161,6 +174,11 @@ impl JobRecord {
     /// Whether the job is pending.
     pub fn is_pending(&self) -> bool {
         matches!(self.state, JobState::Pending { .. })
+    }
+
+    /// GPUs its next attempt needs: the gang, or a probe's size.
+    pub fn next_gpus(&self) -> u32 {
+        self.probe.map_or(self.spec.gpus, |(g, _)| g)
     }
 
     /// Whether the job is running.

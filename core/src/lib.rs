@@ -11,8 +11,7 @@
 //! and no job lost.
 //!
 //! ```
-//! use gangway_core::{Scheduler, Topology, JobSpec};
-//! use gangway_plugin_sdk::JobId;
+//! use gangway_core::{JobId, JobSpec, Scheduler, Topology};
 //!
 //! // 4 racks of 8 servers with 8 GPUs each.
 //! let mut sched = Scheduler::new(Topology::uniform(4, 8, 8).unwrap());
@@ -32,6 +31,7 @@
 mod job;
 mod placement;
 pub mod policy;
+mod queue;
 mod round;
 mod scheduler;
 mod state;
@@ -39,14 +39,17 @@ mod topology;
 #[cfg(feature = "wasm")]
 pub mod wasm;
 
-pub use job::{AttemptEnd, FinalStatus, JobRecord, JobSpec, JobState, WaitBreakdown, WaitReason};
-pub use placement::{PlacementChoice, PlacementStrategy, Scope};
-pub use round::{Reservation, RoundReport, Start};
-pub use scheduler::{Scheduler, SchedulerError, SlotHealth, VirtualCluster};
+pub use gangway_plugin_sdk::{
+    FailureClass, JobId, Level, QueueOrder, RetryAction, Slot, SpreadLimit, VcId, WaitReason,
+};
+pub use job::{AttemptEnd, Failure, FinalStatus, JobRecord, JobSpec, JobState, WaitBreakdown};
+pub use placement::{PlacementChoice, PlacementStrategy};
+pub use round::{Migration, Preemption, Reservation, RoundReport, Start};
+pub use scheduler::{Scheduler, SchedulerError, VirtualCluster};
 pub use state::{
     ClusterState, GpuMask, Health, InvariantViolation, Placement, ServerGpus, StateError,
 };
 pub use topology::{
-    Domain, DomainId, MAX_GPUS_PER_SERVER, Node, RackGrouping, Server, ServerId, Topology,
+    Domain, DomainId, MAX_GPUS_PER_SERVER, RackGrouping, Server, ServerId, Topology,
     TopologyBuilder, TopologyError,
 };

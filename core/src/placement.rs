@@ -13,7 +13,7 @@
 //! 4. then the lowest id. Inside a domain the largest holes are used first and
 //!    the last part goes to the smallest server that can take it.
 
-use gangway_plugin_sdk::Level;
+use gangway_plugin_sdk::{Level, SpreadLimit};
 use serde::{Deserialize, Serialize};
 
 use crate::state::{ClusterState, GpuMask, Placement, ServerGpus};
@@ -47,14 +47,15 @@ pub struct PlacementChoice {
 
 /// Where a reservation holds capacity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Scope {
+pub(crate) enum Scope {
     /// One server.
     Server(ServerId),
     /// One domain (a rack, the cluster, ...).
     Domain(DomainId),
 }
 
-fn lowest_bits(mask: GpuMask, n: u32) -> GpuMask {
+/// The `n` lowest set bits of `mask`.
+pub(crate) fn lowest_bits(mask: GpuMask, n: u32) -> GpuMask {
     let mut out = 0;
     let mut m = mask;
     for _ in 0..n {
@@ -140,9 +141,10 @@ impl ClusterState {
     }
 
     /// Finds a placement for a gang of `gpus` GPUs that spans at most one
-    /// domain of level `limit` (see the module docs for the preference order).
-    /// `None` when no such placement exists now.
-    pub fn find_placement(&self, gpus: u32, limit: Level) -> Option<PlacementChoice> {
+    /// domain of `limit.level` and at most `limit.max_servers` servers (see
+    /// the module docs for the preference order). `None` when no such
+    /// placement exists now.
+    pub fn find_placement(&self, gpus: u32, limit: SpreadLimit) -> Option<PlacementChoice> {
         if gpus == 0 || gpus > self.free_gpus() {
             return None;
         }
@@ -163,7 +165,7 @@ impl ClusterState {
                 servers: 1,
             });
         }
-        for level in (limit.0..server_level.0).rev() {
+        for level in (limit.level.0..server_level.0).rev() {
             let mut best: Option<(u32, u32, DomainId)> = None;
             for &d in topo.domains_at(Level(level)) {
                 let avail = self.domain_avail[d.0 as usize];
@@ -181,7 +183,11 @@ impl ClusterState {
                     }
                 }
             }
-            if let Some((_, _, d)) = best {
+            // A wider level can only need fewer servers: look there when
+            // this one needs more than the limit allows.
+            if let Some((k, _, d)) = best
+                && limit.allows(k)
+            {
                 let placement = self.place_in(d, gpus)?;
                 let servers = placement.servers();
                 return Some(PlacementChoice {
@@ -290,26 +296,26 @@ mod tests {
     #[test]
     fn single_server_best_fit() {
         let st = mixed();
-        let c = st.find_placement(2, Level(2)).unwrap();
+        let c = st.find_placement(2, SpreadLimit::level(Level(2))).unwrap();
         assert_eq!(c.placement.servers(), vec![ServerId(5)]); // the 2-GPU server
-        let c = st.find_placement(3, Level(2)).unwrap();
+        let c = st.find_placement(3, SpreadLimit::level(Level(2))).unwrap();
         assert_eq!(c.placement.servers(), vec![ServerId(2)]); // first 4-GPU server
         assert_eq!(c.locality, Level(2));
-        assert!(st.find_placement(9, Level(2)).is_none());
+        assert!(st.find_placement(9, SpreadLimit::level(Level(2))).is_none());
     }
 
     #[test]
     fn fewest_servers_then_tightest_domain() {
         let st = mixed();
         // 10 GPUs: rack a needs 2 servers (8+2 -> 8 + best-fit 4), rack b needs 3.
-        let c = st.find_placement(10, Level(1)).unwrap();
+        let c = st.find_placement(10, SpreadLimit::level(Level(1))).unwrap();
         assert_eq!(c.servers, 2);
         assert_eq!(c.locality, Level(1));
         assert_eq!(c.placement.servers(), vec![ServerId(0), ServerId(2)]);
         assert_eq!(c.placement.gpu_count(), 10);
         // 24 GPUs fit in no rack; the cluster level spans both.
-        assert!(st.find_placement(24, Level(1)).is_none());
-        let c = st.find_placement(24, Level::ANY).unwrap();
+        assert!(st.find_placement(24, SpreadLimit::level(Level(1))).is_none());
+        let c = st.find_placement(24, SpreadLimit::level(Level::ANY)).unwrap();
         assert_eq!(c.locality, Level::ANY);
         assert_eq!(c.servers, 4);
     }
@@ -317,13 +323,13 @@ mod tests {
     #[test]
     fn search_respects_allocations_and_level_preference() {
         let mut st = mixed();
-        let c = st.find_placement(8, Level::ANY).unwrap();
+        let c = st.find_placement(8, SpreadLimit::level(Level::ANY)).unwrap();
         assert_eq!(c.servers, 1, "one server beats any wider placement");
         st.allocate(JobId(1), &c.placement).unwrap();
-        let c = st.find_placement(8, Level::ANY).unwrap();
+        let c = st.find_placement(8, SpreadLimit::level(Level::ANY)).unwrap();
         st.allocate(JobId(2), &c.placement).unwrap();
         // Rack a has 4 left, rack b 10: an 8-GPU gang now needs 2 servers of b.
-        let c = st.find_placement(8, Level::ANY).unwrap();
+        let c = st.find_placement(8, SpreadLimit::level(Level::ANY)).unwrap();
         assert_eq!(c.locality, Level(1));
         assert_eq!(c.placement.servers(), vec![ServerId(3), ServerId(4)]);
         st.check_invariants().unwrap();
@@ -333,10 +339,10 @@ mod tests {
     fn spread_strategy_takes_the_emptiest_server() {
         let mut st = mixed();
         st.set_strategy(PlacementStrategy::Spread);
-        let c = st.find_placement(2, Level(2)).unwrap();
+        let c = st.find_placement(2, SpreadLimit::level(Level(2))).unwrap();
         assert_eq!(c.placement.servers(), vec![ServerId(0)], "an 8-GPU server");
         st.allocate(JobId(1), &c.placement).unwrap();
-        let c = st.find_placement(1, Level(2)).unwrap();
+        let c = st.find_placement(1, SpreadLimit::level(Level(2))).unwrap();
         assert_eq!(
             c.placement.servers(),
             vec![ServerId(1)],
@@ -344,15 +350,45 @@ mod tests {
         );
         // Rack a can hold 10 GPUs on 2 servers, rack b only on 3: the fewest
         // servers still come first, whatever the strategy.
-        let c = st.find_placement(10, Level(1)).unwrap();
+        let c = st.find_placement(10, SpreadLimit::level(Level(1))).unwrap();
         assert_eq!(c.servers, 2);
+        st.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_server_bound_widens_the_search_or_refuses() {
+        // Two racks of 8-GPU servers; rack 0 has 1 GPU free on each of its 4
+        // servers, rack 1 is empty.
+        let mut st = ClusterState::new(Arc::new(Topology::uniform(2, 4, 8).unwrap()));
+        for s in 0..4 {
+            let p = Placement {
+                parts: vec![ServerGpus {
+                    server: ServerId(s),
+                    gpus: 0x7f,
+                }],
+            };
+            st.allocate(JobId(100 + u64::from(s)), &p).unwrap();
+        }
+        // 4 GPUs in rack 0 need 4 servers; rack 1 holds them on one.
+        let c = st.find_placement(4, SpreadLimit::new(Level(1), 1)).unwrap();
+        assert_eq!(c.servers, 1);
+        st.allocate(JobId(1), &c.placement).unwrap();
+        // 16 GPUs: rack 1 has 8+8+8+4 free: 2 servers.
+        let c = st.find_placement(16, SpreadLimit::new(Level(1), 2)).unwrap();
+        assert_eq!(c.servers, 2);
+        // 26 GPUs fit in rack 1 (4 + 8 + 8 + 8 free) only on 4 servers.
+        assert!(st.find_placement(26, SpreadLimit::new(Level(1), 3)).is_none());
+        assert_eq!(
+            st.find_placement(26, SpreadLimit::new(Level(1), 4)).map(|c| c.servers),
+            Some(4)
+        );
         st.check_invariants().unwrap();
     }
 
     #[test]
     fn reservation_holds_only_what_is_needed() {
         let mut st = ClusterState::new(Arc::new(Topology::uniform(2, 2, 8).unwrap()));
-        let c = st.find_placement(12, Level(1)).unwrap();
+        let c = st.find_placement(12, SpreadLimit::level(Level(1))).unwrap();
         st.allocate(JobId(1), &c.placement).unwrap();
         let scope = st.reservation_scope(16, Level(1), None).unwrap();
         assert_eq!(

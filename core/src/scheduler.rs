@@ -4,11 +4,12 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use gangway_plugin_sdk::{JobId, VcId};
+use gangway_plugin_sdk::{JobId, Slot, VcId, WaitReason};
 
-use crate::job::{AttemptEnd, FinalStatus, JobRecord, JobSpec, JobState, WaitBreakdown};
+use crate::job::{AttemptEnd, Failure, FinalStatus, JobRecord, JobSpec, JobState, WaitBreakdown};
 use crate::placement::Scope;
-use crate::policy::{FairnessBackend, GangBackend, LocalityBackend, PolicyError, PolicySet, Slot};
+use crate::policy::{BoxedBackend, PolicySet, SlotHealth, SlotRules};
+use crate::queue::QueueIndex;
 use crate::state::{ClusterState, Health, InvariantViolation};
 use crate::topology::{ServerId, Topology};
 
@@ -25,6 +26,10 @@ pub struct VirtualCluster {
     pub held_gpus: u32,
     /// GPU-seconds its jobs received (finished attempts).
     pub attained_gpu_s: u64,
+    /// GPUs its pending jobs ask for.
+    pub pending_gpus: u32,
+    /// Its pending jobs.
+    pub pending_jobs: u32,
 }
 
 /// A refused event. The scheduler is unchanged.
@@ -69,7 +74,7 @@ pub enum SchedulerError {
         state: &'static str,
     },
     /// The server does not exist.
-    #[error("server {0:?} does not exist")]
+    #[error("{0} does not exist")]
     UnknownServer(ServerId),
     /// Time went backwards.
     #[error("time went backwards: {now} is before the last round at {last}")]
@@ -81,17 +86,9 @@ pub enum SchedulerError {
     },
 }
 
-/// Per-slot failure bookkeeping.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct SlotHealth {
-    /// Failed calls, ever.
-    pub failures: u64,
-    /// Failed calls in a row (reset by a good call).
-    pub consecutive: u32,
-}
-
-/// The scheduler a host embeds: submit jobs, report events, call
-/// [`Scheduler::round`] and apply the starts it returns.
+/// A GPU-cluster scheduler: jobs, virtual clusters, allocation state and the
+/// six policy slots. The host feeds it events (submit, attempt ends, server
+/// health) and calls [`Scheduler::round`] to learn which jobs to start where.
 ///
 /// ```
 /// use gangway_core::{Scheduler, Topology, JobSpec, AttemptEnd};
@@ -119,14 +116,28 @@ pub struct Scheduler {
     pub(crate) jobs: BTreeMap<JobId, JobRecord>,
     /// Pending jobs keyed by (submit time, id).
     pub(crate) pending: BTreeSet<(u64, JobId)>,
+    /// Pending jobs per VC, in the fairness policy's declared order.
+    pub(crate) queues: QueueIndex,
+    /// How many pending jobs need each GPU count.
+    pending_sizes: BTreeMap<u32, u32>,
+    /// Jobs waiting out a retry delay, by (until, id).
+    pub(crate) delayed: BTreeSet<(u64, JobId)>,
+    /// Jobs whose failed attempt the retry slot has not seen yet.
+    pub(crate) awaiting_retry: BTreeSet<JobId>,
     pub(crate) vcs: Vec<VirtualCluster>,
     vc_names: HashMap<String, VcId>,
     pub(crate) policies: PolicySet,
-    pub(crate) fallback: PolicySet,
-    pub(crate) slot_health: [SlotHealth; 3],
     pub(crate) last_round_s: u64,
     /// Sticky reservation scopes of blocked jobs.
     pub(crate) reservations: BTreeMap<JobId, Scope>,
+    /// Jobs per VC a fairness view shows (0: all).
+    pub(crate) view_window: usize,
+    /// The jobs of the last round's fairness view, by id.
+    pub(crate) last_view: BTreeSet<JobId>,
+    /// Rounds run so far.
+    pub(crate) rounds: u64,
+    /// The time of the last round that showed fairness a view.
+    pub(crate) prev_view_round_s: Option<u64>,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -139,33 +150,52 @@ impl std::fmt::Debug for Scheduler {
     }
 }
 
-fn state_name(state: &JobState) -> &'static str {
+pub(crate) fn state_name(state: &JobState) -> &'static str {
     match state {
         JobState::Pending { .. } => "pending",
+        JobState::AwaitingRetry(_) => "awaiting a retry decision",
+        JobState::Delayed { .. } => "waiting to be retried",
         JobState::Running { .. } => "running",
         JobState::Finished { .. } => "finished",
     }
 }
 
 impl Scheduler {
-    /// A scheduler over `topology` with the built-in default policies.
+    /// How many pending jobs of each VC a round shows a fairness policy that
+    /// declares a queue order, by default.
+    pub const DEFAULT_VIEW_WINDOW: usize = 128;
+
+    /// A scheduler over `topology` with the built-in policies.
     pub fn new(topology: Topology) -> Scheduler {
-        Scheduler::with_policies(topology, PolicySet::defaults())
+        Scheduler::with_policies(topology, PolicySet::builtin())
     }
 
     /// A scheduler with the given policies.
     pub fn with_policies(topology: Topology, policies: PolicySet) -> Scheduler {
+        let mut queues = QueueIndex::default();
+        queues.rebuild(
+            policies.slot::<gangway_plugin_sdk::slots::Fairness>()
+                .manifest()
+                .queue_order,
+            std::iter::empty(),
+        );
         Scheduler {
             state: ClusterState::new(Arc::new(topology)),
             jobs: BTreeMap::new(),
             pending: BTreeSet::new(),
+            queues,
+            pending_sizes: BTreeMap::new(),
+            delayed: BTreeSet::new(),
+            awaiting_retry: BTreeSet::new(),
             vcs: Vec::new(),
             vc_names: HashMap::new(),
             policies,
-            fallback: PolicySet::defaults(),
-            slot_health: Default::default(),
             last_round_s: 0,
             reservations: BTreeMap::new(),
+            view_window: Scheduler::DEFAULT_VIEW_WINDOW,
+            last_view: BTreeSet::new(),
+            rounds: 0,
+            prev_view_round_s: None,
         }
     }
 
@@ -178,6 +208,14 @@ impl Scheduler {
     /// placements (best fit by default).
     pub fn set_placement_strategy(&mut self, strategy: crate::PlacementStrategy) {
         self.state.set_strategy(strategy);
+    }
+
+    /// Sets how many pending jobs of each virtual cluster a round shows the
+    /// fairness policy, when the policy declares the order it follows within
+    /// a VC (`0`: every pending job). A round's cost then grows with the
+    /// window and the number of VCs, not with the backlog.
+    pub fn set_view_window(&mut self, jobs_per_vc: usize) {
+        self.view_window = jobs_per_vc;
     }
 
     /// The topology.
@@ -198,9 +236,16 @@ impl Scheduler {
             weight: 1,
             held_gpus: 0,
             attained_gpu_s: 0,
+            pending_gpus: 0,
+            pending_jobs: 0,
         });
         self.vc_names.insert(name.to_string(), id);
         id
+    }
+
+    /// The id of the virtual cluster named `name`, if it exists.
+    pub fn find_virtual_cluster(&self, name: &str) -> Option<VcId> {
+        self.vc_names.get(name).copied()
     }
 
     /// Sets a virtual cluster's GPU quota (`None` = unlimited). Unknown ids are ignored.
@@ -222,32 +267,47 @@ impl Scheduler {
         &self.vcs
     }
 
-    /// The policies in use (read-only).
+    /// The policies in use.
     pub fn policies(&self) -> &PolicySet {
         &self.policies
     }
 
-    /// Replaces the fairness policy between rounds; returns the previous one.
-    pub fn swap_fairness(&mut self, p: Box<dyn FairnessBackend>) -> Box<dyn FairnessBackend> {
-        self.slot_health[Slot::Fairness as usize] = SlotHealth::default();
-        std::mem::replace(&mut self.policies.fairness, p)
+    /// The policies in use, mutably: swap a slot's policy between rounds
+    /// (`policies_mut().slot_mut::<S>().swap(..)`) or change guard settings.
+    pub fn policies_mut(&mut self) -> &mut PolicySet {
+        &mut self.policies
     }
 
-    /// Replaces the locality policy between rounds; returns the previous one.
-    pub fn swap_locality(&mut self, p: Box<dyn LocalityBackend>) -> Box<dyn LocalityBackend> {
-        self.slot_health[Slot::Locality as usize] = SlotHealth::default();
-        std::mem::replace(&mut self.policies.locality, p)
+    /// Makes `backend` slot `S`'s active policy now (keeping the previous one
+    /// for rollback). Call it between rounds; from another thread, stage it
+    /// through the slot's [`crate::policy::SlotHandle`] instead.
+    pub fn swap<S: SlotRules>(&mut self, backend: BoxedBackend<S>) {
+        self.policies.slot_mut::<S>().swap(backend);
+        if S::SLOT == Slot::Fairness {
+            self.sync_queue_order();
+        }
     }
 
-    /// Replaces the gang policy between rounds; returns the previous one.
-    pub fn swap_gang(&mut self, p: Box<dyn GangBackend>) -> Box<dyn GangBackend> {
-        self.slot_health[Slot::Gang as usize] = SlotHealth::default();
-        std::mem::replace(&mut self.policies.gang, p)
+    /// Re-sorts the per-VC queues if the fairness policy's declared order
+    /// changed.
+    pub(crate) fn sync_queue_order(&mut self) {
+        let order = self
+            .policies
+            .slot::<gangway_plugin_sdk::slots::Fairness>()
+            .manifest()
+            .queue_order;
+        if &order != self.queues.order() {
+            let jobs = &self.jobs;
+            self.queues.rebuild(
+                order,
+                self.pending.iter().filter_map(|(_, id)| jobs.get(id)),
+            );
+        }
     }
 
     /// Failure counters of a slot's current policy.
     pub fn slot_health(&self, slot: Slot) -> &SlotHealth {
-        &self.slot_health[slot as usize]
+        self.policies.health(slot)
     }
 
     /// Submits a job; it waits for the next round.
@@ -274,16 +334,19 @@ impl Scheduler {
             });
         }
         let since = spec.submitted_s;
-        self.pending.insert((since, id));
         self.jobs.insert(
             id,
             JobRecord {
                 spec,
-                state: JobState::Pending {
-                    since_s: since,
-                    reason: None,
+                state: JobState::Finished {
+                    status: FinalStatus::Killed,
+                    at_s: since,
                 },
                 attempts: 0,
+                probe: None,
+                preemptions: 0,
+                preempted_gpu_s: 0,
+                migrations: 0,
                 attained_gpu_s: 0,
                 failed_gpu_s: 0,
                 first_start_s: None,
@@ -292,7 +355,51 @@ impl Scheduler {
                 charged_to_s: since,
             },
         );
+        self.enqueue(id, since);
         Ok(())
+    }
+
+    /// Makes `id` pending since `since` and files it in every index.
+    pub(crate) fn enqueue(&mut self, id: JobId, since: u64) {
+        let Some(job) = self.jobs.get_mut(&id) else {
+            return;
+        };
+        job.state = JobState::Pending {
+            since_s: since,
+            reason: None,
+        };
+        job.charged_to_s = job.charged_to_s.max(since);
+        let gpus = job.next_gpus();
+        self.pending.insert((job.spec.submitted_s, id));
+        self.queues.insert(job);
+        *self.pending_sizes.entry(gpus).or_insert(0) += 1;
+        if let Some(v) = self.vcs.get_mut(job.spec.vc.0 as usize) {
+            v.pending_gpus += gpus;
+            v.pending_jobs += 1;
+        }
+    }
+
+    /// Takes pending `id` out of every index (its state is the caller's to set).
+    pub(crate) fn dequeue(&mut self, id: JobId) {
+        let Some(job) = self.jobs.get(&id) else {
+            return;
+        };
+        if !self.pending.remove(&(job.spec.submitted_s, id)) {
+            return;
+        }
+        self.queues.remove(job);
+        let gpus = job.next_gpus();
+        if let Some(n) = self.pending_sizes.get_mut(&gpus) {
+            *n -= 1;
+            if *n == 0 {
+                self.pending_sizes.remove(&gpus);
+            }
+        }
+        if let Some(v) = self.vcs.get_mut(job.spec.vc.0 as usize) {
+            v.pending_gpus = v.pending_gpus.saturating_sub(gpus);
+            v.pending_jobs = v.pending_jobs.saturating_sub(1);
+        }
+        self.reservations.remove(&id);
     }
 
     /// A job (any state).
@@ -310,26 +417,48 @@ impl Scheduler {
         self.pending.len()
     }
 
-    /// The smallest gang among pending jobs (`None` when none waits). A host
-    /// can skip a round while fewer GPUs are free than this: no job could start.
-    pub fn smallest_pending_gpus(&self) -> Option<u32> {
-        self.pending
-            .iter()
-            .filter_map(|(_, id)| self.jobs.get(id).map(|j| j.spec.gpus))
-            .min()
+    /// Jobs that are neither pending nor finished but will be again: failed
+    /// attempts awaiting a retry decision and jobs waiting out a retry delay.
+    pub fn retrying_len(&self) -> usize {
+        self.awaiting_retry.len() + self.delayed.len()
     }
 
-    /// Why a pending job did not start in the last round (`None` if it is not
-    /// pending or no round has considered it yet).
-    pub fn why_pending(&self, id: JobId) -> Option<crate::WaitReason> {
+    /// The smallest gang among pending jobs (`None` when none waits). A host
+    /// can skip a round while fewer GPUs are free than this: no job could
+    /// start (unless a reclaim policy would stop jobs for it).
+    pub fn smallest_pending_gpus(&self) -> Option<u32> {
+        self.pending_sizes.keys().next().copied()
+    }
+
+    /// The earliest time a delayed retry becomes pending, if any.
+    pub fn next_retry_s(&self) -> Option<u64> {
+        self.delayed.first().map(|(t, _)| *t)
+    }
+
+    /// Why a job waits: the reason of the last round that considered it, or
+    /// [`WaitReason::Queued`] if it is pending behind its VC's view window,
+    /// or [`WaitReason::RetryDelay`] while it waits to be retried. `None` if
+    /// it is running or finished, or no round has run since it was submitted.
+    pub fn why_pending(&self, id: JobId) -> Option<WaitReason> {
         match self.jobs.get(&id)?.state {
-            JobState::Pending { reason, .. } => reason,
+            JobState::Pending { reason, .. } => match reason {
+                Some(r) if self.last_view.contains(&id) => Some(r),
+                _ if self.rounds > 0 => Some(WaitReason::Queued),
+                _ => None,
+            },
+            JobState::Delayed { .. } | JobState::AwaitingRetry(_) => Some(WaitReason::RetryDelay),
             _ => None,
         }
     }
 
-    /// Releases a running job's GPUs and books its run time.
-    fn stop_running(&mut self, id: JobId, now: u64, lost: bool) -> Result<(), SchedulerError> {
+    /// Releases a running job's GPUs and books its run time; returns the
+    /// GPU-seconds of the attempt.
+    pub(crate) fn stop_running(
+        &mut self,
+        id: JobId,
+        now: u64,
+        lost: bool,
+    ) -> Result<u64, SchedulerError> {
         let job = self.jobs.get(&id).ok_or(SchedulerError::UnknownJob(id))?;
         let JobState::Running { started_s, .. } = job.state else {
             return Err(SchedulerError::WrongState {
@@ -338,13 +467,16 @@ impl Scheduler {
                 state: state_name(&job.state),
             });
         };
+        let gpus = self
+            .state
+            .allocation(id)
+            .map_or_else(|| job.next_gpus(), |p| p.gpu_count());
         if self.state.allocation(id).is_some() {
             // Absent only when a server failure already released it.
             self.state
                 .release(id)
                 .map_err(|_| SchedulerError::UnknownJob(id))?;
         }
-        let gpus = job.spec.gpus;
         let vc = job.spec.vc.0 as usize;
         let used = u64::from(gpus) * now.saturating_sub(started_s);
         if let Some(job) = self.jobs.get_mut(&id) {
@@ -357,23 +489,13 @@ impl Scheduler {
             v.held_gpus = v.held_gpus.saturating_sub(gpus);
             v.attained_gpu_s += used;
         }
-        Ok(())
-    }
-
-    fn requeue(&mut self, id: JobId, now: u64) {
-        if let Some(job) = self.jobs.get_mut(&id) {
-            job.state = JobState::Pending {
-                since_s: now,
-                reason: None,
-            };
-            job.charged_to_s = now;
-            self.pending.insert((job.spec.submitted_s, id));
-        }
+        Ok(used)
     }
 
     fn finish(&mut self, id: JobId, status: FinalStatus, now: u64) {
         if let Some(job) = self.jobs.get_mut(&id) {
             job.state = JobState::Finished { status, at_s: now };
+            job.probe = None;
         }
     }
 
@@ -384,31 +506,74 @@ impl Scheduler {
         now: u64,
         end: AttemptEnd,
     ) -> Result<(), SchedulerError> {
+        let (started_s, probe_s, gpus) = match self.jobs.get(&id).map(|j| (&j.state, j)) {
+            Some((
+                JobState::Running {
+                    started_s, probe_s, ..
+                },
+                j,
+            )) => (*started_s, *probe_s, j.next_gpus()),
+            Some((state, _)) => {
+                return Err(SchedulerError::WrongState {
+                    job: id,
+                    event: "end an attempt of",
+                    state: state_name(state),
+                });
+            }
+            None => return Err(SchedulerError::UnknownJob(id)),
+        };
         let failed = matches!(end, AttemptEnd::Failed { .. });
         self.stop_running(id, now, failed)?;
         match end {
+            AttemptEnd::Passed if probe_s.is_some() => {
+                // The probe survived: the whole gang is next.
+                if let Some(job) = self.jobs.get_mut(&id) {
+                    job.probe = None;
+                }
+                self.enqueue(id, now);
+            }
             AttemptEnd::Passed => self.finish(id, FinalStatus::Passed, now),
             AttemptEnd::Killed => self.finish(id, FinalStatus::Killed, now),
-            AttemptEnd::Failed { retry: true } => self.requeue(id, now),
-            AttemptEnd::Failed { retry: false } => self.finish(id, FinalStatus::Failed, now),
+            AttemptEnd::Failed { last: true, .. } => self.finish(id, FinalStatus::Failed, now),
+            AttemptEnd::Failed { class, last: false } => {
+                if let Some(job) = self.jobs.get_mut(&id) {
+                    job.state = JobState::AwaitingRetry(Failure {
+                        at_s: now,
+                        class,
+                        run_s: now.saturating_sub(started_s),
+                        gpus,
+                        probe: probe_s.is_some(),
+                    });
+                    job.charged_to_s = job.charged_to_s.max(now);
+                }
+                self.awaiting_retry.insert(id);
+            }
         }
         Ok(())
     }
 
-    /// Kills a pending or running job.
+    /// Kills a job that has not finished.
     pub fn kill(&mut self, id: JobId, now: u64) -> Result<(), SchedulerError> {
-        let job = self
-            .jobs
-            .get_mut(&id)
-            .ok_or(SchedulerError::UnknownJob(id))?;
+        let job = self.jobs.get(&id).ok_or(SchedulerError::UnknownJob(id))?;
         match job.state {
             JobState::Pending { reason, .. } => {
-                job.charge(reason, now);
-                let key = (job.spec.submitted_s, id);
-                self.pending.remove(&key);
-                self.reservations.remove(&id);
+                self.dequeue(id);
+                if let Some(job) = self.jobs.get_mut(&id) {
+                    job.charge(reason, now);
+                }
             }
-            JobState::Running { .. } => self.stop_running(id, now, false)?,
+            JobState::Delayed { until_s, .. } => {
+                self.delayed.remove(&(until_s, id));
+                if let Some(job) = self.jobs.get_mut(&id) {
+                    job.charge(Some(WaitReason::RetryDelay), now);
+                }
+            }
+            JobState::AwaitingRetry(_) => {
+                self.awaiting_retry.remove(&id);
+            }
+            JobState::Running { .. } => {
+                self.stop_running(id, now, false)?;
+            }
             JobState::Finished { .. } => {
                 return Err(SchedulerError::WrongState {
                     job: id,
@@ -434,7 +599,7 @@ impl Scheduler {
             .map_err(|_| SchedulerError::UnknownServer(server))?;
         for &id in &hit {
             self.stop_running(id, now, true)?;
-            self.requeue(id, now);
+            self.enqueue(id, now);
         }
         Ok(hit)
     }
@@ -458,31 +623,46 @@ impl Scheduler {
             .map_err(|_| SchedulerError::UnknownServer(server))
     }
 
-    /// Records a policy failure; returns the consecutive count.
-    pub(crate) fn note_failure(&mut self, err: &PolicyError) -> u32 {
-        let h = &mut self.slot_health[err.slot as usize];
-        h.failures += 1;
-        h.consecutive += 1;
-        h.consecutive
-    }
-
-    pub(crate) fn note_success(&mut self, slot: Slot) {
-        self.slot_health[slot as usize].consecutive = 0;
-    }
-
     /// Verifies the allocation state and the job table against each other:
     /// no GPU held twice, every running gang holds exactly its GPUs, every
-    /// submitted job is pending, running or finished, VC totals match.
+    /// job is in exactly one state and every index agrees with it, VC totals
+    /// match.
     pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
         self.state.check_invariants()?;
         let fail = |m: String| Err(InvariantViolation(m));
         let mut vc_held = vec![0u32; self.vcs.len()];
-        let mut running = 0;
+        let mut vc_pending = vec![(0u32, 0u32); self.vcs.len()];
+        let (mut running, mut pending, mut delayed, mut awaiting, mut finished) =
+            (0, 0, 0, 0, 0);
         for (id, job) in &self.jobs {
+            let vc = job.spec.vc.0 as usize;
+            if vc >= self.vcs.len() {
+                return fail(format!("{id} is in unknown VC {}", job.spec.vc));
+            }
+            if job.probe.is_some_and(|(g, _)| g == 0 || g >= job.spec.gpus) {
+                return fail(format!("{id} has a probe as large as its gang"));
+            }
             match &job.state {
                 JobState::Pending { .. } => {
-                    if !self.pending.contains(&(job.spec.submitted_s, *id)) {
+                    pending += 1;
+                    if !self.pending.contains(&(job.spec.submitted_s, *id))
+                        || !self.queues.contains(job)
+                    {
                         return fail(format!("{id} is pending but not queued"));
+                    }
+                    vc_pending[vc].0 += job.next_gpus();
+                    vc_pending[vc].1 += 1;
+                }
+                JobState::Delayed { until_s, .. } => {
+                    delayed += 1;
+                    if !self.delayed.contains(&(*until_s, *id)) {
+                        return fail(format!("{id} is delayed but not filed"));
+                    }
+                }
+                JobState::AwaitingRetry(_) => {
+                    awaiting += 1;
+                    if !self.awaiting_retry.contains(id) {
+                        return fail(format!("{id} awaits a retry decision but is not filed"));
                     }
                 }
                 JobState::Running { choice, .. } => {
@@ -490,20 +670,38 @@ impl Scheduler {
                     let Some(p) = self.state.allocation(*id) else {
                         return fail(format!("{id} is running but holds no GPUs"));
                     };
-                    if p.gpu_count() != job.spec.gpus || p != &choice.placement {
+                    if p.gpu_count() != job.next_gpus() || p != &choice.placement {
                         return fail(format!(
                             "{id} needs {} GPUs but holds {}",
-                            job.spec.gpus,
+                            job.next_gpus(),
                             p.gpu_count()
                         ));
                     }
-                    vc_held[job.spec.vc.0 as usize] += job.spec.gpus;
+                    vc_held[vc] += p.gpu_count();
                 }
-                JobState::Finished { .. } => {}
+                JobState::Finished { .. } => finished += 1,
             }
         }
-        if self.pending.len() + running + self.finished_len() != self.jobs.len() {
+        if pending != self.pending.len()
+            || pending != self.queues.len()
+            || delayed != self.delayed.len()
+            || awaiting != self.awaiting_retry.len()
+        {
+            return fail(format!(
+                "indexes disagree with job states: {pending} pending jobs, {} queued by \
+                 submit, {} by VC; {delayed} delayed, {} filed; {awaiting} awaiting retry, {} filed",
+                self.pending.len(),
+                self.queues.len(),
+                self.delayed.len(),
+                self.awaiting_retry.len()
+            ));
+        }
+        if pending + running + delayed + awaiting + finished != self.jobs.len() {
             return fail("a job is in no state or in two".into());
+        }
+        let sizes: u32 = self.pending_sizes.values().sum();
+        if sizes as usize != pending {
+            return fail(format!("{sizes} pending sizes for {pending} pending jobs"));
         }
         if running != self.state.allocations().len() {
             return fail(format!(
@@ -511,11 +709,17 @@ impl Scheduler {
                 self.state.allocations().len()
             ));
         }
-        for (v, held) in self.vcs.iter().zip(vc_held) {
+        for ((v, held), (pgpus, pjobs)) in self.vcs.iter().zip(vc_held).zip(vc_pending) {
             if v.held_gpus != held {
                 return fail(format!(
                     "VC {} books {} GPUs, holds {held}",
                     v.name, v.held_gpus
+                ));
+            }
+            if v.pending_gpus != pgpus || v.pending_jobs != pjobs {
+                return fail(format!(
+                    "VC {} books {} pending jobs of {} GPUs, has {pjobs} of {pgpus}",
+                    v.name, v.pending_jobs, v.pending_gpus
                 ));
             }
         }
@@ -523,12 +727,5 @@ impl Scheduler {
             return fail("reservation holds survived the round".into());
         }
         Ok(())
-    }
-
-    fn finished_len(&self) -> usize {
-        self.jobs
-            .values()
-            .filter(|j| matches!(j.state, JobState::Finished { .. }))
-            .count()
     }
 }

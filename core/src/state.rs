@@ -265,6 +265,13 @@ impl ClusterState {
         self.owners.get((base + gpu) as usize).copied().flatten()
     }
 
+    /// Whether any GPU of `placement` is held by some job now.
+    pub(crate) fn any_owned(&self, placement: &Placement) -> bool {
+        placement.parts.iter().any(|part| {
+            (0..64u32).any(|g| part.gpus >> g & 1 == 1 && self.owner(part.server, g).is_some())
+        })
+    }
+
     fn check_server(&self, s: ServerId) -> Result<usize, StateError> {
         if (s.0 as usize) < self.free.len() {
             Ok(s.0 as usize)

@@ -1,16 +1,22 @@
-//! The one-line export macros: `export_fairness!`, `export_locality!` and
-//! `export_gang!`.
+//! The one-line export macros, one per slot: `export_fairness!`,
+//! `export_locality!`, `export_gang!`, `export_reclaim!`, `export_retry!`
+//! and `export_defragment!`.
 //!
 //! On `wasm32` each macro runs wit-bindgen for the slot's world of
-//! `gangway:policy@1.0.0` inside the calling crate and exports the given type
-//! through it (see the `guest` module, compiled for wasm32 only, for the glue,
-//! and the [contract page](crate::contract) for the ABI).
-//! On every other target it only checks at compile time that the type
-//! implements the slot trait and [`crate::Configure`], so a policy crate can
-//! keep one unconditional line and still build natively for its tests.
+//! `gangway:policy@2.0.0` inside the calling crate and exports the given
+//! type through the SDK's generic guest glue (see the [contract
+//! page](crate::contract) for the ABI). On every other target it only checks
+//! at compile time that the type implements the slot trait and
+//! [`crate::Configure`], so a policy crate keeps one unconditional line and
+//! still builds natively for its tests. A crate may export several slots
+//! (one macro each); each slot then gets its own instance.
 //!
 //! The generated code refers to this crate as `gangway_plugin_sdk`, so a
 //! policy crate must depend on it under that name (not renamed).
+
+/// Compile-time check behind the export macros on native targets.
+#[doc(hidden)]
+pub const fn assert_exportable<S: crate::SlotContract, P: crate::Policy<S> + crate::Configure>() {}
 
 /// Exports a [`FairnessPolicy`](crate::FairnessPolicy) + [`Configure`](crate::Configure)
 /// type as the `gangway:policy/fairness` interface of a Wasm component.
@@ -36,107 +42,96 @@
 /// gangway_plugin_sdk::export_fairness!(Fifo);
 /// # fn main() {}
 /// ```
-#[cfg(not(target_arch = "wasm32"))]
-#[macro_export]
-macro_rules! export_fairness {
-    ($policy:ty) => {
-        const _: () = $crate::export::assert_fairness::<$policy>();
-    };
-}
-
-/// Exports a [`LocalityPolicy`](crate::LocalityPolicy) + [`Configure`](crate::Configure)
-/// type as the `gangway:policy/locality` interface of a Wasm component.
-/// See [`export_fairness!`] for usage.
-#[cfg(not(target_arch = "wasm32"))]
-#[macro_export]
-macro_rules! export_locality {
-    ($policy:ty) => {
-        const _: () = $crate::export::assert_locality::<$policy>();
-    };
-}
-
-/// Exports a [`GangPolicy`](crate::GangPolicy) + [`Configure`](crate::Configure)
-/// type as the `gangway:policy/gang` interface of a Wasm component.
-/// See [`export_fairness!`] for usage.
-#[cfg(not(target_arch = "wasm32"))]
-#[macro_export]
-macro_rules! export_gang {
-    ($policy:ty) => {
-        const _: () = $crate::export::assert_gang::<$policy>();
-    };
-}
-
-/// Compile-time check behind `export_fairness!` on native targets.
-#[doc(hidden)]
-pub const fn assert_fairness<P: crate::FairnessPolicy + crate::Configure + 'static>() {}
-
-/// Compile-time check behind `export_locality!` on native targets.
-#[doc(hidden)]
-pub const fn assert_locality<P: crate::LocalityPolicy + crate::Configure + 'static>() {}
-
-/// Compile-time check behind `export_gang!` on native targets.
-#[doc(hidden)]
-pub const fn assert_gang<P: crate::GangPolicy + crate::Configure + 'static>() {}
-
-/// Exports a fairness policy type (see the native documentation).
-#[cfg(target_arch = "wasm32")]
 #[macro_export]
 macro_rules! export_fairness {
     ($policy:ty) => {
         $crate::__gangway_export!(
-            __GangwayFairnessPolicy,
-            __gangway_fairness_export,
-            "fairness-policy",
-            $policy,
-            fairness,
-            order,
-            fairness
+            __GangwayFairness, __gangway_fairness, "fairness-policy",
+            $policy, fairness, order, $crate::slots::Fairness
         );
     };
 }
 
-/// Exports a locality policy type (see the native documentation).
-#[cfg(target_arch = "wasm32")]
+/// Exports a [`LocalityPolicy`](crate::LocalityPolicy) type as the
+/// `gangway:policy/locality` interface. See [`export_fairness!`] for usage.
 #[macro_export]
 macro_rules! export_locality {
     ($policy:ty) => {
         $crate::__gangway_export!(
-            __GangwayLocalityPolicy,
-            __gangway_locality_export,
-            "locality-policy",
-            $policy,
-            locality,
-            spread,
-            locality
+            __GangwayLocality, __gangway_locality, "locality-policy",
+            $policy, locality, spread, $crate::slots::Locality
         );
     };
 }
 
-/// Exports a gang policy type (see the native documentation).
-#[cfg(target_arch = "wasm32")]
+/// Exports a [`GangPolicy`](crate::GangPolicy) type as the
+/// `gangway:policy/gang` interface. See [`export_fairness!`] for usage.
 #[macro_export]
 macro_rules! export_gang {
     ($policy:ty) => {
         $crate::__gangway_export!(
-            __GangwayGangPolicy,
-            __gangway_gang_export,
-            "gang-policy",
-            $policy,
-            gang,
-            on_blocked,
-            gang
+            __GangwayGang, __gangway_gang, "gang-policy",
+            $policy, gang, on_blocked, $crate::slots::Gang
         );
     };
 }
 
-/// The shared body of the wasm32 export macros: generated bindings for one
-/// world, a per-instance slot holding the configured policy, and the glue
-/// from the WIT functions to [`crate::guest`].
+/// Exports a [`ReclaimPolicy`](crate::ReclaimPolicy) type as the
+/// `gangway:policy/reclaim` interface. See [`export_fairness!`] for usage.
+#[macro_export]
+macro_rules! export_reclaim {
+    ($policy:ty) => {
+        $crate::__gangway_export!(
+            __GangwayReclaim, __gangway_reclaim, "reclaim-policy",
+            $policy, reclaim, reclaim, $crate::slots::Reclaim
+        );
+    };
+}
+
+/// Exports a [`RetryPolicy`](crate::RetryPolicy) type as the
+/// `gangway:policy/retry` interface. See [`export_fairness!`] for usage.
+#[macro_export]
+macro_rules! export_retry {
+    ($policy:ty) => {
+        $crate::__gangway_export!(
+            __GangwayRetry, __gangway_retry, "retry-policy",
+            $policy, retry, retry, $crate::slots::Retry
+        );
+    };
+}
+
+/// Exports a [`DefragmentPolicy`](crate::DefragmentPolicy) type as the
+/// `gangway:policy/defragment` interface. See [`export_fairness!`] for usage.
+#[macro_export]
+macro_rules! export_defragment {
+    ($policy:ty) => {
+        $crate::__gangway_export!(
+            __GangwayDefragment, __gangway_defragment, "defragment-policy",
+            $policy, defragment, plan, $crate::slots::Defragment
+        );
+    };
+}
+
+/// The shared body of the export macros on native targets: a compile-time
+/// check only.
+#[cfg(not(target_arch = "wasm32"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __gangway_export {
+    ($alias:ident, $module:ident, $world:tt, $policy:ty, $iface:ident, $call:ident, $slot:ty) => {
+        const _: () = $crate::export::assert_exportable::<$slot, $policy>();
+    };
+}
+
+/// The shared body of the export macros on wasm32: generated bindings for
+/// one world, a per-instance cell holding the configured policy and one for
+/// the decoded view, and the glue from the WIT functions to the generic
+/// guest code.
 #[cfg(target_arch = "wasm32")]
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __gangway_export {
-    ($alias:ident, $module:ident, $world:tt, $policy:ty, $iface:ident, $call:ident, $helper:ident) => {
+    ($alias:ident, $module:ident, $world:tt, $policy:ty, $iface:ident, $call:ident, $slot:ty) => {
         #[doc(hidden)]
         type $alias = $policy;
 
@@ -157,6 +152,8 @@ macro_rules! __gangway_export {
             ::std::thread_local! {
                 static POLICY: ::core::cell::RefCell<::core::option::Option<super::$alias>> =
                     const { ::core::cell::RefCell::new(::core::option::Option::None) };
+                static VIEW: ::core::cell::RefCell<<$slot as $crate::SlotContract>::View> =
+                    ::core::cell::RefCell::new(::core::default::Default::default());
             }
 
             struct Export;
@@ -164,15 +161,15 @@ macro_rules! __gangway_export {
             impl exports::gangway::policy::$iface::Guest for Export {
                 fn init(
                     config: ::std::vec::Vec<u8>,
-                ) -> ::core::result::Result<(), ::std::string::String> {
+                ) -> ::core::result::Result<::std::vec::Vec<u8>, ::std::string::String> {
                     $crate::guest::install_log(log_bridge);
-                    $crate::guest::init(&POLICY, &config)
+                    $crate::guest::init::<$slot, super::$alias>(&POLICY, &config)
                 }
 
                 fn $call(
                     view: ::std::vec::Vec<u8>,
                 ) -> ::core::result::Result<::std::vec::Vec<u8>, ::std::string::String> {
-                    $crate::guest::$helper(&POLICY, &view)
+                    $crate::guest::call::<$slot, super::$alias>(&POLICY, &VIEW, &view)
                 }
             }
 

@@ -3,12 +3,23 @@
 use serde::{Deserialize, Serialize};
 
 /// A job's identifier, chosen by the host (unique per scheduler).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct JobId(pub u64);
 
-/// A virtual cluster (tenant): an index into [`crate::RoundView::vcs`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// A virtual cluster (tenant): an index into the views' `vcs` tables.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct VcId(pub u32);
+
+/// A server: a dense index (`0..servers`) fixed when the topology is built,
+/// the same number in every view and in the host's placements.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub struct ServerId(pub u32);
 
 /// A level of the topology tree, counted from the root: `Level(0)` is the whole
 /// cluster, `Level(1)` the racks (network / RDMA domains) in the usual
@@ -17,7 +28,9 @@ pub struct VcId(pub u32);
 /// As a *spread limit* it names the level whose single domain must contain a
 /// job's whole gang: the server level means "one server", level 0 means "anywhere".
 /// A larger number is a *narrower* (more local) limit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct Level(pub u8);
 
 impl Level {
@@ -40,6 +53,18 @@ impl Level {
 impl std::fmt::Display for JobId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "job {}", self.0)
+    }
+}
+
+impl std::fmt::Display for VcId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "VC {}", self.0)
+    }
+}
+
+impl std::fmt::Display for ServerId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "server {}", self.0)
     }
 }
 

@@ -2,26 +2,32 @@
 //!
 //! A policy *advises*; the core owns the truth. Each round the core builds a
 //! compact, read-only view (ids and counts, never object graphs), calls each
-//! policy slot once with the whole batch, validates the answer and applies it.
-//! A policy can therefore schedule badly but never make the cluster
-//! inconsistent.
+//! policy slot at most once with the whole batch, validates the answer and
+//! applies it. A policy can therefore schedule badly but never make the
+//! cluster inconsistent.
 //!
-//! Three slots run in order each round:
+//! Six slots, consulted in this order each round (each in [`slots`]):
 //!
-//! 1. [`FairnessPolicy`] orders every pending job and marks which may start now
+//! 1. [`RetryPolicy`]: what follows each attempt that failed since the last
+//!    round: retry now or later, a smaller probe first, or give up.
+//! 2. [`FairnessPolicy`] orders the pending jobs and marks which may start now
 //!    (an ineligible job waits with *fair-share delay*).
-//! 2. [`LocalityPolicy`] gives each eligible job a spread limit, a [`Level`] of
-//!    the topology whose single domain must hold the gang. The core searches a
-//!    placement within it; none found is *fragmentation delay*.
-//! 3. [`GangPolicy`] decides what a job that did not fit does to the jobs
+//! 3. [`LocalityPolicy`] gives each eligible job a [`SpreadLimit`]: a
+//!    [`Level`] of the topology whose single domain must hold the gang, and a
+//!    bound on its servers. The core searches a placement within it; none
+//!    found is *fragmentation delay*.
+//! 4. [`GangPolicy`] decides what a job that did not fit does to the jobs
 //!    behind it: [`GangAction::Backfill`], [`GangAction::Block`] or
 //!    [`GangAction::Reserve`].
+//! 5. [`ReclaimPolicy`] may stop running jobs whole so waiting ones start
+//!    (preemption).
+//! 6. [`DefragmentPolicy`] may migrate running jobs to make local room for a
+//!    waiting gang.
 //!
-//! Views are shaped for one cheap copy across a sandbox boundary: every job is
-//! a fixed-size record of integers, virtual clusters and topology levels are
-//! small tables indexed by dense ids, and one call serves a whole round, so the
-//! crossing cost is paid per round, not per job. The [`wire`] module is the
-//! byte format (postcard) used when a view crosses into WebAssembly.
+//! Each slot is described once by a marker type in [`slots`] implementing
+//! [`SlotContract`] (its name, view, decision and their encoding); a policy
+//! type implements the slot's own small trait and thereby [`Policy`] for
+//! that slot.
 //!
 //! ```
 //! use gangway_plugin_sdk::*;
@@ -36,57 +42,70 @@
 //!             order: jobs.iter().map(|j| Ranked { job: j.id, eligible: true }).collect(),
 //!         }
 //!     }
+//!     // Within a VC it is oldest first: the core may show it only the
+//!     // oldest jobs of each VC, so a round costs the same however long
+//!     // the backlog.
+//!     fn queue_order(&self) -> QueueOrder {
+//!         QueueOrder::Submit
+//!     }
 //! }
-//! let view = RoundView {
-//!     now_s: 10,
-//!     cluster: ClusterSummary { total_gpus: 8, free_gpus: 8, server_level: Level(1), levels: vec![] },
-//!     vcs: vec![],
-//!     jobs: vec![],
-//! };
+//! let view = RoundView { now_s: 10, ..RoundView::default() };
 //! assert!(Fifo.order(&view).order.is_empty());
 //! ```
 //!
 //! ## Running as a Wasm component
 //!
-//! The same type becomes a sandboxed plugin with one macro line,
-//! [`export_fairness!`], [`export_locality!`] or [`export_gang!`], in a
-//! `cdylib` crate built for `wasm32-unknown-unknown`. The contract is the WIT
-//! package `gangway:policy@1.0.0` in this crate's `wit/policy.wit`; the
-//! [contract page](crate::contract) explains the calling convention, the byte
-//! layout of every view and decision, the limits a policy runs under and how
-//! to write one in another language.
+//! The same type becomes a sandboxed plugin with one macro line
+//! ([`export_fairness!`] and its five siblings) in a `cdylib` crate built for
+//! `wasm32-unknown-unknown`. The contract is the WIT package
+//! `gangway:policy@2.0.0` in this crate's `wit/policy.wit`; the
+//! [contract page](crate::contract) explains the calling convention, the
+//! byte layout of every view and decision, the limits a policy runs under
+//! and how to write one in another language.
 //!
 //! In a Wasm build the glue decodes each view into buffers kept from the
-//! previous call, and (Cargo feature `talc`, on by default) installs the
-//! guest's global allocator: talc behind a small cache of recently freed
-//! blocks, since every call allocates and frees the same few small buffers.
-//! Turn default features off to bring your own `#[global_allocator]`.
+//! previous call and (Cargo feature `talc`, on by default) installs the
+//! guest allocator of the `gangway-guest-alloc` crate, the only `unsafe`
+//! code of the SDK. Turn default features off to bring your own
+//! `#[global_allocator]`.
 //!
 //! [`builtin`] holds the core's default policies, here so that they too run
 //! natively and as Wasm.
+#![forbid(unsafe_code)]
 
 pub mod builtin;
-pub mod codec;
-mod decision;
+mod config;
 #[doc(hidden)]
 pub mod export;
 #[cfg(target_arch = "wasm32")]
+#[doc(hidden)]
 pub mod guest;
-#[cfg(any(test, all(target_arch = "wasm32", feature = "talc")))]
-mod guest_alloc;
 mod ids;
 mod log;
-mod policy;
+mod slot;
+pub mod slots;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 mod view;
 pub mod wire;
 
-pub use decision::{FairnessDecision, GangAction, GangDecision, LocalityDecision, Ranked};
-pub use ids::{JobId, Level, VcId};
+pub use config::{ConfigError, Configure, config_text, no_options};
+pub use ids::{JobId, Level, ServerId, VcId};
 pub use log::{LogLevel, log};
-pub use policy::{
-    ConfigError, Configure, FairnessPolicy, GangPolicy, LocalityPolicy, config_text, no_options,
+pub use slot::{Manifest, Policy, QueueOrder, Slot, SlotContract};
+pub use slots::{
+    DefragDecision, DefragView, DefragmentPolicy, FailedAttempt, FailureClass, FairnessDecision,
+    FairnessPolicy, GangAction, GangDecision, GangPolicy, LocalityDecision, LocalityPolicy, Move,
+    QueueView, Ranked, ReclaimDecision, ReclaimPolicy, ReclaimView, RetryAction, RetryDecision,
+    RetryPolicy, RetryView, RoundView, ServerState,
 };
-pub use view::{ClusterSummary, LevelSummary, PendingJob, QueueView, RoundView, VcUsage};
+pub use view::{
+    ClusterSummary, LevelSummary, PendingJob, RunningJob, SpreadLimit, VcUsage, WaitReason,
+    WaitingJob,
+};
+
+/// The version of the contract this SDK builds policies against.
+pub const CONTRACT_VERSION: &str = "2.0.0";
 
 /// The policy contract, for authors in any language (`CONTRACT.md`).
 #[doc = include_str!("../CONTRACT.md")]

@@ -1,15 +1,16 @@
-//! What a policy sees: a compact, read-only snapshot of one scheduling round.
+//! The parts every view is made of: jobs, virtual clusters, capacity.
 //!
-//! Views carry ids and counts, never object graphs, so one view serializes to a
-//! few tens of kilobytes even for a thousand pending jobs and crosses into a
-//! Wasm sandbox in one copy.
+//! Views carry ids and counts, never object graphs, so one view serializes to
+//! a few tens of kilobytes even for a thousand jobs and crosses into a Wasm
+//! sandbox in one copy. Each slot's own view (and decision) is in
+//! [`crate::slots`].
 
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{JobId, Level, VcId};
 
 /// A pending job as policies see it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingJob {
     /// The job.
     pub id: JobId,
@@ -17,7 +18,8 @@ pub struct PendingJob {
     pub vc: VcId,
     /// Its user, as a host-assigned number.
     pub user: u32,
-    /// GPUs the gang needs, all at once.
+    /// GPUs the gang needs, all at once (a retry policy's probe may ask
+    /// fewer for one attempt: this is what the next attempt needs).
     pub gpus: u32,
     /// When the job was submitted (seconds on the host's clock).
     pub submitted_s: u64,
@@ -31,10 +33,13 @@ pub struct PendingJob {
     /// The narrowest level with at least one domain big enough to hold the gang
     /// when empty: the smallest spread limit that can ever succeed.
     pub min_level: Level,
+    /// The fewest servers that can ever hold the gang (1 if one server is
+    /// big enough; else the gang divided by the largest servers, rounded up).
+    pub min_servers: u32,
 }
 
 /// A virtual cluster's configuration and current use.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VcUsage {
     /// The virtual cluster.
     pub id: VcId,
@@ -44,14 +49,16 @@ pub struct VcUsage {
     pub weight: u32,
     /// GPUs its running jobs hold now.
     pub held_gpus: u32,
-    /// GPUs its pending jobs ask for.
+    /// GPUs all its pending jobs ask for (also those a bounded view leaves out).
     pub pending_gpus: u32,
     /// GPU-seconds its jobs have received so far.
     pub attained_gpu_s: u64,
+    /// How many jobs it has pending (also those a bounded view leaves out).
+    pub pending_jobs: u32,
 }
 
 /// Per-level capacity of the topology.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LevelSummary {
     /// Domains at this level.
     pub domains: u32,
@@ -62,7 +69,7 @@ pub struct LevelSummary {
 }
 
 /// Capacity of the whole cluster.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterSummary {
     /// GPUs on servers that are up (including draining ones).
     pub total_gpus: u32,
@@ -74,30 +81,151 @@ pub struct ClusterSummary {
     pub levels: Vec<LevelSummary>,
 }
 
-/// Everything the fairness slot sees: all pending jobs, in submit order.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RoundView {
-    /// The host's clock for this round (seconds).
-    pub now_s: u64,
-    /// Cluster capacity.
-    pub cluster: ClusterSummary,
-    /// Every virtual cluster known to the scheduler, indexed by [`VcId`].
-    pub vcs: Vec<VcUsage>,
-    /// Every pending job, ordered by (submit time, id).
-    pub jobs: Vec<PendingJob>,
+/// How widely a gang may spread this round: the locality slot's answer for
+/// one job.
+///
+/// The gang must fit in one domain of `level`, and on at most `max_servers`
+/// servers (0: as many as the level allows). `SpreadLimit::new(Level(1), 4)`
+/// is "one rack, at most 4 servers".
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SpreadLimit {
+    /// The widest level whose single domain must hold the gang.
+    pub level: Level,
+    /// The most servers the gang may span; 0 means no bound beyond `level`.
+    pub max_servers: u32,
 }
 
-/// What the locality and gang slots see: the jobs fairness made eligible, in
-/// fairness order.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QueueView {
-    /// The host's clock for this round (seconds).
-    pub now_s: u64,
-    /// Cluster capacity.
-    pub cluster: ClusterSummary,
-    /// The eligible jobs, in the order they will be placed.
-    pub jobs: Vec<PendingJob>,
-    /// For the gang slot: the spread limit the locality slot chose for each job
-    /// (same order as `jobs`); empty when the locality slot is being asked.
-    pub spread: Vec<Level>,
+impl SpreadLimit {
+    /// A limit of `level` and at most `max_servers` servers (0: unbounded).
+    ///
+    /// ```
+    /// use gangway_plugin_sdk::{Level, SpreadLimit};
+    /// let l = SpreadLimit::new(Level(1), 2);
+    /// assert!(l.allows(2) && !l.allows(3));
+    /// assert!(SpreadLimit::level(Level(1)).allows(1_000));
+    /// ```
+    pub const fn new(level: Level, max_servers: u32) -> SpreadLimit {
+        SpreadLimit { level, max_servers }
+    }
+
+    /// A limit of `level` alone, with no bound on servers.
+    pub const fn level(level: Level) -> SpreadLimit {
+        SpreadLimit::new(level, 0)
+    }
+
+    /// Whether a placement on `servers` servers respects the server bound.
+    pub const fn allows(self, servers: u32) -> bool {
+        self.max_servers == 0 || servers <= self.max_servers
+    }
+}
+
+impl std::fmt::Display for SpreadLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.max_servers {
+            0 => write!(f, "{}", self.level),
+            n => write!(f, "{} on at most {n} servers", self.level),
+        }
+    }
+}
+
+/// Why a pending job did not start in a round.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub enum WaitReason {
+    /// Fairness made it ineligible (its VC is over its share): *fair-share delay*.
+    #[default]
+    FairShare,
+    /// Enough GPUs are free, but not within its spread limit: *fragmentation delay*.
+    Fragmentation,
+    /// The GPUs it could use are held for another job's reservation.
+    Reserved,
+    /// A blocked job ahead of it holds the queue (gang policy `Block`).
+    HeldByPolicy,
+    /// Fewer GPUs are free in the whole cluster than it needs.
+    NoCapacity,
+    /// Its VC has more pending jobs than a round shows (the view's window),
+    /// and it is behind them in the fairness policy's declared queue order.
+    Queued,
+    /// It failed and waits out the delay its retry policy chose.
+    RetryDelay,
+}
+
+impl WaitReason {
+    /// All reasons, in the order of [`WaitReason::index`].
+    pub const ALL: [WaitReason; 7] = [
+        WaitReason::FairShare,
+        WaitReason::Fragmentation,
+        WaitReason::Reserved,
+        WaitReason::HeldByPolicy,
+        WaitReason::NoCapacity,
+        WaitReason::Queued,
+        WaitReason::RetryDelay,
+    ];
+
+    /// A short name (`fair-share`, `fragmentation`, ...).
+    ///
+    /// ```
+    /// use gangway_plugin_sdk::WaitReason;
+    /// assert_eq!(WaitReason::HeldByPolicy.as_str(), "held-by-policy");
+    /// assert_eq!(WaitReason::ALL.map(|r| r.index()), [0, 1, 2, 3, 4, 5, 6]);
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WaitReason::FairShare => "fair-share",
+            WaitReason::Fragmentation => "fragmentation",
+            WaitReason::Reserved => "reserved",
+            WaitReason::HeldByPolicy => "held-by-policy",
+            WaitReason::NoCapacity => "no-capacity",
+            WaitReason::Queued => "queued",
+            WaitReason::RetryDelay => "retry-delay",
+        }
+    }
+
+    /// Its position in [`WaitReason::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl std::fmt::Display for WaitReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A job that did not start this round, with why, as the reclaim and
+/// defragment slots see it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitingJob {
+    /// The job.
+    pub job: PendingJob,
+    /// Why it waits after this round's placement.
+    pub reason: WaitReason,
+    /// The spread limit it was placed with this round (its `min_level`
+    /// with no server bound if the locality slot was not asked for it).
+    pub limit: SpreadLimit,
+}
+
+/// A running job as the reclaim and defragment slots see it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunningJob {
+    /// The job.
+    pub id: JobId,
+    /// Its virtual cluster.
+    pub vc: VcId,
+    /// Its user.
+    pub user: u32,
+    /// GPUs it holds.
+    pub gpus: u32,
+    /// When it was submitted.
+    pub submitted_s: u64,
+    /// When its current attempt started.
+    pub started_s: u64,
+    /// Attempts started, this one included.
+    pub attempts: u32,
+    /// GPU-seconds received, the current attempt up to now included.
+    pub attained_gpu_s: u64,
+    /// Its GPUs per server, by server id.
+    pub parts: Vec<(crate::ServerId, u32)>,
 }

@@ -1,44 +1,15 @@
 //! Typed policy failures.
 
+use gangway_plugin_sdk::Slot;
 use serde::{Deserialize, Serialize};
-
-/// A policy slot.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum Slot {
-    /// Orders pending jobs and marks eligibility.
-    Fairness,
-    /// Gives spread limits.
-    Locality,
-    /// Decides what blocked jobs do to the queue.
-    Gang,
-}
-
-impl Slot {
-    /// All slots, in pipeline order.
-    pub const ALL: [Slot; 3] = [Slot::Fairness, Slot::Locality, Slot::Gang];
-
-    /// The slot's name as used in WIT, configs and reports.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Slot::Fairness => "fairness",
-            Slot::Locality => "locality",
-            Slot::Gang => "gang",
-        }
-    }
-}
-
-impl std::fmt::Display for Slot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// What went wrong in a policy call.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 #[non_exhaustive]
 pub enum PolicyErrorKind {
     /// The decision broke the contract (not a permutation, unknown or
-    /// duplicate job, wrong length, impossible level).
+    /// duplicate job, wrong length, impossible level, a reclaim or migration
+    /// that would not make room).
     #[error("invalid decision: {0}")]
     InvalidDecision(String),
     /// The module trapped (including a Rust panic inside it).
@@ -50,10 +21,11 @@ pub enum PolicyErrorKind {
     /// The call passed its wall-clock deadline.
     #[error("missed its deadline of {0} ms")]
     DeadlineExceeded(u64),
-    /// The module tried to grow memory past its cap.
+    /// The module tried to grow its memory past the instance's cap.
     #[error("hit its memory cap of {0} bytes")]
     MemoryLimit(u64),
-    /// The reply bytes did not decode.
+    /// The reply bytes did not decode, or were longer than any answer to the
+    /// view can be.
     #[error("reply does not decode: {0}")]
     Decode(String),
     /// The call broke the canonical ABI: a reply that cannot be lifted (a

@@ -193,6 +193,16 @@ impl TopologyBuilder {
             })
             .collect();
         max_domain_gpus.push(max_server_gpus);
+        let mut sizes: Vec<u32> = servers.iter().map(|s| s.gpus).collect();
+        sizes.sort_unstable_by(|a, b| b.cmp(a));
+        let mut sum = 0u32;
+        let largest_first_sums = sizes
+            .into_iter()
+            .map(|g| {
+                sum = sum.saturating_add(g);
+                sum
+            })
+            .collect();
         Ok(Topology {
             graph,
             level_names,
@@ -203,6 +213,7 @@ impl TopologyBuilder {
             max_domain_gpus,
             total_gpus,
             max_server_gpus,
+            largest_first_sums,
         })
     }
 }

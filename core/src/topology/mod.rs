@@ -21,9 +21,7 @@ pub use machine_list::RackGrouping;
 /// Most GPUs one server may have (free GPUs are tracked as a `u64` bitmask).
 pub const MAX_GPUS_PER_SERVER: u32 = 64;
 
-/// A server: a dense index into [`Topology::servers`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct ServerId(pub u32);
+pub use gangway_plugin_sdk::ServerId;
 
 /// A domain above the servers (the cluster, a rack, ...): a dense index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -87,6 +85,8 @@ pub struct Topology {
     max_domain_gpus: Vec<u32>,
     total_gpus: u32,
     max_server_gpus: u32,
+    /// GPUs of the `k + 1` largest servers, at index `k`.
+    largest_first_sums: Vec<u32>,
 }
 
 impl Topology {
@@ -171,6 +171,21 @@ impl Topology {
             .rev()
             .find(|&l| self.max_domain_gpus[l] >= gpus)
             .map(|l| Level(u8::try_from(l).unwrap_or(u8::MAX)))
+    }
+
+    /// The fewest servers that can hold a gang of `gpus` when empty (its
+    /// largest servers), or `None` if the whole cluster is too small.
+    ///
+    /// ```
+    /// use gangway_core::Topology;
+    /// let topo = Topology::uniform(2, 4, 8).unwrap();
+    /// assert_eq!(topo.min_servers_for(8), Some(1));
+    /// assert_eq!(topo.min_servers_for(9), Some(2));
+    /// assert_eq!(topo.min_servers_for(65), None);
+    /// ```
+    pub fn min_servers_for(&self, gpus: u32) -> Option<u32> {
+        let k = self.largest_first_sums.partition_point(|&sum| sum < gpus);
+        (k < self.largest_first_sums.len()).then(|| u32::try_from(k + 1).unwrap_or(u32::MAX))
     }
 
     /// The narrowest level whose single domain holds all of `servers`

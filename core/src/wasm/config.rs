@@ -1,4 +1,5 @@
-//! How a policy is boxed in: memory cap, CPU budget, stack, log limits.
+//! How a policy is boxed in: memory cap, CPU budget, stack, log limits, and
+//! the bounds on what a module may make the host compile.
 
 use std::time::Duration;
 
@@ -7,7 +8,9 @@ use std::time::Duration;
 /// The host chooses per engine: fuel is deterministic (the same module, view
 /// and budget always stop at the same instruction), so replays reproduce
 /// exactly; a deadline bounds wall-clock time, which is what a live host
-/// cares about, at the price of determinism.
+/// cares about, at the price of determinism. Host work done for the guest
+/// (copying and checking a `log` message) is charged to the fuel budget, so
+/// neither budget can be dodged by making the host work.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Budget {
     /// At most this many fuel units (roughly one per Wasm instruction) per call.
@@ -39,6 +42,41 @@ impl std::fmt::Display for Budget {
     }
 }
 
+/// Bounds on a module, checked before it is compiled: compiling is the one
+/// thing a module makes the host do that no call budget covers, and an
+/// optimizing compiler's time grows faster than linearly with a function's
+/// size and live locals.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadLimits {
+    /// The most bytes a module (the whole component) may have.
+    pub module_bytes: usize,
+    /// The most functions one core module may define.
+    pub functions: u32,
+    /// The most bytes one function's body may have.
+    pub function_bytes: usize,
+    /// The most locals one function may declare.
+    pub locals: u32,
+    /// The longest compilation may take; past it the load fails (the
+    /// compiler thread is abandoned and finishes on its own).
+    pub compile_time: Duration,
+}
+
+impl Default for LoadLimits {
+    /// Generous for real policies (the built-in ones are 40-250 KB, with at
+    /// most a few hundred locals in a function), far below what makes
+    /// compilation slow: 4 MiB, 20,000 functions, 256 KiB per function,
+    /// 2,000 locals per function, 30 s.
+    fn default() -> Self {
+        LoadLimits {
+            module_bytes: 4 << 20,
+            functions: 20_000,
+            function_bytes: 256 << 10,
+            locals: 2_000,
+            compile_time: Duration::from_secs(30),
+        }
+    }
+}
+
 /// The sandbox every policy instance of one [`super::PolicyEngine`] runs in.
 ///
 /// ```
@@ -53,19 +91,31 @@ impl std::fmt::Display for Budget {
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SandboxConfig {
-    /// The most linear memory one instance may have, in bytes. Growing past
-    /// it traps the call with [`crate::policy::PolicyErrorKind::MemoryLimit`].
+    /// The most memory one instance may have, in bytes: its linear memory
+    /// and its tables together. Growing past it traps the call with
+    /// [`crate::policy::PolicyErrorKind::MemoryLimit`]. (A policy has one
+    /// linear memory: multi-memory is not among the features it may use.)
     pub memory_bytes: u64,
     /// The CPU budget of each call (and of instantiation plus `init`).
     pub budget: Budget,
+    /// With a fuel budget, a wall-clock cap per call as well (epoch
+    /// interruption), a backstop should fuel ever miss host work: `None`
+    /// for none. Ignored with a deadline budget.
+    pub wall_clock_cap: Option<Duration>,
     /// The most Wasm stack one call may use, in bytes (deep recursion traps).
     pub stack_bytes: usize,
     /// The most `log` messages one call may send; further ones are dropped.
     pub log_messages_per_call: u32,
-    /// Log messages longer than this many bytes are truncated.
+    /// Log messages and refusal texts longer than this many bytes are
+    /// truncated (only this many bytes are read from the guest).
     pub log_message_bytes: usize,
+    /// Fuel charged for each `log` call, besides one unit per byte of its
+    /// message: the host's work on the guest's behalf.
+    pub log_call_fuel: u64,
     /// How calls enter a module.
     pub call_path: CallPath,
+    /// Bounds on the modules this engine compiles.
+    pub limits: LoadLimits,
 }
 
 /// How the host enters a policy's code on each call.
@@ -77,9 +127,10 @@ pub enum CallPath {
     /// Straight into the component's main core module, with the contract's
     /// canonical ABI done by the host (a few times cheaper per call), for
     /// components of the standard shape: the one wit-bindgen and
-    /// wit-component (or `cargo component`) produce, whose main core module
-    /// exports the slot functions under their canonical names and imports at
-    /// most `log`. Other components run through the component runtime.
+    /// wit-component (or `cargo component`) produce, whose slot functions are
+    /// lifted from one core module that exports them under their canonical
+    /// names and imports at most `log`. Other components run through the
+    /// component runtime.
     #[default]
     Direct,
     /// Always through wasmtime's component runtime.
@@ -91,10 +142,13 @@ impl Default for SandboxConfig {
         SandboxConfig {
             memory_bytes: 64 << 20,
             budget: Budget::default(),
+            wall_clock_cap: Some(Duration::from_secs(10)),
             stack_bytes: 512 << 10,
             log_messages_per_call: 16,
             log_message_bytes: 1024,
+            log_call_fuel: 10_000,
             call_path: CallPath::default(),
+            limits: LoadLimits::default(),
         }
     }
 }

@@ -3,11 +3,14 @@
 //!
 //! A policy built the standard way (wit-bindgen in the guest, wit-component
 //! to wrap it) is a thin component around one core module that exports each
-//! slot function under its canonical name (`gangway:policy/fairness@1.0.0#order`),
+//! slot function under its canonical name (`gangway:policy/fairness@2.0.0#order`),
 //! `cabi_realloc`, the `cabi_post_*` functions and its memory, and imports at
-//! most `gangway:policy/log@1.x`'s `log`. The component adds adapter modules
+//! most `gangway:policy/log@2.x`'s `log`. The component adds adapter modules
 //! and type information, nothing that runs in a call (a `log` trampoline
-//! aside). Entering the core module directly skips the component runtime's
+//! aside). Which core module and instance each slot function really comes
+//! from, and with which realloc, post-return and memory, is read from the
+//! component's own wiring ([`super::wiring`]), so the path runs exactly what
+//! the component runtime would run. Entering the core module directly skips the component runtime's
 //! per-call bookkeeping: on wasmtime 48 a whole empty slot call (encoding,
 //! the guest's work and decoding included) takes 471 ns through the
 //! component runtime and 229 ns this way (`cargo bench --bench wasm_round`,
@@ -19,7 +22,9 @@
 //! result discriminant, a string that is not UTF-8, a `log` level out of
 //! range, a `log` from inside `cabi_realloc` or a post-return function all
 //! fail the call (and discard the instance), as a lift or lower error or a
-//! trap would.
+//! trap would. A refusal's text and a log message are checked whole but only
+//! their first bytes are copied out, and a `log` costs fuel for the host's
+//! work, as it does through the component runtime.
 //!
 //! Only a component of exactly this shape takes the path; anything else, and
 //! any engine configured with [`super::CallPath::Component`], runs through
@@ -27,17 +32,18 @@
 
 use std::ops::Range;
 
-use wasmparser::{Chunk, Parser, Payload, Validator, WasmFeatures};
+use gangway_plugin_sdk::Slot;
+use wasmparser::{Chunk, Parser, Payload};
 use wasmtime::{
-    Caller, Engine, Extern, ExternType, FuncType, InstancePre, Linker, Memory, Module, Store, Trap,
+    Caller, Engine, ExternType, FuncType, InstancePre, Linker, Memory, Module, Store, Trap,
     TypedFunc, ValType,
 };
 use wit_component::DecodedWasm;
 use wit_parser::{Function, Resolve, Type, TypeDefKind, WorldItem};
 
-use super::call_name;
-use super::instance::HostState;
-use crate::policy::Slot;
+use super::contract::{bounded_utf8, check_version, is_log, parse_name};
+use super::store::{HostState, charge_log, record_log, take_log_slot};
+use super::wiring::Wiring;
 
 /// A slot's core exports.
 pub(crate) struct DirectSlot {
@@ -51,45 +57,76 @@ pub(crate) struct DirectSlot {
 /// A component's main core module, compiled and linked, ready to instantiate.
 pub(crate) struct DirectCode {
     pre: InstancePre<HostState>,
-    realloc: &'static str,
+    realloc: String,
+    memory: String,
     initialize: bool,
     slots: Vec<DirectSlot>,
 }
 
 impl DirectCode {
-    /// Finds the main core module of `component` (whose top level is `top`)
-    /// and prepares it to serve `slots` (each with its exported interface
-    /// name, e.g. `gangway:policy/fairness@1.0.0`). `None` if the component
-    /// is not of the canonical shape (or not valid): the caller uses the
-    /// component runtime, which gives the authoritative answer.
+    /// Finds the core module `component` (whose top level is `top`) lifts
+    /// its slot functions from and prepares it to serve `slots` (each with
+    /// its exported interface name, e.g. `gangway:policy/fairness@2.0.0`).
+    /// `None` if the component is not of the standard shape: every slot
+    /// function and `init` lifted from one instance of one top-level module
+    /// under its canonical name, with one realloc and one memory; the caller
+    /// uses the component runtime, which gives the authoritative answer.
     pub(crate) fn prepare(
         engine: &Engine,
         component: &[u8],
         top: &TopLevel<'_>,
         slots: &[(Slot, &str)],
     ) -> Option<DirectCode> {
-        let mut validator = Validator::new_with_features(WasmFeatures::default());
-        validator.validate_all(component).ok()?;
         if !contract_types(component, slots) {
             return None;
         }
-        let main = main_module(component, top, slots)?;
-        let module = Module::new(engine, component.get(main)?).ok()?;
-        let linker = core_linker(engine, &module)?;
-        // wit-component's choice of allocator for exports; a module that
-        // also has the legacy name is left to it.
-        if module.get_export("canonical_abi_realloc").is_some() {
+        let wiring = Wiring::read(component)?;
+        let mut instance = None;
+        let mut realloc: Option<String> = None;
+        let mut memory: Option<String> = None;
+        let mut direct = Vec::new();
+        for (slot, interface) in slots {
+            let mut names = Vec::new();
+            for function in ["init", slot.call()] {
+                let lifted = wiring.lifted(interface, function)?;
+                if *instance.get_or_insert((lifted.instance, lifted.module))
+                    != (lifted.instance, lifted.module)
+                    || lifted.name != format!("{interface}#{function}")
+                    || lifted.realloc.is_none()
+                    || lifted.memory.is_none()
+                    || *realloc.get_or_insert_with(|| lifted.realloc.clone().unwrap_or_default())
+                        != lifted.realloc.clone().unwrap_or_default()
+                    || *memory.get_or_insert_with(|| lifted.memory.clone().unwrap_or_default())
+                        != lifted.memory.clone().unwrap_or_default()
+                {
+                    return None;
+                }
+                names.push((lifted.name, lifted.post_return));
+            }
+            let (call, post_call) = names.pop()?;
+            let (init, post_init) = names.pop()?;
+            direct.push(DirectSlot {
+                slot: *slot,
+                init,
+                call,
+                post_init,
+                post_call,
+            });
+        }
+        let (_, main) = instance?;
+        let (realloc, memory) = (realloc?, memory?);
+        // `log` reads the guest's memory by this name, as wit-component exports it.
+        if memory != "memory" {
             return None;
         }
-        let realloc = match module.get_export("cabi_export_realloc") {
-            Some(_) => "cabi_export_realloc",
-            None => "cabi_realloc",
-        };
-        if !has_func(&module, realloc, 4, 1) {
+        let range = top.modules.get(main as usize)?.clone();
+        let module = Module::new(engine, component.get(range)?).ok()?;
+        let linker = core_linker(engine, &module)?;
+        if !has_func(&module, &realloc, 4, 1) {
             return None;
         }
         if !matches!(
-            module.get_export("memory"),
+            module.get_export(&memory),
             Some(ExternType::Memory(m)) if !m.is_64() && !m.is_shared()
         ) {
             return None;
@@ -99,33 +136,23 @@ impl DirectCode {
             Some(_) if has_func(&module, "_initialize", 0, 0) => true,
             Some(_) => return None,
         };
-        let mut direct = Vec::new();
-        for (slot, interface) in slots {
-            let init = format!("{interface}#init");
-            let call = format!("{interface}#{}", call_name(*slot));
-            let post = |name: &str| {
-                let post = format!("cabi_post_{name}");
-                match module.get_export(&post) {
-                    None => Some(None),
-                    Some(_) if has_func(&module, &post, 1, 0) => Some(Some(post)),
-                    Some(_) => None,
-                }
+        for s in &direct {
+            let post_ok = |name: &Option<String>| {
+                name.as_deref().is_none_or(|n| has_func(&module, n, 1, 0))
             };
-            if !has_func(&module, &init, 2, 1) || !has_func(&module, &call, 2, 1) {
+            if !has_func(&module, &s.init, 2, 1)
+                || !has_func(&module, &s.call, 2, 1)
+                || !post_ok(&s.post_init)
+                || !post_ok(&s.post_call)
+            {
                 return None;
             }
-            direct.push(DirectSlot {
-                slot: *slot,
-                post_init: post(&init)?,
-                post_call: post(&call)?,
-                init,
-                call,
-            });
         }
         let pre = linker.instantiate_pre(&module).ok()?;
         Some(DirectCode {
             pre,
             realloc,
+            memory,
             initialize,
             slots: direct,
         })
@@ -155,9 +182,9 @@ impl DirectCode {
         };
         Ok(DirectInstance {
             memory: instance
-                .get_memory(&mut *store, "memory")
+                .get_memory(&mut *store, &self.memory)
                 .ok_or_else(|| wasmtime::Error::msg("no memory export"))?,
-            realloc: instance.get_typed_func(&mut *store, self.realloc)?,
+            realloc: instance.get_typed_func(&mut *store, &self.realloc)?,
             init: instance.get_typed_func(&mut *store, &names.init)?,
             call: instance.get_typed_func(&mut *store, &names.call)?,
             post_init: post(store, &names.post_init)?,
@@ -177,19 +204,24 @@ pub(crate) struct DirectInstance {
 }
 
 impl DirectInstance {
-    /// `init(config) -> result<_, string>`.
+    /// `init(config) -> result<list<u8>, string>`: the manifest's bytes
+    /// (at most `max` + 1 of them are copied out; a longer manifest is
+    /// refused by its decoder).
     pub(crate) fn init(
         &self,
         store: &mut Store<HostState>,
         config: &[u8],
-    ) -> wasmtime::Result<Result<(), String>> {
-        // `ok` has no payload: the rest of the return area is not read.
+        max: usize,
+    ) -> wasmtime::Result<Result<Vec<u8>, String>> {
         self.invoke(
             store,
             &self.init,
             self.post_init.as_ref(),
             config,
-            |_, _| Ok(()),
+            |store, payload| {
+                let bytes = self.bytes(store, payload)?;
+                Ok(bytes[..bytes.len().min(max + 1)].to_vec())
+            },
         )
     }
 
@@ -226,7 +258,7 @@ impl DirectInstance {
         let (tag, payload) = self.result_area(store, ret)?;
         let answer = match tag {
             0 => Ok(ok(store, payload)?),
-            _ => Err(self.string(store, payload)?),
+            _ => Err(self.refusal(store, payload)?),
         };
         if let Some(post) = post {
             forbid_leaving(store, |store| post.call(&mut *store, ret))?;
@@ -287,10 +319,13 @@ impl DirectInstance {
             .ok_or_else(|| wasmtime::Error::msg("list pointer/length out of bounds of memory"))
     }
 
-    fn string(&self, store: &Store<HostState>, payload: (u32, u32)) -> wasmtime::Result<String> {
+    /// A refusal's text: checked whole, at most the configured log message
+    /// length kept.
+    fn refusal(&self, store: &Store<HostState>, payload: (u32, u32)) -> wasmtime::Result<String> {
         let bytes = self.bytes(store, payload)?;
         std::str::from_utf8(bytes)
-            .map(str::to_string)
+            .map_err(|e| wasmtime::Error::msg(format!("invalid utf-8 in a string: {e}")))?;
+        bounded_utf8(bytes, store.data().log_bytes)
             .map_err(|e| wasmtime::Error::msg(format!("invalid utf-8 in a string: {e}")))
     }
 }
@@ -355,22 +390,20 @@ fn contract_types(component: &[u8], slots: &[(Slot, &str)]) -> bool {
         };
         let functions = &resolve.interfaces[id].functions;
         let takes_bytes = |f: &Function| f.params.len() == 1 && types.is_bytes(&f.params[0].ty);
-        let init_ok = functions.get("init").is_some_and(|f| {
-            takes_bytes(f)
-                && f.result
-                    .is_some_and(|r| types.is_result_or_string(&r, |ok| ok.is_none()))
-        });
-        let call_ok = functions.get(call_name(*slot)).is_some_and(|f| {
-            takes_bytes(f)
-                && f.result.is_some_and(|r| {
-                    types.is_result_or_string(&r, |ok| ok.is_some_and(|t| types.is_bytes(&t)))
-                })
+        let gives_bytes = |f: &Function| {
+            f.result.is_some_and(|r| {
+                types.is_result_or_string(&r, |ok| ok.is_some_and(|t| types.is_bytes(&t)))
+            })
+        };
+        let init_ok = functions
+            .get("init")
+            .is_some_and(|f| takes_bytes(f) && gives_bytes(f));
+        let call_ok = functions.get(slot.call()).is_some_and(|f| {
+            takes_bytes(f) && gives_bytes(f)
         });
         init_ok && call_ok
     });
-    let log = named(&mut world.imports.values(), &|n| {
-        n.starts_with("gangway:policy/log@")
-    });
+    let log = named(&mut world.imports.values(), &|n| is_log(n));
     let log_ok = log.is_none_or(|id| {
         resolve.interfaces[id]
             .functions
@@ -426,30 +459,6 @@ impl Types<'_> {
         matches!(self.kind(t), Some(TypeDefKind::Enum(e))
             if e.cases.iter().map(|c| c.name.as_str()).eq(["error", "warn", "info", "debug"]))
     }
-}
-
-/// The top-level core module of `component` that exports every slot's call
-/// under its canonical name; `None` unless exactly one does.
-fn main_module(
-    component: &[u8],
-    top: &TopLevel<'_>,
-    slots: &[(Slot, &str)],
-) -> Option<Range<usize>> {
-    let mut found = None;
-    for range in top.modules.iter().cloned() {
-        let exports = core_export_names(component.get(range.clone())?)?;
-        let serves = slots.iter().all(|(slot, interface)| {
-            let call = format!("{interface}#{}", call_name(*slot));
-            exports.iter().any(|e| *e == call)
-        });
-        if serves {
-            if found.is_some() {
-                return None;
-            }
-            found = Some(range);
-        }
-    }
-    found
 }
 
 /// What sits directly inside a component: its core modules (byte ranges)
@@ -508,29 +517,14 @@ impl<'a> TopLevel<'a> {
     }
 }
 
-/// The export names of the core module `bytes`.
-fn core_export_names(bytes: &[u8]) -> Option<Vec<&str>> {
-    let mut names = Vec::new();
-    for payload in Parser::new(0).parse_all(bytes) {
-        if let Payload::ExportSection(reader) = payload.ok()? {
-            for export in reader {
-                names.push(export.ok()?.name);
-            }
-        }
-    }
-    Some(names)
-}
-
 /// A linker that gives `module` its one allowed import, `log` of
-/// `gangway:policy/log@1.x`, or `None` if it imports anything else.
+/// `gangway:policy/log@2.x`, or `None` if it imports anything else.
 fn core_linker(engine: &Engine, module: &Module) -> Option<Linker<HostState>> {
     let mut linker = Linker::new(engine);
     for import in module.imports() {
         let interface = import.module();
-        let compatible = interface
-            .strip_prefix("gangway:policy/log@")
-            .and_then(|v| v.split('.').next())
-            == Some("1");
+        let compatible = parse_name(interface)
+            .is_some_and(|(iface, v)| iface == "log" && check_version(interface, v).is_ok());
         let ExternType::Func(ty) = import.ty() else {
             return None;
         };
@@ -542,7 +536,9 @@ fn core_linker(engine: &Engine, module: &Module) -> Option<Linker<HostState>> {
     Some(linker)
 }
 
-/// `log(level, message)` lowered to `(i32, ptr, len)`.
+/// `log(level, message)` lowered to `(i32, ptr, len)`: checked as the
+/// component runtime checks it, charged to the call's fuel, and past the
+/// per-call limit dropped after the checks.
 fn core_log(
     mut caller: Caller<'_, HostState>,
     level: i32,
@@ -563,15 +559,22 @@ fn core_log(
             )));
         }
     };
-    let Some(Extern::Memory(memory)) = caller.get_export("memory") else {
+    let Some(wasmtime::Extern::Memory(memory)) = caller.get_export("memory") else {
         return Err(wasmtime::Error::msg("no memory export"));
     };
-    let message = span(ptr as u32, len as u32 as usize)
-        .and_then(|r| memory.data(&caller).get(r))
+    let len = len as u32 as usize;
+    let range = span(ptr as u32, len)
+        .filter(|r| r.end <= memory.data_size(&caller))
         .ok_or_else(|| wasmtime::Error::msg("string pointer/length out of bounds of memory"))?;
-    let message = std::str::from_utf8(message)
-        .map_err(|e| wasmtime::Error::msg(format!("invalid utf-8 in a string: {e}")))?
-        .to_string();
-    super::host::record_log(caller.data_mut(), level, message);
+    charge_log(&mut caller, len)?;
+    let keep = take_log_slot(caller.data_mut());
+    let message = &memory.data(&caller)[range];
+    std::str::from_utf8(message)
+        .map_err(|e| wasmtime::Error::msg(format!("invalid utf-8 in a string: {e}")))?;
+    if keep {
+        let text = bounded_utf8(message, caller.data().log_bytes)
+            .map_err(|e| wasmtime::Error::msg(format!("invalid utf-8 in a string: {e}")))?;
+        record_log(caller.data(), level, &text);
+    }
     Ok(())
 }

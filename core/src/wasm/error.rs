@@ -1,12 +1,58 @@
-//! Why a module could not be loaded or a slot could not be created.
+//! Why a module could not be loaded or a slot could not be started.
 
-use crate::policy::{PolicyError, Slot};
+use gangway_plugin_sdk::Slot;
 
-/// A module refused at load time, or a slot backend that could not start.
-/// Every variant names the module and says what was wrong with it.
+use crate::policy::PolicyError;
+
+/// A module refused at load time, or a slot backend that could not start:
+/// which module (if the error is about one) and what was wrong.
+///
+/// ```
+/// use gangway_core::wasm::{PolicyEngine, SandboxConfig, WasmErrorKind};
+///
+/// let engine = PolicyEngine::new(SandboxConfig::default()).unwrap();
+/// let err = engine.load("junk.wasm", b"not wasm").unwrap_err();
+/// assert_eq!(err.module.as_deref(), Some("junk.wasm"));
+/// assert!(matches!(err.kind, WasmErrorKind::NotWasm));
+/// assert_eq!(err.to_string(), "module junk.wasm: not WebAssembly (no \\0asm header)");
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct WasmError {
+    /// The module, if the error is about one.
+    pub module: Option<String>,
+    /// What was wrong.
+    #[source]
+    pub kind: WasmErrorKind,
+}
+
+impl std::fmt::Display for WasmError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.module {
+            Some(m) => write!(f, "module {m}: {}", self.kind),
+            None => write!(f, "{}", self.kind),
+        }
+    }
+}
+
+impl WasmError {
+    /// An error about `module`.
+    pub(crate) fn of(module: &str, kind: WasmErrorKind) -> WasmError {
+        WasmError {
+            module: Some(module.to_string()),
+            kind,
+        }
+    }
+
+    /// An error about no module in particular.
+    pub(crate) fn engine(kind: WasmErrorKind) -> WasmError {
+        WasmError { module: None, kind }
+    }
+}
+
+/// What was wrong with a module (or the engine).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum WasmError {
+pub enum WasmErrorKind {
     /// The sandbox configuration is unusable (e.g. a zero budget).
     #[error("invalid sandbox configuration: {0}")]
     Sandbox(String),
@@ -14,44 +60,40 @@ pub enum WasmError {
     #[error("cannot create the Wasm engine: {0}")]
     Engine(String),
     /// The bytes are not WebAssembly at all.
-    #[error("module {module} is not WebAssembly (no \\0asm header)")]
-    NotWasm {
-        /// The module.
-        module: String,
-    },
+    #[error("not WebAssembly (no \\0asm header)")]
+    NotWasm,
     /// A core module where a component is expected.
     #[error(
-        "module {module} is a core Wasm module, not a component; build it for \
-         wasm32-unknown-unknown and componentize it with wit-component (plugins/artifacts does both)"
+        "a core Wasm module, not a component; build it for wasm32-unknown-unknown and \
+         componentize it with wit-component (plugins/artifacts does both)"
     )]
-    NotAComponent {
-        /// The module.
-        module: String,
+    NotAComponent,
+    /// The module exceeds a bound of [`super::LoadLimits`].
+    #[error("too large to compile safely: {what} is {found}, the limit is {limit}")]
+    TooLarge {
+        /// What is too large (`the module`, `function 12's locals`, ...).
+        what: String,
+        /// Its size.
+        found: u64,
+        /// The bound.
+        limit: u64,
     },
     /// The component does not validate or compile.
-    #[error("module {module} does not compile: {reason}")]
-    Compile {
-        /// The module.
-        module: String,
-        /// wasmtime's explanation.
-        reason: String,
-    },
+    #[error("does not compile: {0}")]
+    Compile(String),
+    /// Compilation took longer than [`super::LoadLimits::compile_time`].
+    #[error("took longer than {0} s to compile")]
+    CompileTimeout(u64),
     /// The component imports something other than the log function.
-    #[error("module {module} imports {import}; only gangway:policy/log is allowed")]
-    ForbiddenImport {
-        /// The module.
-        module: String,
-        /// The import's full name.
-        import: String,
-    },
+    #[error("imports {0}; only gangway:policy/log is allowed")]
+    ForbiddenImport(String),
     /// The component implements a version of the contract this host does not speak.
     #[error(
-        "module {module} implements {found}; this host speaks gangway:policy@{host} \
-         (any 1.x module)"
+        "implements {found}; this host speaks gangway:policy@{host} (any 2.x module): rebuild \
+         the policy against gangway-plugin-sdk with contract {host} (the SDK's export macros \
+         produce it)"
     )]
     IncompatibleVersion {
-        /// The module.
-        module: String,
         /// The interface the module exports or imports, with its version.
         found: String,
         /// The host's contract version.
@@ -59,20 +101,23 @@ pub enum WasmError {
     },
     /// The component exports none of the slot interfaces.
     #[error(
-        "module {module} exports no policy slot (expected gangway:policy/fairness, \
-         gangway:policy/locality or gangway:policy/gang @1.x); it exports [{exports}]"
+        "exports no policy slot (expected gangway:policy/<slot>@2.x for a slot of fairness, \
+         locality, gang, reclaim, retry, defragment); it exports [{0}]"
     )]
-    NoSlots {
-        /// The module.
-        module: String,
-        /// What it does export.
-        exports: String,
+    NoSlots(String),
+    /// The component exports one slot twice (e.g. under two versions).
+    #[error("exports the {slot} slot twice ({first} and {second}); a module may export each slot once")]
+    DuplicateSlot {
+        /// The slot.
+        slot: Slot,
+        /// One export.
+        first: String,
+        /// The other.
+        second: String,
     },
     /// A slot interface lacks one of its functions.
-    #[error("module {module}: interface {interface} lacks the function `{function}`")]
+    #[error("interface {interface} lacks the function `{function}`")]
     MissingExport {
-        /// The module.
-        module: String,
         /// The slot.
         slot: Slot,
         /// The exported interface.
@@ -81,10 +126,8 @@ pub enum WasmError {
         function: String,
     },
     /// A slot function has the wrong type.
-    #[error("module {module}: {slot} function `{function}` has the wrong type: {reason}")]
+    #[error("{slot} function `{function}` has the wrong type: {reason}")]
     WrongSignature {
-        /// The module.
-        module: String,
         /// The slot.
         slot: Slot,
         /// The function.
@@ -93,38 +136,35 @@ pub enum WasmError {
         reason: String,
     },
     /// The component's imports cannot be satisfied by this host.
-    #[error("module {module} cannot be linked: {reason}")]
-    Link {
-        /// The module.
-        module: String,
-        /// wasmtime's explanation.
-        reason: String,
-    },
+    #[error("cannot be linked: {0}")]
+    Link(String),
     /// A slot was asked of a module that does not implement it.
-    #[error("module {module} does not implement the {slot} slot (it implements: {implemented})")]
+    #[error("does not implement the {slot} slot (it implements: {implemented})")]
     SlotNotExported {
-        /// The module.
-        module: String,
         /// The slot asked for.
         slot: Slot,
         /// The slots it does implement.
         implemented: String,
     },
     /// `init` refused the configuration.
-    #[error("module {module} refused its {slot} configuration: {message}")]
+    #[error("refused its {slot} configuration: {message}")]
     Config {
-        /// The module.
-        module: String,
         /// The slot.
         slot: Slot,
         /// The policy's explanation.
         message: String,
     },
+    /// `init` answered a manifest that does not decode.
+    #[error("answered a {slot} manifest that does not decode: {reason}")]
+    Manifest {
+        /// The slot.
+        slot: Slot,
+        /// What was wrong.
+        reason: String,
+    },
     /// Instantiating the module or running `init` failed (trap, budget, memory cap).
-    #[error("module {module} could not start its {slot} slot: {source}")]
+    #[error("could not start its {slot} slot: {source}")]
     Instantiate {
-        /// The module.
-        module: String,
         /// The slot.
         slot: Slot,
         /// What went wrong.
@@ -132,34 +172,6 @@ pub enum WasmError {
         source: PolicyError,
     },
     /// The warm-up call at load time failed.
-    #[error("module {module} failed its warm-up call: {source}")]
-    WarmUp {
-        /// The module.
-        module: String,
-        /// What went wrong.
-        #[source]
-        source: PolicyError,
-    },
-}
-
-impl WasmError {
-    /// The module the error is about, if it is about one.
-    pub fn module(&self) -> Option<&str> {
-        match self {
-            WasmError::Sandbox(_) | WasmError::Engine(_) => None,
-            WasmError::NotWasm { module }
-            | WasmError::NotAComponent { module }
-            | WasmError::Compile { module, .. }
-            | WasmError::ForbiddenImport { module, .. }
-            | WasmError::IncompatibleVersion { module, .. }
-            | WasmError::NoSlots { module, .. }
-            | WasmError::MissingExport { module, .. }
-            | WasmError::WrongSignature { module, .. }
-            | WasmError::Link { module, .. }
-            | WasmError::SlotNotExported { module, .. }
-            | WasmError::Config { module, .. }
-            | WasmError::Instantiate { module, .. }
-            | WasmError::WarmUp { module, .. } => Some(module),
-        }
-    }
+    #[error("failed its warm-up call: {0}")]
+    WarmUp(#[source] PolicyError),
 }

@@ -1,8 +1,4 @@
-//! The slot traits a policy implements. One type per slot; the same type runs
-//! natively and, exported with the SDK's macros, as a Wasm component.
-
-use crate::decision::{FairnessDecision, GangDecision, LocalityDecision};
-use crate::view::{QueueView, RoundView};
+//! A policy's configuration: the bytes the operator gives at load time.
 
 /// A policy's construction from its load-time configuration bytes (TOML, JSON,
 /// or whatever the policy documents). Empty bytes mean "all defaults".
@@ -16,26 +12,7 @@ pub trait Configure: Sized {
 #[error("invalid policy configuration: {0}")]
 pub struct ConfigError(pub String);
 
-/// The fairness slot: order pending jobs and mark which may start now.
-pub trait FairnessPolicy {
-    /// Orders every pending job of `view` and marks eligibility.
-    fn order(&self, view: &RoundView) -> FairnessDecision;
-}
-
-/// The locality-relaxation slot: a spread limit per eligible job.
-pub trait LocalityPolicy {
-    /// Returns one spread limit per job of `view`, in order.
-    fn spread(&self, view: &QueueView) -> LocalityDecision;
-}
-
-/// The gang slot: what a blocked job does to the jobs behind it.
-pub trait GangPolicy {
-    /// Returns one action per job of `view`, in order.
-    fn on_blocked(&self, view: &QueueView) -> GangDecision;
-}
-
-/// Parses TOML-or-JSON configuration helper is left to each policy; this one
-/// turns UTF-8 problems into a [`ConfigError`].
+/// The configuration as UTF-8 text, or a [`ConfigError`] saying it is not.
 ///
 /// ```
 /// assert_eq!(gangway_plugin_sdk::config_text(b"a = 1").unwrap(), "a = 1");

@@ -1,40 +1,24 @@
 //! Hand-written postcard codec for the bulk views ([`RoundView`],
-//! [`QueueView`]) and the decisions: byte for byte what
-//! [`crate::wire::encode`] produces (the contract does not change), about
-//! three times faster, because it reads and writes each varint straight from
-//! and into the buffer instead of going through serde.
+//! [`QueueView`]) and the fairness, locality and gang decisions: byte for
+//! byte what [`crate::wire::encode`] produces (the tests check it against
+//! serde's bytes on random values and against postcard's decoding of random
+//! bytes), about three times faster, because it reads and writes each varint
+//! straight from and into the buffer instead of going through serde. Every
+//! struct is destructured exhaustively, so a field added to one of these
+//! types fails to compile here until the codec learns it.
 //!
-//! A view crosses into a Wasm policy every round: the host encodes it with
-//! [`encode_round_view`] / [`encode_queue_view`] and the SDK's guest glue
-//! decodes it with [`decode_round_view`] / [`decode_queue_view`]; the
-//! decision comes back through [`encode_fairness`] & co. and
-//! [`decode_fairness`] & co. Every struct is destructured exhaustively, so
-//! adding a field to one of these types fails to compile here until the
-//! codec learns it; the tests check the bytes against serde's on random
-//! values and the decoders against postcard's on random bytes.
-//!
-//! ```
-//! use gangway_plugin_sdk::{codec, wire, ClusterSummary, Level, QueueView};
-//!
-//! let view = QueueView {
-//!     now_s: 300,
-//!     cluster: ClusterSummary { total_gpus: 8, free_gpus: 8, server_level: Level(1), levels: vec![] },
-//!     jobs: vec![],
-//!     spread: vec![],
-//! };
-//! let mut fast = Vec::new();
-//! codec::encode_queue_view(&view, &mut fast);
-//! assert_eq!(fast, wire::encode(&view));
-//! assert_eq!(codec::decode_queue_view(&fast).unwrap(), view);
-//! ```
+//! Decisions are decoded bounded by the view they answer: a length above the
+//! view's number of jobs is refused before anything is allocated.
 
-use crate::decision::{FairnessDecision, GangAction, GangDecision, LocalityDecision, Ranked};
 use crate::ids::{JobId, Level, VcId};
-use crate::view::{ClusterSummary, LevelSummary, PendingJob, QueueView, RoundView, VcUsage};
-use crate::wire::{self, WireError};
+use crate::slots::{
+    FairnessDecision, GangAction, GangDecision, LocalityDecision, QueueView, Ranked, RoundView,
+};
+use crate::view::{ClusterSummary, LevelSummary, PendingJob, SpreadLimit, VcUsage};
+use crate::wire::{self, U32, U64, WireError};
 
 /// Encodes a [`RoundView`] into `out` (cleared first), as postcard does.
-pub fn encode_round_view(view: &RoundView, out: &mut Vec<u8>) {
+pub(crate) fn encode_round_view(view: &RoundView, out: &mut Vec<u8>) {
     let RoundView {
         now_s,
         cluster,
@@ -54,6 +38,7 @@ pub fn encode_round_view(view: &RoundView, out: &mut Vec<u8>) {
                 held_gpus,
                 pending_gpus,
                 attained_gpu_s,
+                pending_jobs,
             } = v;
             w.varint(u64::from(id.0));
             match quota_gpus {
@@ -67,6 +52,7 @@ pub fn encode_round_view(view: &RoundView, out: &mut Vec<u8>) {
             w.varint(u64::from(*held_gpus));
             w.varint(u64::from(*pending_gpus));
             w.varint(*attained_gpu_s);
+            w.varint(u64::from(*pending_jobs));
         }
         w.pending_jobs(jobs);
     });
@@ -76,22 +62,24 @@ pub fn encode_round_view(view: &RoundView, out: &mut Vec<u8>) {
 }
 
 /// Encodes a [`QueueView`] into `out` (cleared first), as postcard does.
-pub fn encode_queue_view(view: &QueueView, out: &mut Vec<u8>) {
+pub(crate) fn encode_queue_view(view: &QueueView, out: &mut Vec<u8>) {
     let QueueView {
         now_s,
         cluster,
         jobs,
         spread,
     } = view;
-    let max = U64 + cluster_max(cluster) + U64 + jobs.len() * JOB_MAX + U64 + spread.len();
+    let max = U64
+        + cluster_max(cluster)
+        + U64
+        + jobs.len() * JOB_MAX
+        + U64
+        + spread.len() * (1 + U32);
     let fits = write_sized(out, max, |w| {
         w.varint(*now_s);
         w.cluster_summary(cluster);
         w.pending_jobs(jobs);
-        w.varint(spread.len() as u64);
-        for l in spread {
-            w.byte(l.0);
-        }
+        w.spread_limits(spread);
     });
     if !fits {
         wire::encode_into(view, out);
@@ -99,7 +87,7 @@ pub fn encode_queue_view(view: &QueueView, out: &mut Vec<u8>) {
 }
 
 /// Encodes a [`FairnessDecision`] into `out` (cleared first), as postcard does.
-pub fn encode_fairness(d: &FairnessDecision, out: &mut Vec<u8>) {
+pub(crate) fn encode_fairness(d: &FairnessDecision, out: &mut Vec<u8>) {
     let FairnessDecision { order } = d;
     let fits = write_sized(out, U64 + order.len() * (U64 + 1), |w| {
         w.varint(order.len() as u64);
@@ -115,13 +103,10 @@ pub fn encode_fairness(d: &FairnessDecision, out: &mut Vec<u8>) {
 }
 
 /// Encodes a [`LocalityDecision`] into `out` (cleared first), as postcard does.
-pub fn encode_locality(d: &LocalityDecision, out: &mut Vec<u8>) {
-    let LocalityDecision { spread } = d;
-    let fits = write_sized(out, U64 + spread.len(), |w| {
-        w.varint(spread.len() as u64);
-        for l in spread {
-            w.byte(l.0);
-        }
+pub(crate) fn encode_locality(d: &LocalityDecision, out: &mut Vec<u8>) {
+    let LocalityDecision { limits } = d;
+    let fits = write_sized(out, U64 + limits.len() * (1 + U32), |w| {
+        w.spread_limits(limits);
     });
     if !fits {
         wire::encode_into(d, out);
@@ -129,7 +114,7 @@ pub fn encode_locality(d: &LocalityDecision, out: &mut Vec<u8>) {
 }
 
 /// Encodes a [`GangDecision`] into `out` (cleared first), as postcard does.
-pub fn encode_gang(d: &GangDecision, out: &mut Vec<u8>) {
+pub(crate) fn encode_gang(d: &GangDecision, out: &mut Vec<u8>) {
     let GangDecision {
         on_blocked,
         max_reservations,
@@ -150,14 +135,10 @@ pub fn encode_gang(d: &GangDecision, out: &mut Vec<u8>) {
     }
 }
 
-/// The most bytes a varint of a `u64` (or a length) takes.
-const U64: usize = 10;
-/// The most bytes a varint of a `u32` takes.
-const U32: usize = 5;
 /// The most bytes a [`VcUsage`] takes.
-const VC_MAX: usize = U32 + 1 + U32 + U32 + U32 + U32 + U64;
+const VC_MAX: usize = U32 + 1 + U32 + U32 + U32 + U32 + U64 + U32;
 /// The most bytes a [`PendingJob`] takes.
-const JOB_MAX: usize = 4 * U64 + 4 * U32 + 1;
+const JOB_MAX: usize = 4 * U64 + 5 * U32 + 1;
 
 /// The most bytes a [`ClusterSummary`] takes.
 fn cluster_max(c: &ClusterSummary) -> usize {
@@ -245,6 +226,7 @@ impl Writer<'_> {
                 attempts,
                 attained_gpu_s,
                 min_level,
+                min_servers,
             } = j;
             self.varint(id.0);
             self.varint(u64::from(vc.0));
@@ -255,14 +237,25 @@ impl Writer<'_> {
             self.varint(u64::from(*attempts));
             self.varint(*attained_gpu_s);
             self.byte(min_level.0);
+            self.varint(u64::from(*min_servers));
+        }
+    }
+
+    fn spread_limits(&mut self, limits: &[SpreadLimit]) {
+        self.varint(limits.len() as u64);
+        for l in limits {
+            let SpreadLimit { level, max_servers } = l;
+            self.byte(level.0);
+            self.varint(u64::from(*max_servers));
         }
     }
 }
 
-/// Decodes a [`FairnessDecision`]; trailing bytes are an error.
-pub fn decode_fairness(bytes: &[u8]) -> Result<FairnessDecision, WireError> {
+/// Decodes a [`FairnessDecision`] of at most `max_jobs` entries; trailing
+/// bytes are an error.
+pub(crate) fn decode_fairness(bytes: &[u8], max_jobs: usize) -> Result<FairnessDecision, WireError> {
     let mut r = Reader::new(bytes, "FairnessDecision");
-    let n = r.len(2)?;
+    let n = r.bounded_len(2, max_jobs)?;
     let mut order = Vec::with_capacity(n);
     for _ in 0..n {
         let job = JobId(r.u64()?);
@@ -277,19 +270,21 @@ pub fn decode_fairness(bytes: &[u8]) -> Result<FairnessDecision, WireError> {
     Ok(FairnessDecision { order })
 }
 
-/// Decodes a [`LocalityDecision`]; trailing bytes are an error.
-pub fn decode_locality(bytes: &[u8]) -> Result<LocalityDecision, WireError> {
+/// Decodes a [`LocalityDecision`] of at most `max_jobs` limits; trailing
+/// bytes are an error.
+pub(crate) fn decode_locality(bytes: &[u8], max_jobs: usize) -> Result<LocalityDecision, WireError> {
     let mut r = Reader::new(bytes, "LocalityDecision");
-    let n = r.len(1)?;
-    let spread = r.take(n)?.iter().map(|b| Level(*b)).collect();
+    let mut limits = Vec::new();
+    r.spread_limits(&mut limits, max_jobs)?;
     r.finish()?;
-    Ok(LocalityDecision { spread })
+    Ok(LocalityDecision { limits })
 }
 
-/// Decodes a [`GangDecision`]; trailing bytes are an error.
-pub fn decode_gang(bytes: &[u8]) -> Result<GangDecision, WireError> {
+/// Decodes a [`GangDecision`] of at most `max_jobs` actions; trailing bytes
+/// are an error.
+pub(crate) fn decode_gang(bytes: &[u8], max_jobs: usize) -> Result<GangDecision, WireError> {
     let mut r = Reader::new(bytes, "GangDecision");
-    let n = r.len(1)?;
+    let n = r.bounded_len(1, max_jobs)?;
     let mut on_blocked = Vec::with_capacity(n);
     for _ in 0..n {
         on_blocked.push(match r.u32()? {
@@ -307,39 +302,10 @@ pub fn decode_gang(bytes: &[u8]) -> Result<GangDecision, WireError> {
     })
 }
 
-/// Decodes bytes from [`encode_round_view`] (or postcard); trailing bytes
-/// are an error.
-pub fn decode_round_view(bytes: &[u8]) -> Result<RoundView, WireError> {
-    let mut view = RoundView {
-        now_s: 0,
-        cluster: EMPTY_CLUSTER,
-        vcs: Vec::new(),
-        jobs: Vec::new(),
-    };
-    decode_round_view_into(bytes, &mut view)?;
-    Ok(view)
-}
-
-/// [`decode_round_view`] into `view`, reusing its vectors' memory (what the
-/// guest glue does every round). After an error `view` holds a partial
+/// Decodes a [`RoundView`] into `view`, reusing its vectors' memory (what
+/// the guest glue does every round). After an error `view` holds a partial
 /// decoding and must not be used.
-///
-/// ```
-/// use gangway_plugin_sdk::{codec, ClusterSummary, Level, RoundView};
-///
-/// let view = |now_s| RoundView {
-///     now_s,
-///     cluster: ClusterSummary { total_gpus: 8, free_gpus: 8, server_level: Level(1), levels: vec![] },
-///     vcs: vec![],
-///     jobs: vec![],
-/// };
-/// let mut bytes = Vec::new();
-/// codec::encode_round_view(&view(42), &mut bytes);
-/// let mut scratch = view(0);
-/// codec::decode_round_view_into(&bytes, &mut scratch).unwrap();
-/// assert_eq!(scratch, view(42));
-/// ```
-pub fn decode_round_view_into(bytes: &[u8], view: &mut RoundView) -> Result<(), WireError> {
+pub(crate) fn decode_round_view_into(bytes: &[u8], view: &mut RoundView) -> Result<(), WireError> {
     let RoundView {
         now_s,
         cluster,
@@ -349,10 +315,10 @@ pub fn decode_round_view_into(bytes: &[u8], view: &mut RoundView) -> Result<(), 
     let mut r = Reader::new(bytes, "RoundView");
     *now_s = r.u64()?;
     r.cluster_summary(cluster)?;
-    let n = r.len(6)?;
+    let n = r.len(7)?;
     // Overwrite in place (the length is usually the last call's): no
     // per-element length update as `push` would do.
-    vcs.resize(n, ZERO_VC);
+    vcs.resize(n, VcUsage::default());
     for v in vcs.iter_mut() {
         *v = VcUsage {
             id: VcId(r.u32()?),
@@ -365,28 +331,16 @@ pub fn decode_round_view_into(bytes: &[u8], view: &mut RoundView) -> Result<(), 
             held_gpus: r.u32()?,
             pending_gpus: r.u32()?,
             attained_gpu_s: r.u64()?,
+            pending_jobs: r.u32()?,
         };
     }
     r.pending_jobs(jobs)?;
     r.finish()
 }
 
-/// Decodes bytes from [`encode_queue_view`] (or postcard); trailing bytes
-/// are an error.
-pub fn decode_queue_view(bytes: &[u8]) -> Result<QueueView, WireError> {
-    let mut view = QueueView {
-        now_s: 0,
-        cluster: EMPTY_CLUSTER,
-        jobs: Vec::new(),
-        spread: Vec::new(),
-    };
-    decode_queue_view_into(bytes, &mut view)?;
-    Ok(view)
-}
-
-/// [`decode_queue_view`] into `view`, reusing its vectors' memory. After an
-/// error `view` holds a partial decoding and must not be used.
-pub fn decode_queue_view_into(bytes: &[u8], view: &mut QueueView) -> Result<(), WireError> {
+/// Decodes a [`QueueView`] into `view`, reusing its vectors' memory. After
+/// an error `view` holds a partial decoding and must not be used.
+pub(crate) fn decode_queue_view_into(bytes: &[u8], view: &mut QueueView) -> Result<(), WireError> {
     let QueueView {
         now_s,
         cluster,
@@ -397,45 +351,9 @@ pub fn decode_queue_view_into(bytes: &[u8], view: &mut QueueView) -> Result<(), 
     *now_s = r.u64()?;
     r.cluster_summary(cluster)?;
     r.pending_jobs(jobs)?;
-    let n = r.len(1)?;
-    spread.clear();
-    spread.extend(r.take(n)?.iter().map(|b| Level(*b)));
+    r.spread_limits(spread, usize::MAX)?;
     r.finish()
 }
-
-/// Placeholders that decoding overwrites.
-const ZERO_VC: VcUsage = VcUsage {
-    id: VcId(0),
-    quota_gpus: None,
-    weight: 0,
-    held_gpus: 0,
-    pending_gpus: 0,
-    attained_gpu_s: 0,
-};
-const ZERO_LEVEL: LevelSummary = LevelSummary {
-    domains: 0,
-    max_domain_gpus: 0,
-    max_free_gpus: 0,
-};
-const ZERO_JOB: PendingJob = PendingJob {
-    id: JobId(0),
-    vc: VcId(0),
-    user: 0,
-    gpus: 0,
-    submitted_s: 0,
-    waiting_s: 0,
-    attempts: 0,
-    attained_gpu_s: 0,
-    min_level: Level(0),
-};
-
-/// An empty cluster summary, for views about to be decoded into.
-pub(crate) const EMPTY_CLUSTER: ClusterSummary = ClusterSummary {
-    total_gpus: 0,
-    free_gpus: 0,
-    server_level: Level(0),
-    levels: Vec::new(),
-};
 
 #[cold]
 #[inline(never)]
@@ -484,17 +402,6 @@ impl<'a> Reader<'a> {
             }
             None => Err(self.error("unexpected end")),
         }
-    }
-
-    #[inline(always)]
-    fn take(&mut self, n: usize) -> Result<&'a [u8], WireError> {
-        let end = self.at.checked_add(n).filter(|e| *e <= self.bytes.len());
-        let Some(end) = end else {
-            return Err(self.error("unexpected end"));
-        };
-        let s = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(s)
     }
 
     /// A varint of at most `max_bytes` bytes (5 for `u32`, 10 for `u64`).
@@ -557,13 +464,37 @@ impl<'a> Reader<'a> {
         Ok(n)
     }
 
+    /// A sequence length as [`Reader::len`] does, and at most `max`: the
+    /// number of entries the answered view allows.
+    #[inline(always)]
+    fn bounded_len(&mut self, min_bytes: usize, max: usize) -> Result<usize, WireError> {
+        let n = self.len(min_bytes)?;
+        if n > max {
+            return Err(self.error("more entries than the view has jobs"));
+        }
+        Ok(n)
+    }
+
+    #[inline(always)]
+    fn spread_limits(&mut self, out: &mut Vec<SpreadLimit>, max: usize) -> Result<(), WireError> {
+        let n = self.bounded_len(2, max)?;
+        out.resize(n, SpreadLimit::default());
+        for l in out.iter_mut() {
+            *l = SpreadLimit {
+                level: Level(self.byte()?),
+                max_servers: self.u32()?,
+            };
+        }
+        Ok(())
+    }
+
     #[inline(always)]
     fn cluster_summary(&mut self, c: &mut ClusterSummary) -> Result<(), WireError> {
         c.total_gpus = self.u32()?;
         c.free_gpus = self.u32()?;
         c.server_level = Level(self.byte()?);
         let n = self.len(3)?;
-        c.levels.resize(n, ZERO_LEVEL);
+        c.levels.resize(n, LevelSummary::default());
         for l in c.levels.iter_mut() {
             *l = LevelSummary {
                 domains: self.u32()?,
@@ -576,8 +507,8 @@ impl<'a> Reader<'a> {
 
     #[inline(always)]
     fn pending_jobs(&mut self, jobs: &mut Vec<PendingJob>) -> Result<(), WireError> {
-        let n = self.len(9)?;
-        jobs.resize(n, ZERO_JOB);
+        let n = self.len(10)?;
+        jobs.resize(n, PendingJob::default());
         for j in jobs.iter_mut() {
             *j = PendingJob {
                 id: JobId(self.u64()?),
@@ -589,6 +520,7 @@ impl<'a> Reader<'a> {
                 attempts: self.u32()?,
                 attained_gpu_s: self.u64()?,
                 min_level: Level(self.byte()?),
+                min_servers: self.u32()?,
             };
         }
         Ok(())
@@ -601,5 +533,113 @@ impl<'a> Reader<'a> {
         } else {
             Err(trailing(self.what, self.at, self.bytes.len() - self.at))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::testing::strategy;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+        /// The hand-written view codec is byte for byte postcard.
+        #[test]
+        fn the_view_codec_is_postcard(
+            round in strategy::round_view(),
+            queue in strategy::queue_view(true),
+        ) {
+            let mut buf = vec![0xAA; 3];
+            encode_round_view(&round, &mut buf);
+            prop_assert_eq!(&buf, &wire::encode(&round));
+            let mut back = RoundView::default();
+            decode_round_view_into(&buf, &mut back).unwrap();
+            prop_assert_eq!(back, round);
+            encode_queue_view(&queue, &mut buf);
+            prop_assert_eq!(&buf, &wire::encode(&queue));
+            let mut back = QueueView::default();
+            decode_queue_view_into(&buf, &mut back).unwrap();
+            prop_assert_eq!(back, queue);
+        }
+
+        /// Decisions too.
+        #[test]
+        fn the_decision_codec_is_postcard(
+            order in prop::collection::vec((any::<u64>(), any::<bool>()), 0..300),
+            limits in prop::collection::vec((any::<u8>(), any::<u32>()), 0..300),
+            actions in prop::collection::vec(0u8..3, 0..300),
+            max_reservations in any::<u32>(),
+        ) {
+            let f = FairnessDecision {
+                order: order.iter().map(|(j, e)| Ranked { job: JobId(*j), eligible: *e }).collect(),
+            };
+            let l = LocalityDecision {
+                limits: limits.iter().map(|(l, s)| SpreadLimit::new(Level(*l), *s)).collect(),
+            };
+            let g = GangDecision {
+                on_blocked: actions
+                    .iter()
+                    .map(|a| [GangAction::Backfill, GangAction::Block, GangAction::Reserve][*a as usize])
+                    .collect(),
+                max_reservations,
+            };
+            let mut buf = Vec::new();
+            encode_fairness(&f, &mut buf);
+            prop_assert_eq!(&buf, &wire::encode(&f));
+            prop_assert_eq!(decode_fairness(&buf, usize::MAX).unwrap(), f);
+            encode_locality(&l, &mut buf);
+            prop_assert_eq!(&buf, &wire::encode(&l));
+            prop_assert_eq!(decode_locality(&buf, usize::MAX).unwrap(), l);
+            encode_gang(&g, &mut buf);
+            prop_assert_eq!(&buf, &wire::encode(&g));
+            prop_assert_eq!(decode_gang(&buf, usize::MAX).unwrap(), g);
+        }
+
+        /// On arbitrary bytes (a hostile reply) the decoders never panic and
+        /// accept exactly what postcard accepts, with the same value.
+        #[test]
+        fn the_decoders_agree_with_postcard_on_garbage(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+            let mut round = RoundView::default();
+            prop_assert_eq!(
+                decode_round_view_into(&bytes, &mut round).ok().map(|()| round),
+                wire::decode::<RoundView>(&bytes).ok()
+            );
+            let mut queue = QueueView::default();
+            prop_assert_eq!(
+                decode_queue_view_into(&bytes, &mut queue).ok().map(|()| queue),
+                wire::decode::<QueueView>(&bytes).ok()
+            );
+            prop_assert_eq!(decode_fairness(&bytes, usize::MAX).ok(), wire::decode::<FairnessDecision>(&bytes).ok());
+            prop_assert_eq!(decode_locality(&bytes, usize::MAX).ok(), wire::decode::<LocalityDecision>(&bytes).ok());
+            prop_assert_eq!(decode_gang(&bytes, usize::MAX).ok(), wire::decode::<GangDecision>(&bytes).ok());
+        }
+
+        /// A decision naming more entries than the view has jobs is refused
+        /// before it is decoded, whatever its bytes.
+        #[test]
+        fn decisions_are_bounded_by_the_view(n in 0usize..50, extra in 1usize..50) {
+            let f = FairnessDecision {
+                order: (0..n + extra).map(|i| Ranked { job: JobId(i as u64), eligible: true }).collect(),
+            };
+            let bytes = wire::encode(&f);
+            prop_assert!(decode_fairness(&bytes, n).is_err());
+            prop_assert!(decode_fairness(&bytes, n + extra).is_ok());
+        }
+    }
+
+    #[test]
+    fn the_decoder_refuses_what_postcard_refuses() {
+        let mut view = QueueView::default();
+        // A u32 varint past u32::MAX, a u64 varint of 11 bytes, trailing
+        // bytes, a length longer than the input.
+        assert!(decode_queue_view_into(&[0, 0xff, 0xff, 0xff, 0xff, 0x7f], &mut view).is_err());
+        let mut long = vec![0xffu8; 10];
+        long.push(0x01);
+        assert!(decode_queue_view_into(&long, &mut view).is_err());
+        assert!(decode_queue_view_into(&[0, 0, 0, 1, 0, 0, 0, 0, 7], &mut view).is_err());
+        assert!(decode_queue_view_into(&[0, 0, 0, 1, 0, 0xff, 0xff, 0x03], &mut view).is_err());
     }
 }

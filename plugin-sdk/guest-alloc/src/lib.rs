@@ -6,6 +6,9 @@
 //! call returns. Handing a freed block straight to the next request of its
 //! size class takes a few instructions instead of a trip through talc's bins
 //! (measured: about 50-80 ns less per slot call, 5-10 % of a small call).
+//!
+//! This is the only crate of the SDK with `unsafe` code; the SDK installs
+//! it as a Wasm guest's `#[global_allocator]` (its default feature `talc`).
 #![allow(unsafe_code)]
 
 use core::alloc::{GlobalAlloc, Layout};
@@ -24,7 +27,7 @@ const DEPTH: usize = 8;
 /// to 16 bytes, alignment 16), so cached blocks of a class are
 /// interchangeable. Not thread-safe: it is `Sync` only on single-threaded
 /// wasm32, the one place it is installed.
-pub(crate) struct BlockCache<A: GlobalAlloc> {
+pub struct BlockCache<A: GlobalAlloc> {
     inner: A,
     cache: UnsafeCell<Cache>,
 }
@@ -40,18 +43,18 @@ struct Cache {
 unsafe impl<A: GlobalAlloc + Sync> Sync for BlockCache<A> {}
 
 /// What the SDK installs as a guest's `#[global_allocator]`.
-#[cfg(all(target_arch = "wasm32", feature = "talc"))]
-pub(crate) type GuestAllocator = BlockCache<talc::wasm::WasmDynamicTalc>;
+#[cfg(target_arch = "wasm32")]
+pub type GuestAllocator = BlockCache<talc::wasm::WasmDynamicTalc>;
 
 /// The guest allocator, ready for a `static`.
-#[cfg(all(target_arch = "wasm32", feature = "talc"))]
-pub(crate) const fn guest_allocator() -> GuestAllocator {
+#[cfg(target_arch = "wasm32")]
+pub const fn guest_allocator() -> GuestAllocator {
     BlockCache::new(talc::wasm::new_wasm_dynamic_allocator())
 }
 
 impl<A: GlobalAlloc> BlockCache<A> {
     /// `inner` with an empty cache.
-    pub(crate) const fn new(inner: A) -> BlockCache<A> {
+    pub const fn new(inner: A) -> BlockCache<A> {
         BlockCache {
             inner,
             cache: UnsafeCell::new(Cache {

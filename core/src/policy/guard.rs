@@ -1,0 +1,523 @@
+//! A slot's policy in the scheduler: validation, fallback, hot swap,
+//! rollback and quarantine, the same for every slot and every kind of
+//! backend (native or Wasm). This is the one place policy failures are
+//! handled.
+//!
+//! A [`Guarded`] slot holds a short stack of backends: at the bottom a
+//! *baseline* that is never removed (normally the built-in policy, or a
+//! trusted native one), above it the policies swapped in since, the top one
+//! active. Besides the stack it keeps the slot's built-in policy as the
+//! *fallback*. The host may keep a [`SlotHandle`], usable from any thread.
+//!
+//! * **Validation and fallback.** Every decision is checked against the view
+//!   it answers (and, for reclaim and defragment decisions, against the
+//!   cluster when the round applies it). A failed call (trap, budget, memory
+//!   cap, refusal, bad reply, invalid decision) is a [`PolicyError`]: that
+//!   round the slot's built-in policy decides instead, the error is listed in
+//!   [`crate::RoundReport::policy_errors`], counted in [`SlotHealth`] and
+//!   logged with `tracing`. The failing backend is told ([`Backend::report`]);
+//!   a Wasm backend discards its instance and starts a fresh one next call.
+//! * **Hot swap.** [`SlotHandle::stage`] parks a new backend; it becomes
+//!   active at the start of the next round, before any slot runs, so a round
+//!   sees one backend per slot from start to end: no decision is lost, none
+//!   is made twice, and jobs pending or running across the swap are untouched.
+//!   The previous backend stays on the stack for rollback; at most
+//!   [`GuardPolicy::keep_previous`] are kept.
+//! * **Quarantine.** After [`GuardPolicy::quarantine_after`] failures in a row
+//!   the active backend is removed from the stack and recorded as
+//!   quarantined, and the one below it becomes active again from the next
+//!   call (ultimately the baseline). The event is logged with `tracing` as a
+//!   warning and listed in [`SlotHandle::status`].
+//! * **Rollback.** [`SlotHandle::rollback`] asks for the same step down
+//!   without quarantining, applied at the start of the next round.
+
+use std::sync::{Arc, Mutex};
+
+use gangway_plugin_sdk::{Manifest, Slot};
+
+use super::backend::BoxedBackend;
+use super::rules::SlotRules;
+use super::{PolicyError, PolicyErrorKind};
+
+/// When a guarded slot gives up on a policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GuardPolicy {
+    /// Quarantine the active policy after this many failed calls in a row.
+    pub quarantine_after: u32,
+    /// How many earlier policies to keep above the baseline for rollback.
+    pub keep_previous: usize,
+}
+
+impl Default for GuardPolicy {
+    fn default() -> Self {
+        GuardPolicy {
+            quarantine_after: 3,
+            keep_previous: 2,
+        }
+    }
+}
+
+/// Failure counters of a slot.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SlotHealth {
+    /// Calls made to the slot's active policies.
+    pub calls: u64,
+    /// Failed calls, ever.
+    pub failures: u64,
+    /// Failed calls in a row of the active policy (reset by a good call).
+    pub consecutive: u32,
+    /// Policies quarantined, ever.
+    pub quarantines: u64,
+}
+
+/// Something that happened to a guarded slot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SlotEvent {
+    /// A staged backend became active at the start of a round.
+    Swapped {
+        /// The backend that was active.
+        from: String,
+        /// The backend now active.
+        to: String,
+    },
+    /// The active policy failed too often and was removed.
+    Quarantined {
+        /// The policy removed.
+        module: String,
+        /// The backend active again.
+        restored: String,
+        /// Its last error.
+        error: PolicyError,
+    },
+    /// The host asked to go back to the previous backend.
+    RolledBack {
+        /// The backend removed.
+        from: String,
+        /// The backend active again.
+        to: String,
+    },
+    /// A rollback was asked but only the baseline is left.
+    RollbackRefused {
+        /// The baseline, still active.
+        active: String,
+    },
+}
+
+/// A snapshot of a guarded slot, for the host.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SlotStatus {
+    /// The active backend.
+    pub active: String,
+    /// The backends below it, nearest first; the last is the baseline.
+    pub previous: Vec<String>,
+    /// Failure counters.
+    pub health: SlotHealth,
+    /// Swaps applied so far.
+    pub swaps: u64,
+    /// Every event so far, oldest first (the last 256).
+    pub events: Vec<SlotEvent>,
+}
+
+impl SlotStatus {
+    /// Policies quarantined so far, oldest first.
+    pub fn quarantined(&self) -> Vec<&str> {
+        self.events
+            .iter()
+            .filter_map(|e| match e {
+                SlotEvent::Quarantined { module, .. } => Some(module.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+const MAX_EVENTS: usize = 256;
+
+/// What the host and the slot share.
+struct Shared<S: SlotRules> {
+    staged: Option<BoxedBackend<S>>,
+    rollback: bool,
+    status: SlotStatus,
+}
+
+/// The host's side of a [`Guarded`] slot: stage a swap, ask for a rollback,
+/// read the status. `Send + Sync`; clone it freely.
+pub struct SlotHandle<S: SlotRules> {
+    shared: Arc<Mutex<Shared<S>>>,
+}
+
+impl<S: SlotRules> Clone for SlotHandle<S> {
+    fn clone(&self) -> Self {
+        SlotHandle {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<S: SlotRules> std::fmt::Debug for SlotHandle<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlotHandle")
+            .field("slot", &S::SLOT)
+            .field("status", &self.status())
+            .finish()
+    }
+}
+
+impl<S: SlotRules> SlotHandle<S> {
+    /// Parks `backend`; it becomes active at the start of the next round.
+    /// Staging again before then replaces the parked one.
+    pub fn stage(&self, backend: BoxedBackend<S>) {
+        if let Ok(mut s) = self.shared.lock() {
+            s.staged = Some(backend);
+        }
+    }
+
+    /// Asks to drop the active backend and go back to the previous one at
+    /// the start of the next round (the baseline is never dropped).
+    pub fn rollback(&self) {
+        if let Ok(mut s) = self.shared.lock() {
+            s.rollback = true;
+        }
+    }
+
+    /// Whether a staged backend or a rollback waits for the next round.
+    pub fn is_pending(&self) -> bool {
+        self.shared
+            .lock()
+            .map(|s| s.staged.is_some() || s.rollback)
+            .unwrap_or(false)
+    }
+
+    /// A snapshot of the slot.
+    pub fn status(&self) -> SlotStatus {
+        self.shared
+            .lock()
+            .map(|s| s.status.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// One slot's policies in the scheduler (see the module docs).
+///
+/// ```
+/// use gangway_core::policy::{Guarded, Native};
+/// use gangway_core::{Scheduler, Topology};
+/// use gangway_plugin_sdk::{builtin::FifoQuota, slots::Fairness};
+///
+/// let mut sched = Scheduler::new(Topology::uniform(1, 2, 8).unwrap());
+/// let handle = sched.policies().slot::<Fairness>().handle();
+/// handle.stage(Box::new(Native::new("next", FifoQuota)));
+/// assert_eq!(handle.status().active, "fifo-quota");
+/// sched.round(1).unwrap(); // the swap happens here, before the round's calls
+/// assert_eq!(handle.status().active, "next");
+/// assert_eq!(handle.status().previous, vec!["fifo-quota".to_string()]);
+/// ```
+pub struct Guarded<S: SlotRules> {
+    /// `stack[0]` is the baseline; the last entry is active.
+    stack: Vec<BoxedBackend<S>>,
+    fallback: BoxedBackend<S>,
+    guard: GuardPolicy,
+    health: SlotHealth,
+    shared: Arc<Mutex<Shared<S>>>,
+}
+
+impl<S: SlotRules> std::fmt::Debug for Guarded<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guarded")
+            .field("slot", &S::SLOT)
+            .field("active", &self.name())
+            .field("health", &self.health)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: SlotRules> Guarded<S> {
+    /// A guarded slot whose baseline (and first active backend) is
+    /// `baseline`, with the default [`GuardPolicy`].
+    pub fn new(baseline: BoxedBackend<S>) -> Guarded<S> {
+        Guarded::with_guard(baseline, GuardPolicy::default())
+    }
+
+    /// A guarded slot over `baseline` with the given guard policy.
+    pub fn with_guard(baseline: BoxedBackend<S>, guard: GuardPolicy) -> Guarded<S> {
+        let status = SlotStatus {
+            active: baseline.name().to_string(),
+            ..SlotStatus::default()
+        };
+        Guarded {
+            stack: vec![baseline],
+            fallback: S::builtin(),
+            guard,
+            health: SlotHealth::default(),
+            shared: Arc::new(Mutex::new(Shared {
+                staged: None,
+                rollback: false,
+                status,
+            })),
+        }
+    }
+
+    /// The slot with its built-in policy.
+    pub fn builtin() -> Guarded<S> {
+        Guarded::new(S::builtin())
+    }
+
+    /// The host's handle for swaps, rollbacks and status.
+    pub fn handle(&self) -> SlotHandle<S> {
+        SlotHandle {
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// The guard policy.
+    pub fn set_guard(&mut self, guard: GuardPolicy) {
+        self.guard = guard;
+    }
+
+    fn active(&self) -> &BoxedBackend<S> {
+        // The stack always holds the baseline.
+        &self.stack[self.stack.len() - 1]
+    }
+
+    fn active_mut(&mut self) -> &mut BoxedBackend<S> {
+        let last = self.stack.len() - 1;
+        &mut self.stack[last]
+    }
+
+    /// The active backend's name.
+    pub fn name(&self) -> &str {
+        self.active().name()
+    }
+
+    /// What the active backend declared when it was loaded.
+    pub fn manifest(&self) -> Manifest {
+        self.active().manifest()
+    }
+
+    /// Failure counters.
+    pub fn health(&self) -> &SlotHealth {
+        &self.health
+    }
+
+    /// A snapshot of the slot.
+    pub fn status(&self) -> SlotStatus {
+        self.handle().status()
+    }
+
+    /// Whether the active backend decides nothing (the round skips it).
+    pub fn is_noop(&self) -> bool {
+        self.active().is_noop()
+    }
+
+    /// Makes `backend` active now, keeping the previous one for rollback, as
+    /// a staged swap does at the start of a round. Call it between rounds.
+    pub fn swap(&mut self, backend: BoxedBackend<S>) {
+        let shared = self.shared.clone();
+        if let Ok(mut s) = shared.lock() {
+            self.push(backend, &mut s);
+            self.sync_status(&mut s);
+        }
+    }
+
+    fn push(&mut self, next: BoxedBackend<S>, s: &mut Shared<S>) {
+        let from = self.name().to_string();
+        let to = next.name().to_string();
+        self.stack.push(next);
+        while self.stack.len() > self.guard.keep_previous + 2 {
+            self.stack.remove(1);
+        }
+        self.health.consecutive = 0;
+        s.status.swaps += 1;
+        tracing::info!(slot = %S::SLOT, from, to, "policy swapped in");
+        event(s, SlotEvent::Swapped { from, to });
+    }
+
+    fn sync_status(&self, s: &mut Shared<S>) {
+        s.status.active = self.name().to_string();
+        s.status.previous = self
+            .stack
+            .iter()
+            .rev()
+            .skip(1)
+            .map(|b| b.name().to_string())
+            .collect();
+        s.status.health = self.health.clone();
+    }
+
+    /// Applies a staged swap or a rollback, then lets the active backend
+    /// prepare. Returns whether the active backend changed.
+    pub(crate) fn prepare_round(&mut self) -> bool {
+        let before = self.stack.len();
+        let top = self.name().to_string();
+        let shared = self.shared.clone();
+        if let Ok(mut s) = shared.lock() {
+            if std::mem::take(&mut s.rollback) {
+                if self.stack.len() > 1 {
+                    let from = self.stack.pop().map(|b| b.name().to_string());
+                    let to = self.name().to_string();
+                    tracing::info!(slot = %S::SLOT, from, to, "policy rolled back");
+                    event(
+                        &mut s,
+                        SlotEvent::RolledBack {
+                            from: from.unwrap_or_default(),
+                            to,
+                        },
+                    );
+                } else {
+                    let active = self.name().to_string();
+                    event(&mut s, SlotEvent::RollbackRefused { active });
+                }
+                self.health.consecutive = 0;
+            }
+            if let Some(next) = s.staged.take() {
+                self.push(next, &mut s);
+            }
+            self.sync_status(&mut s);
+        }
+        self.active_mut().prepare_round();
+        self.stack.len() != before || self.name() != top
+    }
+
+    /// Asks the active backend for its decision on `view` and checks it
+    /// against the view. On success the caller must [`Guarded::settle`]
+    /// once it has applied the decision; on failure the error is counted and
+    /// the built-in policy's decision is returned with it.
+    pub(crate) fn decide(&mut self, view: &S::View) -> Decided<S::Decision> {
+        self.health.calls += 1;
+        let active = self.active_mut();
+        let answer = active.decide(view).and_then(|d| match S::validate(view, &d) {
+            Ok(()) => Ok(d),
+            Err(kind) => Err(PolicyError::new(S::SLOT, active.name(), kind)),
+        });
+        match answer {
+            Ok(decision) => Decided {
+                decision,
+                error: None,
+            },
+            Err(error) => {
+                self.failed(&error);
+                Decided {
+                    decision: self.fallback(view),
+                    error: Some(error),
+                }
+            }
+        }
+    }
+
+    /// [`Guarded::decide`] for a decision that needs no further check:
+    /// settles a valid answer at once.
+    pub(crate) fn decide_settled(&mut self, view: &S::View) -> Decided<S::Decision> {
+        let decided = self.decide(view);
+        if decided.error.is_none() {
+            self.settle(Ok(()));
+        }
+        decided
+    }
+
+    /// The built-in policy's decision for `view` (empty if even it fails,
+    /// which the built-ins do not on a view the core made).
+    pub(crate) fn fallback(&mut self, view: &S::View) -> S::Decision {
+        self.fallback
+            .decide(view)
+            .ok()
+            .filter(|d| S::validate(view, d).is_ok())
+            .unwrap_or_default()
+    }
+
+    /// The outcome of applying a decision [`Guarded::decide`] returned
+    /// without error: `Err` when the core could not apply it (e.g. a reclaim
+    /// that frees no room). Returns the error to report, if any.
+    pub(crate) fn settle(&mut self, outcome: Result<(), PolicyErrorKind>) -> Option<PolicyError> {
+        match outcome {
+            Ok(()) => {
+                self.health.consecutive = 0;
+                self.active_mut().report(Ok(()));
+                None
+            }
+            Err(kind) => {
+                let error = PolicyError::new(S::SLOT, self.name(), kind);
+                self.failed(&error);
+                Some(error)
+            }
+        }
+    }
+
+    /// Counts a failure, tells the backend, and quarantines it after too many
+    /// in a row.
+    fn failed(&mut self, error: &PolicyError) {
+        tracing::warn!(%error, "policy failed; the built-in policy decides this round");
+        self.health.failures += 1;
+        self.health.consecutive += 1;
+        self.active_mut().report(Err(error));
+        let shared = self.shared.clone();
+        let Ok(mut s) = shared.lock() else {
+            return;
+        };
+        if self.health.consecutive >= self.guard.quarantine_after.max(1) && self.stack.len() > 1 {
+            let module = self
+                .stack
+                .pop()
+                .map(|b| b.name().to_string())
+                .unwrap_or_default();
+            let restored = self.name().to_string();
+            tracing::warn!(
+                slot = %S::SLOT,
+                module,
+                restored,
+                failures = self.health.consecutive,
+                %error,
+                "policy quarantined; the previous one is active again"
+            );
+            event(
+                &mut s,
+                SlotEvent::Quarantined {
+                    module,
+                    restored,
+                    error: error.clone(),
+                },
+            );
+            self.health.consecutive = 0;
+            self.health.quarantines += 1;
+        }
+        self.sync_status(&mut s);
+    }
+}
+
+fn event<S: SlotRules>(s: &mut Shared<S>, e: SlotEvent) {
+    if s.status.events.len() == MAX_EVENTS {
+        s.status.events.remove(0);
+    }
+    s.status.events.push(e);
+}
+
+/// A slot's decision for one round, and the error that made the built-in
+/// policy decide instead, if any.
+#[derive(Clone, Debug)]
+pub(crate) struct Decided<D> {
+    pub(crate) decision: D,
+    pub(crate) error: Option<PolicyError>,
+}
+
+/// What every guarded slot offers whatever its slot: for the set's loops.
+pub(crate) trait AnyGuarded: Send {
+    fn slot(&self) -> Slot;
+    fn name(&self) -> &str;
+    fn health(&self) -> &SlotHealth;
+    fn prepare_round(&mut self) -> bool;
+}
+
+impl<S: SlotRules> AnyGuarded for Guarded<S> {
+    fn slot(&self) -> Slot {
+        S::SLOT
+    }
+    fn name(&self) -> &str {
+        Guarded::name(self)
+    }
+    fn health(&self) -> &SlotHealth {
+        Guarded::health(self)
+    }
+    fn prepare_round(&mut self) -> bool {
+        Guarded::prepare_round(self)
+    }
+}

@@ -1,0 +1,57 @@
+//! The reclaim slot's rules: stop only running jobs, each once, start only
+//! waiting jobs, each once, and stop nothing without starting something.
+//! (That the stops make room for the starts, and that every stopped job's
+//! GPUs are used, is checked when the round applies the decision.)
+
+use std::collections::HashSet;
+
+use gangway_plugin_sdk::slots::Reclaim;
+use gangway_plugin_sdk::{ReclaimDecision, ReclaimView};
+
+use crate::policy::rules::{SlotRules, invalid};
+use crate::policy::{BoxedBackend, Guarded, Noop, PolicyErrorKind, PolicySet};
+
+impl SlotRules for Reclaim {
+    const BUILTIN: &'static str = "none";
+
+    fn validate(view: &ReclaimView, d: &ReclaimDecision) -> Result<(), PolicyErrorKind> {
+        let running: HashSet<_> = view.running.iter().map(|j| j.id).collect();
+        let waiting: HashSet<_> = view.waiting.iter().map(|w| w.job.id).collect();
+        let mut seen = HashSet::new();
+        for id in &d.stop {
+            if !running.contains(id) {
+                return Err(invalid(format!("stops {id}, which is not running")));
+            }
+            if !seen.insert(*id) {
+                return Err(invalid(format!("stops {id} twice")));
+            }
+        }
+        for id in &d.start {
+            if !waiting.contains(id) {
+                return Err(invalid(format!("starts {id}, which is not waiting")));
+            }
+            if !seen.insert(*id) {
+                return Err(invalid(format!("starts {id} twice")));
+            }
+        }
+        if !d.stop.is_empty() && d.start.is_empty() {
+            return Err(invalid(format!(
+                "stops {} jobs for no waiting job",
+                d.stop.len()
+            )));
+        }
+        Ok(())
+    }
+
+    fn builtin() -> BoxedBackend<Self> {
+        Box::new(Noop)
+    }
+
+    fn entry(set: &PolicySet) -> &Guarded<Self> {
+        &set.reclaim
+    }
+
+    fn entry_mut(set: &mut PolicySet) -> &mut Guarded<Self> {
+        &mut set.reclaim
+    }
+}

@@ -1,0 +1,182 @@
+//! The defragment step: migrate running jobs so a gang waiting with
+//! fragmentation delay finds local room.
+//!
+//! The core applies the moves in order, each onto GPUs free at that point
+//! (the lowest free GPUs of each named server), then starts the waiting gang
+//! within its spread limit. If a move does not fit, the gang still does not
+//! fit, or a moved job's old GPUs end up used by nobody (the move freed
+//! nothing anyone needed), everything is rolled back and the decision counts
+//! as the policy's failure.
+
+use std::collections::HashMap;
+
+use gangway_plugin_sdk::{DefragDecision, DefragView, JobId, RoundView, ServerState, WaitReason};
+
+use super::{Migration, Placed, RoundReport};
+use crate::job::JobState;
+use crate::placement::{PlacementChoice, lowest_bits};
+use crate::policy::PolicyErrorKind;
+use crate::policy::rules::invalid;
+use crate::scheduler::Scheduler;
+use crate::state::{Placement, ServerGpus};
+
+impl Scheduler {
+    /// Asks the defragment slot (unless it is `none` or no gang waits with
+    /// fragmentation delay) and applies its decision if it is sound.
+    pub(crate) fn defragment_step(
+        &mut self,
+        now: u64,
+        view: &RoundView,
+        placed: &mut Placed,
+        report: &mut RoundReport,
+    ) {
+        if self.policies.defragment.is_noop()
+            || !placed
+                .reasons
+                .values()
+                .any(|r| *r == WaitReason::Fragmentation)
+        {
+            return;
+        }
+        let waiting: Vec<_> = self
+            .waiting_jobs(now, view, placed)
+            .into_iter()
+            .filter(|w| w.reason == WaitReason::Fragmentation)
+            .collect();
+        if waiting.is_empty() {
+            return;
+        }
+        let topo = self.state.topology().clone();
+        let servers = topo
+            .servers()
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let id = crate::ServerId(u32::try_from(i).unwrap_or(u32::MAX));
+                ServerState {
+                    id,
+                    domain: s.ancestors.last().map_or(0, |d| d.0),
+                    gpus: s.gpus,
+                    free: self.state.avail(id),
+                }
+            })
+            .collect();
+        let defrag_view = DefragView {
+            now_s: now,
+            cluster: self.state.summary(),
+            servers,
+            running: self.running_jobs(now),
+            waiting,
+        };
+        let decided = self.policies.defragment.decide(&defrag_view);
+        if let Some(e) = decided.error {
+            report.policy_errors.push(e);
+            return;
+        }
+        let Some(target) = decided.decision.start else {
+            self.policies.defragment.settle(Ok(()));
+            return;
+        };
+        let limit = defrag_view
+            .waiting
+            .iter()
+            .find(|w| w.job.id == target)
+            .map(|w| w.limit)
+            .unwrap_or_default();
+        let outcome = self.apply_moves(now, &decided.decision, target, limit, placed, report);
+        report
+            .policy_errors
+            .extend(self.policies.defragment.settle(outcome));
+    }
+
+    fn apply_moves(
+        &mut self,
+        now: u64,
+        d: &DefragDecision,
+        target: JobId,
+        limit: gangway_plugin_sdk::SpreadLimit,
+        placed: &mut Placed,
+        report: &mut RoundReport,
+    ) -> Result<(), PolicyErrorKind> {
+        let mut released: Vec<(JobId, Placement)> = Vec::new();
+        let mut moved: Vec<(JobId, PlacementChoice)> = Vec::new();
+        for m in &d.moves {
+            let Ok(old) = self.state.release(m.job) else {
+                self.undo(&released, &moved);
+                return Err(invalid(format!("moves {}, which holds no GPUs", m.job)));
+            };
+            released.push((m.job, old));
+            let mut parts = Vec::with_capacity(m.to.len());
+            for (server, gpus) in &m.to {
+                let mask = self.state.avail_mask(*server);
+                if mask.count_ones() < *gpus {
+                    self.undo(&released, &moved);
+                    return Err(invalid(format!(
+                        "moves {} onto {server}, which has {} of the {gpus} GPUs free",
+                        m.job,
+                        mask.count_ones()
+                    )));
+                }
+                parts.push(ServerGpus {
+                    server: *server,
+                    gpus: lowest_bits(mask, *gpus),
+                });
+            }
+            parts.sort_by_key(|p| p.server);
+            let placement = Placement { parts };
+            if self.state.allocate(m.job, &placement).is_err() {
+                self.undo(&released, &moved);
+                return Err(invalid(format!("{} cannot take the GPUs it is moved to", m.job)));
+            }
+            let servers = placement.servers();
+            let choice = PlacementChoice {
+                locality: self.state.topology().common_level(&servers),
+                servers: placement.server_count(),
+                placement,
+            };
+            moved.push((m.job, choice));
+        }
+        let Some(gpus) = self.jobs.get(&target).map(|j| j.next_gpus()) else {
+            self.undo(&released, &moved);
+            return Err(invalid(format!("makes room for unknown {target}")));
+        };
+        let Some(choice) = self.state.find_placement(gpus, limit) else {
+            self.undo(&released, &moved);
+            return Err(invalid(format!(
+                "the moves do not make room for {target} ({gpus} GPUs, {limit})"
+            )));
+        };
+        if self.state.allocate(target, &choice.placement).is_err() {
+            self.undo(&released, &moved);
+            return Err(invalid(format!("{target} cannot take the GPUs found for it")));
+        }
+        for (id, old) in &released {
+            if !self.state.any_owned(old) {
+                let _ = self.state.release(target);
+                self.undo(&released, &moved);
+                return Err(invalid(format!(
+                    "moving {id} frees GPUs that nobody then uses"
+                )));
+            }
+        }
+        // Commit.
+        let old: HashMap<JobId, Placement> = released.into_iter().collect();
+        for (id, choice) in moved {
+            if let Some(job) = self.jobs.get_mut(&id)
+                && let JobState::Running { choice: c, .. } = &mut job.state
+            {
+                *c = choice.clone();
+                job.migrations += 1;
+            }
+            report.migrations.push(Migration {
+                job: id,
+                from: old.get(&id).cloned().unwrap_or(Placement { parts: vec![] }),
+                to: choice,
+            });
+        }
+        placed.reasons.remove(&target);
+        let start = self.start(target, now, &choice);
+        report.starts.push(start);
+        Ok(())
+    }
+}

@@ -1,0 +1,130 @@
+//! Fairness, locality, then placement in fairness order with the gang slot
+//! deciding what a job that does not fit does to the jobs behind it.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use gangway_plugin_sdk::{
+    GangAction, GangDecision, JobId, QueueView, RoundView, SpreadLimit, WaitReason,
+};
+
+use super::{Placed, Reservation, RoundReport};
+use crate::scheduler::Scheduler;
+
+impl Scheduler {
+    /// Asks fairness and locality about the view's jobs and places them.
+    pub(crate) fn place_step(
+        &mut self,
+        now: u64,
+        view: &RoundView,
+        report: &mut RoundReport,
+    ) -> Placed {
+        // 1. Fairness.
+        let fairness = self.policies.fairness.decide_settled(view);
+        report.policy_errors.extend(fairness.error);
+        let by_id: HashMap<JobId, usize> = view
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(i, j)| (j.id, i))
+            .collect();
+        let mut queue = QueueView {
+            now_s: now,
+            cluster: view.cluster.clone(),
+            jobs: Vec::new(),
+            spread: Vec::new(),
+        };
+        let mut placed = Placed {
+            reasons: HashMap::with_capacity(view.jobs.len()),
+            limits: HashMap::new(),
+            reserved: BTreeSet::new(),
+            order: Vec::with_capacity(view.jobs.len()),
+        };
+        for r in &fairness.decision.order {
+            if let Some(&i) = by_id.get(&r.job) {
+                placed.order.push(r.job);
+                if r.eligible {
+                    queue.jobs.push(view.jobs[i].clone());
+                } else {
+                    placed.reasons.insert(r.job, WaitReason::FairShare);
+                }
+            }
+        }
+
+        // 2. Locality.
+        if !queue.jobs.is_empty() {
+            let locality = self.policies.locality.decide_settled(&queue);
+            report.policy_errors.extend(locality.error);
+            queue.spread = locality.decision.limits;
+        }
+
+        // 3 and 4. Placement in order; the gang slot is asked (once, with the
+        // view as it was before any placement) only when a job first fails
+        // to fit: a round where everything fits never needs its answer.
+        let mut gang: Option<GangDecision> = None;
+        let mut failed: HashSet<(u32, SpreadLimit)> = HashSet::new();
+        let mut blocked = false;
+        let mut reserved_now = 0u32;
+        for (i, job) in queue.jobs.iter().enumerate() {
+            let limit = queue.spread.get(i).copied().unwrap_or_default();
+            placed.limits.insert(job.id, limit);
+            if blocked {
+                placed.reasons.insert(job.id, WaitReason::HeldByPolicy);
+                continue;
+            }
+            let found = if failed.contains(&(job.gpus, limit)) {
+                None
+            } else {
+                self.state.find_placement(job.gpus, limit)
+            };
+            if let Some(choice) = found
+                && self.state.allocate(job.id, &choice.placement).is_ok()
+            {
+                let start = self.start(job.id, now, &choice);
+                report.starts.push(start);
+                continue;
+            }
+            failed.insert((job.gpus, limit));
+            let free = self.state.free_gpus();
+            let reason = if free >= job.gpus {
+                WaitReason::Fragmentation
+            } else if reserved_now > 0 && free + self.state.held_gpus() >= job.gpus {
+                WaitReason::Reserved
+            } else {
+                WaitReason::NoCapacity
+            };
+            placed.reasons.insert(job.id, reason);
+            if gang.is_none() {
+                let decided = self.policies.gang.decide_settled(&queue);
+                report.policy_errors.extend(decided.error);
+                gang = Some(decided.decision);
+            }
+            let Some(gang) = &gang else { continue };
+            match gang
+                .on_blocked
+                .get(i)
+                .copied()
+                .unwrap_or(GangAction::Backfill)
+            {
+                GangAction::Backfill => {}
+                GangAction::Block => blocked = true,
+                GangAction::Reserve if reserved_now < gang.max_reservations => {
+                    let sticky = self.reservations.get(&job.id).copied();
+                    if let Some(scope) =
+                        self.state.reservation_scope(job.gpus, limit.level, sticky)
+                    {
+                        let held = self.state.hold_in(scope, job.gpus);
+                        self.reservations.insert(job.id, scope);
+                        placed.reserved.insert(job.id);
+                        reserved_now += 1;
+                        report.reservations.push(Reservation {
+                            job: job.id,
+                            held_gpus: held,
+                        });
+                    }
+                }
+                GangAction::Reserve => {}
+            }
+        }
+        placed
+    }
+}

@@ -1,0 +1,185 @@
+//! The reclaim step: stop running jobs whole so that waiting jobs start.
+//!
+//! The core applies a reclaim decision only if it is sound: after releasing
+//! the stopped jobs' GPUs, every job to start must find a placement within
+//! its spread limit (in order), and every stopped job's GPUs must be used by
+//! one of them. Otherwise nothing is stopped and the decision counts as the
+//! policy's failure.
+
+use std::collections::HashMap;
+
+use gangway_plugin_sdk::{JobId, ReclaimDecision, ReclaimView, RoundView, WaitingJob};
+
+use super::{Placed, Preemption, RoundReport};
+use crate::job::JobState;
+use crate::placement::PlacementChoice;
+use crate::policy::PolicyErrorKind;
+use crate::policy::rules::invalid;
+use crate::scheduler::Scheduler;
+use crate::state::Placement;
+
+impl Scheduler {
+    /// The waiting jobs of the view, in fairness order, with their reasons
+    /// and limits.
+    pub(crate) fn waiting_jobs(&self, now: u64, view: &RoundView, placed: &Placed) -> Vec<WaitingJob> {
+        let by_id: HashMap<JobId, usize> =
+            view.jobs.iter().enumerate().map(|(i, j)| (j.id, i)).collect();
+        placed
+            .order
+            .iter()
+            .filter_map(|id| {
+                let reason = *placed.reasons.get(id)?;
+                let job = self.jobs.get(id)?;
+                if !job.is_pending() {
+                    return None;
+                }
+                let pending = self.pending_job(job, now);
+                let limit = placed.limits.get(id).copied().unwrap_or_else(|| {
+                    gangway_plugin_sdk::SpreadLimit::new(pending.min_level, 0)
+                });
+                let _ = by_id.get(id);
+                Some(WaitingJob {
+                    job: pending,
+                    reason,
+                    limit,
+                })
+            })
+            .collect()
+    }
+
+    /// Asks the reclaim slot (unless it is `none` or nothing waits) and
+    /// applies its decision if it is sound.
+    pub(crate) fn reclaim_step(
+        &mut self,
+        now: u64,
+        view: &RoundView,
+        placed: &mut Placed,
+        report: &mut RoundReport,
+    ) {
+        if self.policies.reclaim.is_noop() || placed.reasons.is_empty() {
+            return;
+        }
+        let waiting = self.waiting_jobs(now, view, placed);
+        if waiting.is_empty() {
+            return;
+        }
+        let reclaim_view = ReclaimView {
+            now_s: now,
+            cluster: self.state.summary(),
+            vcs: self.vc_usage(),
+            running: self.running_jobs(now),
+            waiting,
+        };
+        let decided = self.policies.reclaim.decide(&reclaim_view);
+        if let Some(e) = decided.error {
+            report.policy_errors.push(e);
+            return;
+        }
+        if decided.decision.stop.is_empty() && decided.decision.start.is_empty() {
+            self.policies.reclaim.settle(Ok(()));
+            return;
+        }
+        let limits: HashMap<JobId, gangway_plugin_sdk::SpreadLimit> = reclaim_view
+            .waiting
+            .iter()
+            .map(|w| (w.job.id, w.limit))
+            .collect();
+        let outcome = self.apply_reclaim(now, &decided.decision, &limits, placed, report);
+        report
+            .policy_errors
+            .extend(self.policies.reclaim.settle(outcome));
+    }
+
+    fn apply_reclaim(
+        &mut self,
+        now: u64,
+        d: &ReclaimDecision,
+        limits: &HashMap<JobId, gangway_plugin_sdk::SpreadLimit>,
+        placed: &mut Placed,
+        report: &mut RoundReport,
+    ) -> Result<(), PolicyErrorKind> {
+        // Tentatively release the stopped jobs.
+        let mut released: Vec<(JobId, Placement)> = Vec::with_capacity(d.stop.len());
+        for id in &d.stop {
+            match self.state.release(*id) {
+                Ok(p) => released.push((*id, p)),
+                Err(_) => {
+                    self.undo(&released, &[]);
+                    return Err(invalid(format!("stops {id}, which holds no GPUs")));
+                }
+            }
+        }
+        // Place the jobs to start, in order.
+        let mut started: Vec<(JobId, PlacementChoice)> = Vec::with_capacity(d.start.len());
+        for id in &d.start {
+            let Some(job) = self.jobs.get(id) else {
+                continue;
+            };
+            let gpus = job.next_gpus();
+            let limit = limits.get(id).copied().unwrap_or_default();
+            let Some(choice) = self.state.find_placement(gpus, limit) else {
+                self.undo(&released, &started);
+                return Err(invalid(format!(
+                    "{id} ({gpus} GPUs, {limit}) does not fit even after the stops"
+                )));
+            };
+            if self.state.allocate(*id, &choice.placement).is_err() {
+                self.undo(&released, &started);
+                return Err(invalid(format!("{id} cannot take the GPUs found for it")));
+            }
+            started.push((*id, choice));
+        }
+        // Every stopped job's GPUs must serve a started one.
+        for (id, p) in &released {
+            if !self.state.any_owned(p) {
+                self.undo(&released, &started);
+                return Err(invalid(format!(
+                    "stops {id}, whose GPUs none of the jobs it starts needs"
+                )));
+            }
+        }
+        // Commit: the stopped jobs are preempted and pending again.
+        for (id, placement) in released {
+            let ran_s = match self.jobs.get(&id).map(|j| &j.state) {
+                Some(JobState::Running { started_s, .. }) => now.saturating_sub(*started_s),
+                _ => 0,
+            };
+            let gpus = placement.gpu_count();
+            // Book the attempt as `stop_running` does (its GPUs are released).
+            if let Some(job) = self.jobs.get_mut(&id) {
+                let used = u64::from(gpus) * ran_s;
+                job.attained_gpu_s += used;
+                job.preemptions += 1;
+                job.preempted_gpu_s += used;
+                if let Some(v) = self.vcs.get_mut(job.spec.vc.0 as usize) {
+                    v.held_gpus = v.held_gpus.saturating_sub(gpus);
+                    v.attained_gpu_s += used;
+                }
+            }
+            self.enqueue(id, now);
+            report.preempted.push(Preemption {
+                job: id,
+                placement,
+                ran_s,
+            });
+        }
+        for (id, choice) in started {
+            placed.reasons.remove(&id);
+            let start = self.start(id, now, &choice);
+            report.starts.push(start);
+        }
+        Ok(())
+    }
+
+    /// Rolls a tentative reclaim or migration back: releases what was
+    /// allocated to `started` (jobs started or moved), gives the `released`
+    /// jobs their old GPUs again.
+    pub(crate) fn undo(&mut self, released: &[(JobId, Placement)], started: &[(JobId, PlacementChoice)]) {
+        for (id, _) in started {
+            let _ = self.state.release(*id);
+        }
+        for (id, p) in released {
+            let _ = self.state.allocate(*id, p);
+        }
+    }
+}

@@ -1,0 +1,111 @@
+//! Building each slot's view from the scheduler's state.
+
+use gangway_plugin_sdk::{
+    JobId, Level, PendingJob, QueueOrder, RoundView, RunningJob, VcId, VcUsage,
+};
+
+use crate::job::{JobRecord, JobState};
+use crate::scheduler::Scheduler;
+
+impl Scheduler {
+    /// Every VC's configuration and use.
+    pub(crate) fn vc_usage(&self) -> Vec<VcUsage> {
+        self.vcs
+            .iter()
+            .enumerate()
+            .map(|(i, v)| VcUsage {
+                id: VcId(u32::try_from(i).unwrap_or(u32::MAX)),
+                quota_gpus: v.quota_gpus,
+                weight: v.weight,
+                held_gpus: v.held_gpus,
+                pending_gpus: v.pending_gpus,
+                attained_gpu_s: v.attained_gpu_s,
+                pending_jobs: v.pending_jobs,
+            })
+            .collect()
+    }
+
+    /// A pending job as policies see it.
+    pub(crate) fn pending_job(&self, job: &JobRecord, now: u64) -> PendingJob {
+        let topo = self.state.topology();
+        let gpus = job.next_gpus();
+        let since = match job.state {
+            JobState::Pending { since_s, .. } => since_s,
+            _ => now,
+        };
+        PendingJob {
+            id: job.spec.id,
+            vc: job.spec.vc,
+            user: job.spec.user,
+            gpus,
+            submitted_s: job.spec.submitted_s,
+            waiting_s: now.saturating_sub(since),
+            attempts: job.attempts,
+            attained_gpu_s: job.attained_gpu_s,
+            min_level: topo.min_level_for(gpus).unwrap_or(Level::ANY),
+            min_servers: topo.min_servers_for(gpus).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// The fairness view: every pending job if the fairness policy shows no
+    /// queue order (or the window is 0), else each VC's first jobs in that
+    /// order; in (submit time, id) order either way.
+    pub(crate) fn round_view(&self, now: u64) -> RoundView {
+        let windowed = self.view_window > 0 && *self.queues.order() != QueueOrder::All;
+        let jobs: Vec<PendingJob> = if windowed {
+            let mut ids: Vec<(u64, JobId)> = self
+                .queues
+                .heads(self.view_window)
+                .filter_map(|id| self.jobs.get(&id).map(|j| (j.spec.submitted_s, id)))
+                .collect();
+            ids.sort_unstable();
+            ids.iter()
+                .filter_map(|(_, id)| self.jobs.get(id))
+                .map(|j| self.pending_job(j, now))
+                .collect()
+        } else {
+            self.pending
+                .iter()
+                .filter_map(|(_, id)| self.jobs.get(id))
+                .map(|j| self.pending_job(j, now))
+                .collect()
+        };
+        RoundView {
+            now_s: now,
+            cluster: self.state.summary(),
+            vcs: self.vc_usage(),
+            jobs,
+        }
+    }
+
+    /// Every running job, by id, as the reclaim and defragment slots see it.
+    pub(crate) fn running_jobs(&self, now: u64) -> Vec<RunningJob> {
+        self.state
+            .allocations()
+            .iter()
+            .filter_map(|(id, placement)| {
+                let job = self.jobs.get(id)?;
+                let JobState::Running { started_s, .. } = job.state else {
+                    return None;
+                };
+                let gpus = placement.gpu_count();
+                Some(RunningJob {
+                    id: *id,
+                    vc: job.spec.vc,
+                    user: job.spec.user,
+                    gpus,
+                    submitted_s: job.spec.submitted_s,
+                    started_s,
+                    attempts: job.attempts,
+                    attained_gpu_s: job.attained_gpu_s
+                        + u64::from(gpus) * now.saturating_sub(started_s),
+                    parts: placement
+                        .parts
+                        .iter()
+                        .map(|p| (p.server, p.gpus.count_ones()))
+                        .collect(),
+                })
+            })
+            .collect()
+    }
+}

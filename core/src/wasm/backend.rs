@@ -1,0 +1,290 @@
+//! A slot backend running a Wasm module: one live instance at a time, a
+//! budget per call, failure classification, discard-and-restart.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use gangway_plugin_sdk::{Manifest, SlotContract};
+use wasmtime::Store;
+use wasmtime::component::{Func, InstancePre, TypedFunc};
+
+use super::config::Budget;
+use super::direct::DirectInstance;
+use super::engine::{Code, PolicyModule, SlotExport};
+use super::error::{WasmError, WasmErrorKind};
+use super::store::{HostState, classify, error_text, new_store};
+use crate::policy::{Backend, PolicyError, PolicyErrorKind};
+
+/// A live instance: its store and how to call the slot.
+struct Live {
+    store: Store<HostState>,
+    entry: Entry,
+}
+
+/// The slot's call in a live instance.
+enum Entry {
+    /// A component function, type-checked against [`SlotCall`] when the
+    /// instance was made.
+    Component(Func),
+    /// The main core module, entered directly (boxed: its typed functions
+    /// make it much bigger than a component function handle).
+    Direct(Box<DirectInstance>),
+}
+
+/// The type of every slot's call and `init`: bytes in, bytes or a refusal
+/// out. (The runtime copies the reply out before the guest's post-return
+/// runs; both are bounded by the instance's memory cap, and the reply is
+/// refused unheard if longer than any answer to its view can be.)
+type SlotCall<'a> = TypedFunc<(&'a [u8],), (Result<Vec<u8>, String>,)>;
+
+/// A refusal's text, bounded as log messages are.
+fn refusal(store: &Store<HostState>, text: &str) -> String {
+    super::contract::bounded(text, store.data().log_bytes)
+}
+
+impl Live {
+    /// Calls the slot with `view`; `read` sees the reply bytes in the
+    /// guest's memory. The outer error is a trap, an exhausted budget or a
+    /// broken ABI; the inner one the guest's refusal.
+    fn call<R>(
+        &mut self,
+        view: &[u8],
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> wasmtime::Result<Result<R, String>> {
+        match &self.entry {
+            Entry::Component(func) => {
+                let (answer,) = typed_slot_call(*func).call(&mut self.store, (view,))?;
+                Ok(match answer {
+                    Ok(reply) => Ok(read(&reply)),
+                    Err(text) => Err(refusal(&self.store, &text)),
+                })
+            }
+            Entry::Direct(direct) => direct.call(&mut self.store, view, read),
+        }
+    }
+}
+
+#[allow(unsafe_code)]
+fn typed_slot_call<'a>(func: Func) -> SlotCall<'a> {
+    // SAFETY: `instantiate_component` checked with `Func::typed` that
+    // `func` has exactly this type before making the `Live` holding it, and
+    // a component function's type never changes.
+    unsafe { SlotCall::new_unchecked(func) }
+}
+
+/// A backend of slot `S` running a Wasm module. It owns at most one
+/// instance; any failed call (trap, budget, memory cap, broken ABI, refusal,
+/// a reply that does not decode, or a decision the core refused) discards
+/// it, and the next call starts a fresh one, running `init` again with the
+/// same configuration. An instance that failed is never reused.
+pub(crate) struct WasmBackend<S: SlotContract> {
+    module: PolicyModule,
+    config: Arc<[u8]>,
+    manifest: Manifest,
+    live: Option<Live>,
+    view: Vec<u8>,
+    _slot: std::marker::PhantomData<S>,
+}
+
+/// Why an instance could not be made.
+pub(crate) enum Failure {
+    Kind(PolicyErrorKind),
+    Signature { function: String, reason: String },
+    Manifest(String),
+}
+
+impl<S: SlotContract> WasmBackend<S> {
+    /// Instantiates the module for slot `S` and runs `init(config)`.
+    pub(crate) fn start(module: PolicyModule, config: &[u8]) -> Result<Self, WasmError> {
+        let mut backend = WasmBackend {
+            module,
+            config: Arc::from(config),
+            manifest: Manifest::default(),
+            live: None,
+            view: Vec::new(),
+            _slot: std::marker::PhantomData,
+        };
+        let slot = S::SLOT;
+        match backend.instantiate() {
+            Ok((live, manifest)) => {
+                backend.live = Some(live);
+                backend.manifest = manifest;
+                Ok(backend)
+            }
+            Err(e) => {
+                let module = backend.module.name().to_string();
+                let kind = match e {
+                    Failure::Kind(PolicyErrorKind::Refused(message)) => {
+                        WasmErrorKind::Config { slot, message }
+                    }
+                    Failure::Kind(kind) => WasmErrorKind::Instantiate {
+                        slot,
+                        source: PolicyError::new(slot, module.clone(), kind),
+                    },
+                    Failure::Signature { function, reason } => WasmErrorKind::WrongSignature {
+                        slot,
+                        function,
+                        reason,
+                    },
+                    Failure::Manifest(reason) => WasmErrorKind::Manifest { slot, reason },
+                };
+                Err(WasmError::of(&module, kind))
+            }
+        }
+    }
+
+    fn error(&self, kind: PolicyErrorKind) -> PolicyError {
+        PolicyError::new(S::SLOT, self.module.name(), kind)
+    }
+
+    /// Arms the CPU budget for the next entry into the instance.
+    fn arm(&self, store: &mut Store<HostState>) -> Result<(), Failure> {
+        let engine = &self.module.engine;
+        if let Budget::Fuel(n) = engine.config.budget {
+            store
+                .set_fuel(n)
+                .map_err(|e| Failure::Kind(PolicyErrorKind::Trap(error_text(&e))))?;
+        }
+        if engine.deadline_ticks > 0 {
+            store.set_epoch_deadline(engine.deadline_ticks);
+        }
+        store.data_mut().logs_left = engine.config.log_messages_per_call;
+        Ok(())
+    }
+
+    /// A fresh instance with `init(config)` done, and the manifest it answered.
+    fn instantiate(&self) -> Result<(Live, Manifest), Failure> {
+        let engine = &self.module.engine;
+        self.module
+            .compiled
+            .instantiations
+            .fetch_add(1, Ordering::Relaxed);
+        let mut store = new_store(&engine.engine, self.module.name(), &engine.config);
+        self.arm(&mut store)?;
+        let classify = |e: &wasmtime::Error| Failure::Kind(classify(e, &engine.config));
+        let (entry, init) = match &self.module.compiled.code {
+            Code::Component { pre, exports } => {
+                self.instantiate_component(&mut store, pre, exports)?
+            }
+            Code::Direct(code) => {
+                let direct = code
+                    .instantiate(&mut store, S::SLOT)
+                    .map_err(|e| classify(&e))?;
+                let init = direct.init(&mut store, &self.config, MANIFEST_BYTES);
+                (Entry::Direct(Box::new(direct)), init)
+            }
+        };
+        match init {
+            Ok(Ok(bytes)) => {
+                let manifest =
+                    Manifest::decode(&bytes).map_err(|e| Failure::Manifest(e.to_string()))?;
+                Ok((Live { store, entry }, manifest))
+            }
+            Ok(Err(message)) => Err(Failure::Kind(PolicyErrorKind::Refused(message))),
+            Err(e) => Err(classify(&e)),
+        }
+    }
+
+    /// Instantiates the component, type-checks the slot's functions and
+    /// runs `init`, returning the slot call and `init`'s outcome.
+    fn instantiate_component(
+        &self,
+        store: &mut Store<HostState>,
+        pre: &InstancePre<HostState>,
+        exports: &[SlotExport],
+    ) -> Result<(Entry, wasmtime::Result<Result<Vec<u8>, String>>), Failure> {
+        let config = &self.module.engine.config;
+        let export = exports
+            .iter()
+            .find(|e| e.slot == S::SLOT)
+            .ok_or_else(|| {
+                Failure::Kind(PolicyErrorKind::Trap(format!(
+                    "module does not export the {} slot",
+                    S::SLOT
+                )))
+            })?;
+        let instance = pre
+            .instantiate(&mut *store)
+            .map_err(|e| Failure::Kind(classify(&e, config)))?;
+        let missing = |function: &str| Failure::Signature {
+            function: function.to_string(),
+            reason: format!("not exported by {}", export.interface),
+        };
+        let init = instance
+            .get_func(&mut *store, export.init)
+            .ok_or_else(|| missing("init"))?;
+        let call = instance
+            .get_func(&mut *store, export.call)
+            .ok_or_else(|| missing(S::SLOT.call()))?;
+        let typed_init: SlotCall<'_> = init.typed(&*store).map_err(|e| Failure::Signature {
+            function: "init".into(),
+            reason: error_text(&e),
+        })?;
+        call.typed::<(&[u8],), (Result<Vec<u8>, String>,)>(&*store)
+            .map(|_: SlotCall<'_>| ())
+            .map_err(|e| Failure::Signature {
+                function: S::SLOT.call().into(),
+                reason: error_text(&e),
+            })?;
+        let init = typed_init
+            .call(&mut *store, (&self.config,))
+            .map(|(answer,)| answer.map_err(|text| refusal(store, &text)));
+        Ok((Entry::Component(call), init))
+    }
+}
+
+/// The most manifest bytes the host reads (the manifest decoder refuses more).
+const MANIFEST_BYTES: usize = 1024;
+
+impl<S: SlotContract> Backend<S> for WasmBackend<S> {
+    fn name(&self) -> &str {
+        self.module.name()
+    }
+
+    fn manifest(&self) -> Manifest {
+        self.manifest.clone()
+    }
+
+    fn decide(&mut self, view: &S::View) -> Result<S::Decision, PolicyError> {
+        if self.live.is_none() {
+            match self.instantiate() {
+                Ok((live, _)) => self.live = Some(live),
+                Err(Failure::Kind(kind)) => return Err(self.error(kind)),
+                Err(Failure::Signature { function, reason }) => {
+                    return Err(self.error(PolicyErrorKind::Abi(format!(
+                        "`{function}` has the wrong type: {reason}"
+                    ))));
+                }
+                Err(Failure::Manifest(reason)) => {
+                    return Err(self.error(PolicyErrorKind::Decode(reason)));
+                }
+            }
+        }
+        S::encode_view(view, &mut self.view);
+        let Some(mut live) = self.live.take() else {
+            return Err(self.error(PolicyErrorKind::Trap("no instance".into())));
+        };
+        if let Err(Failure::Kind(kind)) = self.arm(&mut live.store) {
+            return Err(self.error(kind));
+        }
+        let answer = live.call(&self.view, |bytes| S::decode_decision(bytes, view));
+        match answer {
+            Ok(Ok(Ok(decision))) => {
+                self.live = Some(live);
+                Ok(decision)
+            }
+            // The instance is dropped here on every failure and never used
+            // again: refusals and undecodable replies included.
+            Ok(Ok(Err(e))) => Err(self.error(PolicyErrorKind::Decode(e.to_string()))),
+            Ok(Err(message)) => Err(self.error(PolicyErrorKind::Refused(message))),
+            Err(e) => Err(self.error(classify(&e, &self.module.engine.config))),
+        }
+    }
+
+    fn report(&mut self, outcome: Result<(), &PolicyError>) {
+        // A decision the core refused: the next call starts afresh too.
+        if outcome.is_err() {
+            self.live = None;
+        }
+    }
+}

@@ -1,0 +1,678 @@
+//! The engine, the compiled-module cache, and loading: bound, validate,
+//! compile, warm up.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
+use gangway_plugin_sdk::{
+    ClusterSummary, DefragView, Level, LevelSummary, QueueView, ReclaimView, RetryView,
+    RoundView, Slot, SlotContract, VcId, VcUsage,
+};
+use sha2::{Digest, Sha256};
+use wasmparser::{Parser, Payload, Validator};
+use wasmtime::component::{
+    Component, ComponentExportIndex, ComponentType, InstancePre, Lift, Linker, WasmStr,
+};
+use wasmtime::{Config, Engine, StoreContextMut};
+
+use super::backend::WasmBackend;
+use super::config::{Budget, CallPath, LoadLimits, SandboxConfig};
+use super::contract::{self, check_version, is_log, slot_export};
+use super::direct::{DirectCode, TopLevel};
+use super::error::{WasmError, WasmErrorKind};
+use super::store::{HostState, charge_log, error_text, record_log, take_log_slot};
+use crate::policy::{BoxedBackend, PolicyError, SlotRules};
+
+/// One shared wasmtime engine, its sandbox settings and a cache of compiled
+/// modules keyed by the SHA-256 of their bytes. Cheap to clone; clones share
+/// everything.
+///
+/// ```
+/// use gangway_core::wasm::{PolicyEngine, SandboxConfig, WasmErrorKind};
+///
+/// let engine = PolicyEngine::new(SandboxConfig::default()).unwrap();
+/// let err = engine.load("junk.wasm", b"not wasm").unwrap_err();
+/// assert!(matches!(err.kind, WasmErrorKind::NotWasm));
+/// ```
+#[derive(Clone)]
+pub struct PolicyEngine {
+    inner: Arc<EngineInner>,
+}
+
+pub(crate) struct EngineInner {
+    pub(crate) engine: Engine,
+    linker: Linker<HostState>,
+    pub(crate) config: SandboxConfig,
+    /// Epoch ticks per call (0: no epoch deadline).
+    pub(crate) deadline_ticks: u64,
+    cache: Mutex<HashMap<[u8; 32], Arc<Compiled>>>,
+    ticker_stop: Option<Arc<AtomicBool>>,
+}
+
+impl Drop for EngineInner {
+    fn drop(&mut self) {
+        if let Some(stop) = &self.ticker_stop {
+            stop.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A slot's functions inside a compiled component.
+pub(crate) struct SlotExport {
+    pub(crate) slot: Slot,
+    /// The exported interface name, e.g. `gangway:policy/fairness@2.0.0`.
+    pub(crate) interface: String,
+    pub(crate) init: ComponentExportIndex,
+    pub(crate) call: ComponentExportIndex,
+}
+
+/// How a compiled module's calls are entered (see [`CallPath`]).
+pub(crate) enum Code {
+    /// Through the component runtime.
+    Component {
+        pre: InstancePre<HostState>,
+        exports: Vec<SlotExport>,
+    },
+    /// Straight into the main core module.
+    Direct(DirectCode),
+}
+
+/// A validated, compiled component, shared by every module loaded from the
+/// same bytes.
+pub(crate) struct Compiled {
+    pub(crate) code: Code,
+    /// The slots it exports, in pipeline order.
+    slots: Vec<Slot>,
+    version: String,
+    hash: [u8; 32],
+    pub(crate) instantiations: AtomicU64,
+}
+
+impl std::fmt::Debug for PolicyEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyEngine")
+            .field("config", &self.inner.config)
+            .field("cached_modules", &self.cached_modules())
+            .finish()
+    }
+}
+
+/// The `log.level` enum of the contract, as the component runtime lifts it
+/// (its variants are made by lifting, never in Rust code).
+#[allow(dead_code)]
+#[derive(ComponentType, Lift, Clone, Copy, Debug)]
+#[component(enum)]
+#[repr(u8)]
+enum LogLevel {
+    #[component(name = "error")]
+    Error,
+    #[component(name = "warn")]
+    Warn,
+    #[component(name = "info")]
+    Info,
+    #[component(name = "debug")]
+    Debug,
+}
+
+impl PolicyEngine {
+    /// Creates the engine for `config`: fuel metering and/or epoch
+    /// interruption (with a ticker thread that lives as long as the engine),
+    /// the stack limit, the WebAssembly features a policy may use, and a
+    /// linker that provides only `gangway:policy/log`.
+    pub fn new(config: SandboxConfig) -> Result<PolicyEngine, WasmError> {
+        let invalid = |m: &str| Err(WasmError::engine(WasmErrorKind::Sandbox(m.into())));
+        match config.budget {
+            Budget::Fuel(0) => return invalid("a fuel budget of 0"),
+            Budget::Deadline(d) if d.is_zero() => return invalid("a deadline of 0"),
+            _ => {}
+        }
+        if config.wall_clock_cap.is_some_and(|d| d.is_zero()) {
+            return invalid("a wall-clock cap of 0");
+        }
+        if config.memory_bytes < 64 << 10 {
+            return Err(WasmError::engine(WasmErrorKind::Sandbox(format!(
+                "a memory cap of {} bytes is below one Wasm page",
+                config.memory_bytes
+            ))));
+        }
+        let deadline = match config.budget {
+            Budget::Deadline(d) => Some(d),
+            Budget::Fuel(_) => config.wall_clock_cap,
+        };
+        let mut wt = Config::new();
+        wt.wasm_component_model(true)
+            .consume_fuel(matches!(config.budget, Budget::Fuel(_)))
+            .epoch_interruption(deadline.is_some())
+            .max_wasm_stack(config.stack_bytes)
+            .wasm_multi_memory(false)
+            .wasm_memory64(false)
+            .wasm_tail_call(false)
+            .wasm_relaxed_simd(false);
+        let engine_err = |e: wasmtime::Error| WasmError::engine(WasmErrorKind::Engine(e.to_string()));
+        let engine = Engine::new(&wt).map_err(engine_err)?;
+
+        let mut linker = Linker::<HostState>::new(&engine);
+        for version in [contract::CONTRACT_VERSION] {
+            linker
+                .instance(&format!("gangway:policy/log@{version}"))
+                .and_then(|mut log| log.func_wrap("log", host_log))
+                .map_err(engine_err)?;
+        }
+        let (deadline_ticks, ticker_stop) = match deadline {
+            Some(deadline) => {
+                let tick =
+                    (deadline / 10).clamp(Duration::from_millis(1), Duration::from_millis(100));
+                let ticks = deadline.as_nanos().div_ceil(tick.as_nanos()) + 1;
+                let stop = Arc::new(AtomicBool::new(false));
+                spawn_ticker(&engine, tick, stop.clone())?;
+                (u64::try_from(ticks).unwrap_or(u64::MAX), Some(stop))
+            }
+            None => (0, None),
+        };
+        Ok(PolicyEngine {
+            inner: Arc::new(EngineInner {
+                engine,
+                linker,
+                config,
+                deadline_ticks,
+                cache: Mutex::new(HashMap::new()),
+                ticker_stop,
+            }),
+        })
+    }
+
+    /// The sandbox settings.
+    pub fn config(&self) -> &SandboxConfig {
+        &self.inner.config
+    }
+
+    /// How many distinct modules are compiled and cached.
+    pub fn cached_modules(&self) -> usize {
+        self.inner.cache.lock().map(|c| c.len()).unwrap_or(0)
+    }
+
+    /// Loads a policy module under `name` (used in every error and report).
+    ///
+    /// A module already in the cache (same bytes) is returned at once.
+    /// Otherwise the bytes must be a component within the engine's
+    /// [`LoadLimits`], using only the WebAssembly features a policy may use;
+    /// its imports must be at most `gangway:policy/log@2.x`; it must export
+    /// at least one slot interface of `gangway:policy@2.x`, each at most
+    /// once, with both of its functions; then it is compiled (within the
+    /// time limit), and each slot is instantiated, initialised with empty
+    /// configuration and called once on an empty view (the warm-up), under
+    /// the sandbox's limits.
+    pub fn load(&self, name: &str, bytes: &[u8]) -> Result<PolicyModule, WasmError> {
+        let hash: [u8; 32] = Sha256::digest(bytes).into();
+        let cached = self
+            .inner
+            .cache
+            .lock()
+            .ok()
+            .and_then(|c| c.get(&hash).cloned());
+        if let Some(compiled) = cached {
+            return Ok(self.module(name, compiled));
+        }
+        let of = |kind| WasmError::of(name, kind);
+        if !bytes.starts_with(b"\0asm") {
+            return Err(of(WasmErrorKind::NotWasm));
+        }
+        // The preamble's layer field (bytes 6..8) is 0 for a core module, 1
+        // for a component.
+        if bytes.get(6..8) == Some(&[0, 0]) {
+            return Err(of(WasmErrorKind::NotAComponent));
+        }
+        check_limits(bytes, &self.inner.config.limits).map_err(of)?;
+        let mut validator = Validator::new_with_features(contract::features());
+        validator.validate_all(bytes).map_err(|e| {
+            of(WasmErrorKind::Compile(format!(
+                "{e} (a policy may use the core WebAssembly of wasm32-unknown-unknown and the \
+                 component model: no multiple memories, 64-bit memories, threads, exceptions or GC)"
+            )))
+        })?;
+        let compiled = Arc::new(self.compile_bounded(name, bytes, hash)?);
+        let module = self.module(name, compiled.clone());
+        module.warm_up()?;
+        if let Ok(mut cache) = self.inner.cache.lock() {
+            cache.insert(hash, compiled);
+        }
+        Ok(module)
+    }
+
+    fn module(&self, name: &str, compiled: Arc<Compiled>) -> PolicyModule {
+        PolicyModule {
+            name: Arc::from(name),
+            compiled,
+            engine: self.inner.clone(),
+        }
+    }
+
+    /// [`PolicyEngine::compile`] on a helper thread, given up on after the
+    /// compile time limit.
+    fn compile_bounded(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        hash: [u8; 32],
+    ) -> Result<Compiled, WasmError> {
+        let limit = self.inner.config.limits.compile_time;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let engine = self.clone();
+        let (owned_name, owned) = (name.to_string(), bytes.to_vec());
+        std::thread::Builder::new()
+            .name("gangway-compile".into())
+            .spawn(move || {
+                let _ = tx.send(engine.compile(&owned_name, &owned, hash));
+            })
+            .map_err(|e| {
+                WasmError::engine(WasmErrorKind::Engine(format!(
+                    "cannot start a compiler thread: {e}"
+                )))
+            })?;
+        match rx.recv_timeout(limit) {
+            Ok(result) => result,
+            Err(_) => Err(WasmError::of(
+                name,
+                WasmErrorKind::CompileTimeout(limit.as_secs()),
+            )),
+        }
+    }
+
+    fn compile(&self, name: &str, bytes: &[u8], hash: [u8; 32]) -> Result<Compiled, WasmError> {
+        let of = |kind| WasmError::of(name, kind);
+        let engine = &self.inner.engine;
+        let top = TopLevel::read(bytes)
+            .ok_or_else(|| of(WasmErrorKind::Compile("the component does not parse".into())))?;
+        for import in &top.imports {
+            match contract::parse_name(import) {
+                Some((_, version)) if is_log(import) => {
+                    check_version(import, version).map_err(of)?;
+                }
+                _ => return Err(of(WasmErrorKind::ForbiddenImport(import.to_string()))),
+            }
+        }
+        let mut slots: Vec<(Slot, &str)> = Vec::new();
+        let mut versions = Vec::new();
+        for export in &top.exports {
+            let Some((slot, version)) = slot_export(export) else {
+                continue;
+            };
+            check_version(export, version).map_err(of)?;
+            if let Some((_, first)) = slots.iter().find(|(s, _)| *s == slot) {
+                return Err(of(WasmErrorKind::DuplicateSlot {
+                    slot,
+                    first: first.to_string(),
+                    second: export.to_string(),
+                }));
+            }
+            slots.push((slot, export));
+            versions.push(version.to_string());
+        }
+        if slots.is_empty() {
+            return Err(of(WasmErrorKind::NoSlots(top.exports.join(", "))));
+        }
+        slots.sort_by_key(|(slot, _)| *slot);
+        versions.sort();
+        let version = versions.swap_remove(0);
+        let slot_list = slots.iter().map(|(s, _)| *s).collect();
+        if self.inner.config.call_path == CallPath::Direct
+            && let Some(code) = DirectCode::prepare(engine, bytes, &top, &slots)
+        {
+            return Ok(Compiled {
+                code: Code::Direct(code),
+                slots: slot_list,
+                version,
+                hash,
+                instantiations: AtomicU64::new(0),
+            });
+        }
+        let component = Component::new(engine, bytes)
+            .map_err(|e| of(WasmErrorKind::Compile(error_text(&e))))?;
+        let mut exports = Vec::new();
+        for (slot, interface) in &slots {
+            let inst = component
+                .get_export_index(None, interface)
+                .ok_or_else(|| of(WasmErrorKind::NoSlots(interface.to_string())))?;
+            let func = |function: &str| {
+                component
+                    .get_export_index(Some(&inst), function)
+                    .ok_or_else(|| {
+                        of(WasmErrorKind::MissingExport {
+                            slot: *slot,
+                            interface: interface.to_string(),
+                            function: function.to_string(),
+                        })
+                    })
+            };
+            exports.push(SlotExport {
+                slot: *slot,
+                interface: interface.to_string(),
+                init: func("init")?,
+                call: func(slot.call())?,
+            });
+        }
+        let pre = self
+            .inner
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| of(WasmErrorKind::Link(error_text(&e))))?;
+        Ok(Compiled {
+            code: Code::Component { pre, exports },
+            slots: slot_list,
+            version,
+            hash,
+            instantiations: AtomicU64::new(0),
+        })
+    }
+}
+
+/// Checks `bytes` against `limits` before anything is compiled: the
+/// module's size, and in each core module the number of functions, each
+/// function's body size and locals.
+fn check_limits(bytes: &[u8], limits: &LoadLimits) -> Result<(), WasmErrorKind> {
+    let too_large = |what: String, found: u64, limit: u64| {
+        Err(WasmErrorKind::TooLarge { what, found, limit })
+    };
+    if bytes.len() > limits.module_bytes {
+        return too_large(
+            "the module".into(),
+            bytes.len() as u64,
+            limits.module_bytes as u64,
+        );
+    }
+    let mut module = 0u32;
+    let mut function = 0u32;
+    for payload in Parser::new(0).parse_all(bytes) {
+        let Ok(payload) = payload else {
+            // The validator names the problem.
+            return Ok(());
+        };
+        match payload {
+            Payload::ModuleSection { .. } => {
+                module += 1;
+                function = 0;
+            }
+            Payload::FunctionSection(reader) if reader.count() > limits.functions => {
+                return too_large(
+                    format!("the number of functions of core module {module}"),
+                    u64::from(reader.count()),
+                    u64::from(limits.functions),
+                );
+            }
+            Payload::CodeSectionEntry(body) => {
+                function += 1;
+                let size = body.range().len();
+                if size > limits.function_bytes {
+                    return too_large(
+                        format!("function {function} of core module {module}"),
+                        size as u64,
+                        limits.function_bytes as u64,
+                    );
+                }
+                let mut locals = 0u64;
+                if let Ok(reader) = body.get_locals_reader() {
+                    for l in reader {
+                        locals += u64::from(l.map(|(n, _)| n).unwrap_or(u32::MAX));
+                    }
+                }
+                if locals > u64::from(limits.locals) {
+                    return too_large(
+                        format!("the locals of function {function} of core module {module}"),
+                        locals,
+                        u64::from(limits.locals),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A loaded policy module: validated, compiled, warmed up. Cheap to clone.
+/// Each slot backend made from it owns its own instance.
+#[derive(Clone)]
+pub struct PolicyModule {
+    name: Arc<str>,
+    pub(crate) compiled: Arc<Compiled>,
+    pub(crate) engine: Arc<EngineInner>,
+}
+
+impl std::fmt::Debug for PolicyModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyModule")
+            .field("name", &self.name)
+            .field("slots", &self.slots())
+            .field("contract_version", &self.contract_version())
+            .finish()
+    }
+}
+
+impl PolicyModule {
+    /// The name it was loaded under.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The slots it implements, in the order a round consults them.
+    pub fn slots(&self) -> Vec<Slot> {
+        let mut slots = self.compiled.slots.clone();
+        slots.sort_by_key(|s| Slot::ALL.iter().position(|a| a == s));
+        slots
+    }
+
+    /// The contract version it was built against (e.g. `2.0.0`; the lowest
+    /// if its slots disagree).
+    pub fn contract_version(&self) -> String {
+        self.compiled.version.clone()
+    }
+
+    /// How its calls are entered: [`CallPath::Direct`] if the engine allows
+    /// it and the component has the standard shape, else
+    /// [`CallPath::Component`].
+    pub fn call_path(&self) -> CallPath {
+        match self.compiled.code {
+            Code::Direct(_) => CallPath::Direct,
+            Code::Component { .. } => CallPath::Component,
+        }
+    }
+
+    /// The SHA-256 of its bytes, in hex: the key of the compiled-module cache.
+    pub fn hash(&self) -> String {
+        self.compiled
+            .hash
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// How many instances of this module (under any name) have been created
+    /// so far, warm-up included. A failed call discards its instance, so this
+    /// grows by one per recovery.
+    pub fn instantiations(&self) -> u64 {
+        self.compiled.instantiations.load(Ordering::Relaxed)
+    }
+
+    /// A backend of slot `S` running this module, configured with `config`
+    /// (its own instance).
+    ///
+    /// ```no_run
+    /// use gangway_core::wasm::{PolicyEngine, SandboxConfig};
+    /// use gangway_plugin_sdk::slots::Fairness;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let engine = PolicyEngine::new(SandboxConfig::default())?;
+    /// let module = engine.load("fifo.wasm", &std::fs::read("fifo.wasm")?)?;
+    /// let fairness = module.backend::<Fairness>(b"")?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn backend<S: SlotRules>(&self, config: &[u8]) -> Result<BoxedBackend<S>, WasmError> {
+        if !self.compiled.slots.contains(&S::SLOT) {
+            return Err(WasmError::of(
+                &self.name,
+                WasmErrorKind::SlotNotExported {
+                    slot: S::SLOT,
+                    implemented: self
+                        .slots()
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                },
+            ));
+        }
+        Ok(Box::new(WasmBackend::<S>::start(self.clone(), config)?))
+    }
+
+    /// Instantiates every slot with empty configuration and calls it once on
+    /// an empty view, checking the reply decodes and validates.
+    fn warm_up(&self) -> Result<(), WasmError> {
+        for slot in self.slots() {
+            match slot {
+                Slot::Fairness => self.warm::<Fairness>(),
+                Slot::Locality => self.warm::<Locality>(),
+                Slot::Gang => self.warm::<Gang>(),
+                Slot::Reclaim => self.warm::<Reclaim>(),
+                Slot::Retry => self.warm::<Retry>(),
+                Slot::Defragment => self.warm::<Defragment>(),
+            }?;
+        }
+        Ok(())
+    }
+
+    fn warm<S: SlotRules + WarmUp>(&self) -> Result<(), WasmError> {
+        let mut backend = self.backend::<S>(b"")?;
+        let view = S::warm_up_view();
+        let result = backend.decide(&view).and_then(|d| {
+            S::validate(&view, &d).map_err(|kind| PolicyError::new(S::SLOT, self.name(), kind))
+        });
+        result.map_err(|source| WasmError::of(&self.name, WasmErrorKind::WarmUp(source)))
+    }
+}
+
+/// The view a slot is warmed up with: a small cluster, one VC, no jobs.
+pub(crate) trait WarmUp: SlotContract {
+    fn warm_up_view() -> Self::View;
+}
+
+fn warm_cluster() -> ClusterSummary {
+    let level = LevelSummary {
+        domains: 1,
+        max_domain_gpus: 8,
+        max_free_gpus: 8,
+    };
+    ClusterSummary {
+        total_gpus: 8,
+        free_gpus: 8,
+        server_level: Level(2),
+        levels: vec![level.clone(), level.clone(), level],
+    }
+}
+
+fn warm_vcs() -> Vec<VcUsage> {
+    vec![VcUsage {
+        id: VcId(0),
+        weight: 1,
+        ..VcUsage::default()
+    }]
+}
+
+impl WarmUp for Fairness {
+    fn warm_up_view() -> RoundView {
+        RoundView {
+            cluster: warm_cluster(),
+            vcs: warm_vcs(),
+            ..RoundView::default()
+        }
+    }
+}
+
+impl WarmUp for Locality {
+    fn warm_up_view() -> QueueView {
+        QueueView {
+            cluster: warm_cluster(),
+            ..QueueView::default()
+        }
+    }
+}
+
+impl WarmUp for Gang {
+    fn warm_up_view() -> QueueView {
+        Locality::warm_up_view()
+    }
+}
+
+impl WarmUp for Reclaim {
+    fn warm_up_view() -> ReclaimView {
+        ReclaimView {
+            cluster: warm_cluster(),
+            vcs: warm_vcs(),
+            ..ReclaimView::default()
+        }
+    }
+}
+
+impl WarmUp for Retry {
+    fn warm_up_view() -> RetryView {
+        RetryView::default()
+    }
+}
+
+impl WarmUp for Defragment {
+    fn warm_up_view() -> DefragView {
+        DefragView {
+            cluster: warm_cluster(),
+            ..DefragView::default()
+        }
+    }
+}
+
+fn spawn_ticker(engine: &Engine, tick: Duration, stop: Arc<AtomicBool>) -> Result<(), WasmError> {
+    let weak = engine.weak();
+    std::thread::Builder::new()
+        .name("gangway-epoch".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(tick);
+                match weak.upgrade() {
+                    Some(engine) => engine.increment_epoch(),
+                    None => break,
+                }
+            }
+        })
+        .map(|_| ())
+        .map_err(|e| {
+            WasmError::engine(WasmErrorKind::Engine(format!(
+                "cannot start the epoch ticker: {e}"
+            )))
+        })
+}
+
+/// The `gangway:policy/log.log` import through the component runtime:
+/// typed as the contract says (a component whose `log` has another type does
+/// not link), charged to the call's fuel, at most the per-call number of
+/// messages kept, each truncated.
+fn host_log(
+    mut store: StoreContextMut<'_, HostState>,
+    (level, message): (LogLevel, WasmStr),
+) -> wasmtime::Result<()> {
+    let (len, text) = {
+        let full = message.to_str(&store)?;
+        (full.len(), contract::bounded(&full, store.data().log_bytes))
+    };
+    charge_log(&mut store, len)?;
+    if take_log_slot(store.data_mut()) {
+        let level = match level {
+            LogLevel::Error => "error",
+            LogLevel::Warn => "warn",
+            LogLevel::Info => "info",
+            LogLevel::Debug => "debug",
+        };
+        record_log(store.data(), level, &text);
+    }
+    Ok(())
+}

@@ -1,0 +1,226 @@
+//! What a slot is: its name and contract call, its view and decision, and
+//! how each crosses the sandbox boundary. Every slot is described once, by a
+//! marker type in [`crate::slots`] implementing [`SlotContract`]; the host's
+//! validation, the Wasm glue and the export macros are generic over it.
+
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+
+use crate::wire::{self, WireError};
+
+/// A policy slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Slot {
+    /// Orders pending jobs and marks which may start now.
+    Fairness,
+    /// Gives each eligible job its spread limit.
+    Locality,
+    /// Decides what a job that does not fit does to the jobs behind it.
+    Gang,
+    /// Chooses running jobs to stop so that waiting ones can start.
+    Reclaim,
+    /// Decides what happens after an attempt fails.
+    Retry,
+    /// Proposes migrations of running jobs that free room for a waiting gang.
+    Defragment,
+}
+
+impl Slot {
+    /// All slots, in the order a round consults them.
+    pub const ALL: [Slot; 6] = [
+        Slot::Retry,
+        Slot::Fairness,
+        Slot::Locality,
+        Slot::Gang,
+        Slot::Reclaim,
+        Slot::Defragment,
+    ];
+
+    /// The slot's name as used in WIT, configs and reports.
+    ///
+    /// ```
+    /// use gangway_plugin_sdk::Slot;
+    /// assert_eq!(Slot::Defragment.as_str(), "defragment");
+    /// assert_eq!(Slot::from_name("gang"), Some(Slot::Gang));
+    /// assert_eq!(Slot::Gang.call(), "on-blocked");
+    /// ```
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Slot::Fairness => "fairness",
+            Slot::Locality => "locality",
+            Slot::Gang => "gang",
+            Slot::Reclaim => "reclaim",
+            Slot::Retry => "retry",
+            Slot::Defragment => "defragment",
+        }
+    }
+
+    /// The name of the slot's per-round function in its WIT interface.
+    pub const fn call(self) -> &'static str {
+        match self {
+            Slot::Fairness => "order",
+            Slot::Locality => "spread",
+            Slot::Gang => "on-blocked",
+            Slot::Reclaim => "reclaim",
+            Slot::Retry => "retry",
+            Slot::Defragment => "plan",
+        }
+    }
+
+    /// The slot called `name`, if any.
+    pub fn from_name(name: &str) -> Option<Slot> {
+        Slot::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
+    /// Its position in a table indexed by slot (`0..6`).
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl std::fmt::Display for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One slot of the contract, described once: its [`Slot`], its view and
+/// decision types, and their wire encoding. Implemented by the marker types
+/// of [`crate::slots`]; everything that handles "any slot" (the host's
+/// backends and validation, the guest glue) is generic over it.
+pub trait SlotContract: Copy + Default + Send + Sync + std::fmt::Debug + 'static {
+    /// Which slot.
+    const SLOT: Slot;
+    /// What the policy sees each round.
+    type View: Clone
+        + std::fmt::Debug
+        + Default
+        + PartialEq
+        + Serialize
+        + DeserializeOwned
+        + Send
+        + Sync;
+    /// What it answers.
+    type Decision: Clone
+        + std::fmt::Debug
+        + Default
+        + PartialEq
+        + Serialize
+        + DeserializeOwned
+        + Send;
+
+    /// The most bytes a well-formed reply to `view` can take. A longer reply
+    /// is refused before anything is decoded, so a reply can never make the
+    /// host allocate more than a bounded multiple of the view.
+    fn max_reply_bytes(view: &Self::View) -> usize;
+
+    /// Encodes a view into `out` (cleared first).
+    fn encode_view(view: &Self::View, out: &mut Vec<u8>) {
+        wire::encode_into(view, out);
+    }
+
+    /// Decodes a view into `view`, reusing its memory where it can.
+    fn decode_view_into(bytes: &[u8], view: &mut Self::View) -> Result<(), WireError> {
+        *view = wire::decode(bytes)?;
+        Ok(())
+    }
+
+    /// Encodes a decision into `out` (cleared first).
+    fn encode_decision(decision: &Self::Decision, out: &mut Vec<u8>) {
+        wire::encode_into(decision, out);
+    }
+
+    /// Decodes the reply to `view`: refused unheard if longer than
+    /// [`SlotContract::max_reply_bytes`].
+    fn decode_decision(bytes: &[u8], view: &Self::View) -> Result<Self::Decision, WireError> {
+        wire::check_reply_len::<Self>(bytes, view)?;
+        wire::decode(bytes)
+    }
+}
+
+/// A policy for slot `S`, whichever slot that is: what the host calls. Every
+/// type implementing a slot trait ([`crate::FairnessPolicy`] and the others)
+/// implements it for that slot; implement the slot trait, not this.
+pub trait Policy<S: SlotContract> {
+    /// The policy's decision for `view`.
+    fn decide(&self, view: &S::View) -> S::Decision;
+    /// What the policy tells the host about itself once, when it is loaded.
+    fn manifest(&self) -> Manifest {
+        Manifest::default()
+    }
+}
+
+/// Which pending jobs the fairness policy needs to see: the core keeps each
+/// VC's pending jobs sorted by this key and a round's view holds only the
+/// first jobs of each VC (the host's window, e.g. 128), so a round costs what
+/// can start, not the whole backlog. A policy that orders the jobs *within
+/// each VC* by this key (whatever it does across VCs) then decides as it
+/// would over the full backlog whenever no VC has more pending jobs than the
+/// window; beyond it, a VC's later jobs wait with [`crate::WaitReason::Queued`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum QueueOrder {
+    /// Every pending job, every round (the cost grows with the backlog).
+    #[default]
+    All,
+    /// Oldest first: submit time, then id.
+    Submit,
+    /// Least attained service first, in bands: the number of these
+    /// thresholds (GPU-seconds, ascending) that the job's attained service
+    /// reaches, then submit time, then id (Tiresias's discretized LAS).
+    AttainedBands(Vec<u64>),
+    /// Smallest gang first: GPUs, then submit time, then id.
+    Smallest,
+}
+
+/// What a policy declares when it is loaded (the reply of `init` in WIT).
+///
+/// An empty reply means the default manifest.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// The order of the pending jobs the fairness policy needs to see
+    /// (ignored for other slots).
+    pub queue_order: QueueOrder,
+}
+
+impl Manifest {
+    /// The manifest's bytes: empty for the default one.
+    ///
+    /// ```
+    /// use gangway_plugin_sdk::{Manifest, QueueOrder};
+    /// assert!(Manifest::default().encode().is_empty());
+    /// let m = Manifest { queue_order: QueueOrder::AttainedBands(vec![3600]) };
+    /// assert_eq!(Manifest::decode(&m.encode()).unwrap(), m);
+    /// assert_eq!(Manifest::decode(&[]).unwrap(), Manifest::default());
+    /// ```
+    pub fn encode(&self) -> Vec<u8> {
+        if *self == Manifest::default() {
+            Vec::new()
+        } else {
+            wire::encode(self)
+        }
+    }
+
+    /// Decodes a manifest; empty bytes are the default. Thresholds of an
+    /// [`QueueOrder::AttainedBands`] order must ascend and number at most 64.
+    pub fn decode(bytes: &[u8]) -> Result<Manifest, WireError> {
+        if bytes.is_empty() {
+            return Ok(Manifest::default());
+        }
+        if bytes.len() > 1024 {
+            return Err(WireError {
+                what: "Manifest",
+                reason: format!("{} bytes, more than the 1024 a manifest may take", bytes.len()),
+            });
+        }
+        let m: Manifest = wire::decode(bytes)?;
+        if let QueueOrder::AttainedBands(t) = &m.queue_order
+            && (t.len() > 64 || t.windows(2).any(|w| w[0] >= w[1]))
+        {
+            return Err(WireError {
+                what: "Manifest",
+                reason: "attained-service thresholds must ascend strictly and number at most 64"
+                    .into(),
+            });
+        }
+        Ok(m)
+    }
+}

@@ -1,0 +1,92 @@
+//! The defragment slot: migrate running jobs (checkpoint and restart them
+//! elsewhere) so that a waiting gang finds the local room it needs.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{JobId, ServerId};
+use crate::slot::{Policy, Slot, SlotContract};
+use crate::view::{ClusterSummary, RunningJob, WaitingJob};
+use crate::wire;
+
+/// One server's capacity, as the defragment slot sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerState {
+    /// The server.
+    pub id: ServerId,
+    /// The domain just above it (its rack, in the usual shape), as an index
+    /// shared by the servers of that domain.
+    pub domain: u32,
+    /// Its GPUs.
+    pub gpus: u32,
+    /// Its GPUs free for new work (0 unless it is up and not draining).
+    pub free: u32,
+}
+
+/// What the defragment slot sees, after a round's placement and reclaim.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DefragView {
+    /// The host's clock (seconds).
+    pub now_s: u64,
+    /// Cluster capacity.
+    pub cluster: ClusterSummary,
+    /// Every server, by id.
+    pub servers: Vec<ServerState>,
+    /// Every running job, by id.
+    pub running: Vec<RunningJob>,
+    /// The jobs of the round still waiting with fragmentation delay: enough
+    /// GPUs are free, not within their spread limit.
+    pub waiting: Vec<WaitingJob>,
+}
+
+/// One migration: `job` is checkpointed and restarted with these GPUs per
+/// server.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Move {
+    /// A running job.
+    pub job: JobId,
+    /// Where it goes: GPUs per server, adding up to the job's GPUs.
+    pub to: Vec<(ServerId, u32)>,
+}
+
+/// The defragment slot's answer: migrations that make room for one waiting
+/// gang. Empty: move nothing.
+///
+/// The host applies the moves in order, each onto GPUs free at that point,
+/// then starts `start` within its spread limit; if any move does not fit or
+/// the gang still does not fit, it refuses the whole decision and moves
+/// nothing.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DefragDecision {
+    /// Migrations, in order.
+    pub moves: Vec<Move>,
+    /// The waiting job the moves make room for (required when there are moves).
+    pub start: Option<JobId>,
+}
+
+/// The defragment slot: propose migrations that free room for a waiting gang.
+pub trait DefragmentPolicy {
+    /// The moves, and the job they are for.
+    fn plan(&self, view: &DefragView) -> DefragDecision;
+}
+
+impl<P: DefragmentPolicy + ?Sized> Policy<Defragment> for P {
+    fn decide(&self, view: &DefragView) -> DefragDecision {
+        self.plan(view)
+    }
+}
+
+/// The defragment slot (WIT interface `defragment`, function `plan`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Defragment;
+
+impl SlotContract for Defragment {
+    const SLOT: Slot = Slot::Defragment;
+    type View = DefragView;
+    type Decision = DefragDecision;
+
+    fn max_reply_bytes(view: &DefragView) -> usize {
+        let gpus: usize = view.running.iter().map(|j| j.gpus as usize).sum();
+        2 * wire::LEN + 1 + wire::U64 + view.running.len() * (wire::U64 + wire::LEN)
+            + gpus * 2 * wire::U32
+    }
+}

@@ -1,0 +1,95 @@
+//! The fairness slot: order the pending jobs and mark which may start now.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::JobId;
+use crate::slot::{Manifest, Policy, QueueOrder, Slot, SlotContract};
+use crate::view::{ClusterSummary, PendingJob, VcUsage};
+use crate::wire::{self, WireError, fast};
+
+/// Everything the fairness slot sees.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoundView {
+    /// The host's clock for this round (seconds).
+    pub now_s: u64,
+    /// Cluster capacity.
+    pub cluster: ClusterSummary,
+    /// Every virtual cluster known to the scheduler, indexed by [`crate::VcId`].
+    pub vcs: Vec<VcUsage>,
+    /// The pending jobs of this round, ordered by (submit time, id): all of
+    /// them, or each VC's first ones in the policy's [`QueueOrder`] (see
+    /// [`FairnessPolicy::queue_order`]; `vcs[v].pending_jobs` says how many
+    /// a VC has in all).
+    pub jobs: Vec<PendingJob>,
+}
+
+/// One entry of a [`FairnessDecision`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ranked {
+    /// The job.
+    pub job: JobId,
+    /// Whether it may start this round.
+    pub eligible: bool,
+}
+
+/// The fairness slot's answer: the order in which to try the view's jobs,
+/// and which of them may start now.
+///
+/// `order` must be a permutation of exactly the view's jobs. A job with
+/// `eligible == false` waits this round with the reason *fair-share*.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FairnessDecision {
+    /// Every job of the view once, most urgent first, with its eligibility.
+    pub order: Vec<Ranked>,
+}
+
+/// The fairness slot: order pending jobs and mark which may start now.
+pub trait FairnessPolicy {
+    /// Orders every job of `view` and marks eligibility.
+    fn order(&self, view: &RoundView) -> FairnessDecision;
+
+    /// The order within each VC this policy follows, so the host can show
+    /// it only each VC's first jobs in that order (see [`QueueOrder`]). The
+    /// default, [`QueueOrder::All`], shows every pending job every round.
+    fn queue_order(&self) -> QueueOrder {
+        QueueOrder::All
+    }
+}
+
+impl<P: FairnessPolicy + ?Sized> Policy<Fairness> for P {
+    fn decide(&self, view: &RoundView) -> FairnessDecision {
+        self.order(view)
+    }
+    fn manifest(&self) -> Manifest {
+        Manifest {
+            queue_order: self.queue_order(),
+        }
+    }
+}
+
+/// The fairness slot (WIT interface `fairness`, function `order`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Fairness;
+
+impl SlotContract for Fairness {
+    const SLOT: Slot = Slot::Fairness;
+    type View = RoundView;
+    type Decision = FairnessDecision;
+
+    fn max_reply_bytes(view: &RoundView) -> usize {
+        wire::LEN + view.jobs.len() * (wire::U64 + 1)
+    }
+    fn encode_view(view: &RoundView, out: &mut Vec<u8>) {
+        fast::encode_round_view(view, out);
+    }
+    fn decode_view_into(bytes: &[u8], view: &mut RoundView) -> Result<(), WireError> {
+        fast::decode_round_view_into(bytes, view)
+    }
+    fn encode_decision(d: &FairnessDecision, out: &mut Vec<u8>) {
+        fast::encode_fairness(d, out);
+    }
+    fn decode_decision(bytes: &[u8], view: &RoundView) -> Result<FairnessDecision, WireError> {
+        wire::check_reply_len::<Self>(bytes, view)?;
+        fast::decode_fairness(bytes, view.jobs.len())
+    }
+}

@@ -1,0 +1,67 @@
+//! The reclaim slot: stop running jobs whole so that waiting ones can start
+//! (preemption: quota reclaim, preemptive least-attained-service).
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::JobId;
+use crate::slot::{Policy, Slot, SlotContract};
+use crate::view::{ClusterSummary, RunningJob, VcUsage, WaitingJob};
+use crate::wire;
+
+/// What the reclaim slot sees, after a round's placement: the jobs running
+/// now and the jobs of the round's view that did not start, with why.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReclaimView {
+    /// The host's clock (seconds).
+    pub now_s: u64,
+    /// Cluster capacity after this round's starts.
+    pub cluster: ClusterSummary,
+    /// Every virtual cluster, indexed by [`crate::VcId`], after this round's starts.
+    pub vcs: Vec<VcUsage>,
+    /// Every running job, by id.
+    pub running: Vec<RunningJob>,
+    /// The jobs of this round's view still waiting, in fairness order.
+    pub waiting: Vec<WaitingJob>,
+}
+
+/// The reclaim slot's answer: which running jobs to stop, for which waiting
+/// jobs. Empty: stop nothing.
+///
+/// The host stops the `stop` jobs whole (each is re-queued as a preempted
+/// attempt) and starts the `start` jobs in order, each within its spread
+/// limit, at once. It refuses the whole decision, stopping nothing, if a
+/// `start` job would not fit after the stops, or if a stopped job's GPUs are
+/// not used by any `start` job (it never stops more than it needs).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReclaimDecision {
+    /// Running jobs to stop, each at most once.
+    pub stop: Vec<JobId>,
+    /// Waiting jobs to start with what the stops free, in order.
+    pub start: Vec<JobId>,
+}
+
+/// The reclaim slot: choose running jobs to stop so waiting ones can start.
+pub trait ReclaimPolicy {
+    /// The jobs to stop and the jobs to start in their place.
+    fn reclaim(&self, view: &ReclaimView) -> ReclaimDecision;
+}
+
+impl<P: ReclaimPolicy + ?Sized> Policy<Reclaim> for P {
+    fn decide(&self, view: &ReclaimView) -> ReclaimDecision {
+        self.reclaim(view)
+    }
+}
+
+/// The reclaim slot (WIT interface `reclaim`, function `reclaim`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reclaim;
+
+impl SlotContract for Reclaim {
+    const SLOT: Slot = Slot::Reclaim;
+    type View = ReclaimView;
+    type Decision = ReclaimDecision;
+
+    fn max_reply_bytes(view: &ReclaimView) -> usize {
+        2 * wire::LEN + (view.running.len() + view.waiting.len()) * wire::U64
+    }
+}

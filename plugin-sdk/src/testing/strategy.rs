@@ -1,0 +1,412 @@
+//! proptest strategies for realistic views of every slot: random topologies
+//! (one to four levels, 2- to 8-GPU servers), virtual clusters with and
+//! without quotas, job sizes of 1 to 128 GPUs weighted as in the Philly
+//! trace (most jobs 1 GPU), waits, attempts and attained service, and queues
+//! from empty to thousands of jobs.
+//!
+//! Every view is consistent the way the host makes them: ids unique, jobs in
+//! submit order, each job's `min_level` and `min_servers` those of the
+//! cluster it describes.
+
+use proptest::prelude::*;
+
+use crate::ids::{JobId, Level, ServerId, VcId};
+use crate::slots::{
+    DefragView, FailedAttempt, FailureClass, QueueView, ReclaimView, RetryView, RoundView,
+    ServerState,
+};
+use crate::view::{
+    ClusterSummary, LevelSummary, PendingJob, RunningJob, SpreadLimit, VcUsage, WaitReason,
+    WaitingJob,
+};
+
+/// The shape of a random cluster a view describes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// The server level (1 to 3: cluster > servers up to cluster > rows > racks > servers).
+    pub server_level: u8,
+    /// GPUs per server.
+    pub server_gpus: u32,
+    /// Servers per domain just above the servers (a rack).
+    pub servers_per_rack: u32,
+    /// Racks in the whole cluster.
+    pub racks: u32,
+}
+
+impl Shape {
+    /// GPUs in the cluster.
+    pub fn total_gpus(&self) -> u32 {
+        self.server_gpus * self.servers_per_rack * self.racks
+    }
+
+    /// The narrowest level one of whose domains can hold `gpus`, and the
+    /// fewest servers that can.
+    pub fn min_level(&self, gpus: u32) -> (Level, u32) {
+        let servers = gpus.div_ceil(self.server_gpus).max(1);
+        let level = if gpus <= self.server_gpus {
+            self.server_level
+        } else if gpus <= self.server_gpus * self.servers_per_rack {
+            self.server_level - 1
+        } else {
+            0
+        };
+        (Level(level), servers)
+    }
+
+    /// A summary with `free` GPUs free, spread evenly.
+    pub fn summary(&self, free: u32) -> ClusterSummary {
+        let total = self.total_gpus();
+        let rack = self.server_gpus * self.servers_per_rack;
+        let mut levels = Vec::new();
+        for l in 0..=self.server_level {
+            let (domains, size) = if l == self.server_level {
+                (self.servers_per_rack * self.racks, self.server_gpus)
+            } else if l + 1 == self.server_level {
+                (self.racks, rack)
+            } else {
+                (1, total)
+            };
+            levels.push(LevelSummary {
+                domains,
+                max_domain_gpus: size,
+                max_free_gpus: free.min(size),
+            });
+        }
+        ClusterSummary {
+            total_gpus: total,
+            free_gpus: free,
+            server_level: Level(self.server_level),
+            levels,
+        }
+    }
+}
+
+/// A random cluster shape.
+pub fn shape() -> impl Strategy<Value = Shape> {
+    (
+        1u8..4,
+        prop_oneof![Just(2u32), Just(4), Just(8), Just(8)],
+        1u32..33,
+        1u32..12,
+    )
+        .prop_map(|(server_level, server_gpus, servers_per_rack, racks)| Shape {
+            server_level: server_level.max(1),
+            server_gpus,
+            servers_per_rack,
+            racks: if server_level == 1 { 1 } else { racks },
+        })
+}
+
+/// A gang size: 1 GPU most often, as in the trace, up to 128.
+pub fn gang_size() -> impl Strategy<Value = u32> {
+    prop_oneof![
+        8 => Just(1u32),
+        2 => Just(2),
+        2 => Just(4),
+        2 => Just(8),
+        1 => Just(16),
+        1 => Just(32),
+        1 => prop_oneof![Just(3u32), Just(24), Just(64), Just(128)],
+    ]
+}
+
+/// How many jobs a queue holds: often none or a few, sometimes thousands.
+pub fn queue_len() -> impl Strategy<Value = usize> {
+    prop_oneof![
+        2 => Just(0usize),
+        10 => 1usize..40,
+        3 => 40usize..400,
+        1 => 1_000usize..3_000,
+    ]
+}
+
+/// `n` virtual clusters, some with quotas.
+pub fn vcs(n: usize, total_gpus: u32) -> impl Strategy<Value = Vec<VcUsage>> {
+    prop::collection::vec(
+        (
+            prop::option::weighted(0.6, 0..=total_gpus),
+            1u32..4,
+            0..=total_gpus,
+            0u64..10_000_000,
+        ),
+        n,
+    )
+    .prop_map(|v| {
+        v.into_iter()
+            .enumerate()
+            .map(|(i, (quota_gpus, weight, held_gpus, attained_gpu_s))| VcUsage {
+                id: VcId(i as u32),
+                quota_gpus,
+                weight,
+                held_gpus,
+                pending_gpus: 0,
+                attained_gpu_s,
+                pending_jobs: 0,
+            })
+            .collect()
+    })
+}
+
+/// `n` pending jobs of `vcs` virtual clusters on `shape`, in submit order,
+/// with unique ids, as of time `now`.
+pub fn pending_jobs(
+    shape: Shape,
+    vcs: u32,
+    n: usize,
+    now: u64,
+) -> impl Strategy<Value = Vec<PendingJob>> {
+    prop::collection::vec(
+        (
+            0..vcs.max(1),
+            0u32..50,
+            gang_size(),
+            0u64..3_600,
+            prop_oneof![6 => Just(0u32), 1 => 1u32..5],
+            0u64..200_000,
+        ),
+        n,
+    )
+    .prop_map(move |rows| {
+        let mut submitted = now.saturating_sub(rows.len() as u64 * 30);
+        rows.into_iter()
+            .enumerate()
+            .map(|(i, (vc, user, gpus, gap, attempts, attained))| {
+                submitted = (submitted + gap / 60).min(now);
+                let gpus = gpus.min(shape.total_gpus()).max(1);
+                let (min_level, min_servers) = shape.min_level(gpus);
+                PendingJob {
+                    id: JobId(1_000 + i as u64),
+                    vc: VcId(vc),
+                    user,
+                    gpus,
+                    submitted_s: submitted,
+                    waiting_s: now - submitted,
+                    attempts,
+                    attained_gpu_s: if attempts == 0 { 0 } else { attained },
+                    min_level,
+                    min_servers,
+                }
+            })
+            .collect()
+    })
+}
+
+/// A fairness view: a random cluster, 1 to 15 VCs, a random queue.
+pub fn round_view() -> impl Strategy<Value = RoundView> {
+    (shape(), 1usize..16, queue_len(), 0u64..10_000_000)
+        .prop_flat_map(|(shape, nvcs, n, now)| {
+            let total = shape.total_gpus();
+            (
+                Just(shape.clone()),
+                0..=total,
+                vcs(nvcs, total),
+                pending_jobs(shape, nvcs as u32, n, now),
+                Just(now),
+            )
+        })
+        .prop_map(|(shape, free, mut vcs, jobs, now)| {
+            for j in &jobs {
+                if let Some(v) = vcs.get_mut(j.vc.0 as usize) {
+                    v.pending_gpus += j.gpus;
+                    v.pending_jobs += 1;
+                }
+            }
+            RoundView {
+                now_s: now,
+                cluster: shape.summary(free),
+                vcs,
+                jobs,
+            }
+        })
+}
+
+/// A locality or gang view: the eligible part of a random fairness view.
+/// `with_limits` fills `spread` (what the gang slot sees).
+pub fn queue_view(with_limits: bool) -> impl Strategy<Value = QueueView> {
+    (round_view(), any::<u64>()).prop_map(move |(round, seed)| {
+        let jobs: Vec<PendingJob> = round
+            .jobs
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| (seed >> (i % 64)) & 1 == 1 || seed.count_ones() > 40)
+            .map(|(_, j)| j)
+            .collect();
+        let spread = if with_limits {
+            jobs.iter()
+                .map(|j| SpreadLimit::new(j.min_level, j.min_servers * (1 + (seed % 3) as u32)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        QueueView {
+            now_s: round.now_s,
+            cluster: round.cluster,
+            jobs,
+            spread,
+        }
+    })
+}
+
+fn wait_reason() -> impl Strategy<Value = WaitReason> {
+    prop::sample::select(WaitReason::ALL.to_vec())
+}
+
+/// `n` running jobs on `shape`, packed onto servers in id order.
+fn running_jobs(shape: Shape, vcs: u32, n: usize, now: u64) -> impl Strategy<Value = Vec<RunningJob>> {
+    prop::collection::vec((0..vcs.max(1), gang_size(), 0u64..200_000, 1u32..4), n).prop_map(
+        move |rows| {
+            let servers = shape.servers_per_rack * shape.racks;
+            let mut next = 0u32;
+            let mut out = Vec::new();
+            for (i, (vc, gpus, ran, attempts)) in rows.into_iter().enumerate() {
+                let gpus = gpus.min(shape.server_gpus * 4).max(1);
+                let mut parts = Vec::new();
+                let mut left = gpus;
+                while left > 0 && next < servers {
+                    let take = left.min(shape.server_gpus);
+                    parts.push((ServerId(next), take));
+                    left -= take;
+                    next += 1;
+                }
+                if left > 0 {
+                    break;
+                }
+                let started = now.saturating_sub(ran);
+                out.push(RunningJob {
+                    id: JobId(i as u64 + 1),
+                    vc: VcId(vc),
+                    user: 0,
+                    gpus,
+                    submitted_s: started.saturating_sub(60),
+                    started_s: started,
+                    attempts,
+                    attained_gpu_s: u64::from(gpus) * ran,
+                    parts,
+                });
+            }
+            out
+        },
+    )
+}
+
+/// A reclaim view: running jobs, and waiting jobs with their reasons.
+pub fn reclaim_view() -> impl Strategy<Value = ReclaimView> {
+    (round_view(), 0usize..60, any::<u64>())
+        .prop_flat_map(|(round, n, seed)| {
+            let shape = shape_of(&round.cluster);
+            let nvcs = round.vcs.len() as u32;
+            (
+                Just(round.clone()),
+                running_jobs(shape, nvcs, n, round.now_s),
+                prop::collection::vec(wait_reason(), round.jobs.len()),
+                Just(seed),
+            )
+        })
+        .prop_map(|(round, running, reasons, _)| ReclaimView {
+            now_s: round.now_s,
+            cluster: round.cluster,
+            vcs: round.vcs,
+            running,
+            waiting: round
+                .jobs
+                .into_iter()
+                .zip(reasons)
+                .map(|(job, reason)| WaitingJob {
+                    limit: SpreadLimit::new(job.min_level, 0),
+                    job,
+                    reason,
+                })
+                .collect(),
+        })
+}
+
+/// A retry view: 0 to 50 failures of random classes.
+pub fn retry_view() -> impl Strategy<Value = RetryView> {
+    (
+        0u64..10_000_000,
+        prop::collection::vec(
+            (
+                gang_size(),
+                1u32..8,
+                0u64..100_000,
+                prop::sample::select(FailureClass::ALL.to_vec()),
+                any::<bool>(),
+            ),
+            0..50,
+        ),
+    )
+        .prop_map(|(now, rows)| RetryView {
+            now_s: now,
+            failures: rows
+                .into_iter()
+                .enumerate()
+                .map(|(i, (gpus, attempts, run_s, class, probe))| {
+                    let attempt_gpus = if probe { 1 } else { gpus };
+                    FailedAttempt {
+                        job: JobId(i as u64 + 1),
+                        vc: VcId(0),
+                        user: 0,
+                        gpus,
+                        attempt_gpus,
+                        attempts,
+                        run_s,
+                        class,
+                        probe,
+                        failed_gpu_s: u64::from(attempt_gpus) * run_s,
+                    }
+                })
+                .collect(),
+        })
+}
+
+/// A defragment view: servers with their free GPUs, the jobs on them, and
+/// gangs waiting with fragmentation delay.
+pub fn defrag_view() -> impl Strategy<Value = DefragView> {
+    reclaim_view().prop_map(|r| {
+        let shape = shape_of(&r.cluster);
+        let servers = shape.servers_per_rack * shape.racks;
+        let mut used = vec![0u32; servers as usize];
+        for j in &r.running {
+            for (s, g) in &j.parts {
+                if let Some(u) = used.get_mut(s.0 as usize) {
+                    *u += g;
+                }
+            }
+        }
+        DefragView {
+            now_s: r.now_s,
+            cluster: r.cluster,
+            servers: (0..servers)
+                .map(|s| ServerState {
+                    id: ServerId(s),
+                    domain: s / shape.servers_per_rack.max(1),
+                    gpus: shape.server_gpus,
+                    free: shape.server_gpus.saturating_sub(used[s as usize]),
+                })
+                .collect(),
+            running: r.running,
+            waiting: r
+                .waiting
+                .into_iter()
+                .filter(|w| w.reason == WaitReason::Fragmentation)
+                .collect(),
+        }
+    })
+}
+
+/// The shape a summary made by [`Shape::summary`] describes.
+fn shape_of(c: &ClusterSummary) -> Shape {
+    let levels = &c.levels;
+    let server = levels.last().cloned().unwrap_or_default();
+    let racks = if levels.len() >= 2 {
+        levels[levels.len() - 2].domains.max(1)
+    } else {
+        1
+    };
+    Shape {
+        server_level: c.server_level.0.max(1),
+        server_gpus: server.max_domain_gpus.max(1),
+        servers_per_rack: (server.domains / racks).max(1),
+        racks,
+    }
+}
