@@ -331,6 +331,39 @@ impl ClusterState {
         Ok(())
     }
 
+    /// Gives `job` back the GPUs it was just [`ClusterState::release`]d
+    /// from, whatever the servers' health now (a tentative reclaim or
+    /// migration rolled back; a draining server keeps its jobs). The GPUs
+    /// must still be free: the caller released everything it allocated
+    /// since.
+    pub(crate) fn restore(&mut self, job: JobId, placement: &Placement) -> Result<(), StateError> {
+        if self.allocations.contains_key(&job) {
+            return Err(StateError::AlreadyAllocated(job));
+        }
+        for part in &placement.parts {
+            let i = self.check_server(part.server)?;
+            let bad = part.gpus & !self.free[i];
+            if bad != 0 {
+                return Err(StateError::NotFree {
+                    job,
+                    server: part.server,
+                    gpus: bad,
+                });
+            }
+        }
+        for part in &placement.parts {
+            let before = self.avail(part.server);
+            let i = part.server.0 as usize;
+            self.free[i] &= !part.gpus;
+            self.held[i] &= !part.gpus;
+            self.set_owners(part.server, part.gpus, Some(job));
+            self.reindex(part.server, before);
+        }
+        self.allocated += placement.gpu_count();
+        self.allocations.insert(job, placement.clone());
+        Ok(())
+    }
+
     fn set_owners(&mut self, s: ServerId, mask: GpuMask, owner: Option<JobId>) {
         let base = self.gpu_base[s.0 as usize] as usize;
         let mut m = mask;

@@ -3,11 +3,16 @@
 //! no job may be lost. The same inputs must give the same decisions.
 #![allow(clippy::unwrap_used)]
 
-use gangway_core::policy::{FairnessBackend, GangBackend, LocalityBackend, PolicyError, PolicySet};
-use gangway_core::{AttemptEnd, JobSpec, RoundReport, Scheduler, ServerId, TopologyBuilder};
+use gangway_core::policy::{Backend, PolicyError, PolicySet};
+use gangway_core::{
+    AttemptEnd, FailureClass, JobSpec, JobState, RoundReport, Scheduler, ServerId,
+    TopologyBuilder,
+};
+use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 use gangway_plugin_sdk::{
-    FairnessDecision, GangAction, GangDecision, JobId, Level, LocalityDecision, QueueView, Ranked,
-    RoundView,
+    DefragDecision, DefragView, FairnessDecision, GangAction, GangDecision, JobId, Level,
+    LocalityDecision, Move, QueueView, Ranked, ReclaimDecision, ReclaimView, RetryAction,
+    RetryDecision, RetryView, RoundView, SpreadLimit,
 };
 use proptest::prelude::*;
 
@@ -15,7 +20,7 @@ use proptest::prelude::*;
 enum Op {
     Submit { gpus: u32, vc: u8 },
     Round { advance: u64 },
-    End { pick: usize, outcome: u8 },
+    End { pick: usize, outcome: u8, class: u8 },
     Down { server: usize },
     Up { server: usize },
     Drain { server: usize },
@@ -27,7 +32,7 @@ fn op() -> impl Strategy<Value = Op> {
         4 => (prop_oneof![Just(1u32), Just(2), Just(3), Just(4), Just(8), Just(12), Just(16), Just(40)], 0u8..3)
             .prop_map(|(gpus, vc)| Op::Submit { gpus, vc }),
         4 => (0u64..400).prop_map(|advance| Op::Round { advance }),
-        3 => (any::<usize>(), 0u8..4).prop_map(|(pick, outcome)| Op::End { pick, outcome }),
+        3 => (any::<usize>(), 0u8..4, 0u8..23).prop_map(|(pick, outcome, class)| Op::End { pick, outcome, class }),
         1 => any::<usize>().prop_map(|server| Op::Down { server }),
         1 => any::<usize>().prop_map(|server| Op::Up { server }),
         1 => any::<usize>().prop_map(|server| Op::Drain { server }),
@@ -79,11 +84,11 @@ impl Chaos {
     }
 }
 
-impl FairnessBackend for Chaos {
+impl Backend<Fairness> for Chaos {
     fn name(&self) -> &str {
         "chaos"
     }
-    fn order(&mut self, view: &RoundView) -> Result<FairnessDecision, PolicyError> {
+    fn decide(&mut self, view: &RoundView) -> Result<FairnessDecision, PolicyError> {
         let r = self.roll();
         let mut order: Vec<Ranked> = view
             .jobs
@@ -113,25 +118,29 @@ impl FairnessBackend for Chaos {
     }
 }
 
-impl LocalityBackend for Chaos {
+impl Backend<Locality> for Chaos {
     fn name(&self) -> &str {
         "chaos"
     }
-    fn spread(&mut self, view: &QueueView) -> Result<LocalityDecision, PolicyError> {
+    fn decide(&mut self, view: &QueueView) -> Result<LocalityDecision, PolicyError> {
         let r = self.roll();
-        let mut spread: Vec<Level> = view.jobs.iter().map(|_| Level((r % 5) as u8)).collect();
+        let mut limits: Vec<SpreadLimit> = view
+            .jobs
+            .iter()
+            .map(|_| SpreadLimit::new(Level((r % 5) as u8), ((r >> 8) % 4) as u32))
+            .collect();
         if r.is_multiple_of(7) {
-            spread.push(Level::ANY);
+            limits.push(SpreadLimit::level(Level::ANY));
         }
-        Ok(LocalityDecision { spread })
+        Ok(LocalityDecision { limits })
     }
 }
 
-impl GangBackend for Chaos {
+impl Backend<Gang> for Chaos {
     fn name(&self) -> &str {
         "chaos"
     }
-    fn on_blocked(&mut self, view: &QueueView) -> Result<GangDecision, PolicyError> {
+    fn decide(&mut self, view: &QueueView) -> Result<GangDecision, PolicyError> {
         let r = self.roll();
         let actions = [GangAction::Backfill, GangAction::Block, GangAction::Reserve];
         let mut on_blocked: Vec<GangAction> = view
@@ -150,20 +159,237 @@ impl GangBackend for Chaos {
     }
 }
 
+impl Backend<Retry> for Chaos {
+    fn name(&self) -> &str {
+        "chaos"
+    }
+    fn decide(&mut self, view: &RetryView) -> Result<RetryDecision, PolicyError> {
+        let r = self.roll();
+        let mut actions: Vec<RetryAction> = view
+            .failures
+            .iter()
+            .enumerate()
+            .map(|(i, f)| match (r >> (i % 60)) % 5 {
+                0 => RetryAction::GiveUp,
+                1 => RetryAction::Retry { after_s: r % 300 },
+                2 => RetryAction::Probe {
+                    gpus: (f.gpus / 2).max(1),
+                    run_s: 1 + r % 100,
+                    after_s: r % 50,
+                },
+                // Sometimes an invalid probe (as large as the gang).
+                3 => RetryAction::Probe {
+                    gpus: f.gpus,
+                    run_s: 10,
+                    after_s: 0,
+                },
+                _ => RetryAction::Retry { after_s: 0 },
+            })
+            .collect();
+        if r.is_multiple_of(9) {
+            actions.pop();
+        }
+        Ok(RetryDecision { actions })
+    }
+}
+
+impl Backend<Reclaim> for Chaos {
+    fn name(&self) -> &str {
+        "chaos"
+    }
+    fn decide(&mut self, view: &ReclaimView) -> Result<ReclaimDecision, PolicyError> {
+        let r = self.roll();
+        let pick = |n: usize, k: u64| -> Vec<usize> {
+            (0..n).filter(|i| (r >> ((*i as u64 + k) % 60)) & 1 == 1).collect()
+        };
+        let mut stop: Vec<JobId> = pick(view.running.len(), 0)
+            .into_iter()
+            .map(|i| view.running[i].id)
+            .collect();
+        let mut start: Vec<JobId> = pick(view.waiting.len(), 7)
+            .into_iter()
+            .map(|i| view.waiting[i].job.id)
+            .collect();
+        match r % 6 {
+            0 => stop.push(JobId(u64::MAX)),
+            1 => start.clear(),
+            2 => {
+                if let Some(w) = view.waiting.first() {
+                    start.push(w.job.id);
+                    start.push(w.job.id);
+                }
+            }
+            _ => {}
+        }
+        Ok(ReclaimDecision { stop, start })
+    }
+}
+
+impl Backend<Defragment> for Chaos {
+    fn name(&self) -> &str {
+        "chaos"
+    }
+    fn decide(&mut self, view: &DefragView) -> Result<DefragDecision, PolicyError> {
+        let r = self.roll();
+        let servers = view.servers.len().max(1);
+        let moves = view
+            .running
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| (r >> (i % 60)) & 1 == 1)
+            .map(|(i, j)| Move {
+                job: j.id,
+                to: vec![(
+                    view.servers[(r as usize + i) % servers].id,
+                    if r.is_multiple_of(5) { j.gpus + 1 } else { j.gpus },
+                )],
+            })
+            .collect();
+        Ok(DefragDecision {
+            moves,
+            start: view.waiting.first().map(|w| w.job.id),
+        })
+    }
+}
+
+/// Plausible reclaim and defragment decisions: for the first waiting job,
+/// stop (or move away) running jobs in id order until enough GPUs are free.
+/// Often sound, sometimes not (the placement may not use every GPU freed),
+/// so both the applied and the refused paths run.
+struct Eager;
+
+impl Backend<Reclaim> for Eager {
+    fn name(&self) -> &str {
+        "eager"
+    }
+    fn decide(&mut self, view: &ReclaimView) -> Result<ReclaimDecision, PolicyError> {
+        let Some(w) = view.waiting.first() else {
+            return Ok(ReclaimDecision::default());
+        };
+        let mut free = view.cluster.free_gpus;
+        let mut stop = Vec::new();
+        for j in &view.running {
+            if free >= w.job.gpus {
+                break;
+            }
+            free += j.gpus;
+            stop.push(j.id);
+        }
+        if free < w.job.gpus || stop.is_empty() {
+            return Ok(ReclaimDecision::default());
+        }
+        Ok(ReclaimDecision {
+            stop,
+            start: vec![w.job.id],
+        })
+    }
+}
+
+impl Backend<Defragment> for Eager {
+    fn name(&self) -> &str {
+        "eager"
+    }
+    fn decide(&mut self, view: &DefragView) -> Result<DefragDecision, PolicyError> {
+        let Some(w) = view.waiting.first() else {
+            return Ok(DefragDecision::default());
+        };
+        // Free one server for it: move jobs that sit wholly on that server
+        // to other servers with room, smallest first, until it fits.
+        let mut free: std::collections::HashMap<_, u32> =
+            view.servers.iter().map(|s| (s.id, s.free)).collect();
+        for target in &view.servers {
+            if target.gpus < w.job.gpus {
+                continue;
+            }
+            let mut have = target.free;
+            let mut moves = Vec::new();
+            let mut on: Vec<_> = view
+                .running
+                .iter()
+                .filter(|j| j.parts.len() == 1 && j.parts[0].0 == target.id)
+                .collect();
+            on.sort_by_key(|j| (j.gpus, j.id));
+            for j in on {
+                if have >= w.job.gpus {
+                    break;
+                }
+                let dest = view
+                    .servers
+                    .iter()
+                    .filter(|s| s.id != target.id && free[&s.id] >= j.gpus)
+                    .min_by_key(|s| (free[&s.id], s.id));
+                if let Some(d) = dest {
+                    *free.get_mut(&d.id).unwrap() -= j.gpus;
+                    have += j.gpus;
+                    moves.push(Move {
+                        job: j.id,
+                        to: vec![(d.id, j.gpus)],
+                    });
+                }
+            }
+            if have >= w.job.gpus && !moves.is_empty() {
+                return Ok(DefragDecision {
+                    moves,
+                    start: Some(w.job.id),
+                });
+            }
+        }
+        Ok(DefragDecision::default())
+    }
+}
+
+/// Built-in fairness, locality and gang; chaotic retries; eager
+/// defragmentation, and eager reclaim for half the seeds.
+fn eager(seed: u64) -> PolicySet {
+    let set = if seed % 4 == 1 {
+        PolicySet::builtin().with::<Reclaim>(Box::new(Eager))
+    } else {
+        PolicySet::builtin()
+    };
+    set
+        .with::<Locality>(Box::new(gangway_core::policy::Native::new(
+            "greedy-ish",
+            AnyLevel,
+        )))
+        .with::<Retry>(Box::new(Chaos {
+            seed: seed + 3,
+            calls: 0,
+        }))
+        .with::<Defragment>(Box::new(Eager))
+}
+
+/// Any level, no server bound.
+struct AnyLevel;
+
+impl gangway_plugin_sdk::LocalityPolicy for AnyLevel {
+    fn spread(&self, view: &QueueView) -> LocalityDecision {
+        LocalityDecision {
+            limits: view
+                .jobs
+                .iter()
+                .map(|j| SpreadLimit::level(if j.id.0 % 2 == 0 { Level::ANY } else { j.min_level }))
+                .collect(),
+        }
+    }
+}
+
 fn policies(chaos: Option<u64>) -> PolicySet {
     match chaos {
-        None => PolicySet::defaults(),
-        Some(seed) => PolicySet {
-            fairness: Box::new(Chaos { seed, calls: 0 }),
-            locality: Box::new(Chaos {
-                seed: seed + 1,
+        None => PolicySet::builtin(),
+        Some(seed) if seed % 2 == 1 => eager(seed),
+        Some(seed) => {
+            let c = |k| Chaos {
+                seed: seed + k,
                 calls: 0,
-            }),
-            gang: Box::new(Chaos {
-                seed: seed + 2,
-                calls: 0,
-            }),
-        },
+            };
+            PolicySet::builtin()
+                .with::<Fairness>(Box::new(c(0)))
+                .with::<Locality>(Box::new(c(1)))
+                .with::<Gang>(Box::new(c(2)))
+                .with::<Retry>(Box::new(c(3)))
+                .with::<Reclaim>(Box::new(c(4)))
+                .with::<Defragment>(Box::new(c(5)))
+        }
     }
 }
 
@@ -203,16 +429,29 @@ fn run(
             }
             Op::Round { advance } => {
                 now += advance;
-                let before = sched.pending_len();
                 let report = sched.round(now).unwrap();
-                prop_assert_eq!(report.starts.len() + report.waiting.len(), before);
                 for s in &report.starts {
                     let job = sched.job(s.job).unwrap();
-                    prop_assert_eq!(s.choice.placement.gpu_count(), job.spec.gpus);
+                    let want = match s.probe_s {
+                        Some(_) => job.next_gpus(),
+                        None => job.spec.gpus,
+                    };
+                    prop_assert_eq!(s.choice.placement.gpu_count(), want);
+                    prop_assert!(job.is_running(), "a started job runs");
+                }
+                for p in &report.preempted {
+                    let job = sched.job(p.job).unwrap();
+                    prop_assert!(job.is_pending(), "a preempted job is pending again");
+                    prop_assert!(job.preemptions >= 1 && job.attempts >= job.preemptions);
+                }
+                for m in &report.migrations {
+                    let job = sched.job(m.job).unwrap();
+                    prop_assert!(job.is_running() && job.migrations >= 1);
+                    prop_assert_eq!(m.from.gpu_count(), m.to.placement.gpu_count());
                 }
                 reports.push(report);
             }
-            Op::End { pick, outcome } => {
+            Op::End { pick, outcome, class } => {
                 let running: Vec<JobId> = sched
                     .jobs()
                     .values()
@@ -220,10 +459,11 @@ fn run(
                     .map(|j| j.spec.id)
                     .collect();
                 if !running.is_empty() {
+                    let class = FailureClass::ALL[class as usize % FailureClass::ALL.len()];
                     let end = match outcome {
                         0 => AttemptEnd::Passed,
-                        1 => AttemptEnd::Failed { retry: true },
-                        2 => AttemptEnd::Failed { retry: false },
+                        1 => AttemptEnd::Failed { class, last: false },
+                        2 => AttemptEnd::Failed { class, last: true },
                         _ => AttemptEnd::Killed,
                     };
                     sched
@@ -262,6 +502,13 @@ fn run(
             return Err(TestCaseError::fail(format!("after {op:?}: {e}")));
         }
         prop_assert_eq!(sched.jobs().len(), submitted, "no job lost");
+        for job in sched.jobs().values() {
+            // Attempts add up: every preemption and every failure ended one.
+            prop_assert!(job.attempts >= job.preemptions, "{:?}", job);
+            if let JobState::Finished { .. } = job.state {
+                prop_assert!(job.probe.is_none());
+            }
+        }
     }
     Ok(reports)
 }
@@ -286,8 +533,23 @@ proptest! {
         ops in prop::collection::vec(op(), 1..120),
         seed in any::<u64>(),
     ) {
+        let seed = seed & !1;
         let a = run(&topo, &ops, Some(seed), Some(8))?;
         let b = run(&topo, &ops, Some(seed), Some(8))?;
+        prop_assert_eq!(a, b, "same inputs, same decisions");
+    }
+
+    /// Reclaim and migration decisions that are often sound, so the core
+    /// applies them (and rolls the unsound ones back) under random events.
+    #[test]
+    fn applied_reclaims_migrations_and_retries_keep_invariants(
+        topo in topology(),
+        ops in prop::collection::vec(op(), 1..160),
+        seed in any::<u64>(),
+    ) {
+        let seed = seed | 1;
+        let a = run(&topo, &ops, Some(seed), None)?;
+        let b = run(&topo, &ops, Some(seed), None)?;
         prop_assert_eq!(a, b, "same inputs, same decisions");
     }
 }
@@ -308,6 +570,7 @@ fn chaos_policies_trigger_fallbacks() {
             ops.push(Op::End {
                 pick: i,
                 outcome: (i % 4) as u8,
+                class: (i % 23) as u8,
             });
         }
     }
@@ -315,4 +578,45 @@ fn chaos_policies_trigger_fallbacks() {
     let errors: usize = reports.iter().map(|r| r.policy_errors.len()).sum();
     assert!(errors > 5, "only {errors} policy errors");
     assert!(reports.iter().any(|r| !r.starts.is_empty()));
+    let slots: std::collections::BTreeSet<_> = reports
+        .iter()
+        .flat_map(|r| r.policy_errors.iter().map(|e| e.slot))
+        .collect();
+    assert!(slots.len() >= 4, "errors in only {slots:?}");
+
+}
+
+/// The eager policies' decisions are applied, not only refused: on a busy
+/// cluster with failures, jobs are preempted, migrated and retried.
+#[test]
+fn eager_decisions_are_applied() {
+    let topo = (false, vec![vec![8, 8, 4], vec![4, 8, 2]]);
+    let mut ops = Vec::new();
+    for i in 0..200usize {
+        ops.push(Op::Submit {
+            gpus: [1, 2, 1, 8, 16, 3][i % 6],
+            vc: (i % 3) as u8,
+        });
+        ops.push(Op::Round { advance: 20 });
+        ops.push(Op::End {
+            pick: i * 7,
+            outcome: (i % 4) as u8,
+            class: (i % 23) as u8,
+        });
+    }
+    let count = |seed| {
+        let reports = run(&topo, &ops, Some(seed), None).unwrap();
+        let n = |f: fn(&RoundReport) -> usize| reports.iter().map(f).sum::<usize>();
+        (
+            n(|r| r.preempted.len()),
+            n(|r| r.migrations.len()),
+            n(|r| r.retries.len()),
+        )
+    };
+    let (preempted, _, retried) = count(5);
+    let (_, migrated, _) = count(7);
+    assert!(
+        preempted > 0 && migrated > 0 && retried > 0,
+        "preempted {preempted}, migrated {migrated}, retried {retried}"
+    );
 }

@@ -97,11 +97,11 @@ pub use slots::{
     DefragDecision, DefragView, DefragmentPolicy, FailedAttempt, FailureClass, FairnessDecision,
     FairnessPolicy, GangAction, GangDecision, GangPolicy, LocalityDecision, LocalityPolicy, Move,
     QueueView, Ranked, ReclaimDecision, ReclaimPolicy, ReclaimView, RetryAction, RetryDecision,
-    RetryPolicy, RetryView, RoundView, ServerState,
+    RetryPolicy, RetryView, RoundView,
 };
 pub use view::{
-    ClusterSummary, LevelSummary, PendingJob, RunningJob, SpreadLimit, VcUsage, WaitReason,
-    WaitingJob,
+    ClusterSummary, LevelSummary, PendingJob, RunningJob, ServerState, SpreadLimit, VcUsage,
+    WaitReason, WaitingJob,
 };
 
 /// The version of the contract this SDK builds policies against.

@@ -207,6 +207,20 @@ pub struct WaitingJob {
     pub limit: SpreadLimit,
 }
 
+/// One server's capacity, as the reclaim and defragment slots see it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerState {
+    /// The server.
+    pub id: crate::ServerId,
+    /// The domain just above it (its rack, in the usual shape), as an index
+    /// shared by the servers of that domain.
+    pub domain: u32,
+    /// Its GPUs.
+    pub gpus: u32,
+    /// Its GPUs free for new work (0 unless it is up and not draining).
+    pub free: u32,
+}
+
 /// A running job as the reclaim and defragment slots see it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunningJob {

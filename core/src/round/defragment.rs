@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use gangway_plugin_sdk::{DefragDecision, DefragView, JobId, RoundView, ServerState, WaitReason};
+use gangway_plugin_sdk::{DefragDecision, DefragView, JobId, RoundView, WaitReason};
 
 use super::{Migration, Placed, RoundReport};
 use crate::job::JobState;
@@ -46,26 +46,11 @@ impl Scheduler {
         if waiting.is_empty() {
             return;
         }
-        let topo = self.state.topology().clone();
-        let servers = topo
-            .servers()
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let id = crate::ServerId(u32::try_from(i).unwrap_or(u32::MAX));
-                ServerState {
-                    id,
-                    domain: s.ancestors.last().map_or(0, |d| d.0),
-                    gpus: s.gpus,
-                    free: self.state.avail(id),
-                }
-            })
-            .collect();
         let defrag_view = DefragView {
             now_s: now,
             cluster: self.state.summary(),
-            servers,
-            running: self.running_jobs(now),
+            servers: self.server_states(),
+            running: self.running_jobs(now, &report.starts),
             waiting,
         };
         let decided = self.policies.defragment.decide(&defrag_view);

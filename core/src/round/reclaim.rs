@@ -67,7 +67,8 @@ impl Scheduler {
             now_s: now,
             cluster: self.state.summary(),
             vcs: self.vc_usage(),
-            running: self.running_jobs(now),
+            servers: self.server_states(),
+            running: self.running_jobs(now, &report.starts),
             waiting,
         };
         let decided = self.policies.reclaim.decide(&reclaim_view);
@@ -179,7 +180,10 @@ impl Scheduler {
             let _ = self.state.release(*id);
         }
         for (id, p) in released {
-            let _ = self.state.allocate(*id, p);
+            if let Err(e) = self.state.restore(*id, p) {
+                // Cannot happen: everything allocated since was released.
+                tracing::error!(%id, %e, "a rolled-back job could not get its GPUs back");
+            }
         }
     }
 }

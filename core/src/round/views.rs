@@ -1,7 +1,7 @@
 //! Building each slot's view from the scheduler's state.
 
 use gangway_plugin_sdk::{
-    JobId, Level, PendingJob, QueueOrder, RoundView, RunningJob, VcId, VcUsage,
+    JobId, Level, PendingJob, QueueOrder, RoundView, RunningJob, ServerState, VcId, VcUsage,
 };
 
 use crate::job::{JobRecord, JobState};
@@ -78,11 +78,34 @@ impl Scheduler {
         }
     }
 
-    /// Every running job, by id, as the reclaim and defragment slots see it.
-    pub(crate) fn running_jobs(&self, now: u64) -> Vec<RunningJob> {
+    /// Every server with its free GPUs, by id.
+    pub(crate) fn server_states(&self) -> Vec<ServerState> {
+        self.state
+            .topology()
+            .servers()
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let id = crate::ServerId(u32::try_from(i).unwrap_or(u32::MAX));
+                ServerState {
+                    id,
+                    domain: s.ancestors.last().map_or(0, |d| d.0),
+                    gpus: s.gpus,
+                    free: self.state.avail(id),
+                }
+            })
+            .collect()
+    }
+
+    /// Every running job, by id, as the reclaim and defragment slots see it,
+    /// except those this round started (`started`): a round never stops or
+    /// moves what it just started.
+    pub(crate) fn running_jobs(&self, now: u64, started: &[crate::Start]) -> Vec<RunningJob> {
+        let started: std::collections::HashSet<JobId> = started.iter().map(|s| s.job).collect();
         self.state
             .allocations()
             .iter()
+            .filter(|(id, _)| !started.contains(id))
             .filter_map(|(id, placement)| {
                 let job = self.jobs.get(id)?;
                 let JobState::Running { started_s, .. } = job.state else {

@@ -4,23 +4,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{JobId, ServerId};
+use crate::view::ServerState;
 use crate::slot::{Policy, Slot, SlotContract};
 use crate::view::{ClusterSummary, RunningJob, WaitingJob};
 use crate::wire;
-
-/// One server's capacity, as the defragment slot sees it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ServerState {
-    /// The server.
-    pub id: ServerId,
-    /// The domain just above it (its rack, in the usual shape), as an index
-    /// shared by the servers of that domain.
-    pub domain: u32,
-    /// Its GPUs.
-    pub gpus: u32,
-    /// Its GPUs free for new work (0 unless it is up and not draining).
-    pub free: u32,
-}
 
 /// What the defragment slot sees, after a round's placement and reclaim.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -13,9 +13,7 @@ mod locality;
 mod reclaim;
 mod retry;
 
-pub use defragment::{
-    DefragDecision, DefragView, Defragment, DefragmentPolicy, Move, ServerState,
-};
+pub use defragment::{DefragDecision, DefragView, Defragment, DefragmentPolicy, Move};
 pub use fairness::{Fairness, FairnessDecision, FairnessPolicy, Ranked, RoundView};
 pub use gang::{Gang, GangAction, GangDecision, GangPolicy};
 pub use locality::{Locality, LocalityDecision, LocalityPolicy, QueueView};

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::JobId;
 use crate::slot::{Policy, Slot, SlotContract};
-use crate::view::{ClusterSummary, RunningJob, VcUsage, WaitingJob};
+use crate::view::{ClusterSummary, RunningJob, ServerState, VcUsage, WaitingJob};
 use crate::wire;
 
 /// What the reclaim slot sees, after a round's placement: the jobs running
@@ -18,6 +18,8 @@ pub struct ReclaimView {
     pub cluster: ClusterSummary,
     /// Every virtual cluster, indexed by [`crate::VcId`], after this round's starts.
     pub vcs: Vec<VcUsage>,
+    /// Every server, by id, with its free GPUs after this round's starts.
+    pub servers: Vec<ServerState>,
     /// Every running job, by id.
     pub running: Vec<RunningJob>,
     /// The jobs of this round's view still waiting, in fairness order.

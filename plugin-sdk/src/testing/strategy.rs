@@ -13,11 +13,10 @@ use proptest::prelude::*;
 use crate::ids::{JobId, Level, ServerId, VcId};
 use crate::slots::{
     DefragView, FailedAttempt, FailureClass, QueueView, ReclaimView, RetryView, RoundView,
-    ServerState,
 };
 use crate::view::{
-    ClusterSummary, LevelSummary, PendingJob, RunningJob, SpreadLimit, VcUsage, WaitReason,
-    WaitingJob,
+    ClusterSummary, LevelSummary, PendingJob, RunningJob, ServerState, SpreadLimit, VcUsage,
+    WaitReason, WaitingJob,
 };
 
 /// The shape of a random cluster a view describes.
@@ -304,6 +303,7 @@ pub fn reclaim_view() -> impl Strategy<Value = ReclaimView> {
         })
         .prop_map(|(round, running, reasons, _)| ReclaimView {
             now_s: round.now_s,
+            servers: servers_of(&shape_of(&round.cluster), &running),
             cluster: round.cluster,
             vcs: round.vcs,
             running,
@@ -363,27 +363,10 @@ pub fn retry_view() -> impl Strategy<Value = RetryView> {
 /// gangs waiting with fragmentation delay.
 pub fn defrag_view() -> impl Strategy<Value = DefragView> {
     reclaim_view().prop_map(|r| {
-        let shape = shape_of(&r.cluster);
-        let servers = shape.servers_per_rack * shape.racks;
-        let mut used = vec![0u32; servers as usize];
-        for j in &r.running {
-            for (s, g) in &j.parts {
-                if let Some(u) = used.get_mut(s.0 as usize) {
-                    *u += g;
-                }
-            }
-        }
         DefragView {
             now_s: r.now_s,
             cluster: r.cluster,
-            servers: (0..servers)
-                .map(|s| ServerState {
-                    id: ServerId(s),
-                    domain: s / shape.servers_per_rack.max(1),
-                    gpus: shape.server_gpus,
-                    free: shape.server_gpus.saturating_sub(used[s as usize]),
-                })
-                .collect(),
+            servers: r.servers,
             running: r.running,
             waiting: r
                 .waiting
@@ -392,6 +375,27 @@ pub fn defrag_view() -> impl Strategy<Value = DefragView> {
                 .collect(),
         }
     })
+}
+
+/// The servers of `shape` with the GPUs `running` leaves free.
+fn servers_of(shape: &Shape, running: &[RunningJob]) -> Vec<ServerState> {
+    let servers = shape.servers_per_rack * shape.racks;
+    let mut used = vec![0u32; servers as usize];
+    for j in running {
+        for (s, g) in &j.parts {
+            if let Some(u) = used.get_mut(s.0 as usize) {
+                *u += g;
+            }
+        }
+    }
+    (0..servers)
+        .map(|s| ServerState {
+            id: ServerId(s),
+            domain: s / shape.servers_per_rack.max(1),
+            gpus: shape.server_gpus,
+            free: shape.server_gpus.saturating_sub(used[s as usize]),
+        })
+        .collect()
 }
 
 /// The shape a summary made by [`Shape::summary`] describes.

@@ -1,12 +1,16 @@
 //! `delay`: delay scheduling for gangs (locality slot).
 //!
 //! A job first may span only the smallest domain that can hold it (its
-//! [`PendingJob::min_level`]: one server if it fits on one, else one rack, ...).
-//! Each time its wait since it last became pending passes the next threshold
-//! of [`DelayConfig::widen_after_s`], its spread limit widens one level
-//! towards the whole cluster, never past [`DelayConfig::widest`]. The limit
-//! therefore never narrows while a job keeps waiting; a retry starts narrow
-//! again because its wait restarts.
+//! [`PendingJob::min_level`]: one server if it fits on one, else one rack, ...)
+//! on the fewest servers that can hold it ([`PendingJob::min_servers`]). Each
+//! time its wait since it last became pending passes the next threshold of
+//! [`DelayConfig::widen_after_s`], its spread limit widens one level towards
+//! the whole cluster, never past [`DelayConfig::widest`], and the number of
+//! servers it may span grows to `min_servers` times the next factor of
+//! [`DelayConfig::server_factors`] (so a 16-GPU gang on 8-GPU servers may
+//! take 2, then 4, then 8 servers, rather than scatter over a whole rack the
+//! moment it may use the rack). The limit therefore never narrows while a job
+//! keeps waiting; a retry starts narrow again because its wait restarts.
 //!
 //! # Options (TOML)
 //!
@@ -14,6 +18,7 @@
 //! |---|---|---|---|
 //! | `widen_after_s` | list of seconds, non-decreasing | `[60, 600]` | wait after which the limit is 1, 2, ... levels wider than `min_level` |
 //! | `widest` | level (0 = whole cluster) | `0` | the widest level ever allowed |
+//! | `server_factors` | list of factors (0 = no bound) | `[1, 2, 4]` | after 0, 1, 2, ... thresholds the gang may span `min_servers` times this many servers (the last factor applies to all later steps) |
 //!
 //! # How the defaults were chosen
 //!
@@ -41,7 +46,7 @@
 
 use gangway_plugin_sdk::{
     ConfigError, Configure, Level, LocalityDecision, LocalityPolicy, PendingJob, QueueView,
-    config_text,
+    SpreadLimit, config_text,
 };
 use serde::Deserialize;
 
@@ -57,6 +62,10 @@ pub struct DelayConfig {
     /// `1` = one rack in the usual cluster > rack > server shape). A job whose
     /// `min_level` is already wider keeps its `min_level`. Default `0`.
     pub widest: u8,
+    /// After 0, 1, 2, ... thresholds, a gang may span at most its
+    /// `min_servers` times this factor servers (0: no bound); the last
+    /// factor holds for every later step. Default `[1, 2, 4]`.
+    pub server_factors: Vec<u32>,
 }
 
 impl Default for DelayConfig {
@@ -64,6 +73,7 @@ impl Default for DelayConfig {
         DelayConfig {
             widen_after_s: vec![60, 600],
             widest: 0,
+            server_factors: vec![1, 2, 4],
         }
     }
 }
@@ -77,7 +87,7 @@ impl Default for DelayConfig {
 ///
 /// let job = |waiting_s| PendingJob {
 ///     id: JobId(1), vc: VcId(0), user: 0, gpus: 8, submitted_s: 0, waiting_s,
-///     attempts: 0, attained_gpu_s: 0, min_level: Level(2),
+///     attempts: 0, attained_gpu_s: 0, min_level: Level(2), min_servers: 1,
 /// };
 /// let view = QueueView {
 ///     now_s: 1_000,
@@ -85,8 +95,11 @@ impl Default for DelayConfig {
 ///     jobs: vec![job(0), job(90), job(900)],
 ///     spread: vec![],
 /// };
-/// // One server, then one rack after 60 s, then anywhere after 600 s.
-/// assert_eq!(Delay::default().spread(&view).spread, vec![Level(2), Level(1), Level(0)]);
+/// // One server, then 2 servers of one rack after 60 s, then 4 anywhere after 600 s.
+/// assert_eq!(
+///     Delay::default().spread(&view).limits,
+///     vec![SpreadLimit::new(Level(2), 1), SpreadLimit::new(Level(1), 2), SpreadLimit::new(Level(0), 4)]
+/// );
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Delay {
@@ -102,6 +115,17 @@ impl Delay {
                 w[0], w[1]
             )));
         }
+        if let Some(w) = config
+            .server_factors
+            .windows(2)
+            .find(|w| w[1] != 0 && (w[0] == 0 || w[0] > w[1]))
+        {
+            return Err(ConfigError(format!(
+                "delay: server_factors must not shrink (0, no bound, may only come last), but \
+                 {} comes before {}",
+                w[0], w[1]
+            )));
+        }
         Ok(Delay { config })
     }
 
@@ -111,7 +135,7 @@ impl Delay {
     }
 
     /// The spread limit for one job with the cluster's server level `server_level`.
-    pub fn limit(&self, job: &PendingJob, server_level: Level) -> Level {
+    pub fn limit(&self, job: &PendingJob, server_level: Level) -> SpreadLimit {
         let start = job.min_level.min(server_level);
         let steps = self
             .config
@@ -119,9 +143,21 @@ impl Delay {
             .iter()
             .take_while(|w| job.waiting_s >= **w)
             .count();
+        let factor = self
+            .config
+            .server_factors
+            .get(steps)
+            .or(self.config.server_factors.last())
+            .copied()
+            .unwrap_or(0);
         let steps = u8::try_from(steps).unwrap_or(u8::MAX);
         let widest = self.config.widest.min(start.0);
-        Level(start.0.saturating_sub(steps).max(widest))
+        let level = Level(start.0.saturating_sub(steps).max(widest));
+        let max_servers = match factor {
+            0 => 0,
+            f => job.min_servers.max(1).saturating_mul(f),
+        };
+        SpreadLimit::new(level, max_servers)
     }
 }
 
@@ -138,7 +174,7 @@ impl LocalityPolicy for Delay {
     fn spread(&self, view: &QueueView) -> LocalityDecision {
         let server_level = view.cluster.server_level;
         LocalityDecision {
-            spread: view
+            limits: view
                 .jobs
                 .iter()
                 .map(|j| self.limit(j, server_level))
@@ -166,6 +202,7 @@ mod tests {
             attempts: 0,
             attained_gpu_s: 0,
             min_level: Level(min_level),
+            min_servers: 1,
         }
     }
 
@@ -183,6 +220,11 @@ mod tests {
         }
     }
 
+    /// The levels of the limits `d` gives the jobs of `v`.
+    fn levels(d: &Delay, v: &QueueView) -> Vec<Level> {
+        d.spread(v).limits.iter().map(|l| l.level).collect()
+    }
+
     #[test]
     fn widens_one_level_per_threshold() {
         let d = Delay::default();
@@ -194,39 +236,64 @@ mod tests {
             job(5, 2, 600),
             job(6, 2, 1_000_000),
         ]);
-        let spread = d.spread(&v).spread;
         assert_eq!(
-            spread,
+            levels(&d, &v),
             vec![Level(2), Level(2), Level(1), Level(1), Level(0), Level(0)]
         );
+    }
+
+    #[test]
+    fn server_bound_grows_with_the_ladder() {
+        let d = Delay::default();
+        let mut gang = |waiting_s| {
+            let mut j = job(1, 1, waiting_s);
+            j.gpus = 16;
+            j.min_servers = 2;
+            j
+        };
+        let v = view(vec![gang(0), gang(60), gang(600), gang(100_000)]);
+        let servers: Vec<u32> = d.spread(&v).limits.iter().map(|l| l.max_servers).collect();
+        assert_eq!(servers, [2, 4, 8, 8]);
+        let unbounded = Delay::from_config(b"server_factors = [1, 0]").unwrap();
+        let servers: Vec<u32> = unbounded
+            .spread(&v)
+            .limits
+            .iter()
+            .map(|l| l.max_servers)
+            .collect();
+        assert_eq!(servers, [2, 0, 0, 0]);
+        let shrinking = Delay::from_config(b"server_factors = [4, 2]").unwrap_err();
+        assert!(shrinking.0.contains("must not shrink"), "{shrinking}");
+        let zero_first = Delay::from_config(b"server_factors = [0, 2]").unwrap_err();
+        assert!(zero_first.0.contains("must not shrink"), "{zero_first}");
     }
 
     #[test]
     fn multi_rack_gang_starts_at_its_min_level() {
         let d = Delay::default();
         let v = view(vec![job(1, 1, 0), job(2, 1, 60), job(3, 0, 0)]);
-        assert_eq!(d.spread(&v).spread, vec![Level(1), Level(0), Level(0)]);
+        assert_eq!(levels(&d, &v), vec![Level(1), Level(0), Level(0)]);
     }
 
     #[test]
     fn widest_caps_relaxation_but_never_narrows_below_min_level() {
         let d = Delay::from_config(b"widest = 1").unwrap();
         let v = view(vec![job(1, 2, 10_000), job(2, 0, 10_000)]);
-        assert_eq!(d.spread(&v).spread, vec![Level(1), Level(0)]);
+        assert_eq!(levels(&d, &v), vec![Level(1), Level(0)]);
     }
 
     #[test]
     fn min_level_below_the_server_level_is_clamped() {
         let d = Delay::default();
         let v = view(vec![job(1, 5, 0)]);
-        assert_eq!(d.spread(&v).spread, vec![Level(2)]);
+        assert_eq!(levels(&d, &v), vec![Level(2)]);
     }
 
     #[test]
     fn empty_list_never_relaxes() {
         let d = Delay::from_config(b"widen_after_s = []").unwrap();
         let v = view(vec![job(1, 2, u64::MAX)]);
-        assert_eq!(d.spread(&v).spread, vec![Level(2)]);
+        assert_eq!(d.spread(&v).limits, vec![SpreadLimit::new(Level(2), 1)]);
     }
 
     #[test]
@@ -252,12 +319,17 @@ mod tests {
             mut ages in proptest::collection::vec(0u64..3_000, 1..20),
         ) {
             waits.sort_unstable();
-            let d = Delay::new(DelayConfig { widen_after_s: waits, widest }).unwrap();
+            let d = Delay::new(DelayConfig { widen_after_s: waits, widest, ..DelayConfig::default() }).unwrap();
             ages.sort_unstable();
             let mut v = view(ages.iter().enumerate().map(|(i, a)| job(i as u64, min_level, *a)).collect());
             v.cluster.server_level = Level(server_level);
-            let spread = d.spread(&v).spread;
-            prop_assert_eq!(spread.len(), v.jobs.len());
+            let limits = d.spread(&v).limits;
+            prop_assert_eq!(limits.len(), v.jobs.len());
+            for pair in limits.windows(2) {
+                // The server bound never shrinks either (0 = unbounded).
+                prop_assert!(pair[1].max_servers == 0 || (pair[0].max_servers != 0 && pair[1].max_servers >= pair[0].max_servers));
+            }
+            let spread: Vec<Level> = limits.iter().map(|l| l.level).collect();
             let start = Level(min_level.min(server_level));
             for pair in spread.windows(2) {
                 // Longer waits come later: the level number may only go down (wider).

@@ -14,7 +14,7 @@
 //!
 //! let job = |id, gpus, waiting_s| PendingJob {
 //!     id: JobId(id), vc: VcId(0), user: 0, gpus, submitted_s: id, waiting_s,
-//!     attempts: 0, attained_gpu_s: 0, min_level: Level(2),
+//!     attempts: 0, attained_gpu_s: 0, min_level: Level(2), min_servers: 1,
 //! };
 //! let view = RoundView {
 //!     now_s: 5_000,
@@ -119,6 +119,7 @@ mod tests {
                     attempts: 0,
                     attained_gpu_s: 0,
                     min_level: Level(2),
+                    min_servers: 1,
                 })
                 .collect(),
         }

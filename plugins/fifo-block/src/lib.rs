@@ -16,13 +16,13 @@
 //!
 //! let job = |id| PendingJob {
 //!     id: JobId(id), vc: VcId(0), user: 0, gpus: 8, submitted_s: id, waiting_s: 0,
-//!     attempts: 0, attained_gpu_s: 0, min_level: Level(2),
+//!     attempts: 0, attained_gpu_s: 0, min_level: Level(2), min_servers: 1,
 //! };
 //! let view = QueueView {
 //!     now_s: 10,
 //!     cluster: ClusterSummary { total_gpus: 64, free_gpus: 4, server_level: Level(2), levels: vec![] },
 //!     jobs: vec![job(1), job(2)],
-//!     spread: vec![Level(2), Level(2)],
+//!     spread: vec![SpreadLimit::level(Level(2)); 2],
 //! };
 //! let d = FifoBlock::from_config(b"").unwrap().on_blocked(&view);
 //! assert_eq!(d.on_blocked, vec![GangAction::Block, GangAction::Block]);
@@ -58,7 +58,7 @@ gangway_plugin_sdk::export_gang!(FifoBlock);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gangway_plugin_sdk::{ClusterSummary, JobId, Level, PendingJob, VcId};
+    use gangway_plugin_sdk::{ClusterSummary, JobId, Level, PendingJob, SpreadLimit, VcId};
     use proptest::prelude::*;
 
     proptest! {
@@ -72,8 +72,9 @@ mod tests {
                 jobs: jobs.iter().enumerate().map(|(i, (g, w))| PendingJob {
                     id: JobId(i as u64), vc: VcId(0), user: 0, gpus: *g, submitted_s: 0,
                     waiting_s: *w, attempts: 0, attained_gpu_s: 0, min_level: Level(2),
+                    min_servers: 1,
                 }).collect(),
-                spread: vec![Level(2); jobs.len()],
+                spread: vec![SpreadLimit::level(Level(2)); jobs.len()],
             };
             let d = FifoBlock.on_blocked(&view);
             prop_assert_eq!(d.on_blocked.len(), jobs.len());

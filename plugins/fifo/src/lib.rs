@@ -16,7 +16,7 @@
 //!
 //! let job = |id, submitted_s| PendingJob {
 //!     id: JobId(id), vc: VcId(0), user: 0, gpus: 1, submitted_s, waiting_s: 0,
-//!     attempts: 0, attained_gpu_s: 0, min_level: Level(2),
+//!     attempts: 0, attained_gpu_s: 0, min_level: Level(2), min_servers: 1,
 //! };
 //! let view = RoundView {
 //!     now_s: 100,
@@ -31,7 +31,8 @@
 //! ```
 
 use gangway_plugin_sdk::{
-    ConfigError, Configure, FairnessDecision, FairnessPolicy, Ranked, RoundView, no_options,
+    ConfigError, Configure, FairnessDecision, FairnessPolicy, QueueOrder, Ranked, RoundView,
+    no_options,
 };
 
 /// Global FIFO: oldest submit first, ties by job id, everyone eligible.
@@ -39,6 +40,12 @@ use gangway_plugin_sdk::{
 pub struct Fifo;
 
 impl FairnessPolicy for Fifo {
+    /// Oldest first within every VC (and across them): each VC's oldest
+    /// jobs are all it needs to see.
+    fn queue_order(&self) -> QueueOrder {
+        QueueOrder::Submit
+    }
+
     fn order(&self, view: &RoundView) -> FairnessDecision {
         let mut jobs: Vec<_> = view.jobs.iter().map(|j| (j.submitted_s, j.id)).collect();
         jobs.sort_unstable();
@@ -92,6 +99,7 @@ mod tests {
                     attempts: 0,
                     attained_gpu_s: 0,
                     min_level: Level(2),
+                    min_servers: 1,
                 })
                 .collect(),
         }

@@ -1,7 +1,7 @@
 //! `greedy`: any placement at once (locality slot).
 //!
 //! Every job may span the whole cluster from its first round
-//! ([`Level::ANY`]). The placement search still prefers the fewest servers
+//! ([`Level::ANY`], no bound on servers). The placement search still prefers the fewest servers
 //! inside one domain, so a job lands locally when it can; it just never
 //! waits for locality. This is the opposite extreme of `strict`, for
 //! comparison: lowest queueing delay, worst locality under load.
@@ -16,7 +16,7 @@
 //!
 //! let job = PendingJob {
 //!     id: JobId(1), vc: VcId(0), user: 0, gpus: 8, submitted_s: 0, waiting_s: 0,
-//!     attempts: 0, attained_gpu_s: 0, min_level: Level(2),
+//!     attempts: 0, attained_gpu_s: 0, min_level: Level(2), min_servers: 1,
 //! };
 //! let view = QueueView {
 //!     now_s: 0,
@@ -24,11 +24,12 @@
 //!     jobs: vec![job],
 //!     spread: vec![],
 //! };
-//! assert_eq!(Greedy::from_config(b"").unwrap().spread(&view).spread, vec![Level::ANY]);
+//! assert_eq!(Greedy::from_config(b"").unwrap().spread(&view).limits, vec![SpreadLimit::level(Level::ANY)]);
 //! ```
 
 use gangway_plugin_sdk::{
-    ConfigError, Configure, Level, LocalityDecision, LocalityPolicy, QueueView, no_options,
+    ConfigError, Configure, Level, LocalityDecision, LocalityPolicy, QueueView, SpreadLimit,
+    no_options,
 };
 
 /// Greedy locality: every job may span the whole cluster. See the
@@ -46,7 +47,7 @@ impl Configure for Greedy {
 impl LocalityPolicy for Greedy {
     fn spread(&self, view: &QueueView) -> LocalityDecision {
         LocalityDecision {
-            spread: vec![Level::ANY; view.jobs.len()],
+            limits: vec![SpreadLimit::level(Level::ANY); view.jobs.len()],
         }
     }
 }
@@ -68,12 +69,13 @@ mod tests {
                 jobs: levels.iter().enumerate().map(|(i, l)| PendingJob {
                     id: JobId(i as u64), vc: VcId(0), user: 0, gpus: 1, submitted_s: 0,
                     waiting_s: 0, attempts: 0, attained_gpu_s: 0, min_level: Level(*l),
+                    min_servers: 1,
                 }).collect(),
                 spread: vec![],
             };
-            let spread = Greedy.spread(&view).spread;
-            prop_assert_eq!(spread.len(), levels.len());
-            prop_assert!(spread.iter().all(|l| *l == Level::ANY));
+            let limits = Greedy.spread(&view).limits;
+            prop_assert_eq!(limits.len(), levels.len());
+            prop_assert!(limits.iter().all(|l| *l == SpreadLimit::level(Level::ANY)));
         }
     }
 

@@ -36,7 +36,7 @@
 //!
 //! let job = |id, attained_gpu_s| PendingJob {
 //!     id: JobId(id), vc: VcId(0), user: 0, gpus: 1, submitted_s: id, waiting_s: 0,
-//!     attempts: 1, attained_gpu_s, min_level: Level(2),
+//!     attempts: 1, attained_gpu_s, min_level: Level(2), min_servers: 1,
 //! };
 //! let view = RoundView {
 //!     now_s: 100,
@@ -50,8 +50,8 @@
 //! ```
 
 use gangway_plugin_sdk::{
-    ConfigError, Configure, FairnessDecision, FairnessPolicy, PendingJob, Ranked, RoundView,
-    config_text,
+    ConfigError, Configure, FairnessDecision, FairnessPolicy, PendingJob, QueueOrder, Ranked,
+    RoundView, config_text,
 };
 use serde::Deserialize;
 
@@ -126,6 +126,16 @@ impl Configure for Las {
 }
 
 impl FairnessPolicy for Las {
+    /// Its queues, FIFO within each: each VC's first jobs in that order are
+    /// all it needs to see. Promotion after a wait reorders by waiting time,
+    /// which no fixed order follows: then it sees every pending job.
+    fn queue_order(&self) -> QueueOrder {
+        match self.config.promote_after_s {
+            None => QueueOrder::AttainedBands(self.config.thresholds_gpu_s.clone()),
+            Some(_) => QueueOrder::All,
+        }
+    }
+
     fn order(&self, view: &RoundView) -> FairnessDecision {
         let mut jobs: Vec<(usize, &PendingJob)> =
             view.jobs.iter().map(|j| (self.queue(j), j)).collect();
@@ -161,6 +171,7 @@ mod tests {
             attempts: u32::from(attained_gpu_s > 0),
             attained_gpu_s,
             min_level: Level(2),
+            min_servers: 1,
         }
     }
 

@@ -35,11 +35,11 @@
 //! use gangway_policy_max_min::MaxMin;
 //!
 //! let vc = |id, weight, held_gpus, pending_gpus| VcUsage {
-//!     id: VcId(id), quota_gpus: None, weight, held_gpus, pending_gpus, attained_gpu_s: 0,
+//!     id: VcId(id), quota_gpus: None, weight, held_gpus, pending_gpus, attained_gpu_s: 0, pending_jobs: 1,
 //! };
 //! let job = |id, vc, gpus| PendingJob {
 //!     id: JobId(id), vc: VcId(vc), user: 0, gpus, submitted_s: id, waiting_s: 0,
-//!     attempts: 0, attained_gpu_s: 0, min_level: Level(2),
+//!     attempts: 0, attained_gpu_s: 0, min_level: Level(2), min_servers: 1,
 //! };
 //! let view = RoundView {
 //!     now_s: 100,
@@ -59,7 +59,8 @@
 use std::collections::BTreeMap;
 
 use gangway_plugin_sdk::{
-    ConfigError, Configure, FairnessDecision, FairnessPolicy, RoundView, VcId, config_text,
+    ConfigError, Configure, FairnessDecision, FairnessPolicy, QueueOrder, RoundView, VcId,
+    config_text,
 };
 use serde::{Deserialize, Deserializer};
 
@@ -204,6 +205,12 @@ impl Configure for MaxMin {
 }
 
 impl FairnessPolicy for MaxMin {
+    /// FIFO within each VC: each VC's oldest jobs are all it needs to see
+    /// (its demand comes from the host's per-VC totals).
+    fn queue_order(&self) -> QueueOrder {
+        QueueOrder::Submit
+    }
+
     fn order(&self, view: &RoundView) -> FairnessDecision {
         with_queues(view, Cover::All, |queues| {
             let claims = self.claims(view, queues);

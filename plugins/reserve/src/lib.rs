@@ -38,13 +38,13 @@
 //!
 //! let job = |id, gpus, waiting_s| PendingJob {
 //!     id: JobId(id), vc: VcId(0), user: 0, gpus, submitted_s: 0, waiting_s,
-//!     attempts: 0, attained_gpu_s: 0, min_level: Level(1),
+//!     attempts: 0, attained_gpu_s: 0, min_level: Level(1), min_servers: 1,
 //! };
 //! let view = QueueView {
 //!     now_s: 2_000,
 //!     cluster: ClusterSummary { total_gpus: 64, free_gpus: 4, server_level: Level(2), levels: vec![] },
 //!     jobs: vec![job(1, 32, 1_200), job(2, 32, 30), job(3, 1, 1_200)],
-//!     spread: vec![Level(1); 3],
+//!     spread: vec![SpreadLimit::level(Level(1)); 3],
 //! };
 //! let d = Reserve::from_config(b"after_s = 900").unwrap().on_blocked(&view);
 //! assert_eq!(d.on_blocked, vec![GangAction::Reserve, GangAction::Backfill, GangAction::Backfill]);
@@ -139,7 +139,7 @@ gangway_plugin_sdk::export_gang!(Reserve);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gangway_plugin_sdk::{ClusterSummary, JobId, Level, VcId};
+    use gangway_plugin_sdk::{ClusterSummary, JobId, Level, SpreadLimit, VcId};
     use proptest::prelude::*;
 
     fn job(id: u64, gpus: u32, waiting_s: u64) -> PendingJob {
@@ -153,6 +153,7 @@ mod tests {
             attempts: 0,
             attained_gpu_s: 0,
             min_level: Level(2),
+            min_servers: 1,
         }
     }
 
@@ -167,7 +168,7 @@ mod tests {
                 levels: vec![],
             },
             jobs,
-            spread: vec![Level(2); n],
+            spread: vec![SpreadLimit::level(Level(2)); n],
         }
     }
 

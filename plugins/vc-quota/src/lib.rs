@@ -47,11 +47,11 @@
 //! use gangway_policy_vc_quota::VcQuota;
 //!
 //! let vc = |id, quota, held_gpus| VcUsage {
-//!     id: VcId(id), quota_gpus: Some(quota), weight: 1, held_gpus, pending_gpus: 8, attained_gpu_s: 0,
+//!     id: VcId(id), quota_gpus: Some(quota), weight: 1, held_gpus, pending_gpus: 8, attained_gpu_s: 0, pending_jobs: 1,
 //! };
 //! let job = |id, vc, submitted_s| PendingJob {
 //!     id: JobId(id), vc: VcId(vc), user: 0, gpus: 8, submitted_s, waiting_s: 0,
-//!     attempts: 0, attained_gpu_s: 0, min_level: Level(2),
+//!     attempts: 0, attained_gpu_s: 0, min_level: Level(2), min_servers: 1,
 //! };
 //! let view = RoundView {
 //!     now_s: 100,
@@ -71,7 +71,8 @@
 use std::collections::BTreeMap;
 
 use gangway_plugin_sdk::{
-    ConfigError, Configure, FairnessDecision, FairnessPolicy, RoundView, VcId, config_text,
+    ConfigError, Configure, FairnessDecision, FairnessPolicy, QueueOrder, RoundView, VcId,
+    config_text,
 };
 use serde::{Deserialize, Deserializer};
 
@@ -285,6 +286,12 @@ impl Configure for VcQuota {
 }
 
 impl FairnessPolicy for VcQuota {
+    /// FIFO within each VC: each VC's oldest jobs are all it needs to see
+    /// (its demand comes from the host's per-VC totals).
+    fn queue_order(&self) -> QueueOrder {
+        QueueOrder::Submit
+    }
+
     fn order(&self, view: &RoundView) -> FairnessDecision {
         // Demand shares split what explicit quotas leave over all VCs; only
         // then must every VC be looked at.

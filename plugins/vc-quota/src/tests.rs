@@ -10,6 +10,7 @@ fn vc(id: u32, quota: Option<u32>, held_gpus: u32) -> VcUsage {
         held_gpus,
         pending_gpus: 0,
         attained_gpu_s: 0,
+        pending_jobs: 0,
     }
 }
 
@@ -24,6 +25,7 @@ fn job(id: u64, vc: u32, gpus: u32, submitted_s: u64) -> PendingJob {
         attempts: 0,
         attained_gpu_s: 0,
         min_level: Level(2),
+        min_servers: 1,
     }
 }
 

@@ -179,6 +179,13 @@ impl<'a> Queues<'a> {
             q.end += 1;
             q.asked_gpus += u64::from(j.gpus);
         }
+        // A bounded view shows only each VC's first jobs; the host's count
+        // of all its pending GPUs is its real demand.
+        for q in vcs.iter_mut() {
+            if let Some(u) = q.usage.and_then(|i| view.vcs.get(i)) {
+                q.asked_gpus = q.asked_gpus.max(u64::from(u.pending_gpus));
+            }
+        }
         let key = |i: &u32| view.jobs.get(*i as usize).map(|j| (j.submitted_s, j.id));
         if !view.jobs.is_sorted_by_key(|j| (j.submitted_s, j.id)) {
             for q in vcs.iter() {
