@@ -314,8 +314,13 @@ mod tests {
         assert_eq!(c.placement.servers(), vec![ServerId(0), ServerId(2)]);
         assert_eq!(c.placement.gpu_count(), 10);
         // 24 GPUs fit in no rack; the cluster level spans both.
-        assert!(st.find_placement(24, SpreadLimit::level(Level(1))).is_none());
-        let c = st.find_placement(24, SpreadLimit::level(Level::ANY)).unwrap();
+        assert!(
+            st.find_placement(24, SpreadLimit::level(Level(1)))
+                .is_none()
+        );
+        let c = st
+            .find_placement(24, SpreadLimit::level(Level::ANY))
+            .unwrap();
         assert_eq!(c.locality, Level::ANY);
         assert_eq!(c.servers, 4);
     }
@@ -323,13 +328,19 @@ mod tests {
     #[test]
     fn search_respects_allocations_and_level_preference() {
         let mut st = mixed();
-        let c = st.find_placement(8, SpreadLimit::level(Level::ANY)).unwrap();
+        let c = st
+            .find_placement(8, SpreadLimit::level(Level::ANY))
+            .unwrap();
         assert_eq!(c.servers, 1, "one server beats any wider placement");
         st.allocate(JobId(1), &c.placement).unwrap();
-        let c = st.find_placement(8, SpreadLimit::level(Level::ANY)).unwrap();
+        let c = st
+            .find_placement(8, SpreadLimit::level(Level::ANY))
+            .unwrap();
         st.allocate(JobId(2), &c.placement).unwrap();
         // Rack a has 4 left, rack b 10: an 8-GPU gang now needs 2 servers of b.
-        let c = st.find_placement(8, SpreadLimit::level(Level::ANY)).unwrap();
+        let c = st
+            .find_placement(8, SpreadLimit::level(Level::ANY))
+            .unwrap();
         assert_eq!(c.locality, Level(1));
         assert_eq!(c.placement.servers(), vec![ServerId(3), ServerId(4)]);
         st.check_invariants().unwrap();
@@ -374,12 +385,18 @@ mod tests {
         assert_eq!(c.servers, 1);
         st.allocate(JobId(1), &c.placement).unwrap();
         // 16 GPUs: rack 1 has 8+8+8+4 free: 2 servers.
-        let c = st.find_placement(16, SpreadLimit::new(Level(1), 2)).unwrap();
+        let c = st
+            .find_placement(16, SpreadLimit::new(Level(1), 2))
+            .unwrap();
         assert_eq!(c.servers, 2);
         // 26 GPUs fit in rack 1 (4 + 8 + 8 + 8 free) only on 4 servers.
-        assert!(st.find_placement(26, SpreadLimit::new(Level(1), 3)).is_none());
+        assert!(
+            st.find_placement(26, SpreadLimit::new(Level(1), 3))
+                .is_none()
+        );
         assert_eq!(
-            st.find_placement(26, SpreadLimit::new(Level(1), 4)).map(|c| c.servers),
+            st.find_placement(26, SpreadLimit::new(Level(1), 4))
+                .map(|c| c.servers),
             Some(4)
         );
         st.check_invariants().unwrap();

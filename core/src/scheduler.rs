@@ -174,7 +174,8 @@ impl Scheduler {
     pub fn with_policies(topology: Topology, policies: PolicySet) -> Scheduler {
         let mut queues = QueueIndex::default();
         queues.rebuild(
-            policies.slot::<gangway_plugin_sdk::slots::Fairness>()
+            policies
+                .slot::<gangway_plugin_sdk::slots::Fairness>()
                 .manifest()
                 .queue_order,
             std::iter::empty(),
@@ -632,8 +633,7 @@ impl Scheduler {
         let fail = |m: String| Err(InvariantViolation(m));
         let mut vc_held = vec![0u32; self.vcs.len()];
         let mut vc_pending = vec![(0u32, 0u32); self.vcs.len()];
-        let (mut running, mut pending, mut delayed, mut awaiting, mut finished) =
-            (0, 0, 0, 0, 0);
+        let (mut running, mut pending, mut delayed, mut awaiting, mut finished) = (0, 0, 0, 0, 0);
         for (id, job) in &self.jobs {
             let vc = job.spec.vc.0 as usize;
             if vc >= self.vcs.len() {

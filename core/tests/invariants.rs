@@ -5,8 +5,7 @@
 
 use gangway_core::policy::{Backend, PolicyError, PolicySet};
 use gangway_core::{
-    AttemptEnd, FailureClass, JobSpec, JobState, RoundReport, Scheduler, ServerId,
-    TopologyBuilder,
+    AttemptEnd, FailureClass, JobSpec, JobState, RoundReport, Scheduler, ServerId, TopologyBuilder,
 };
 use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 use gangway_plugin_sdk::{
@@ -200,7 +199,9 @@ impl Backend<Reclaim> for Chaos {
     fn decide(&mut self, view: &ReclaimView) -> Result<ReclaimDecision, PolicyError> {
         let r = self.roll();
         let pick = |n: usize, k: u64| -> Vec<usize> {
-            (0..n).filter(|i| (r >> ((*i as u64 + k) % 60)) & 1 == 1).collect()
+            (0..n)
+                .filter(|i| (r >> ((*i as u64 + k) % 60)) & 1 == 1)
+                .collect()
         };
         let mut stop: Vec<JobId> = pick(view.running.len(), 0)
             .into_iter()
@@ -241,7 +242,11 @@ impl Backend<Defragment> for Chaos {
                 job: j.id,
                 to: vec![(
                     view.servers[(r as usize + i) % servers].id,
-                    if r.is_multiple_of(5) { j.gpus + 1 } else { j.gpus },
+                    if r.is_multiple_of(5) {
+                        j.gpus + 1
+                    } else {
+                        j.gpus
+                    },
                 )],
             })
             .collect();
@@ -346,16 +351,15 @@ fn eager(seed: u64) -> PolicySet {
     } else {
         PolicySet::builtin()
     };
-    set
-        .with::<Locality>(Box::new(gangway_core::policy::Native::new(
-            "greedy-ish",
-            AnyLevel,
-        )))
-        .with::<Retry>(Box::new(Chaos {
-            seed: seed + 3,
-            calls: 0,
-        }))
-        .with::<Defragment>(Box::new(Eager))
+    set.with::<Locality>(Box::new(gangway_core::policy::Native::new(
+        "greedy-ish",
+        AnyLevel,
+    )))
+    .with::<Retry>(Box::new(Chaos {
+        seed: seed + 3,
+        calls: 0,
+    }))
+    .with::<Defragment>(Box::new(Eager))
 }
 
 /// Any level, no server bound.
@@ -367,7 +371,13 @@ impl gangway_plugin_sdk::LocalityPolicy for AnyLevel {
             limits: view
                 .jobs
                 .iter()
-                .map(|j| SpreadLimit::level(if j.id.0 % 2 == 0 { Level::ANY } else { j.min_level }))
+                .map(|j| {
+                    SpreadLimit::level(if j.id.0 % 2 == 0 {
+                        Level::ANY
+                    } else {
+                        j.min_level
+                    })
+                })
                 .collect(),
         }
     }
@@ -451,7 +461,11 @@ fn run(
                 }
                 reports.push(report);
             }
-            Op::End { pick, outcome, class } => {
+            Op::End {
+                pick,
+                outcome,
+                class,
+            } => {
                 let running: Vec<JobId> = sched
                     .jobs()
                     .values()
@@ -583,7 +597,6 @@ fn chaos_policies_trigger_fallbacks() {
         .flat_map(|r| r.policy_errors.iter().map(|e| e.slot))
         .collect();
     assert!(slots.len() >= 4, "errors in only {slots:?}");
-
 }
 
 /// The eager policies' decisions are applied, not only refused: on a busy

@@ -46,8 +46,13 @@ pub const fn assert_exportable<S: crate::SlotContract, P: crate::Policy<S> + cra
 macro_rules! export_fairness {
     ($policy:ty) => {
         $crate::__gangway_export!(
-            __GangwayFairness, __gangway_fairness, "fairness-policy",
-            $policy, fairness, order, $crate::slots::Fairness
+            __GangwayFairness,
+            __gangway_fairness,
+            "fairness-policy",
+            $policy,
+            fairness,
+            order,
+            $crate::slots::Fairness
         );
     };
 }
@@ -58,8 +63,13 @@ macro_rules! export_fairness {
 macro_rules! export_locality {
     ($policy:ty) => {
         $crate::__gangway_export!(
-            __GangwayLocality, __gangway_locality, "locality-policy",
-            $policy, locality, spread, $crate::slots::Locality
+            __GangwayLocality,
+            __gangway_locality,
+            "locality-policy",
+            $policy,
+            locality,
+            spread,
+            $crate::slots::Locality
         );
     };
 }
@@ -70,8 +80,13 @@ macro_rules! export_locality {
 macro_rules! export_gang {
     ($policy:ty) => {
         $crate::__gangway_export!(
-            __GangwayGang, __gangway_gang, "gang-policy",
-            $policy, gang, on_blocked, $crate::slots::Gang
+            __GangwayGang,
+            __gangway_gang,
+            "gang-policy",
+            $policy,
+            gang,
+            on_blocked,
+            $crate::slots::Gang
         );
     };
 }
@@ -82,8 +97,13 @@ macro_rules! export_gang {
 macro_rules! export_reclaim {
     ($policy:ty) => {
         $crate::__gangway_export!(
-            __GangwayReclaim, __gangway_reclaim, "reclaim-policy",
-            $policy, reclaim, reclaim, $crate::slots::Reclaim
+            __GangwayReclaim,
+            __gangway_reclaim,
+            "reclaim-policy",
+            $policy,
+            reclaim,
+            reclaim,
+            $crate::slots::Reclaim
         );
     };
 }
@@ -94,8 +114,13 @@ macro_rules! export_reclaim {
 macro_rules! export_retry {
     ($policy:ty) => {
         $crate::__gangway_export!(
-            __GangwayRetry, __gangway_retry, "retry-policy",
-            $policy, retry, retry, $crate::slots::Retry
+            __GangwayRetry,
+            __gangway_retry,
+            "retry-policy",
+            $policy,
+            retry,
+            retry,
+            $crate::slots::Retry
         );
     };
 }
@@ -106,8 +131,13 @@ macro_rules! export_retry {
 macro_rules! export_defragment {
     ($policy:ty) => {
         $crate::__gangway_export!(
-            __GangwayDefragment, __gangway_defragment, "defragment-policy",
-            $policy, defragment, plan, $crate::slots::Defragment
+            __GangwayDefragment,
+            __gangway_defragment,
+            "defragment-policy",
+            $policy,
+            defragment,
+            plan,
+            $crate::slots::Defragment
         );
     };
 }

@@ -82,6 +82,7 @@ pub mod export;
 pub mod guest;
 mod ids;
 mod log;
+pub mod room;
 mod slot;
 pub mod slots;
 #[cfg(any(test, feature = "testing"))]

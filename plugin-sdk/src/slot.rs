@@ -208,7 +208,10 @@ impl Manifest {
         if bytes.len() > 1024 {
             return Err(WireError {
                 what: "Manifest",
-                reason: format!("{} bytes, more than the 1024 a manifest may take", bytes.len()),
+                reason: format!(
+                    "{} bytes, more than the 1024 a manifest may take",
+                    bytes.len()
+                ),
             });
         }
         let m: Manifest = wire::decode(bytes)?;

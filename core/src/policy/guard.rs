@@ -386,10 +386,12 @@ impl<S: SlotRules> Guarded<S> {
     pub(crate) fn decide(&mut self, view: &S::View) -> Decided<S::Decision> {
         self.health.calls += 1;
         let active = self.active_mut();
-        let answer = active.decide(view).and_then(|d| match S::validate(view, &d) {
-            Ok(()) => Ok(d),
-            Err(kind) => Err(PolicyError::new(S::SLOT, active.name(), kind)),
-        });
+        let answer = active
+            .decide(view)
+            .and_then(|d| match S::validate(view, &d) {
+                Ok(()) => Ok(d),
+                Err(kind) => Err(PolicyError::new(S::SLOT, active.name(), kind)),
+            });
         match answer {
             Ok(decision) => Decided {
                 decision,

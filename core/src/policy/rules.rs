@@ -4,10 +4,10 @@
 
 use gangway_plugin_sdk::SlotContract;
 
+use super::PolicyErrorKind;
 use super::backend::BoxedBackend;
 use super::guard::Guarded;
 use super::set::PolicySet;
-use super::PolicyErrorKind;
 
 /// A slot as the core runs it (see the module docs). Public so that tools
 /// (e.g. `policy-check` and the conformance kit) apply exactly the round's

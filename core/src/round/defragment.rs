@@ -111,7 +111,10 @@ impl Scheduler {
             let placement = Placement { parts };
             if self.state.allocate(m.job, &placement).is_err() {
                 self.undo(&released, &moved);
-                return Err(invalid(format!("{} cannot take the GPUs it is moved to", m.job)));
+                return Err(invalid(format!(
+                    "{} cannot take the GPUs it is moved to",
+                    m.job
+                )));
             }
             let servers = placement.servers();
             let choice = PlacementChoice {
@@ -133,7 +136,9 @@ impl Scheduler {
         };
         if self.state.allocate(target, &choice.placement).is_err() {
             self.undo(&released, &moved);
-            return Err(invalid(format!("{target} cannot take the GPUs found for it")));
+            return Err(invalid(format!(
+                "{target} cannot take the GPUs found for it"
+            )));
         }
         for (id, old) in &released {
             if !self.state.any_owned(old) {

@@ -117,9 +117,8 @@ impl Scheduler {
         };
         // Between rounds: the only point where a slot may swap what it runs.
         report.swapped = self.policies.prepare_round();
-        if report.swapped.contains(&Slot::Fairness) {
-            self.sync_queue_order();
-        }
+        // Also catches a policy set replaced through `policies_mut`.
+        self.sync_queue_order();
 
         self.retry_step(now, &mut report);
         self.release_delayed(now);
@@ -170,7 +169,11 @@ impl Scheduler {
             let Some(job) = self.jobs.get_mut(id) else {
                 continue;
             };
-            let JobState::Pending { reason: last, since_s } = &mut job.state else {
+            let JobState::Pending {
+                reason: last,
+                since_s,
+            } = &mut job.state
+            else {
                 continue;
             };
             let charge_to = match *last {

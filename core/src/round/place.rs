@@ -109,8 +109,7 @@ impl Scheduler {
                 GangAction::Block => blocked = true,
                 GangAction::Reserve if reserved_now < gang.max_reservations => {
                     let sticky = self.reservations.get(&job.id).copied();
-                    if let Some(scope) =
-                        self.state.reservation_scope(job.gpus, limit.level, sticky)
+                    if let Some(scope) = self.state.reservation_scope(job.gpus, limit.level, sticky)
                     {
                         let held = self.state.hold_in(scope, job.gpus);
                         self.reservations.insert(job.id, scope);

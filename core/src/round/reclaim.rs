@@ -21,9 +21,18 @@ use crate::state::Placement;
 impl Scheduler {
     /// The waiting jobs of the view, in fairness order, with their reasons
     /// and limits.
-    pub(crate) fn waiting_jobs(&self, now: u64, view: &RoundView, placed: &Placed) -> Vec<WaitingJob> {
-        let by_id: HashMap<JobId, usize> =
-            view.jobs.iter().enumerate().map(|(i, j)| (j.id, i)).collect();
+    pub(crate) fn waiting_jobs(
+        &self,
+        now: u64,
+        view: &RoundView,
+        placed: &Placed,
+    ) -> Vec<WaitingJob> {
+        let by_id: HashMap<JobId, usize> = view
+            .jobs
+            .iter()
+            .enumerate()
+            .map(|(i, j)| (j.id, i))
+            .collect();
         placed
             .order
             .iter()
@@ -34,9 +43,10 @@ impl Scheduler {
                     return None;
                 }
                 let pending = self.pending_job(job, now);
-                let limit = placed.limits.get(id).copied().unwrap_or_else(|| {
-                    gangway_plugin_sdk::SpreadLimit::new(pending.min_level, 0)
-                });
+                let limit =
+                    placed.limits.get(id).copied().unwrap_or_else(|| {
+                        gangway_plugin_sdk::SpreadLimit::new(pending.min_level, 0)
+                    });
                 let _ = by_id.get(id);
                 Some(WaitingJob {
                     job: pending,
@@ -175,7 +185,11 @@ impl Scheduler {
     /// Rolls a tentative reclaim or migration back: releases what was
     /// allocated to `started` (jobs started or moved), gives the `released`
     /// jobs their old GPUs again.
-    pub(crate) fn undo(&mut self, released: &[(JobId, Placement)], started: &[(JobId, PlacementChoice)]) {
+    pub(crate) fn undo(
+        &mut self,
+        released: &[(JobId, Placement)],
+        started: &[(JobId, PlacementChoice)],
+    ) {
         for (id, _) in started {
             let _ = self.state.release(*id);
         }

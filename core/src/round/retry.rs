@@ -14,7 +14,9 @@ impl Scheduler {
         if self.awaiting_retry.is_empty() {
             return;
         }
-        let ids: Vec<_> = std::mem::take(&mut self.awaiting_retry).into_iter().collect();
+        let ids: Vec<_> = std::mem::take(&mut self.awaiting_retry)
+            .into_iter()
+            .collect();
         let mut failures = Vec::with_capacity(ids.len());
         for id in &ids {
             let Some(job) = self.jobs.get(id) else {

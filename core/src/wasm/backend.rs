@@ -194,15 +194,12 @@ impl<S: SlotContract> WasmBackend<S> {
         exports: &[SlotExport],
     ) -> Result<(Entry, wasmtime::Result<Result<Vec<u8>, String>>), Failure> {
         let config = &self.module.engine.config;
-        let export = exports
-            .iter()
-            .find(|e| e.slot == S::SLOT)
-            .ok_or_else(|| {
-                Failure::Kind(PolicyErrorKind::Trap(format!(
-                    "module does not export the {} slot",
-                    S::SLOT
-                )))
-            })?;
+        let export = exports.iter().find(|e| e.slot == S::SLOT).ok_or_else(|| {
+            Failure::Kind(PolicyErrorKind::Trap(format!(
+                "module does not export the {} slot",
+                S::SLOT
+            )))
+        })?;
         let instance = pre
             .instantiate(&mut *store)
             .map_err(|e| Failure::Kind(classify(&e, config)))?;

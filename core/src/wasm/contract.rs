@@ -35,7 +35,10 @@ pub(crate) fn is_log(name: &str) -> bool {
 /// Refuses an import or export of a contract version this host does not
 /// speak, naming it and saying how to rebuild.
 pub(crate) fn check_version(name: &str, version: &str) -> Result<(), WasmErrorKind> {
-    let major = version.split('.').next().and_then(|m| m.parse::<u64>().ok());
+    let major = version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse::<u64>().ok());
     if major == Some(MAJOR) {
         Ok(())
     } else {
@@ -114,7 +117,10 @@ mod tests {
         assert!(check_version("x", "2.3.1").is_ok());
         let e = check_version("gangway:policy/fairness@1.0.0", "1.0.0").unwrap_err();
         let text = e.to_string();
-        assert!(text.contains("implements gangway:policy/fairness@1.0.0"), "{text}");
+        assert!(
+            text.contains("implements gangway:policy/fairness@1.0.0"),
+            "{text}"
+        );
         assert!(text.contains("rebuild"), "{text}");
     }
 

@@ -137,9 +137,8 @@ impl DirectCode {
             Some(_) => return None,
         };
         for s in &direct {
-            let post_ok = |name: &Option<String>| {
-                name.as_deref().is_none_or(|n| has_func(&module, n, 1, 0))
-            };
+            let post_ok =
+                |name: &Option<String>| name.as_deref().is_none_or(|n| has_func(&module, n, 1, 0));
             if !has_func(&module, &s.init, 2, 1)
                 || !has_func(&module, &s.call, 2, 1)
                 || !post_ok(&s.post_init)
@@ -398,9 +397,9 @@ fn contract_types(component: &[u8], slots: &[(Slot, &str)]) -> bool {
         let init_ok = functions
             .get("init")
             .is_some_and(|f| takes_bytes(f) && gives_bytes(f));
-        let call_ok = functions.get(slot.call()).is_some_and(|f| {
-            takes_bytes(f) && gives_bytes(f)
-        });
+        let call_ok = functions
+            .get(slot.call())
+            .is_some_and(|f| takes_bytes(f) && gives_bytes(f));
         init_ok && call_ok
     });
     let log = named(&mut world.imports.values(), &|n| is_log(n));

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 use gangway_plugin_sdk::{
-    ClusterSummary, DefragView, Level, LevelSummary, QueueView, ReclaimView, RetryView,
-    RoundView, Slot, SlotContract, VcId, VcUsage,
+    ClusterSummary, DefragView, Level, LevelSummary, QueueView, ReclaimView, RetryView, RoundView,
+    Slot, SlotContract, VcId, VcUsage,
 };
 use sha2::{Digest, Sha256};
 use wasmparser::{Parser, Payload, Validator};
@@ -151,7 +151,8 @@ impl PolicyEngine {
             .wasm_memory64(false)
             .wasm_tail_call(false)
             .wasm_relaxed_simd(false);
-        let engine_err = |e: wasmtime::Error| WasmError::engine(WasmErrorKind::Engine(e.to_string()));
+        let engine_err =
+            |e: wasmtime::Error| WasmError::engine(WasmErrorKind::Engine(e.to_string()));
         let engine = Engine::new(&wt).map_err(engine_err)?;
 
         let mut linker = Linker::<HostState>::new(&engine);
@@ -284,8 +285,11 @@ impl PolicyEngine {
     fn compile(&self, name: &str, bytes: &[u8], hash: [u8; 32]) -> Result<Compiled, WasmError> {
         let of = |kind| WasmError::of(name, kind);
         let engine = &self.inner.engine;
-        let top = TopLevel::read(bytes)
-            .ok_or_else(|| of(WasmErrorKind::Compile("the component does not parse".into())))?;
+        let top = TopLevel::read(bytes).ok_or_else(|| {
+            of(WasmErrorKind::Compile(
+                "the component does not parse".into(),
+            ))
+        })?;
         for import in &top.imports {
             match contract::parse_name(import) {
                 Some((_, version)) if is_log(import) => {
@@ -373,9 +377,8 @@ impl PolicyEngine {
 /// module's size, and in each core module the number of functions, each
 /// function's body size and locals.
 fn check_limits(bytes: &[u8], limits: &LoadLimits) -> Result<(), WasmErrorKind> {
-    let too_large = |what: String, found: u64, limit: u64| {
-        Err(WasmErrorKind::TooLarge { what, found, limit })
-    };
+    let too_large =
+        |what: String, found: u64, limit: u64| Err(WasmErrorKind::TooLarge { what, found, limit });
     if bytes.len() > limits.module_bytes {
         return too_large(
             "the module".into(),

@@ -106,7 +106,9 @@ pub enum WasmErrorKind {
     )]
     NoSlots(String),
     /// The component exports one slot twice (e.g. under two versions).
-    #[error("exports the {slot} slot twice ({first} and {second}); a module may export each slot once")]
+    #[error(
+        "exports the {slot} slot twice ({first} and {second}); a module may export each slot once"
+    )]
     DuplicateSlot {
         /// The slot.
         slot: Slot,

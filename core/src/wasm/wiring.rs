@@ -8,9 +8,8 @@
 use std::collections::HashMap;
 
 use wasmparser::{
-    CanonicalFunction, CanonicalOption, ComponentAlias, ComponentExternalKind,
-    ComponentInstance, ComponentOuterAliasKind, ComponentTypeRef, ExternalKind, Instance, Parser,
-    Payload,
+    CanonicalFunction, CanonicalOption, ComponentAlias, ComponentExternalKind, ComponentInstance,
+    ComponentOuterAliasKind, ComponentTypeRef, ExternalKind, Instance, Parser, Payload,
 };
 
 /// A core item as the component's index spaces define it.
@@ -52,6 +51,12 @@ enum Func {
 enum CompInstance {
     /// Made of these named exports (name -> component function index).
     Exports(HashMap<String, u32>),
+    /// An instance of nested component `component`, its imports given by
+    /// name (name -> component function index of this component).
+    Instantiated {
+        component: u32,
+        args: HashMap<String, u32>,
+    },
     /// Another instance index this one re-exports.
     Alias(u32),
     /// Anything else.
@@ -89,11 +94,70 @@ pub(crate) struct Wiring {
     instances: Vec<CompInstance>,
     /// Top-level exports: name -> (kind, index).
     exports: HashMap<String, (ComponentExternalKind, u32)>,
+    /// Nested components (their function exports, as the names of the
+    /// function imports they re-export); `None` for any other shape.
+    components: Vec<Option<HashMap<String, String>>>,
+}
+
+/// What a nested component re-exports: for each exported function, the
+/// name of the imported function it is (wit-component nests such
+/// components to give exported instances their types). `None` for any
+/// other shape.
+fn reexports(bytes: &[u8]) -> Option<HashMap<String, String>> {
+    let mut funcs: Vec<Option<String>> = Vec::new();
+    let mut out = HashMap::new();
+    let mut depth = 0u32;
+    for payload in Parser::new(0).parse_all(bytes) {
+        match payload.ok()? {
+            Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => depth += 1,
+            Payload::End(_) if depth > 0 => depth -= 1,
+            _ if depth > 0 => {}
+            Payload::ComponentImportSection(reader) => {
+                for import in reader {
+                    let import = import.ok()?;
+                    if let ComponentTypeRef::Func(_) = import.ty {
+                        funcs.push(Some(import.name.name.to_string()));
+                    }
+                }
+            }
+            Payload::ComponentAliasSection(reader) => {
+                for alias in reader {
+                    if let ComponentAlias::InstanceExport {
+                        kind: ComponentExternalKind::Func,
+                        ..
+                    } = alias.ok()?
+                    {
+                        funcs.push(None);
+                    }
+                }
+            }
+            Payload::ComponentCanonicalSection(reader) => {
+                for canon in reader {
+                    if let CanonicalFunction::Lift { .. } = canon.ok()? {
+                        funcs.push(None);
+                    }
+                }
+            }
+            Payload::ComponentExportSection(reader) => {
+                for export in reader {
+                    let export = export.ok()?;
+                    if export.kind == ComponentExternalKind::Func {
+                        let import = funcs.get(export.index as usize).cloned().flatten();
+                        funcs.push(import.clone());
+                        if let Some(import) = import {
+                            out.insert(export.name.name.to_string(), import);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(out)
 }
 
 impl Wiring {
-    /// Reads the top level of `component`; `None` if it does not parse or
-    /// nests components (which the standard shape never does).
+    /// Reads the top level of `component`; `None` if it does not parse.
     pub(crate) fn read(component: &[u8]) -> Option<Wiring> {
         let mut w = Wiring::default();
         let mut depth = 0u32;
@@ -105,9 +169,14 @@ impl Wiring {
                     w.defined_modules += 1;
                     depth += 1;
                 }
-                Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => {
-                    return None;
+                Payload::ComponentSection {
+                    unchecked_range, ..
+                } if depth == 0 => {
+                    w.components
+                        .push(component.get(unchecked_range).and_then(reexports));
+                    depth += 1;
                 }
+                Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => depth += 1,
                 Payload::End(_) if depth > 0 => depth -= 1,
                 _ if depth > 0 => {}
                 Payload::InstanceSection(reader) => {
@@ -130,7 +199,17 @@ impl Wiring {
                                     .map(|e| (e.name.name.to_string(), e.index))
                                     .collect(),
                             ),
-                            ComponentInstance::Instantiate { .. } => CompInstance::Other,
+                            ComponentInstance::Instantiate {
+                                component_index,
+                                args,
+                            } => CompInstance::Instantiated {
+                                component: component_index,
+                                args: args
+                                    .iter()
+                                    .filter(|a| a.kind == ComponentExternalKind::Func)
+                                    .map(|a| (a.name.to_string(), a.index))
+                                    .collect(),
+                            },
                         });
                     }
                 }
@@ -176,6 +255,7 @@ impl Wiring {
                             ComponentTypeRef::Func(_) => w.funcs.push(Func::Other),
                             ComponentTypeRef::Instance(_) => w.instances.push(CompInstance::Other),
                             ComponentTypeRef::Module(_) => w.modules.push(None),
+                            ComponentTypeRef::Component(_) => w.components.push(None),
                             _ => {}
                         }
                     }
@@ -192,6 +272,7 @@ impl Wiring {
                                 w.instances.push(CompInstance::Alias(export.index));
                             }
                             ComponentExternalKind::Module => w.modules.push(None),
+                            ComponentExternalKind::Component => w.components.push(None),
                             _ => {}
                         }
                     }
@@ -223,13 +304,14 @@ impl Wiring {
                 ComponentExternalKind::Func => self.funcs.push(Func::Other),
                 ComponentExternalKind::Instance => self.instances.push(CompInstance::Other),
                 ComponentExternalKind::Module => self.modules.push(None),
+                ComponentExternalKind::Component => self.components.push(None),
                 _ => {}
             },
-            ComponentAlias::Outer { kind, .. } => {
-                if kind == ComponentOuterAliasKind::CoreModule {
-                    self.modules.push(None);
-                }
-            }
+            ComponentAlias::Outer { kind, .. } => match kind {
+                ComponentOuterAliasKind::CoreModule => self.modules.push(None),
+                ComponentOuterAliasKind::Component => self.components.push(None),
+                _ => {}
+            },
         }
     }
 
@@ -240,14 +322,17 @@ impl Wiring {
         if kind != ComponentExternalKind::Instance {
             return None;
         }
-        let exports = loop {
+        let mut func = loop {
             match self.instances.get(inst as usize)? {
                 CompInstance::Alias(i) => inst = *i,
-                CompInstance::Exports(e) => break e,
+                CompInstance::Exports(e) => break *e.get(function)?,
+                CompInstance::Instantiated { component, args } => {
+                    let reexports = self.components.get(*component as usize)?.as_ref()?;
+                    break *args.get(reexports.get(function)?)?;
+                }
                 CompInstance::Other => return None,
             }
         };
-        let mut func = *exports.get(function)?;
         let (core, realloc, post_return, memory) = loop {
             match self.funcs.get(func as usize)? {
                 Func::Alias(f) => func = *f,

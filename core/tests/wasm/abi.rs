@@ -6,6 +6,7 @@
 
 use gangway_core::policy::PolicyErrorKind;
 use gangway_core::wasm::CallPath;
+use gangway_plugin_sdk::slots::Fairness;
 use gangway_plugin_sdk::{FairnessDecision, JobId, Ranked, RoundView, wire};
 use proptest::prelude::*;
 
@@ -112,8 +113,8 @@ fn call(path: CallPath, bytes: &[u8], view: &RoundView) -> Outcome {
     let engine = guests::engine_on(path);
     let module = engine.load("reply", bytes).unwrap();
     assert_eq!(module.call_path(), path);
-    let mut backend = module.fairness(b"").unwrap();
-    match backend.order(view) {
+    let mut backend = module.backend::<Fairness>(b"").unwrap();
+    match backend.decide(view) {
         Ok(d) => Outcome::Decided(d),
         Err(e) => outcome(e.kind),
     }
@@ -138,6 +139,7 @@ proptest! {
                     held_gpus: 0,
                     pending_gpus: 0,
                     attained_gpu_s: 0,
+                    pending_jobs: 0,
                 })
                 .collect(),
         };
@@ -168,8 +170,8 @@ proptest! {
         if let (Ok(direct), Ok(component)) = (direct, component) {
             let mut a = scheduler(30);
             let mut b = scheduler(30);
-            a.swap_fairness(direct.fairness(b"").unwrap());
-            b.swap_fairness(component.fairness(b"").unwrap());
+            a.swap::<Fairness>(direct.backend::<Fairness>(b"").unwrap());
+            b.swap::<Fairness>(component.backend::<Fairness>(b"").unwrap());
             let (a, b) = (run(&mut a, 100, 3), run(&mut b, 100, 3));
             let starts = |r: &[gangway_core::RoundReport]| -> Vec<_> {
                 r.iter().map(|r| (r.starts.clone(), r.waiting.clone())).collect()

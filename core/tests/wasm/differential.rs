@@ -1,66 +1,22 @@
-//! Native vs Wasm: for random views, every built-in policy (the core's
-//! defaults, through the `builtin` plugin, and every plugin under
-//! `plugins/`) gives the same decisions natively and as a sandboxed
-//! component. And a whole scheduler run with the defaults as Wasm matches the
-//! native run round by round.
+//! Native vs Wasm: for random views of every slot, every built-in plugin
+//! gives the same decisions natively and as a sandboxed component, on both
+//! call paths. And a whole scheduler run with the built-in policies as Wasm
+//! matches the native run round by round.
 
 use std::sync::OnceLock;
 
-use gangway_core::policy::{FairnessBackend, GangBackend, LocalityBackend, PolicySet, Slot};
+use gangway_core::Slot;
+use gangway_core::policy::{BoxedBackend, Native, PolicySet, SlotRules};
 use gangway_core::wasm::{CallPath, PolicyEngine, PolicyModule, SandboxConfig};
-use gangway_plugin_sdk::{
-    ClusterSummary, Configure, FairnessDecision, FairnessPolicy, GangAction, GangDecision,
-    GangPolicy, JobId, Level, LevelSummary, LocalityDecision, LocalityPolicy, PendingJob,
-    QueueView, Ranked, RoundView, VcId, VcUsage, codec, wire,
-};
+use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
+use gangway_plugin_sdk::testing::strategy;
+use gangway_plugin_sdk::{Configure, Policy};
 use proptest::prelude::*;
 
 use crate::support::{accounted, run, scheduler};
 
-/// The native twin of every module's slots (default configuration).
-enum Native {
-    Fairness(Box<dyn FairnessPolicy>),
-    Locality(Box<dyn LocalityPolicy>),
-    Gang(Box<dyn GangPolicy>),
-}
-
-fn cfg<P: Configure>() -> P {
-    P::from_config(b"").unwrap()
-}
-
-fn natives(module: &str) -> Option<Vec<Native>> {
-    use Native::*;
-    Some(match module {
-        "builtin" => vec![
-            Fairness(Box::new(cfg::<gangway_core::policy::defaults::FifoQuota>())),
-            Locality(Box::new(cfg::<
-                gangway_core::policy::defaults::StrictLocality,
-            >())),
-            Gang(Box::new(cfg::<gangway_core::policy::defaults::Backfill>())),
-        ],
-        "fifo" => vec![Fairness(Box::new(cfg::<gangway_policy_fifo::Fifo>()))],
-        "vc-quota" => vec![Fairness(
-            Box::new(cfg::<gangway_policy_vc_quota::VcQuota>()),
-        )],
-        "max-min" => vec![Fairness(Box::new(cfg::<gangway_policy_max_min::MaxMin>()))],
-        "las" => vec![Fairness(Box::new(cfg::<gangway_policy_las::Las>()))],
-        "example-smallest-first" => vec![Fairness(Box::new(cfg::<
-            gangway_policy_example_smallest_first::SmallestFirst,
-        >()))],
-        "delay" => vec![Locality(Box::new(cfg::<gangway_policy_delay::Delay>()))],
-        "strict" => vec![Locality(Box::new(cfg::<gangway_policy_strict::Strict>()))],
-        "greedy" => vec![Locality(Box::new(cfg::<gangway_policy_greedy::Greedy>()))],
-        "backfill" => vec![Gang(Box::new(cfg::<gangway_policy_backfill::Backfill>()))],
-        "fifo-block" => vec![Gang(
-            Box::new(cfg::<gangway_policy_fifo_block::FifoBlock>()),
-        )],
-        "reserve" => vec![Gang(Box::new(cfg::<gangway_policy_reserve::Reserve>()))],
-        _ => return None,
-    })
-}
-
 /// Every plugin, loaded once per call path.
-fn modules(path: CallPath) -> &'static [PolicyModule] {
+pub(crate) fn modules(path: CallPath) -> &'static [PolicyModule] {
     static DIRECT: OnceLock<Vec<PolicyModule>> = OnceLock::new();
     static COMPONENT: OnceLock<Vec<PolicyModule>> = OnceLock::new();
     let cell = match path {
@@ -80,6 +36,119 @@ fn modules(path: CallPath) -> &'static [PolicyModule] {
     })
 }
 
+fn native<S: SlotRules, P: Policy<S> + Configure + Send + 'static>() -> BoxedBackend<S> {
+    Box::new(Native::new("native", P::from_config(b"").unwrap()))
+}
+
+/// The native twins of a module's slots (default configuration).
+#[derive(Default)]
+struct Twins {
+    fairness: Option<BoxedBackend<Fairness>>,
+    locality: Option<BoxedBackend<Locality>>,
+    gang: Option<BoxedBackend<Gang>>,
+    reclaim: Option<BoxedBackend<Reclaim>>,
+    retry: Option<BoxedBackend<Retry>>,
+    defragment: Option<BoxedBackend<Defragment>>,
+}
+
+impl Twins {
+    fn slots(&self) -> Vec<Slot> {
+        let mut s = Vec::new();
+        if self.retry.is_some() {
+            s.push(Slot::Retry);
+        }
+        if self.fairness.is_some() {
+            s.push(Slot::Fairness);
+        }
+        if self.locality.is_some() {
+            s.push(Slot::Locality);
+        }
+        if self.gang.is_some() {
+            s.push(Slot::Gang);
+        }
+        if self.reclaim.is_some() {
+            s.push(Slot::Reclaim);
+        }
+        if self.defragment.is_some() {
+            s.push(Slot::Defragment);
+        }
+        s
+    }
+}
+
+/// The native twins of `module`; `None` for a module this test does not know
+/// (which fails [`every_plugin_has_a_native_twin_with_the_same_slots`]).
+fn twins(module: &str) -> Option<Twins> {
+    use gangway_plugin_sdk::builtin;
+    let t = Twins::default();
+    Some(match module {
+        "builtin" => Twins {
+            fairness: Some(native::<Fairness, builtin::FifoQuota>()),
+            locality: Some(native::<Locality, builtin::Strict>()),
+            gang: Some(native::<Gang, builtin::Backfill>()),
+            retry: Some(native::<Retry, builtin::Fixed>()),
+            ..t
+        },
+        "fifo" => Twins {
+            fairness: Some(native::<Fairness, gangway_policy_fifo::Fifo>()),
+            ..t
+        },
+        "vc-quota" => Twins {
+            fairness: Some(native::<Fairness, gangway_policy_vc_quota::VcQuota>()),
+            ..t
+        },
+        "max-min" => Twins {
+            fairness: Some(native::<Fairness, gangway_policy_max_min::MaxMin>()),
+            ..t
+        },
+        "las" => Twins {
+            fairness: Some(native::<Fairness, gangway_policy_las::Las>()),
+            reclaim: Some(native::<Reclaim, gangway_policy_las::LasPreempt>()),
+            ..t
+        },
+        "example-smallest-first" => Twins {
+            fairness: Some(native::<
+                Fairness,
+                gangway_policy_example_smallest_first::SmallestFirst,
+            >()),
+            ..t
+        },
+        "delay" => Twins {
+            locality: Some(native::<Locality, gangway_policy_delay::Delay>()),
+            ..t
+        },
+        "greedy" => Twins {
+            locality: Some(native::<Locality, gangway_policy_greedy::Greedy>()),
+            ..t
+        },
+        "fifo-block" => Twins {
+            gang: Some(native::<Gang, gangway_policy_fifo_block::FifoBlock>()),
+            ..t
+        },
+        "reserve" => Twins {
+            gang: Some(native::<Gang, gangway_policy_reserve::Reserve>()),
+            ..t
+        },
+        "quota-reclaim" => Twins {
+            reclaim: Some(native::<Reclaim, gangway_policy_quota_reclaim::QuotaReclaim>()),
+            ..t
+        },
+        "fixed" => Twins {
+            retry: Some(native::<Retry, gangway_policy_fixed::FixedRetry>()),
+            ..t
+        },
+        "failure-aware" => Twins {
+            retry: Some(native::<Retry, gangway_policy_failure_aware::FailureAware>()),
+            ..t
+        },
+        "gandiva" => Twins {
+            defragment: Some(native::<Defragment, gangway_policy_gandiva::Gandiva>()),
+            ..t
+        },
+        _ => return None,
+    })
+}
+
 /// Every built-in plugin is of the standard shape, so an engine that allows
 /// it enters each directly; one that does not goes through the component
 /// runtime.
@@ -95,316 +164,122 @@ fn every_plugin_takes_the_call_path_asked_for() {
 #[test]
 fn every_plugin_has_a_native_twin_with_the_same_slots() {
     let names: Vec<&str> = modules(CallPath::Direct).iter().map(|m| m.name()).collect();
-    for required in ["builtin", "fifo"] {
+    for required in [
+        "builtin",
+        "fifo",
+        "las",
+        "quota-reclaim",
+        "failure-aware",
+        "gandiva",
+    ] {
         assert!(names.contains(&required), "{names:?}");
     }
     for m in modules(CallPath::Direct) {
-        let natives = natives(m.name()).unwrap_or_else(|| {
+        let twins = twins(m.name()).unwrap_or_else(|| {
             panic!(
                 "plugin {} has no native twin in core/tests/wasm/differential.rs",
                 m.name()
             )
         });
-        let slots: Vec<Slot> = natives
-            .iter()
-            .map(|n| match n {
-                Native::Fairness(_) => Slot::Fairness,
-                Native::Locality(_) => Slot::Locality,
-                Native::Gang(_) => Slot::Gang,
-            })
-            .collect();
-        assert_eq!(m.slots(), slots, "{}", m.name());
+        assert_eq!(m.slots(), twins.slots(), "{}", m.name());
     }
 }
 
-/// A consistent random view: `levels` topology levels, VCs indexed by id,
-/// jobs in submit order with sensible waits and minimum levels.
-fn round_view() -> impl Strategy<Value = RoundView> {
-    (1u8..4, 1usize..5, 0usize..80, any::<u64>())
-        .prop_flat_map(|(depth, vcs, jobs, seed)| {
-            let vcs_s = prop::collection::vec(
-                (
-                    prop::option::of(0u32..200),
-                    1u32..4,
-                    0u32..128,
-                    0u64..1_000_000,
-                ),
-                vcs,
-            );
-            let jobs_s = prop::collection::vec(
-                (
-                    0..vcs as u32,
-                    0u32..20,
-                    prop_oneof![Just(1u32), Just(2), Just(4), Just(8), Just(16), Just(32)],
-                    0u64..5_000,
-                    0u32..3,
-                    0u64..500_000,
-                    0..=depth,
-                ),
-                jobs,
-            );
-            (Just(depth), vcs_s, jobs_s, Just(seed), 0u32..256)
-        })
-        .prop_map(|(depth, vcs, jobs, seed, free)| {
-            let now = 10_000u64;
-            let mut jobs: Vec<PendingJob> = jobs
-                .into_iter()
-                .enumerate()
-                .map(
-                    |(i, (vc, user, gpus, submitted, attempts, attained, min))| PendingJob {
-                        id: JobId(seed % 1_000 + i as u64 * 7),
-                        vc: VcId(vc),
-                        user,
-                        gpus,
-                        submitted_s: submitted,
-                        waiting_s: now - submitted,
-                        attempts,
-                        attained_gpu_s: attained,
-                        min_level: Level(min),
-                    },
-                )
-                .collect();
-            jobs.sort_by_key(|j| (j.submitted_s, j.id));
-            let mut pending = vec![0u32; vcs.len()];
-            for j in &jobs {
-                pending[j.vc.0 as usize] += j.gpus;
-            }
-            RoundView {
-                now_s: now,
-                cluster: ClusterSummary {
-                    total_gpus: 256,
-                    free_gpus: free,
-                    server_level: Level(depth),
-                    levels: (0..=depth)
-                        .map(|l| LevelSummary {
-                            domains: 1 << (2 * u32::from(l)),
-                            max_domain_gpus: 256 >> (2 * u32::from(l)),
-                            max_free_gpus: free >> (2 * u32::from(l)),
-                        })
-                        .collect(),
-                },
-                vcs: vcs
-                    .into_iter()
-                    .enumerate()
-                    .map(|(i, (quota, weight, held, attained))| VcUsage {
-                        id: VcId(i as u32),
-                        quota_gpus: quota,
-                        weight,
-                        held_gpus: held,
-                        pending_gpus: pending[i],
-                        attained_gpu_s: attained,
-                    })
-                    .collect(),
-                jobs,
-            }
-        })
+/// Asks the Wasm and the native backend of slot `S` about `view`.
+fn alike<S: SlotRules>(
+    name: &str,
+    wasm: &PolicyModule,
+    native: &mut Option<BoxedBackend<S>>,
+    view: &S::View,
+) -> Result<(), TestCaseError> {
+    let Some(native) = native else {
+        return Ok(());
+    };
+    let mut sandboxed = wasm.backend::<S>(b"").unwrap();
+    prop_assert_eq!(
+        sandboxed.manifest(),
+        native.manifest(),
+        "{} {}",
+        name,
+        S::SLOT
+    );
+    let got = sandboxed.decide(view).unwrap();
+    let want = native.decide(view).unwrap();
+    prop_assert_eq!(got, want, "{} {}", name, S::SLOT);
+    Ok(())
 }
 
-/// The queue the locality and gang slots see: a subset of the round's jobs
-/// in some order, with spread limits for the gang slot.
-fn queue_view(round: &RoundView, keep: &[bool], spread_seed: u64) -> QueueView {
-    let mut jobs: Vec<PendingJob> = round
-        .jobs
-        .iter()
-        .zip(keep.iter().cycle())
-        .filter(|(_, k)| **k)
-        .map(|(j, _)| j.clone())
-        .collect();
-    jobs.reverse();
-    let deepest = round.cluster.server_level.0;
-    let spread = jobs
-        .iter()
-        .enumerate()
-        .map(|(i, j)| {
-            Level(
-                j.min_level
-                    .0
-                    .min(((spread_seed >> (i % 60)) % 4) as u8)
-                    .min(deepest),
-            )
-        })
-        .collect();
-    QueueView {
-        now_s: round.now_s,
-        cluster: round.cluster.clone(),
-        jobs,
-        spread,
-    }
-}
-
-/// One backend per slot of every module on each call path.
-struct Backends {
-    name: String,
-    fairness: Option<Box<dyn FairnessBackend>>,
-    locality: Option<Box<dyn LocalityBackend>>,
-    gang: Option<Box<dyn GangBackend>>,
-    natives: Vec<Native>,
-}
-
-fn backends() -> Vec<Backends> {
-    crate::guests::PATHS
-        .iter()
-        .flat_map(|path| modules(*path).iter().map(move |m| (path, m)))
-        .map(|(path, m)| {
-            let slots = m.slots();
-            Backends {
-                name: format!("{} ({path:?})", m.name()),
-                fairness: slots
-                    .contains(&Slot::Fairness)
-                    .then(|| m.fairness(b"").unwrap()),
-                locality: slots
-                    .contains(&Slot::Locality)
-                    .then(|| m.locality(b"").unwrap()),
-                gang: slots.contains(&Slot::Gang).then(|| m.gang(b"").unwrap()),
-                natives: natives(m.name()).unwrap(),
-            }
-        })
-        .collect()
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
-
-    #[test]
-    fn native_and_wasm_decide_alike(
-        round in round_view(),
-        keep in prop::collection::vec(any::<bool>(), 1..8),
-        spread_seed in any::<u64>(),
-    ) {
-        let queue = queue_view(&round, &keep, spread_seed);
-        let mut locality_queue = queue.clone();
-        locality_queue.spread.clear();
-        for b in &mut backends() {
-            for native in &b.natives {
-                match native {
-                    Native::Fairness(p) => {
-                        let wasm = b.fairness.as_mut().unwrap().order(&round).unwrap();
-                        prop_assert_eq!(wasm, p.order(&round), "{} fairness", b.name);
-                    }
-                    Native::Locality(p) => {
-                        let wasm = b.locality.as_mut().unwrap().spread(&locality_queue).unwrap();
-                        prop_assert_eq!(wasm, p.spread(&locality_queue), "{} locality", b.name);
-                    }
-                    Native::Gang(p) => {
-                        let wasm = b.gang.as_mut().unwrap().on_blocked(&queue).unwrap();
-                        prop_assert_eq!(wasm, p.on_blocked(&queue), "{} gang", b.name);
-                    }
-                }
-            }
+fn every_module(
+    mut each: impl FnMut(&str, &PolicyModule, &mut Twins) -> Result<(), TestCaseError>,
+) -> Result<(), TestCaseError> {
+    for path in crate::guests::PATHS {
+        for m in modules(path) {
+            let mut t = twins(m.name()).unwrap();
+            each(&format!("{} ({path:?})", m.name()), m, &mut t)?;
         }
     }
+    Ok(())
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
-    /// The hand-written view codec is byte for byte postcard.
     #[test]
-    fn the_fast_codec_is_postcard(
-        round in round_view(),
-        keep in prop::collection::vec(any::<bool>(), 1..8),
-        spread_seed in any::<u64>(),
-    ) {
-        let queue = queue_view(&round, &keep, spread_seed);
-        let mut buf = vec![0xAA; 3];
-        codec::encode_round_view(&round, &mut buf);
-        prop_assert_eq!(&buf, &wire::encode(&round));
-        prop_assert_eq!(codec::decode_round_view(&buf).unwrap(), round);
-        codec::encode_queue_view(&queue, &mut buf);
-        prop_assert_eq!(&buf, &wire::encode(&queue));
-        prop_assert_eq!(codec::decode_queue_view(&buf).unwrap(), queue);
+    fn fairness_native_and_wasm_decide_alike(view in strategy::round_view()) {
+        every_module(|n, m, t| alike(n, m, &mut t.fairness, &view))?;
     }
 
-    /// Decisions too.
     #[test]
-    fn the_fast_decision_codec_is_postcard(
-        order in prop::collection::vec((any::<u64>(), any::<bool>()), 0..300),
-        spread in prop::collection::vec(any::<u8>(), 0..300),
-        actions in prop::collection::vec(0u8..3, 0..300),
-        max_reservations in any::<u32>(),
+    fn locality_and_gang_native_and_wasm_decide_alike(
+        locality in strategy::queue_view(false),
+        gang in strategy::queue_view(true),
     ) {
-        let f = FairnessDecision {
-            order: order.iter().map(|(j, e)| Ranked { job: JobId(*j), eligible: *e }).collect(),
-        };
-        let l = LocalityDecision { spread: spread.iter().map(|b| Level(*b)).collect() };
-        let g = GangDecision {
-            on_blocked: actions
-                .iter()
-                .map(|a| [GangAction::Backfill, GangAction::Block, GangAction::Reserve][*a as usize])
-                .collect(),
-            max_reservations,
-        };
-        let mut buf = Vec::new();
-        codec::encode_fairness(&f, &mut buf);
-        prop_assert_eq!(&buf, &wire::encode(&f));
-        prop_assert_eq!(codec::decode_fairness(&buf).unwrap(), f);
-        codec::encode_locality(&l, &mut buf);
-        prop_assert_eq!(&buf, &wire::encode(&l));
-        prop_assert_eq!(codec::decode_locality(&buf).unwrap(), l);
-        codec::encode_gang(&g, &mut buf);
-        prop_assert_eq!(&buf, &wire::encode(&g));
-        prop_assert_eq!(codec::decode_gang(&buf).unwrap(), g);
+        every_module(|n, m, t| {
+            alike(n, m, &mut t.locality, &locality)?;
+            alike(n, m, &mut t.gang, &gang)
+        })?;
     }
 
-    /// On arbitrary bytes (a hostile reply) the fast decoders never panic and
-    /// accept exactly what postcard accepts, with the same value.
     #[test]
-    fn the_fast_decoders_agree_with_postcard_on_garbage(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
-        prop_assert_eq!(codec::decode_round_view(&bytes).ok(), wire::decode::<RoundView>(&bytes).ok());
-        prop_assert_eq!(codec::decode_queue_view(&bytes).ok(), wire::decode::<QueueView>(&bytes).ok());
-        prop_assert_eq!(codec::decode_fairness(&bytes).ok(), wire::decode::<FairnessDecision>(&bytes).ok());
-        prop_assert_eq!(codec::decode_locality(&bytes).ok(), wire::decode::<LocalityDecision>(&bytes).ok());
-        prop_assert_eq!(codec::decode_gang(&bytes).ok(), wire::decode::<GangDecision>(&bytes).ok());
+    fn reclaim_retry_defragment_native_and_wasm_decide_alike(
+        reclaim in strategy::reclaim_view(),
+        retry in strategy::retry_view(),
+        defragment in strategy::defrag_view(),
+    ) {
+        every_module(|n, m, t| {
+            alike(n, m, &mut t.reclaim, &reclaim)?;
+            alike(n, m, &mut t.retry, &retry)?;
+            alike(n, m, &mut t.defragment, &defragment)
+        })?;
     }
 }
 
+/// The built-in policies as one Wasm module drive a scheduler exactly as the
+/// native built-ins do, round by round.
 #[test]
-fn the_fast_decoder_refuses_what_postcard_refuses() {
-    // A u32 varint past u32::MAX, a u64 varint of 11 bytes, trailing bytes,
-    // a length longer than the input.
-    assert!(codec::decode_queue_view(&[0, 0xff, 0xff, 0xff, 0xff, 0x7f]).is_err());
-    let mut long = vec![0xffu8; 10];
-    long.push(0x01);
-    assert!(codec::decode_queue_view(&long).is_err());
-    assert!(codec::decode_queue_view(&[0, 0, 0, 1, 0, 0, 0, 7]).is_err());
-    assert!(codec::decode_queue_view(&[0, 0, 0, 1, 0, 0xff, 0xff, 0x03]).is_err());
-    let ok = [0u8, 0, 0, 1, 0, 0, 0];
-    assert!(codec::decode_queue_view(&ok).is_ok());
-    assert!(wire::decode::<QueueView>(&ok).is_ok());
-}
-
-/// The defaults as one Wasm module drive a scheduler exactly as the native
-/// defaults do, round by round.
-#[test]
-fn a_scheduler_on_wasm_defaults_matches_the_native_one() {
+fn a_scheduler_on_wasm_builtins_matches_the_native_one() {
     for path in crate::guests::PATHS {
-        a_scheduler_on_wasm_defaults_matches_the_native_one_on(path);
+        let builtin = modules(path)
+            .iter()
+            .find(|m| m.name() == "builtin")
+            .unwrap();
+        let wasm = PolicySet::builtin()
+            .with::<Fairness>(builtin.backend::<Fairness>(b"").unwrap())
+            .with::<Locality>(builtin.backend::<Locality>(b"").unwrap())
+            .with::<Gang>(builtin.backend::<Gang>(b"").unwrap())
+            .with::<Retry>(builtin.backend::<Retry>(b"").unwrap());
+        let mut sandboxed = scheduler(120);
+        *sandboxed.policies_mut() = wasm;
+        let mut native = scheduler(120);
+        let a = run(&mut sandboxed, 50, 12);
+        let b = run(&mut native, 50, 12);
+        assert!(
+            a.iter().all(|r| r.policy_errors.is_empty()),
+            "{:?}",
+            a[0].policy_errors
+        );
+        assert_eq!(a, b);
+        assert!(a.iter().map(|r| r.starts.len()).sum::<usize>() > 100);
+        accounted(&sandboxed, 121);
     }
-}
-
-fn a_scheduler_on_wasm_defaults_matches_the_native_one_on(path: CallPath) {
-    let builtin = modules(path)
-        .iter()
-        .find(|m| m.name() == "builtin")
-        .unwrap();
-    let wasm = PolicySet {
-        fairness: builtin.fairness(b"").unwrap(),
-        locality: builtin.locality(b"").unwrap(),
-        gang: builtin.gang(b"").unwrap(),
-    };
-    let mut sandboxed = scheduler(120);
-    let mut native = scheduler(120);
-    sandboxed.swap_fairness(wasm.fairness);
-    sandboxed.swap_locality(wasm.locality);
-    sandboxed.swap_gang(wasm.gang);
-    let a = run(&mut sandboxed, 50, 12);
-    let b = run(&mut native, 50, 12);
-    assert!(
-        a.iter().all(|r| r.policy_errors.is_empty()),
-        "{:?}",
-        a[0].policy_errors
-    );
-    assert_eq!(a, b);
-    assert!(a.iter().map(|r| r.starts.len()).sum::<usize>() > 100);
-    accounted(&sandboxed, 121);
 }

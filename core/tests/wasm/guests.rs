@@ -72,7 +72,7 @@ pub(crate) fn componentize_doctored(core_wat: &str, wit: &str, world: &str) -> V
 }
 
 /// A bump allocator that grows memory as needed, the reply area at 16 and
-/// `init` for interface `iface` (`fairness@1.0.0`).
+/// `init` for interface `iface` (`fairness@2.0.0`).
 fn runtime(iface: &str) -> String {
     format!(
         r#"
@@ -128,7 +128,7 @@ pub(crate) fn fairness_wat(version: &str, trigger: u32, body: &str, data: &str) 
 /// A fairness guest componentized against the real contract.
 pub(crate) fn fairness(trigger: u32, body: &str, data: &str) -> Vec<u8> {
     componentize(
-        &fairness_wat("1.0.0", trigger, body, data),
+        &fairness_wat("2.0.0", trigger, body, data),
         &[],
         WIT,
         "fairness-policy",
@@ -218,7 +218,7 @@ pub(crate) fn behaviour(name: &str) -> (&'static str, &'static str) {
 /// `log-*` ones import `log`).
 pub(crate) fn hostile(name: &str) -> Vec<u8> {
     let (body, data) = behaviour(name);
-    let core = fairness_wat("1.0.0", TRIGGER_BYTES, body, data);
+    let core = fairness_wat("2.0.0", TRIGGER_BYTES, body, data);
     let core = if name.starts_with("log-") {
         with_log(&core)
     } else {
@@ -257,7 +257,27 @@ pub(crate) fn engine_on(path: CallPath) -> PolicyEngine {
 pub(crate) fn with_log(core_wat: &str) -> String {
     core_wat.replacen(
         "(module",
-        "(module\n  (import \"gangway:policy/log@1.0.0\" \"log\" (func $log (param i32 i32 i32)))",
+        "(module\n  (import \"gangway:policy/log@2.0.0\" \"log\" (func $log (param i32 i32 i32)))",
         1,
     )
+}
+
+/// A fairness guest exporting the slot twice: as
+/// `gangway:policy/fairness@2.0.0` and as `...@2.1.0` (the same functions).
+pub(crate) fn twice_exported_fairness() -> Vec<u8> {
+    let v21 = WIT.replace(
+        "package gangway:policy@2.0.0;",
+        "package gangway:policy@2.1.0;",
+    );
+    let world = "package test:twice;\nworld twice {\n  export gangway:policy/fairness@2.0.0;\n  export gangway:policy/fairness@2.1.0;\n}";
+    let core = fairness_wat("2.0.0", 100, "(unreachable)", "")
+        .replace(
+            "(func (export \"gangway:policy/fairness@2.0.0#init\")",
+            "(func (export \"gangway:policy/fairness@2.0.0#init\") (export \"gangway:policy/fairness@2.1.0#init\")",
+        )
+        .replace(
+            "(func (export \"gangway:policy/fairness@2.0.0#order\")",
+            "(func (export \"gangway:policy/fairness@2.0.0#order\") (export \"gangway:policy/fairness@2.1.0#order\")",
+        );
+    componentize(&core, &[&v21], world, "twice")
 }

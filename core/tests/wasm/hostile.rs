@@ -1,12 +1,15 @@
 //! Hostile guests inside a running scheduler: each failure is the exact typed
-//! error, the round falls back to the built-in default (so its decisions are
+//! error, the round falls back to the built-in policy (so its decisions are
 //! exactly a default scheduler's), invariants hold and no job is lost; a
-//! guest that trapped gets a fresh instance, never the old one.
+//! guest that failed in any way (trap, budget, ABI, refusal, bad reply,
+//! invalid decision) gets a fresh instance, never the old one.
 
+use gangway_plugin_sdk::slots::Fairness;
 use std::time::Duration;
 
-use gangway_core::policy::{PolicyErrorKind, Slot};
-use gangway_core::wasm::{Budget, CallPath, PolicyEngine, SandboxConfig, WasmError};
+use gangway_core::Slot;
+use gangway_core::policy::{GuardPolicy, PolicyErrorKind};
+use gangway_core::wasm::{Budget, CallPath, PolicyEngine, SandboxConfig, WasmErrorKind};
 
 use crate::guests;
 use crate::support::{accounted, empty_view, run, scheduler};
@@ -45,7 +48,12 @@ fn check_on(
     let made = module.instantiations();
     let mut sched = scheduler(JOBS);
     let mut twin = scheduler(JOBS);
-    sched.swap_fairness(module.fairness(b"").unwrap());
+    // Never quarantined here: every round must reach the module.
+    sched.policies_mut().set_guard(GuardPolicy {
+        quarantine_after: u32::MAX,
+        keep_previous: 2,
+    });
+    sched.swap::<Fairness>(module.backend::<Fairness>(b"").unwrap());
     let reports = run(&mut sched, 100, ROUNDS);
     let expected = run(&mut twin, 100, ROUNDS);
     for (got, want) in reports.iter().zip(&expected) {
@@ -70,10 +78,10 @@ fn check_on(
     assert_eq!(sched.slot_health(Slot::Fairness).consecutive, ROUNDS as u32);
     accounted(&sched, JOBS as usize + 1);
     assert!(reports.iter().map(|r| r.starts.len()).sum::<usize>() > 0);
-    // One instance for `fairness()`, used by the first round; a trapped one
-    // is replaced on each later call.
-    let extra = if fresh { ROUNDS - 1 } else { 0 };
-    assert_eq!(module.instantiations(), made + 1 + extra, "{name}");
+    // One instance for `backend()`, used by the first round; a failed one
+    // is replaced on each later call, whatever the failure.
+    assert!(fresh, "every failure discards the instance");
+    assert_eq!(module.instantiations(), made + ROUNDS, "{name}");
 }
 
 #[test]
@@ -171,7 +179,7 @@ fn garbage_reply_does_not_decode() {
         guests::sandbox(),
         "garbage-reply",
         |k| matches!(k, PolicyErrorKind::Decode(m) if m.contains("FairnessDecision")),
-        false,
+        true,
     );
 }
 
@@ -181,7 +189,7 @@ fn unknown_job_is_an_invalid_decision() {
         guests::sandbox(),
         "unknown-job",
         |k| *k == PolicyErrorKind::InvalidDecision("names unknown job 999999".into()),
-        false,
+        true,
     );
 }
 
@@ -191,7 +199,7 @@ fn duplicate_job_is_an_invalid_decision() {
         guests::sandbox(),
         "duplicate-job",
         |k| *k == PolicyErrorKind::InvalidDecision("lists job 0 twice".into()),
-        false,
+        true,
     );
 }
 
@@ -201,7 +209,7 @@ fn refusal_is_reported() {
         guests::sandbox(),
         "refuse",
         |k| *k == PolicyErrorKind::Refused("no opinion today".into()),
-        false,
+        true,
     );
 }
 
@@ -231,9 +239,9 @@ fn unconditional_hostiles_fail_the_warm_up_on(engine: &PolicyEngine) {
         let err = engine
             .load(name, &guests::fairness(0, body, data))
             .unwrap_err();
-        match &err {
-            WasmError::WarmUp { module, source } => {
-                assert_eq!(module, name);
+        assert_eq!(err.module.as_deref(), Some(name));
+        match &err.kind {
+            WasmErrorKind::WarmUp(source) => {
                 assert_eq!(source.slot, Slot::Fairness);
                 assert!(expect(&source.kind), "{name}: {err}");
             }
@@ -241,7 +249,7 @@ fn unconditional_hostiles_fail_the_warm_up_on(engine: &PolicyEngine) {
         }
         assert!(
             err.to_string()
-                .starts_with(&format!("module {name} failed its warm-up call"))
+                .starts_with(&format!("module {name}: failed its warm-up call"))
         );
     }
     assert_eq!(engine.cached_modules(), 0, "refused modules are not cached");
@@ -249,7 +257,7 @@ fn unconditional_hostiles_fail_the_warm_up_on(engine: &PolicyEngine) {
         .load("fifo", gangway_plugin_artifacts::module("fifo").unwrap())
         .unwrap();
     let mut sched = scheduler(JOBS);
-    sched.swap_fairness(fifo.fairness(b"").unwrap());
+    sched.swap::<Fairness>(fifo.backend::<Fairness>(b"").unwrap());
     let reports = run(&mut sched, 100, ROUNDS);
     assert!(reports.iter().all(|r| r.policy_errors.is_empty()));
     accounted(&sched, JOBS as usize + 1);
@@ -270,19 +278,21 @@ fn a_failed_instance_is_replaced_and_recovers_on(engine: &PolicyEngine) {
     let module = engine
         .load("picky", &guests::fairness(2_000, body, data))
         .unwrap();
-    let mut backend = module.fairness(b"").unwrap();
+    let backend = module.backend::<Fairness>(b"").unwrap();
     let before = module.instantiations();
     let mut big = scheduler(200);
-    big.swap_fairness(backend);
+    big.swap::<Fairness>(backend);
     let r = big.round(1000).unwrap();
     assert_eq!(r.policy_errors.len(), 1);
-    backend = big.swap_fairness(gangway_core::policy::PolicySet::defaults().fairness);
-    // The next call, on a small view, runs on a fresh instance and succeeds.
-    let round = empty_view();
-    let d = gangway_core::policy::FairnessBackend::order(&mut *backend, &round).unwrap();
-    assert!(d.order.is_empty());
+    assert_eq!(module.instantiations(), before, "dropped, not yet replaced");
+    // The next round makes a fresh instance (which traps again on this view).
+    let r = big.round(1100).unwrap();
+    assert_eq!(r.policy_errors.len(), 1);
     assert_eq!(module.instantiations(), before + 1);
     big.check_invariants().unwrap();
+    // A backend of the same module answers small views.
+    let mut small = module.backend::<Fairness>(b"").unwrap();
+    assert!(small.decide(&empty_view()).unwrap().order.is_empty());
 }
 
 /// `cabi_realloc` and post-return functions may not call imports: a guest
@@ -291,12 +301,12 @@ fn a_failed_instance_is_replaced_and_recovers_on(engine: &PolicyEngine) {
 #[test]
 fn log_from_realloc_or_post_return_is_a_trap() {
     let log = "(call $log (i32.const 2) (i32.const 64) (i32.const 1))";
-    let plain = guests::fairness_wat("1.0.0", 100, "(unreachable)", "");
+    let plain = guests::fairness_wat("2.0.0", 100, "(unreachable)", "");
     let in_realloc = plain.replacen("(local.set $p", &format!("{log} (local.set $p"), 1);
     let post = format!(
-        r#"(func (export "cabi_post_gangway:policy/fairness@1.0.0#init") (param i32) {log})"#
+        r#"(func (export "cabi_post_gangway:policy/fairness@2.0.0#init") (param i32) {log})"#
     );
-    let in_post_return = guests::fairness_wat("1.0.0", 100, "(unreachable)", &post);
+    let in_post_return = guests::fairness_wat("2.0.0", 100, "(unreachable)", &post);
     assert_ne!(in_realloc, plain);
     for (name, core) in [
         ("log-in-realloc", in_realloc),
@@ -311,7 +321,7 @@ fn log_from_realloc_or_post_return_is_a_trap() {
         for path in guests::PATHS {
             let err = guests::engine_on(path).load(name, &bytes).unwrap_err();
             assert!(
-                matches!(&err, WasmError::Instantiate { source, .. }
+                matches!(&err.kind, WasmErrorKind::Instantiate { source, .. }
                     if source.kind == PolicyErrorKind::Trap("cannot leave component instance".into())),
                 "{name} ({path:?}): {err}"
             );

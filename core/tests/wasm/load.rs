@@ -1,7 +1,10 @@
 //! Loading: the real plugins load, report their slots and version, and the
 //! cache makes a second load of the same bytes cheap.
 
-use gangway_core::policy::Slot;
+use gangway_core::Slot;
+use gangway_core::policy::PolicyErrorKind;
+use gangway_core::wasm::WasmErrorKind;
+use gangway_plugin_sdk::slots::Fairness;
 
 use crate::guests;
 
@@ -16,14 +19,17 @@ fn real_plugins_load_with_their_slots() {
         .unwrap();
     assert_eq!(fifo.name(), "fifo.wasm");
     assert_eq!(fifo.slots(), vec![Slot::Fairness]);
-    assert_eq!(fifo.contract_version(), "1.0.0");
+    assert_eq!(fifo.contract_version(), "2.0.0");
     let builtin = engine
         .load(
             "builtin",
             gangway_plugin_artifacts::module("builtin").unwrap(),
         )
         .unwrap();
-    assert_eq!(builtin.slots(), Slot::ALL.to_vec());
+    assert_eq!(
+        builtin.slots(),
+        vec![Slot::Retry, Slot::Fairness, Slot::Locality, Slot::Gang]
+    );
     assert_eq!(engine.cached_modules(), 2);
 }
 
@@ -34,8 +40,10 @@ fn wat_guest_loads() {
     assert_eq!(m.slots(), vec![Slot::Fairness]);
 }
 
-/// A module that floods the log import: the host forwards a bounded number
-/// of truncated messages and the calls still succeed quickly.
+/// A module that floods the log import pays for the host's work: each call
+/// costs fuel for the call and its bytes, so a flood of large messages runs
+/// out of fuel at once (here at its warm-up), on either path, in well under
+/// a second.
 #[test]
 fn log_floods_are_bounded() {
     let body = r#"(local $i i32)
@@ -43,13 +51,36 @@ fn log_floods_are_bounded() {
           (call $log (i32.const 2) (i32.const 300) (i32.const 60000))
           (local.set $i (i32.add (local.get $i) (i32.const 1)))
           (br_if $more (i32.lt_u (local.get $i) (i32.const 1000))))"#;
-    let core = guests::with_log(&guests::fairness_wat("1.0.0", 0, body, ""));
+    let core = guests::with_log(&guests::fairness_wat("2.0.0", 0, body, ""));
     // The body needs a local: move it into the function header.
     let core = core.replace("(then (local $i i32)", "(then").replace(
         "(param $ptr i32) (param $len i32) (result i32)",
         "(param $ptr i32) (param $len i32) (result i32) (local $i i32)",
     );
     let bytes = guests::componentize(&core, &[], guests::WIT, "fairness-policy");
+    for path in guests::PATHS {
+        let engine = guests::engine_on(path);
+        let started = std::time::Instant::now();
+        let err = engine.load("flood", &bytes).unwrap_err();
+        assert!(
+            matches!(&err.kind, WasmErrorKind::WarmUp(e) if matches!(e.kind, PolicyErrorKind::OutOfFuel(_))),
+            "{path:?}: {err}"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
+    // A module that logs a little is served, its messages bounded.
+    let chatty = guests::with_log(&guests::fairness_wat(
+        "2.0.0",
+        0,
+        &body.replace("1000", "20"),
+        "",
+    ))
+    .replace("(then (local $i i32)", "(then")
+    .replace(
+        "(param $ptr i32) (param $len i32) (result i32)",
+        "(param $ptr i32) (param $len i32) (result i32) (local $i i32)",
+    );
+    let bytes = guests::componentize(&chatty, &[], guests::WIT, "fairness-policy");
     for path in guests::PATHS {
         let engine = guests::engine_on(path);
         let started = std::time::Instant::now();
@@ -60,10 +91,10 @@ fn log_floods_are_bounded() {
 }
 
 fn five_calls_in_time(module: &gangway_core::wasm::PolicyModule, started: std::time::Instant) {
-    let mut backend = module.fairness(b"").unwrap();
+    let mut backend = module.backend::<Fairness>(b"").unwrap();
     let view = crate::support::empty_view();
     for _ in 0..5 {
-        assert!(backend.order(&view).unwrap().order.is_empty());
+        assert!(backend.decide(&view).unwrap().order.is_empty());
     }
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
 }
@@ -76,7 +107,7 @@ fn initialize_runs_before_the_first_call() {
         (func (export "_initialize") (global.set $ready (i32.const 1)))"#;
     let body = "(if (i32.eqz (global.get $ready)) (then unreachable))";
     let bytes = guests::componentize(
-        &guests::fairness_wat("1.0.0", 0, body, fields),
+        &guests::fairness_wat("2.0.0", 0, body, fields),
         &[],
         guests::WIT,
         "fairness-policy",
@@ -85,18 +116,17 @@ fn initialize_runs_before_the_first_call() {
         let engine = guests::engine_on(path);
         let module = engine.load("initialized", &bytes).unwrap();
         assert_eq!(module.call_path(), path);
-        let mut backend = module.fairness(b"").unwrap();
+        let mut backend = module.backend::<Fairness>(b"").unwrap();
         let view = crate::support::empty_view();
-        assert!(backend.order(&view).unwrap().order.is_empty());
+        assert!(backend.decide(&view).unwrap().order.is_empty());
     }
 }
 
-/// `init`'s `ok` carries no payload, so whatever its return area holds past
-/// the discriminant is not looked at (here a pointer and length far out of
-/// bounds), on either call path.
+/// `init`'s `ok` carries the policy's manifest: one that points out of the
+/// guest's memory breaks the ABI and the module cannot start, on either path.
 #[test]
-fn an_ok_from_init_is_not_read_past_its_discriminant() {
-    let core = guests::fairness_wat("1.0.0", 100, "(unreachable)", "").replace(
+fn a_manifest_out_of_bounds_fails_the_load() {
+    let core = guests::fairness_wat("2.0.0", 100, "(unreachable)", "").replace(
         "(i32.store8 (i32.const 16) (i32.const 0))\n    (i32.const 16))",
         "(i32.store8 (i32.const 16) (i32.const 0))
     (i32.store (i32.const 20) (i32.const -16))
@@ -106,10 +136,12 @@ fn an_ok_from_init_is_not_read_past_its_discriminant() {
     assert!(core.contains("1000000"));
     let bytes = guests::componentize(&core, &[], guests::WIT, "fairness-policy");
     for path in guests::PATHS {
-        let module = guests::engine_on(path).load("quiet-init", &bytes).unwrap();
-        assert_eq!(module.call_path(), path);
-        let mut backend = module.fairness(b"").unwrap();
-        let view = crate::support::empty_view();
-        assert!(backend.order(&view).unwrap().order.is_empty());
+        let err = guests::engine_on(path)
+            .load("bad-init", &bytes)
+            .unwrap_err();
+        assert!(
+            matches!(&err.kind, WasmErrorKind::Instantiate { source, .. } if matches!(source.kind, PolicyErrorKind::Abi(_))),
+            "{path:?}: {err}"
+        );
     }
 }

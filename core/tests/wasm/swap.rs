@@ -1,14 +1,14 @@
 //! Hot swap under load, quarantine with the last good module restored, and
-//! rollback.
+//! rollback: every slot of every scheduler is guarded, natively or with Wasm.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use gangway_core::policy::{FairnessBackend, GangBackend, LocalityBackend, PolicyErrorKind, Slot};
-use gangway_core::wasm::{GuardPolicy, GuardedSlot, PolicyEngine, SandboxConfig, SlotEvent};
-use gangway_core::{AttemptEnd, JobSpec, JobState, Scheduler, Topology};
-use gangway_plugin_sdk::JobId;
+use gangway_core::policy::{GuardPolicy, Native, PolicyErrorKind, SlotEvent};
+use gangway_core::wasm::{PolicyEngine, SandboxConfig};
+use gangway_core::{AttemptEnd, JobId, JobSpec, JobState, Scheduler, Slot, Topology};
+use gangway_plugin_sdk::slots::{Fairness, Gang, Locality};
 
 use crate::guests;
 use crate::support::{accounted, run, scheduler};
@@ -24,19 +24,19 @@ fn a_failing_module_is_quarantined_and_the_last_good_one_restored() {
     let engine = guests::engine();
     let fifo = plugin(&engine, "fifo");
     let trap = engine.load("trap", &guests::hostile("trap")).unwrap();
-    let (slot, handle) = GuardedSlot::<dyn FairnessBackend>::fairness_default(GuardPolicy {
+    let mut sched = scheduler(80);
+    sched.policies_mut().set_guard(GuardPolicy {
         quarantine_after: 3,
         keep_previous: 2,
     });
-    let mut sched = scheduler(80);
-    sched.swap_fairness(Box::new(slot));
+    let handle = sched.policies().slot::<Fairness>().handle();
 
-    handle.stage(fifo.fairness(b"").unwrap());
+    handle.stage(fifo.backend::<Fairness>(b"").unwrap());
     let r = run(&mut sched, 100, 1);
     assert!(r[0].policy_errors.is_empty());
     assert_eq!(handle.status().active, "fifo");
 
-    handle.stage(trap.fairness(b"").unwrap());
+    handle.stage(trap.backend::<Fairness>(b"").unwrap());
     let r = run(&mut sched, 200, 3);
     for report in &r {
         assert_eq!(report.policy_errors.len(), 1);
@@ -65,10 +65,9 @@ fn a_failing_module_is_quarantined_and_the_last_good_one_restored() {
 fn rollback_goes_back_one_step_and_never_past_the_baseline() {
     let engine = guests::engine();
     let builtin = plugin(&engine, "builtin");
-    let (slot, handle) = GuardedSlot::<dyn GangBackend>::gang_default(GuardPolicy::default());
     let mut sched = scheduler(20);
-    sched.swap_gang(Box::new(slot));
-    handle.stage(builtin.gang(b"").unwrap());
+    let handle = sched.policies().slot::<Gang>().handle();
+    handle.stage(builtin.backend::<Gang>(b"").unwrap());
     assert!(handle.is_pending());
     run(&mut sched, 100, 1);
     assert!(!handle.is_pending());
@@ -91,15 +90,15 @@ fn rollback_goes_back_one_step_and_never_past_the_baseline() {
 #[test]
 fn keep_previous_bounds_the_rollback_stack() {
     let engine = guests::engine();
-    let (slot, handle) = GuardedSlot::<dyn LocalityBackend>::locality_default(GuardPolicy {
+    let builtin = plugin(&engine, "builtin");
+    let mut sched = scheduler(10);
+    sched.policies_mut().set_guard(GuardPolicy {
         quarantine_after: 3,
         keep_previous: 1,
     });
-    let builtin = plugin(&engine, "builtin");
-    let mut sched = scheduler(10);
-    sched.swap_locality(Box::new(slot));
+    let handle = sched.policies().slot::<Locality>().handle();
     for t in 0..4 {
-        handle.stage(builtin.locality(b"").unwrap());
+        handle.stage(builtin.backend::<Locality>(b"").unwrap());
         sched.round(t).unwrap();
     }
     let status = handle.status();
@@ -123,23 +122,19 @@ fn hot_swap_under_load_loses_no_job() {
         .iter()
         .map(|n| plugin(&engine, n))
         .collect();
-    let locality: Vec<_> = ["strict", "delay", "greedy", "builtin"]
+    let locality: Vec<_> = ["delay", "greedy", "builtin"]
         .iter()
         .map(|n| plugin(&engine, n))
         .collect();
-    let (fslot, fhandle) =
-        GuardedSlot::<dyn FairnessBackend>::fairness_default(GuardPolicy::default());
-    let (lslot, lhandle) =
-        GuardedSlot::<dyn LocalityBackend>::locality_default(GuardPolicy::default());
     let mut sched = Scheduler::new(Topology::uniform(4, 8, 8).unwrap());
+    let fhandle = sched.policies().slot::<Fairness>().handle();
+    let lhandle = sched.policies().slot::<Locality>().handle();
     let vcs = [
         sched.virtual_cluster("a"),
         sched.virtual_cluster("b"),
         sched.virtual_cluster("c"),
     ];
     sched.set_quota(vcs[2], Some(64));
-    sched.swap_fairness(Box::new(fslot));
-    sched.swap_locality(Box::new(lslot));
 
     let stop = Arc::new(AtomicBool::new(false));
     let swapper = {
@@ -147,8 +142,16 @@ fn hot_swap_under_load_loses_no_job() {
         std::thread::spawn(move || {
             let mut n = 0usize;
             while !stop.load(Ordering::Relaxed) {
-                fhandle.stage(fairness[n % fairness.len()].fairness(b"").unwrap());
-                lhandle.stage(locality[n % locality.len()].locality(b"").unwrap());
+                fhandle.stage(
+                    fairness[n % fairness.len()]
+                        .backend::<Fairness>(b"")
+                        .unwrap(),
+                );
+                lhandle.stage(
+                    locality[n % locality.len()]
+                        .backend::<Locality>(b"")
+                        .unwrap(),
+                );
                 n += 1;
                 std::thread::sleep(std::time::Duration::from_micros(300));
             }
@@ -191,7 +194,7 @@ fn hot_swap_under_load_loses_no_job() {
             if (id.0 + round) % 3 == 0 {
                 let retry = i % 5 == 0;
                 let end = if retry {
-                    AttemptEnd::Failed { retry: true }
+                    AttemptEnd::FAILED
                 } else {
                     AttemptEnd::Passed
                 };
@@ -205,6 +208,10 @@ fn hot_swap_under_load_loses_no_job() {
             "{:?}",
             report.policy_errors
         );
+        // Failures are retried at once by the built-in retry policy.
+        for (id, _) in &report.retries {
+            assert_eq!(mirror.get(id), Some(&Mirror::Pending));
+        }
         for s in &report.starts {
             assert_eq!(
                 mirror.get(&s.job),
@@ -248,4 +255,30 @@ fn hot_swap_under_load_loses_no_job() {
         lstatus.swaps
     );
     assert!(starts > 500);
+}
+
+/// A native host gets the same guard: a native policy that misbehaves is
+/// quarantined and the previous one restored, without Wasm anywhere.
+#[test]
+fn native_policies_are_quarantined_too() {
+    struct Omits;
+    impl gangway_plugin_sdk::FairnessPolicy for Omits {
+        fn order(&self, _: &gangway_plugin_sdk::RoundView) -> gangway_plugin_sdk::FairnessDecision {
+            gangway_plugin_sdk::FairnessDecision::default()
+        }
+    }
+    let mut sched = scheduler(30);
+    sched.swap::<Fairness>(Box::new(Native::new("omits", Omits)));
+    let r = run(&mut sched, 100, 4);
+    let errors: Vec<usize> = r.iter().map(|x| x.policy_errors.len()).collect();
+    assert_eq!(
+        errors,
+        [1, 1, 1, 0],
+        "quarantined after 3 failures in a row"
+    );
+    let status = sched.policies().slot::<Fairness>().status();
+    assert_eq!(status.quarantined(), vec!["omits"]);
+    assert_eq!(status.active, "fifo-quota");
+    assert_eq!(sched.slot_health(Slot::Fairness).quarantines, 1);
+    accounted(&sched, 31);
 }

@@ -4,8 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{JobId, ServerId};
-use crate::view::ServerState;
 use crate::slot::{Policy, Slot, SlotContract};
+use crate::view::ServerState;
 use crate::view::{ClusterSummary, RunningJob, WaitingJob};
 use crate::wire;
 
@@ -73,7 +73,10 @@ impl SlotContract for Defragment {
 
     fn max_reply_bytes(view: &DefragView) -> usize {
         let gpus: usize = view.running.iter().map(|j| j.gpus as usize).sum();
-        2 * wire::LEN + 1 + wire::U64 + view.running.len() * (wire::U64 + wire::LEN)
+        2 * wire::LEN
+            + 1
+            + wire::U64
+            + view.running.len() * (wire::U64 + wire::LEN)
             + gpus * 2 * wire::U32
     }
 }

@@ -10,7 +10,9 @@ use crate::wire;
 /// Why an attempt failed: the failure reasons of the Philly study's Table 7
 /// (a rule-based classifier over the job's logs), as the host reports them.
 /// The host passes `Unknown` when it cannot tell.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub enum FailureClass {
     /// No classification.
     #[default]

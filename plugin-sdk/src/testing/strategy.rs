@@ -88,12 +88,14 @@ pub fn shape() -> impl Strategy<Value = Shape> {
         1u32..33,
         1u32..12,
     )
-        .prop_map(|(server_level, server_gpus, servers_per_rack, racks)| Shape {
-            server_level: server_level.max(1),
-            server_gpus,
-            servers_per_rack,
-            racks: if server_level == 1 { 1 } else { racks },
-        })
+        .prop_map(
+            |(server_level, server_gpus, servers_per_rack, racks)| Shape {
+                server_level: server_level.max(1),
+                server_gpus,
+                servers_per_rack,
+                racks: if server_level == 1 { 1 } else { racks },
+            },
+        )
 }
 
 /// A gang size: 1 GPU most often, as in the trace, up to 128.
@@ -133,15 +135,17 @@ pub fn vcs(n: usize, total_gpus: u32) -> impl Strategy<Value = Vec<VcUsage>> {
     .prop_map(|v| {
         v.into_iter()
             .enumerate()
-            .map(|(i, (quota_gpus, weight, held_gpus, attained_gpu_s))| VcUsage {
-                id: VcId(i as u32),
-                quota_gpus,
-                weight,
-                held_gpus,
-                pending_gpus: 0,
-                attained_gpu_s,
-                pending_jobs: 0,
-            })
+            .map(
+                |(i, (quota_gpus, weight, held_gpus, attained_gpu_s))| VcUsage {
+                    id: VcId(i as u32),
+                    quota_gpus,
+                    weight,
+                    held_gpus,
+                    pending_gpus: 0,
+                    attained_gpu_s,
+                    pending_jobs: 0,
+                },
+            )
             .collect()
     })
 }
@@ -251,7 +255,12 @@ fn wait_reason() -> impl Strategy<Value = WaitReason> {
 }
 
 /// `n` running jobs on `shape`, packed onto servers in id order.
-fn running_jobs(shape: Shape, vcs: u32, n: usize, now: u64) -> impl Strategy<Value = Vec<RunningJob>> {
+fn running_jobs(
+    shape: Shape,
+    vcs: u32,
+    n: usize,
+    now: u64,
+) -> impl Strategy<Value = Vec<RunningJob>> {
     prop::collection::vec((0..vcs.max(1), gang_size(), 0u64..200_000, 1u32..4), n).prop_map(
         move |rows| {
             let servers = shape.servers_per_rack * shape.racks;
@@ -362,18 +371,16 @@ pub fn retry_view() -> impl Strategy<Value = RetryView> {
 /// A defragment view: servers with their free GPUs, the jobs on them, and
 /// gangs waiting with fragmentation delay.
 pub fn defrag_view() -> impl Strategy<Value = DefragView> {
-    reclaim_view().prop_map(|r| {
-        DefragView {
-            now_s: r.now_s,
-            cluster: r.cluster,
-            servers: r.servers,
-            running: r.running,
-            waiting: r
-                .waiting
-                .into_iter()
-                .filter(|w| w.reason == WaitReason::Fragmentation)
-                .collect(),
-        }
+    reclaim_view().prop_map(|r| DefragView {
+        now_s: r.now_s,
+        cluster: r.cluster,
+        servers: r.servers,
+        running: r.running,
+        waiting: r
+            .waiting
+            .into_iter()
+            .filter(|w| w.reason == WaitReason::Fragmentation)
+            .collect(),
     })
 }
 

@@ -69,12 +69,8 @@ pub(crate) fn encode_queue_view(view: &QueueView, out: &mut Vec<u8>) {
         jobs,
         spread,
     } = view;
-    let max = U64
-        + cluster_max(cluster)
-        + U64
-        + jobs.len() * JOB_MAX
-        + U64
-        + spread.len() * (1 + U32);
+    let max =
+        U64 + cluster_max(cluster) + U64 + jobs.len() * JOB_MAX + U64 + spread.len() * (1 + U32);
     let fits = write_sized(out, max, |w| {
         w.varint(*now_s);
         w.cluster_summary(cluster);
@@ -253,7 +249,10 @@ impl Writer<'_> {
 
 /// Decodes a [`FairnessDecision`] of at most `max_jobs` entries; trailing
 /// bytes are an error.
-pub(crate) fn decode_fairness(bytes: &[u8], max_jobs: usize) -> Result<FairnessDecision, WireError> {
+pub(crate) fn decode_fairness(
+    bytes: &[u8],
+    max_jobs: usize,
+) -> Result<FairnessDecision, WireError> {
     let mut r = Reader::new(bytes, "FairnessDecision");
     let n = r.bounded_len(2, max_jobs)?;
     let mut order = Vec::with_capacity(n);
@@ -272,7 +271,10 @@ pub(crate) fn decode_fairness(bytes: &[u8], max_jobs: usize) -> Result<FairnessD
 
 /// Decodes a [`LocalityDecision`] of at most `max_jobs` limits; trailing
 /// bytes are an error.
-pub(crate) fn decode_locality(bytes: &[u8], max_jobs: usize) -> Result<LocalityDecision, WireError> {
+pub(crate) fn decode_locality(
+    bytes: &[u8],
+    max_jobs: usize,
+) -> Result<LocalityDecision, WireError> {
     let mut r = Reader::new(bytes, "LocalityDecision");
     let mut limits = Vec::new();
     r.spread_limits(&mut limits, max_jobs)?;

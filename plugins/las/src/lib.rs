@@ -14,9 +14,13 @@
 //!   pending is promoted to queue 0 (Tiresias's starvation guard);
 //! * every job is eligible: `las` does not enforce quotas.
 //!
-//! Without preemption in the core, attained service only grows between
-//! attempts, so today `las` mostly puts fresh jobs ahead of retries of
-//! long-running ones; with preemption it becomes full LAS.
+//! Ordering alone only reorders waiting jobs: a long job that started early
+//! keeps its GPUs however much service it has received. The same module
+//! therefore also exports the reclaim slot, [`LasPreempt`]: as in Tiresias,
+//! a running job in a lower-priority queue than a waiting job is suspended
+//! (stopped and re-queued; its attained service stays) so the waiting job
+//! can run. Use both slots (the `tiresias` preset does) for LAS as its
+//! authors meant it.
 //!
 //! # Options (TOML)
 //!
@@ -108,10 +112,15 @@ impl Las {
         {
             return 0;
         }
+        self.queue_of(job.attained_gpu_s)
+    }
+
+    /// The queue of a job that has attained `attained_gpu_s` GPU-seconds.
+    pub fn queue_of(&self, attained_gpu_s: u64) -> usize {
         self.config
             .thresholds_gpu_s
             .iter()
-            .take_while(|t| job.attained_gpu_s >= **t)
+            .take_while(|t| attained_gpu_s >= **t)
             .count()
     }
 }
@@ -153,6 +162,10 @@ impl FairnessPolicy for Las {
 }
 
 gangway_plugin_sdk::export_fairness!(Las);
+gangway_plugin_sdk::export_reclaim!(LasPreempt);
+
+mod preempt;
+pub use preempt::LasPreempt;
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,177 @@
+//! A helper for reclaim and defragment policies: a model of the servers'
+//! free GPUs that answers "which running jobs must go for this gang to fit
+//! within its spread limit?" the way the core will check it.
+//!
+//! The model groups servers as the limit allows (one server, the servers of
+//! one domain just above the servers, or the whole cluster), adds the GPUs
+//! of chosen running jobs to the free ones, and takes the gang's GPUs from
+//! the chosen group largest holes first, so later questions see what
+//! earlier answers used.
+
+use std::collections::HashMap;
+
+use crate::ids::{JobId, Level, ServerId};
+use crate::view::{RunningJob, ServerState, SpreadLimit};
+
+/// The servers' free GPUs, as a reclaim or defragment policy plans.
+///
+/// ```
+/// use gangway_plugin_sdk::room::Room;
+/// use gangway_plugin_sdk::*;
+///
+/// let servers: Vec<ServerState> = (0..2)
+///     .map(|i| ServerState { id: ServerId(i), domain: 0, gpus: 8, free: 2 })
+///     .collect();
+/// let victim = RunningJob { id: JobId(7), gpus: 6, parts: vec![(ServerId(1), 6)], ..RunningJob::default() };
+/// let mut room = Room::new(&servers, Level(2));
+/// // 8 GPUs on one server: free 2 on server 1 plus the victim's 6.
+/// let stop = room.make_room(8, SpreadLimit::level(Level(2)), &[&victim]).unwrap();
+/// assert_eq!(stop, vec![JobId(7)]);
+/// // Now server 1 is taken by the gang: nothing is left for another.
+/// assert!(room.make_room(8, SpreadLimit::level(Level(2)), &[]).is_none());
+/// ```
+#[derive(Clone, Debug)]
+pub struct Room {
+    server_level: Level,
+    free: Vec<u32>,
+    domain: Vec<u32>,
+    index: HashMap<ServerId, usize>,
+}
+
+impl Room {
+    /// A model of `servers` (their free GPUs) in a topology whose servers
+    /// are at `server_level`.
+    pub fn new(servers: &[ServerState], server_level: Level) -> Room {
+        Room {
+            server_level,
+            free: servers.iter().map(|s| s.free).collect(),
+            domain: servers.iter().map(|s| s.domain).collect(),
+            index: servers.iter().enumerate().map(|(i, s)| (s.id, i)).collect(),
+        }
+    }
+
+    /// Free GPUs of server `id` in the model.
+    pub fn free(&self, id: ServerId) -> u32 {
+        self.index.get(&id).map_or(0, |i| self.free[*i])
+    }
+
+    /// The group a server belongs to for `limit`: itself, its domain, or
+    /// the whole cluster.
+    fn group(&self, i: usize, limit: SpreadLimit) -> u64 {
+        if limit.level >= self.server_level {
+            i as u64
+        } else if limit.level.0 + 1 == self.server_level.0 {
+            u64::from(self.domain[i]) << 32
+        } else {
+            u64::MAX
+        }
+    }
+
+    /// Whether `gpus` fit on the servers `members` (with their free GPUs
+    /// after `extra` is added) within `limit`'s bound on servers.
+    fn fits(
+        &self,
+        members: &[usize],
+        extra: &HashMap<usize, u32>,
+        gpus: u32,
+        limit: SpreadLimit,
+    ) -> bool {
+        let mut frees: Vec<u32> = members
+            .iter()
+            .map(|i| self.free[*i] + extra.get(i).copied().unwrap_or(0))
+            .collect();
+        frees.sort_unstable_by(|a, b| b.cmp(a));
+        let take = match limit.max_servers {
+            0 => frees.len(),
+            n => n as usize,
+        };
+        frees.iter().take(take).map(|f| u64::from(*f)).sum::<u64>() >= u64::from(gpus)
+    }
+
+    /// The running jobs among `candidates` to free (in the order given:
+    /// earlier ones go first) so a gang of `gpus` fits within `limit`; an
+    /// empty list if it fits already; `None` if it cannot fit. Of the
+    /// groups that can hold it, the one needing the fewest jobs freed (then
+    /// the fewest GPUs, then the one whose jobs come earliest in
+    /// `candidates`, then the first) is chosen, and the model is updated:
+    /// the freed GPUs are added and the gang's are taken.
+    pub fn make_room(
+        &mut self,
+        gpus: u32,
+        limit: SpreadLimit,
+        candidates: &[&RunningJob],
+    ) -> Option<Vec<JobId>> {
+        let mut groups: HashMap<u64, Vec<usize>> = HashMap::new();
+        for i in 0..self.free.len() {
+            groups.entry(self.group(i, limit)).or_default().push(i);
+        }
+        type Choice = (usize, u32, usize, u64, Vec<JobId>, HashMap<usize, u32>);
+        let mut best: Option<Choice> = None;
+        let mut keys: Vec<u64> = groups.keys().copied().collect();
+        keys.sort_unstable();
+        for key in keys {
+            let members = &groups[&key];
+            let mut extra: HashMap<usize, u32> = HashMap::new();
+            let mut chosen = Vec::new();
+            let mut freed = 0u32;
+            let mut last = 0usize;
+            let inside = |j: &RunningJob| {
+                !j.parts.is_empty()
+                    && j.parts.iter().all(|(s, _)| {
+                        self.index
+                            .get(s)
+                            .is_some_and(|i| self.group(*i, limit) == key)
+                    })
+            };
+            let mut fits = self.fits(members, &extra, gpus, limit);
+            for (at, j) in candidates.iter().enumerate().filter(|(_, j)| inside(j)) {
+                if fits {
+                    break;
+                }
+                last = at;
+                for (s, g) in &j.parts {
+                    if let Some(i) = self.index.get(s) {
+                        *extra.entry(*i).or_insert(0) += g;
+                    }
+                }
+                chosen.push(j.id);
+                freed += j.gpus;
+                fits = self.fits(members, &extra, gpus, limit);
+            }
+            if !fits {
+                continue;
+            }
+            let better = best.as_ref().is_none_or(|(n, f, l, k, _, _)| {
+                (chosen.len(), freed, last, key) < (*n, *f, *l, *k)
+            });
+            if better {
+                best = Some((chosen.len(), freed, last, key, chosen, extra));
+            }
+        }
+        let (_, _, _, key, chosen, extra) = best?;
+        for (i, g) in &extra {
+            self.free[*i] += g;
+        }
+        // Take the gang's GPUs from the group, largest holes first.
+        let mut members = groups.remove(&key).unwrap_or_default();
+        members.sort_by_key(|i| (std::cmp::Reverse(self.free[*i]), *i));
+        let mut left = gpus;
+        for i in members {
+            if left == 0 {
+                break;
+            }
+            let take = self.free[i].min(left);
+            self.free[i] -= take;
+            left -= take;
+        }
+        Some(chosen)
+    }
+
+    /// Marks `gpus` GPUs of server `id` taken (or, negative, freed) in the model.
+    pub fn adjust(&mut self, id: ServerId, taken: i64) {
+        if let Some(i) = self.index.get(&id) {
+            let f = i64::from(self.free[*i]) - taken;
+            self.free[*i] = u32::try_from(f.max(0)).unwrap_or(u32::MAX);
+        }
+    }
+}

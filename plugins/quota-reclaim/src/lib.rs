@@ -1,0 +1,333 @@
+//! `quota-reclaim`: YARN/Volcano-style quota reclaim (reclaim slot).
+//!
+//! Philly's virtual clusters could run on idle GPUs beyond their quota, and
+//! YARN took such GPUs back by preemption when a VC within its quota needed
+//! them (the study's Table 7, "Job preempted: YARN reclaims any GPU currently
+//! in use to schedule another job"). This policy does the same:
+//!
+//! * a waiting job is *entitled* if its VC has a quota and would stay within
+//!   it with the job (GPUs held plus GPUs of jobs this round already started
+//!   for it, plus the job's own);
+//! * a running job is *reclaimable* if its VC holds more than its quota and
+//!   stays at or above the quota without it (only the borrowed part is
+//!   taken back); a VC without a quota borrows everything it holds;
+//! * entitled jobs are served most under-served VC first (smallest share of
+//!   its quota in use), then oldest; for each, reclaimable jobs are stopped
+//!   newest first (they lose the least work) until it fits within its
+//!   spread limit, preferring the server or domain that needs the fewest
+//!   stops ([`gangway_plugin_sdk::room::Room`]);
+//! * jobs that ran less than `min_run_s` are left alone, so a job is never
+//!   stopped moments after it started (a YARN preemption timeout does the
+//!   same), and at most `max_starts` jobs start this way per round.
+//!
+//! # Options (TOML)
+//!
+//! | key | type | default | meaning |
+//! |---|---|---|---|
+//! | `min_run_s` | seconds | `0` | a running job younger than this is never stopped |
+//! | `max_starts` | count | `16` | most waiting jobs started by reclaim in one round |
+//!
+//! ```
+//! use gangway_plugin_sdk::*;
+//! use gangway_policy_quota_reclaim::QuotaReclaim;
+//!
+//! let vc = |id, quota, held| VcUsage { id: VcId(id), quota_gpus: Some(quota), weight: 1, held_gpus: held, ..VcUsage::default() };
+//! let view = ReclaimView {
+//!     cluster: ClusterSummary { server_level: Level(1), ..ClusterSummary::default() },
+//!     // VC 0 borrows: it holds 16 GPUs against a quota of 8. VC 1 holds nothing.
+//!     vcs: vec![vc(0, 8, 16), vc(1, 8, 0)],
+//!     servers: vec![
+//!         ServerState { id: ServerId(0), domain: 0, gpus: 8, free: 0 },
+//!         ServerState { id: ServerId(1), domain: 0, gpus: 8, free: 0 },
+//!     ],
+//!     running: vec![
+//!         RunningJob { id: JobId(1), vc: VcId(0), gpus: 8, started_s: 10, parts: vec![(ServerId(0), 8)], ..RunningJob::default() },
+//!         RunningJob { id: JobId(2), vc: VcId(0), gpus: 8, started_s: 20, parts: vec![(ServerId(1), 8)], ..RunningJob::default() },
+//!     ],
+//!     waiting: vec![WaitingJob {
+//!         job: PendingJob { id: JobId(3), vc: VcId(1), gpus: 8, min_level: Level(1), min_servers: 1, ..PendingJob::default() },
+//!         reason: WaitReason::NoCapacity,
+//!         limit: SpreadLimit::level(Level(1)),
+//!     }],
+//!     ..ReclaimView::default()
+//! };
+//! let d = QuotaReclaim::from_config(b"").unwrap().reclaim(&view);
+//! assert_eq!(d.stop, vec![JobId(2)], "the newest borrowed job");
+//! assert_eq!(d.start, vec![JobId(3)]);
+//! ```
+
+use std::collections::{HashMap, HashSet};
+
+use gangway_plugin_sdk::room::Room;
+use gangway_plugin_sdk::{
+    ConfigError, Configure, JobId, ReclaimDecision, ReclaimPolicy, ReclaimView, RunningJob, VcId,
+    WaitReason, WaitingJob, config_text,
+};
+use serde::Deserialize;
+
+/// Configuration of [`QuotaReclaim`], parsed from TOML.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct QuotaReclaimConfig {
+    /// A running job younger than this many seconds is never stopped.
+    pub min_run_s: u64,
+    /// The most waiting jobs one round starts by reclaim.
+    pub max_starts: u32,
+}
+
+impl Default for QuotaReclaimConfig {
+    fn default() -> Self {
+        QuotaReclaimConfig {
+            min_run_s: 0,
+            max_starts: 16,
+        }
+    }
+}
+
+/// Quota reclaim. See the [crate docs](crate).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QuotaReclaim {
+    config: QuotaReclaimConfig,
+}
+
+impl QuotaReclaim {
+    /// The configuration in use.
+    pub fn config(&self) -> &QuotaReclaimConfig {
+        &self.config
+    }
+}
+
+impl Configure for QuotaReclaim {
+    fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
+        let config: QuotaReclaimConfig = toml::from_str(config_text(config)?)
+            .map_err(|e| ConfigError(format!("quota-reclaim: {e}")))?;
+        Ok(QuotaReclaim { config })
+    }
+}
+
+impl ReclaimPolicy for QuotaReclaim {
+    fn reclaim(&self, view: &ReclaimView) -> ReclaimDecision {
+        let quota = |vc: VcId| view.vcs.get(vc.0 as usize).and_then(|v| v.quota_gpus);
+        let mut held: HashMap<VcId, u64> = view
+            .vcs
+            .iter()
+            .map(|v| (v.id, u64::from(v.held_gpus)))
+            .collect();
+        let share = |vc: VcId, held: &HashMap<VcId, u64>| -> (u64, u64) {
+            // (used, quota) compared as fractions by cross-multiplying.
+            (
+                held.get(&vc).copied().unwrap_or(0),
+                u64::from(quota(vc).unwrap_or(0)).max(1),
+            )
+        };
+        let mut entitled: Vec<&WaitingJob> = view
+            .waiting
+            .iter()
+            .filter(|w| {
+                matches!(
+                    w.reason,
+                    WaitReason::NoCapacity | WaitReason::Fragmentation | WaitReason::Reserved
+                ) && quota(w.job.vc).is_some()
+            })
+            .collect();
+        entitled.sort_by(|a, b| {
+            let (ua, qa) = share(a.job.vc, &held);
+            let (ub, qb) = share(b.job.vc, &held);
+            (ua * qb)
+                .cmp(&(ub * qa))
+                .then(a.job.submitted_s.cmp(&b.job.submitted_s))
+                .then(a.job.id.cmp(&b.job.id))
+        });
+        // Newest first: they lose the least work.
+        let mut running: Vec<&RunningJob> = view
+            .running
+            .iter()
+            .filter(|j| view.now_s.saturating_sub(j.started_s) >= self.config.min_run_s)
+            .collect();
+        running.sort_by_key(|j| (std::cmp::Reverse(j.started_s), std::cmp::Reverse(j.id)));
+        let mut room = Room::new(&view.servers, view.cluster.server_level);
+        let mut taken: HashSet<JobId> = HashSet::new();
+        let mut d = ReclaimDecision::default();
+        for w in entitled {
+            if d.start.len() >= self.config.max_starts as usize {
+                break;
+            }
+            let vc = w.job.vc;
+            let Some(q) = quota(vc) else { continue };
+            let have = held.get(&vc).copied().unwrap_or(0);
+            if have + u64::from(w.job.gpus) > u64::from(q) {
+                continue;
+            }
+            // Jobs of other VCs that stay at or above their quota without
+            // them, counting what this round already takes back.
+            let mut over = held.clone();
+            let candidates: Vec<&RunningJob> = running
+                .iter()
+                .filter(|j| j.vc != vc && !taken.contains(&j.id))
+                .filter(|j| {
+                    let h = over.get(&j.vc).copied().unwrap_or(0);
+                    let floor = u64::from(quota(j.vc).unwrap_or(0));
+                    if h >= floor + u64::from(j.gpus) {
+                        over.insert(j.vc, h - u64::from(j.gpus));
+                        true
+                    } else {
+                        false
+                    }
+                })
+                .copied()
+                .collect();
+            match room.make_room(w.job.gpus, w.limit, &candidates) {
+                Some(stop) if stop.is_empty() => {}
+                Some(stop) => {
+                    for id in &stop {
+                        if let Some(j) = view.running.iter().find(|j| j.id == *id) {
+                            let h = held.entry(j.vc).or_insert(0);
+                            *h = h.saturating_sub(u64::from(j.gpus));
+                        }
+                    }
+                    *held.entry(vc).or_insert(0) += u64::from(w.job.gpus);
+                    taken.extend(stop.iter().copied());
+                    d.stop.extend(stop);
+                    d.start.push(w.job.id);
+                }
+                None => {}
+            }
+        }
+        d
+    }
+}
+
+gangway_plugin_sdk::export_reclaim!(QuotaReclaim);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gangway_plugin_sdk::testing::strategy;
+    use gangway_plugin_sdk::{
+        ClusterSummary, Level, PendingJob, ServerId, ServerState, SpreadLimit, VcUsage,
+    };
+    use proptest::prelude::*;
+
+    fn vc(id: u32, quota: Option<u32>, held: u32) -> VcUsage {
+        VcUsage {
+            id: VcId(id),
+            quota_gpus: quota,
+            weight: 1,
+            held_gpus: held,
+            ..VcUsage::default()
+        }
+    }
+
+    fn job(id: u64, vc: u32, server: u32, gpus: u32, started_s: u64) -> RunningJob {
+        RunningJob {
+            id: JobId(id),
+            vc: VcId(vc),
+            gpus,
+            started_s,
+            parts: vec![(ServerId(server), gpus)],
+            ..RunningJob::default()
+        }
+    }
+
+    fn waiting(id: u64, vc: u32, gpus: u32) -> WaitingJob {
+        WaitingJob {
+            job: PendingJob {
+                id: JobId(id),
+                vc: VcId(vc),
+                gpus,
+                submitted_s: id,
+                min_level: Level(1),
+                min_servers: 1,
+                ..PendingJob::default()
+            },
+            reason: WaitReason::NoCapacity,
+            limit: SpreadLimit::level(Level(1)),
+        }
+    }
+
+    fn view(vcs: Vec<VcUsage>, running: Vec<RunningJob>, waiting: Vec<WaitingJob>) -> ReclaimView {
+        ReclaimView {
+            now_s: 1_000,
+            cluster: ClusterSummary {
+                server_level: Level(1),
+                ..ClusterSummary::default()
+            },
+            vcs,
+            servers: (0..4)
+                .map(|i| ServerState {
+                    id: ServerId(i),
+                    domain: 0,
+                    gpus: 8,
+                    free: 0,
+                })
+                .collect(),
+            running,
+            waiting,
+        }
+    }
+
+    #[test]
+    fn takes_back_only_the_borrowed_part() {
+        // VC 0: quota 8, holds 24 (16 borrowed); VC 1: quota 24, holds 8.
+        let v = view(
+            vec![vc(0, Some(8), 24), vc(1, Some(24), 8)],
+            vec![
+                job(1, 0, 0, 8, 1),
+                job(2, 0, 1, 8, 2),
+                job(3, 0, 2, 8, 3),
+                job(4, 1, 3, 8, 4),
+            ],
+            vec![waiting(10, 1, 8), waiting(11, 1, 8), waiting(12, 1, 8)],
+        );
+        let d = QuotaReclaim::default().reclaim(&v);
+        // Two of VC 0's jobs are borrowed (newest first); its last 8 GPUs are its quota.
+        assert_eq!(d.stop, vec![JobId(3), JobId(2)]);
+        // VC 1 may grow to its quota: two starts; a third would need VC 0's own share.
+        assert_eq!(d.start, vec![JobId(10), JobId(11)]);
+    }
+
+    #[test]
+    fn over_quota_and_unquoted_vcs_claim_nothing() {
+        let v = view(
+            vec![vc(0, Some(8), 16), vc(1, None, 0)],
+            vec![job(1, 0, 0, 8, 1), job(2, 0, 1, 8, 2)],
+            vec![waiting(10, 0, 8), waiting(11, 1, 8)],
+        );
+        assert_eq!(
+            QuotaReclaim::default().reclaim(&v),
+            ReclaimDecision::default()
+        );
+    }
+
+    #[test]
+    fn young_jobs_are_left_alone() {
+        let v = view(
+            vec![vc(0, Some(0), 8), vc(1, Some(8), 0)],
+            vec![job(1, 0, 0, 8, 990)],
+            vec![waiting(10, 1, 8)],
+        );
+        let p = QuotaReclaim::from_config(b"min_run_s = 60").unwrap();
+        assert!(p.reclaim(&v).stop.is_empty());
+        assert_eq!(QuotaReclaim::default().reclaim(&v).stop, vec![JobId(1)]);
+        assert!(QuotaReclaim::from_config(b"min_run = 1").is_err());
+    }
+
+    proptest! {
+        /// Whatever the view, it stops only running jobs of VCs over their
+        /// quota, starts only waiting jobs within theirs, each once.
+        #[test]
+        fn stops_borrowers_for_entitled_jobs(view in strategy::reclaim_view()) {
+            let d = QuotaReclaim::default().reclaim(&view);
+            let mut seen = HashSet::new();
+            for id in d.stop.iter().chain(&d.start) {
+                prop_assert!(seen.insert(*id), "{:?} twice", id);
+            }
+            for id in &d.stop {
+                let j = view.running.iter().find(|j| j.id == *id).unwrap();
+                let v = &view.vcs[j.vc.0 as usize];
+                prop_assert!(v.held_gpus > v.quota_gpus.unwrap_or(0));
+            }
+            prop_assert!(d.stop.is_empty() || !d.start.is_empty());
+        }
+    }
+}
