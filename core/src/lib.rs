@@ -28,6 +28,8 @@
 //! sched.check_invariants().unwrap();
 //! ```
 
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod job;
 mod placement;
 pub mod policy;

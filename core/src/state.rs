@@ -105,12 +105,11 @@ pub struct InvariantViolation(pub String);
 /// Allocation state of a cluster.
 ///
 /// ```
-/// use gangway_core::{ClusterState, Topology};
-/// use gangway_plugin_sdk::{JobId, Level};
+/// use gangway_core::{ClusterState, JobId, Level, SpreadLimit, Topology};
 /// use std::sync::Arc;
 ///
 /// let mut state = ClusterState::new(Arc::new(Topology::uniform(2, 2, 8).unwrap()));
-/// let found = state.find_placement(12, Level::ANY).unwrap();
+/// let found = state.find_placement(12, SpreadLimit::level(Level::ANY)).unwrap();
 /// assert_eq!(found.placement.server_count(), 2); // 8 + 4 inside one rack
 /// state.allocate(JobId(1), &found.placement).unwrap();
 /// assert_eq!(state.free_gpus(), 20);

@@ -1,10 +1,12 @@
 //! The reclaim step: stop running jobs whole so that waiting jobs start.
 //!
-//! The core applies a reclaim decision only if it is sound: after releasing
-//! the stopped jobs' GPUs, every job to start must find a placement within
-//! its spread limit (in order), and every stopped job's GPUs must be used by
-//! one of them. Otherwise nothing is stopped and the decision counts as the
-//! policy's failure.
+//! The core applies what is sound of a reclaim decision (which has passed
+//! the slot's rules): it releases the stopped jobs' GPUs, starts each job to
+//! start, in order, that now finds a placement within its spread limit, and
+//! gives back their GPUs to the stopped jobs none of whose GPUs a started
+//! job took: it never starts a gang it cannot complete, and never stops a
+//! job it did not need. If no job starts, nothing is stopped. Only a stop of
+//! a job that holds no GPUs fails the decision.
 
 use std::collections::HashMap;
 
@@ -120,7 +122,7 @@ impl Scheduler {
                 }
             }
         }
-        // Place the jobs to start, in order.
+        // Place the jobs to start, in order; skip those that do not fit.
         let mut started: Vec<(JobId, PlacementChoice)> = Vec::with_capacity(d.start.len());
         for id in &d.start {
             let Some(job) = self.jobs.get(id) else {
@@ -128,27 +130,18 @@ impl Scheduler {
             };
             let gpus = job.next_gpus();
             let limit = limits.get(id).copied().unwrap_or_default();
-            let Some(choice) = self.state.find_placement(gpus, limit) else {
-                self.undo(&released, &started);
-                return Err(invalid(format!(
-                    "{id} ({gpus} GPUs, {limit}) does not fit even after the stops"
-                )));
-            };
-            if self.state.allocate(*id, &choice.placement).is_err() {
-                self.undo(&released, &started);
-                return Err(invalid(format!("{id} cannot take the GPUs found for it")));
-            }
-            started.push((*id, choice));
-        }
-        // Every stopped job's GPUs must serve a started one.
-        for (id, p) in &released {
-            if !self.state.any_owned(p) {
-                self.undo(&released, &started);
-                return Err(invalid(format!(
-                    "stops {id}, whose GPUs none of the jobs it starts needs"
-                )));
+            if let Some(choice) = self.state.find_placement(gpus, limit)
+                && self.state.allocate(*id, &choice.placement).is_ok()
+            {
+                started.push((*id, choice));
             }
         }
+        // Stopped jobs whose GPUs no started job took keep running.
+        let (needed, unneeded): (Vec<_>, Vec<_>) = released
+            .into_iter()
+            .partition(|(_, p)| !started.is_empty() && self.state.any_owned(p));
+        self.undo(&unneeded, &[]);
+        let released = needed;
         // Commit: the stopped jobs are preempted and pending again.
         for (id, placement) in released {
             let ran_s = match self.jobs.get(&id).map(|j| &j.state) {

@@ -193,16 +193,30 @@ impl TopologyBuilder {
             })
             .collect();
         max_domain_gpus.push(max_server_gpus);
-        let mut sizes: Vec<u32> = servers.iter().map(|s| s.gpus).collect();
-        sizes.sort_unstable_by(|a, b| b.cmp(a));
-        let mut sum = 0u32;
-        let largest_first_sums = sizes
-            .into_iter()
-            .map(|g| {
+        // Per level: the most GPUs any one domain of the level offers on its
+        // k largest servers, for every k.
+        let levels = by_level.len() + 1;
+        let mut per_domain: HashMap<DomainId, Vec<u32>> = HashMap::new();
+        for s in &servers {
+            for d in &s.ancestors {
+                per_domain.entry(*d).or_default().push(s.gpus);
+            }
+        }
+        let mut servers_cap: Vec<Vec<u32>> = vec![Vec::new(); levels];
+        for (d, mut sizes) in per_domain {
+            sizes.sort_unstable_by(|a, b| b.cmp(a));
+            let cap = &mut servers_cap[domains[d.0 as usize].level.0 as usize];
+            let mut sum = 0u32;
+            for (k, g) in sizes.into_iter().enumerate() {
                 sum = sum.saturating_add(g);
-                sum
-            })
-            .collect();
+                if cap.len() <= k {
+                    cap.push(sum);
+                } else {
+                    cap[k] = cap[k].max(sum);
+                }
+            }
+        }
+        servers_cap[levels - 1] = vec![max_server_gpus];
         Ok(Topology {
             graph,
             level_names,
@@ -213,7 +227,7 @@ impl TopologyBuilder {
             max_domain_gpus,
             total_gpus,
             max_server_gpus,
-            largest_first_sums,
+            servers_cap,
         })
     }
 }

@@ -85,8 +85,9 @@ pub struct Topology {
     max_domain_gpus: Vec<u32>,
     total_gpus: u32,
     max_server_gpus: u32,
-    /// GPUs of the `k + 1` largest servers, at index `k`.
-    largest_first_sums: Vec<u32>,
+    /// Per level, at index `k`: the most GPUs one domain of the level
+    /// offers on its `k + 1` largest servers (the server level: one server).
+    servers_cap: Vec<Vec<u32>>,
 }
 
 impl Topology {
@@ -173,19 +174,30 @@ impl Topology {
             .map(|l| Level(u8::try_from(l).unwrap_or(u8::MAX)))
     }
 
-    /// The fewest servers that can hold a gang of `gpus` when empty (its
-    /// largest servers), or `None` if the whole cluster is too small.
+    /// The fewest servers of one domain of `level` that can hold a gang of
+    /// `gpus` when empty, or `None` if no domain of the level can.
+    pub fn min_servers_at(&self, level: Level, gpus: u32) -> Option<u32> {
+        let cap = self.servers_cap.get(level.0 as usize)?;
+        let k = cap.partition_point(|&sum| sum < gpus);
+        (k < cap.len()).then(|| u32::try_from(k + 1).unwrap_or(u32::MAX))
+    }
+
+    /// The fewest servers that can hold a gang of `gpus` within one domain
+    /// of its narrowest level ([`Topology::min_level_for`]), or `None` if
+    /// the whole cluster is too small: with this level it is the tightest
+    /// spread limit that can ever succeed.
     ///
     /// ```
-    /// use gangway_core::Topology;
+    /// use gangway_core::{Level, Topology};
     /// let topo = Topology::uniform(2, 4, 8).unwrap();
     /// assert_eq!(topo.min_servers_for(8), Some(1));
     /// assert_eq!(topo.min_servers_for(9), Some(2));
+    /// assert_eq!(topo.min_servers_for(40), Some(5)); // one rack is too small
     /// assert_eq!(topo.min_servers_for(65), None);
+    /// assert_eq!(topo.min_servers_at(Level(1), 24), Some(3));
     /// ```
     pub fn min_servers_for(&self, gpus: u32) -> Option<u32> {
-        let k = self.largest_first_sums.partition_point(|&sum| sum < gpus);
-        (k < self.largest_first_sums.len()).then(|| u32::try_from(k + 1).unwrap_or(u32::MAX))
+        self.min_servers_at(self.min_level_for(gpus)?, gpus)
     }
 
     /// The narrowest level whose single domain holds all of `servers`

@@ -99,7 +99,7 @@ pub fn shape() -> impl Strategy<Value = Shape> {
 }
 
 /// A gang size: 1 GPU most often, as in the trace, up to 128.
-pub fn gang_size() -> impl Strategy<Value = u32> {
+pub fn gang_size() -> impl Strategy<Value = u32> + Clone {
     prop_oneof![
         8 => Just(1u32),
         2 => Just(2),
@@ -111,14 +111,15 @@ pub fn gang_size() -> impl Strategy<Value = u32> {
     ]
 }
 
-/// How many jobs a queue holds: often none or a few, sometimes thousands.
-pub fn queue_len() -> impl Strategy<Value = usize> {
-    prop_oneof![
-        2 => Just(0usize),
-        10 => 1usize..40,
-        3 => 40usize..400,
-        1 => 1_000usize..3_000,
-    ]
+/// Lists of `element`s as long as queues get: often none or a few,
+/// sometimes hundreds, now and then thousands. Shrinks towards the empty
+/// list, element by element.
+pub fn queue_of<T: std::fmt::Debug + 'static>(
+    element: impl Strategy<Value = T> + 'static,
+) -> impl Strategy<Value = Vec<T>> {
+    let element = element.boxed();
+    prop_oneof![12 => Just(40usize), 3 => Just(400), 1 => 1_000usize..3_000]
+        .prop_flat_map(move |most| prop::collection::vec(element.clone(), 0..=most))
 }
 
 /// `n` virtual clusters, some with quotas.
@@ -150,25 +151,17 @@ pub fn vcs(n: usize, total_gpus: u32) -> impl Strategy<Value = Vec<VcUsage>> {
     })
 }
 
-/// `n` pending jobs of `vcs` virtual clusters on `shape`, in submit order,
-/// with unique ids, as of time `now`.
-pub fn pending_jobs(
-    shape: Shape,
-    vcs: u32,
-    n: usize,
-    now: u64,
-) -> impl Strategy<Value = Vec<PendingJob>> {
-    prop::collection::vec(
-        (
-            0..vcs.max(1),
-            0u32..50,
-            gang_size(),
-            0u64..3_600,
-            prop_oneof![6 => Just(0u32), 1 => 1u32..5],
-            0u64..200_000,
-        ),
-        n,
-    )
+/// A queue of pending jobs of `vcs` virtual clusters on `shape`, in submit
+/// order, with unique ids, as of time `now`.
+pub fn pending_jobs(shape: Shape, vcs: u32, now: u64) -> impl Strategy<Value = Vec<PendingJob>> {
+    queue_of((
+        0..vcs.max(1),
+        0u32..50,
+        gang_size(),
+        0u64..3_600,
+        prop_oneof![6 => Just(0u32), 1 => 1u32..5],
+        0u64..200_000,
+    ))
     .prop_map(move |rows| {
         let mut submitted = now.saturating_sub(rows.len() as u64 * 30);
         rows.into_iter()
@@ -196,14 +189,14 @@ pub fn pending_jobs(
 
 /// A fairness view: a random cluster, 1 to 15 VCs, a random queue.
 pub fn round_view() -> impl Strategy<Value = RoundView> {
-    (shape(), 1usize..16, queue_len(), 0u64..10_000_000)
-        .prop_flat_map(|(shape, nvcs, n, now)| {
+    (shape(), 1usize..16, 0u64..10_000_000)
+        .prop_flat_map(|(shape, nvcs, now)| {
             let total = shape.total_gpus();
             (
                 Just(shape.clone()),
                 0..=total,
                 vcs(nvcs, total),
-                pending_jobs(shape, nvcs as u32, n, now),
+                pending_jobs(shape, nvcs as u32, now),
                 Just(now),
             )
         })

@@ -1,0 +1,230 @@
+//! The conformance kit (feature `conformance`): put a policy, native or
+//! built as a Wasm module, through every rule of the contract on thousands
+//! of generated views, and through whole scheduler scenarios, in one line
+//! of a test.
+//!
+//! ```
+//! use gangway_core::conformance::{self, Options};
+//! use gangway_plugin_sdk::builtin::FifoQuota;
+//!
+//! let report = conformance::fairness(FifoQuota, &Options::quick()).unwrap();
+//! assert!(report.views >= 64);
+//! ```
+//!
+//! What is checked, on every generated view of the slot
+//! ([`gangway_plugin_sdk::testing::strategy`]: random topologies, virtual
+//! clusters with and without quotas, jobs of 1 to 128 GPUs, waits, attained
+//! service, empty and huge queues):
+//!
+//! * the answer is well-formed: the rules the core applies to every
+//!   decision ([`crate::policy::SlotRules::validate`]: a permutation, one
+//!   answer per job, levels and server bounds in range, only jobs of the
+//!   view named);
+//! * the policy does not panic or fail (a Wasm module: trap, budget, memory
+//!   cap, refusal, a reply that does not decode);
+//! * it is deterministic: the same view again, and a freshly made instance,
+//!   give the same answer;
+//! * it stays within [`Options::time_per_job`] per job of the view (plus a
+//!   base allowance), so a round's cost stays proportional to its view.
+//!
+//! And, through the real [`crate::Scheduler`] with the policy in its slot,
+//! on generated cluster scenarios ([`scenario`]): invariants hold after every
+//! round, no job is lost, no gang starts half; with
+//! [`Options::liveness`], the oldest job that could start does start once
+//! the arrivals stop.
+//!
+//! A failure names the check, and the smallest failing view proptest could
+//! find, printed as a line of Rust to paste into a regression test.
+
+mod run;
+pub mod scenario;
+mod views;
+
+use std::time::Duration;
+
+use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
+use gangway_plugin_sdk::{
+    Configure, DefragmentPolicy, FairnessPolicy, GangPolicy, LocalityPolicy, Policy,
+    ReclaimPolicy, RetryPolicy, Slot,
+};
+
+pub use run::{Failure, FailureKind, Report, check};
+pub use views::Views;
+
+use crate::policy::{BoxedBackend, Native, SlotRules};
+
+/// How hard to check.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Generated views per slot.
+    pub cases: u32,
+    /// Seed of the view generator (the same seed, the same views).
+    pub seed: u64,
+    /// The longest one call may take per job of its view, on top of
+    /// [`Options::time_base`].
+    pub time_per_job: Duration,
+    /// The time any call may take, however small its view.
+    pub time_base: Duration,
+    /// Scheduler scenarios to run the policy through (0: none).
+    pub scenarios: u32,
+    /// Also require that the oldest job that fits the empty cluster starts
+    /// in every scenario once arrivals stop (opt in: a policy may hold jobs
+    /// by design, e.g. a quota).
+    pub liveness: bool,
+}
+
+impl Default for Options {
+    /// 256 views, 16 scenarios, 1 ms per job plus 100 ms: generous enough
+    /// for a debug build on a busy machine, tight enough to catch a policy
+    /// quadratic in its queue.
+    fn default() -> Self {
+        Options {
+            cases: 256,
+            seed: 0x6a6e_6777,
+            time_per_job: Duration::from_millis(1),
+            time_base: Duration::from_millis(100),
+            scenarios: 16,
+            liveness: false,
+        }
+    }
+}
+
+impl Options {
+    /// A quicker check: 64 views and 4 scenarios.
+    pub fn quick() -> Options {
+        Options {
+            cases: 64,
+            scenarios: 4,
+            ..Options::default()
+        }
+    }
+}
+
+/// Checks a native policy in slot `S`, making a fresh one with `make` when
+/// it needs a fresh instance.
+pub fn native<S, P>(name: &str, make: impl Fn() -> P, options: &Options) -> Result<Report, Failure>
+where
+    S: SlotRules + Views,
+    P: Policy<S> + Send + 'static,
+{
+    check::<S>(
+        name,
+        &mut || Ok(Box::new(Native::new(name, make())) as BoxedBackend<S>),
+        options,
+    )
+}
+
+fn configured<S, P>(policy: P, options: &Options) -> Result<Report, Failure>
+where
+    S: SlotRules + Views,
+    P: Policy<S> + Clone + Send + 'static,
+{
+    let name = std::any::type_name::<P>();
+    native::<S, P>(name, || policy.clone(), options)
+}
+
+/// Checks a fairness policy.
+pub fn fairness<P: FairnessPolicy + Clone + Send + 'static>(
+    policy: P,
+    options: &Options,
+) -> Result<Report, Failure> {
+    configured::<Fairness, P>(policy, options)
+}
+
+/// Checks a locality policy.
+pub fn locality<P: LocalityPolicy + Clone + Send + 'static>(
+    policy: P,
+    options: &Options,
+) -> Result<Report, Failure> {
+    configured::<Locality, P>(policy, options)
+}
+
+/// Checks a gang policy.
+pub fn gang<P: GangPolicy + Clone + Send + 'static>(
+    policy: P,
+    options: &Options,
+) -> Result<Report, Failure> {
+    configured::<Gang, P>(policy, options)
+}
+
+/// Checks a reclaim policy.
+pub fn reclaim<P: ReclaimPolicy + Clone + Send + 'static>(
+    policy: P,
+    options: &Options,
+) -> Result<Report, Failure> {
+    configured::<Reclaim, P>(policy, options)
+}
+
+/// Checks a retry policy.
+pub fn retry<P: RetryPolicy + Clone + Send + 'static>(
+    policy: P,
+    options: &Options,
+) -> Result<Report, Failure> {
+    configured::<Retry, P>(policy, options)
+}
+
+/// Checks a defragment policy.
+pub fn defragment<P: DefragmentPolicy + Clone + Send + 'static>(
+    policy: P,
+    options: &Options,
+) -> Result<Report, Failure> {
+    configured::<Defragment, P>(policy, options)
+}
+
+/// Checks `P` built from its default configuration (empty bytes), as a
+/// policy crate's own test does.
+pub fn defaults<S, P>(options: &Options) -> Result<Report, Failure>
+where
+    S: SlotRules + Views,
+    P: Policy<S> + Configure + Send + 'static,
+{
+    let name = std::any::type_name::<P>();
+    check::<S>(
+        name,
+        &mut || {
+            P::from_config(b"")
+                .map(|p| Box::new(Native::new(name, p)) as BoxedBackend<S>)
+                .map_err(|e| Failure::config(S::SLOT, name, &e.to_string()))
+        },
+        options,
+    )
+}
+
+/// Checks every slot of a Wasm module (feature `wasm`), configured with
+/// `config`: the very checks `policy-check` makes.
+#[cfg(feature = "wasm")]
+pub fn module(
+    module: &crate::wasm::PolicyModule,
+    config: &[u8],
+    options: &Options,
+) -> Result<Vec<Report>, Failure> {
+    let mut reports = Vec::new();
+    for slot in module.slots() {
+        reports.push(match slot {
+            Slot::Fairness => wasm_slot::<Fairness>(module, config, options),
+            Slot::Locality => wasm_slot::<Locality>(module, config, options),
+            Slot::Gang => wasm_slot::<Gang>(module, config, options),
+            Slot::Reclaim => wasm_slot::<Reclaim>(module, config, options),
+            Slot::Retry => wasm_slot::<Retry>(module, config, options),
+            Slot::Defragment => wasm_slot::<Defragment>(module, config, options),
+        }?);
+    }
+    Ok(reports)
+}
+
+#[cfg(feature = "wasm")]
+fn wasm_slot<S: SlotRules + Views>(
+    module: &crate::wasm::PolicyModule,
+    config: &[u8],
+    options: &Options,
+) -> Result<Report, Failure> {
+    check::<S>(
+        module.name(),
+        &mut || {
+            module
+                .backend::<S>(config)
+                .map_err(|e| Failure::config(S::SLOT, module.name(), &e.to_string()))
+        },
+        options,
+    )
+}

@@ -1,0 +1,270 @@
+//! Running the checks on generated views, and what a failure says.
+
+use std::cell::RefCell;
+use std::time::{Duration, Instant};
+
+use gangway_plugin_sdk::{Slot, wire};
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
+
+use super::{Options, Views, scenario};
+use crate::policy::{BoxedBackend, PolicyError, PolicyErrorKind, SlotRules};
+
+/// What a policy did in a passed check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// The policy (or module) name.
+    pub policy: String,
+    /// The slot checked.
+    pub slot: Slot,
+    /// Views it was given.
+    pub views: usize,
+    /// Calls made (determinism re-calls included).
+    pub calls: usize,
+    /// The slowest call, in microseconds.
+    pub slowest_us: u128,
+    /// The most jobs in one view.
+    pub max_jobs: usize,
+    /// Scheduler scenarios run, and their rounds.
+    pub scenarios: usize,
+    /// Rounds of those scenarios.
+    pub rounds: usize,
+}
+
+/// Which rule a policy broke.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FailureKind {
+    /// Its configuration was refused (or a fresh instance could not be made).
+    Config(String),
+    /// A call failed: a trap, an exhausted budget, a refusal, a reply that
+    /// does not decode (or, natively, a panic).
+    Failed(PolicyErrorKind),
+    /// The answer broke the contract.
+    Invalid(PolicyErrorKind),
+    /// The same view got another answer: asked again, or by a fresh instance.
+    Nondeterministic {
+        /// Whether the other answer came from a fresh instance.
+        fresh: bool,
+    },
+    /// A call took longer than the options allow for its view.
+    TooSlow {
+        /// What it took, in microseconds.
+        took_us: u128,
+        /// What was allowed.
+        allowed_us: u128,
+        /// Jobs of the view.
+        jobs: usize,
+    },
+    /// A scheduler scenario broke: a policy error made the round fall back,
+    /// or (never, unless the core has a bug) an invariant broke.
+    Scenario(String),
+    /// With liveness on: a job that fits the cluster never started.
+    Liveness(String),
+}
+
+/// A broken rule, with the smallest view that shows it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{slot} policy {policy}: {}{}", describe(.kind), reproduce(.view))]
+pub struct Failure {
+    /// The slot.
+    pub slot: Slot,
+    /// The policy (or module) name.
+    pub policy: String,
+    /// What went wrong.
+    pub kind: FailureKind,
+    /// The smallest failing view as a line of Rust (decoding its bytes),
+    /// to paste into a regression test; `None` for scenario failures.
+    pub view: Option<String>,
+}
+
+impl Failure {
+    pub(crate) fn config(slot: Slot, policy: &str, message: &str) -> Failure {
+        Failure {
+            slot,
+            policy: policy.to_string(),
+            kind: FailureKind::Config(message.to_string()),
+            view: None,
+        }
+    }
+}
+
+fn describe(kind: &FailureKind) -> String {
+    match kind {
+        FailureKind::Config(m) => format!("cannot be made: {m}"),
+        FailureKind::Failed(k) => format!("a call failed: {k}"),
+        FailureKind::Invalid(k) => format!("an answer breaks the contract: {k}"),
+        FailureKind::Nondeterministic { fresh: false } => {
+            "the same view got a different answer when asked again; decisions must be a pure \
+             function of the view"
+                .into()
+        }
+        FailureKind::Nondeterministic { fresh: true } => {
+            "a fresh instance answered the same view differently; decisions must be a pure \
+             function of the view"
+                .into()
+        }
+        FailureKind::TooSlow {
+            took_us,
+            allowed_us,
+            jobs,
+        } => format!("a call over {jobs} jobs took {took_us} us, more than the {allowed_us} us allowed"),
+        FailureKind::Scenario(m) => format!("in a scheduler scenario: {m}"),
+        FailureKind::Liveness(m) => format!("liveness: {m}"),
+    }
+}
+
+fn reproduce(view: &Option<String>) -> String {
+    match view {
+        Some(v) => format!("\n  smallest failing view (paste into a test):\n  {v}"),
+        None => String::new(),
+    }
+}
+
+/// The Rust line that rebuilds `view` of slot `S`.
+fn repro<S: Views>(view: &S::View) -> String {
+    let bytes = wire::encode_view::<S>(view);
+    let slot = match S::SLOT {
+        Slot::Fairness => "Fairness",
+        Slot::Locality => "Locality",
+        Slot::Gang => "Gang",
+        Slot::Reclaim => "Reclaim",
+        Slot::Retry => "Retry",
+        Slot::Defragment => "Defragment",
+    };
+    format!(
+        "let view = gangway_plugin_sdk::wire::decode_view::<gangway_plugin_sdk::slots::{slot}>(&{bytes:?}).unwrap();"
+    )
+}
+
+/// What the runner keeps between views.
+struct State<S: SlotRules> {
+    backend: BoxedBackend<S>,
+    report: Report,
+    /// The failure behind the test case that failed, in full.
+    failure: Option<FailureKind>,
+}
+
+/// Checks slot `S` of the policy `factory` makes (a fresh instance per
+/// call), on generated views and in scheduler scenarios.
+pub fn check<S: SlotRules + Views>(
+    name: &str,
+    factory: &mut dyn FnMut() -> Result<BoxedBackend<S>, Failure>,
+    options: &Options,
+) -> Result<Report, Failure> {
+    let state = RefCell::new(State {
+        backend: factory()?,
+        report: Report {
+            policy: name.to_string(),
+            slot: S::SLOT,
+            views: 0,
+            calls: 0,
+            slowest_us: 0,
+            max_jobs: 0,
+            scenarios: 0,
+            rounds: 0,
+        },
+        failure: None,
+    });
+    let factory = RefCell::new(factory);
+    let config = Config {
+        cases: options.cases,
+        failure_persistence: None,
+        max_shrink_iters: 512,
+        ..Config::default()
+    };
+    let mut seed = [0u8; 32];
+    seed[..8].copy_from_slice(&options.seed.to_le_bytes());
+    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed));
+    let result = runner.run(&S::views(), |view| {
+        let mut st = state.borrow_mut();
+        let outcome = one_view::<S>(&mut st, &view, options, || (factory.borrow_mut())());
+        st.report.views += 1;
+        match outcome {
+            Ok(()) => Ok(()),
+            Err(kind) => {
+                st.failure = Some(kind.clone());
+                // A failed call discards nothing here: the next case starts
+                // on a fresh instance, as a scheduler would.
+                if let Ok(b) = (factory.borrow_mut())() {
+                    st.backend = b;
+                }
+                Err(TestCaseError::fail(describe(&kind)))
+            }
+        }
+    });
+    match result {
+        Ok(()) => {}
+        Err(TestError::Fail(reason, view)) => {
+            let kind = state
+                .borrow_mut()
+                .failure
+                .take()
+                .unwrap_or_else(|| FailureKind::Failed(PolicyErrorKind::Trap(reason.to_string())));
+            return Err(Failure {
+                slot: S::SLOT,
+                policy: name.to_string(),
+                kind,
+                view: Some(repro::<S>(&view)),
+            });
+        }
+        Err(TestError::Abort(reason)) => {
+            return Err(Failure {
+                slot: S::SLOT,
+                policy: name.to_string(),
+                kind: FailureKind::Failed(PolicyErrorKind::Trap(reason.to_string())),
+                view: None,
+            });
+        }
+    }
+    let mut report = state.into_inner().report;
+    let factory = factory.into_inner();
+    let (scenarios, rounds) = scenario::run::<S>(name, factory, options)?;
+    report.scenarios = scenarios;
+    report.rounds = rounds;
+    Ok(report)
+}
+
+/// Every per-view check of one view.
+fn one_view<S: SlotRules + Views>(
+    st: &mut State<S>,
+    view: &S::View,
+    options: &Options,
+    fresh: impl FnOnce() -> Result<BoxedBackend<S>, Failure>,
+) -> Result<(), FailureKind> {
+    let jobs = S::jobs(view);
+    st.report.max_jobs = st.report.max_jobs.max(jobs);
+    let allowed: Duration = options.time_base + options.time_per_job * jobs as u32;
+    let call = |backend: &mut BoxedBackend<S>, report: &mut Report| {
+        let started = Instant::now();
+        let answer = backend.decide(view);
+        let took = started.elapsed();
+        report.calls += 1;
+        report.slowest_us = report.slowest_us.max(took.as_micros());
+        (answer, took)
+    };
+    let (first, took) = call(&mut st.backend, &mut st.report);
+    let first = first.map_err(|e: PolicyError| FailureKind::Failed(e.kind))?;
+    S::validate(view, &first).map_err(FailureKind::Invalid)?;
+    if took > allowed {
+        return Err(FailureKind::TooSlow {
+            took_us: took.as_micros(),
+            allowed_us: allowed.as_micros(),
+            jobs,
+        });
+    }
+    let (again, _) = call(&mut st.backend, &mut st.report);
+    if again.map_err(|e| FailureKind::Failed(e.kind))? != first {
+        return Err(FailureKind::Nondeterministic { fresh: false });
+    }
+    if st.report.views % 16 == 0 {
+        let mut other = fresh().map_err(|f| match f.kind {
+            FailureKind::Config(m) => FailureKind::Config(m),
+            other => other,
+        })?;
+        let (answer, _) = call(&mut other, &mut st.report);
+        if answer.map_err(|e| FailureKind::Failed(e.kind))? != first {
+            return Err(FailureKind::Nondeterministic { fresh: true });
+        }
+    }
+    Ok(())
+}

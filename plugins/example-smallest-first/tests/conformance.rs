@@ -1,0 +1,68 @@
+//! The conformance kit's checks (every contract rule on generated views, and
+//! scheduler scenarios with liveness) on this crate's policies at their defaults.
+
+use gangway_core::conformance::{self, Options};
+use gangway_plugin_sdk::slots::*;
+
+fn options() -> Options {
+    Options {
+        liveness: true,
+        ..Options::default()
+    }
+}
+
+#[test]
+fn fairness_smallestfirst_conforms() {
+    let report = conformance::defaults::<Fairness, gangway_policy_example_smallest_first::SmallestFirst>(&options()).unwrap_or_else(|f| panic!("{f}"));
+    assert!(report.views >= 256 && report.scenarios == 16, "{report:?}");
+}
+
+/// What a failure looks like: a policy that forgets the last job of a queue
+/// of three or more fails the kit, which names the broken rule and prints
+/// the smallest failing view it could find as a line of Rust.
+#[test]
+fn a_broken_policy_fails_with_its_smallest_view() {
+    use gangway_core::conformance::FailureKind;
+    use gangway_plugin_sdk::{FairnessDecision, FairnessPolicy, Ranked, RoundView};
+
+    #[derive(Clone)]
+    struct Forgetful;
+    impl FairnessPolicy for Forgetful {
+        fn order(&self, view: &RoundView) -> FairnessDecision {
+            let keep = if view.jobs.len() >= 3 {
+                view.jobs.len() - 1
+            } else {
+                view.jobs.len()
+            };
+            FairnessDecision {
+                order: view.jobs[..keep]
+                    .iter()
+                    .map(|j| Ranked {
+                        job: j.id,
+                        eligible: true,
+                    })
+                    .collect(),
+            }
+        }
+    }
+    let failure = conformance::fairness(Forgetful, &Options::quick()).unwrap_err();
+    assert!(
+        matches!(&failure.kind, FailureKind::Invalid(k) if k.to_string().contains("omits 1 of 3 pending jobs")),
+        "shrunk to the smallest view: {failure}"
+    );
+    let text = failure.to_string();
+    assert!(text.contains("an answer breaks the contract"), "{text}");
+    let repro = failure.view.expect("the failing view");
+    assert!(
+        repro.starts_with("let view = gangway_plugin_sdk::wire::decode_view::<gangway_plugin_sdk::slots::Fairness>(&["),
+        "{repro}"
+    );
+    // The printed line really rebuilds a view of 3 jobs.
+    let bytes: Vec<u8> = repro
+        .split_once("(&[")
+        .and_then(|(_, rest)| rest.split_once("])"))
+        .map(|(list, _)| list.split(", ").map(|b| b.parse().unwrap()).collect())
+        .unwrap();
+    let view = gangway_plugin_sdk::wire::decode_view::<Fairness>(&bytes).unwrap();
+    assert_eq!(view.jobs.len(), 3);
+}
