@@ -238,9 +238,10 @@ impl ClusterState {
             .map(|d| Scope::Domain(*d))
     }
 
-    /// Holds up to `gpus` free GPUs inside `scope`, largest holes first (the
-    /// GPUs the gang itself would use). Returns how many were held.
-    pub(crate) fn hold_in(&mut self, scope: Scope, gpus: u32) -> u32 {
+    /// Holds up to `gpus` free GPUs inside `scope`, largest holes first,
+    /// on at most `max_servers` servers (0: any number): the GPUs the gang
+    /// itself would use. Returns how many were held.
+    pub(crate) fn hold_in(&mut self, scope: Scope, gpus: u32, max_servers: u32) -> u32 {
         let mut plan: Vec<(ServerId, GpuMask)> = Vec::new();
         let mut remaining = gpus;
         match scope {
@@ -253,7 +254,8 @@ impl ClusterState {
                 let buckets = &self.buckets[d.0 as usize];
                 'outer: for c in (1..buckets.len()).rev() {
                     for &s in &buckets[c] {
-                        if remaining == 0 {
+                        if remaining == 0 || (max_servers > 0 && plan.len() >= max_servers as usize)
+                        {
                             break 'outer;
                         }
                         let mask = lowest_bits(self.avail_mask(s), remaining);
@@ -413,12 +415,12 @@ mod tests {
             Scope::Domain(DomainId(2)),
             "the rack with most free GPUs"
         );
-        assert_eq!(st.hold_in(scope, 16), 16);
+        assert_eq!(st.hold_in(scope, 16, 0), 16);
         assert_eq!(st.free_gpus(), 4);
         st.clear_holds();
         let scope = st.reservation_scope(16, Level(1), Some(Scope::Domain(DomainId(1))));
         assert_eq!(scope, Some(Scope::Domain(DomainId(1))), "sticky");
-        assert_eq!(st.hold_in(Scope::Domain(DomainId(1)), 16), 4);
+        assert_eq!(st.hold_in(Scope::Domain(DomainId(1)), 16, 0), 4);
         st.check_invariants().unwrap();
     }
 }

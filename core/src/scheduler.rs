@@ -431,6 +431,11 @@ impl Scheduler {
         self.pending_sizes.keys().next().copied()
     }
 
+    /// Failed attempts the retry slot decides about at the next round.
+    pub fn awaiting_retry_len(&self) -> usize {
+        self.awaiting_retry.len()
+    }
+
     /// The earliest time a delayed retry becomes pending, if any.
     pub fn next_retry_s(&self) -> Option<u64> {
         self.delayed.first().map(|(t, _)| *t)

@@ -1,83 +1,80 @@
-//! The built-in policy library by name, and presets of all three slots.
+//! The built-in policy library by name, and presets of all six slots.
 //!
-//! Every policy crate under `plugins/` is listed here by its name (the
-//! crate's directory) and slot. [`fairness`], [`locality`] and [`gang`] build
-//! one natively from its configuration bytes (TOML; empty means defaults),
-//! as the core backend the scheduler calls. [`Preset`]s are named sets of the
-//! three slots with their configurations, read from `host-examples/presets.toml`
-//! (data, not code); [`parse_presets`] reads the same format from any file.
+//! Every policy crate under `plugins/` is listed here by name and slot
+//! ([`names`]); [`CatalogSlot::native`] builds one natively from its
+//! configuration bytes (TOML; empty means defaults), [`module_of`] names the
+//! Wasm module that holds it. Presets are [`PolicyChoice`]s read from
+//! `host-examples/presets.toml` (data, not code); [`parse_presets`] reads the
+//! same format from any file.
 //!
 //! ```
-//! use gangway_core::policy::Slot;
-//! use gangway_host_examples::catalog;
+//! use gangway_core::Slot;
+//! use gangway_host_examples::catalog::{self, CatalogSlot};
+//! use gangway_plugin_sdk::slots::Locality;
 //!
 //! assert!(catalog::names(Slot::Locality).contains(&"delay"));
-//! let delay = catalog::locality("delay", b"widen_after_s = [120]").unwrap();
+//! let delay = Locality::native("delay", b"widen_after_s = [120]").unwrap();
 //! assert_eq!(delay.name(), "delay");
-//! assert!(catalog::locality("delay", b"widen_after = 1").is_err());
+//! assert!(Locality::native("delay", b"widen_after = 1").is_err());
 //!
 //! let philly = catalog::preset("philly").unwrap();
-//! assert_eq!(philly.fairness.policy, "vc-quota");
-//! let set = philly.build().unwrap();
-//! assert_eq!(set.names(), ["vc-quota", "delay", "backfill"]);
+//! assert_eq!(philly.slot(Slot::Fairness).policy, "vc-quota");
+//! let set = philly.build_native().unwrap();
+//! assert_eq!(set.name(Slot::Reclaim), "quota-reclaim");
 //! ```
 
-use gangway_core::PlacementStrategy;
-use gangway_core::policy::{
-    FairnessBackend, GangBackend, LocalityBackend, Native, PolicySet, Slot, defaults,
-};
-use gangway_plugin_sdk::{ConfigError, Configure, config_text};
+use std::collections::BTreeMap;
+
+use gangway_core::policy::{BoxedBackend, Native, Noop, PolicySet, SlotRules};
+use gangway_core::{PlacementStrategy, Slot};
+use gangway_plugin_sdk::builtin;
+use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
+use gangway_plugin_sdk::{ConfigError, Configure, Policy, SlotContract};
 use serde::Deserialize;
 
-use gangway_policy_backfill::Backfill;
-use gangway_policy_delay::Delay;
-use gangway_policy_example_smallest_first::SmallestFirst;
-use gangway_policy_fifo::Fifo;
-use gangway_policy_fifo_block::FifoBlock;
-use gangway_policy_greedy::Greedy;
-use gangway_policy_las::Las;
-use gangway_policy_max_min::MaxMin;
-use gangway_policy_reserve::Reserve;
-use gangway_policy_strict::Strict;
-use gangway_policy_vc_quota::VcQuota;
-
-/// Built-in fairness policies. `fifo-quota` is the core's own default
-/// (FIFO within host-set quotas); it has no plugin crate.
-pub const FAIRNESS: &[&str] = &[
-    "vc-quota",
-    "max-min",
-    "las",
-    "fifo",
-    "fifo-quota",
-    "example-smallest-first",
-];
-
-/// Built-in locality-relaxation policies.
-pub const LOCALITY: &[&str] = &["delay", "strict", "greedy"];
-
-/// Built-in gang policies.
-pub const GANG: &[&str] = &["backfill", "fifo-block", "reserve"];
-
-/// The presets file compiled into the catalog.
-pub const PRESETS_TOML: &str = include_str!("../presets.toml");
-
-/// The built-in policy names of `slot`.
+/// The built-in policy names of `slot`. Names may repeat across slots when
+/// one module serves several (`las`: fairness and reclaim).
 ///
 /// ```
-/// use gangway_core::policy::Slot;
+/// use gangway_core::Slot;
 /// assert_eq!(gangway_host_examples::catalog::names(Slot::Gang), ["backfill", "fifo-block", "reserve"]);
 /// ```
 pub fn names(slot: Slot) -> &'static [&'static str] {
     match slot {
-        Slot::Fairness => FAIRNESS,
-        Slot::Locality => LOCALITY,
-        Slot::Gang => GANG,
+        Slot::Fairness => Fairness::NAMES,
+        Slot::Locality => Locality::NAMES,
+        Slot::Gang => Gang::NAMES,
+        Slot::Reclaim => Reclaim::NAMES,
+        Slot::Retry => Retry::NAMES,
+        Slot::Defragment => Defragment::NAMES,
     }
 }
 
-/// The slot of a built-in policy name (names are unique across slots).
-pub fn slot_of(name: &str) -> Option<Slot> {
-    Slot::ALL.into_iter().find(|s| names(*s).contains(&name))
+/// The Wasm module (a directory of `plugins/`) holding the built-in policy
+/// `name` of `slot`; `None` for `none`, which is not a module but the core's
+/// "do nothing".
+pub fn module_of(slot: Slot, name: &str) -> Option<&'static str> {
+    if !names(slot).contains(&name) {
+        return None;
+    }
+    Some(match name {
+        "none" => return None,
+        "fifo-quota" | "strict" | "backfill" => "builtin",
+        "vc-quota" => "vc-quota",
+        "max-min" => "max-min",
+        "las" => "las",
+        "fifo" => "fifo",
+        "example-smallest-first" => "example-smallest-first",
+        "delay" => "delay",
+        "greedy" => "greedy",
+        "fifo-block" => "fifo-block",
+        "reserve" => "reserve",
+        "quota-reclaim" => "quota-reclaim",
+        "fixed" => "fixed",
+        "failure-aware" => "failure-aware",
+        "gandiva" => "gandiva",
+        _ => return None,
+    })
 }
 
 /// A policy or preset the catalog cannot provide.
@@ -118,18 +115,6 @@ pub enum CatalogError {
     Presets(String),
 }
 
-fn configure<P: Configure>(slot: Slot, name: &str, config: &[u8]) -> Result<P, CatalogError> {
-    P::from_config(config).map_err(|source| CatalogError::Config {
-        slot,
-        name: name.to_string(),
-        source,
-    })
-}
-
-fn native<P: Configure>(slot: Slot, name: &str, config: &[u8]) -> Result<Native<P>, CatalogError> {
-    Ok(Native::new(name, configure::<P>(slot, name, config)?))
-}
-
 fn unknown(slot: Slot, name: &str) -> CatalogError {
     CatalogError::UnknownPolicy {
         slot,
@@ -138,105 +123,208 @@ fn unknown(slot: Slot, name: &str) -> CatalogError {
     }
 }
 
-/// The core's `fifo-quota` default takes no options.
-struct FifoQuota(defaults::FifoQuota);
+/// `P` configured from `config`, as slot `S`'s backend called `name`.
+fn native<S: SlotRules, P: Policy<S> + Configure + Send + 'static>(
+    name: &str,
+    config: &[u8],
+) -> Result<BoxedBackend<S>, CatalogError> {
+    P::from_config(config)
+        .map(|p| Box::new(Native::new(name, p)) as BoxedBackend<S>)
+        .map_err(|source| CatalogError::Config {
+            slot: S::SLOT,
+            name: name.to_string(),
+            source,
+        })
+}
 
-impl Configure for FifoQuota {
-    fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
-        if config_text(config)?.trim().is_empty() {
-            Ok(FifoQuota(defaults::FifoQuota))
-        } else {
-            Err(ConfigError("fifo-quota takes no configuration".to_string()))
+/// `none`: takes no options, does nothing.
+fn noop<S: SlotRules>(config: &[u8]) -> Result<BoxedBackend<S>, CatalogError> {
+    gangway_plugin_sdk::no_options("none", config).map_err(|source| CatalogError::Config {
+        slot: S::SLOT,
+        name: "none".into(),
+        source,
+    })?;
+    Ok(Box::new(Noop))
+}
+
+/// A slot of the catalog: its built-in names, and how to build one natively.
+pub trait CatalogSlot: SlotRules {
+    /// The built-in policy names of the slot.
+    const NAMES: &'static [&'static str];
+    /// Builds the built-in policy `name` natively from `config` (TOML bytes;
+    /// empty means defaults).
+    fn native(name: &str, config: &[u8]) -> Result<BoxedBackend<Self>, CatalogError>;
+}
+
+impl CatalogSlot for Fairness {
+    const NAMES: &'static [&'static str] = &[
+        "vc-quota",
+        "max-min",
+        "las",
+        "fifo",
+        "fifo-quota",
+        "example-smallest-first",
+    ];
+    fn native(name: &str, config: &[u8]) -> Result<BoxedBackend<Self>, CatalogError> {
+        use gangway_policy_example_smallest_first::SmallestFirst;
+        match name {
+            "vc-quota" => native::<Self, gangway_policy_vc_quota::VcQuota>(name, config),
+            "max-min" => native::<Self, gangway_policy_max_min::MaxMin>(name, config),
+            "las" => native::<Self, gangway_policy_las::Las>(name, config),
+            "fifo" => native::<Self, gangway_policy_fifo::Fifo>(name, config),
+            "fifo-quota" => native::<Self, builtin::FifoQuota>(name, config),
+            "example-smallest-first" => native::<Self, SmallestFirst>(name, config),
+            _ => Err(unknown(Self::SLOT, name)),
         }
     }
 }
 
-/// Builds the built-in fairness policy `name` natively from `config` (TOML
-/// bytes; empty means defaults).
-pub fn fairness(name: &str, config: &[u8]) -> Result<Box<dyn FairnessBackend>, CatalogError> {
-    let s = Slot::Fairness;
-    Ok(match name {
-        "vc-quota" => Box::new(native::<VcQuota>(s, name, config)?),
-        "max-min" => Box::new(native::<MaxMin>(s, name, config)?),
-        "las" => Box::new(native::<Las>(s, name, config)?),
-        "fifo" => Box::new(native::<Fifo>(s, name, config)?),
-        "fifo-quota" => Box::new(Native::new(
-            name,
-            configure::<FifoQuota>(s, name, config)?.0,
-        )),
-        "example-smallest-first" => Box::new(native::<SmallestFirst>(s, name, config)?),
-        _ => return Err(unknown(s, name)),
-    })
+impl CatalogSlot for Locality {
+    const NAMES: &'static [&'static str] = &["delay", "strict", "greedy"];
+    fn native(name: &str, config: &[u8]) -> Result<BoxedBackend<Self>, CatalogError> {
+        match name {
+            "delay" => native::<Self, gangway_policy_delay::Delay>(name, config),
+            "strict" => native::<Self, builtin::Strict>(name, config),
+            "greedy" => native::<Self, gangway_policy_greedy::Greedy>(name, config),
+            _ => Err(unknown(Self::SLOT, name)),
+        }
+    }
 }
 
-/// Builds the built-in locality policy `name` natively from `config`.
-pub fn locality(name: &str, config: &[u8]) -> Result<Box<dyn LocalityBackend>, CatalogError> {
-    let s = Slot::Locality;
-    Ok(match name {
-        "delay" => Box::new(native::<Delay>(s, name, config)?),
-        "strict" => Box::new(native::<Strict>(s, name, config)?),
-        "greedy" => Box::new(native::<Greedy>(s, name, config)?),
-        _ => return Err(unknown(s, name)),
-    })
+impl CatalogSlot for Gang {
+    const NAMES: &'static [&'static str] = &["backfill", "fifo-block", "reserve"];
+    fn native(name: &str, config: &[u8]) -> Result<BoxedBackend<Self>, CatalogError> {
+        match name {
+            "backfill" => native::<Self, builtin::Backfill>(name, config),
+            "fifo-block" => native::<Self, gangway_policy_fifo_block::FifoBlock>(name, config),
+            "reserve" => native::<Self, gangway_policy_reserve::Reserve>(name, config),
+            _ => Err(unknown(Self::SLOT, name)),
+        }
+    }
 }
 
-/// Builds the built-in gang policy `name` natively from `config`.
-pub fn gang(name: &str, config: &[u8]) -> Result<Box<dyn GangBackend>, CatalogError> {
-    let s = Slot::Gang;
-    Ok(match name {
-        "backfill" => Box::new(native::<Backfill>(s, name, config)?),
-        "fifo-block" => Box::new(native::<FifoBlock>(s, name, config)?),
-        "reserve" => Box::new(native::<Reserve>(s, name, config)?),
-        _ => return Err(unknown(s, name)),
-    })
+impl CatalogSlot for Reclaim {
+    const NAMES: &'static [&'static str] = &["none", "quota-reclaim", "las"];
+    fn native(name: &str, config: &[u8]) -> Result<BoxedBackend<Self>, CatalogError> {
+        use gangway_policy_quota_reclaim::QuotaReclaim;
+        match name {
+            "none" => noop::<Self>(config),
+            "quota-reclaim" => native::<Self, QuotaReclaim>(name, config),
+            "las" => native::<Self, gangway_policy_las::LasPreempt>(name, config),
+            _ => Err(unknown(Self::SLOT, name)),
+        }
+    }
 }
 
-/// One slot of a [`Preset`]: a policy name and its configuration.
+impl CatalogSlot for Retry {
+    const NAMES: &'static [&'static str] = &["fixed", "failure-aware"];
+    fn native(name: &str, config: &[u8]) -> Result<BoxedBackend<Self>, CatalogError> {
+        use gangway_policy_failure_aware::FailureAware;
+        match name {
+            "fixed" => native::<Self, gangway_policy_fixed::FixedRetry>(name, config),
+            "failure-aware" => native::<Self, FailureAware>(name, config),
+            _ => Err(unknown(Self::SLOT, name)),
+        }
+    }
+}
+
+impl CatalogSlot for Defragment {
+    const NAMES: &'static [&'static str] = &["none", "gandiva"];
+    fn native(name: &str, config: &[u8]) -> Result<BoxedBackend<Self>, CatalogError> {
+        match name {
+            "none" => noop::<Self>(config),
+            "gandiva" => native::<Self, gangway_policy_gandiva::Gandiva>(name, config),
+            _ => Err(unknown(Self::SLOT, name)),
+        }
+    }
+}
+
+/// One slot of a [`PolicyChoice`]: a policy (a built-in name or a path to a
+/// `.wasm` module) and its configuration.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SlotSpec {
-    /// A built-in policy name of the slot.
+pub struct SlotChoice {
+    /// A built-in policy name of the slot, or a path ending in `.wasm`.
     pub policy: String,
-    /// Its configuration as TOML text (empty: defaults).
-    pub config: String,
+    /// Its configuration bytes (TOML for the built-ins; empty: defaults).
+    pub config: Vec<u8>,
 }
 
-/// A named set of the three slots' policies with their configurations.
+impl SlotChoice {
+    /// The slot's built-in policy with its defaults.
+    pub fn builtin(slot: Slot) -> SlotChoice {
+        let policy = match slot {
+            Slot::Fairness => Fairness::BUILTIN,
+            Slot::Locality => Locality::BUILTIN,
+            Slot::Gang => Gang::BUILTIN,
+            Slot::Reclaim => Reclaim::BUILTIN,
+            Slot::Retry => Retry::BUILTIN,
+            Slot::Defragment => Defragment::BUILTIN,
+        };
+        SlotChoice {
+            policy: policy.to_string(),
+            config: Vec::new(),
+        }
+    }
+}
+
+/// A named choice of every slot's policy (a preset, or one made on the
+/// command line), and the placement tie-break.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Preset {
-    /// The preset's name (`philly`, `locality-first`, ...).
+pub struct PolicyChoice {
+    /// The name used in reports (`philly`, `philly+retry=failure-aware`, ...).
     pub name: String,
     /// One line on what it models.
     pub description: String,
-    /// Fairness slot.
-    pub fairness: SlotSpec,
-    /// Locality slot.
-    pub locality: SlotSpec,
-    /// Gang slot.
-    pub gang: SlotSpec,
-    /// How placement search breaks ties (`placement = "spread"` in the file
-    /// models a YARN-style scheduler; best fit by default).
+    /// The slots chosen; a slot not listed runs its built-in policy.
+    pub slots: BTreeMap<Slot, SlotChoice>,
+    /// How placement search breaks ties.
     pub placement: PlacementStrategy,
 }
 
-impl Preset {
-    /// The spec of one slot.
-    pub fn slot(&self, slot: Slot) -> &SlotSpec {
-        match slot {
-            Slot::Fairness => &self.fairness,
-            Slot::Locality => &self.locality,
-            Slot::Gang => &self.gang,
-        }
+impl PolicyChoice {
+    /// The choice of `slot` (its built-in policy if none was made).
+    pub fn slot(&self, slot: Slot) -> SlotChoice {
+        self.slots
+            .get(&slot)
+            .cloned()
+            .unwrap_or_else(|| SlotChoice::builtin(slot))
     }
 
-    /// Builds the three policies natively.
-    pub fn build(&self) -> Result<PolicySet, CatalogError> {
-        Ok(PolicySet {
-            fairness: fairness(&self.fairness.policy, self.fairness.config.as_bytes())?,
-            locality: locality(&self.locality.policy, self.locality.config.as_bytes())?,
-            gang: gang(&self.gang.policy, self.gang.config.as_bytes())?,
-        })
+    /// Builds every slot natively (built-in names only).
+    pub fn build_native(&self) -> Result<PolicySet, CatalogError> {
+        fn one<S: CatalogSlot>(c: &PolicyChoice) -> Result<BoxedBackend<S>, CatalogError> {
+            let s = c.slot(S::SLOT);
+            S::native(&s.policy, &s.config)
+        }
+        Ok(PolicySet::builtin()
+            .with::<Retry>(one(self)?)
+            .with::<Fairness>(one(self)?)
+            .with::<Locality>(one(self)?)
+            .with::<Gang>(one(self)?)
+            .with::<Reclaim>(one(self)?)
+            .with::<Defragment>(one(self)?))
     }
 }
+
+/// Placement tie-breaks by name (`best-fit`, `spread`).
+pub fn placement(name: &str) -> Option<PlacementStrategy> {
+    match name {
+        "best-fit" => Some(PlacementStrategy::BestFit),
+        "spread" => Some(PlacementStrategy::Spread),
+        _ => None,
+    }
+}
+
+/// The name of a placement tie-break.
+pub fn placement_name(p: PlacementStrategy) -> &'static str {
+    match p {
+        PlacementStrategy::BestFit => "best-fit",
+        PlacementStrategy::Spread => "spread",
+    }
+}
+
+/// The presets file compiled into the catalog.
+pub const PRESETS_TOML: &str = include_str!("../presets.toml");
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -251,9 +339,12 @@ struct RawPreset {
     name: String,
     #[serde(default)]
     description: String,
-    fairness: RawSlot,
-    locality: RawSlot,
-    gang: RawSlot,
+    fairness: Option<RawSlot>,
+    locality: Option<RawSlot>,
+    gang: Option<RawSlot>,
+    reclaim: Option<RawSlot>,
+    retry: Option<RawSlot>,
+    defragment: Option<RawSlot>,
     #[serde(default)]
     placement: Option<String>,
 }
@@ -275,16 +366,16 @@ struct RawSlot {
 /// [[preset]]
 /// name = "mine"
 /// fairness = { policy = "las", config = { thresholds_gpu_s = [600] } }
-/// locality = { policy = "strict" }
 /// gang = { policy = "reserve", config = { max_reservations = 2 } }
 /// "#;
 /// let presets = gangway_host_examples::catalog::parse_presets(text).unwrap();
-/// assert_eq!(presets[0].gang.config.trim(), "max_reservations = 2");
-/// assert!(presets[0].build().is_ok());
+/// let gang = presets[0].slot(gangway_core::Slot::Gang);
+/// assert_eq!(String::from_utf8(gang.config).unwrap().trim(), "max_reservations = 2");
+/// assert!(presets[0].build_native().is_ok());
 /// ```
-pub fn parse_presets(text: &str) -> Result<Vec<Preset>, CatalogError> {
+pub fn parse_presets(text: &str) -> Result<Vec<PolicyChoice>, CatalogError> {
     let raw: RawFile = toml::from_str(text).map_err(|e| CatalogError::Presets(e.to_string()))?;
-    let mut out: Vec<Preset> = Vec::with_capacity(raw.preset.len());
+    let mut out: Vec<PolicyChoice> = Vec::with_capacity(raw.preset.len());
     for p in raw.preset {
         if out.iter().any(|q| q.name == p.name) {
             return Err(CatalogError::Presets(format!(
@@ -292,7 +383,16 @@ pub fn parse_presets(text: &str) -> Result<Vec<Preset>, CatalogError> {
                 p.name
             )));
         }
-        let spec = |slot: Slot, s: RawSlot| -> Result<SlotSpec, CatalogError> {
+        let mut slots = BTreeMap::new();
+        for (slot, raw) in [
+            (Slot::Fairness, p.fairness),
+            (Slot::Locality, p.locality),
+            (Slot::Gang, p.gang),
+            (Slot::Reclaim, p.reclaim),
+            (Slot::Retry, p.retry),
+            (Slot::Defragment, p.defragment),
+        ] {
+            let Some(s) = raw else { continue };
             if !names(slot).contains(&s.policy.as_str()) {
                 return Err(CatalogError::Presets(format!(
                     "preset {:?}: {}",
@@ -303,30 +403,27 @@ pub fn parse_presets(text: &str) -> Result<Vec<Preset>, CatalogError> {
             let config = toml::to_string(&s.config).map_err(|e| {
                 CatalogError::Presets(format!("preset {:?}: {slot} config: {e}", p.name))
             })?;
-            Ok(SlotSpec {
-                policy: s.policy,
-                config,
-            })
-        };
+            slots.insert(
+                slot,
+                SlotChoice {
+                    policy: s.policy,
+                    config: config.into_bytes(),
+                },
+            );
+        }
         let placement = match p.placement.as_deref() {
-            None | Some("best-fit") => PlacementStrategy::BestFit,
-            Some("spread") => PlacementStrategy::Spread,
-            Some(other) => {
-                return Err(CatalogError::Presets(format!(
-                    "preset {:?}: placement {other:?} is not \"best-fit\" or \"spread\"",
+            None => PlacementStrategy::BestFit,
+            Some(name) => placement(name).ok_or_else(|| {
+                CatalogError::Presets(format!(
+                    "preset {:?}: placement {name:?} is not \"best-fit\" or \"spread\"",
                     p.name
-                )));
-            }
+                ))
+            })?,
         };
-        let fairness = spec(Slot::Fairness, p.fairness)?;
-        let locality = spec(Slot::Locality, p.locality)?;
-        let gang = spec(Slot::Gang, p.gang)?;
-        out.push(Preset {
+        out.push(PolicyChoice {
             name: p.name,
             description: p.description,
-            fairness,
-            locality,
-            gang,
+            slots,
             placement,
         });
     }
@@ -341,14 +438,14 @@ pub fn parse_presets(text: &str) -> Result<Vec<Preset>, CatalogError> {
 ///     .into_iter()
 ///     .map(|p| p.name)
 ///     .collect();
-/// assert_eq!(names, ["philly", "locality-first", "tiresias", "fifo", "defaults"]);
+/// assert_eq!(names[..5], ["philly", "locality-first", "tiresias", "fifo", "defaults"]);
 /// ```
-pub fn presets() -> Result<Vec<Preset>, CatalogError> {
+pub fn presets() -> Result<Vec<PolicyChoice>, CatalogError> {
     parse_presets(PRESETS_TOML)
 }
 
 /// The built-in preset `name`.
-pub fn preset(name: &str) -> Result<Preset, CatalogError> {
+pub fn preset(name: &str) -> Result<PolicyChoice, CatalogError> {
     let all = presets()?;
     let known = all
         .iter()
@@ -367,84 +464,89 @@ pub fn preset(name: &str) -> Result<Preset, CatalogError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gangway_core::{AttemptEnd, JobSpec, Scheduler, Topology};
-    use gangway_plugin_sdk::JobId;
+    use gangway_core::{AttemptEnd, JobId, JobSpec, Scheduler, Topology};
     use proptest::prelude::*;
 
     #[test]
-    fn every_listed_name_builds_with_defaults() {
-        for name in FAIRNESS {
-            assert_eq!(fairness(name, b"").unwrap().name(), *name);
-        }
-        for name in LOCALITY {
-            assert_eq!(locality(name, b"").unwrap().name(), *name);
-        }
-        for name in GANG {
-            assert_eq!(gang(name, b"").unwrap().name(), *name);
-        }
-        for slot in Slot::ALL {
-            for name in names(slot) {
-                assert_eq!(slot_of(name), Some(slot));
+    fn every_listed_name_builds_with_defaults_and_has_a_module() {
+        fn all<S: CatalogSlot>() {
+            for name in S::NAMES {
+                assert_eq!(S::native(name, b"").unwrap().name(), *name);
+                let module = module_of(S::SLOT, name);
+                assert_eq!(module.is_none(), *name == "none", "{name}");
+                if let Some(m) = module {
+                    assert!(
+                        gangway_plugin_artifacts::module(m).is_some(),
+                        "{name}: no module {m}"
+                    );
+                }
             }
         }
+        all::<Fairness>();
+        all::<Locality>();
+        all::<Gang>();
+        all::<Reclaim>();
+        all::<Retry>();
+        all::<Defragment>();
     }
 
     #[test]
     fn unknown_names_and_bad_configs_say_what_is_wrong() {
-        let e = gang("easy", b"").err().unwrap();
+        let e = Gang::native("easy", b"").err().unwrap();
         assert_eq!(
             e.to_string(),
             "unknown gang policy \"easy\" (built in: backfill, fifo-block, reserve)"
         );
         // A locality name in the fairness slot is unknown there.
         assert!(matches!(
-            fairness("delay", b""),
+            Fairness::native("delay", b""),
             Err(CatalogError::UnknownPolicy { .. })
         ));
-        let e = fairness("vc-quota", b"lending = 1").err().unwrap();
+        let e = Fairness::native("vc-quota", b"lending = 1").err().unwrap();
         assert!(matches!(e, CatalogError::Config { .. }));
         assert!(e.to_string().contains("unknown field `lending`"), "{e}");
-        assert!(fairness("fifo-quota", b"x = 1").is_err());
+        assert!(Fairness::native("fifo-quota", b"x = 1").is_err());
+        assert!(Reclaim::native("none", b"x = 1").is_err());
     }
 
     #[test]
     fn every_preset_builds_and_names_match() {
         let all = presets().unwrap();
-        assert!(all.len() >= 4);
+        assert!(all.len() >= 5);
         for p in &all {
-            let set = p.build().unwrap();
-            assert_eq!(
-                set.names(),
-                [
-                    p.fairness.policy.as_str(),
-                    p.locality.policy.as_str(),
-                    p.gang.policy.as_str()
-                ]
-            );
+            let set = p.build_native().unwrap();
+            for slot in Slot::ALL {
+                assert_eq!(set.name(slot), p.slot(slot).policy, "{} {slot}", p.name);
+            }
             assert!(!p.description.is_empty(), "{} has no description", p.name);
         }
         let lf = preset("locality-first").unwrap();
         assert_eq!(lf.slot(Slot::Locality).policy, "strict");
-        assert_eq!(lf.gang.config.trim(), "after_s = 300");
+        assert_eq!(
+            String::from_utf8(lf.slot(Slot::Gang).config)
+                .unwrap()
+                .trim(),
+            "after_s = 300"
+        );
         let e = preset("yarn").unwrap_err();
         assert!(e.to_string().contains("philly"), "{e}");
     }
 
     #[test]
     fn bad_preset_files_are_rejected() {
-        let twice = "[[preset]]\nname='a'\nfairness={policy='fifo'}\nlocality={policy='strict'}\ngang={policy='backfill'}\n";
+        let twice = "[[preset]]\nname='a'\nfairness={policy='fifo'}\n";
         let e = parse_presets(&format!("{twice}{twice}")).unwrap_err();
         assert!(e.to_string().contains("defined twice"), "{e}");
-        let wrong_slot = "[[preset]]\nname='a'\nfairness={policy='strict'}\nlocality={policy='strict'}\ngang={policy='backfill'}\n";
+        let wrong_slot = "[[preset]]\nname='a'\nfairness={policy='strict'}\n";
         let e = parse_presets(wrong_slot).unwrap_err();
         assert!(e.to_string().contains("unknown fairness policy"), "{e}");
-        let e = parse_presets("[[preset]]\nname='a'\n").unwrap_err();
+        let e = parse_presets("[[preset]]\ndescription='a'\n").unwrap_err();
         assert!(e.to_string().contains("missing field"), "{e}");
         // A bad option is caught when the preset is built.
-        let bad = "[[preset]]\nname='a'\nfairness={policy='fifo'}\nlocality={policy='delay', config={wait=1}}\ngang={policy='backfill'}\n";
+        let bad = "[[preset]]\nname='a'\nlocality={policy='delay', config={wait=1}}\n";
         let p = parse_presets(bad).unwrap();
         assert!(matches!(
-            p[0].build(),
+            p[0].build_native(),
             Err(CatalogError::Config {
                 slot: Slot::Locality,
                 ..
@@ -457,14 +559,12 @@ mod tests {
     /// original jobs end in `release` order, a new 1-GPU job arrives for each.
     /// Returns the step at which the gang started, if it did, and checks every
     /// reservation and the round invariant on the way.
-    fn big_gang_under_a_stream(gang: Box<dyn GangBackend>, release: &[usize]) -> Option<usize> {
-        let set = PolicySet {
-            fairness: fairness("fifo", b"").unwrap(),
-            locality: locality("strict", b"").unwrap(),
-            gang,
-        };
+    fn big_gang_under_a_stream(gang: BoxedBackend<Gang>, release: &[usize]) -> Option<usize> {
+        let set = PolicySet::builtin()
+            .with::<Fairness>(Fairness::native("fifo", b"").unwrap())
+            .with::<Locality>(Locality::native("strict", b"").unwrap())
+            .with::<Gang>(gang);
         let topo = Topology::uniform(2, 4, 8).unwrap();
-        let racks = topo.domains_at(gangway_plugin_sdk::Level(1)).to_vec();
         let mut sched = Scheduler::with_policies(topo, set);
         let vc = sched.virtual_cluster("all");
         let spec = |id: u64, gpus: u32, t: u64| JobSpec {
@@ -488,7 +588,15 @@ mod tests {
                 .end_attempt(JobId(i as u64), now, AttemptEnd::Passed)
                 .unwrap();
             sched.submit(spec(1_000 + step as u64, 1, now)).unwrap();
-            let room = racks.iter().any(|r| sched.state().domain_free(*r) >= 16);
+            // Room: two whole servers of one rack (strict locality: the
+            // gang's rack, on the fewest servers that can hold it).
+            let room = sched
+                .state()
+                .find_placement(
+                    16,
+                    gangway_core::SpreadLimit::new(gangway_core::Level(1), 2),
+                )
+                .is_some();
             let report = sched.round(now).unwrap();
             for r in &report.reservations {
                 assert_eq!(r.job, big);
@@ -505,14 +613,14 @@ mod tests {
         None
     }
 
-    fn reserve_now() -> Box<dyn GangBackend> {
-        gang("reserve", b"after_s = 0\nmax_reservations = 1").unwrap()
+    fn reserve_now() -> BoxedBackend<Gang> {
+        Gang::native("reserve", b"after_s = 0\nmax_reservations = 1").unwrap()
     }
 
     #[test]
     fn backfill_starves_the_gang_that_reserve_lets_start() {
         let order: Vec<usize> = (0..64).collect();
-        let backfill = gang("backfill", b"").unwrap();
+        let backfill = Gang::native("backfill", b"").unwrap();
         assert_eq!(big_gang_under_a_stream(backfill, &order), None);
         assert!(big_gang_under_a_stream(reserve_now(), &order).is_some());
     }
@@ -524,12 +632,14 @@ mod tests {
             release in Just((0..64usize).collect::<Vec<_>>()).prop_shuffle()
         ) {
             // Inside: every reservation held at most the gang's 16 GPUs, and
-            // the gang started in the first round with room for it. Held GPUs
-            // are never refilled by the stream, so its rack only gains free
-            // GPUs: at worst the other rack's 32 jobs end first, then 16 of
-            // its own, so it starts by the 48th release (step 47).
+            // the gang started in the first round with room for it. Strict
+            // locality wants two whole servers of one rack; the reservation
+            // holds the two with the most free GPUs, which the stream never
+            // refills: at worst the other six servers' 48 jobs end first,
+            // then the 16 on those two, so it starts by the 64th release
+            // (step 63).
             let step = big_gang_under_a_stream(reserve_now(), &release);
-            prop_assert!(step.is_some_and(|s| s <= 47), "started at step {:?}", step);
+            prop_assert!(step.is_some_and(|s| s <= 63), "started at step {:?}", step);
         }
     }
 }

@@ -9,9 +9,10 @@ use clap::Parser;
 use gangway_core::{RackGrouping, Topology, TopologyError};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::catalog::{PolicyChoice, SlotChoice};
 use crate::plots::{self, PlotError};
-use crate::policies::{self, PolicyChoice, PolicyResolveError};
-use crate::report::{self, Report, TopologyInfo, Workload};
+use crate::policies::{self, PolicyResolveError};
+use crate::report::{self, Policies, Report, TopologyInfo, Workload};
 use crate::sim::{self, SimConfig, SimError};
 use crate::trace::{self, Format, Trace, TraceError};
 use crate::workload;
@@ -41,7 +42,8 @@ pub struct Cli {
     /// A topology file (TOML) naming racks and servers.
     #[arg(long)]
     pub topology: Option<PathBuf>,
-    /// A preset: a named set of fairness, locality and gang policies.
+    /// A preset (a named policy per slot), optionally with slots replaced:
+    /// `philly`, `philly+retry=failure-aware+reclaim=none`.
     #[arg(long, conflicts_with = "compare")]
     pub policies: Option<String>,
     /// Fairness policy: a built-in name or a `.wasm` module (overrides the preset's).
@@ -53,10 +55,21 @@ pub struct Cli {
     /// Gang policy: a built-in name or a `.wasm` module.
     #[arg(long)]
     pub gang: Option<String>,
+    /// Reclaim (preemption) policy: `none`, `quota-reclaim`, `las`, or a `.wasm` module.
+    #[arg(long)]
+    pub reclaim: Option<String>,
+    /// Retry policy: `fixed`, `failure-aware`, or a `.wasm` module.
+    #[arg(long)]
+    pub retry: Option<String>,
+    /// Defragment (migration) policy: `none`, `gandiva`, or a `.wasm` module.
+    #[arg(long)]
+    pub defragment: Option<String>,
     /// A configuration file for a slot, e.g. `--config fairness=vcs.toml` (repeatable).
     #[arg(long, value_name = "SLOT=FILE")]
     pub config: Vec<String>,
-    /// Presets to compare side by side on the same workload, e.g. `philly,fifo`.
+    /// Policy sets to compare side by side on the same workload: presets,
+    /// each optionally with slots replaced, e.g.
+    /// `philly,philly+retry=failure-aware,fifo`.
     #[arg(long, value_delimiter = ',')]
     pub compare: Vec<String>,
     /// Seed for the generator and the failure process.
@@ -93,9 +106,67 @@ pub struct Cli {
     /// schedulers like Philly's do.
     #[arg(long, value_enum)]
     pub placement: Option<Placement>,
+    /// Pending jobs per VC a round shows a fairness policy that declares its
+    /// queue order (0: every pending job).
+    #[arg(long, default_value_t = gangway_core::Scheduler::DEFAULT_VIEW_WINDOW)]
+    pub view_window: usize,
+    /// Seconds a preempted or migrated job loses restarting from its checkpoint.
+    #[arg(long, default_value_t = 60)]
+    pub restart_s: u64,
     /// Skip the SVG plots.
     #[arg(long)]
     pub no_plots: bool,
+}
+
+/// The policy sets the command line asks for, in order.
+pub fn choices(cli: &Cli) -> Result<Vec<PolicyChoice>, PolicyResolveError> {
+    let specs: Vec<String> = if cli.compare.is_empty() {
+        vec![cli.policies.clone().unwrap_or_else(|| "philly".into())]
+    } else {
+        cli.compare.clone()
+    };
+    let mut configs: Vec<(gangway_core::Slot, Vec<u8>)> = Vec::new();
+    for c in &cli.config {
+        let (slot, file) = c.split_once('=').ok_or_else(|| {
+            PolicyResolveError::Choice(format!("--config {c:?}: expected SLOT=FILE"))
+        })?;
+        let slot = policies::slot_named(slot, &format!("--config {c}"))?;
+        let bytes = std::fs::read(file)
+            .map_err(|e| PolicyResolveError::Choice(format!("{file}: cannot read: {e}")))?;
+        configs.push((slot, bytes));
+    }
+    use gangway_core::Slot;
+    let overrides = [
+        (Slot::Fairness, &cli.fairness),
+        (Slot::Locality, &cli.locality),
+        (Slot::Gang, &cli.gang),
+        (Slot::Reclaim, &cli.reclaim),
+        (Slot::Retry, &cli.retry),
+        (Slot::Defragment, &cli.defragment),
+    ];
+    let mut out = Vec::new();
+    for spec in specs {
+        let mut choice = policies::parse_choice(&spec)?;
+        for (slot, policy) in overrides {
+            if let Some(p) = policy {
+                choice.slots.insert(
+                    slot,
+                    SlotChoice {
+                        policy: p.clone(),
+                        config: Vec::new(),
+                    },
+                );
+                choice.name = format!("{}+{slot}={p}", choice.name);
+            }
+        }
+        for (slot, bytes) in &configs {
+            let mut s = choice.slot(*slot);
+            s.config = bytes.clone();
+            choice.slots.insert(*slot, s);
+        }
+        out.push(choice);
+    }
+    Ok(out)
 }
 
 /// Placement tie-break strategies.
@@ -244,7 +315,7 @@ pub fn quotas(
 pub fn demand_quotas(trace: &Trace, cluster_gpus: u32) -> BTreeMap<String, u32> {
     let mut demand: BTreeMap<&str, (f64, u32)> = BTreeMap::new();
     for j in &trace.jobs {
-        let run: u64 = j.attempts.iter().map(|a| a.0).sum();
+        let run: u64 = j.attempts.iter().map(|a| a.run_s).sum();
         let e = demand.entry(j.vc.as_str()).or_default();
         e.0 += f64::from(j.gpus) * run as f64;
         e.1 = e.1.max(j.gpus);
@@ -284,13 +355,15 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
         eprintln!("replay: not replayable: {}: {}", s.at, s.reason);
     }
     let quotas = quotas(&cli.quotas, &trace, topo.total_gpus())?;
-    let choices: Vec<PolicyChoice> = policies::choices(cli)?;
+    let choices: Vec<PolicyChoice> = choices(cli)?;
     let load_time = load_clock.elapsed();
     let cfg = SimConfig {
         round_interval_s: cli.round_interval,
         server_mtbf_s: cli.server_mtbf_hours.map(|h| (h * 3600.0).max(1.0) as u64),
         seed: cli.seed,
         quotas,
+        restart_s: cli.restart_s,
+        view_window: cli.view_window,
         ..SimConfig::default()
     };
     std::fs::create_dir_all(&cli.out).map_err(|source| ReplayError::Write {
@@ -299,7 +372,7 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
     })?;
     let mut runs = Vec::new();
     let mut written = Vec::new();
-    let loader = policies::Loader::new()?;
+    let mut loader = policies::Loader::new()?;
     for choice in &choices {
         let mut choice = choice.clone();
         match cli.placement {
@@ -309,7 +382,8 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
         }
         let choice = &choice;
         let policy_clock = Instant::now();
-        let (set, names) = policies::build(&loader, choice, cli.native)?;
+        let set = loader.build(choice, cli.native)?;
+        let names = Policies::of(choice);
         let policy_time = policy_clock.elapsed();
         let cfg = SimConfig {
             placement: choice.placement,

@@ -5,10 +5,15 @@
 //!   "workload": {"source", "jobs", "skipped": [{"at", "reason"}]},
 //!   "topology": {"source", "servers", "gpus", "racks"},
 //!   "runs": [{
-//!     "name", "policies": {"fairness", "locality", "gang", "placement"},
+//!     "name", "policies": {"fairness", "locality", "gang", "reclaim", "retry",
+//!                          "defragment", "placement"},
 //!     "jobs": {"submitted", "passed", "failed", "killed", "never_started", "unfinished"},
 //!     "by_size": {"1": B, "2-4": B, "5-8": B, ">8": B},
-//!     "gpu_allocation_mean", "jct_s": {"p50", "p90"}, "failed_attempt_gpu_s",
+//!     "gpu_allocation_mean", "jct_s": {"p50", "p90", "mean"},
+//!     "jct_passed_s": {"p50", "p90", "mean"}, "failed_attempt_gpu_s",
+//!     "reclaim": {"preemptions", "jobs_preempted", "restart_gpu_s"},
+//!     "defragment": {"migrations", "restart_gpu_s"},
+//!     "retry": {"attempts_avoided", "saved_gpu_s", "passing_jobs_lost", "probes"},
 //!     "per_vc": {VC: {"quota_gpus", "mean_gpus_held", "jobs"}},
 //!     "policy_errors"
 //!   }]
@@ -16,6 +21,7 @@
 //! B = {"jobs", "queue_delay_s": {"p50", "p90", "p99", "mean"},
 //!      "fair_share_delay_s", "fragmentation_delay_s",
 //!      "jobs_with_fair_share_delay", "jobs_with_fragmentation_delay",
+//!      "wait_s": {REASON: seconds, ...},
 //!      "servers_spanned": {"1": n, "2": n, ...}}
 //! ```
 //!
@@ -29,13 +35,21 @@
 //! mean of allocated / online GPUs from the first to the last arrival. JCT is
 //! finish minus submit over jobs that finished (any status).
 //! `failed_attempt_gpu_s` is GPU-seconds of attempts that failed or were
-//! interrupted. `never_started` jobs are counted, not hidden. Times are
+//! interrupted. `wait_s` splits a bucket's total wait by every wait reason of
+//! the core (fair-share, fragmentation, reserved, held-by-policy,
+//! no-capacity, queued, retry-delay). `jct_passed_s` is over passed jobs
+//! only. `reclaim` and `defragment` count preemptions and migrations and the
+//! GPU-seconds their restarts cost; `retry` counts recorded attempts a retry
+//! policy chose not to run, their GPU-seconds (saved), the jobs among them
+//! that the trace shows passing on a later attempt (lost), and probes run. `never_started` jobs are counted, not hidden. Times are
 //! seconds. Wall-clock timings never appear here (they go to stdout), so
 //! the same inputs give a byte-identical file.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+
+use gangway_core::WaitReason;
 
 use crate::sim::RunResult;
 use crate::trace::{Outcome, SkippedJob};
@@ -84,8 +98,64 @@ pub struct Policies {
     pub locality: String,
     /// Gang slot.
     pub gang: String,
+    /// Reclaim slot.
+    pub reclaim: String,
+    /// Retry slot.
+    pub retry: String,
+    /// Defragment slot.
+    pub defragment: String,
     /// Placement tie-break (`best-fit` or `spread`).
     pub placement: String,
+}
+
+impl Policies {
+    /// The policies of `choice`.
+    pub fn of(choice: &crate::catalog::PolicyChoice) -> Policies {
+        use gangway_core::Slot;
+        let name = |slot| choice.slot(slot).policy;
+        Policies {
+            fairness: name(Slot::Fairness),
+            locality: name(Slot::Locality),
+            gang: name(Slot::Gang),
+            reclaim: name(Slot::Reclaim),
+            retry: name(Slot::Retry),
+            defragment: name(Slot::Defragment),
+            placement: crate::catalog::placement_name(choice.placement).to_string(),
+        }
+    }
+}
+
+/// What the reclaim slot did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ReclaimStats {
+    /// Attempts stopped.
+    pub preemptions: u64,
+    /// Jobs stopped at least once.
+    pub jobs_preempted: usize,
+    /// GPU-seconds their restarts cost.
+    pub restart_gpu_s: u64,
+}
+
+/// What the defragment slot did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DefragmentStats {
+    /// Jobs moved.
+    pub migrations: u64,
+    /// GPU-seconds their restarts cost.
+    pub restart_gpu_s: u64,
+}
+
+/// What the retry slot did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RetryStats {
+    /// Recorded attempts not run because the policy gave up.
+    pub attempts_avoided: u64,
+    /// Their GPU-seconds.
+    pub saved_gpu_s: u64,
+    /// Jobs given up on that the trace shows passing on a later attempt.
+    pub passing_jobs_lost: usize,
+    /// Probes run.
+    pub probes: u64,
 }
 
 /// Job counts by outcome.
@@ -118,13 +188,28 @@ pub struct Delay {
     pub mean: f64,
 }
 
-/// JCT percentiles.
+/// JCT percentiles and mean.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Jct {
     /// Median.
     pub p50: f64,
     /// 90th percentile.
     pub p90: f64,
+    /// Mean.
+    pub mean: f64,
+}
+
+fn jct(mut v: Vec<f64>) -> Jct {
+    v.sort_by(f64::total_cmp);
+    Jct {
+        p50: percentile(&v, 50.0),
+        p90: percentile(&v, 90.0),
+        mean: if v.is_empty() {
+            0.0
+        } else {
+            round3(v.iter().sum::<f64>() / v.len() as f64)
+        },
+    }
 }
 
 /// Per size bucket.
@@ -142,6 +227,8 @@ pub struct Bucket {
     pub jobs_with_fair_share_delay: usize,
     /// Jobs with any fragmentation delay.
     pub jobs_with_fragmentation_delay: usize,
+    /// Total wait by reason.
+    pub wait_s: BTreeMap<String, u64>,
     /// First attempts by servers spanned.
     pub servers_spanned: BTreeMap<u32, usize>,
 }
@@ -194,10 +281,18 @@ pub struct Run {
     pub by_size: BTreeMap<String, Bucket>,
     /// Mean allocated fraction of online GPUs.
     pub gpu_allocation_mean: f64,
-    /// Job completion time.
+    /// Job completion time (all finished jobs).
     pub jct_s: Jct,
+    /// Job completion time of passed jobs.
+    pub jct_passed_s: Jct,
     /// GPU-seconds lost to failed or interrupted attempts.
     pub failed_attempt_gpu_s: u64,
+    /// What the reclaim slot did.
+    pub reclaim: ReclaimStats,
+    /// What the defragment slot did.
+    pub defragment: DefragmentStats,
+    /// What the retry slot did.
+    pub retry: RetryStats,
     /// Per virtual cluster.
     pub per_vc: BTreeMap<String, VcStats>,
     /// Policy calls that failed and fell back.
@@ -256,7 +351,11 @@ pub fn summarize(name: &str, policies: Policies, r: &RunResult) -> Run {
         .map(|b| (b.to_string(), Bucket::default()))
         .collect();
     let mut delays: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-    let mut jct = Vec::new();
+    let mut jcts = Vec::new();
+    let mut jcts_passed = Vec::new();
+    let mut reclaim = ReclaimStats::default();
+    let mut defragment = DefragmentStats::default();
+    let mut retry = RetryStats::default();
     let mut vc_jobs = vec![0usize; r.vcs.len()];
     let mut failed_gpu_s = 0;
     for j in &r.jobs {
@@ -272,17 +371,39 @@ pub fn summarize(name: &str, policies: Policies, r: &RunResult) -> Run {
         }
         failed_gpu_s += j.failed_gpu_s;
         if let Some(f) = j.finish_s {
-            jct.push(f.saturating_sub(j.submit_s) as f64);
+            jcts.push(f.saturating_sub(j.submit_s) as f64);
+            if j.status == Some(Outcome::Passed) {
+                jcts_passed.push(f.saturating_sub(j.submit_s) as f64);
+            }
         }
+        reclaim.preemptions += u64::from(j.preemptions);
+        reclaim.jobs_preempted += usize::from(j.preemptions > 0);
+        defragment.migrations += u64::from(j.migrations);
+        // A restart follows a preemption (resumed) or a migration.
+        let restarts = u64::from(j.preemptions) + u64::from(j.migrations);
+        if restarts > 0 {
+            let per = j.restart_gpu_s / restarts;
+            reclaim.restart_gpu_s += per * u64::from(j.preemptions);
+            defragment.restart_gpu_s += j.restart_gpu_s - per * u64::from(j.preemptions);
+        }
+        retry.attempts_avoided += u64::from(j.attempts_avoided);
+        retry.saved_gpu_s += j.saved_gpu_s;
+        retry.passing_jobs_lost += usize::from(j.passing_lost);
+        retry.probes += u64::from(j.probes);
         let name = bucket_name(j.gpus);
         let Some(b) = by_size.get_mut(name) else {
             continue;
         };
         b.jobs += 1;
-        b.fair_share_delay_s += j.fair_share_s;
-        b.fragmentation_delay_s += j.fragmentation_s;
-        b.jobs_with_fair_share_delay += usize::from(j.fair_share_s > 0);
-        b.jobs_with_fragmentation_delay += usize::from(j.fragmentation_s > 0);
+        let fair_share = j.waited(WaitReason::FairShare);
+        let fragmentation = j.waited(WaitReason::Fragmentation);
+        b.fair_share_delay_s += fair_share;
+        b.fragmentation_delay_s += fragmentation;
+        b.jobs_with_fair_share_delay += usize::from(fair_share > 0);
+        b.jobs_with_fragmentation_delay += usize::from(fragmentation > 0);
+        for r in WaitReason::ALL {
+            *b.wait_s.entry(r.as_str().to_string()).or_default() += j.waited(r);
+        }
         if let Some(start) = j.first_start_s {
             delays
                 .entry(name)
@@ -296,7 +417,6 @@ pub fn summarize(name: &str, policies: Policies, r: &RunResult) -> Run {
     for (name, b) in &mut by_size {
         b.queue_delay_s = delay(delays.remove(name.as_str()).unwrap_or_default());
     }
-    jct.sort_by(f64::total_cmp);
     let per_vc = r
         .vcs
         .iter()
@@ -318,11 +438,12 @@ pub fn summarize(name: &str, policies: Policies, r: &RunResult) -> Run {
         jobs: counts,
         by_size,
         gpu_allocation_mean: round3(r.gpu_allocation_mean),
-        jct_s: Jct {
-            p50: percentile(&jct, 50.0),
-            p90: percentile(&jct, 90.0),
-        },
+        jct_s: jct(jcts),
+        jct_passed_s: jct(jcts_passed),
         failed_attempt_gpu_s: failed_gpu_s,
+        reclaim,
+        defragment,
+        retry,
         per_vc,
         policy_errors: r.policy_errors,
     }
@@ -345,6 +466,12 @@ pub fn table(runs: &[Run]) -> String {
             r.policies.fairness, r.policies.locality, r.policies.gang, r.policies.placement
         )
     });
+    row("reclaim / retry / defragment", &|r| {
+        format!(
+            "{}/{}/{}",
+            r.policies.reclaim, r.policies.retry, r.policies.defragment
+        )
+    });
     row("jobs passed/failed/killed", &|r| {
         format!("{}/{}/{}", r.jobs.passed, r.jobs.failed, r.jobs.killed)
     });
@@ -354,11 +481,41 @@ pub fn table(runs: &[Run]) -> String {
     row("GPU allocation (mean)", &|r| {
         format!("{:.1} %", r.gpu_allocation_mean * 100.0)
     });
-    row("JCT p50 / p90 (h)", &|r| {
-        format!("{:.2} / {:.2}", r.jct_s.p50 / 3600.0, r.jct_s.p90 / 3600.0)
+    row("JCT mean / p50 / p90 (h)", &|r| {
+        format!(
+            "{:.2} / {:.2} / {:.2}",
+            r.jct_s.mean / 3600.0,
+            r.jct_s.p50 / 3600.0,
+            r.jct_s.p90 / 3600.0
+        )
+    });
+    row("JCT of passed jobs, mean (h)", &|r| {
+        format!("{:.2}", r.jct_passed_s.mean / 3600.0)
     });
     row("failed-attempt GPU-hours", &|r| {
         format!("{:.0}", r.failed_attempt_gpu_s as f64 / 3600.0)
+    });
+    row("preemptions / GPU-h lost restarting", &|r| {
+        format!(
+            "{} / {:.0}",
+            r.reclaim.preemptions,
+            r.reclaim.restart_gpu_s as f64 / 3600.0
+        )
+    });
+    row("migrations / GPU-h lost restarting", &|r| {
+        format!(
+            "{} / {:.0}",
+            r.defragment.migrations,
+            r.defragment.restart_gpu_s as f64 / 3600.0
+        )
+    });
+    row("retries avoided / GPU-h saved / passing lost", &|r| {
+        format!(
+            "{} / {:.0} / {}",
+            r.retry.attempts_avoided,
+            r.retry.saved_gpu_s as f64 / 3600.0,
+            r.retry.passing_jobs_lost
+        )
     });
     for b in BUCKETS {
         row(&format!("[{b} GPU] queue p50 / p90 (min)"), &|r| {

@@ -1,6 +1,22 @@
 //! The discrete-event replay: arrivals, attempt ends, retries and optional
 //! server failures drive a real [`Scheduler`]; the scheduler only decides when
 //! and where each recorded attempt runs.
+//!
+//! How the scheduler's decisions play out on the recorded attempts:
+//!
+//! * a failed attempt is reported as failed with its recorded class, final
+//!   only if the trace has no later attempt; the retry slot decides what
+//!   follows. Retried, the job runs its next recorded attempt. Given up, it
+//!   ends as failed, and the attempts it did not run are GPU time saved (a
+//!   job the trace shows passing later is counted as a passing job lost);
+//! * a probe (a retry policy's smaller first attempt) of an attempt that
+//!   fails within the probe's time fails as that attempt did, on fewer GPUs;
+//!   otherwise it survives its time and the full gang runs the attempt;
+//! * a preempted attempt (reclaim) resumes later from where it stopped, as a
+//!   checkpointed job does, after a restart of `restart_s`; a migrated one
+//!   (defragment) restarts on its new GPUs, also losing `restart_s`. Those
+//!   restarts are the GPU time lost to preemption and migration;
+//! * a server failure interrupts an attempt, which runs again from the start.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -8,9 +24,10 @@ use std::time::{Duration, Instant};
 
 use gangway_core::policy::PolicySet;
 use gangway_core::{
-    AttemptEnd, JobSpec, PlacementStrategy, Scheduler, SchedulerError, ServerId, Topology,
+    AttemptEnd, JobId, JobSpec, PlacementStrategy, RetryAction, Scheduler, SchedulerError,
+    ServerId, Topology, WaitReason,
 };
-use gangway_plugin_sdk::JobId;
+use gangway_plugin_sdk::slots::Reclaim;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -36,6 +53,11 @@ pub struct SimConfig {
     pub quotas: BTreeMap<String, u32>,
     /// How placement search breaks ties.
     pub placement: PlacementStrategy,
+    /// Seconds a preempted or migrated job loses restarting from its checkpoint.
+    pub restart_s: u64,
+    /// Pending jobs per VC a round shows a fairness policy that declares its
+    /// queue order (0: all).
+    pub view_window: usize,
 }
 
 impl Default for SimConfig {
@@ -48,6 +70,8 @@ impl Default for SimConfig {
             seed: 0,
             quotas: BTreeMap::new(),
             placement: PlacementStrategy::BestFit,
+            restart_s: 60,
+            view_window: Scheduler::DEFAULT_VIEW_WINDOW,
         }
     }
 }
@@ -67,14 +91,34 @@ pub struct JobOutcome {
     pub finish_s: Option<u64>,
     /// Final status, `None` if it never finished.
     pub status: Option<Outcome>,
-    /// Seconds of fair-share delay (all its waits).
-    pub fair_share_s: u64,
-    /// Seconds of fragmentation delay (all its waits).
-    pub fragmentation_s: u64,
+    /// Seconds of waiting by reason (all its waits), indexed like
+    /// [`WaitReason::ALL`].
+    pub wait_s: [u64; 7],
     /// Servers its first attempt spanned.
     pub first_servers: Option<u32>,
     /// GPU-seconds of attempts that failed or were interrupted.
     pub failed_gpu_s: u64,
+    /// Times the reclaim slot stopped it.
+    pub preemptions: u32,
+    /// Times the defragment slot moved it.
+    pub migrations: u32,
+    /// GPU-seconds lost restarting after preemptions and migrations.
+    pub restart_gpu_s: u64,
+    /// Recorded attempts it did not run because the retry policy gave up.
+    pub attempts_avoided: u32,
+    /// GPU-seconds of those attempts: what giving up saved.
+    pub saved_gpu_s: u64,
+    /// The trace shows it passing later, but the retry policy gave up on it.
+    pub passing_lost: bool,
+    /// Probes it ran.
+    pub probes: u32,
+}
+
+impl JobOutcome {
+    /// Seconds it waited for `reason`.
+    pub fn waited(&self, reason: WaitReason) -> u64 {
+        self.wait_s[reason.index()]
+    }
 }
 
 /// A sample of the cluster over time.
@@ -144,20 +188,48 @@ enum Event {
     Round,
 }
 
+/// What the replay knows of one job's current attempt.
+#[derive(Clone, Copy, Debug, Default)]
+struct Live {
+    /// The recorded attempt it runs (or runs next).
+    attempt: usize,
+    /// Bumped when an attempt is interrupted: older end events are stale.
+    generation: u32,
+    /// When the running attempt ends (as scheduled).
+    ends_at: u64,
+    /// Seconds of the recorded attempt left after a preemption.
+    remaining: Option<u64>,
+    /// The running attempt is a probe that fails (else one that survives).
+    probe: Option<bool>,
+    /// GPUs it runs on.
+    gpus: u32,
+}
+
 struct Replay<'t> {
     sched: Scheduler,
     trace: &'t Trace,
     cfg: &'t SimConfig,
     heap: BinaryHeap<Reverse<(u64, Event)>>,
-    next_attempt: Vec<usize>,
-    generation: Vec<u32>,
+    live: Vec<Live>,
     finish: Vec<Option<(u64, Outcome)>>,
+    extra: Vec<Extra>,
     round_at: Option<u64>,
     rng: ChaCha8Rng,
     rounds: u64,
     skipped_rounds: u64,
     policy_errors: u64,
     in_rounds: Duration,
+    reclaim_active: bool,
+}
+
+/// Per-job counters the scheduler does not keep.
+#[derive(Clone, Copy, Debug, Default)]
+struct Extra {
+    restart_gpu_s: u64,
+    attempts_avoided: u32,
+    saved_gpu_s: u64,
+    passing_lost: bool,
+    probes: u32,
 }
 
 impl Replay<'_> {
@@ -173,6 +245,18 @@ impl Replay<'_> {
             0 => t,
             i => t.div_ceil(i) * i,
         }
+    }
+
+    fn end_event(&mut self, i: usize, at: u64) {
+        self.live[i].ends_at = at;
+        let generation = self.live[i].generation;
+        self.heap.push(Reverse((
+            at,
+            Event::AttemptEnd {
+                job: i as u32,
+                generation,
+            },
+        )));
     }
 
     fn handle(&mut self, t: u64, event: Event) -> Result<(), SimError> {
@@ -198,33 +282,19 @@ impl Replay<'_> {
             }
             Event::AttemptEnd { job, generation } => {
                 let i = job as usize;
-                if generation != self.generation[i] {
-                    return Ok(()); // the attempt was interrupted by a server failure
+                if generation != self.live[i].generation {
+                    return Ok(()); // interrupted, preempted or moved since
                 }
-                let attempts = &self.trace.jobs[i].attempts;
-                let k = self.next_attempt[i];
-                let last = k + 1 >= attempts.len();
-                let end = if !last {
-                    AttemptEnd::Failed { retry: true }
-                } else {
-                    match attempts[k].1 {
-                        Outcome::Passed => AttemptEnd::Passed,
-                        Outcome::Failed => AttemptEnd::Failed { retry: false },
-                        Outcome::Killed => AttemptEnd::Killed,
-                    }
-                };
-                self.sched.end_attempt(JobId(u64::from(job)), t, end)?;
-                self.next_attempt[i] += 1;
-                if last {
-                    self.finish[i] = Some((t, attempts[k].1));
-                }
+                self.attempt_ended(i, t)?;
                 let at = self.grid(t);
                 self.schedule_round(at);
             }
             Event::ServerDown(s) => {
                 let hit = self.sched.server_down(ServerId(s), t)?;
                 for id in hit {
-                    self.generation[id.0 as usize] += 1;
+                    let live = &mut self.live[id.0 as usize];
+                    live.generation += 1;
+                    live.probe = None;
                 }
                 self.heap
                     .push(Reverse((t + self.cfg.server_repair_s, Event::ServerUp(s))));
@@ -246,36 +316,139 @@ impl Replay<'_> {
                 }
                 self.round_at = None;
                 // While fewer GPUs are free than the smallest waiting gang, no
-                // job can start: skip the round (waits keep their last reason).
+                // job can start: skip the round (waits keep their last
+                // reason), unless the retry slot has failures to decide about
+                // or a reclaim policy might make room.
                 let free = self.sched.state().free_gpus();
-                if self.sched.smallest_pending_gpus().is_some_and(|g| g > free) {
+                if !self.reclaim_active
+                    && self.sched.awaiting_retry_len() == 0
+                    && self.sched.smallest_pending_gpus().is_some_and(|g| g > free)
+                {
                     self.skipped_rounds += 1;
                     if self.cfg.idle_tick_s > 0 {
                         self.schedule_round(t + self.cfg.idle_tick_s);
                     }
                     return Ok(());
                 }
-                let started = Instant::now();
-                let report = self.sched.round(t)?;
-                self.in_rounds += started.elapsed();
-                self.rounds += 1;
-                self.policy_errors += report.policy_errors.len() as u64;
-                for s in &report.starts {
-                    let i = s.job.0 as usize;
-                    let run = self.trace.jobs[i].attempts[self.next_attempt[i]].0;
-                    let generation = self.generation[i];
-                    self.heap.push(Reverse((
-                        t + run,
-                        Event::AttemptEnd {
-                            job: s.job.0 as u32,
-                            generation,
-                        },
-                    )));
-                }
-                if self.sched.pending_len() > 0 && self.cfg.idle_tick_s > 0 {
-                    self.schedule_round(t + self.cfg.idle_tick_s);
+                self.round(t)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The running attempt of job `i` ended at `t`: how, the trace (and
+    /// whether it was a probe) says.
+    fn attempt_ended(&mut self, i: usize, t: u64) -> Result<(), SimError> {
+        let attempts = &self.trace.jobs[i].attempts;
+        let k = self.live[i].attempt.min(attempts.len() - 1);
+        let a = attempts[k];
+        let last = k + 1 >= attempts.len();
+        let id = JobId(i as u64);
+        let end = match self.live[i].probe.take() {
+            // The probe survived its time: the full gang runs attempt k.
+            Some(false) => AttemptEnd::Passed,
+            // The probe failed as attempt k would have.
+            Some(true) => {
+                self.live[i].attempt += 1;
+                AttemptEnd::Failed {
+                    class: a.class,
+                    last,
                 }
             }
+            None => {
+                self.live[i].remaining = None;
+                match a.outcome {
+                    Outcome::Passed => AttemptEnd::Passed,
+                    Outcome::Killed => AttemptEnd::Killed,
+                    Outcome::Failed => {
+                        self.live[i].attempt += 1;
+                        AttemptEnd::Failed {
+                            class: a.class,
+                            last,
+                        }
+                    }
+                }
+            }
+        };
+        self.sched.end_attempt(id, t, end)?;
+        if let Some(status) = self.sched.job(id).and_then(|j| j.final_status()) {
+            self.finish[i] = Some((
+                t,
+                match status {
+                    gangway_core::FinalStatus::Passed => Outcome::Passed,
+                    gangway_core::FinalStatus::Failed => Outcome::Failed,
+                    gangway_core::FinalStatus::Killed => Outcome::Killed,
+                },
+            ));
+        }
+        Ok(())
+    }
+
+    fn round(&mut self, t: u64) -> Result<(), SimError> {
+        let started = Instant::now();
+        let report = self.sched.round(t)?;
+        self.in_rounds += started.elapsed();
+        self.rounds += 1;
+        self.policy_errors += report.policy_errors.len() as u64;
+        let restart = self.cfg.restart_s;
+        for (id, action) in &report.retries {
+            let i = id.0 as usize;
+            if *action == RetryAction::GiveUp {
+                let attempts = &self.trace.jobs[i].attempts;
+                let gpus = u64::from(self.trace.jobs[i].gpus);
+                let rest = &attempts[self.live[i].attempt.min(attempts.len())..];
+                let e = &mut self.extra[i];
+                e.attempts_avoided += rest.len() as u32;
+                e.saved_gpu_s += rest.iter().map(|a| a.run_s * gpus).sum::<u64>();
+                e.passing_lost = rest.last().is_some_and(|a| a.outcome == Outcome::Passed);
+                self.finish[i] = Some((t, Outcome::Failed));
+            }
+        }
+        for p in &report.preempted {
+            let i = p.job.0 as usize;
+            let live = &mut self.live[i];
+            live.generation += 1;
+            if live.probe.take().is_none() {
+                live.remaining = Some(live.ends_at.saturating_sub(t));
+            }
+        }
+        for m in &report.migrations {
+            let i = m.job.0 as usize;
+            self.live[i].generation += 1;
+            self.extra[i].restart_gpu_s += u64::from(m.to.placement.gpu_count()) * restart;
+            let at = self.live[i].ends_at + restart;
+            self.end_event(i, at);
+        }
+        for s in &report.starts {
+            let i = s.job.0 as usize;
+            let attempts = &self.trace.jobs[i].attempts;
+            let a = attempts[self.live[i].attempt.min(attempts.len() - 1)];
+            let gpus = s.choice.placement.gpu_count();
+            self.live[i].gpus = gpus;
+            let run = match s.probe_s {
+                Some(probe_s) => {
+                    self.extra[i].probes += 1;
+                    let fails = a.outcome == Outcome::Failed && a.run_s <= probe_s;
+                    self.live[i].probe = Some(fails);
+                    if fails { a.run_s } else { probe_s }
+                }
+                None => match self.live[i].remaining {
+                    // Resumed after a preemption: the rest, after a restart.
+                    Some(left) => {
+                        self.extra[i].restart_gpu_s += u64::from(gpus) * restart;
+                        left + restart
+                    }
+                    None => a.run_s,
+                },
+            };
+            self.end_event(i, t + run);
+        }
+        if self.sched.pending_len() > 0 && self.cfg.idle_tick_s > 0 {
+            self.schedule_round(t + self.cfg.idle_tick_s);
+        }
+        if let Some(next) = self.sched.next_retry_s() {
+            let at = self.grid(next.max(t + 1));
+            self.schedule_round(at);
         }
         Ok(())
     }
@@ -303,22 +476,25 @@ pub fn run(
     let clock = Instant::now();
     let n = trace.jobs.len();
     let servers = topology.servers().len();
+    let reclaim_active = !policies.slot::<Reclaim>().is_noop();
     let mut sim = Replay {
         sched: Scheduler::with_policies(topology, policies),
         trace,
         cfg,
         heap: BinaryHeap::new(),
-        next_attempt: vec![0; n],
-        generation: vec![0; n],
+        live: vec![Live::default(); n],
         finish: vec![None; n],
+        extra: vec![Extra::default(); n],
         round_at: None,
         rng: ChaCha8Rng::seed_from_u64(cfg.seed),
         rounds: 0,
         skipped_rounds: 0,
         policy_errors: 0,
         in_rounds: Duration::ZERO,
+        reclaim_active,
     };
     sim.sched.set_placement_strategy(cfg.placement);
+    sim.sched.set_view_window(cfg.view_window);
     // VCs in order of first appearance, with their quotas.
     for job in &trace.jobs {
         let vc = sim.sched.virtual_cluster(&job.vc);
@@ -406,7 +582,7 @@ pub fn run(
         // waits, or what waits has made no progress for a long stretch of
         // rounds (it will be reported as never started).
         if next_arrival >= n && sim.sched.state().allocations().is_empty() {
-            if sim.sched.pending_len() == 0 {
+            if sim.sched.pending_len() == 0 && sim.sched.retrying_len() == 0 {
                 break;
             }
             if sim.rounds + sim.skipped_rounds > rounds_at_idle + STALLED_ROUNDS {
@@ -423,6 +599,7 @@ pub fn run(
         .enumerate()
         .map(|(i, tj)| {
             let rec = sim.sched.job(JobId(i as u64));
+            let e = sim.extra[i];
             JobOutcome {
                 gpus: tj.gpus,
                 vc: rec.map_or(0, |r| r.spec.vc.0 as usize),
@@ -430,11 +607,16 @@ pub fn run(
                 first_start_s: rec.and_then(|r| r.first_start_s),
                 finish_s: sim.finish[i].map(|f| f.0),
                 status: sim.finish[i].map(|f| f.1),
-                fair_share_s: rec.map_or(0, |r| r.wait.get(gangway_core::WaitReason::FairShare)),
-                fragmentation_s: rec
-                    .map_or(0, |r| r.wait.get(gangway_core::WaitReason::Fragmentation)),
+                wait_s: rec.map_or([0; 7], |r| r.wait.seconds),
                 first_servers: rec.and_then(|r| r.first_placement.map(|p| p.0)),
                 failed_gpu_s: rec.map_or(0, |r| r.failed_gpu_s),
+                preemptions: rec.map_or(0, |r| r.preemptions),
+                migrations: rec.map_or(0, |r| r.migrations),
+                restart_gpu_s: e.restart_gpu_s,
+                attempts_avoided: e.attempts_avoided,
+                saved_gpu_s: e.saved_gpu_s,
+                passing_lost: e.passing_lost,
+                probes: e.probes,
             }
         })
         .collect();

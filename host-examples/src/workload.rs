@@ -4,11 +4,11 @@
 //! Every number below comes from `PHILLY.md` (the study's facts, derived from
 //! Microsoft's public trace); the section is named next to each table.
 
-use gangway_core::{RackGrouping, Topology, TopologyError};
+use gangway_core::{FailureClass, RackGrouping, Topology, TopologyError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::trace::{Outcome, Trace, TraceJob};
+use crate::trace::{Attempt, Outcome, Trace, TraceJob};
 
 /// Job-size mix: (GPUs, jobs) of the 111,549 jobs with a valid run time (section 2.2).
 const SIZE_MIX: [(u32, f64); 9] = [
@@ -76,6 +76,53 @@ const FAILED_ATTEMPTS_MIX: [f64; 5] = [45.0, 20.0, 15.0, 10.0, 10.0];
 /// thousands of minutes (section 3.7).
 const RTF_MINUTES: [f64; 5] = [0.12, 1.9, 20.0, 400.0, 3_000.0];
 const RTF_PROBS: [f64; 5] = [0.0, 0.5, 0.75, 0.9, 1.0];
+
+/// Failure reasons by trials (section 3.7, Table 7). A job that ends
+/// unsuccessful fails every attempt for one reason drawn from all of them
+/// (the study: failures repeat for the same job).
+const FAILURE_MIX: [(FailureClass, f64); 22] = [
+    (FailureClass::CpuOutOfMemory, 12_076.0),
+    (FailureClass::IncorrectInputs, 9_690.0),
+    (FailureClass::SemanticError, 2_943.0),
+    (FailureClass::CoreDump, 2_912.0),
+    (FailureClass::InvalidMemoryAccess, 2_602.0),
+    (FailureClass::ModelCheckpointError, 1_995.0),
+    (FailureClass::CudaFailure, 1_484.0),
+    (FailureClass::SyntaxError, 1_132.0),
+    (FailureClass::TracebackFromCrash, 777.0),
+    (FailureClass::MpiError, 634.0),
+    (FailureClass::GpuOutOfMemory, 487.0),
+    (FailureClass::MpiRuntimeFailure, 478.0),
+    (FailureClass::PermissionError, 299.0),
+    (FailureClass::ImportError, 148.0),
+    (FailureClass::JobPreempted, 147.0),
+    (FailureClass::CudaInitFailed, 141.0),
+    (FailureClass::ModelDiverged, 84.0),
+    (FailureClass::CudaVersionMismatch, 49.0),
+    (FailureClass::GpuEccError, 10.0),
+    (FailureClass::OutputNodeError, 3.0),
+    (FailureClass::CannotLoadLibs, 1.0),
+    (FailureClass::NoSignature, 1_684.0),
+];
+
+/// Reasons of failed attempts that a later attempt of the same job gets
+/// past (Table 7's infrastructure and flaky reasons, by trials). An
+/// assumption of the model: a programming or input error (syntax, import,
+/// semantic, permission, incorrect inputs, version mismatch) does not pass
+/// on a plain retry, so it never precedes a passing attempt.
+const TRANSIENT_MIX: [(FailureClass, f64); 11] = [
+    (FailureClass::CoreDump, 2_912.0),
+    (FailureClass::InvalidMemoryAccess, 2_602.0),
+    (FailureClass::ModelCheckpointError, 1_995.0),
+    (FailureClass::CudaFailure, 1_484.0),
+    (FailureClass::TracebackFromCrash, 777.0),
+    (FailureClass::MpiError, 634.0),
+    (FailureClass::MpiRuntimeFailure, 478.0),
+    (FailureClass::JobPreempted, 147.0),
+    (FailureClass::CudaInitFailed, 141.0),
+    (FailureClass::GpuEccError, 10.0),
+    (FailureClass::NoSignature, 1_684.0),
+];
 
 fn pick<T: Copy>(rng: &mut impl Rng, items: &[(T, f64)]) -> T {
     let total: f64 = items.iter().map(|i| i.1).sum();
@@ -201,15 +248,29 @@ pub fn generate(jobs: usize, seed: u64) -> Trace {
         };
         let n = pick_index(&mut rng, mix) + 1;
         let run = run_seconds(&mut rng, gpus);
-        let mut attempts: Vec<(u64, Outcome)> = (1..n)
-            .map(|_| (rtf_seconds(&mut rng).min(run), Outcome::Failed))
+        // An unsuccessful job fails every attempt for one reason; earlier
+        // failures of a job that gets past them are transient ones.
+        let job_class = pick(&mut rng, &FAILURE_MIX);
+        let mut attempts: Vec<Attempt> = (1..n)
+            .map(|_| Attempt {
+                run_s: rtf_seconds(&mut rng).min(run),
+                outcome: Outcome::Failed,
+                class: if status == Outcome::Failed {
+                    job_class
+                } else {
+                    pick(&mut rng, &TRANSIENT_MIX)
+                },
+            })
             .collect();
-        let last = if status == Outcome::Failed {
-            rtf_seconds(&mut rng).min(run)
+        attempts.push(if status == Outcome::Failed {
+            Attempt {
+                run_s: rtf_seconds(&mut rng).min(run),
+                outcome: Outcome::Failed,
+                class: job_class,
+            }
         } else {
-            run
-        };
-        attempts.push((last, status));
+            Attempt::new(run, status)
+        });
         let user = rng.random_range(0..users_per_vc);
         out.push(TraceJob {
             name: format!("gen-{}", out.len()),
@@ -265,8 +326,13 @@ mod tests {
         let mut runs: Vec<u64> = t
             .jobs
             .iter()
-            .filter(|j| j.gpus == 1 && j.attempts.last().is_some_and(|a| a.1 == Outcome::Passed))
-            .map(|j| j.attempts.last().map_or(0, |a| a.0))
+            .filter(|j| {
+                j.gpus == 1
+                    && j.attempts
+                        .last()
+                        .is_some_and(|a| a.outcome == Outcome::Passed)
+            })
+            .map(|j| j.attempts.last().map_or(0, |a| a.run_s))
             .collect();
         runs.sort_unstable();
         let p50 = runs[runs.len() / 2] as f64 / 60.0;
@@ -277,7 +343,11 @@ mod tests {
         let passed = t
             .jobs
             .iter()
-            .filter(|j| j.attempts.last().is_some_and(|a| a.1 == Outcome::Passed))
+            .filter(|j| {
+                j.attempts
+                    .last()
+                    .is_some_and(|a| a.outcome == Outcome::Passed)
+            })
             .count() as f64
             / n;
         assert!((passed - 0.693).abs() < 0.01, "pass share {passed}");

@@ -61,9 +61,9 @@ fn every_plugin_passes() {
             text.starts_with(&format!("module {name}.wasm: slots ")),
             "{text}"
         );
-        assert!(text.contains("contract gangway:policy@1.0.0"), "{text}");
+        assert!(text.contains("contract gangway:policy@2.0.0"), "{text}");
         assert!(text.contains("entered directly"), "{text}");
-        assert!(text.contains("ok: 60 views"), "{text}");
+        assert!(text.contains("ok: 60 views per slot"), "{text}");
     }
 }
 
@@ -80,8 +80,9 @@ fn a_configuration_file_is_passed_to_init() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         text.trim(),
-        "FAIL: module builtin.wasm refused its fairness configuration: invalid policy \
-         configuration: this built-in policy takes no configuration"
+        "FAIL: retry policy builtin.wasm: cannot be made: module builtin.wasm: refused its retry \
+         configuration: invalid policy configuration: fixed: takes no options, but line 1 is \
+         `tuned = true`"
     );
     let empty = temp("empty.toml", b"");
     let (out, _) = policy_check(&[
@@ -117,7 +118,7 @@ fn a_hostile_module_that_fails_at_load_is_named() {
         "spin.wasm",
         &guests::fairness(0, body, data),
         &["--fuel", "5000000"],
-        "module spin.wasm failed its warm-up call: fairness policy \"spin.wasm\": ran out of fuel (CPU budget of 5000000 units)",
+        "module spin.wasm: failed its warm-up call: fairness policy \"spin.wasm\": ran out of fuel (CPU budget of 5000000 units)",
     );
 }
 
@@ -127,19 +128,19 @@ fn malformed_modules_fail_with_one_line() {
         "notes.wasm",
         b"just text",
         &[],
-        "module notes.wasm is not WebAssembly",
+        "module notes.wasm: not WebAssembly",
     );
     let core = wat::parse_str("(module)").unwrap();
     expect_failure(
         "core.wasm",
         &core,
         &[],
-        "module core.wasm is a core Wasm module, not a component",
+        "module core.wasm: a core Wasm module, not a component",
     );
     let wasi =
         "package wasi:cli@0.2.0;\ninterface environment { get-arguments: func() -> list<string>; }";
-    let world = "package test:sneaky;\nworld sneaky {\n  import wasi:cli/environment@0.2.0;\n  export gangway:policy/fairness@1.0.0;\n}";
-    let core = guests::fairness_wat("1.0.0", 100, "(unreachable)", "").replacen(
+    let world = "package test:sneaky;\nworld sneaky {\n  import wasi:cli/environment@0.2.0;\n  export gangway:policy/fairness@2.0.0;\n}";
+    let core = guests::fairness_wat("2.0.0", 100, "(unreachable)", "").replacen(
         "(module",
         "(module\n  (import \"wasi:cli/environment@0.2.0\" \"get-arguments\" (func (param i32)))",
         1,
@@ -148,7 +149,7 @@ fn malformed_modules_fail_with_one_line() {
         "sneaky.wasm",
         &guests::componentize(&core, &[wasi], world, "sneaky"),
         &[],
-        "module sneaky.wasm imports wasi:cli/environment@0.2.0; only gangway:policy/log is allowed",
+        "module sneaky.wasm: imports wasi:cli/environment@0.2.0; only gangway:policy/log is allowed",
     );
 }
 

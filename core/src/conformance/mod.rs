@@ -44,8 +44,8 @@ use std::time::Duration;
 
 use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 use gangway_plugin_sdk::{
-    Configure, DefragmentPolicy, FairnessPolicy, GangPolicy, LocalityPolicy, Policy,
-    ReclaimPolicy, RetryPolicy, Slot,
+    Configure, DefragmentPolicy, FairnessPolicy, GangPolicy, LocalityPolicy, Policy, ReclaimPolicy,
+    RetryPolicy, Slot,
 };
 
 pub use run::{Failure, FailureKind, Report, check};
@@ -71,6 +71,10 @@ pub struct Options {
     /// in every scenario once arrivals stop (opt in: a policy may hold jobs
     /// by design, e.g. a quota).
     pub liveness: bool,
+    /// Give up on a check that takes longer than this in all (views,
+    /// shrinking a failure, scenarios); `None`: no limit. Shrinking a
+    /// failure never takes more than a third of it (or 20 s).
+    pub time_limit: Option<Duration>,
 }
 
 impl Default for Options {
@@ -85,6 +89,7 @@ impl Default for Options {
             time_base: Duration::from_millis(100),
             scenarios: 16,
             liveness: false,
+            time_limit: None,
         }
     }
 }

@@ -60,6 +60,8 @@ pub enum FailureKind {
     Scenario(String),
     /// With liveness on: a job that fits the cluster never started.
     Liveness(String),
+    /// The whole check took longer than [`super::Options::time_limit`].
+    OutOfTime(Duration),
 }
 
 /// A broken rule, with the smallest view that shows it.
@@ -107,9 +109,12 @@ fn describe(kind: &FailureKind) -> String {
             took_us,
             allowed_us,
             jobs,
-        } => format!("a call over {jobs} jobs took {took_us} us, more than the {allowed_us} us allowed"),
+        } => format!(
+            "a call over {jobs} jobs took {took_us} us, more than the {allowed_us} us allowed"
+        ),
         FailureKind::Scenario(m) => format!("in a scheduler scenario: {m}"),
         FailureKind::Liveness(m) => format!("liveness: {m}"),
+        FailureKind::OutOfTime(d) => format!("the check took more than {d:?}"),
     }
 }
 
@@ -166,16 +171,27 @@ pub fn check<S: SlotRules + Views>(
         failure: None,
     });
     let factory = RefCell::new(factory);
+    let started = Instant::now();
+    let shrink = options.time_limit.map_or(Duration::from_secs(20), |l| {
+        (l / 3).min(Duration::from_secs(20))
+    });
     let config = Config {
         cases: options.cases,
         failure_persistence: None,
         max_shrink_iters: 512,
+        max_shrink_time: u32::try_from(shrink.as_millis()).unwrap_or(u32::MAX),
         ..Config::default()
     };
     let mut seed = [0u8; 32];
     seed[..8].copy_from_slice(&options.seed.to_le_bytes());
-    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed));
+    let mut runner =
+        TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed));
+    let out_of_time = std::cell::Cell::new(false);
     let result = runner.run(&S::views(), |view| {
+        if options.time_limit.is_some_and(|l| started.elapsed() > l) {
+            out_of_time.set(true);
+            return Err(TestCaseError::reject("out of time"));
+        }
         let mut st = state.borrow_mut();
         let outcome = one_view::<S>(&mut st, &view, options, || (factory.borrow_mut())());
         st.report.views += 1;
@@ -195,16 +211,23 @@ pub fn check<S: SlotRules + Views>(
     match result {
         Ok(()) => {}
         Err(TestError::Fail(reason, view)) => {
-            let kind = state
-                .borrow_mut()
-                .failure
-                .take()
-                .unwrap_or_else(|| FailureKind::Failed(PolicyErrorKind::Trap(reason.to_string())));
+            let kind =
+                state.borrow_mut().failure.take().unwrap_or_else(|| {
+                    FailureKind::Failed(PolicyErrorKind::Trap(reason.to_string()))
+                });
             return Err(Failure {
                 slot: S::SLOT,
                 policy: name.to_string(),
                 kind,
                 view: Some(repro::<S>(&view)),
+            });
+        }
+        Err(TestError::Abort(_)) if out_of_time.get() => {
+            return Err(Failure {
+                slot: S::SLOT,
+                policy: name.to_string(),
+                kind: FailureKind::OutOfTime(options.time_limit.unwrap_or_default()),
+                view: None,
             });
         }
         Err(TestError::Abort(reason)) => {

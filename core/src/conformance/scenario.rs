@@ -107,8 +107,8 @@ pub(crate) fn run<S: SlotRules + Views>(
     let mut rounds = 0;
     for k in 0..options.scenarios {
         let scenario = generate(options.seed ^ u64::from(k).wrapping_mul(0x5851_f42d_4c95_7f2d));
-        rounds += one::<S>(name, factory()?, &scenario, options.liveness)
-            .map_err(|kind| Failure {
+        rounds +=
+            one::<S>(name, factory()?, &scenario, options.liveness).map_err(|kind| Failure {
                 slot: S::SLOT,
                 policy: name.to_string(),
                 kind,
@@ -222,7 +222,12 @@ pub(crate) fn one<S: SlotRules>(
                 return Err(fail(
                     scenario,
                     t,
-                    format!("{} started on {} GPUs, needs {}", s.job, s.choice.placement.gpu_count(), job.next_gpus()),
+                    format!(
+                        "{} started on {} GPUs, needs {}",
+                        s.job,
+                        s.choice.placement.gpu_count(),
+                        job.next_gpus()
+                    ),
                 ));
             }
             let run = match s.probe_s {

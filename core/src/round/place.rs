@@ -111,7 +111,7 @@ impl Scheduler {
                     let sticky = self.reservations.get(&job.id).copied();
                     if let Some(scope) = self.state.reservation_scope(job.gpus, limit.level, sticky)
                     {
-                        let held = self.state.hold_in(scope, job.gpus);
+                        let held = self.state.hold_in(scope, job.gpus, limit.max_servers);
                         self.reservations.insert(job.id, scope);
                         placed.reserved.insert(job.id);
                         reserved_now += 1;

@@ -12,7 +12,7 @@ use clap::Parser;
 use gangway_core::wasm::{Budget, CallPath, SandboxConfig};
 use gangway_host_examples::policy_check::{CheckOptions, check_module};
 
-/// Check a Gangway policy module (a gangway:policy@1.x Wasm component).
+/// Check a Gangway policy module (a gangway:policy@2.x Wasm component).
 #[derive(Parser, Debug)]
 #[command(name = "policy-check", version)]
 struct Args {
@@ -21,9 +21,12 @@ struct Args {
     /// Configuration passed to every slot's `init` (empty if absent).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// How many generated views to run.
+    /// How many generated views to run per slot.
     #[arg(long, default_value_t = 300)]
-    views: usize,
+    views: u32,
+    /// How many scheduler scenarios to run per slot.
+    #[arg(long, default_value_t = 8)]
+    scenarios: u32,
     /// Seed of the view generator.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -64,6 +67,7 @@ fn main() -> ExitCode {
     };
     let options = CheckOptions {
         views: args.views,
+        scenarios: args.scenarios,
         seed: args.seed,
         sandbox: SandboxConfig {
             budget: Budget::Fuel(args.fuel.max(1)),
@@ -86,13 +90,13 @@ fn main() -> ExitCode {
                 r.contract_version
             );
             println!(
-                "ok: {} views (up to {} jobs), {} calls, every decision valid and deterministic; slowest call {} us",
-                r.views, r.max_jobs, r.calls, r.slowest_us
+                "ok: {} views per slot (up to {} jobs), {} calls, every decision valid and deterministic; {} scheduler scenarios; slowest call {} us",
+                r.views, r.max_jobs, r.calls, r.scenarios, r.slowest_us
             );
             ExitCode::SUCCESS
         }
         Err(e) => {
-            println!("FAIL: {e}");
+            println!("FAIL: {}", e.headline());
             ExitCode::from(1)
         }
     }

@@ -24,7 +24,7 @@
 use std::io::Read;
 
 use super::time::parse_timestamp;
-use super::{Outcome, Trace, TraceError, TraceJob};
+use super::{Attempt, Outcome, Trace, TraceError, TraceJob};
 use crate::workload::philly_vc_for;
 
 fn line_err(file: &str, line: u64, message: impl Into<String>) -> TraceError {
@@ -179,7 +179,7 @@ pub(super) fn read_gangway(file: &str, input: impl Read) -> Result<Trace, TraceE
         let mut list = Vec::with_capacity(runs.len());
         for (i, run) in runs.into_iter().enumerate() {
             let s = row.seconds_of(run, "attempt run time")?;
-            list.push((
+            list.push(Attempt::new(
                 s,
                 if i == last {
                     final_outcome
@@ -218,7 +218,10 @@ pub(super) fn read_rfold(file: &str, input: impl Read) -> Result<Trace, TraceErr
             user: String::new(),
             gpus,
             submit_s: row.seconds(arrival, "arrival time")?,
-            attempts: vec![(row.seconds(duration, "duration")?, Outcome::Passed)],
+            attempts: vec![Attempt::new(
+                row.seconds(duration, "duration")?,
+                Outcome::Passed,
+            )],
             name,
         });
     }
@@ -245,7 +248,10 @@ pub(super) fn read_adaptdl(file: &str, input: impl Read) -> Result<Trace, TraceE
             user: String::new(),
             gpus: row.gpus(g)?,
             submit_s: submit,
-            attempts: vec![(row.seconds(duration, "duration")?, Outcome::Passed)],
+            attempts: vec![Attempt::new(
+                row.seconds(duration, "duration")?,
+                Outcome::Passed,
+            )],
         });
     }
     Ok(Trace {
@@ -265,7 +271,10 @@ mod tests {
         assert_eq!(t.jobs.len(), 2);
         assert_eq!(
             t.jobs[1].attempts,
-            vec![(120, Outcome::Failed), (600, Outcome::Failed)]
+            vec![
+                Attempt::new(120, Outcome::Failed),
+                Attempt::new(600, Outcome::Failed)
+            ]
         );
         let bad = "id,submit_s,gpus,vc,user,attempts,status\nj1,0,0,a,alice,3600,passed\n";
         let e = read_gangway("jobs.csv", bad.as_bytes())
@@ -291,7 +300,7 @@ mod tests {
         let rfold = "#job id,arrival time (sec),topology,shape,size,duration (sec)\n0,0.0,CLOS,1,1,3613033.0\n1,5.0,CLOS,4+4,8,60.4\n";
         let t = read_rfold("r.csv", rfold.as_bytes()).unwrap();
         assert_eq!(t.jobs[1].gpus, 8);
-        assert_eq!(t.jobs[1].attempts, vec![(60, Outcome::Passed)]);
+        assert_eq!(t.jobs[1].attempts, vec![Attempt::new(60, Outcome::Passed)]);
         assert!(!t.jobs[0].vc.is_empty());
         let bad =
             "#job id,arrival time (sec),topology,shape,size,duration (sec)\n0,zero,CLOS,1,1,3.0\n";
@@ -300,6 +309,6 @@ mod tests {
         let adaptdl = "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,66.0,1,66.0,11cb48\n";
         let t = read_adaptdl("a.csv", adaptdl.as_bytes()).unwrap();
         assert_eq!(t.jobs[0].vc, "11cb48");
-        assert_eq!(t.jobs[0].attempts, vec![(66, Outcome::Passed)]);
+        assert_eq!(t.jobs[0].attempts, vec![Attempt::new(66, Outcome::Passed)]);
     }
 }

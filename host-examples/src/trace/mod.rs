@@ -12,6 +12,7 @@ mod time;
 
 use std::path::Path;
 
+use gangway_core::FailureClass;
 use serde::{Deserialize, Serialize};
 
 pub use time::parse_timestamp;
@@ -27,6 +28,29 @@ pub enum Outcome {
     Killed,
 }
 
+/// One recorded attempt: how long it ran and how it ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attempt {
+    /// Seconds it ran.
+    pub run_s: u64,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Why it failed, where the trace says ([`FailureClass::Unknown`] otherwise,
+    /// and for attempts that did not fail).
+    pub class: FailureClass,
+}
+
+impl Attempt {
+    /// An attempt of `run_s` seconds that ended with `outcome`, of unknown class.
+    pub fn new(run_s: u64, outcome: Outcome) -> Attempt {
+        Attempt {
+            run_s,
+            outcome,
+            class: FailureClass::Unknown,
+        }
+    }
+}
+
 /// One job of a trace.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TraceJob {
@@ -40,10 +64,10 @@ pub struct TraceJob {
     pub gpus: u32,
     /// Submit time, seconds from the trace's origin.
     pub submit_s: u64,
-    /// Recorded attempts, in order: (run seconds, outcome). All but the last
-    /// are failures that Philly retried; the last one's outcome is the job's
-    /// final status. Never empty.
-    pub attempts: Vec<(u64, Outcome)>,
+    /// Recorded attempts, in order. All but the last are failures that
+    /// Philly retried; the last one's outcome is the job's final status.
+    /// Never empty.
+    pub attempts: Vec<Attempt>,
 }
 
 /// A job the reader could not turn into a [`TraceJob`], and why. Such jobs are

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde::de::{SeqAccess, Visitor};
 
 use super::time::parse_timestamp;
-use super::{Outcome, SkippedJob, Trace, TraceError, TraceJob};
+use super::{Attempt, Outcome, SkippedJob, Trace, TraceError, TraceJob};
 
 #[derive(Deserialize)]
 struct RawJob {
@@ -154,13 +154,13 @@ impl Reader<'_> {
                 Outcome::Failed
             };
             match end {
-                Some(e) => out.push((e - start, outcome)),
+                Some(e) => out.push(Attempt::new(e - start, outcome)),
                 None if i == last => {
                     open_start = Some(start);
-                    out.push((0, outcome));
+                    out.push(Attempt::new(0, outcome));
                 }
                 // An earlier attempt without an end: it ended when the next began.
-                None => out.push((0, Outcome::Failed)),
+                None => out.push(Attempt::new(0, Outcome::Failed)),
             }
         }
         self.parsed.push(Parsed {
@@ -228,7 +228,7 @@ pub(super) fn read(file: &str, input: impl Read) -> Result<Trace, TraceError> {
         .into_iter()
         .map(|mut p| {
             if let (Some(start), Some(last)) = (p.open_start, p.job.attempts.last_mut()) {
-                last.0 = latest.saturating_sub(start);
+                last.run_s = latest.saturating_sub(start);
             }
             p.job
         })
@@ -267,11 +267,14 @@ mod tests {
         assert_eq!(a.gpus, 8, "first attempt's GPUs");
         assert_eq!(
             a.attempts,
-            vec![(74, Outcome::Failed), (3600, Outcome::Passed)]
+            vec![
+                Attempt::new(74, Outcome::Failed),
+                Attempt::new(3600, Outcome::Passed)
+            ]
         );
         let c = &t.jobs[1];
         // Open attempt runs to the latest time in the log (02:13:30).
-        assert_eq!(c.attempts, vec![(4400, Outcome::Failed)]);
+        assert_eq!(c.attempts, vec![Attempt::new(4400, Outcome::Failed)]);
         assert_eq!(t.skipped.len(), 1);
         assert!(t.skipped[0].at.ends_with("job application_1_2"));
     }

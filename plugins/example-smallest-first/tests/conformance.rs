@@ -13,7 +13,11 @@ fn options() -> Options {
 
 #[test]
 fn fairness_smallestfirst_conforms() {
-    let report = conformance::defaults::<Fairness, gangway_policy_example_smallest_first::SmallestFirst>(&options()).unwrap_or_else(|f| panic!("{f}"));
+    let report = conformance::defaults::<
+        Fairness,
+        gangway_policy_example_smallest_first::SmallestFirst,
+    >(&options())
+    .unwrap_or_else(|f| panic!("{f}"));
     assert!(report.views >= 256 && report.scenarios == 16, "{report:?}");
 }
 

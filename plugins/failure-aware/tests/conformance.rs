@@ -13,6 +13,8 @@ fn options() -> Options {
 
 #[test]
 fn retry_failureaware_conforms() {
-    let report = conformance::defaults::<Retry, gangway_policy_failure_aware::FailureAware>(&options()).unwrap_or_else(|f| panic!("{f}"));
+    let report =
+        conformance::defaults::<Retry, gangway_policy_failure_aware::FailureAware>(&options())
+            .unwrap_or_else(|f| panic!("{f}"));
     assert!(report.views >= 256 && report.scenarios == 16, "{report:?}");
 }

@@ -13,6 +13,7 @@ fn options() -> Options {
 
 #[test]
 fn gang_fifoblock_conforms() {
-    let report = conformance::defaults::<Gang, gangway_policy_fifo_block::FifoBlock>(&options()).unwrap_or_else(|f| panic!("{f}"));
+    let report = conformance::defaults::<Gang, gangway_policy_fifo_block::FifoBlock>(&options())
+        .unwrap_or_else(|f| panic!("{f}"));
     assert!(report.views >= 256 && report.scenarios == 16, "{report:?}");
 }

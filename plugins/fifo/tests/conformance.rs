@@ -13,6 +13,7 @@ fn options() -> Options {
 
 #[test]
 fn fairness_fifo_conforms() {
-    let report = conformance::defaults::<Fairness, gangway_policy_fifo::Fifo>(&options()).unwrap_or_else(|f| panic!("{f}"));
+    let report = conformance::defaults::<Fairness, gangway_policy_fifo::Fifo>(&options())
+        .unwrap_or_else(|f| panic!("{f}"));
     assert!(report.views >= 256 && report.scenarios == 16, "{report:?}");
 }

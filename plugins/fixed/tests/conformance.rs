@@ -13,6 +13,7 @@ fn options() -> Options {
 
 #[test]
 fn retry_fixedretry_conforms() {
-    let report = conformance::defaults::<Retry, gangway_policy_fixed::FixedRetry>(&options()).unwrap_or_else(|f| panic!("{f}"));
+    let report = conformance::defaults::<Retry, gangway_policy_fixed::FixedRetry>(&options())
+        .unwrap_or_else(|f| panic!("{f}"));
     assert!(report.views >= 256 && report.scenarios == 16, "{report:?}");
 }

@@ -13,6 +13,7 @@ fn options() -> Options {
 
 #[test]
 fn defragment_gandiva_conforms() {
-    let report = conformance::defaults::<Defragment, gangway_policy_gandiva::Gandiva>(&options()).unwrap_or_else(|f| panic!("{f}"));
+    let report = conformance::defaults::<Defragment, gangway_policy_gandiva::Gandiva>(&options())
+        .unwrap_or_else(|f| panic!("{f}"));
     assert!(report.views >= 256 && report.scenarios == 16, "{report:?}");
 }

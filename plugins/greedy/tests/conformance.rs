@@ -13,6 +13,7 @@ fn options() -> Options {
 
 #[test]
 fn locality_greedy_conforms() {
-    let report = conformance::defaults::<Locality, gangway_policy_greedy::Greedy>(&options()).unwrap_or_else(|f| panic!("{f}"));
+    let report = conformance::defaults::<Locality, gangway_policy_greedy::Greedy>(&options())
+        .unwrap_or_else(|f| panic!("{f}"));
     assert!(report.views >= 256 && report.scenarios == 16, "{report:?}");
 }

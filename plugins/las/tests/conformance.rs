@@ -13,12 +13,14 @@ fn options() -> Options {
 
 #[test]
 fn fairness_las_conforms() {
-    let report = conformance::defaults::<Fairness, gangway_policy_las::Las>(&options()).unwrap_or_else(|f| panic!("{f}"));
+    let report = conformance::defaults::<Fairness, gangway_policy_las::Las>(&options())
+        .unwrap_or_else(|f| panic!("{f}"));
     assert!(report.views >= 256 && report.scenarios == 16, "{report:?}");
 }
 
 #[test]
 fn reclaim_laspreempt_conforms() {
-    let report = conformance::defaults::<Reclaim, gangway_policy_las::LasPreempt>(&options()).unwrap_or_else(|f| panic!("{f}"));
+    let report = conformance::defaults::<Reclaim, gangway_policy_las::LasPreempt>(&options())
+        .unwrap_or_else(|f| panic!("{f}"));
     assert!(report.views >= 256 && report.scenarios == 16, "{report:?}");
 }

@@ -13,6 +13,8 @@ fn options() -> Options {
 
 #[test]
 fn reclaim_quotareclaim_conforms() {
-    let report = conformance::defaults::<Reclaim, gangway_policy_quota_reclaim::QuotaReclaim>(&options()).unwrap_or_else(|f| panic!("{f}"));
+    let report =
+        conformance::defaults::<Reclaim, gangway_policy_quota_reclaim::QuotaReclaim>(&options())
+            .unwrap_or_else(|f| panic!("{f}"));
     assert!(report.views >= 256 && report.scenarios == 16, "{report:?}");
 }
