@@ -1,6 +1,9 @@
 //! One scheduling round with 1,000 pending jobs, on the Philly topology
 //! (552 servers, 2,490 GPUs) and on a 100,000-GPU topology, with the built-in
-//! native default policies (FIFO within quotas, strict locality, backfill).
+//! native policies (FIFO within quotas, strict locality, backfill); and on
+//! the Philly topology with 1,000, 10,000 and 100,000 pending jobs, where a
+//! round shows fairness each VC's first 128 jobs (FIFO within quotas
+//! declares its order), so its cost grows with the window, not the backlog.
 //!
 //! * `backlog`: the steady state of a busy cluster. All but 64 GPUs are
 //!   busy and 1,000 jobs wait; after a warm-up round, every round builds the
@@ -23,7 +26,7 @@ use gangway_core::policy::PolicySet;
 fn backlog(c: &mut Criterion, name: &str, topo: Topology) {
     // Leave 64 GPUs free whatever the cluster's size.
     let fill = 1.0 - 64.0 / f64::from(topo.total_gpus());
-    let mut sched = loaded_scheduler(topo, fill, 1_000, PolicySet::defaults());
+    let mut sched = loaded_scheduler(topo, fill, 1_000, PolicySet::builtin());
     let warm = sched.round(1_000).expect("round");
     assert!(warm.waiting.len() > 500, "the backlog must stay pending");
     let mut now = 1_000;
@@ -52,12 +55,27 @@ fn rounds(c: &mut Criterion) {
         b.iter_batched(
             || {
                 let topo = philly_official().expect("topology");
-                loaded_scheduler(topo, 0.5, 1_000, PolicySet::defaults())
+                loaded_scheduler(topo, 0.5, 1_000, PolicySet::builtin())
             },
             |mut sched| sched.round(10_000).expect("round"),
             BatchSize::LargeInput,
         )
     });
+    group.finish();
+    let mut group = c.benchmark_group("round_backlog_philly");
+    for pending in [1_000usize, 10_000, 100_000] {
+        let topo = philly_official().expect("topology");
+        let fill = 1.0 - 64.0 / f64::from(topo.total_gpus());
+        let mut sched = loaded_scheduler(topo, fill, pending, PolicySet::builtin());
+        sched.round(1_000).expect("round");
+        let mut now = 1_000;
+        group.bench_function(format!("{pending}_pending"), |b| {
+            b.iter(|| {
+                now += 1;
+                sched.round(now).expect("round")
+            })
+        });
+    }
     group.finish();
 }
 

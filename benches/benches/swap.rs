@@ -14,6 +14,7 @@
 use criterion::{Criterion, criterion_group, criterion_main};
 use gangway_core::wasm::{PolicyEngine, SandboxConfig};
 use gangway_core::{Scheduler, Topology};
+use gangway_plugin_sdk::slots::Fairness;
 
 /// `bytes` with a custom section appended (valid in a component), so the
 /// module hash differs for every `n`.
@@ -39,11 +40,11 @@ fn swaps(c: &mut Criterion) {
     group.bench_function("cached", |b| {
         b.iter(|| {
             let m = engine.load("fifo", fifo).expect("load");
-            sched.swap_fairness(m.fairness(b"").expect("instance"))
+            sched.swap::<Fairness>(m.backend::<Fairness>(b"").expect("instance"))
         })
     });
     group.bench_function("instance_only", |b| {
-        b.iter(|| module.fairness(b"").expect("instance"))
+        b.iter(|| module.backend::<Fairness>(b"").expect("instance"))
     });
     group.sample_size(10);
     let mut n = 0u64;
@@ -51,7 +52,7 @@ fn swaps(c: &mut Criterion) {
         b.iter(|| {
             n += 1;
             let m = engine.load("fifo-new", &renamed(fifo, n)).expect("load");
-            sched.swap_fairness(m.fairness(b"").expect("instance"))
+            sched.swap::<Fairness>(m.backend::<Fairness>(b"").expect("instance"))
         })
     });
     group.finish();

@@ -1,10 +1,10 @@
 //! One scheduling round at Philly scale (552 servers, 2,490 GPUs, 1,000
 //! pending jobs on a ~97 % full cluster), with the built-in default policies
-//! running natively and as one sandboxed Wasm component (`builtin`, all three
-//! slots) under the default fuel budget (`wasm`, deterministic, what a
+//! running natively and as one sandboxed Wasm component (`builtin`: its
+//! fairness, locality, gang and retry slots) under the default fuel budget (`wasm`, deterministic, what a
 //! replay uses) and under an epoch deadline (`wasm_deadline`, what a live
 //! host would use). The ratio to `native` is the cost of the sandbox per
-//! round (target: within 1.5x).
+//! round (target: within 1.2x).
 //!
 //! A second group, `slot_call_philly_1000_pending`, takes one fairness call
 //! of that round apart: the view's postcard encoding and decoding alone
@@ -16,11 +16,11 @@
 #![allow(missing_docs)] // criterion's macros generate undocumented functions
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use gangway_core::policy::FairnessBackend;
-use gangway_core::policy::PolicySet;
+use gangway_core::policy::{Backend, PolicySet};
 use gangway_core::wasm::{Budget, CallPath, PolicyEngine, SandboxConfig};
-use gangway_core::{JobSpec, RackGrouping, Scheduler, Topology};
-use gangway_plugin_sdk::JobId;
+use gangway_core::{JobId, JobSpec, RackGrouping, Scheduler, Topology};
+use gangway_plugin_sdk::builtin::FifoQuota;
+use gangway_plugin_sdk::slots::{Fairness, Gang, Locality, Retry};
 
 /// The Philly machine list's shape: 321 servers with 2 GPUs, 231 with 8.
 fn philly() -> Topology {
@@ -103,17 +103,17 @@ fn wasm_defaults(budget: Budget, call_path: CallPath) -> PolicySet {
         call_path,
         ..SandboxConfig::default()
     });
-    PolicySet {
-        fairness: builtin.fairness(b"").expect("fairness"),
-        locality: builtin.locality(b"").expect("locality"),
-        gang: builtin.gang(b"").expect("gang"),
-    }
+    PolicySet::builtin()
+        .with::<Fairness>(builtin.backend::<Fairness>(b"").expect("fairness"))
+        .with::<Locality>(builtin.backend::<Locality>(b"").expect("locality"))
+        .with::<Gang>(builtin.backend::<Gang>(b"").expect("gang"))
+        .with::<Retry>(builtin.backend::<Retry>(b"").expect("retry"))
 }
 
 fn rounds(c: &mut Criterion) {
     let mut group = c.benchmark_group("round_philly_1000_pending");
     let variants = [
-        ("native", PolicySet::defaults()),
+        ("native", PolicySet::builtin()),
         (
             "wasm",
             wasm_defaults(Budget::Fuel(Budget::DEFAULT_FUEL), CallPath::Direct),
@@ -148,11 +148,14 @@ fn rounds(c: &mut Criterion) {
 /// The fairness view of the backlog round, as the scheduler builds it.
 fn fairness_view() -> gangway_plugin_sdk::RoundView {
     struct Capture(std::sync::Arc<std::sync::Mutex<Option<gangway_plugin_sdk::RoundView>>>);
-    impl FairnessBackend for Capture {
+    impl Backend<Fairness> for Capture {
         fn name(&self) -> &str {
             "capture"
         }
-        fn order(
+        fn manifest(&self) -> gangway_plugin_sdk::Manifest {
+            gangway_plugin_sdk::Policy::<Fairness>::manifest(&FifoQuota)
+        }
+        fn decide(
             &mut self,
             view: &gangway_plugin_sdk::RoundView,
         ) -> Result<gangway_plugin_sdk::FairnessDecision, gangway_core::policy::PolicyError>
@@ -160,15 +163,12 @@ fn fairness_view() -> gangway_plugin_sdk::RoundView {
             if let Ok(mut v) = self.0.lock() {
                 *v = Some(view.clone());
             }
-            Ok(gangway_plugin_sdk::FairnessPolicy::order(
-                &gangway_core::policy::defaults::FifoQuota,
-                view,
-            ))
+            Ok(gangway_plugin_sdk::FairnessPolicy::order(&FifoQuota, view))
         }
     }
     let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
-    let mut sched = backlog(PolicySet::defaults());
-    sched.swap_fairness(Box::new(Capture(seen.clone())));
+    let mut sched = backlog(PolicySet::builtin());
+    sched.swap::<Fairness>(Box::new(Capture(seen.clone())));
     sched.round(2_000).expect("round");
     seen.lock().ok().and_then(|mut v| v.take()).expect("view")
 }
@@ -184,10 +184,7 @@ fn calls(c: &mut Criterion) {
         })
     });
     group.bench_function("encode_view_codec", |b| {
-        b.iter(|| {
-            gangway_plugin_sdk::codec::encode_round_view(&view, &mut buf);
-            buf.len()
-        })
+        b.iter(|| gangway_plugin_sdk::wire::encode_view::<Fairness>(&view).len())
     });
     let encoded = gangway_plugin_sdk::wire::encode(&view);
     group.bench_function("decode_view_serde", |b| {
@@ -197,15 +194,10 @@ fn calls(c: &mut Criterion) {
         })
     });
     group.bench_function("decode_view_codec", |b| {
-        b.iter(|| gangway_plugin_sdk::codec::decode_round_view(&encoded).expect("decode"))
+        b.iter(|| gangway_plugin_sdk::wire::decode_view::<Fairness>(&encoded).expect("decode"))
     });
     group.bench_function("native", |b| {
-        b.iter(|| {
-            gangway_plugin_sdk::FairnessPolicy::order(
-                &gangway_core::policy::defaults::FifoQuota,
-                &view,
-            )
-        })
+        b.iter(|| gangway_plugin_sdk::FairnessPolicy::order(&FifoQuota, &view))
     });
     for (name, budget) in [
         ("wasm_fuel", Budget::Fuel(Budget::DEFAULT_FUEL)),
@@ -218,20 +210,26 @@ fn calls(c: &mut Criterion) {
             budget,
             ..SandboxConfig::default()
         })
-        .fairness(b"")
+        .backend::<Fairness>(b"")
         .expect("fairness");
-        group.bench_function(name, |b| b.iter(|| backend.order(&view).expect("call")));
+        group.bench_function(name, |b| b.iter(|| backend.decide(&view).expect("call")));
     }
     // Transport alone: the trivial backfill gang policy on the same 1,000 jobs.
     let queue = gangway_plugin_sdk::QueueView {
         now_s: view.now_s,
         cluster: view.cluster.clone(),
-        spread: view.jobs.iter().map(|j| j.min_level).collect(),
+        spread: view
+            .jobs
+            .iter()
+            .map(|j| gangway_plugin_sdk::SpreadLimit::new(j.min_level, j.min_servers))
+            .collect(),
         jobs: view.jobs.clone(),
     };
-    let mut gang = builtin(SandboxConfig::default()).gang(b"").expect("gang");
+    let mut gang = builtin(SandboxConfig::default())
+        .backend::<Gang>(b"")
+        .expect("gang");
     group.bench_function("wasm_fuel_trivial_gang", |b| {
-        b.iter(|| gangway_core::policy::GangBackend::on_blocked(&mut *gang, &queue).expect("call"))
+        b.iter(|| gang.decide(&queue).expect("call"))
     });
     group.finish();
 
@@ -252,13 +250,9 @@ fn calls(c: &mut Criterion) {
             call_path,
             ..SandboxConfig::default()
         })
-        .gang(b"")
+        .backend::<Gang>(b"")
         .expect("gang");
-        group.bench_function(name, |b| {
-            b.iter(|| {
-                gangway_core::policy::GangBackend::on_blocked(&mut *gang, &empty).expect("call")
-            })
-        });
+        group.bench_function(name, |b| b.iter(|| gang.decide(&empty).expect("call")));
     }
     group.finish();
 }

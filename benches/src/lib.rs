@@ -1,8 +1,7 @@
 //! Shared fixtures for Gangway's criterion benchmarks (see `benches/`).
 
 use gangway_core::policy::PolicySet;
-use gangway_core::{JobSpec, RackGrouping, Scheduler, Topology, TopologyError};
-use gangway_plugin_sdk::JobId;
+use gangway_core::{JobId, JobSpec, RackGrouping, Scheduler, Topology, TopologyError};
 
 /// The official Philly machine list's shape: 552 servers, 321 with 2 GPUs and
 /// 231 with 8 (2,490 GPUs), in same-SKU racks of 32.

@@ -381,8 +381,7 @@ pub fn summarize(name: &str, policies: Policies, r: &RunResult) -> Run {
         defragment.migrations += u64::from(j.migrations);
         // A restart follows a preemption (resumed) or a migration.
         let restarts = u64::from(j.preemptions) + u64::from(j.migrations);
-        if restarts > 0 {
-            let per = j.restart_gpu_s / restarts;
+        if let Some(per) = j.restart_gpu_s.checked_div(restarts) {
             reclaim.restart_gpu_s += per * u64::from(j.preemptions);
             defragment.restart_gpu_s += j.restart_gpu_s - per * u64::from(j.preemptions);
         }

@@ -76,16 +76,13 @@ impl Room {
         gpus: u32,
         limit: SpreadLimit,
     ) -> bool {
-        let mut frees: Vec<u32> = members
-            .iter()
-            .map(|i| self.free[*i] + extra.get(i).copied().unwrap_or(0))
-            .collect();
+        let free = |i: &usize| u64::from(self.free[*i] + extra.get(i).copied().unwrap_or(0));
+        if limit.max_servers == 0 || members.len() <= limit.max_servers as usize {
+            return members.iter().map(free).sum::<u64>() >= u64::from(gpus);
+        }
+        let mut frees: Vec<u64> = members.iter().map(free).collect();
         frees.sort_unstable_by(|a, b| b.cmp(a));
-        let take = match limit.max_servers {
-            0 => frees.len(),
-            n => n as usize,
-        };
-        frees.iter().take(take).map(|f| u64::from(*f)).sum::<u64>() >= u64::from(gpus)
+        frees.iter().take(limit.max_servers as usize).sum::<u64>() >= u64::from(gpus)
     }
 
     /// The running jobs among `candidates` to free (in the order given:
@@ -94,7 +91,8 @@ impl Room {
     /// groups that can hold it, the one needing the fewest jobs freed (then
     /// the fewest GPUs, then the one whose jobs come earliest in
     /// `candidates`, then the first) is chosen, and the model is updated:
-    /// the freed GPUs are added and the gang's are taken.
+    /// the freed GPUs are added and the gang's are taken. Its cost is linear
+    /// in the servers and the candidates.
     pub fn make_room(
         &mut self,
         gpus: u32,
@@ -104,6 +102,20 @@ impl Room {
         let mut groups: HashMap<u64, Vec<usize>> = HashMap::new();
         for i in 0..self.free.len() {
             groups.entry(self.group(i, limit)).or_default().push(i);
+        }
+        // Each candidate lies wholly in one group, or is no use.
+        let mut inside: HashMap<u64, Vec<(usize, &RunningJob)>> = HashMap::new();
+        for (at, j) in candidates.iter().enumerate() {
+            let mut keys = j
+                .parts
+                .iter()
+                .map(|(s, _)| self.index.get(s).map(|i| self.group(*i, limit)));
+            let Some(Some(first)) = keys.next() else {
+                continue;
+            };
+            if keys.all(|k| k == Some(first)) {
+                inside.entry(first).or_default().push((at, j));
+            }
         }
         type Choice = (usize, u32, usize, u64, Vec<JobId>, HashMap<usize, u32>);
         let mut best: Option<Choice> = None;
@@ -115,20 +127,12 @@ impl Room {
             let mut chosen = Vec::new();
             let mut freed = 0u32;
             let mut last = 0usize;
-            let inside = |j: &RunningJob| {
-                !j.parts.is_empty()
-                    && j.parts.iter().all(|(s, _)| {
-                        self.index
-                            .get(s)
-                            .is_some_and(|i| self.group(*i, limit) == key)
-                    })
-            };
             let mut fits = self.fits(members, &extra, gpus, limit);
-            for (at, j) in candidates.iter().enumerate().filter(|(_, j)| inside(j)) {
+            for (at, j) in inside.get(&key).map(Vec::as_slice).unwrap_or_default() {
                 if fits {
                     break;
                 }
-                last = at;
+                last = *at;
                 for (s, g) in &j.parts {
                     if let Some(i) = self.index.get(s) {
                         *extra.entry(*i).or_insert(0) += g;

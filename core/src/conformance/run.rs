@@ -279,7 +279,7 @@ fn one_view<S: SlotRules + Views>(
     if again.map_err(|e| FailureKind::Failed(e.kind))? != first {
         return Err(FailureKind::Nondeterministic { fresh: false });
     }
-    if st.report.views % 16 == 0 {
+    if st.report.views.is_multiple_of(16) {
         let mut other = fresh().map_err(|f| match f.kind {
             FailureKind::Config(m) => FailureKind::Config(m),
             other => other,

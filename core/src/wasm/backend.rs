@@ -192,7 +192,7 @@ impl<S: SlotContract> WasmBackend<S> {
         store: &mut Store<HostState>,
         pre: &InstancePre<HostState>,
         exports: &[SlotExport],
-    ) -> Result<(Entry, wasmtime::Result<Result<Vec<u8>, String>>), Failure> {
+    ) -> Result<(Entry, InitOutcome), Failure> {
         let config = &self.module.engine.config;
         let export = exports.iter().find(|e| e.slot == S::SLOT).ok_or_else(|| {
             Failure::Kind(PolicyErrorKind::Trap(format!(
@@ -229,6 +229,9 @@ impl<S: SlotContract> WasmBackend<S> {
         Ok((Entry::Component(call), init))
     }
 }
+
+/// What `init` answered: the manifest's bytes or a refusal, or a trap.
+type InitOutcome = wasmtime::Result<Result<Vec<u8>, String>>;
 
 /// The most manifest bytes the host reads (the manifest decoder refuses more).
 const MANIFEST_BYTES: usize = 1024;

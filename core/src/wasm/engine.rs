@@ -156,12 +156,13 @@ impl PolicyEngine {
         let engine = Engine::new(&wt).map_err(engine_err)?;
 
         let mut linker = Linker::<HostState>::new(&engine);
-        for version in [contract::CONTRACT_VERSION] {
-            linker
-                .instance(&format!("gangway:policy/log@{version}"))
-                .and_then(|mut log| log.func_wrap("log", host_log))
-                .map_err(engine_err)?;
-        }
+        linker
+            .instance(&format!(
+                "gangway:policy/log@{}",
+                contract::CONTRACT_VERSION
+            ))
+            .and_then(|mut log| log.func_wrap("log", host_log))
+            .map_err(engine_err)?;
         let (deadline_ticks, ticker_stop) = match deadline {
             Some(deadline) => {
                 let tick =

@@ -245,7 +245,7 @@ mod tests {
     #[test]
     fn server_bound_grows_with_the_ladder() {
         let d = Delay::default();
-        let mut gang = |waiting_s| {
+        let gang = |waiting_s| {
             let mut j = job(1, 1, waiting_s);
             j.gpus = 16;
             j.min_servers = 2;

@@ -16,7 +16,8 @@
 //!   server outside the target with room, the fullest such server first
 //!   (best fit, so moves do not open new holes), until the target has room;
 //! * of the targets that work, the one moving the fewest GPUs wins. One
-//!   gang is served per round: each migration costs its jobs a restart.
+//!   gang is served per round (of the first 16 waiting): each migration
+//!   costs its jobs a restart.
 //!
 //! # Options (TOML)
 //!
@@ -200,7 +201,7 @@ impl Configure for Gandiva {
 
 impl DefragmentPolicy for Gandiva {
     fn plan(&self, view: &DefragView) -> DefragDecision {
-        for w in &view.waiting {
+        for w in view.waiting.iter().take(16) {
             if let Some(plan) = self.plan_for(view, w) {
                 return DefragDecision {
                     moves: plan.moves,

@@ -18,7 +18,9 @@ use crate::Las;
 /// started first, until the waiting job fits within its spread limit. A job
 /// is never stopped for one of its own queue or a lower one, so a stopped
 /// job cannot stop its stopper back: no livelock. At most
-/// [`LasPreempt::MAX_STARTS`] jobs start this way per round.
+/// [`LasPreempt::MAX_STARTS`] jobs start this way per round, of the first
+/// [`LasPreempt::MAX_TRIED`] waiting ones, so a round's cost stays bounded
+/// however long the queue.
 ///
 /// ```
 /// use gangway_plugin_sdk::*;
@@ -53,6 +55,8 @@ pub struct LasPreempt {
 impl LasPreempt {
     /// The most waiting jobs one round starts by preemption.
     pub const MAX_STARTS: usize = 16;
+    /// The most waiting jobs one round tries to make room for.
+    pub const MAX_TRIED: usize = 64;
 
     /// The LAS queues it preempts by.
     pub fn las(&self) -> &Las {
@@ -96,7 +100,7 @@ impl ReclaimPolicy for LasPreempt {
         let mut room = Room::new(&view.servers, view.cluster.server_level);
         let mut taken: HashSet<JobId> = HashSet::new();
         let mut d = ReclaimDecision::default();
-        for w in waiting {
+        for w in waiting.into_iter().take(Self::MAX_TRIED) {
             if d.start.len() >= Self::MAX_STARTS {
                 break;
             }

@@ -18,7 +18,8 @@
 //!   stops ([`gangway_plugin_sdk::room::Room`]);
 //! * jobs that ran less than `min_run_s` are left alone, so a job is never
 //!   stopped moments after it started (a YARN preemption timeout does the
-//!   same), and at most `max_starts` jobs start this way per round.
+//!   same), and at most `max_starts` jobs start this way per round, of the
+//!   first 64 entitled ones (a round's cost stays bounded).
 //!
 //! # Options (TOML)
 //!
@@ -148,7 +149,7 @@ impl ReclaimPolicy for QuotaReclaim {
         let mut room = Room::new(&view.servers, view.cluster.server_level);
         let mut taken: HashSet<JobId> = HashSet::new();
         let mut d = ReclaimDecision::default();
-        for w in entitled {
+        for w in entitled.into_iter().take(64) {
             if d.start.len() >= self.config.max_starts as usize {
                 break;
             }
