@@ -11,3 +11,9 @@ pub mod report;
 pub mod sim;
 pub mod trace;
 pub mod workload;
+
+/// The README's Rust examples, compiled and run as doc tests so the README
+/// cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeExamples;
