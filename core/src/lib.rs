@@ -32,8 +32,11 @@
 mod job;
 mod placement;
 pub mod policy;
+pub mod reconcile;
+mod retention;
 mod round;
 mod scheduler;
+pub mod snapshot;
 mod state;
 mod topology;
 #[cfg(feature = "wasm")]
@@ -41,8 +44,10 @@ pub mod wasm;
 
 pub use job::{AttemptEnd, FinalStatus, JobRecord, JobSpec, JobState, WaitBreakdown, WaitReason};
 pub use placement::{PlacementChoice, PlacementStrategy, Scope};
+pub use reconcile::{Difference, EngineTruth};
 pub use round::{Reservation, RoundReport, Start};
 pub use scheduler::{Scheduler, SchedulerError, SlotHealth, VirtualCluster};
+pub use snapshot::{SNAPSHOT_VERSION, Snapshot, SnapshotError};
 pub use state::{
     ClusterState, GpuMask, Health, InvariantViolation, Placement, ServerGpus, StateError,
 };

@@ -13,7 +13,7 @@ use crate::state::{ClusterState, Health, InvariantViolation};
 use crate::topology::{ServerId, Topology};
 
 /// A virtual cluster (tenant) and its bookkeeping.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct VirtualCluster {
     /// Its name.
     pub name: String,
@@ -329,7 +329,12 @@ impl Scheduler {
     }
 
     /// Releases a running job's GPUs and books its run time.
-    fn stop_running(&mut self, id: JobId, now: u64, lost: bool) -> Result<(), SchedulerError> {
+    pub(crate) fn stop_running(
+        &mut self,
+        id: JobId,
+        now: u64,
+        lost: bool,
+    ) -> Result<(), SchedulerError> {
         let job = self.jobs.get(&id).ok_or(SchedulerError::UnknownJob(id))?;
         let JobState::Running { started_s, .. } = job.state else {
             return Err(SchedulerError::WrongState {
@@ -360,7 +365,7 @@ impl Scheduler {
         Ok(())
     }
 
-    fn requeue(&mut self, id: JobId, now: u64) {
+    pub(crate) fn requeue(&mut self, id: JobId, now: u64) {
         if let Some(job) = self.jobs.get_mut(&id) {
             job.state = JobState::Pending {
                 since_s: now,
@@ -371,7 +376,7 @@ impl Scheduler {
         }
     }
 
-    fn finish(&mut self, id: JobId, status: FinalStatus, now: u64) {
+    pub(crate) fn finish(&mut self, id: JobId, status: FinalStatus, now: u64) {
         if let Some(job) = self.jobs.get_mut(&id) {
             job.state = JobState::Finished { status, at_s: now };
         }
