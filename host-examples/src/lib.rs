@@ -9,5 +9,6 @@ pub mod policy_check;
 pub mod replay_cli;
 pub mod report;
 pub mod sim;
+pub mod slurm;
 pub mod trace;
 pub mod workload;
