@@ -65,6 +65,8 @@ PATH="$PATH:/usr/sbin"
 mkdir -p "$dir"
 dir="$(cd "$dir" && pwd)"
 stop "$dir"
+# A fresh cluster every start: no jobs recovered from an earlier one.
+rm -rf "$dir"/{state,spool,log,run}
 mkdir -p "$dir"/{etc,run,log,state,spool,dev,munge}
 chmod 700 "$dir/munge"
 user="$(id -un)"
