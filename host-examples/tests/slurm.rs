@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use gangway_host_examples::slurm::client;
 use gangway_host_examples::slurm::config::socket_in;
+use gangway_host_examples::slurm::engine::NodeGpus;
 use gangway_host_examples::slurm::hostlist;
 use gangway_host_examples::slurm::protocol::StatusReport;
 
@@ -301,7 +302,11 @@ fn gangway_slurm_end_to_end() {
     let mut pids: BTreeSet<u32> = BTreeSet::new();
     let mut loopback_checked = false;
     let submit = |cluster: &Cluster, i: usize| -> u64 {
-        let vc = if i % 2 == 0 { "research" } else { "prod" };
+        let vc = if i.is_multiple_of(2) {
+            "research"
+        } else {
+            "prod"
+        };
         let user = ["alice", "bob", "carol"][i % 3];
         let ticks = (5 + (i % 3) * 3).to_string();
         cluster.submit(sizes[i], vc, user, &["sh", &job_sh, &out_s, &ticks])
@@ -478,15 +483,14 @@ fn gangway_slurm_end_to_end() {
 
     // Gangway's choices (its launch log) against what each attempt wrote.
     let log = std::fs::read_to_string(cluster.state().join("launches.jsonl")).unwrap();
-    let mut launches: BTreeMap<(u64, u32), (u64, Vec<(String, Vec<u32>)>)> = BTreeMap::new();
+    let mut launches: BTreeMap<(u64, u32), (u64, NodeGpus)> = BTreeMap::new();
     for line in log.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         let key = (
             v["job"].as_u64().unwrap(),
             v["attempt"].as_u64().unwrap() as u32,
         );
-        let placement: Vec<(String, Vec<u32>)> =
-            serde_json::from_value(v["placement"].clone()).unwrap();
+        let placement: NodeGpus = serde_json::from_value(v["placement"].clone()).unwrap();
         let prev = launches.insert(key, (v["slurm_job"].as_u64().unwrap(), placement));
         assert!(prev.is_none(), "attempt {key:?} launched twice");
     }

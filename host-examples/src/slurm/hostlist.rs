@@ -55,7 +55,7 @@ fn split_top(list: &str) -> Result<Vec<&str>, String> {
             }
             _ => {}
         }
-        if depth < 0 || depth > 1 {
+        if !(0..=1).contains(&depth) {
             return Err(format!("host list {list:?}: unbalanced brackets"));
         }
     }
