@@ -23,9 +23,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use gangway_host_examples::slurm::SlurmError;
 use gangway_host_examples::slurm::client;
 use gangway_host_examples::slurm::config::socket_in;
-use gangway_host_examples::slurm::engine::NodeGpus;
+use gangway_host_examples::slurm::engine::{NodeGpus, Slurm};
 use gangway_host_examples::slurm::hostlist;
 use gangway_host_examples::slurm::protocol::StatusReport;
 
@@ -291,6 +292,58 @@ fn gangway_slurm_end_to_end() {
             .contains("asks for 40 GPUs but the cluster has only 32")
     );
 
+    // Slurm refusing a launch is a typed error naming the command and
+    // carrying Slurm's own message.
+    let engine = Slurm::new(None, Some(cluster.conf()));
+    let refused = engine
+        .sbatch(
+            &["--nodelist=n9".to_string(), "--gres=gpu:g0:1".to_string()],
+            "#!/bin/sh\ntrue\n",
+        )
+        .unwrap_err();
+    assert!(
+        matches!(refused, SlurmError::CommandFailed { .. }),
+        "{refused}"
+    );
+    assert!(refused.to_string().contains("sbatch"), "{refused}");
+    assert!(
+        refused.to_string().contains("Invalid node name"),
+        "{refused}"
+    );
+
+    // Hot swap: a Wasm module into the fairness slot, validated by the host;
+    // a file that is not a policy module is refused; rollback restores.
+    let fifo = dir.join("fifo.wasm");
+    std::fs::write(&fifo, gangway_plugin_artifacts::module("fifo").unwrap()).unwrap();
+    let swapped = cluster.gangway(&["swap", "--fairness", fifo.to_str().unwrap()]);
+    assert!(
+        swapped.status.success(),
+        "{}",
+        String::from_utf8_lossy(&swapped.stderr)
+    );
+    assert!(String::from_utf8_lossy(&swapped.stdout).contains("active from the next round"));
+    let not_wasm = cluster.gangway(&["swap", "--fairness", &job_sh]);
+    assert!(!not_wasm.status.success());
+    assert!(String::from_utf8_lossy(&not_wasm.stderr).contains("job.sh"));
+    let t = Instant::now();
+    while cluster.status().policies[0].active != fifo.display().to_string() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "swap never became active"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let back = cluster.gangway(&["swap", "--rollback", "fairness"]);
+    assert!(back.status.success());
+    let t = Instant::now();
+    while cluster.status().policies[0].active != "vc-quota" {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "rollback never happened"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
     // The workload: 30 jobs of 1-16 GPUs from two VCs (quotas 20 and 24).
     let sizes = [
         16u32, 8, 4, 12, 1, 2, 8, 16, 3, 6, 1, 4, 12, 2, 8, 5, 1, 16, 4, 2, 8, 1, 12, 6, 2, 4, 16,
@@ -299,6 +352,28 @@ fn gangway_slurm_end_to_end() {
     let mut submitted: Vec<u64> = Vec::new();
     let mut reasons_seen: BTreeSet<String> = BTreeSet::new();
     let mut foreign_seen = 0u32;
+    // A job started in Slurm directly: foreign load whose GPUs count as held.
+    cluster.slurm(&[
+        "sbatch",
+        "-J",
+        "foreign",
+        "-o",
+        "/dev/null",
+        "-w",
+        "n4",
+        "--gres=gpu:2",
+        "--wrap",
+        "sleep 5",
+    ]);
+    let t = Instant::now();
+    while cluster.status().foreign_gpus != 2 {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the foreign job's GPUs were never counted"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    foreign_seen = foreign_seen.max(2);
     let mut pids: BTreeSet<u32> = BTreeSet::new();
     let mut loopback_checked = false;
     let submit = |cluster: &Cluster, i: usize| -> u64 {
@@ -391,20 +466,6 @@ fn gangway_slurm_end_to_end() {
     }
     std::thread::sleep(Duration::from_secs(1));
     cluster.slurm(&["scontrol", "update", "NodeName=n2", "State=RESUME"]);
-
-    // A job started in Slurm directly: foreign load whose GPUs count as held.
-    cluster.slurm(&[
-        "sbatch",
-        "-J",
-        "foreign",
-        "-o",
-        "/dev/null",
-        "-w",
-        "n4",
-        "--gres=gpu:2",
-        "--wrap",
-        "sleep 4",
-    ]);
 
     for i in 12..20 {
         submitted.push(submit(&cluster, i));
