@@ -74,6 +74,9 @@ struct Cluster {
     dir: PathBuf,
     daemon: Option<Child>,
     starts: u32,
+    /// Set when every check passed: the folder is then removed; after a
+    /// failure it is kept (logs, job outputs, state) for a look.
+    passed: bool,
 }
 
 impl Cluster {
@@ -168,6 +171,16 @@ impl Drop for Cluster {
             .arg("stop")
             .arg(&self.dir)
             .status();
+        if self.passed {
+            // `rm -rf`: std's remove_dir_all gives up on this folder's Unix
+            // sockets under gVisor.
+            let _ = Command::new("rm").arg("-rf").arg(&self.dir).status();
+        } else {
+            eprintln!(
+                "kept {} for a look (cluster and daemon logs, job outputs)",
+                self.dir.display()
+            );
+        }
     }
 }
 
@@ -260,6 +273,7 @@ fn gangway_slurm_end_to_end() {
         dir: dir.clone(),
         daemon: None,
         starts: 0,
+        passed: false,
     };
     let up = Command::new("bash")
         .arg(SCRIPT)
@@ -758,4 +772,5 @@ fn gangway_slurm_end_to_end() {
             .unwrap_or(0),
         status.stats.rss_kib,
     );
+    cluster.passed = true;
 }

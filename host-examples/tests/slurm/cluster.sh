@@ -23,6 +23,15 @@ dir="${2:-}"
 
 stop() {
   local d="$1" pid f
+  # Jobs first, so that no job step outlives its cluster.
+  if [ -f "$d/etc/slurm.conf" ] && [ -f "$d/run/slurmctld.pid" ] \
+      && kill -0 "$(cat "$d/run/slurmctld.pid")" 2>/dev/null; then
+    SLURM_CONF="$d/etc/slurm.conf" timeout 10 scancel --user="$(id -un)" 2>/dev/null || true
+    for _ in $(seq 30); do
+      [ -z "$(SLURM_CONF="$d/etc/slurm.conf" timeout 5 squeue -h -t running,completing 2>/dev/null)" ] && break
+      sleep 0.1
+    done
+  fi
   for f in "$d"/run/slurmd-*.pid "$d"/run/slurmctld.pid "$d"/run/munged.pid; do
     [ -f "$f" ] || continue
     pid="$(cat "$f" 2>/dev/null || true)"
