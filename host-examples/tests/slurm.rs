@@ -3,7 +3,9 @@
 //! 127.0.0.1; `gangway-slurm serve` places a workload of 1-16 GPU jobs from
 //! two virtual clusters with quotas; a node is set DOWN and RESUMEd, the
 //! daemon is killed with SIGKILL and started again, a job is started in
-//! Slurm directly, one job fails at once, and bad submissions are refused.
+//! Slurm directly, one job fails at once, bad submissions are refused, a
+//! Wasm module is hot-swapped in and rolled back, and Slurm refusing the
+//! daemon's launches (an unknown partition) fails a job with Slurm's reason.
 //!
 //! Every job writes, from its own environment on every node it runs on,
 //! `SLURMD_NODENAME`, `CUDA_VISIBLE_DEVICES` and heartbeats; the batch step
@@ -727,6 +729,36 @@ fn gangway_slurm_end_to_end() {
         status_text.contains("policies: fairness=vc-quota"),
         "{status_text}"
     );
+
+    // Slurm refusing the daemon's launches (here: a partition that does not
+    // exist): each refusal re-queues the job, the last fails it with Slurm's
+    // own message. A restart on a state with no live job.
+    cluster.kill_daemon();
+    let toml = std::fs::read_to_string(dir.join("gangway.toml")).unwrap();
+    let toml = toml.replace("[slurm]\n", "[slurm]\npartition = \"nope\"\n");
+    std::fs::write(dir.join("gangway.toml"), toml).unwrap();
+    cluster.start_daemon();
+    let refused_job = cluster.submit(1, "prod", "bob", &["true"]);
+    let t = Instant::now();
+    let report = loop {
+        let r = client::why(&socket_in(&cluster.state()), refused_job).unwrap();
+        if r.state == "failed" {
+            break r;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "refused job not failed: {r:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(report.attempts, 3, "{:?}", report.events);
+    let refusals = report
+        .events
+        .iter()
+        .filter(|e| e.contains("Slurm refused the launch") && e.contains("Invalid partition"))
+        .count();
+    assert_eq!(refusals, 3, "{:?}", report.events);
+    assert!(report.events.iter().any(|e| e.contains("no launches left")));
 
     // The figures the issue asks for.
     let to_running: Vec<u64> = status
