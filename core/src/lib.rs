@@ -34,8 +34,11 @@ mod job;
 mod placement;
 pub mod policy;
 mod queue;
+pub mod reconcile;
+mod retention;
 mod round;
 mod scheduler;
+pub mod snapshot;
 mod state;
 mod topology;
 #[cfg(feature = "wasm")]
@@ -46,8 +49,10 @@ pub use gangway_plugin_sdk::{
 };
 pub use job::{AttemptEnd, Failure, FinalStatus, JobRecord, JobSpec, JobState, WaitBreakdown};
 pub use placement::{PlacementChoice, PlacementStrategy};
+pub use reconcile::{Difference, EngineTruth};
 pub use round::{Migration, Preemption, Reservation, RoundReport, Start};
 pub use scheduler::{Scheduler, SchedulerError, VirtualCluster};
+pub use snapshot::{SNAPSHOT_VERSION, Snapshot, SnapshotError};
 pub use state::{
     ClusterState, GpuMask, Health, InvariantViolation, Placement, ServerGpus, StateError,
 };

@@ -14,7 +14,7 @@ use crate::state::{ClusterState, Health, InvariantViolation};
 use crate::topology::{ServerId, Topology};
 
 /// A virtual cluster (tenant) and its bookkeeping.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct VirtualCluster {
     /// Its name.
     pub name: String,
@@ -498,7 +498,7 @@ impl Scheduler {
         Ok(used)
     }
 
-    fn finish(&mut self, id: JobId, status: FinalStatus, now: u64) {
+    pub(crate) fn finish(&mut self, id: JobId, status: FinalStatus, now: u64) {
         if let Some(job) = self.jobs.get_mut(&id) {
             job.state = JobState::Finished { status, at_s: now };
             job.probe = None;

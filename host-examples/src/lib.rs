@@ -9,6 +9,7 @@ pub mod policy_check;
 pub mod replay_cli;
 pub mod report;
 pub mod sim;
+pub mod slurm;
 pub mod trace;
 pub mod workload;
 

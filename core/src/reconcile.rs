@@ -1,0 +1,462 @@
+//! Reconciliation: bringing the scheduler in line with what the engine it
+//! drives (Slurm, Kubernetes, ...) says is true, reporting every difference.
+//!
+//! A host normally reports events one by one (`end_attempt`, `server_down`,
+//! ...). After a restart, a lost message or someone acting on the engine
+//! directly, the scheduler and the engine can disagree. [`Scheduler::reconcile`]
+//! takes the engine's [`EngineTruth`] (which jobs run where, which servers are
+//! down or draining) and makes the scheduler agree with it, returning one
+//! [`Difference`] per thing it changed or could not change. It never panics
+//! and never loses a job: a job the scheduler had running that the engine
+//! does not run is re-queued (its attempt counted as lost, as after a server
+//! failure); a job the engine runs that the scheduler does not know is
+//! adopted as foreign load in a virtual cluster the host names, so its GPUs
+//! count as held; what cannot be adopted (GPUs claimed twice, a server that
+//! is down) is reported as [`Difference::Unresolved`] for the host to stop in
+//! the engine.
+//!
+//! Reconciling twice with the same truth changes nothing the second time
+//! (only the unresolved jobs are reported again); a property test checks it.
+//!
+//! ```
+//! use gangway_core::{EngineTruth, Difference, JobSpec, Scheduler, Topology, Placement, ServerGpus, ServerId};
+//! use gangway_plugin_sdk::JobId;
+//!
+//! let mut sched = Scheduler::new(Topology::uniform(1, 2, 8)?);
+//! let vc = sched.virtual_cluster("team");
+//! let foreign = sched.virtual_cluster("(foreign)");
+//! sched.submit(JobSpec { id: JobId(1), vc, user: 0, gpus: 4, submitted_s: 0 })?;
+//! sched.round(0)?;
+//!
+//! // The engine lost job 1 and runs a job nobody submitted through us.
+//! let mut truth = EngineTruth::default();
+//! let gpus = Placement { parts: vec![ServerGpus { server: ServerId(1), gpus: 0b11 }] };
+//! truth.running.insert(JobId(900), gpus.clone());
+//! let diffs = sched.reconcile(&truth, Some(foreign), 10);
+//! assert_eq!(diffs, vec![
+//!     Difference::NotRunning { job: JobId(1) },
+//!     Difference::Foreign { job: JobId(900), placement: gpus },
+//! ]);
+//! assert!(sched.job(JobId(1)).unwrap().is_pending());
+//! assert_eq!(sched.state().free_gpus(), 14);
+//! sched.check_invariants()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use std::collections::BTreeMap;
+
+use gangway_plugin_sdk::{JobId, VcId};
+
+use crate::job::{FinalStatus, JobSpec, JobState};
+use crate::placement::PlacementChoice;
+use crate::scheduler::Scheduler;
+use crate::state::{Health, Placement, StateError};
+use crate::topology::ServerId;
+
+/// What the engine says is true now.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineTruth {
+    /// Every job the engine runs (the scheduler's own and any other), by the
+    /// scheduler's id for it, with the GPUs it holds.
+    pub running: BTreeMap<JobId, Placement>,
+    /// Servers' health as the engine sees it. Servers not listed keep the
+    /// health the scheduler has for them.
+    pub health: BTreeMap<ServerId, Health>,
+}
+
+/// One way the scheduler differed from the engine, and what was done.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Difference {
+    /// A server's health differed; the engine's was applied. Taking it down
+    /// interrupted and re-queued `interrupted` (whole gangs).
+    Health {
+        /// The server.
+        server: ServerId,
+        /// The scheduler's health for it before.
+        was: Health,
+        /// The engine's, now applied.
+        now: Health,
+        /// Jobs interrupted by taking it down, in id order.
+        interrupted: Vec<JobId>,
+    },
+    /// The engine names a server the topology does not have; ignored.
+    UnknownServer {
+        /// The server.
+        server: ServerId,
+    },
+    /// A job the scheduler had running is not running in the engine: its
+    /// attempt is counted as lost and it is pending again.
+    NotRunning {
+        /// The job.
+        job: JobId,
+    },
+    /// A foreign job (of the foreign virtual cluster) is no longer running
+    /// in the engine: it is finished and its GPUs free.
+    ForeignEnded {
+        /// The job.
+        job: JobId,
+    },
+    /// A running job holds other GPUs in the engine: the engine's placement
+    /// was adopted.
+    Moved {
+        /// The job.
+        job: JobId,
+        /// The scheduler's placement before.
+        was: Placement,
+        /// The engine's, now held.
+        now: Placement,
+    },
+    /// A pending job the engine runs: it is now running where the engine
+    /// runs it (a new attempt).
+    Started {
+        /// The job.
+        job: JobId,
+        /// Where.
+        placement: Placement,
+    },
+    /// A job the scheduler never saw: adopted as running foreign load in the
+    /// foreign virtual cluster.
+    Foreign {
+        /// The engine's job, by the id the host gave it.
+        job: JobId,
+        /// The GPUs it holds.
+        placement: Placement,
+    },
+    /// The engine runs this job but the scheduler cannot account for it
+    /// (its GPUs are claimed by another job, a server of it is down or
+    /// unknown, it had finished, or no foreign virtual cluster was given).
+    /// Its GPUs are not counted as held; if it is the scheduler's job it is
+    /// pending. The host should stop it in the engine.
+    Unresolved {
+        /// The job.
+        job: JobId,
+        /// Why it could not be adopted.
+        why: String,
+    },
+}
+
+impl std::fmt::Display for Difference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Difference::Health {
+                server,
+                was,
+                now,
+                interrupted,
+            } => write!(
+                f,
+                "server {} was {was:?}, engine says {now:?} (interrupted {})",
+                server.0,
+                interrupted.len()
+            ),
+            Difference::UnknownServer { server } => {
+                write!(f, "engine names unknown server {}", server.0)
+            }
+            Difference::NotRunning { job } => {
+                write!(f, "{job} is not running in the engine; re-queued")
+            }
+            Difference::ForeignEnded { job } => write!(f, "foreign {job} ended"),
+            Difference::Moved { job, .. } => {
+                write!(f, "{job} runs elsewhere in the engine; adopted")
+            }
+            Difference::Started { job, .. } => {
+                write!(f, "{job} was pending but runs in the engine; adopted")
+            }
+            Difference::Foreign { job, placement } => write!(
+                f,
+                "foreign {job} holds {} GPUs; counted as held",
+                placement.gpu_count()
+            ),
+            Difference::Unresolved { job, why } => write!(f, "{job}: unresolved: {why}"),
+        }
+    }
+}
+
+/// Checks a placement against the topology and sorts its parts by server.
+fn normalise(sched: &Scheduler, placement: &Placement) -> Result<Placement, String> {
+    let topo = sched.topology();
+    let mut p = placement.clone();
+    p.parts.sort_by_key(|part| part.server);
+    if p.parts.is_empty() {
+        return Err("holds no GPUs".into());
+    }
+    for (k, part) in p.parts.iter().enumerate() {
+        let Some(server) = topo.server(part.server) else {
+            return Err(format!("server {} does not exist", part.server.0));
+        };
+        let full = if server.gpus >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << server.gpus) - 1
+        };
+        if part.gpus == 0 || part.gpus & !full != 0 {
+            return Err(format!(
+                "GPUs {:#x} do not exist on server {}",
+                part.gpus, server.name
+            ));
+        }
+        if k > 0 && p.parts[k - 1].server == part.server {
+            return Err(format!("names server {} twice", server.name));
+        }
+    }
+    Ok(p)
+}
+
+impl Scheduler {
+    /// Brings the scheduler in line with `truth` at time `now` and returns
+    /// every difference found, in this order: running jobs the engine does
+    /// not run (or runs elsewhere), server health, then jobs the engine runs
+    /// that the scheduler did not have running, in id order. Jobs the engine
+    /// runs but the scheduler never saw are adopted into `foreign_vc` (with
+    /// `None`, they are reported as unresolved). See the [module
+    /// docs](crate::reconcile).
+    pub fn reconcile(
+        &mut self,
+        truth: &EngineTruth,
+        foreign_vc: Option<VcId>,
+        now: u64,
+    ) -> Vec<Difference> {
+        let mut diffs = Vec::new();
+        let mut unresolved: BTreeMap<JobId, String> = BTreeMap::new();
+        let mut wanted: BTreeMap<JobId, Placement> = BTreeMap::new();
+        for (id, placement) in &truth.running {
+            match normalise(self, placement) {
+                Ok(p) => {
+                    wanted.insert(*id, p);
+                }
+                Err(why) => {
+                    unresolved.insert(*id, why);
+                }
+            }
+        }
+        let foreign_vc = foreign_vc.filter(|vc| (vc.0 as usize) < self.vcs.len());
+
+        // 1. Running jobs the engine does not run where we think.
+        let running: Vec<(JobId, Placement, VcId)> = self
+            .jobs
+            .iter()
+            .filter_map(|(id, j)| match &j.state {
+                JobState::Running { choice, .. } => {
+                    Some((*id, choice.placement.clone(), j.spec.vc))
+                }
+                _ => None,
+            })
+            .collect();
+        let mut moved: BTreeMap<JobId, Placement> = BTreeMap::new();
+        for (id, ours, vc) in running {
+            match wanted.get(&id) {
+                Some(p) if *p == ours => {}
+                Some(_) => {
+                    // Re-allocated at the engine's placement below.
+                    let _ = self.state.release(id);
+                    moved.insert(id, ours);
+                }
+                None if unresolved.contains_key(&id) => {
+                    let _ = self.stop_running(id, now, true);
+                    self.enqueue(id, now);
+                }
+                None if Some(vc) == foreign_vc => {
+                    let _ = self.stop_running(id, now, false);
+                    self.finish(id, FinalStatus::Passed, now);
+                    diffs.push(Difference::ForeignEnded { job: id });
+                }
+                None => {
+                    let _ = self.stop_running(id, now, true);
+                    self.enqueue(id, now);
+                    diffs.push(Difference::NotRunning { job: id });
+                }
+            }
+        }
+
+        // 2. Server health.
+        for (&server, &health) in &truth.health {
+            let Some(was) = self.state.health(server) else {
+                diffs.push(Difference::UnknownServer { server });
+                continue;
+            };
+            if was == health {
+                continue;
+            }
+            let interrupted = if health == Health::Down {
+                self.server_down(server, now).unwrap_or_default()
+            } else {
+                let _ = self.state.set_health(server, health);
+                Vec::new()
+            };
+            diffs.push(Difference::Health {
+                server,
+                was,
+                now: health,
+                interrupted,
+            });
+        }
+
+        // 3. Jobs the engine runs that do not hold their GPUs here.
+        for (id, placement) in wanted {
+            if self.state.allocation(id) == Some(&placement) {
+                continue;
+            }
+            let state = self.jobs.get(&id).map(|j| &j.state);
+            match state {
+                None => {
+                    let Some(vc) = foreign_vc else {
+                        unresolved.insert(id, "unknown to the scheduler".into());
+                        continue;
+                    };
+                    let spec = JobSpec {
+                        id,
+                        vc,
+                        user: u32::MAX,
+                        gpus: placement.gpu_count(),
+                        submitted_s: now,
+                    };
+                    if let Err(e) = self.submit(spec) {
+                        unresolved.insert(id, e.to_string());
+                        continue;
+                    }
+                    match self.allocate_as_engine(id, &placement) {
+                        Ok(()) => {
+                            self.mark_running(id, &placement, now, true);
+                            diffs.push(Difference::Foreign { job: id, placement });
+                        }
+                        Err(e) => {
+                            self.dequeue(id);
+                            self.jobs.remove(&id);
+                            unresolved.insert(id, e.to_string());
+                        }
+                    }
+                }
+                Some(
+                    JobState::Pending { .. }
+                    | JobState::AwaitingRetry(_)
+                    | JobState::Delayed { .. },
+                ) => {
+                    let gpus = self.jobs.get(&id).map_or(0, |j| j.next_gpus());
+                    if gpus != placement.gpu_count() {
+                        unresolved.insert(
+                            id,
+                            format!(
+                                "needs {gpus} GPUs but the engine gives it {}",
+                                placement.gpu_count()
+                            ),
+                        );
+                        continue;
+                    }
+                    match self.allocate_as_engine(id, &placement) {
+                        Ok(()) => {
+                            // A failed attempt the engine already retried:
+                            // pending again first, whatever the retry slot
+                            // would have said.
+                            self.make_pending(id, now);
+                            self.mark_running(id, &placement, now, true);
+                            diffs.push(Difference::Started { job: id, placement });
+                        }
+                        Err(e) => {
+                            unresolved.insert(id, e.to_string());
+                        }
+                    }
+                }
+                Some(JobState::Running { .. }) => {
+                    let was = moved.remove(&id).unwrap_or_default();
+                    let gpus = self.jobs.get(&id).map_or(0, |j| j.next_gpus());
+                    let fits = if gpus == placement.gpu_count() {
+                        self.allocate_as_engine(id, &placement)
+                            .map_err(|e| e.to_string())
+                    } else {
+                        Err(format!(
+                            "needs {gpus} GPUs but the engine gives it {}",
+                            placement.gpu_count()
+                        ))
+                    };
+                    match fits {
+                        Ok(()) => {
+                            self.mark_running(id, &placement, now, false);
+                            diffs.push(Difference::Moved {
+                                job: id,
+                                was,
+                                now: placement,
+                            });
+                        }
+                        Err(why) => {
+                            let _ = self.stop_running(id, now, true);
+                            self.enqueue(id, now);
+                            unresolved.insert(id, why);
+                        }
+                    }
+                }
+                Some(JobState::Finished { .. }) => {
+                    unresolved.insert(id, "it had finished".into());
+                }
+            }
+        }
+        // A moved job whose new placement was refused above is re-queued
+        // there; any left here lost its GPUs to a server failure.
+        for id in moved.into_keys() {
+            if self.jobs.get(&id).is_some_and(|j| j.is_running()) {
+                let _ = self.stop_running(id, now, true);
+                self.enqueue(id, now);
+            }
+        }
+        diffs.extend(
+            unresolved
+                .into_iter()
+                .map(|(job, why)| Difference::Unresolved { job, why }),
+        );
+        diffs
+    }
+
+    /// Makes a job that awaits a retry decision or waits out a retry delay
+    /// pending now (a pending job stays as it is).
+    fn make_pending(&mut self, id: JobId, now: u64) {
+        match self.jobs.get(&id).map(|j| &j.state) {
+            Some(JobState::AwaitingRetry(_)) => {
+                self.awaiting_retry.remove(&id);
+                self.enqueue(id, now);
+            }
+            Some(JobState::Delayed { until_s, .. }) => {
+                self.delayed.remove(&(*until_s, id));
+                self.enqueue(id, now);
+            }
+            _ => {}
+        }
+    }
+
+    /// Allocates exactly the engine's placement, also on draining servers
+    /// (a running job may be there); refuses down servers and taken GPUs.
+    fn allocate_as_engine(&mut self, id: JobId, placement: &Placement) -> Result<(), StateError> {
+        let draining: Vec<ServerId> = placement
+            .parts
+            .iter()
+            .map(|p| p.server)
+            .filter(|s| self.state.health(*s) == Some(Health::Draining))
+            .collect();
+        for s in &draining {
+            self.state.set_health(*s, Health::Up)?;
+        }
+        let result = self.state.allocate(id, placement);
+        for s in &draining {
+            self.state.set_health(*s, Health::Draining)?;
+        }
+        result
+    }
+
+    /// Records a job whose GPUs were just allocated as running there. A new
+    /// attempt (`new_attempt`) is booked as the round books a start;
+    /// otherwise only the placement changes.
+    fn mark_running(&mut self, id: JobId, placement: &Placement, now: u64, new_attempt: bool) {
+        let choice = PlacementChoice {
+            locality: self.topology().common_level(&placement.servers()),
+            servers: placement.server_count(),
+            placement: placement.clone(),
+        };
+        if new_attempt {
+            // As the round starts a job (crate::round).
+            self.start(id, now, &choice);
+        } else if let Some(JobState::Running { choice: c, .. }) =
+            self.jobs.get_mut(&id).map(|j| &mut j.state)
+        {
+            *c = choice;
+        }
+    }
+}

@@ -1,0 +1,554 @@
+//! Snapshots of a scheduler's state, and restore from them, so that a
+//! long-lived host (a daemon) survives a restart.
+//!
+//! A [`Snapshot`] is everything a round reads that the host cannot rebuild
+//! by itself: every job record (spec, state, attempts, wait breakdown), the
+//! virtual clusters with their quotas, weights and attained service, the
+//! health of every server, the placement strategy, the sticky reservation
+//! scopes of blocked jobs, the fairness view window and which jobs the last
+//! view showed, and the time of the last round. Failed attempts awaiting a
+//! retry decision and retries waiting out a delay are job states, so they
+//! are in it too; the per-VC queues are rebuilt from the pending jobs in the
+//! order the restored fairness policy declares. It does not hold
+//! the topology or the policies: the host passes both to
+//! [`Scheduler::restore`] again, and restore checks that the topology is the
+//! one the snapshot was taken on (same servers, same names, same GPU counts,
+//! in the same order).
+//!
+//! # Encoding
+//!
+//! [`Snapshot::to_bytes`] writes the 6 bytes `GWSNAP`, then the snapshot as
+//! postcard (the house wire format). Postcard writes the struct's fields in
+//! declaration order, and the first field is [`Snapshot::version`] as a
+//! varint, so a reader learns the version before anything else:
+//!
+//! | bytes | what |
+//! |---|---|
+//! | 6 | magic `GWSNAP` |
+//! | varint | format version ([`SNAPSHOT_VERSION`], now 1) |
+//! | varint + (string, varint, enum) each | servers: name, GPU count, health |
+//! | enum | placement strategy |
+//! | varint + records | virtual clusters in [`VcId`](gangway_plugin_sdk::VcId) order |
+//! | varint + records | job records in id order ([`JobRecord`], all fields) |
+//! | varint + pairs | reservations: job id and its scope |
+//! | varint | the last round's time |
+//! | varint | the view window (pending jobs per VC a fairness view shows) |
+//! | varint + ids | the jobs of the last round's fairness view |
+//! | varint | rounds run |
+//! | option of varint | the time of the last round that showed fairness a view |
+//!
+//! A change of any of these fields makes a new version; [`Snapshot::from_bytes`]
+//! refuses versions it does not know with [`SnapshotError::UnsupportedVersion`]
+//! rather than guessing. The struct is also plain serde, so a host may store
+//! it as JSON for people to read.
+//!
+//! # Restore
+//!
+//! [`Scheduler::restore`] rebuilds the allocation state from the running
+//! jobs' placements and the servers' health, checks every record (ids
+//! unique, VCs known, GPU counts possible, placements free and on servers
+//! that are not down, reservations held by pending jobs) and then
+//! [`Scheduler::check_invariants`]. Any failure is a [`SnapshotError`] naming
+//! the job or server. After a successful restore the scheduler decides
+//! exactly as the one the snapshot was taken from: the policies are
+//! stateless functions of the views the core builds, and everything the
+//! views are built from is in the snapshot (a property test checks this).
+//!
+//! ```
+//! use gangway_core::{JobSpec, Scheduler, Snapshot, Topology};
+//! use gangway_core::policy::PolicySet;
+//! use gangway_plugin_sdk::JobId;
+//!
+//! let mut sched = Scheduler::new(Topology::uniform(2, 2, 8)?);
+//! let vc = sched.virtual_cluster("nlp");
+//! sched.submit(JobSpec { id: JobId(1), vc, user: 0, gpus: 12, submitted_s: 0 })?;
+//! sched.round(5)?;
+//! let bytes = sched.snapshot().to_bytes()?;
+//!
+//! let restored = Scheduler::restore(
+//!     Topology::uniform(2, 2, 8)?,
+//!     PolicySet::builtin(),
+//!     Snapshot::from_bytes(&bytes)?,
+//! )?;
+//! assert_eq!(restored.jobs(), sched.jobs());
+//! assert_eq!(restored.state().free_gpus(), 20);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+use gangway_plugin_sdk::JobId;
+use serde::{Deserialize, Serialize};
+
+use crate::job::{JobRecord, JobState};
+use crate::placement::{PlacementStrategy, Scope};
+use crate::policy::PolicySet;
+use crate::scheduler::{Scheduler, VirtualCluster};
+use crate::state::{Health, InvariantViolation};
+use crate::topology::{ServerId, Topology};
+
+/// The snapshot format this build writes and reads.
+pub const SNAPSHOT_VERSION: u32 = 1;
+
+/// The first bytes of an encoded snapshot.
+pub const SNAPSHOT_MAGIC: [u8; 6] = *b"GWSNAP";
+
+/// One server as the snapshot saw it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerRecord {
+    /// Its name in the topology.
+    pub name: String,
+    /// Its GPU count.
+    pub gpus: u32,
+    /// Its health.
+    pub health: Health,
+}
+
+/// A scheduler's state at one moment (see the [module docs](self) for what
+/// it holds and how it is encoded).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    version: u32,
+    servers: Vec<ServerRecord>,
+    strategy: PlacementStrategy,
+    vcs: Vec<VirtualCluster>,
+    jobs: Vec<JobRecord>,
+    reservations: Vec<(JobId, Scope)>,
+    last_round_s: u64,
+    view_window: u64,
+    last_view: Vec<JobId>,
+    rounds: u64,
+    prev_view_round_s: Option<u64>,
+}
+
+/// Why a snapshot could not be encoded, decoded or restored.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SnapshotError {
+    /// The bytes do not start with [`SNAPSHOT_MAGIC`].
+    #[error("not a Gangway scheduler snapshot (it does not start with \"GWSNAP\")")]
+    NotASnapshot,
+    /// A format version this build does not read.
+    #[error(
+        "snapshot format version {found} is not supported (this build reads version {supported})"
+    )]
+    UnsupportedVersion {
+        /// The version in the snapshot.
+        found: u32,
+        /// The version this build reads.
+        supported: u32,
+    },
+    /// The body does not decode (truncated or corrupt).
+    #[error("snapshot does not decode: {0}")]
+    Decode(String),
+    /// The snapshot could not be encoded.
+    #[error("snapshot does not encode: {0}")]
+    Encode(String),
+    /// The topology given to restore is not the snapshot's.
+    #[error("snapshot was taken on another topology: {0}")]
+    TopologyMismatch(String),
+    /// A job record is inconsistent.
+    #[error("snapshot: {job}: {why}")]
+    InvalidJob {
+        /// The job.
+        job: JobId,
+        /// What is wrong.
+        why: String,
+    },
+    /// A virtual cluster, server or reservation entry is inconsistent.
+    #[error("snapshot: {0}")]
+    Invalid(String),
+    /// The restored scheduler failed its invariant check.
+    #[error("snapshot restores to an inconsistent scheduler: {0}")]
+    Invariant(#[from] InvariantViolation),
+}
+
+impl Snapshot {
+    /// The format version ([`SNAPSHOT_VERSION`] for snapshots this build made).
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// Every job record, in id order.
+    pub fn jobs(&self) -> &[JobRecord] {
+        &self.jobs
+    }
+
+    /// The time of the last round before the snapshot.
+    pub fn last_round_s(&self) -> u64 {
+        self.last_round_s
+    }
+
+    /// The servers, in [`ServerId`] order, with their health.
+    pub fn servers(&self) -> &[ServerRecord] {
+        &self.servers
+    }
+
+    /// Encodes the snapshot: magic, then postcard.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, SnapshotError> {
+        let mut out = SNAPSHOT_MAGIC.to_vec();
+        let body = postcard::to_allocvec(self).map_err(|e| SnapshotError::Encode(e.to_string()))?;
+        out.extend_from_slice(&body);
+        Ok(out)
+    }
+
+    /// Decodes bytes written by [`Snapshot::to_bytes`], refusing other
+    /// formats and versions.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Snapshot, SnapshotError> {
+        let body = bytes
+            .strip_prefix(&SNAPSHOT_MAGIC[..])
+            .ok_or(SnapshotError::NotASnapshot)?;
+        let (version, _) = postcard::take_from_bytes::<u32>(body)
+            .map_err(|e| SnapshotError::Decode(format!("format version: {e}")))?;
+        if version != SNAPSHOT_VERSION {
+            return Err(SnapshotError::UnsupportedVersion {
+                found: version,
+                supported: SNAPSHOT_VERSION,
+            });
+        }
+        let (snapshot, rest) = postcard::take_from_bytes::<Snapshot>(body)
+            .map_err(|e| SnapshotError::Decode(e.to_string()))?;
+        if !rest.is_empty() {
+            return Err(SnapshotError::Decode(format!(
+                "{} bytes after the end of the snapshot",
+                rest.len()
+            )));
+        }
+        Ok(snapshot)
+    }
+}
+
+fn invalid_job(job: JobId, why: impl Into<String>) -> SnapshotError {
+    SnapshotError::InvalidJob {
+        job,
+        why: why.into(),
+    }
+}
+
+impl Scheduler {
+    /// The scheduler's state now, for [`Scheduler::restore`].
+    pub fn snapshot(&self) -> Snapshot {
+        let topo = self.state.topology();
+        let servers = topo
+            .servers()
+            .iter()
+            .enumerate()
+            .map(|(i, s)| ServerRecord {
+                name: s.name.clone(),
+                gpus: s.gpus,
+                health: self
+                    .state
+                    .health(ServerId(u32::try_from(i).unwrap_or(u32::MAX)))
+                    .unwrap_or(Health::Up),
+            })
+            .collect();
+        Snapshot {
+            version: SNAPSHOT_VERSION,
+            servers,
+            strategy: self.state.strategy(),
+            vcs: self.vcs.clone(),
+            jobs: self.jobs.values().cloned().collect(),
+            reservations: self.reservations.iter().map(|(j, s)| (*j, *s)).collect(),
+            last_round_s: self.last_round_s,
+            view_window: self.view_window as u64,
+            last_view: self.last_view.iter().copied().collect(),
+            rounds: self.rounds,
+            prev_view_round_s: self.prev_view_round_s,
+        }
+    }
+
+    /// A scheduler over `topology` with `policies`, in the state `snapshot`
+    /// recorded. Refuses a snapshot of another topology, an inconsistent
+    /// record, or one that fails [`Scheduler::check_invariants`], naming
+    /// what is wrong.
+    pub fn restore(
+        topology: Topology,
+        policies: PolicySet,
+        snapshot: Snapshot,
+    ) -> Result<Scheduler, SnapshotError> {
+        if snapshot.version != SNAPSHOT_VERSION {
+            return Err(SnapshotError::UnsupportedVersion {
+                found: snapshot.version,
+                supported: SNAPSHOT_VERSION,
+            });
+        }
+        check_topology(&topology, &snapshot.servers)?;
+        let total = topology.total_gpus();
+        let domains = topology.domains().len();
+        let mut sched = Scheduler::with_policies(topology, policies);
+        sched.set_placement_strategy(snapshot.strategy);
+
+        for v in snapshot.vcs {
+            if v.name.is_empty() {
+                return Err(SnapshotError::Invalid(
+                    "a virtual cluster has no name".into(),
+                ));
+            }
+            let id = sched.virtual_cluster(&v.name);
+            if id.0 as usize != sched.vcs.len() - 1 {
+                return Err(SnapshotError::Invalid(format!(
+                    "virtual cluster {:?} appears twice",
+                    v.name
+                )));
+            }
+            // The pending counts are rebuilt from the pending jobs below.
+            sched.vcs[id.0 as usize] = VirtualCluster {
+                pending_gpus: 0,
+                pending_jobs: 0,
+                ..v
+            };
+        }
+
+        for record in snapshot.jobs {
+            let id = record.spec.id;
+            if sched.jobs.contains_key(&id) {
+                return Err(invalid_job(id, "appears twice"));
+            }
+            if record.spec.gpus == 0 || record.spec.gpus > total {
+                return Err(invalid_job(
+                    id,
+                    format!("asks for {} GPUs on a cluster of {total}", record.spec.gpus),
+                ));
+            }
+            if record.spec.vc.0 as usize >= sched.vcs.len() {
+                return Err(invalid_job(
+                    id,
+                    format!("unknown virtual cluster {:?}", record.spec.vc),
+                ));
+            }
+            match &record.state {
+                JobState::Pending { since_s, .. } => {
+                    // Files it in every index; the record is put back whole below.
+                    let since_s = *since_s;
+                    sched.jobs.insert(id, record.clone());
+                    sched.enqueue(id, since_s);
+                }
+                JobState::AwaitingRetry(_) => {
+                    sched.awaiting_retry.insert(id);
+                }
+                JobState::Delayed { until_s, .. } => {
+                    sched.delayed.insert((*until_s, id));
+                }
+                JobState::Running { choice, .. } => {
+                    let p = &choice.placement;
+                    if p.gpu_count() != record.next_gpus() || choice.servers != p.server_count() {
+                        return Err(invalid_job(
+                            id,
+                            format!(
+                                "needs {} GPUs but its placement holds {} on {} servers (recorded {})",
+                                record.next_gpus(),
+                                p.gpu_count(),
+                                p.server_count(),
+                                choice.servers
+                            ),
+                        ));
+                    }
+                    sched
+                        .state
+                        .allocate(id, p)
+                        .map_err(|e| invalid_job(id, e.to_string()))?;
+                }
+                JobState::Finished { .. } => {}
+            }
+            sched.jobs.insert(id, record);
+        }
+
+        for (i, server) in snapshot.servers.iter().enumerate() {
+            let s = ServerId(u32::try_from(i).unwrap_or(u32::MAX));
+            if server.health == Health::Up {
+                continue;
+            }
+            let hit = sched
+                .state
+                .set_health(s, server.health)
+                .map_err(|e| SnapshotError::Invalid(e.to_string()))?;
+            if let Some(job) = hit.first() {
+                return Err(invalid_job(
+                    *job,
+                    format!("runs on server {} which is down", server.name),
+                ));
+            }
+        }
+
+        for (job, scope) in snapshot.reservations {
+            if !sched.jobs.get(&job).is_some_and(JobRecord::is_pending) {
+                return Err(invalid_job(job, "holds a reservation but is not pending"));
+            }
+            let valid = match scope {
+                Scope::Server(s) => (s.0 as usize) < snapshot.servers.len(),
+                Scope::Domain(d) => (d.0 as usize) < domains,
+            };
+            if !valid {
+                return Err(invalid_job(
+                    job,
+                    format!("reservation scope {scope:?} does not exist"),
+                ));
+            }
+            sched.reservations.insert(job, scope);
+        }
+        sched.last_round_s = snapshot.last_round_s;
+        sched.view_window = usize::try_from(snapshot.view_window).unwrap_or(usize::MAX);
+        for id in snapshot.last_view {
+            if !sched.jobs.contains_key(&id) {
+                return Err(invalid_job(
+                    id,
+                    "was in the last round's view but is unknown",
+                ));
+            }
+            sched.last_view.insert(id);
+        }
+        sched.rounds = snapshot.rounds;
+        sched.prev_view_round_s = snapshot.prev_view_round_s;
+        sched.check_invariants()?;
+        Ok(sched)
+    }
+}
+
+fn check_topology(topo: &Topology, servers: &[ServerRecord]) -> Result<(), SnapshotError> {
+    let ours = topo.servers();
+    if ours.len() != servers.len() {
+        return Err(SnapshotError::TopologyMismatch(format!(
+            "the snapshot has {} servers, the topology {}",
+            servers.len(),
+            ours.len()
+        )));
+    }
+    for (i, (a, b)) in ours.iter().zip(servers).enumerate() {
+        if a.name != b.name || a.gpus != b.gpus {
+            return Err(SnapshotError::TopologyMismatch(format!(
+                "server {i} is {} with {} GPUs in the snapshot but {} with {} GPUs in the topology",
+                b.name, b.gpus, a.name, a.gpus
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::JobSpec;
+
+    fn busy() -> Scheduler {
+        let mut sched = Scheduler::new(Topology::uniform(2, 2, 8).unwrap());
+        let vc = sched.virtual_cluster("a");
+        sched.set_quota(vc, Some(24));
+        for (i, gpus) in [8u32, 4, 16, 2].into_iter().enumerate() {
+            let spec = JobSpec {
+                id: JobId(i as u64),
+                vc,
+                user: 0,
+                gpus,
+                submitted_s: i as u64,
+            };
+            sched.submit(spec).unwrap();
+        }
+        sched.round(10).unwrap();
+        sched.drain(ServerId(3)).unwrap();
+        sched
+    }
+
+    #[test]
+    fn round_trip_is_identical() {
+        let sched = busy();
+        let snap = sched.snapshot();
+        let bytes = snap.to_bytes().unwrap();
+        assert_eq!(&bytes[..6], b"GWSNAP");
+        let back = Snapshot::from_bytes(&bytes).unwrap();
+        assert_eq!(back, snap);
+        let restored = Scheduler::restore(
+            Topology::uniform(2, 2, 8).unwrap(),
+            PolicySet::builtin(),
+            back,
+        )
+        .unwrap();
+        assert_eq!(restored.snapshot().to_bytes().unwrap(), bytes);
+        assert_eq!(restored.state().health(ServerId(3)), Some(Health::Draining));
+    }
+
+    #[test]
+    fn bad_bytes_and_versions_are_refused() {
+        let bytes = busy().snapshot().to_bytes().unwrap();
+        assert!(matches!(
+            Snapshot::from_bytes(b"hello"),
+            Err(SnapshotError::NotASnapshot)
+        ));
+        assert!(matches!(
+            Snapshot::from_bytes(&bytes[..bytes.len() - 3]),
+            Err(SnapshotError::Decode(_))
+        ));
+        let mut v2 = bytes.clone();
+        v2[6] = 2;
+        let e = Snapshot::from_bytes(&v2).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "snapshot format version 2 is not supported (this build reads version 1)"
+        );
+        let mut long = bytes;
+        long.push(0);
+        assert!(matches!(
+            Snapshot::from_bytes(&long),
+            Err(SnapshotError::Decode(_))
+        ));
+    }
+
+    #[test]
+    fn restore_refuses_another_topology_and_bad_records() {
+        let snap = busy().snapshot();
+        let e = Scheduler::restore(
+            Topology::uniform(2, 3, 8).unwrap(),
+            PolicySet::builtin(),
+            snap.clone(),
+        )
+        .unwrap_err();
+        assert!(matches!(e, SnapshotError::TopologyMismatch(_)), "{e}");
+
+        // Two running jobs on the same GPUs.
+        let mut clash = snap.clone();
+        let running: Vec<usize> = (0..clash.jobs.len())
+            .filter(|&i| clash.jobs[i].is_running())
+            .collect();
+        let first = clash.jobs[running[0]].state.clone();
+        let gpus = clash.jobs[running[0]].spec.gpus;
+        let victim = running[1];
+        clash.jobs[victim].state = first;
+        clash.jobs[victim].spec.gpus = gpus;
+        let e = Scheduler::restore(
+            Topology::uniform(2, 2, 8).unwrap(),
+            PolicySet::builtin(),
+            clash,
+        )
+        .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                SnapshotError::InvalidJob { .. } | SnapshotError::Invariant(_)
+            ),
+            "{e}"
+        );
+
+        // A running job on a server recorded down.
+        let mut down = snap.clone();
+        let server = match &down.jobs[running[0]].state {
+            JobState::Running { choice, .. } => choice.placement.parts[0].server,
+            _ => unreachable!(),
+        };
+        down.servers[server.0 as usize].health = Health::Down;
+        let e = Scheduler::restore(
+            Topology::uniform(2, 2, 8).unwrap(),
+            PolicySet::builtin(),
+            down,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("which is down"), "{e}");
+
+        // VC bookkeeping that does not match the running jobs.
+        let mut held = snap;
+        held.vcs[0].held_gpus += 1;
+        let e = Scheduler::restore(
+            Topology::uniform(2, 2, 8).unwrap(),
+            PolicySet::builtin(),
+            held,
+        )
+        .unwrap_err();
+        assert!(matches!(e, SnapshotError::Invariant(_)), "{e}");
+    }
+}

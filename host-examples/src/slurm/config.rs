@@ -1,0 +1,274 @@
+//! The daemon's configuration file (TOML).
+//!
+//! ```toml
+//! state_dir = "/var/lib/gangway-slurm"   # snapshot, socket, launch log
+//! preset = "philly"                      # policies: a catalog preset ...
+//! # fairness = "my_fairness.wasm"        # ... with any slot replaced by a Wasm module
+//! poll_interval_ms = 500                 # how often Slurm is read and a round runs
+//! launch_timeout_s = 60                  # a launched job Slurm keeps pending longer is re-queued
+//! max_attempts = 3                       # launches that Slurm refuses or kills (node failure) before a job fails
+//! history = 1000                         # finished jobs kept for `status`
+//!
+//! [slurm]
+//! bin_dir = "/usr/bin"                   # where sinfo, squeue, sbatch, scancel are (default: PATH)
+//! conf = "/etc/slurm/slurm.conf"         # exported as SLURM_CONF (default: Slurm's own)
+//! partition = "gpu"                      # passed to sbatch -p (default: Slurm's default)
+//! topology_conf = "/etc/slurm/topology.conf"   # racks = leaf switches
+//!
+//! [racks]                                # or racks by hand (one of the two; default: one rack)
+//! rack1 = "n[1-2]"
+//! rack2 = "n[3-4]"
+//!
+//! [[vc]]
+//! name = "research"
+//! quota_gpus = 16                        # optional
+//! weight = 1                             # optional
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::SlurmError;
+
+/// One virtual cluster users may submit to.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VcConfig {
+    /// Its name (`--vc NAME`).
+    pub name: String,
+    /// Its GPU quota, if any.
+    #[serde(default)]
+    pub quota_gpus: Option<u32>,
+    /// Its weight for weighted fair shares.
+    #[serde(default = "one")]
+    pub weight: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Where the Slurm commands are and how to call them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlurmConfig {
+    /// Folder of `sinfo`, `squeue`, `sbatch`, `scancel` (default: `PATH`).
+    #[serde(default)]
+    pub bin_dir: Option<PathBuf>,
+    /// `slurm.conf` to use (exported as `SLURM_CONF`).
+    #[serde(default)]
+    pub conf: Option<PathBuf>,
+    /// Partition for `sbatch -p`.
+    #[serde(default)]
+    pub partition: Option<String>,
+    /// A Slurm `topology.conf` whose leaf switches are the racks.
+    #[serde(default)]
+    pub topology_conf: Option<PathBuf>,
+}
+
+/// The whole configuration.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The state folder: snapshot, Unix socket, launch log.
+    pub state_dir: PathBuf,
+    /// The catalog preset for the six slots.
+    #[serde(default = "default_preset")]
+    pub preset: String,
+    /// A Wasm module for the fairness slot instead of the preset's.
+    #[serde(default)]
+    pub fairness: Option<PathBuf>,
+    /// A Wasm module for the locality slot.
+    #[serde(default)]
+    pub locality: Option<PathBuf>,
+    /// A Wasm module for the gang slot.
+    #[serde(default)]
+    pub gang: Option<PathBuf>,
+    /// A Wasm module for the reclaim (preemption) slot.
+    #[serde(default)]
+    pub reclaim: Option<PathBuf>,
+    /// A Wasm module for the retry slot.
+    #[serde(default)]
+    pub retry: Option<PathBuf>,
+    /// A Wasm module for the defragment (migration) slot.
+    #[serde(default)]
+    pub defragment: Option<PathBuf>,
+    /// Milliseconds between cycles (read Slurm, round, launch).
+    #[serde(default = "default_poll")]
+    pub poll_interval_ms: u64,
+    /// Seconds Slurm may keep a launched job pending before it is re-queued.
+    #[serde(default = "default_launch_timeout")]
+    pub launch_timeout_s: u64,
+    /// Launches Slurm may refuse or lose (node failure) before the job fails.
+    #[serde(default = "default_attempts")]
+    pub max_attempts: u32,
+    /// Finished jobs kept for `status` (older ones are forgotten).
+    #[serde(default = "default_history")]
+    pub history: usize,
+    /// How to call Slurm.
+    #[serde(default)]
+    pub slurm: SlurmConfig,
+    /// Racks by hand: rack name to a Slurm host list.
+    #[serde(default)]
+    pub racks: BTreeMap<String, String>,
+    /// The virtual clusters.
+    #[serde(default)]
+    pub vc: Vec<VcConfig>,
+    /// The file it was read from (for error messages).
+    #[serde(skip)]
+    pub file: String,
+}
+
+fn default_preset() -> String {
+    "philly".into()
+}
+fn default_poll() -> u64 {
+    500
+}
+fn default_launch_timeout() -> u64 {
+    60
+}
+fn default_attempts() -> u32 {
+    3
+}
+fn default_history() -> usize {
+    1000
+}
+
+/// The name of the virtual cluster that holds jobs started in Slurm
+/// directly (foreign load); users cannot submit to it.
+pub const FOREIGN_VC: &str = "(foreign)";
+
+impl Config {
+    /// Reads and checks a configuration file. Relative paths in it are
+    /// taken relative to the file's folder.
+    pub fn load(path: &Path) -> Result<Config, SlurmError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| SlurmError::Config {
+            file: file.clone(),
+            message: format!("cannot read: {e}"),
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Config::parse(&text, &file, base)
+    }
+
+    /// Parses configuration text; `file` names it in errors and `base`
+    /// resolves relative paths.
+    pub fn parse(text: &str, file: &str, base: &Path) -> Result<Config, SlurmError> {
+        let err = |message: String| SlurmError::Config {
+            file: file.to_string(),
+            message,
+        };
+        let mut cfg: Config = toml::from_str(text).map_err(|e| err(e.to_string()))?;
+        cfg.file = file.to_string();
+        let abs = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        abs(&mut cfg.state_dir);
+        for p in [
+            &mut cfg.fairness,
+            &mut cfg.locality,
+            &mut cfg.gang,
+            &mut cfg.reclaim,
+            &mut cfg.retry,
+            &mut cfg.defragment,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            abs(p);
+        }
+        for p in [
+            &mut cfg.slurm.bin_dir,
+            &mut cfg.slurm.conf,
+            &mut cfg.slurm.topology_conf,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            abs(p);
+        }
+        if cfg.vc.is_empty() {
+            return Err(err(
+                "no [[vc]]: users need at least one virtual cluster".into()
+            ));
+        }
+        for (i, v) in cfg.vc.iter().enumerate() {
+            if v.name.is_empty() || v.name == FOREIGN_VC || v.name.contains(char::is_whitespace) {
+                return Err(err(format!(
+                    "[[vc]] {}: name {:?} is empty, reserved or has spaces",
+                    i + 1,
+                    v.name
+                )));
+            }
+            if cfg.vc[..i].iter().any(|w| w.name == v.name) {
+                return Err(err(format!("[[vc]] {:?} is defined twice", v.name)));
+            }
+        }
+        if !cfg.racks.is_empty() && cfg.slurm.topology_conf.is_some() {
+            return Err(err(
+                "give racks either in [racks] or by slurm.topology_conf, not both".into(),
+            ));
+        }
+        if cfg.max_attempts == 0 {
+            return Err(err("max_attempts must be at least 1".into()));
+        }
+        Ok(cfg)
+    }
+
+    /// The daemon's Unix socket.
+    pub fn socket(&self) -> PathBuf {
+        socket_in(&self.state_dir)
+    }
+}
+
+/// The socket path inside a state folder.
+pub fn socket_in(state_dir: &Path) -> PathBuf {
+    state_dir.join("gangway.sock")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_resolves_paths() {
+        let text = "state_dir = \"st\"\n[slurm]\nconf = \"/etc/slurm.conf\"\n[[vc]]\nname = \"a\"\nquota_gpus = 8\n";
+        let cfg = Config::parse(text, "x.toml", Path::new("/base")).unwrap();
+        assert_eq!(cfg.state_dir, Path::new("/base/st"));
+        assert_eq!(
+            cfg.slurm.conf.as_deref(),
+            Some(Path::new("/etc/slurm.conf"))
+        );
+        assert_eq!(cfg.vc[0].weight, 1);
+        assert_eq!(cfg.preset, "philly");
+        assert_eq!(cfg.socket(), Path::new("/base/st/gangway.sock"));
+    }
+
+    #[test]
+    fn bad_configs_name_file_and_problem() {
+        let e = |t: &str| {
+            Config::parse(t, "c.toml", Path::new("/"))
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(
+            e("state_dir = 1").starts_with("c.toml: "),
+            "{}",
+            e("state_dir = 1")
+        );
+        assert!(e("state_dir = \"s\"").contains("no [[vc]]"));
+        assert!(e("state_dir = \"s\"\n[[vc]]\nname = \"(foreign)\"").contains("reserved"));
+        assert!(
+            e("state_dir = \"s\"\n[[vc]]\nname = \"a\"\n[[vc]]\nname = \"a\"").contains("twice")
+        );
+        assert!(e("state_dir = \"s\"\nbogus = 1\n[[vc]]\nname = \"a\"").contains("bogus"));
+        assert!(
+            e("state_dir = \"s\"\nmax_attempts = 0\n[[vc]]\nname = \"a\"").contains("max_attempts")
+        );
+    }
+}

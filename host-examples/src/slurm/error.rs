@@ -1,0 +1,80 @@
+//! The one error type of `gangway-slurm`: every variant names what failed
+//! and where (file, command, node, job).
+
+/// What went wrong in the daemon or a client command.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SlurmError {
+    /// The configuration file is missing, malformed or inconsistent.
+    #[error("{file}: {message}")]
+    Config {
+        /// The file.
+        file: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A Slurm command could not be run at all (not installed, not on PATH).
+    #[error("cannot run `{command}` (is Slurm's client installed and on PATH?): {source}")]
+    CommandMissing {
+        /// The command.
+        command: String,
+        /// Why it could not start.
+        source: std::io::Error,
+    },
+    /// A Slurm command ran and failed.
+    #[error("`{command}` failed ({status}): {stderr}")]
+    CommandFailed {
+        /// The command line.
+        command: String,
+        /// Its exit status.
+        status: String,
+        /// What it printed on stderr (trimmed).
+        stderr: String,
+    },
+    /// A Slurm command printed something this daemon cannot read.
+    #[error("`{command}` printed output that cannot be read: {message}")]
+    Output {
+        /// The command.
+        command: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The cluster cannot be turned into a Gangway topology.
+    #[error("topology: {0}")]
+    Topology(String),
+    /// A file or socket operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done, with the path.
+        what: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The saved state cannot be read or does not fit this cluster.
+    #[error("state {file}: {message}")]
+    State {
+        /// The state file.
+        file: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A policy or Wasm module could not be built, loaded or swapped in.
+    #[error("policy: {0}")]
+    Policy(String),
+    /// A client and the daemon did not understand each other.
+    #[error("protocol: {0}")]
+    Protocol(String),
+    /// The daemon refused a request (unknown VC, too many GPUs, ...).
+    #[error("{0}")]
+    Refused(String),
+}
+
+impl SlurmError {
+    /// An I/O error while doing `what`.
+    pub fn io(what: impl Into<String>, source: std::io::Error) -> SlurmError {
+        SlurmError::Io {
+            what: what.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! `gangway-slurm`: Gangway as the placement brain of a real Slurm cluster.
+//!
+//! The daemon ([`daemon`]) keeps Gangway's queue and drives Slurm through
+//! its command line, as an operator would:
+//!
+//! * the topology comes from `sinfo --json` (nodes, typed GPU GRES, state)
+//!   plus racks from the config or Slurm's `topology.conf` ([`topology`]);
+//! * users submit with `gangway-slurm submit`, which talks to the daemon over
+//!   a Unix socket in the state folder ([`protocol`]); jobs wait in Gangway,
+//!   not in Slurm's queue;
+//! * each round's starts are launched with `sbatch` pinned to the chosen
+//!   nodes (`-w`) and GPU indices (one GRES type per index, `gpu:g5:1`), an
+//!   uneven gang as a heterogeneous job with one component per node
+//!   ([`launch`]);
+//! * `squeue --json` and `sinfo --json` are read every cycle ([`engine`]):
+//!   ends become `end_attempt`, node states and everything else go through
+//!   [`gangway_core::Scheduler::reconcile`], so jobs started in Slurm
+//!   directly count as foreign load;
+//! * the state (scheduler snapshot plus the daemon's job table) is written
+//!   to the state folder after every change, and a restarted daemon
+//!   recovers from it and from Slurm's own view ([`persist`]);
+//! * policies are the catalog's presets and Wasm modules, hot-swappable
+//!   ([`policies`]); `status` and `why` report wait reasons ([`client`]).
+//!
+//! The binary is `src/bin/gangway-slurm.rs`; the README's "Gangway on
+//! Slurm" section shows it end to end, and `tests/slurm.rs` tests it against
+//! real Slurm daemons started by `tests/slurm/cluster.sh`.
+
+pub mod client;
+pub mod config;
+pub mod daemon;
+pub mod engine;
+mod error;
+pub mod hostlist;
+pub mod launch;
+pub mod persist;
+pub mod policies;
+pub mod protocol;
+pub mod topology;
+
+pub use error::SlurmError;

@@ -1,0 +1,229 @@
+//! What `gangway-slurm` clients and the daemon say to each other over the
+//! Unix socket `<state_dir>/gangway.sock`: one request, one response, each a
+//! postcard message behind a 4-byte little-endian length.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use super::SlurmError;
+
+/// Largest message accepted (a Wasm module for `swap` is the big one).
+pub const MAX_MESSAGE: usize = 64 << 20;
+
+/// A client's request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Request {
+    /// Queue a job.
+    Submit {
+        /// GPUs of the gang.
+        gpus: u32,
+        /// Virtual cluster name.
+        vc: String,
+        /// User name (for per-user fairness and reports).
+        user: String,
+        /// Command and arguments.
+        cmd: Vec<String>,
+        /// Working directory.
+        cwd: String,
+    },
+    /// The queue, the cluster and the daemon's own figures.
+    Status,
+    /// One job.
+    Why(u64),
+    /// Cancel a pending or running job.
+    Cancel(u64),
+    /// Stage a Wasm module into a slot (active from the next round).
+    Swap {
+        /// `fairness`, `locality` or `gang`.
+        slot: String,
+        /// The module's name (its file name).
+        name: String,
+        /// The module.
+        wasm: Vec<u8>,
+        /// Its configuration (TOML bytes; empty: defaults).
+        config: Vec<u8>,
+    },
+    /// Go back to a slot's previous policy (from the next round).
+    Rollback {
+        /// The slot.
+        slot: String,
+    },
+}
+
+/// The daemon's answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Response {
+    /// The job was queued under this id.
+    Submitted(u64),
+    /// The status report.
+    Status(Box<StatusReport>),
+    /// One job's report.
+    Job(Box<JobReport>),
+    /// Done; what happened.
+    Done(String),
+    /// Refused, and why.
+    Refused(String),
+}
+
+/// One job as reported to users.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobReport {
+    /// Gangway's id.
+    pub id: u64,
+    /// Virtual cluster.
+    pub vc: String,
+    /// User.
+    pub user: String,
+    /// GPUs.
+    pub gpus: u32,
+    /// The command.
+    pub cmd: Vec<String>,
+    /// `pending`, `launching`, `running`, `passed`, `failed`, `killed`.
+    pub state: String,
+    /// Why it waits (pending jobs): `fair-share`, `fragmentation`, ...
+    pub reason: Option<String>,
+    /// Seconds waited so far, per reason, largest first.
+    pub wait: Vec<(String, u64)>,
+    /// Seconds since it was submitted or last re-queued (pending jobs).
+    pub waiting_s: u64,
+    /// Launches so far.
+    pub attempts: u32,
+    /// The Slurm job of the current attempt.
+    pub slurm_job: Option<u64>,
+    /// Where the current (or last) attempt runs: node and GPU indices.
+    pub placement: Vec<(String, Vec<u32>)>,
+    /// Unix milliseconds: submitted.
+    pub submitted_ms: u64,
+    /// Unix milliseconds: first seen running in Slurm.
+    pub first_running_ms: Option<u64>,
+    /// Unix milliseconds: finished.
+    pub ended_ms: Option<u64>,
+    /// What happened to it, oldest first (launches, refusals, interruptions, end).
+    pub events: Vec<String>,
+}
+
+/// One node.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeReport {
+    /// Slurm node name.
+    pub name: String,
+    /// Its rack.
+    pub rack: String,
+    /// GPUs.
+    pub gpus: u32,
+    /// GPUs free for new work.
+    pub free: u32,
+    /// `Up`, `Draining` or `Down`.
+    pub health: String,
+}
+
+/// One policy slot.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlotReport {
+    /// The slot.
+    pub slot: String,
+    /// The active policy.
+    pub active: String,
+    /// Earlier ones (rollback targets), nearest first.
+    pub previous: Vec<String>,
+    /// Swaps applied.
+    pub swaps: u64,
+    /// Modules quarantined after repeated failures.
+    pub quarantined: Vec<String>,
+}
+
+/// The daemon's own figures.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DaemonStats {
+    /// Cycles run (read Slurm, round, launch).
+    pub cycles: u64,
+    /// Rounds run.
+    pub rounds: u64,
+    /// Total microseconds in `Scheduler::round`.
+    pub round_us: u64,
+    /// Total microseconds in whole cycles.
+    pub cycle_us: u64,
+    /// Total microseconds waiting for `sinfo` and `squeue`.
+    pub slurm_read_us: u64,
+    /// Jobs launched with `sbatch`.
+    pub launches: u64,
+    /// Launches Slurm refused.
+    pub refusals: u64,
+    /// Seconds since the daemon started.
+    pub uptime_s: u64,
+    /// Resident memory in KiB.
+    pub rss_kib: u64,
+    /// Whether this run recovered from a saved state.
+    pub recovered: bool,
+}
+
+/// Everything `gangway-slurm status` shows.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusReport {
+    /// Nodes.
+    pub nodes: Vec<NodeReport>,
+    /// Policies per slot.
+    pub policies: Vec<SlotReport>,
+    /// Pending jobs, in queue order.
+    pub pending: Vec<JobReport>,
+    /// Running (or launching) jobs.
+    pub running: Vec<JobReport>,
+    /// Recently finished jobs, oldest first.
+    pub finished: Vec<JobReport>,
+    /// GPUs held by jobs started in Slurm directly.
+    pub foreign_gpus: u32,
+    /// The daemon's figures.
+    pub stats: DaemonStats,
+    /// The last error talking to Slurm, if the last cycle failed.
+    pub last_error: Option<String>,
+}
+
+/// Writes one length-prefixed postcard message.
+pub fn write_message<T: Serialize>(stream: &mut UnixStream, msg: &T) -> Result<(), SlurmError> {
+    let bytes = postcard::to_allocvec(msg).map_err(|e| SlurmError::Protocol(e.to_string()))?;
+    let len =
+        u32::try_from(bytes.len()).map_err(|_| SlurmError::Protocol("message too large".into()))?;
+    stream
+        .write_all(&len.to_le_bytes())
+        .and_then(|()| stream.write_all(&bytes))
+        .map_err(|e| SlurmError::io("writing to the socket", e))
+}
+
+/// Reads one length-prefixed postcard message.
+pub fn read_message<T: DeserializeOwned>(stream: &mut UnixStream) -> Result<T, SlurmError> {
+    let mut len = [0u8; 4];
+    stream
+        .read_exact(&mut len)
+        .map_err(|e| SlurmError::io("reading from the socket", e))?;
+    let len = u32::from_le_bytes(len) as usize;
+    if len > MAX_MESSAGE {
+        return Err(SlurmError::Protocol(format!(
+            "message of {len} bytes is over the {MAX_MESSAGE}-byte limit"
+        )));
+    }
+    let mut buf = vec![0u8; len];
+    stream
+        .read_exact(&mut buf)
+        .map_err(|e| SlurmError::io("reading from the socket", e))?;
+    postcard::from_bytes(&buf).map_err(|e| SlurmError::Protocol(e.to_string()))
+}
+
+/// Sends one request to the daemon listening on `socket` and returns its
+/// response.
+pub fn call(socket: &Path, request: &Request) -> Result<Response, SlurmError> {
+    let mut stream = UnixStream::connect(socket).map_err(|e| {
+        SlurmError::io(
+            format!(
+                "connecting to the daemon at {} (is `gangway-slurm serve` running?)",
+                socket.display()
+            ),
+            e,
+        )
+    })?;
+    write_message(&mut stream, request)?;
+    read_message(&mut stream)
+}

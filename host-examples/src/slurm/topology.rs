@@ -1,0 +1,226 @@
+//! The cluster as Gangway sees it: a topology of racks and nodes built from
+//! `sinfo` and a rack map, and the GRES type of every GPU index so that a
+//! placement can be pinned exactly.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use gangway_core::{ServerId, Topology, TopologyBuilder};
+
+use super::SlurmError;
+use super::engine::NodeInfo;
+use super::hostlist;
+
+/// The topology and, per server, its Slurm node name and GPU types.
+#[derive(Debug)]
+pub struct ClusterMap {
+    /// Racks and servers (servers named after Slurm nodes).
+    pub topology: Topology,
+    /// GRES type of each GPU of each server, by [`ServerId`].
+    pub gpu_types: Vec<Vec<String>>,
+    /// The rack of each server, by [`ServerId`].
+    pub racks: Vec<String>,
+}
+
+impl ClusterMap {
+    /// The server of a Slurm node.
+    pub fn server(&self, node: &str) -> Option<ServerId> {
+        self.topology.server_by_name(node)
+    }
+
+    /// A server's Slurm node name.
+    pub fn node(&self, server: ServerId) -> &str {
+        self.topology
+            .server(server)
+            .map_or("?", |s| s.name.as_str())
+    }
+}
+
+/// Racks from a Slurm `topology.conf`: every switch with `Nodes=` is a rack
+/// (switches of switches are ignored).
+pub fn racks_from_topology_conf(path: &Path) -> Result<BTreeMap<String, Vec<String>>, SlurmError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| SlurmError::Config {
+        file: file.clone(),
+        message: format!("cannot read: {e}"),
+    })?;
+    let mut racks = BTreeMap::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let mut switch = None;
+        let mut nodes = None;
+        for word in line.split_whitespace() {
+            let (k, v) = word.split_once('=').unwrap_or((word, ""));
+            match k.to_ascii_lowercase().as_str() {
+                "switchname" => switch = Some(v.to_string()),
+                "nodes" => nodes = Some(v.to_string()),
+                _ => {}
+            }
+        }
+        let err = |message: String| SlurmError::Config {
+            file: format!("{file}:{}", i + 1),
+            message,
+        };
+        let Some(switch) = switch else {
+            return Err(err("a line without SwitchName=".into()));
+        };
+        if let Some(nodes) = nodes {
+            racks.insert(switch, hostlist::expand(&nodes).map_err(err)?);
+        }
+    }
+    Ok(racks)
+}
+
+/// Racks from the config's `[racks]` table (rack name to host list).
+pub fn racks_from_table(
+    table: &BTreeMap<String, String>,
+    file: &str,
+) -> Result<BTreeMap<String, Vec<String>>, SlurmError> {
+    table
+        .iter()
+        .map(|(rack, list)| {
+            hostlist::expand(list)
+                .map(|nodes| (rack.clone(), nodes))
+                .map_err(|message| SlurmError::Config {
+                    file: format!("{file} [racks] {rack}"),
+                    message,
+                })
+        })
+        .collect()
+}
+
+/// Builds the topology from the nodes `sinfo` lists and a rack map (empty:
+/// one rack `all`). Nodes without GPUs are left out. Every GPU node must be
+/// in exactly one rack and have its GPUs typed one per index (gres.conf with
+/// one `Type=` per GPU), else the error names the node.
+pub fn build(
+    nodes: &[NodeInfo],
+    racks: &BTreeMap<String, Vec<String>>,
+) -> Result<ClusterMap, SlurmError> {
+    let mut rack_of: BTreeMap<&str, &str> = BTreeMap::new();
+    for (rack, members) in racks {
+        for n in members {
+            if let Some(other) = rack_of.insert(n.as_str(), rack.as_str()) {
+                return Err(SlurmError::Topology(format!(
+                    "node {n} is in racks {other} and {rack}"
+                )));
+            }
+        }
+    }
+    let mut by_rack: BTreeMap<String, Vec<&NodeInfo>> = BTreeMap::new();
+    for node in nodes.iter().filter(|n| n.gpus > 0) {
+        let rack = if racks.is_empty() {
+            "all"
+        } else {
+            rack_of.get(node.name.as_str()).copied().ok_or_else(|| {
+                SlurmError::Topology(format!("node {} is in no rack of the rack map", node.name))
+            })?
+        };
+        if node.gpu_types.is_none() {
+            return Err(SlurmError::Topology(format!(
+                "node {}: its GPUs are not typed one per index (gres.conf needs one line per GPU, \
+                 each with its own Type=, e.g. Type=g0 File=/dev/nvidia0), so exact GPUs cannot be pinned",
+                node.name
+            )));
+        }
+        by_rack.entry(rack.to_string()).or_default().push(node);
+    }
+    if by_rack.is_empty() {
+        return Err(SlurmError::Topology(
+            "sinfo lists no node with GPUs (GresTypes=gpu and Gres=gpu:... in slurm.conf)".into(),
+        ));
+    }
+    let mut b = TopologyBuilder::new();
+    let root = b.root();
+    let mut gpu_types = Vec::new();
+    let mut rack_names = Vec::new();
+    for (rack, mut members) in by_rack {
+        members.sort_by(|a, c| a.name.cmp(&c.name));
+        let domain = b
+            .add_domain(root, format!("rack:{rack}"))
+            .map_err(|e| SlurmError::Topology(e.to_string()))?;
+        for n in members {
+            b.add_server(domain, n.name.clone(), n.gpus)
+                .map_err(|e| SlurmError::Topology(format!("node {}: {e}", n.name)))?;
+            gpu_types.push(n.gpu_types.clone().unwrap_or_default());
+            rack_names.push(rack.clone());
+        }
+    }
+    let topology = b.build().map_err(|e| SlurmError::Topology(e.to_string()))?;
+    Ok(ClusterMap {
+        topology,
+        gpu_types,
+        racks: rack_names,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gangway_core::Health;
+
+    fn node(name: &str, gpus: u32, typed: bool) -> NodeInfo {
+        NodeInfo {
+            name: name.into(),
+            gpus,
+            gpu_types: typed.then(|| (0..gpus).map(|i| format!("g{i}")).collect()),
+            health: Health::Up,
+            state: "idle".into(),
+        }
+    }
+
+    #[test]
+    fn racks_and_servers() {
+        let nodes = [
+            node("n2", 8, true),
+            node("n1", 8, true),
+            node("login", 0, false),
+        ];
+        let racks = BTreeMap::from([
+            ("r1".to_string(), vec!["n1".to_string()]),
+            ("r2".to_string(), vec!["n2".to_string()]),
+        ]);
+        let map = build(&nodes, &racks).unwrap();
+        assert_eq!(map.topology.total_gpus(), 16);
+        assert_eq!(map.server("n1"), Some(ServerId(0)));
+        assert_eq!(map.node(ServerId(1)), "n2");
+        assert_eq!(map.racks, ["r1", "r2"]);
+        assert_eq!(map.gpu_types[1][5], "g5");
+    }
+
+    #[test]
+    fn bad_clusters_name_the_node() {
+        let racks = BTreeMap::from([("r1".to_string(), vec!["n1".to_string()])]);
+        let e = build(&[node("n1", 8, true), node("n2", 8, true)], &racks).unwrap_err();
+        assert!(e.to_string().contains("node n2 is in no rack"), "{e}");
+        let e = build(&[node("n1", 8, false)], &BTreeMap::new()).unwrap_err();
+        assert!(
+            e.to_string().contains("node n1: its GPUs are not typed"),
+            "{e}"
+        );
+        let e = build(&[node("x", 0, false)], &BTreeMap::new()).unwrap_err();
+        assert!(e.to_string().contains("no node with GPUs"), "{e}");
+    }
+
+    #[test]
+    fn topology_conf_leaf_switches_are_racks() {
+        let dir = std::env::temp_dir().join(format!("gw-topo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("topology.conf");
+        std::fs::write(
+            &p,
+            "# racks\nSwitchName=s1 Nodes=n[1-2]\nSwitchName=s2 Nodes=n[3-4]\nSwitchName=top Switches=s[1-2]\n",
+        )
+        .unwrap();
+        let racks = racks_from_topology_conf(&p).unwrap();
+        assert_eq!(racks["s2"], ["n3", "n4"]);
+        assert_eq!(racks.len(), 2);
+        std::fs::write(&p, "SwitchName=s1 Nodes=n[1-\n").unwrap();
+        let e = racks_from_topology_conf(&p).unwrap_err();
+        assert!(e.to_string().contains("topology.conf:1"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# A real Slurm cluster on this machine, for gangway-slurm's tests and demos:
+# one munged, one slurmctld and N slurmd nodes (each with G fake GPUs), in
+# two racks, every daemon on 127.0.0.1, everything under one folder.
+#
+#   cluster.sh start DIR [NODES] [GPUS]   # default 4 nodes x 8 GPUs
+#   cluster.sh stop DIR
+#   cluster.sh env DIR                    # prints: export SLURM_CONF=...
+#
+# Needs Debian's `munge slurmctld slurmd slurm-client` (Slurm 22.05). No
+# systemd: the daemons are started directly and stopped by their pid files.
+# Fake GPUs are character devices (mknod c 1 3, like /dev/null) listed one
+# per line in gres.conf, each with its own Type (g0..g7), so a job can ask
+# for exact GPU indices and Slurm sets CUDA_VISIBLE_DEVICES for it.
+# Writes DIR/gangway.toml, a gangway-slurm config for this cluster.
+set -euo pipefail
+
+die() { echo "cluster.sh: $*" >&2; exit 1; }
+
+cmd="${1:-}"
+dir="${2:-}"
+[ -n "$cmd" ] && [ -n "$dir" ] || die "usage: cluster.sh start|stop|env DIR [NODES] [GPUS]"
+
+stop() {
+  local d="$1" pid f
+  # Jobs first, so that no job step outlives its cluster.
+  if [ -f "$d/etc/slurm.conf" ] && [ -f "$d/run/slurmctld.pid" ] \
+      && kill -0 "$(cat "$d/run/slurmctld.pid")" 2>/dev/null; then
+    SLURM_CONF="$d/etc/slurm.conf" timeout 10 scancel --user="$(id -un)" 2>/dev/null || true
+    for _ in $(seq 30); do
+      [ -z "$(SLURM_CONF="$d/etc/slurm.conf" timeout 5 squeue -h -t running,completing 2>/dev/null)" ] && break
+      sleep 0.1
+    done
+  fi
+  for f in "$d"/run/slurmd-*.pid "$d"/run/slurmctld.pid "$d"/run/munged.pid; do
+    [ -f "$f" ] || continue
+    pid="$(cat "$f" 2>/dev/null || true)"
+    [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+  done
+  for _ in $(seq 50); do
+    local alive=0
+    for f in "$d"/run/*.pid; do
+      [ -f "$f" ] || continue
+      pid="$(cat "$f" 2>/dev/null || true)"
+      if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then alive=1; fi
+    done
+    [ "$alive" = 0 ] && break
+    sleep 0.1
+  done
+  for f in "$d"/run/*.pid; do
+    [ -f "$f" ] || continue
+    pid="$(cat "$f" 2>/dev/null || true)"
+    [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
+    rm -f "$f"
+  done
+}
+
+case "$cmd" in
+  stop) stop "$dir"; exit 0 ;;
+  env) echo "export SLURM_CONF=$(cd "$dir" && pwd)/etc/slurm.conf"; exit 0 ;;
+  start) ;;
+  *) die "unknown command $cmd (start, stop or env)" ;;
+esac
+
+nodes="${3:-4}"
+gpus="${4:-8}"
+[ "$nodes" -ge 2 ] || die "need at least 2 nodes (two racks)"
+[ "$gpus" -ge 1 ] && [ "$gpus" -le 64 ] || die "GPUs per node must be 1..64"
+for b in munged slurmctld slurmd sinfo sbatch; do
+  command -v "$b" >/dev/null 2>&1 || [ -x "/usr/sbin/$b" ] || die "$b not found (apt-get install munge slurmctld slurmd slurm-client)"
+done
+PATH="$PATH:/usr/sbin"
+
+mkdir -p "$dir"
+dir="$(cd "$dir" && pwd)"
+stop "$dir"
+# A fresh cluster every start: no jobs recovered from an earlier one.
+rm -rf "$dir"/{state,spool,log,run}
+mkdir -p "$dir"/{etc,run,log,state,spool,dev,munge}
+chmod 700 "$dir/munge"
+user="$(id -un)"
+host="$(hostname -s)"
+
+# Free ports: the controller and one per node, all on 127.0.0.1.
+used="$( (ss -Htln 2>/dev/null || true) | awk '{print $4}' | sed 's/.*://' | sort -u)"
+base=""
+for _ in $(seq 200); do
+  cand=$(( 20000 + (RANDOM % 400) * 100 ))
+  ok=1
+  for p in $(seq "$cand" $((cand + nodes + 1))); do
+    if grep -qx "$p" <<<"$used"; then ok=0; break; fi
+  done
+  if [ "$ok" = 1 ]; then base="$cand"; break; fi
+done
+[ -n "$base" ] || die "no free port range found"
+ctld_port="$base"
+first_node_port=$((base + 1))
+last_node_port=$((base + nodes))
+
+# munge: its own key and socket in this folder.
+head -c 1024 /dev/urandom > "$dir/munge/munge.key"
+chmod 400 "$dir/munge/munge.key"
+munged --key-file="$dir/munge/munge.key" --socket="$dir/run/munge.sock" \
+  --pid-file="$dir/run/munged.pid" --log-file="$dir/log/munged.log" \
+  --seed-file="$dir/munge/munged.seed" --num-threads=2 \
+  || die "munged did not start (see $dir/log/munged.log)"
+
+# Fake GPUs.
+gres=""
+: > "$dir/etc/gres.conf"
+for i in $(seq 0 $((gpus - 1))); do
+  [ -e "$dir/dev/gpu$i" ] || mknod "$dir/dev/gpu$i" c 1 3
+  echo "NodeName=n[1-$nodes] Name=gpu Type=g$i File=$dir/dev/gpu$i" >> "$dir/etc/gres.conf"
+  gres="${gres:+$gres,}gpu:g$i:1"
+done
+
+half=$(( nodes / 2 ))
+cat > "$dir/etc/topology.conf" <<TOPO
+SwitchName=rack1 Nodes=n[1-$half]
+SwitchName=rack2 Nodes=n[$((half + 1))-$nodes]
+SwitchName=top Switches=rack[1-2]
+TOPO
+
+cat > "$dir/etc/slurm.conf" <<CONF
+ClusterName=gangway
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=$ctld_port
+SlurmUser=$user
+SlurmdUser=$user
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$dir/run/munge.sock
+CommunicationParameters=NoInAddrAny,NoCtldInAddrAny
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool/%n
+SlurmctldPidFile=$dir/run/slurmctld.pid
+SlurmdPidFile=$dir/run/slurmd-%n.pid
+SlurmctldLogFile=$dir/log/slurmctld.log
+SlurmdLogFile=$dir/log/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+GresTypes=gpu
+TopologyPlugin=topology/tree
+MpiDefault=none
+MailProg=/bin/true
+ReturnToService=1
+SlurmdParameters=config_overrides
+SchedulerParameters=bf_interval=1,batch_sched_delay=0
+MinJobAge=3600
+KillWait=2
+NodeName=n[1-$nodes] NodeHostname=$host NodeAddr=127.0.0.1 Port=[$first_node_port-$last_node_port] CPUs=16 RealMemory=1000 Gres=$gres State=UNKNOWN
+PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+CONF
+
+cat > "$dir/gangway.toml" <<TOML
+# gangway-slurm for the test cluster in $dir
+state_dir = "$dir/gangway"
+preset = "philly"
+poll_interval_ms = 200
+launch_timeout_s = 30
+
+[slurm]
+conf = "$dir/etc/slurm.conf"
+topology_conf = "$dir/etc/topology.conf"
+
+[[vc]]
+name = "research"
+quota_gpus = 20
+
+[[vc]]
+name = "prod"
+quota_gpus = 24
+TOML
+
+export SLURM_CONF="$dir/etc/slurm.conf"
+slurmctld -c -f "$SLURM_CONF" || die "slurmctld did not start (see $dir/log/slurmctld.log)"
+for i in $(seq 1 "$nodes"); do
+  mkdir -p "$dir/spool/n$i"
+  slurmd -f "$SLURM_CONF" -N "n$i" || die "slurmd n$i did not start (see $dir/log/slurmd-n$i.log)"
+done
+
+for _ in $(seq 200); do
+  states="$(sinfo -h -N -o '%T' 2>/dev/null || true)"
+  idle="$(grep -c '^idle$' <<<"$states" || true)"
+  [ "$idle" = "$nodes" ] && break
+  sleep 0.1
+done
+[ "$idle" = "$nodes" ] || die "nodes not idle after 20 s: $(echo $states) (see $dir/log)"
+echo "cluster up: $nodes nodes x $gpus GPUs, controller 127.0.0.1:$ctld_port, nodes 127.0.0.1:$first_node_port-$last_node_port"
+echo "export SLURM_CONF=$SLURM_CONF"
