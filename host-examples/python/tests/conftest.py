@@ -1,0 +1,23 @@
+"""The `gangway` Python tests run in a network namespace of their own.
+
+Before any test (and any thread) starts, the test process moves into a new
+network namespace whose only interface is ``lo``, so the Ray clusters the
+tests start can reach nothing but loopback (Ray binds the host's address even
+when told 127.0.0.1). Where that is impossible (not root and no user
+namespaces) the Ray tests skip, loudly, rather than run on the host network.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+import helpers
+import netns
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    helpers.NETNS_ERROR = netns.enter_private_netns()
+    if helpers.NETNS_ERROR is not None:
+        sys.stderr.write(f"SKIPPED Ray tests: no private network namespace: {helpers.NETNS_ERROR}\n")
