@@ -9,10 +9,7 @@ use std::process::Command;
 use gangway_host_examples::replay_json::{ReplayJsonError, replay_help, replay_json};
 
 fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "gangway-replay-json-{}-{name}",
-        std::process::id()
-    ));
+    let d = std::env::temp_dir().join(format!("gangway-replay-json-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -41,7 +38,11 @@ fn the_report_is_the_commands_byte_for_byte() {
     ];
     let a_s = a.display().to_string();
     let out = cli(&[&common[..], &["--out", &a_s]].concat());
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let b_s = b.display().to_string();
     let json = replay_json([&common[..], &["--out", &b_s]].concat()).unwrap();
     let file = std::fs::read(a.join("report.json")).unwrap();

@@ -3,6 +3,11 @@ and for tests: one head plus ``nodes`` worker nodes, each started with
 ``ray start`` (as on a real cluster) with ``--num-gpus`` and the labels
 ``gangway/server`` and ``gangway/rack`` the launcher places by.
 
+The cluster uses Ray's token authentication with a token of its own (Ray
+2.60 turns token mode on by itself once ``~/.ray/auth_token`` exists, and
+nodes that disagree on the mode cannot join); :meth:`LocalCluster.connect`
+connects this process with it.
+
 Every process it starts carries its own ``--temp-dir`` on its command line,
 which is how :meth:`LocalCluster.stop` finds them (and only them) again, and
 how :meth:`LocalCluster.kill_node` finds one node's raylet.
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -24,7 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 __all__ = ["LocalCluster"]
 
@@ -67,7 +73,7 @@ class LocalCluster:
     ``nodes / racks``), plus a head node without GPUs.
 
     >>> with LocalCluster(nodes=4, gpus_per_node=8, racks=2) as cluster:  # doctest: +SKIP
-    ...     ray.init(address=cluster.address)
+    ...     cluster.connect()
     """
 
     def __init__(
@@ -96,6 +102,8 @@ class LocalCluster:
         #: Server name -> rack name.
         self.servers: Dict[str, str] = {f"s{i}": f"r{i // per_rack}" for i in range(nodes)}
         self.killed: List[str] = []
+        #: The cluster's authentication token.
+        self.token = secrets.token_hex(32)
 
     @property
     def address(self) -> str:
@@ -108,6 +116,8 @@ class LocalCluster:
         env = dict(os.environ)
         env.update(
             RAY_USAGE_STATS_ENABLED="0",
+            RAY_AUTH_MODE="token",
+            RAY_AUTH_TOKEN=self.token,
             # Notice a dead node in about a second instead of the default ~30 s.
             RAY_health_check_period_ms=str(self.health_check_ms),
             RAY_health_check_timeout_ms=str(self.health_check_ms),
@@ -170,6 +180,16 @@ class LocalCluster:
                 ]
             )
         return self
+
+    def connect(self, **ray_init: Any) -> Any:
+        """Connects this process to the cluster (``ray.init``) with its token;
+        also sets ``RAY_AUTH_MODE`` and ``RAY_AUTH_TOKEN`` in this process's
+        environment, for Ray and for the processes it starts."""
+        import ray
+
+        os.environ["RAY_AUTH_MODE"] = "token"
+        os.environ["RAY_AUTH_TOKEN"] = self.token
+        return ray.init(address=self.address, **ray_init)
 
     def pids(self) -> List[int]:
         """Every live process of this cluster (found by its temp dir)."""

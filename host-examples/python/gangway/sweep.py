@@ -165,8 +165,8 @@ def sweep(
     by all) as Ray tasks, and returns their :class:`SweepResult`.
 
     On the Ray that is already initialized, else on a cluster at
-    ``address`` (``ray.init(address=...)``), else on a local Ray started for
-    the sweep and stopped after it. Each task asks for ``num_cpus`` CPUs.
+    ``address`` (or ``$RAY_ADDRESS``), else on a local Ray started for the
+    sweep and stopped after it. Each task asks for ``num_cpus`` CPUs.
     Files named in arguments must be readable at the same path on every node.
     ``use_ray=False`` runs the points one by one in this process instead.
     A point that fails raises :class:`gangway.ReplayError` naming the point.
@@ -202,7 +202,9 @@ def _on_ray(
         raise ImportError("gangway.sweep runs on Ray: pip install ray (or pass use_ray=False)") from e
     started = False
     if not ray.is_initialized():
-        ray.init(address=address, **ray_init)
+        # "local": a Ray of our own, never a stale one a `ray start` left
+        # recorded in /tmp/ray (RAY_ADDRESS still names a cluster to use).
+        ray.init(address=address or os.environ.get("RAY_ADDRESS") or "local", **ray_init)
         started = True
     try:
         task = ray.remote(num_cpus=num_cpus, max_retries=0)(run_point)

@@ -62,7 +62,7 @@ def cluster() -> Iterator[Any]:
     started = time.perf_counter()
     with LocalCluster(nodes=4, gpus_per_node=8, racks=2) as c:
         sys.stderr.write(f"\nRay cluster of 4 nodes up in {time.perf_counter() - started:.1f} s\n")
-        ray.init(address=c.address, log_to_driver=False)
+        c.connect(log_to_driver=False)
         try:
             yield c
         finally:
@@ -72,7 +72,7 @@ def cluster() -> Iterator[Any]:
 # (gpus, target, seconds): a dozen gangs of 1 to 16 GPUs; the first is the
 # long one whose node gets killed.
 WORKLOAD: List[Tuple[int, Any, float]] = [
-    (16, member, 30.0),
+    (16, member, 12.0),
     (8, member, 2.0),
     (4, Member, 2.0),
     (2, member, 2.0),

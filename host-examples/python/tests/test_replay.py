@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from pathlib import Path
@@ -84,7 +85,7 @@ def test_errors_are_the_commands_messages(tmp_path: Path) -> None:
         gangway.replay(policies="no-such-preset", jobs=10, echo=False)
 
 
-def test_report_tables() -> None:
+def test_report_tables(monkeypatch: pytest.MonkeyPatch) -> None:
     report = gangway.replay(jobs=1000, compare=["philly", "tiresias"], native=True, echo=False)
     assert set(report.table_names()) >= {"runs", "by_size", "per_vc"}
     runs = report.rows("runs")
@@ -99,11 +100,16 @@ def test_report_tables() -> None:
     try:
         import pandas
     except ImportError:
-        assert isinstance(report.table("by_size"), list)
-    else:
+        pandas = None
+    if pandas is not None:
         frame = report.table("by_size")
         assert isinstance(frame, pandas.DataFrame)
         assert len(frame) == len(by_size)
+        assert list(frame["jobs"]) == [r["jobs"] for r in by_size]
+    # Without pandas (an optional dependency) the tables are lists of dicts.
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    assert report.table("by_size") == by_size
+    assert report.tables()["runs"] == runs
 
 
 def test_replay_releases_the_gil() -> None:
