@@ -38,12 +38,15 @@ pub enum ReplayJsonError {
 /// to stdout and a progress bar to stderr when it is a terminal, as from the
 /// command.
 ///
-/// ```no_run
+/// ```
+/// let out = std::env::temp_dir().join(format!("replay-json-doc-{}", std::process::id()));
+/// let out = out.display().to_string();
 /// let json = gangway_host_examples::replay_json::replay_json(
-///     ["--jobs", "500", "--native", "--no-plots", "--out", "/tmp/replay-doc"],
+///     ["--jobs", "300", "--native", "--no-plots", "--out", &out],
 /// )?;
 /// assert!(json.contains("\"runs\""));
-/// # Ok::<(), gangway_host_examples::replay_json::ReplayJsonError>(())
+/// assert_eq!(std::fs::read_to_string(format!("{out}/report.json"))?, json);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn replay_json<I, T>(args: I) -> Result<String, ReplayJsonError>
 where

@@ -59,7 +59,10 @@ def main() -> int:
     grid = {"policies": presets, "seed": list(range(1, 1 + max(1, args.points // len(presets))))}
     points = points_of(grid)
     base = dict(jobs=args.jobs, time_scale=0.5)
-    print(f"{len(points)} points, {args.jobs} jobs each (Wasm policies), gangway {gangway.__version__}, ray {ray.__version__}")
+    print(
+        f"{len(points)} points, {args.jobs} jobs each (Wasm policies), "
+        f"gangway {gangway.__version__}, ray {ray.__version__}"
+    )
 
     # In-process, one by one.
     start = time.perf_counter()
@@ -92,15 +95,19 @@ def main() -> int:
             assert err is None, err
             overheads.append(time.perf_counter() - t - inside)
         med, p90 = quantiles(overheads)
-        print(f"Ray task overhead per replay (wall minus replay time in the task): median {med * 1000:.1f} ms, p90 {p90 * 1000:.1f} ms")
+        print(
+            "Ray task overhead per replay (wall minus replay time in the task): "
+            f"median {med * 1000:.1f} ms, p90 {p90 * 1000:.1f} ms"
+        )
 
         start = time.perf_counter()
         result = gangway.sweep(grid, **base)
         on_ray = time.perf_counter() - start
         same = all(r.json == a.json for r, a in zip(result.reports, alone))
         print(
-            f"sweep on local Ray (2 CPUs, workers warm): {on_ray:.1f} s = {60 * len(points) / on_ray:.1f} replays/min "
-            f"(sum of replay times in tasks {sum(result.seconds):.1f} s); reports identical to one by one: {same}"
+            f"sweep on local Ray (2 CPUs, workers warm): {on_ray:.1f} s = "
+            f"{60 * len(points) / on_ray:.1f} replays/min (sum of replay times in tasks "
+            f"{sum(result.seconds):.1f} s); reports identical to one by one: {same}"
         )
     finally:
         ray.shutdown()
@@ -126,7 +133,10 @@ def main() -> int:
                 remove_placement_group(pg)
                 time.sleep(0.05)
             med, p90 = quantiles(lat)
-            print(f"placement group ready, {label}: median {med * 1000:.1f} ms, p90 {p90 * 1000:.1f} ms ({args.pg_rounds} runs)")
+            print(
+                f"placement group ready, {label}: median {med * 1000:.1f} ms, "
+                f"p90 {p90 * 1000:.1f} ms ({args.pg_rounds} runs)"
+            )
         ray.shutdown()
     return 0
 

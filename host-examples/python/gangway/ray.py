@@ -86,7 +86,9 @@ def gang_context() -> GangContext:
     """The :class:`GangContext` of the gang member running in this process.
     Raises RuntimeError outside a task or actor started by a Launcher."""
     if _context is None:
-        raise RuntimeError("gang_context() is only known inside a task or actor started by gangway.ray.Launcher")
+        raise RuntimeError(
+            "gang_context() is only known inside a task or actor started by gangway.ray.Launcher"
+        )
     return _context
 
 
@@ -279,7 +281,7 @@ class Launcher:
         if isinstance(target, ray.remote_function.RemoteFunction):
             target = target._function
         elif isinstance(target, ray.actor.ActorClass):
-            target = target.__ray_metadata__.modified_class
+            target = target.__ray_metadata__.modified_class  # type: ignore[attr-defined]
             kind = "actor"
         elif isinstance(target, type):
             kind = "actor"
@@ -289,7 +291,7 @@ class Launcher:
             id=self._next_id,
             gpus=gpus,
             vc=vc,
-            name=name or getattr(target, "__name__", "job"),
+            name=name or str(getattr(target, "__name__", "job")),
             max_retries=max_retries,
             _target=target,
             _kind=kind,
@@ -333,7 +335,11 @@ class Launcher:
         while not all(j.finished for j in self.jobs.values()):
             self.step()
             if deadline is not None and time.monotonic() > deadline:
-                waiting = {j.id: (j.status, self.scheduler.why_pending(j.id)) for j in self.jobs.values() if not j.finished}
+                waiting = {
+                    j.id: (j.status, self.scheduler.why_pending(j.id))
+                    for j in self.jobs.values()
+                    if not j.finished
+                }
                 raise TimeoutError(f"jobs not finished after {timeout_s} s: {waiting}")
             time.sleep(self.tick_s)
         return self.jobs
@@ -351,7 +357,10 @@ class Launcher:
         selectors = [{self.server_label: server} for server, _ in placement]
         job._pg_created = time.perf_counter()
         job._pg = placement_group(
-            bundles, strategy="PACK", bundle_label_selector=selectors, name=f"gangway-job{job.id}-{attempt.number}"
+            bundles,
+            strategy="PACK",
+            bundle_label_selector=selectors,
+            name=f"gangway-job{job.id}-{attempt.number}",
         )
         job._pg_ready_ref = job._pg.ready()
         world = sum(len(g) for _, g in placement)
@@ -368,7 +377,9 @@ class Launcher:
                 if job._kind == "task":
                     ref = _gpu_task.options(**options).remote(target, ctx, job._args, job._kwargs)
                 else:
-                    actor = _GpuActor.options(**options).remote(target, ctx, job._args, job._kwargs)
+                    actor = _GpuActor.options(**options).remote(  # type: ignore[attr-defined]
+                        target, ctx, job._args, job._kwargs
+                    )
                     job._actors.append(actor)
                     ref = actor.call.remote(job._method)
                 job._refs[ref] = rank
@@ -458,7 +469,9 @@ class Launcher:
                 self.scheduler.end_attempt(job.id, self._now(), "passed")
                 job.status = "passed"
                 self._event("end", job=job.id, outcome="passed")
-            elif job._suspect_since is not None and self._elapsed() - job._suspect_since > self.failure_grace_s:
+            elif (
+                job._suspect_since is not None and self._elapsed() - job._suspect_since > self.failure_grace_s
+            ):
                 self._fail(job, job._suspect_error or "a gang member died")
 
     def _fail(self, job: GangJob, error: str) -> None:
@@ -482,4 +495,3 @@ class Launcher:
             if job.status == "running":
                 self._stop_attempt(job, "killed", "launcher closed")
                 job.status = "killed"
-

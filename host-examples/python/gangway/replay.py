@@ -103,9 +103,9 @@ def replay(
     bar on stderr when stderr is a terminal. A bad argument or input raises
     :class:`gangway.ReplayError` with the command's message.
     """
-    named = dict(trace=trace, format=format, machines=machines, policies=policies)
-    named.update(compare=compare, seed=seed)
-    named = {k: v for k, v in named.items() if v is not None}
+    given: Dict[str, Any] = dict(trace=trace, format=format, machines=machines, policies=policies)
+    given.update(compare=compare, seed=seed)
+    named = {k: v for k, v in given.items() if v is not None}
     with contextlib.ExitStack() as stack:
         if out is None:
             out = stack.enter_context(tempfile.TemporaryDirectory(prefix="gangway-replay-"))
@@ -136,11 +136,7 @@ def _flatten(prefix: str, value: Any, row: Row) -> None:
 
 def _is_table(value: Any) -> bool:
     """A map whose values are all objects (e.g. ``by_size``, ``per_vc``)."""
-    return (
-        isinstance(value, dict)
-        and len(value) > 0
-        and all(isinstance(v, dict) for v in value.values())
-    )
+    return isinstance(value, dict) and len(value) > 0 and all(isinstance(v, dict) for v in value.values())
 
 
 class Report:

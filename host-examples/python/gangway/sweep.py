@@ -25,8 +25,9 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _native
 from .replay import Report, _stdout_to_devnull, replay_args
@@ -34,15 +35,19 @@ from .replay import Report, _stdout_to_devnull, replay_args
 __all__ = ["SweepResult", "sweep", "points_of", "main"]
 
 Point = Dict[str, Any]
-Grid = Union[Mapping[str, Sequence[Any]], Sequence[Mapping[str, Any]]]
+Grid = Union["Mapping[str, Sequence[Any]]", "Sequence[Mapping[str, Any]]"]
 
 
 def points_of(grid: Grid) -> List[Point]:
     """The points of a grid: the product of a dict of lists (the last key
     varies fastest), or a list of dicts as given.
 
-    >>> points_of({"policies": ["philly", "fifo"], "seed": [1, 2]})
-    [{'policies': 'philly', 'seed': 1}, {'policies': 'philly', 'seed': 2}, {'policies': 'fifo', 'seed': 1}, {'policies': 'fifo', 'seed': 2}]
+    >>> for point in points_of({"policies": ["philly", "fifo"], "seed": [1, 2]}):
+    ...     print(point)
+    {'policies': 'philly', 'seed': 1}
+    {'policies': 'philly', 'seed': 2}
+    {'policies': 'fifo', 'seed': 1}
+    {'policies': 'fifo', 'seed': 2}
     """
     if isinstance(grid, Mapping):
         keys = list(grid.keys())
@@ -78,7 +83,9 @@ class SweepResult:
     (``jobs.passed``, ``jct_s.p50``, ``by_size`` stays in the reports).
     """
 
-    def __init__(self, points: List[Point], reports: List[Report], seconds: List[float], wall_s: float) -> None:
+    def __init__(
+        self, points: List[Point], reports: List[Report], seconds: List[float], wall_s: float
+    ) -> None:
         self.points = points
         self.reports = reports
         #: Seconds each replay took inside its task.
@@ -91,7 +98,9 @@ class SweepResult:
         out = []
         for point, report in zip(self.points, self.reports):
             for run in report.rows("runs"):
-                row: Dict[str, Any] = {k: (json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in point.items()}
+                row: Dict[str, Any] = {
+                    k: (json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in point.items()
+                }
                 row["run"] = run.get("name")
                 row.update({k: v for k, v in run.items() if k != "name"})
                 out.append(row)
@@ -131,7 +140,9 @@ class SweepResult:
             raise ImportError("gangway.SweepResult.plot needs matplotlib (pip install matplotlib)") from e
         rows = self.rows()
         if rows and metric not in rows[0]:
-            raise KeyError(f"no metric {metric!r} (metrics: {', '.join(k for k in rows[0] if k not in self.points[0])})")
+            raise KeyError(
+                f"no metric {metric!r} (metrics: {', '.join(k for k in rows[0] if k not in self.points[0])})"
+            )
         labels = []
         for point, report in zip(self.points, self.reports):
             for run in report.runs:
@@ -244,7 +255,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         policies = ["philly", "fifo", "tiresias", "locality-first"]
         seed = [1, 2]
     """
-    p = argparse.ArgumentParser(prog="python -m gangway.sweep", description=main.__doc__.splitlines()[0] if main.__doc__ else None)
+    p = argparse.ArgumentParser(
+        prog="python -m gangway.sweep", description=main.__doc__.splitlines()[0] if main.__doc__ else None
+    )
     p.add_argument("grid", help="the grid file (TOML: [base] and [grid] tables)")
     p.add_argument("--address", help="a Ray cluster to run on (default: a local Ray)")
     p.add_argument("--out", default="sweep-out", help="output directory (default: sweep-out)")
@@ -258,7 +271,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     unknown = set(spec) - {"base", "grid", "metric"}
     if unknown or "grid" not in spec:
-        print(f"gangway.sweep: {args.grid}: expected [base], [grid] and `metric`, got {sorted(spec)}", file=sys.stderr)
+        print(
+            f"gangway.sweep: {args.grid}: expected [base], [grid] and `metric`, got {sorted(spec)}",
+            file=sys.stderr,
+        )
         return 2
     metric = args.metric or spec.get("metric", "jct_s.p50")
     try:
@@ -269,7 +285,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = result.rows()
-    keys = list(result.points[0].keys()) + ["run", "jobs.passed", "jct_s.p50", "jct_s.p90", "gpu_allocation_mean", metric]
+    keys = list(result.points[0].keys()) + [
+        "run",
+        "jobs.passed",
+        "jct_s.p50",
+        "jct_s.p90",
+        "gpu_allocation_mean",
+        metric,
+    ]
     keys = list(dict.fromkeys(k for k in keys if rows and k in rows[0]))
     print("  ".join(keys))
     for r in rows:
@@ -279,7 +302,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         json.dumps([{"point": p, "report": r.data} for p, r in zip(result.points, result.reports)], indent=1),
         encoding="utf-8",
     )
-    print(f"\n{len(result.points)} replays in {result.wall_s:.1f} s; wrote {out / 'sweep.csv'}, {out / 'reports.json'}")
+    print(
+        f"\n{len(result.points)} replays in {result.wall_s:.1f} s; "
+        f"wrote {out / 'sweep.csv'}, {out / 'reports.json'}"
+    )
     try:
         result.plot(metric, out / "sweep.svg")
         print(f"wrote {out / 'sweep.svg'}")

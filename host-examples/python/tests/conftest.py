@@ -13,10 +13,9 @@ import os
 import secrets
 import sys
 
-import pytest
-
 import helpers
 import netns
+import pytest
 
 
 def pytest_configure(config: pytest.Config) -> None:

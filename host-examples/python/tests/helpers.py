@@ -45,8 +45,21 @@ def replay_command() -> List[str]:
         return [str(built)]
     cargo = shutil.which("cargo")
     if cargo:
-        return [cargo, "run", "-q", "--manifest-path", str(REPO / "Cargo.toml"), "-p", "gangway-host-examples", "--bin", "replay", "--"]
-    skip_loudly("no replay binary: set GANGWAY_REPLAY or build the workspace (cargo build -p gangway-host-examples)")
+        return [
+            cargo,
+            "run",
+            "-q",
+            "--manifest-path",
+            str(REPO / "Cargo.toml"),
+            "-p",
+            "gangway-host-examples",
+            "--bin",
+            "replay",
+            "--",
+        ]
+    skip_loudly(
+        "no replay binary: set GANGWAY_REPLAY or build the workspace (cargo build -p gangway-host-examples)"
+    )
     return []
 
 

@@ -63,7 +63,9 @@ def enter_private_netns() -> Optional[str]:
             except OSError as e:
                 return f"cannot map ids in the new user namespace: {e}"
     if err != 0:
-        return f"unshare(CLONE_NEWNET) failed: {os.strerror(err)} (needs root or unprivileged user namespaces)"
+        return (
+            f"unshare(CLONE_NEWNET) failed: {os.strerror(err)} (needs root or unprivileged user namespaces)"
+        )
     try:
         _loopback_up()
     except OSError as e:

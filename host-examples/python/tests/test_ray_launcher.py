@@ -12,8 +12,6 @@ from collections import defaultdict
 from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
-
-import gangway
 from helpers import loopback_only_connections, require_ray
 
 
@@ -96,7 +94,10 @@ def test_gangs_run_where_gangway_placed_them_and_a_dead_node_requeues(cluster: A
     assert {s.name: s.rack for s in topo.servers} == {"s0": "r0", "s1": "r0", "s2": "r1", "s3": "r1"}
     assert topo.total_gpus == 32
 
-    ids = [launcher.submit(g, target, args=(secs,), vc="research" if i % 2 else "prod") for i, (g, target, secs) in enumerate(WORKLOAD)]
+    ids = [
+        launcher.submit(g, target, args=(secs,), vc="research" if i % 2 else "prod")
+        for i, (g, target, secs) in enumerate(WORKLOAD)
+    ]
     long_job = launcher.jobs[ids[0]]
     killed = None
     killed_at = 0.0
@@ -110,11 +111,18 @@ def test_gangs_run_where_gangway_placed_them_and_a_dead_node_requeues(cluster: A
             non_loopback += loopback_only_connections()
             last_sample = time.monotonic()
         attempt = long_job.attempts[-1] if long_job.attempts else None
-        if killed is None and attempt is not None and attempt.pg_ready_s is not None and launcher._elapsed() - attempt.started_s > 6:
+        if (
+            killed is None
+            and attempt is not None
+            and attempt.pg_ready_s is not None
+            and launcher._elapsed() - attempt.started_s > 6
+        ):
             killed = attempt.placement[0][0]
             cluster.kill_node(killed)
             killed_at = time.time()
-        assert time.monotonic() < deadline, {j.id: (j.status, launcher.scheduler.why_pending(j.id)) for j in launcher.jobs.values()}
+        assert time.monotonic() < deadline, {
+            j.id: (j.status, launcher.scheduler.why_pending(j.id)) for j in launcher.jobs.values()
+        }
         time.sleep(launcher.tick_s)
 
     assert killed is not None, "the long gang never ran"
@@ -152,10 +160,12 @@ def test_gangs_run_where_gangway_placed_them_and_a_dead_node_requeues(cluster: A
     # No GPU index was used by two gang members at once.
     for key, spans in by_gpu.items():
         spans.sort()
-        for (s1, e1, j1), (s2, e2, j2) in zip(spans, spans[1:]):
+        for (_, e1, j1), (s2, _, j2) in zip(spans, spans[1:]):
             assert s2 >= e1, f"{key} used by jobs {j1} and {j2} at once"
     # Nothing ran on the dead server after it died.
-    assert all(start < killed_at for (srv, _), spans in by_gpu.items() if srv == killed for start, _, _ in spans)
+    assert all(
+        start < killed_at for (srv, _), spans in by_gpu.items() if srv == killed for start, _, _ in spans
+    )
 
     latencies = launcher.pg_ready_latencies()
     assert len(latencies) == len(WORKLOAD) + 1

@@ -8,9 +8,9 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import run_replay_cli
 
 import gangway
-from helpers import run_replay_cli
 
 TRACE = """id,submit_s,gpus,vc,user,attempts,status
 j1,0,8,a,alice,3600,passed
@@ -50,7 +50,9 @@ def test_trace_file_report_is_the_commands_byte_for_byte(tmp_path: Path) -> None
     options = dict(trace=str(trace), format="csv", machines=str(machines), rack_size=2, native=True)
     expected = _cli_report(gangway.replay_args(**options, no_plots=True), tmp_path / "cli")
     report = gangway.replay(**options, policies="locality-first", echo=False)
-    other = _cli_report(gangway.replay_args(**options, policies="locality-first", no_plots=True), tmp_path / "cli2")
+    other = _cli_report(
+        gangway.replay_args(**options, policies="locality-first", no_plots=True), tmp_path / "cli2"
+    )
     assert report.json.encode() == other
     assert gangway.replay(**options, echo=False).json.encode() == expected
     jobs = report.runs[0]["jobs"]
@@ -93,7 +95,9 @@ def test_report_tables(monkeypatch: pytest.MonkeyPatch) -> None:
     assert runs[0]["jobs.submitted"] == 1000
     assert runs[0]["jct_s.p50"] == report.runs[0]["jct_s"]["p50"]
     by_size = report.rows("by_size")
-    assert {(r["run"], r["key"]) for r in by_size} == {(n, b) for n in ("philly", "tiresias") for b in report.runs[0]["by_size"]}
+    assert {(r["run"], r["key"]) for r in by_size} == {
+        (n, b) for n in ("philly", "tiresias") for b in report.runs[0]["by_size"]
+    }
     assert sum(r["jobs"] for r in by_size if r["run"] == "philly") == 1000
     with pytest.raises(KeyError, match="no table"):
         report.rows("nope")

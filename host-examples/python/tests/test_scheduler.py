@@ -21,11 +21,17 @@ def test_topologies_from_every_source(tmp_path: Path) -> None:
     assert uniform.server("r1-s2").rack == "r1"
 
     racks = gangway.Topology.from_racks({"rack-a": {"m0": 8, "m1": 8}, "rack-b": {"m2": 4}})
-    assert [(s.name, s.gpus, s.rack) for s in racks.servers] == [("m0", 8, "rack-a"), ("m1", 8, "rack-a"), ("m2", 4, "rack-b")]
+    assert [(s.name, s.gpus, s.rack) for s in racks.servers] == [
+        ("m0", 8, "rack-a"),
+        ("m1", 8, "rack-a"),
+        ("m2", 4, "rack-b"),
+    ]
     assert gangway.Topology.from_racks([("x", [("n0", 2)])]).total_gpus == 2
 
     toml = tmp_path / "topo.toml"
-    toml.write_text('[[domain]]\nname = "rack-a"\nservers = [ { name = "m0", gpus = 8 }, { name = "m1", gpus = 8 } ]\n')
+    toml.write_text(
+        '[[domain]]\nname = "rack-a"\nservers = [ { name = "m0", gpus = 8 }, { name = "m1", gpus = 8 } ]\n'
+    )
     assert gangway.Topology.from_file(toml).total_gpus == 16
 
     machines = tmp_path / "machines.csv"

@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import require_ray
 
 import gangway
-from helpers import require_ray
 
 LOCAL_RAY = {"num_cpus": 2, "include_dashboard": False, "log_to_driver": False}
 
@@ -21,7 +21,9 @@ def small_cluster(tmp_path: Path) -> str:
     """16 servers of 8 GPUs: busy enough with a thousand jobs for the
     policies to differ."""
     machines = tmp_path / "machines.csv"
-    machines.write_text("machineId, number of GPUs, single GPU mem\n" + "".join(f"m{i},8, 24GB\n" for i in range(16)))
+    machines.write_text(
+        "machineId, number of GPUs, single GPU mem\n" + "".join(f"m{i},8, 24GB\n" for i in range(16))
+    )
     return str(machines)
 
 
@@ -45,7 +47,9 @@ def test_a_sweep_over_ray_equals_the_replays_one_by_one(tmp_path: Path) -> None:
     assert all(r["jobs.submitted"] == 1000 for r in rows)
     # The seed changes the workload, the policies change the outcome.
     assert len({r["jct_s.p50"] for r in rows if r["seed"] == 1}) > 2
-    assert {r["jct_s.p50"] for r in rows if r["seed"] == 1} != {r["jct_s.p50"] for r in rows if r["seed"] == 2}
+    assert {r["jct_s.p50"] for r in rows if r["seed"] == 1} != {
+        r["jct_s.p50"] for r in rows if r["seed"] == 2
+    }
     sys.stderr.write(
         f"\nsweep of 8 replays: {result.wall_s:.1f} s on Ray (replays {sum(result.seconds):.1f} s in tasks), "
         f"{one_by_one:.1f} s one by one in-process\n"
@@ -64,7 +68,9 @@ def test_a_failing_point_names_itself() -> None:
 def test_the_sweep_command(tmp_path: Path) -> None:
     require_ray()
     grid = tmp_path / "grid.toml"
-    grid.write_text('metric = "jct_s.p90"\n[base]\njobs = 800\nnative = true\n[grid]\npolicies = ["philly", "fifo"]\n')
+    grid.write_text(
+        'metric = "jct_s.p90"\n[base]\njobs = 800\nnative = true\n[grid]\npolicies = ["philly", "fifo"]\n'
+    )
     out = tmp_path / "out"
     done = subprocess.run(
         [sys.executable, "-m", "gangway.sweep", str(grid), "--out", str(out)],
@@ -83,6 +89,8 @@ def test_the_sweep_command(tmp_path: Path) -> None:
 
     bad = tmp_path / "bad.toml"
     bad.write_text("[grid\n")
-    done = subprocess.run([sys.executable, "-m", "gangway.sweep", str(bad)], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "gangway.sweep", str(bad)], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 2
     assert str(bad) in done.stderr
