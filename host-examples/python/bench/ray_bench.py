@@ -40,6 +40,7 @@ def main() -> int:
     p.add_argument("--points", type=int, default=16, help="sweep points (default 16)")
     p.add_argument("--jobs", type=int, default=5000, help="jobs per replay (default 5000)")
     p.add_argument("--pg-rounds", type=int, default=20, help="placement groups per gang shape (default 20)")
+    p.add_argument("--no-sweep", action="store_true", help="only the placement-group figures")
     args = p.parse_args()
     error = netns.enter_private_netns()
     if error is not None:
@@ -49,11 +50,9 @@ def main() -> int:
     os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
 
     import ray
-    from ray.util.placement_group import placement_group, remove_placement_group
 
     import gangway
-    from gangway.ray import LocalCluster
-    from gangway.sweep import points_of, run_point
+    from gangway.sweep import points_of
 
     presets = ["philly", "locality-first", "tiresias", "fifo"]
     grid = {"policies": presets, "seed": list(range(1, 1 + max(1, args.points // len(presets))))}
@@ -63,6 +62,18 @@ def main() -> int:
         f"{len(points)} points, {args.jobs} jobs each (Wasm policies), "
         f"gangway {gangway.__version__}, ray {ray.__version__}"
     )
+
+    if not args.no_sweep:
+        sweep_figures(points, grid, base)
+    pg_figures(args.pg_rounds)
+    return 0
+
+
+def sweep_figures(points, grid, base) -> None:
+    import ray
+
+    import gangway
+    from gangway.sweep import run_point
 
     # In-process, one by one.
     start = time.perf_counter()
@@ -112,6 +123,13 @@ def main() -> int:
     finally:
         ray.shutdown()
 
+
+def pg_figures(rounds: int) -> None:
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    from gangway.ray import LocalCluster
+
     with LocalCluster(nodes=4, gpus_per_node=8, racks=2) as cluster:
         cluster.connect(log_to_driver=False)
         shapes = {
@@ -119,26 +137,54 @@ def main() -> int:
             "8 GPUs on s1": [("s1", 8)],
             "16 GPUs on s2+s3": [("s2", 8), ("s3", 8)],
         }
+        total = ray.cluster_resources().get("GPU", 0)
+
+        def make(shape):
+            return placement_group(
+                [{"GPU": float(n)} for _, n in shape],
+                strategy="PACK",
+                bundle_label_selector=[{"gangway/server": s} for s, _ in shape],
+            )
+
         for label, shape in shapes.items():
-            lat = []
-            for _ in range(args.pg_rounds):
+            # On free GPUs: wait until Ray reports the previous group's GPUs
+            # free again before making the next one.
+            lat, lag = [], []
+            for _ in range(rounds):
                 t = time.perf_counter()
-                pg = placement_group(
-                    [{"GPU": float(n)} for _, n in shape],
-                    strategy="PACK",
-                    bundle_label_selector=[{"gangway/server": s} for s, _ in shape],
-                )
+                pg = make(shape)
                 ray.get(pg.ready())
                 lat.append(time.perf_counter() - t)
                 remove_placement_group(pg)
-                time.sleep(0.05)
+                t = time.perf_counter()
+                while ray.available_resources().get("GPU", 0) < total and time.perf_counter() - t < 10:
+                    time.sleep(0.002)
+                lag.append(time.perf_counter() - t)
+            med, p90 = quantiles(lat)
+            lmed, _ = quantiles(lag)
+            print(
+                f"placement group ready, {label}, GPUs free: median {med * 1000:.1f} ms, "
+                f"p90 {p90 * 1000:.1f} ms ({rounds} runs); "
+                f"removed group's GPUs reported free after {lmed * 1000:.0f} ms (median)"
+            )
+            # Back to back on the same GPUs, as when a gang follows another.
+            lat = []
+            pg = make(shape)
+            ray.get(pg.ready())
+            for _ in range(rounds):
+                remove_placement_group(pg)
+                t = time.perf_counter()
+                pg = make(shape)
+                ray.get(pg.ready())
+                lat.append(time.perf_counter() - t)
+            remove_placement_group(pg)
             med, p90 = quantiles(lat)
             print(
-                f"placement group ready, {label}: median {med * 1000:.1f} ms, "
-                f"p90 {p90 * 1000:.1f} ms ({args.pg_rounds} runs)"
+                f"placement group ready, {label}, right after removing the last one there: "
+                f"median {med * 1000:.1f} ms, p90 {p90 * 1000:.1f} ms"
             )
+            time.sleep(2)
         ray.shutdown()
-    return 0
 
 
 if __name__ == "__main__":

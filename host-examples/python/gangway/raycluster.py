@@ -102,8 +102,13 @@ class LocalCluster:
         #: Server name -> rack name.
         self.servers: Dict[str, str] = {f"s{i}": f"r{i // per_rack}" for i in range(nodes)}
         self.killed: List[str] = []
-        #: The cluster's authentication token.
-        self.token = secrets.token_hex(32)
+        #: The cluster's authentication token: this process's own when it
+        #: has one (Ray keeps the first token it reads), else a new one.
+        env_token = os.environ.get("RAY_AUTH_TOKEN")
+        if os.environ.get("RAY_AUTH_MODE") == "token" and env_token:
+            self.token = env_token
+        else:
+            self.token = secrets.token_hex(32)
 
     @property
     def address(self) -> str:
