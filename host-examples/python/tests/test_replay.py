@@ -129,15 +129,16 @@ def test_replay_releases_the_gil() -> None:
     t.start()
     try:
         start = time.perf_counter()
-        gangway.replay(jobs=20000, native=True, echo=False)
+        gangway.replay(jobs=50000, native=True, echo=False)
         end = time.perf_counter()
     finally:
         stop.set()
         t.join()
     during = [x for x in ticks if start < x < end]
-    # With the GIL held for the whole replay the other thread could not tick.
-    assert end - start > 0.2, "the replay was too short to tell"
-    assert len(during) >= (end - start) / 0.01 / 4
+    # With the GIL held for the whole replay the other thread could not tick
+    # (at most once, at the start).
+    assert end - start > 0.1, "the replay was too short to tell"
+    assert len(during) >= max(3, (end - start) / 0.01 / 4)
 
 
 def test_replay_args_and_help() -> None:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import require_ray
+from helpers import require_ray, skip_loudly
 
 import gangway
 
@@ -54,6 +54,22 @@ def test_a_sweep_over_ray_equals_the_replays_one_by_one(tmp_path: Path) -> None:
         f"\nsweep of 8 replays: {result.wall_s:.1f} s on Ray (replays {sum(result.seconds):.1f} s in tasks), "
         f"{one_by_one:.1f} s one by one in-process\n"
     )
+
+
+def test_the_comparison_plot(tmp_path: Path) -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        skip_loudly("matplotlib is not installed (pip install matplotlib): the sweep plot is not drawn")
+    result = gangway.sweep({"policies": ["philly", "fifo"]}, jobs=300, native=True, use_ray=False)
+    svg = tmp_path / "sweep.svg"
+    result.plot("jct_s.p50", svg)
+    text = svg.read_text()
+    assert "<svg" in text and "jct_s.p50" in text
+    for run in ("philly", "fifo"):
+        assert f"[{run}]" in text
+    with pytest.raises(KeyError, match="no metric"):
+        result.plot("no.such.metric")
 
 
 def test_a_failing_point_names_itself() -> None:
