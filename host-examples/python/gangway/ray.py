@@ -153,21 +153,21 @@ class GangJob:
     status: str = "pending"
     attempts: List[Attempt] = field(default_factory=list)
     # What to run.
-    _target: Any = None
-    _kind: str = "task"
-    _method: str = "run"
-    _args: Sequence[Any] = ()
-    _kwargs: Dict[str, Any] = field(default_factory=dict)
+    _target: Any = field(default=None, repr=False)
+    _kind: str = field(default="task", repr=False)
+    _method: str = field(default="run", repr=False)
+    _args: Sequence[Any] = field(default=(), repr=False)
+    _kwargs: Dict[str, Any] = field(default_factory=dict, repr=False)
     # The running attempt.
-    _pg: Optional[PlacementGroup] = None
-    _pg_created: float = 0.0
-    _pg_ready_ref: Any = None
-    _refs: Dict[Any, int] = field(default_factory=dict)
-    _actors: List[Any] = field(default_factory=list)
-    _results: Dict[int, Any] = field(default_factory=dict)
-    _suspect_since: Optional[float] = None
-    _suspect_error: Optional[str] = None
-    _failures: int = 0
+    _pg: Optional[PlacementGroup] = field(default=None, repr=False)
+    _pg_created: float = field(default=0.0, repr=False)
+    _pg_ready_ref: Any = field(default=None, repr=False)
+    _refs: Dict[Any, int] = field(default_factory=dict, repr=False)
+    _actors: List[Any] = field(default_factory=list, repr=False)
+    _results: Dict[int, Any] = field(default_factory=dict, repr=False)
+    _suspect_since: Optional[float] = field(default=None, repr=False)
+    _suspect_error: Optional[str] = field(default=None, repr=False)
+    _failures: int = field(default=0, repr=False)
 
     @property
     def finished(self) -> bool:
