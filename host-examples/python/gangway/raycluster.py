@@ -194,6 +194,14 @@ class LocalCluster:
 
         os.environ["RAY_AUTH_MODE"] = "token"
         os.environ["RAY_AUTH_TOKEN"] = self.token
+        # Ray reads RAY_AUTH_MODE into its config when it is imported; read it
+        # again, as Ray itself does when it turns token mode on.
+        try:
+            from ray._raylet import Config
+
+            Config.initialize("")
+        except (ImportError, AttributeError):
+            pass
         return ray.init(address=self.address, **ray_init)
 
     def pids(self) -> List[int]:
