@@ -197,7 +197,7 @@ class LocalCluster:
         # Ray reads RAY_AUTH_MODE into its config when it is imported; read it
         # again, as Ray itself does when it turns token mode on.
         try:
-            from ray._raylet import Config
+            from ray._raylet import Config  # type: ignore[attr-defined]
 
             Config.initialize("")
         except (ImportError, AttributeError):

@@ -29,8 +29,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from . import _native
-from .replay import Report, _stdout_to_devnull, replay_args
+from .. import _native
+from ..replay import Report, _stdout_to_devnull, replay_args
 
 __all__ = ["SweepResult", "sweep", "points_of", "main"]
 
@@ -312,7 +312,3 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ImportError as e:
         print(f"no plot: {e}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
