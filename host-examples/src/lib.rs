@@ -7,6 +7,7 @@ pub mod plots;
 pub mod policies;
 pub mod policy_check;
 pub mod replay_cli;
+pub mod replay_json;
 pub mod report;
 pub mod sim;
 pub mod slurm;

@@ -1,0 +1,35 @@
+//! `gangway._native`: the Rust half of the `gangway` Python package.
+//!
+//! Python sees it through `gangway/__init__.py`, which re-exports what is
+//! public; `gangway/_native.pyi` types it. Each file wraps one thing:
+//! [`replay`] the `replay` command, [`topology`] topologies, [`scheduler`]
+//! the scheduler and [`policy`] policy modules and their hot swap.
+
+use pyo3::prelude::*;
+
+mod errors;
+mod policy;
+mod replay;
+mod scheduler;
+mod topology;
+
+/// Replay, the scheduler and policy modules of Gangway (Rust, through PyO3).
+#[pymodule]
+#[pyo3(name = "_native")]
+fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    errors::register(m)?;
+    m.add_function(wrap_pyfunction!(replay::replay_json, m)?)?;
+    m.add_function(wrap_pyfunction!(replay::replay_help, m)?)?;
+    m.add_function(wrap_pyfunction!(policy::presets, m)?)?;
+    m.add_function(wrap_pyfunction!(policy::builtin_policies, m)?)?;
+    m.add_function(wrap_pyfunction!(policy::policy_module_names, m)?)?;
+    m.add_function(wrap_pyfunction!(policy::policy_module, m)?)?;
+    m.add_class::<topology::PyTopology>()?;
+    m.add_class::<topology::PyTopologyBuilder>()?;
+    m.add_class::<topology::PyServer>()?;
+    m.add_class::<scheduler::PyScheduler>()?;
+    m.add_class::<scheduler::PyRound>()?;
+    m.add_class::<scheduler::PyStart>()?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,152 @@
+"""gangway.replay against the `replay` command: same arguments, same bytes."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from helpers import run_replay_cli
+
+import gangway
+
+TRACE = """id,submit_s,gpus,vc,user,attempts,status
+j1,0,8,a,alice,3600,passed
+j2,10,4,b,bob,120;600,failed
+j3,20,1,b,bob,60,killed
+j4,30,16,a,carol,1800,passed
+j5,45,2,c,dan,900,passed
+j6,50,8,c,dan,300;300;1200,passed
+"""
+
+MACHINES = "machineId, number of GPUs, single GPU mem\nm0,8, 24GB\nm1,8, 24GB\nm2,8, 24GB\nm3,4, 12GB\n"
+
+
+def _cli_report(cli_args, out: Path) -> bytes:
+    done = run_replay_cli(cli_args + ["--out", str(out)])
+    assert done.returncode == 0, done.stderr
+    return (out / "report.json").read_bytes()
+
+
+def test_generated_workload_report_is_the_commands_byte_for_byte(tmp_path: Path) -> None:
+    options = dict(jobs=3000, compare=["philly", "fifo"], time_scale=0.5, seed=7)
+    expected = _cli_report(gangway.replay_args(**options, no_plots=True), tmp_path / "cli")
+    report = gangway.replay(**options, echo=False)
+    assert report.json.encode() == expected
+    kept = gangway.replay(**options, out=tmp_path / "py", no_plots=True, echo=False)
+    assert (tmp_path / "py" / "report.json").read_bytes() == expected
+    assert kept.json == report.json
+    assert [r["name"] for r in report.runs] == ["philly", "fifo"]
+    assert report.data["workload"]["jobs"] == 3000
+
+
+def test_trace_file_report_is_the_commands_byte_for_byte(tmp_path: Path) -> None:
+    trace = tmp_path / "jobs.csv"
+    trace.write_text(TRACE)
+    machines = tmp_path / "machines.csv"
+    machines.write_text(MACHINES)
+    options = dict(trace=str(trace), format="csv", machines=str(machines), rack_size=2, native=True)
+    expected = _cli_report(gangway.replay_args(**options, no_plots=True), tmp_path / "cli")
+    report = gangway.replay(**options, policies="locality-first", echo=False)
+    other = _cli_report(
+        gangway.replay_args(**options, policies="locality-first", no_plots=True), tmp_path / "cli2"
+    )
+    assert report.json.encode() == other
+    assert gangway.replay(**options, echo=False).json.encode() == expected
+    jobs = report.runs[0]["jobs"]
+    assert jobs["submitted"] == 6
+    assert jobs["passed"] + jobs["failed"] + jobs["killed"] + jobs["unfinished"] + jobs["never_started"] == 6
+
+
+def test_same_arguments_give_the_same_bytes_and_the_seed_matters() -> None:
+    a = gangway.replay(jobs=1500, seed=3, native=True, echo=False)
+    b = gangway.replay(jobs=1500, seed=3, native=True, echo=False)
+    c = gangway.replay(jobs=1500, seed=4, native=True, echo=False)
+    assert a.json == b.json
+    assert a.json != c.json
+
+
+def test_errors_are_the_commands_messages(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-trace.csv"
+    done = run_replay_cli(["--trace", str(missing), "--format", "csv", "--out", str(tmp_path / "o")])
+    assert done.returncode != 0
+    with pytest.raises(gangway.ReplayError) as err:
+        gangway.replay(trace=missing, format="csv", echo=False)
+    assert f"replay: {err.value}" == done.stderr.strip()
+    assert str(missing) in str(err.value)
+
+    done = run_replay_cli(["--no-such-flag", "--out", str(tmp_path / "o")])
+    with pytest.raises(gangway.ReplayError) as err:
+        gangway.replay(no_such_flag=True, echo=False)
+    assert str(err.value).strip() == done.stderr.strip()
+    assert "--no-such-flag" in str(err.value)
+
+    with pytest.raises(gangway.ReplayError, match="unknown preset|no preset|philly"):
+        gangway.replay(policies="no-such-preset", jobs=10, echo=False)
+
+
+def test_report_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    report = gangway.replay(jobs=1000, compare=["philly", "tiresias"], native=True, echo=False)
+    assert set(report.table_names()) >= {"runs", "by_size", "per_vc"}
+    runs = report.rows("runs")
+    assert [r["name"] for r in runs] == ["philly", "tiresias"]
+    assert runs[0]["jobs.submitted"] == 1000
+    assert runs[0]["jct_s.p50"] == report.runs[0]["jct_s"]["p50"]
+    by_size = report.rows("by_size")
+    assert {(r["run"], r["key"]) for r in by_size} == {
+        (n, b) for n in ("philly", "tiresias") for b in report.runs[0]["by_size"]
+    }
+    assert sum(r["jobs"] for r in by_size if r["run"] == "philly") == 1000
+    with pytest.raises(KeyError, match="no table"):
+        report.rows("nope")
+    try:
+        import pandas
+    except ImportError:
+        pandas = None
+    if pandas is not None:
+        frame = report.table("by_size")
+        assert isinstance(frame, pandas.DataFrame)
+        assert len(frame) == len(by_size)
+        assert list(frame["jobs"]) == [r["jobs"] for r in by_size]
+    # Without pandas (an optional dependency) the tables are lists of dicts.
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    assert report.table("by_size") == by_size
+    assert report.tables()["runs"] == runs
+
+
+def test_replay_releases_the_gil() -> None:
+    ticks = []
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0.01)
+
+    t = threading.Thread(target=tick)
+    t.start()
+    try:
+        start = time.perf_counter()
+        gangway.replay(jobs=50000, native=True, echo=False)
+        end = time.perf_counter()
+    finally:
+        stop.set()
+        t.join()
+    during = [x for x in ticks if start < x < end]
+    # With the GIL held for the whole replay the other thread could not tick
+    # (at most once, at the start).
+    assert end - start > 0.1, "the replay was too short to tell"
+    assert len(during) >= max(3, (end - start) / 0.01 / 4)
+
+
+def test_replay_args_and_help() -> None:
+    assert gangway.replay_args(time_scale=0.5, native=True, no_plots=False, config={"gang": "g.toml"}) == [
+        "--time-scale",
+        "0.5",
+        "--native",
+        "--config",
+        "gang=g.toml",
+    ]
+    assert "--time-scale" in gangway.replay_help()
