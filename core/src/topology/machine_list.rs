@@ -40,6 +40,8 @@ impl Default for RackGrouping {
 pub(crate) struct Machine {
     pub(crate) name: String,
     pub(crate) gpus: u32,
+    /// Its line in the list.
+    pub(crate) line: usize,
 }
 
 impl Topology {
@@ -58,7 +60,7 @@ impl Topology {
             source,
         })?;
         let machines = parse_machine_list(&file, &text)?;
-        group_machines(machines, grouping)
+        group_machines(&file, machines, grouping)
     }
 
     /// Like [`Topology::from_machine_list`], from text already in memory;
@@ -68,7 +70,7 @@ impl Topology {
         text: &str,
         grouping: RackGrouping,
     ) -> Result<Topology, TopologyError> {
-        group_machines(parse_machine_list(file, text)?, grouping)
+        group_machines(file, parse_machine_list(file, text)?, grouping)
     }
 }
 
@@ -107,6 +109,7 @@ pub(crate) fn parse_machine_list(file: &str, text: &str) -> Result<Vec<Machine>,
     let id_col = find("machineId")?;
     let gpu_col = find("number of GPUs")?;
     let mut machines = Vec::new();
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for record in reader.records() {
         let record = record.map_err(|e| {
             let line = e.position().map_or(0, |p| p.line() as usize);
@@ -130,9 +133,17 @@ pub(crate) fn parse_machine_list(file: &str, text: &str) -> Result<Vec<Machine>,
                 format!("machine {name}: GPU count {gpus_text:?} is not a whole number"),
             )
         })?;
+        if let Some(first) = seen.insert(name.to_string(), line) {
+            return Err(parse_err(
+                file,
+                line,
+                format!("machine {name} is listed twice (first on line {first})"),
+            ));
+        }
         machines.push(Machine {
             name: name.to_string(),
             gpus,
+            line,
         });
     }
     if machines.is_empty() {
@@ -147,7 +158,9 @@ fn numeric_key(name: &str) -> (u64, &str) {
     (digits.parse().unwrap_or(u64::MAX), name)
 }
 
+/// Builds racks of `machines`; an error names the machine's line of `file`.
 pub(crate) fn group_machines(
+    file: &str,
     mut machines: Vec<Machine>,
     grouping: RackGrouping,
 ) -> Result<Topology, TopologyError> {
@@ -169,16 +182,17 @@ pub(crate) fn group_machines(
     for m in machines {
         let new_sku =
             matches!(grouping, RackGrouping::SameGpuCount { .. }) && last_gpus != Some(m.gpus);
+        let at_line = |e: TopologyError| parse_err(file, m.line, format!("machine {}: {e}", m.name));
         if in_rack == per_rack || new_sku {
-            rack = b.add_domain(root, format!("rack{racks}"))?;
+            rack = b.add_domain(root, format!("rack{racks}")).map_err(at_line)?;
             racks += 1;
             in_rack = 0;
         }
         last_gpus = Some(m.gpus);
-        b.add_server(rack, m.name, m.gpus)?;
+        b.add_server(rack, m.name.clone(), m.gpus).map_err(at_line)?;
         in_rack += 1;
     }
-    b.build()
+    b.build().map_err(|e| parse_err(file, 1, e.to_string()))
 }
 
 #[cfg(test)]
@@ -238,9 +252,9 @@ mod tests {
                 .to_string();
         assert!(err.starts_with("h.csv:1: no \"machineId\" column"), "{err}");
         let dup = "machineId,number of GPUs\nm0,8\nm0,8\n";
-        assert!(matches!(
-            Topology::from_machine_list_str("d.csv", dup, RackGrouping::default()),
-            Err(TopologyError::DuplicateName { .. })
-        ));
+        let err = Topology::from_machine_list_str("d.csv", dup, RackGrouping::default())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(err, "d.csv:3: machine m0 is listed twice (first on line 2)");
     }
 }

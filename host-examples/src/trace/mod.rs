@@ -176,20 +176,34 @@ pub enum TraceError {
 /// Reads a trace file of the given format.
 pub fn load(path: &Path, format: Format) -> Result<Trace, TraceError> {
     let file = path.display().to_string();
-    let open = || {
-        std::fs::File::open(path).map_err(|source| TraceError::Io {
-            file: file.clone(),
-            source,
-        })
-    };
+    let input = std::fs::File::open(path).map_err(|source| TraceError::Io {
+        file: file.clone(),
+        source,
+    })?;
+    read(&file, format, input)
+}
+
+/// Reads a trace of the given format from `input`, naming it `file` in
+/// errors.
+///
+/// ```
+/// use gangway_host_examples::trace::{read, Format};
+/// let csv = "id,submit_s,gpus,vc,user,attempts,status\n1,0,8,a,u,600,Pass\n";
+/// let trace = read("jobs.csv", Format::Csv, csv.as_bytes()).unwrap();
+/// assert_eq!(trace.jobs.len(), 1);
+/// assert!(read("bad.csv", Format::Csv, "id\n1,x\n".as_bytes()).is_err());
+/// ```
+pub fn read(file: &str, format: Format, input: impl std::io::Read) -> Result<Trace, TraceError> {
     let mut trace = match format {
-        Format::Philly => philly::read(&file, std::io::BufReader::new(open()?))?,
-        Format::Csv => csv_jobs::read_gangway(&file, open()?)?,
-        Format::Rfold => csv_jobs::read_rfold(&file, open()?)?,
-        Format::Adaptdl => csv_jobs::read_adaptdl(&file, open()?)?,
+        Format::Philly => philly::read(file, std::io::BufReader::new(input))?,
+        Format::Csv => csv_jobs::read_gangway(file, input)?,
+        Format::Rfold => csv_jobs::read_rfold(file, input)?,
+        Format::Adaptdl => csv_jobs::read_adaptdl(file, input)?,
     };
     if trace.jobs.is_empty() {
-        return Err(TraceError::Empty { file });
+        return Err(TraceError::Empty {
+            file: file.to_string(),
+        });
     }
     trace.normalize();
     Ok(trace)

@@ -8,6 +8,8 @@
 /// assert_eq!(parse_timestamp("1970-01-02 00:00:01"), Some(86_401));
 /// assert_eq!(parse_timestamp("2017-10-07 01:11:39"), Some(1_507_338_699));
 /// assert_eq!(parse_timestamp("2017-13-07 01:11:39"), None);
+/// assert_eq!(parse_timestamp("99999999999999-01-07 01:11:39"), None);
+/// assert_eq!(parse_timestamp("2017-01-07 -1:11:39"), None);
 /// ```
 pub fn parse_timestamp(s: &str) -> Option<u64> {
     let s = s.trim();
@@ -20,10 +22,11 @@ pub fn parse_timestamp(s: &str) -> Option<u64> {
     let hh: i64 = t.next()?.parse().ok()?;
     let mm: i64 = t.next()?.parse().ok()?;
     let ss: f64 = t.next()?.parse().ok()?;
-    if !(1..=12).contains(&m)
+    if !(1..=9999).contains(&y)
+        || !(1..=12).contains(&m)
         || !(1..=31).contains(&day)
-        || hh > 23
-        || mm > 59
+        || !(0..=23).contains(&hh)
+        || !(0..=59).contains(&mm)
         || !(0.0..61.0).contains(&ss)
     {
         return None;

@@ -1,0 +1,75 @@
+//! The host's side of a guest's reply, without Wasm: the bounded decoder
+//! and the contract's rules, on raw bytes or on valid replies mutated.
+
+use gangway_core::conformance::Views;
+use gangway_core::policy::SlotRules;
+use gangway_host_examples::catalog::CatalogSlot;
+
+use super::{by_slot, generate};
+
+/// A reply for `view`: `tail` itself (even `mode`), or a built-in policy's
+/// valid decision with `tail`'s (position, byte) pairs written over it.
+pub(crate) fn reply_bytes<S: CatalogSlot + Views>(mode: u8, view: &S::View, tail: &[u8]) -> Vec<u8> {
+    if mode % 2 == 0 {
+        return tail.to_vec();
+    }
+    let name = S::NAMES[usize::from(mode / 2) % S::NAMES.len()];
+    let Ok(mut policy) = S::native(name, b"") else {
+        return tail.to_vec();
+    };
+    let Ok(decision) = policy.decide(view) else {
+        return tail.to_vec();
+    };
+    let mut bytes = Vec::new();
+    S::encode_decision(&decision, &mut bytes);
+    for pair in tail.chunks(2) {
+        if let (Some(&at), Some(&value), false) = (pair.first(), pair.get(1), bytes.is_empty()) {
+            let i = usize::from(at) % bytes.len();
+            bytes[i] = value;
+        }
+    }
+    if tail.len() % 2 == 1 {
+        bytes.truncate(usize::from(tail[tail.len() - 1]));
+    }
+    bytes
+}
+
+/// Checks the host's reading of `bytes` as a reply to `view`.
+pub(crate) fn check_reply<S: SlotRules>(view: &S::View, bytes: &[u8]) {
+    let Ok(decision) = S::decode_decision(bytes, view) else {
+        return;
+    };
+    assert!(
+        bytes.len() <= S::max_reply_bytes(view),
+        "a reply longer than the view's bound decoded"
+    );
+    let mut again = Vec::new();
+    S::encode_decision(&decision, &mut again);
+    assert_eq!(
+        S::decode_decision(&again, view).as_ref(),
+        Ok(&decision),
+        "a decision does not survive re-encoding"
+    );
+    // Validation decides; it must not panic whatever the decision says.
+    let _ = S::validate(view, &decision);
+}
+
+fn one<S: CatalogSlot + Views>(mode: u8, seed: &[u8], tail: &[u8]) {
+    let Some(view) = generate(S::views(), seed) else {
+        return;
+    };
+    let bytes = reply_bytes::<S>(mode, &view, tail);
+    check_reply::<S>(&view, &bytes);
+}
+
+/// Byte 0 picks the slot, byte 1 the mode, bytes 2..34 seed the view, the
+/// rest is the reply or its mutation.
+pub(crate) fn replies(data: &[u8]) {
+    if data.len() < 2 {
+        return;
+    }
+    let (slot, mode) = (data[0], data[1]);
+    let seed = &data[2..data.len().min(34)];
+    let tail = data.get(34..).unwrap_or(&[]);
+    by_slot!(slot, one(mode, seed, tail));
+}

@@ -1,0 +1,214 @@
+//! Guest replies through a real Wasm guest and each call path. The guest
+//! (an "echo" component exporting all six slots) answers every call with
+//! what its configuration says: byte 0 picks `ok(rest)`, `error(rest)`, raw
+//! ABI words (discriminant, pointer, length taken from the bytes), or a
+//! misaligned return area; with no configuration it answers the empty
+//! decision, so it passes the host's warm-up.
+
+use std::cell::RefCell;
+
+use gangway_core::conformance::Views;
+use gangway_core::policy::{PolicyErrorKind, SlotRules};
+use gangway_core::wasm::{CallPath, PolicyEngine, PolicyModule, SandboxConfig};
+use gangway_host_examples::catalog::CatalogSlot;
+
+use super::replies::reply_bytes;
+use super::{by_slot, generate};
+
+const WIT: &str = include_str!("../../../plugin-sdk/wit/policy.wit");
+
+const ECHO_WIT: &str = r#"package test:echo;
+world echo {
+  export gangway:policy/fairness@2.0.0;
+  export gangway:policy/locality@2.0.0;
+  export gangway:policy/gang@2.0.0;
+  export gangway:policy/reclaim@2.0.0;
+  export gangway:policy/retry@2.0.0;
+  export gangway:policy/defragment@2.0.0;
+}
+"#;
+
+/// The echo guest's core module.
+fn echo_wat() -> String {
+    let mut slots = String::new();
+    for (iface, call, empty) in [
+        ("fairness", "order", 1),
+        ("locality", "spread", 1),
+        ("gang", "on-blocked", 2),
+        ("reclaim", "reclaim", 2),
+        ("retry", "retry", 1),
+        ("defragment", "plan", 2),
+    ] {
+        slots.push_str(&format!(
+            r#"
+  (func (export "gangway:policy/{iface}@2.0.0#init") (param i32 i32) (result i32)
+    (call $init (local.get 0) (local.get 1)))
+  (func (export "gangway:policy/{iface}@2.0.0#{call}") (param i32 i32) (result i32)
+    (call $answer (i32.const {empty})))"#
+        ));
+    }
+    format!(
+        r#"(module
+  (memory (export "memory") 1)
+  (global $heap (mut i32) (i32.const 1024))
+  (global $cfg (mut i32) (i32.const 0))
+  (global $cfg_len (mut i32) (i32.const 0))
+  (data (i32.const 64) "\00\00")
+  (func (export "cabi_realloc") (param $old i32) (param $old_size i32) (param $align i32) (param $size i32) (result i32)
+    (local $p i32) (local $end i32) (local $have i32)
+    (local.set $p (i32.and (i32.add (global.get $heap) (i32.sub (local.get $align) (i32.const 1)))
+                           (i32.sub (i32.const 0) (local.get $align))))
+    (local.set $end (i32.add (local.get $p) (local.get $size)))
+    (local.set $have (i32.mul (memory.size) (i32.const 65536)))
+    (if (i32.gt_u (local.get $end) (local.get $have))
+      (then
+        (if (i32.eq (memory.grow (i32.add (i32.shr_u (i32.sub (local.get $end) (local.get $have)) (i32.const 16)) (i32.const 1)))
+                    (i32.const -1))
+          (then unreachable))))
+    (global.set $heap (local.get $end))
+    (local.get $p))
+  (func $ret (param $tag i32) (param $ptr i32) (param $len i32) (result i32)
+    (i32.store8 (i32.const 16) (local.get $tag))
+    (i32.store (i32.const 20) (local.get $ptr))
+    (i32.store (i32.const 24) (local.get $len))
+    (i32.const 16))
+  (func $init (param $p i32) (param $l i32) (result i32)
+    (global.set $cfg (local.get $p))
+    (global.set $cfg_len (local.get $l))
+    (call $ret (i32.const 0) (i32.const 0) (i32.const 0)))
+  (func $answer (param $empty i32) (result i32)
+    (local $mode i32) (local $p i32) (local $l i32)
+    (if (i32.eqz (global.get $cfg_len))
+      (then (return (call $ret (i32.const 0) (i32.const 64) (local.get $empty)))))
+    (local.set $mode (i32.and (i32.load8_u (global.get $cfg)) (i32.const 3)))
+    (local.set $p (i32.add (global.get $cfg) (i32.const 1)))
+    (local.set $l (i32.sub (global.get $cfg_len) (i32.const 1)))
+    (if (i32.ge_u (local.get $l) (i32.const 9))
+      (then
+        ;; raw ABI words: discriminant, pointer, length
+        (if (i32.eq (local.get $mode) (i32.const 2))
+          (then (return (call $ret
+            (i32.load8_u (local.get $p))
+            (i32.load (i32.add (local.get $p) (i32.const 1)))
+            (i32.load (i32.add (local.get $p) (i32.const 5)))))))
+        ;; a misaligned return area holding ok(rest after 9 bytes)
+        (if (i32.eq (local.get $mode) (i32.const 3))
+          (then
+            (i32.store8 (i32.const 33) (i32.const 0))
+            (i32.store (i32.const 37) (i32.add (local.get $p) (i32.const 9)))
+            (i32.store (i32.const 41) (i32.sub (local.get $l) (i32.const 9)))
+            (return (i32.const 33))))))
+    (call $ret (i32.and (local.get $mode) (i32.const 1)) (local.get $p) (local.get $l)))
+  {slots}
+)"#
+    )
+}
+
+/// The echo guest as a component of the real contract.
+fn echo_component() -> Vec<u8> {
+    let mut module = wat::parse_str(echo_wat()).expect("the echo guest's WAT parses");
+    let mut resolve = wit_parser::Resolve::default();
+    resolve.push_str("policy.wit", WIT).expect("the contract's WIT parses");
+    let pkg = resolve.push_str("echo.wit", ECHO_WIT).expect("the echo world parses");
+    let world = resolve.select_world(&[pkg], Some("echo")).expect("the echo world");
+    wit_component::embed_component_metadata(&mut module, &resolve, world, wit_component::StringEncoding::UTF8)
+        .expect("the echo guest embeds its world");
+    wit_component::ComponentEncoder::default()
+        .validate(true)
+        .module(&module)
+        .expect("the echo guest is a valid core module")
+        .encode()
+        .expect("the echo guest encodes as a component")
+}
+
+thread_local! {
+    static DIRECT: RefCell<Option<PolicyModule>> = const { RefCell::new(None) };
+    static COMPONENT: RefCell<Option<PolicyModule>> = const { RefCell::new(None) };
+}
+
+/// The echo module loaded for `path` (once per thread).
+fn echo(path: CallPath) -> PolicyModule {
+    let cell = match path {
+        CallPath::Direct => &DIRECT,
+        CallPath::Component => &COMPONENT,
+    };
+    cell.with(|m| {
+        m.borrow_mut()
+            .get_or_insert_with(|| {
+                let engine = PolicyEngine::new(SandboxConfig {
+                    call_path: path,
+                    ..SandboxConfig::default()
+                })
+                .expect("a policy engine");
+                engine.load("echo.wasm", &echo_component()).expect("the echo guest loads")
+            })
+            .clone()
+    })
+}
+
+fn one<S: CatalogSlot + SlotRules + Views>(path: CallPath, seed: &[u8], config: &[u8]) {
+    let module = echo(path);
+    assert_eq!(module.call_path(), path, "the echo guest runs on the wrong path");
+    let Some(view) = generate(S::views(), seed) else {
+        return;
+    };
+    // Byte 0's high bits ask for a built-in's valid reply, mutated.
+    let (mode, rest) = match config.split_first() {
+        Some((&m, rest)) if m & 0x80 != 0 => {
+            let mut c = vec![0u8];
+            c.extend(reply_bytes::<S>(m | 1, &view, rest));
+            (0, c)
+        }
+        Some((&m, _)) => (m & 3, config.to_vec()),
+        None => (0, Vec::new()),
+    };
+    let mut policy = match module.backend::<S>(&rest) {
+        Ok(p) => p,
+        Err(e) => panic!("the echo guest's init failed: {e}"),
+    };
+    let first = policy.decide(&view);
+    match (&first, mode) {
+        (Ok(_), 1) => panic!("error(...) was read as a decision"),
+        (Err(e), 1) => match &e.kind {
+            PolicyErrorKind::Refused(text) => assert!(text.len() <= 1024 + 3, "an unbounded refusal"),
+            PolicyErrorKind::Abi(_) => {}
+            other => panic!("error(...) read as {other}"),
+        },
+        (outcome, 0) if !rest.is_empty() => {
+            let host = S::decode_decision(&rest[1..], &view);
+            assert_eq!(outcome.is_ok(), host.is_ok(), "the guest's ok(reply) and the host's decoder disagree");
+            if let (Ok(a), Ok(b)) = (outcome, &host) {
+                assert_eq!(a, b);
+            }
+        }
+        _ => {}
+    }
+    policy.report(first.as_ref().map(|_| ()));
+    // A fresh instance after a failure answers the same.
+    let second = policy.decide(&view);
+    assert_eq!(
+        first.as_ref().map_err(|e| std::mem::discriminant(&e.kind)),
+        second.as_ref().map_err(|e| std::mem::discriminant(&e.kind)),
+        "a second call answered differently"
+    );
+}
+
+fn dispatch(path: CallPath, data: &[u8]) {
+    if data.is_empty() {
+        return;
+    }
+    let slot = data[0];
+    let seed = &data[1..data.len().min(33)];
+    let config = data.get(33..).unwrap_or(&[]);
+    by_slot!(slot, one(path, seed, config));
+}
+
+/// Replies through the direct call path.
+pub(crate) fn replies_direct(data: &[u8]) {
+    dispatch(CallPath::Direct, data);
+}
+
+/// Replies through wasmtime's component runtime.
+pub(crate) fn replies_component(data: &[u8]) {
+    dispatch(CallPath::Component, data);
+}

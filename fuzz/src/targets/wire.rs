@@ -1,0 +1,70 @@
+//! The wire format: the guest's view decoders, the fast codec against
+//! postcard, and manifests.
+
+use gangway_core::conformance::Views;
+use gangway_core::policy::SlotRules;
+use gangway_plugin_sdk::{Manifest, SlotContract, wire};
+
+use super::{by_slot, generate};
+
+fn decode_view<S: SlotContract>(bytes: &[u8]) {
+    let mut view = S::View::default();
+    if S::decode_view_into(bytes, &mut view).is_err() {
+        return;
+    }
+    // The fast decoder reads exactly postcard: serde agrees on the value.
+    match wire::decode::<S::View>(bytes) {
+        Ok(serde) => assert_eq!(serde, view, "the fast and serde decoders disagree"),
+        Err(e) => panic!("the fast decoder accepted what postcard refuses: {e}"),
+    }
+    let mut again = Vec::new();
+    S::encode_view(&view, &mut again);
+    let mut back = S::View::default();
+    S::decode_view_into(&again, &mut back).expect("a re-encoded view decodes");
+    assert_eq!(back, view, "a view does not survive re-encoding");
+}
+
+/// Byte 0 picks the slot; the rest is a view as the guest receives it.
+pub(crate) fn view_decode(data: &[u8]) {
+    let Some((&slot, bytes)) = data.split_first() else {
+        return;
+    };
+    by_slot!(slot, decode_view(bytes));
+}
+
+fn roundtrip<S: SlotRules + Views>(seed: &[u8]) {
+    let Some(view) = generate(S::views(), seed) else {
+        return;
+    };
+    let mut fast = Vec::new();
+    S::encode_view(&view, &mut fast);
+    assert_eq!(fast, wire::encode(&view), "the fast codec's view bytes are not postcard's");
+    let mut back = S::View::default();
+    S::decode_view_into(&fast, &mut back).expect("an encoded view decodes");
+    assert_eq!(back, view);
+
+    let decision = match S::builtin().decide(&view) {
+        Ok(d) => d,
+        Err(e) => panic!("the built-in {} policy failed: {e}", S::SLOT),
+    };
+    let mut bytes = Vec::new();
+    S::encode_decision(&decision, &mut bytes);
+    assert_eq!(bytes, wire::encode(&decision), "the fast codec's decision bytes are not postcard's");
+    let back = S::decode_decision(&bytes, &view).expect("an encoded decision decodes");
+    assert_eq!(back, decision);
+}
+
+/// Byte 0 picks the slot, the rest seeds a generated view.
+pub(crate) fn wire_roundtrip(data: &[u8]) {
+    let Some((&slot, seed)) = data.split_first() else {
+        return;
+    };
+    by_slot!(slot, roundtrip(seed));
+}
+
+/// Any bytes as a manifest.
+pub(crate) fn manifest(data: &[u8]) {
+    if let Ok(m) = Manifest::decode(data) {
+        assert_eq!(Manifest::decode(&m.encode()).as_ref(), Ok(&m), "a manifest does not survive re-encoding");
+    }
+}
