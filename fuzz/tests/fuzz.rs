@@ -9,7 +9,9 @@ use gangway_fuzz::{runner, targets};
 
 fn fuzz(name: &str) {
     let target = targets::find(name).unwrap_or_else(|| panic!("no fuzz target {name}"));
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus").join(name);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("corpus")
+        .join(name);
     let corpus = runner::corpus(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     assert!(!corpus.is_empty(), "{}: no corpus", dir.display());
     let budget = runner::Budget::from_env().unwrap_or_else(|e| panic!("{e}"));
@@ -57,8 +59,46 @@ fuzz_tests!(
 fn every_target_is_run() {
     let source = include_str!("fuzz.rs");
     for t in targets::ALL {
-        assert!(source.contains(&format!("    {},\n", t.name)), "{} has no test", t.name);
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus").join(t.name);
+        assert!(
+            source.contains(&format!("    {},\n", t.name)),
+            "{} has no test",
+            t.name
+        );
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("corpus")
+            .join(t.name);
         assert!(dir.is_dir(), "{} has no corpus directory", t.name);
     }
+}
+
+/// Every registered target has a libFuzzer binary over the same body, and
+/// every binary names a registered target.
+#[test]
+fn every_target_has_a_libfuzzer_binary() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("libfuzzer");
+    let manifest =
+        std::fs::read_to_string(root.join("Cargo.toml")).expect("fuzz/libfuzzer/Cargo.toml");
+    for t in targets::ALL {
+        let bin = root.join("fuzz_targets").join(format!("{}.rs", t.name));
+        let body =
+            std::fs::read_to_string(&bin).unwrap_or_else(|e| panic!("{}: {e}", bin.display()));
+        assert!(
+            body.contains(&format!("run_named(\"{}\", data)", t.name)),
+            "{} runs another target",
+            bin.display()
+        );
+        assert!(
+            manifest.contains(&format!("name = \"{}\"", t.name)),
+            "{} is not a [[bin]]",
+            t.name
+        );
+    }
+    let bins = std::fs::read_dir(root.join("fuzz_targets"))
+        .expect("fuzz_targets")
+        .count();
+    assert_eq!(
+        bins,
+        targets::ALL.len(),
+        "a libFuzzer binary without a registered target"
+    );
 }

@@ -1,18 +1,6 @@
-//! Any bytes as a Philly machine list: an error or a valid topology, never a panic.
+//! libFuzzer entry for the `machine_list` target of `gangway_fuzz::targets`.
 #![no_main]
 
-use gangway_core::{RackGrouping, Topology};
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| {
-    if let Ok(text) = std::str::from_utf8(data) {
-        for grouping in [
-            RackGrouping::default(),
-            RackGrouping::Consecutive { servers_per_rack: 3 },
-        ] {
-            if let Ok(topo) = Topology::from_machine_list_str("fuzz.csv", text, grouping) {
-                assert!(topo.servers().iter().all(|s| s.gpus <= 64));
-            }
-        }
-    }
-});
+fuzz_target!(|data: &[u8]| gangway_fuzz::targets::run_named("machine_list", data));
