@@ -15,7 +15,8 @@
 //!     "defragment": {"migrations", "restart_gpu_s"},
 //!     "retry": {"attempts_avoided", "saved_gpu_s", "passing_jobs_lost", "probes"},
 //!     "per_vc": {VC: {"quota_gpus", "mean_gpus_held", "jobs"}},
-//!     "policy_errors"
+//!     "policy_errors",
+//!     "quarantines": [{"at_s", "slot", "module", "restored", "error"}]
 //!   }]
 //! }
 //! B = {"jobs", "queue_delay_s": {"p50", "p90", "p99", "mean"},
@@ -297,6 +298,23 @@ pub struct Run {
     pub per_vc: BTreeMap<String, VcStats>,
     /// Policy calls that failed and fell back.
     pub policy_errors: u64,
+    /// Policies quarantined after repeated failures, in order.
+    pub quarantines: Vec<QuarantineRecord>,
+}
+
+/// A policy the scheduler quarantined during a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct QuarantineRecord {
+    /// Simulated time of the round, in seconds.
+    pub at_s: u64,
+    /// The slot.
+    pub slot: String,
+    /// The policy removed.
+    pub module: String,
+    /// The policy deciding in its place from then on.
+    pub restored: String,
+    /// Its last error.
+    pub error: String,
 }
 
 /// The study's size bucket of a gang.
@@ -445,6 +463,17 @@ pub fn summarize(name: &str, policies: Policies, r: &RunResult) -> Run {
         retry,
         per_vc,
         policy_errors: r.policy_errors,
+        quarantines: r
+            .quarantines
+            .iter()
+            .map(|q| QuarantineRecord {
+                at_s: q.at_s,
+                slot: q.slot.as_str().to_string(),
+                module: q.module.clone(),
+                restored: q.restored.clone(),
+                error: q.error.clone(),
+            })
+            .collect(),
     }
 }
 
@@ -545,6 +574,14 @@ pub fn table(runs: &[Run]) -> String {
             out.push_str(&format!("  {c:>w$}"));
         }
         out.push('\n');
+    }
+    for r in runs {
+        for q in &r.quarantines {
+            out.push_str(&format!(
+                "{}: {} policy {} quarantined at {} s after repeated failures ({}); {} decides since\n",
+                r.name, q.slot, q.module, q.at_s, q.error, q.restored
+            ));
+        }
     }
     out
 }

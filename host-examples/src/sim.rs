@@ -132,6 +132,21 @@ pub struct Sample {
     pub per_vc: Vec<u32>,
 }
 
+/// A policy the scheduler removed from a slot after repeated failures.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Quarantine {
+    /// Simulated time of the round that quarantined it, in seconds.
+    pub at_s: u64,
+    /// The slot.
+    pub slot: gangway_core::Slot,
+    /// The policy removed.
+    pub module: String,
+    /// The policy that decides in its place from then on.
+    pub restored: String,
+    /// Its last error.
+    pub error: String,
+}
+
 /// The outcome of one replay.
 #[derive(Clone, Debug)]
 pub struct RunResult {
@@ -149,6 +164,8 @@ pub struct RunResult {
     pub samples: Vec<Sample>,
     /// Policy calls that failed and fell back to the default.
     pub policy_errors: u64,
+    /// Policies the scheduler quarantined after repeated failures, in order.
+    pub quarantines: Vec<Quarantine>,
     /// Rounds run.
     pub rounds: u64,
     /// Rounds skipped because fewer GPUs were free than the smallest waiting gang.
@@ -218,6 +235,7 @@ struct Replay<'t> {
     rounds: u64,
     skipped_rounds: u64,
     policy_errors: u64,
+    quarantines: Vec<Quarantine>,
     in_rounds: Duration,
     reclaim_active: bool,
 }
@@ -233,6 +251,33 @@ struct Extra {
 }
 
 impl Replay<'_> {
+    /// Records the slots whose policy the round just quarantined.
+    fn note_quarantines(&mut self, t: u64, errors: &[gangway_core::policy::PolicyError]) {
+        for slot in gangway_core::Slot::ALL {
+            let policies = self.sched.policies();
+            let seen = self.quarantines.iter().filter(|q| q.slot == slot).count() as u64;
+            if policies.health(slot).quarantines <= seen {
+                continue;
+            }
+            if let Some(last) = errors.iter().rev().find(|e| e.slot == slot) {
+                let restored = policies.name(slot).to_string();
+                tracing::warn!(
+                    slot = slot.as_str(),
+                    module = %last.module,
+                    restored = %restored,
+                    "quarantined at {t} s after repeated failures: {last}"
+                );
+                self.quarantines.push(Quarantine {
+                    at_s: t,
+                    slot,
+                    module: last.module.clone(),
+                    restored,
+                    error: last.kind.to_string(),
+                });
+            }
+        }
+    }
+
     fn schedule_round(&mut self, at: u64) {
         if self.round_at.is_none_or(|r| at < r) {
             self.round_at = Some(at);
@@ -390,6 +435,9 @@ impl Replay<'_> {
         self.in_rounds += started.elapsed();
         self.rounds += 1;
         self.policy_errors += report.policy_errors.len() as u64;
+        if !report.policy_errors.is_empty() {
+            self.note_quarantines(t, &report.policy_errors);
+        }
         let restart = self.cfg.restart_s;
         for (id, action) in &report.retries {
             let i = id.0 as usize;
@@ -490,6 +538,7 @@ pub fn run(
         rounds: 0,
         skipped_rounds: 0,
         policy_errors: 0,
+        quarantines: Vec::new(),
         in_rounds: Duration::ZERO,
         reclaim_active,
     };
@@ -631,6 +680,7 @@ pub fn run(
         gpu_allocation_mean: alloc_integral / span,
         samples,
         policy_errors: sim.policy_errors,
+        quarantines: sim.quarantines,
         rounds: sim.rounds,
         skipped_rounds: sim.skipped_rounds,
         elapsed: clock.elapsed(),

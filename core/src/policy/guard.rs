@@ -26,8 +26,12 @@
 //! * **Quarantine.** After [`GuardPolicy::quarantine_after`] failures in a row
 //!   the active backend is removed from the stack and recorded as
 //!   quarantined, and the one below it becomes active again from the next
-//!   call (ultimately the baseline). The event is logged with `tracing` as a
-//!   warning and listed in [`SlotHandle::status`].
+//!   call (ultimately the baseline). A baseline that fails as often is
+//!   quarantined too, and the slot's built-in policy becomes its baseline
+//!   for good, so a host that started with an untrusted module (e.g.
+//!   `replay --fairness MODULE`) never pays for a broken one every round.
+//!   The event is logged with `tracing` as a warning and listed in
+//!   [`SlotHandle::status`].
 //! * **Rollback.** [`SlotHandle::rollback`] asks for the same step down
 //!   without quarantining, applied at the start of the next round.
 
@@ -216,6 +220,8 @@ impl<S: SlotRules> SlotHandle<S> {
 pub struct Guarded<S: SlotRules> {
     /// `stack[0]` is the baseline; the last entry is active.
     stack: Vec<BoxedBackend<S>>,
+    /// Whether `stack[0]` is the slot's built-in policy (never quarantined).
+    builtin_baseline: bool,
     fallback: BoxedBackend<S>,
     guard: GuardPolicy,
     health: SlotHealth,
@@ -247,6 +253,7 @@ impl<S: SlotRules> Guarded<S> {
         };
         Guarded {
             stack: vec![baseline],
+            builtin_baseline: false,
             fallback: S::builtin(),
             guard,
             health: SlotHealth::default(),
@@ -260,7 +267,10 @@ impl<S: SlotRules> Guarded<S> {
 
     /// The slot with its built-in policy.
     pub fn builtin() -> Guarded<S> {
-        Guarded::new(S::builtin())
+        Guarded {
+            builtin_baseline: true,
+            ..Guarded::new(S::builtin())
+        }
     }
 
     /// The host's handle for swaps, rollbacks and status.
@@ -456,12 +466,20 @@ impl<S: SlotRules> Guarded<S> {
         let Ok(mut s) = shared.lock() else {
             return;
         };
-        if self.health.consecutive >= self.guard.quarantine_after.max(1) && self.stack.len() > 1 {
-            let module = self
-                .stack
-                .pop()
-                .map(|b| b.name().to_string())
-                .unwrap_or_default();
+        let removable = self.stack.len() > 1 || !self.builtin_baseline;
+        if self.health.consecutive >= self.guard.quarantine_after.max(1) && removable {
+            let module = if self.stack.len() > 1 {
+                self.stack.pop().map(|b| b.name().to_string())
+            } else {
+                // The baseline itself: the built-in policy replaces it.
+                self.builtin_baseline = true;
+                Some(
+                    std::mem::replace(&mut self.stack[0], S::builtin())
+                        .name()
+                        .to_string(),
+                )
+            }
+            .unwrap_or_default();
             let restored = self.name().to_string();
             tracing::warn!(
                 slot = %S::SLOT,

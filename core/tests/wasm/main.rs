@@ -5,6 +5,7 @@
 
 mod abi;
 mod differential;
+mod findings;
 mod guests;
 mod hostile;
 mod load;

@@ -282,3 +282,43 @@ fn native_policies_are_quarantined_too() {
     assert_eq!(sched.slot_health(Slot::Fairness).quarantines, 1);
     accounted(&sched, 31);
 }
+
+/// A host that starts with an untrusted policy as the slot's baseline (as
+/// `replay --fairness MODULE` does) is protected as well: a baseline that
+/// fails three rounds in a row is quarantined and the built-in policy
+/// becomes the baseline, so later rounds pay nothing for it.
+#[test]
+fn a_failing_baseline_gives_way_to_the_builtin() {
+    struct Omits;
+    impl gangway_plugin_sdk::FairnessPolicy for Omits {
+        fn order(&self, _: &gangway_plugin_sdk::RoundView) -> gangway_plugin_sdk::FairnessDecision {
+            gangway_plugin_sdk::FairnessDecision::default()
+        }
+    }
+    let topology = gangway_core::Topology::uniform(2, 4, 8).unwrap();
+    let policies = gangway_core::policy::PolicySet::builtin()
+        .with::<Fairness>(Box::new(Native::new("omits", Omits)));
+    let mut sched = gangway_core::Scheduler::with_policies(topology, policies);
+    let mut twin = scheduler(30);
+    // The same VCs (in the same order) and jobs as the fixture.
+    for vc in twin.virtual_clusters() {
+        let id = sched.virtual_cluster(&vc.name);
+        sched.set_quota(id, vc.quota_gpus);
+    }
+    let mut specs: Vec<_> = twin.jobs().values().map(|j| j.spec.clone()).collect();
+    specs.sort_by_key(|s| s.submitted_s);
+    for spec in specs {
+        sched.submit(spec).unwrap();
+    }
+    let r = run(&mut sched, 100, 5);
+    let errors: Vec<usize> = r.iter().map(|x| x.policy_errors.len()).collect();
+    assert_eq!(errors, [1, 1, 1, 0, 0]);
+    let status = sched.policies().slot::<Fairness>().status();
+    assert_eq!(status.quarantined(), vec!["omits"]);
+    assert_eq!(status.active, "fifo-quota");
+    assert!(status.previous.is_empty(), "{status:?}");
+    // From then on it decides exactly as a default scheduler does.
+    let expected = run(&mut twin, 100, 5);
+    assert_eq!(r[4].starts, expected[4].starts);
+    accounted(&sched, 31);
+}

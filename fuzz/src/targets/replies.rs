@@ -14,7 +14,7 @@ pub(crate) fn reply_bytes<S: CatalogSlot + Views>(
     view: &S::View,
     tail: &[u8],
 ) -> Vec<u8> {
-    if mode % 2 == 0 {
+    if mode.is_multiple_of(2) {
         return tail.to_vec();
     }
     let name = S::NAMES[usize::from(mode / 2) % S::NAMES.len()];
