@@ -25,7 +25,7 @@
 
 use std::collections::BTreeMap;
 
-use gangway_core::policy::{BoxedBackend, Native, Noop, PolicySet, SlotRules};
+use gangway_core::policy::{BoxedBackend, Native, Noop, PolicySet, SlotCheck, SlotRules};
 use gangway_core::{PlacementStrategy, Slot};
 use gangway_plugin_sdk::builtin;
 use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
-use crate::wire::{self, WireError};
+use crate::wire::codec::{self, WireError};
 
 /// A policy slot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -115,25 +115,25 @@ pub trait SlotContract: Copy + Default + Send + Sync + std::fmt::Debug + 'static
 
     /// Encodes a view into `out` (cleared first).
     fn encode_view(view: &Self::View, out: &mut Vec<u8>) {
-        wire::encode_into(view, out);
+        codec::encode_into(view, out);
     }
 
     /// Decodes a view into `view`, reusing its memory where it can.
     fn decode_view_into(bytes: &[u8], view: &mut Self::View) -> Result<(), WireError> {
-        *view = wire::decode(bytes)?;
+        *view = codec::decode(bytes)?;
         Ok(())
     }
 
     /// Encodes a decision into `out` (cleared first).
     fn encode_decision(decision: &Self::Decision, out: &mut Vec<u8>) {
-        wire::encode_into(decision, out);
+        codec::encode_into(decision, out);
     }
 
     /// Decodes the reply to `view`: refused unheard if longer than
     /// [`SlotContract::max_reply_bytes`].
     fn decode_decision(bytes: &[u8], view: &Self::View) -> Result<Self::Decision, WireError> {
-        wire::check_reply_len::<Self>(bytes, view)?;
-        wire::decode(bytes)
+        codec::check_reply_len::<Self::Decision>(bytes, Self::max_reply_bytes(view))?;
+        codec::decode(bytes)
     }
 }
 
@@ -195,7 +195,7 @@ impl Manifest {
         if *self == Manifest::default() {
             Vec::new()
         } else {
-            wire::encode(self)
+            codec::encode(self)
         }
     }
 
@@ -214,7 +214,7 @@ impl Manifest {
                 ),
             });
         }
-        let m: Manifest = wire::decode(bytes)?;
+        let m: Manifest = codec::decode(bytes)?;
         if let QueueOrder::AttainedBands(t) = &m.queue_order
             && (t.len() > 64 || t.windows(2).any(|w| w[0] >= w[1]))
         {

@@ -40,7 +40,7 @@ use std::sync::{Arc, Mutex};
 use gangway_plugin_sdk::{Manifest, Slot};
 
 use super::backend::BoxedBackend;
-use super::rules::SlotRules;
+use super::rules::SlotCheck;
 use super::{PolicyError, PolicyErrorKind};
 
 /// When a guarded slot gives up on a policy.
@@ -139,7 +139,7 @@ impl SlotStatus {
 const MAX_EVENTS: usize = 256;
 
 /// What the host and the slot share.
-struct Shared<S: SlotRules> {
+struct Shared<S: SlotCheck> {
     staged: Option<BoxedBackend<S>>,
     rollback: bool,
     status: SlotStatus,
@@ -147,11 +147,11 @@ struct Shared<S: SlotRules> {
 
 /// The host's side of a [`Guarded`] slot: stage a swap, ask for a rollback,
 /// read the status. `Send + Sync`; clone it freely.
-pub struct SlotHandle<S: SlotRules> {
+pub struct SlotHandle<S: SlotCheck> {
     shared: Arc<Mutex<Shared<S>>>,
 }
 
-impl<S: SlotRules> Clone for SlotHandle<S> {
+impl<S: SlotCheck> Clone for SlotHandle<S> {
     fn clone(&self) -> Self {
         SlotHandle {
             shared: self.shared.clone(),
@@ -159,7 +159,7 @@ impl<S: SlotRules> Clone for SlotHandle<S> {
     }
 }
 
-impl<S: SlotRules> std::fmt::Debug for SlotHandle<S> {
+impl<S: SlotCheck> std::fmt::Debug for SlotHandle<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SlotHandle")
             .field("slot", &S::SLOT)
@@ -168,7 +168,7 @@ impl<S: SlotRules> std::fmt::Debug for SlotHandle<S> {
     }
 }
 
-impl<S: SlotRules> SlotHandle<S> {
+impl<S: SlotCheck> SlotHandle<S> {
     /// Parks `backend`; it becomes active at the start of the next round.
     /// Staging again before then replaces the parked one.
     pub fn stage(&self, backend: BoxedBackend<S>) {
@@ -217,7 +217,7 @@ impl<S: SlotRules> SlotHandle<S> {
 /// assert_eq!(handle.status().active, "next");
 /// assert_eq!(handle.status().previous, vec!["fifo-quota".to_string()]);
 /// ```
-pub struct Guarded<S: SlotRules> {
+pub struct Guarded<S: SlotCheck> {
     /// `stack[0]` is the baseline; the last entry is active.
     stack: Vec<BoxedBackend<S>>,
     /// Whether `stack[0]` is the slot's built-in policy (never quarantined).
@@ -228,7 +228,7 @@ pub struct Guarded<S: SlotRules> {
     shared: Arc<Mutex<Shared<S>>>,
 }
 
-impl<S: SlotRules> std::fmt::Debug for Guarded<S> {
+impl<S: SlotCheck> std::fmt::Debug for Guarded<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Guarded")
             .field("slot", &S::SLOT)
@@ -238,7 +238,7 @@ impl<S: SlotRules> std::fmt::Debug for Guarded<S> {
     }
 }
 
-impl<S: SlotRules> Guarded<S> {
+impl<S: SlotCheck> Guarded<S> {
     /// A guarded slot whose baseline (and first active backend) is
     /// `baseline`, with the default [`GuardPolicy`].
     pub fn new(baseline: BoxedBackend<S>) -> Guarded<S> {
@@ -504,7 +504,7 @@ impl<S: SlotRules> Guarded<S> {
     }
 }
 
-fn event<S: SlotRules>(s: &mut Shared<S>, e: SlotEvent) {
+fn event<S: SlotCheck>(s: &mut Shared<S>, e: SlotEvent) {
     if s.status.events.len() == MAX_EVENTS {
         s.status.events.remove(0);
     }
@@ -527,7 +527,7 @@ pub(crate) trait AnyGuarded: Send {
     fn prepare_round(&mut self) -> bool;
 }
 
-impl<S: SlotRules> AnyGuarded for Guarded<S> {
+impl<S: SlotCheck> AnyGuarded for Guarded<S> {
     fn slot(&self) -> Slot {
         S::SLOT
     }

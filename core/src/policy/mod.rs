@@ -4,7 +4,7 @@
 //!
 //! A backend ([`Backend`]) answers one call per slot per round; natively
 //! ([`Native`] around any SDK policy type, [`Noop`] for "do nothing") or
-//! sandboxed (`crate::wasm`). Every answer is checked by its slot's
+//! sandboxed (a Wasm module, see the `wasm` module). Every answer is checked by its slot's
 //! [`SlotRules`] before the scheduler uses it; a failure becomes a
 //! [`PolicyError`] and the round falls back to the slot's built-in policy
 //! (see [`guard`] for the exact behaviour).
@@ -19,5 +19,5 @@ mod slots;
 pub use backend::{Backend, BoxedBackend, Native, Noop};
 pub use error::{PolicyError, PolicyErrorKind};
 pub use guard::{GuardPolicy, Guarded, SlotEvent, SlotHandle, SlotHealth, SlotStatus};
-pub use rules::SlotRules;
-pub use set::PolicySet;
+pub use rules::SlotCheck;
+pub use set::{PolicySet, SlotRules};

@@ -1,18 +1,17 @@
 //! What the core adds to each slot of the contract: how a decision is
-//! checked against its view, the built-in policy, and where the slot sits in
-//! a [`PolicySet`]. Implemented once per slot, in `policy/slots/`.
+//! checked against its view, and the built-in policy. Implemented once per
+//! slot, in `policy/slots/`; where a slot sits in a policy set is
+//! [`super::SlotRules`], in `set.rs`.
 
 use gangway_plugin_sdk::SlotContract;
 
 use super::PolicyErrorKind;
 use super::backend::BoxedBackend;
-use super::guard::Guarded;
-use super::set::PolicySet;
 
-/// A slot as the core runs it (see the module docs). Public so that tools
-/// (e.g. `policy-check` and the conformance kit) apply exactly the round's
-/// rules.
-pub trait SlotRules: SlotContract {
+/// A slot's checks as the core applies them (see the module docs). Public
+/// so that tools (e.g. `policy-check` and the conformance kit) apply exactly
+/// the round's rules.
+pub trait SlotCheck: SlotContract {
     /// The name of the slot's built-in policy.
     const BUILTIN: &'static str;
 
@@ -24,12 +23,6 @@ pub trait SlotRules: SlotContract {
     /// The built-in policy: used when none is configured and when a
     /// configured one fails.
     fn builtin() -> BoxedBackend<Self>;
-
-    /// The slot in a policy set.
-    fn entry(set: &PolicySet) -> &Guarded<Self>;
-
-    /// The slot in a policy set, mutably.
-    fn entry_mut(set: &mut PolicySet) -> &mut Guarded<Self>;
 }
 
 /// An invalid-decision error.

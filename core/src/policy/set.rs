@@ -5,7 +5,7 @@ use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, R
 
 use super::backend::BoxedBackend;
 use super::guard::{AnyGuarded, GuardPolicy, Guarded, SlotHealth};
-use super::rules::SlotRules;
+use super::rules::SlotCheck;
 
 /// The policies of every slot, each [`Guarded`], indexed by slot type:
 /// `set.slot::<Fairness>()`.
@@ -105,6 +105,77 @@ impl PolicySet {
         all.into_iter()
             .filter_map(|g| g.prepare_round().then(|| g.slot()))
             .collect()
+    }
+}
+
+/// A slot as the core runs it: its checks ([`SlotCheck`]) and its place in
+/// a [`PolicySet`]. Implemented for the six slot types of
+/// [`gangway_plugin_sdk::slots`]; what generic code over "any slot" bounds on.
+pub trait SlotRules: SlotCheck {
+    /// The slot in a policy set.
+    fn entry(set: &PolicySet) -> &Guarded<Self>;
+
+    /// The slot in a policy set, mutably.
+    fn entry_mut(set: &mut PolicySet) -> &mut Guarded<Self>;
+}
+
+impl SlotRules for Fairness {
+    fn entry(set: &PolicySet) -> &Guarded<Self> {
+        &set.fairness
+    }
+
+    fn entry_mut(set: &mut PolicySet) -> &mut Guarded<Self> {
+        &mut set.fairness
+    }
+}
+
+impl SlotRules for Locality {
+    fn entry(set: &PolicySet) -> &Guarded<Self> {
+        &set.locality
+    }
+
+    fn entry_mut(set: &mut PolicySet) -> &mut Guarded<Self> {
+        &mut set.locality
+    }
+}
+
+impl SlotRules for Gang {
+    fn entry(set: &PolicySet) -> &Guarded<Self> {
+        &set.gang
+    }
+
+    fn entry_mut(set: &mut PolicySet) -> &mut Guarded<Self> {
+        &mut set.gang
+    }
+}
+
+impl SlotRules for Reclaim {
+    fn entry(set: &PolicySet) -> &Guarded<Self> {
+        &set.reclaim
+    }
+
+    fn entry_mut(set: &mut PolicySet) -> &mut Guarded<Self> {
+        &mut set.reclaim
+    }
+}
+
+impl SlotRules for Retry {
+    fn entry(set: &PolicySet) -> &Guarded<Self> {
+        &set.retry
+    }
+
+    fn entry_mut(set: &mut PolicySet) -> &mut Guarded<Self> {
+        &mut set.retry
+    }
+}
+
+impl SlotRules for Defragment {
+    fn entry(set: &PolicySet) -> &Guarded<Self> {
+        &set.defragment
+    }
+
+    fn entry_mut(set: &mut PolicySet) -> &mut Guarded<Self> {
+        &mut set.defragment
     }
 }
 

@@ -10,10 +10,10 @@ use wasmtime::component::{Func, InstancePre, TypedFunc};
 
 use super::config::Budget;
 use super::direct::DirectInstance;
-use super::engine::{Code, PolicyModule, SlotExport};
 use super::error::{WasmError, WasmErrorKind};
+use super::module::{Code, PolicyModule, SlotExport};
 use super::store::{HostState, classify, error_text, new_store};
-use crate::policy::{Backend, PolicyError, PolicyErrorKind};
+use crate::policy::{Backend, BoxedBackend, PolicyError, PolicyErrorKind, SlotRules};
 
 /// A live instance: its store and how to call the slot.
 struct Live {
@@ -286,5 +286,39 @@ impl<S: SlotContract> Backend<S> for WasmBackend<S> {
         if outcome.is_err() {
             self.live = None;
         }
+    }
+}
+
+impl PolicyModule {
+    /// A backend of slot `S` running this module, configured with `config`
+    /// (its own instance).
+    ///
+    /// ```no_run
+    /// use gangway_core::wasm::{PolicyEngine, SandboxConfig};
+    /// use gangway_plugin_sdk::slots::Fairness;
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let engine = PolicyEngine::new(SandboxConfig::default())?;
+    /// let module = engine.load("fifo.wasm", &std::fs::read("fifo.wasm")?)?;
+    /// let fairness = module.backend::<Fairness>(b"")?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn backend<S: SlotRules>(&self, config: &[u8]) -> Result<BoxedBackend<S>, WasmError> {
+        if !self.compiled.slots.contains(&S::SLOT) {
+            return Err(WasmError::of(
+                &self.name,
+                WasmErrorKind::SlotNotExported {
+                    slot: S::SLOT,
+                    implemented: self
+                        .slots()
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                },
+            ));
+        }
+        Ok(Box::new(WasmBackend::<S>::start(self.clone(), config)?))
     }
 }

@@ -6,25 +6,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
-use gangway_plugin_sdk::{
-    ClusterSummary, DefragView, Level, LevelSummary, QueueView, ReclaimView, RetryView, RoundView,
-    Slot, SlotContract, VcId, VcUsage,
-};
+use gangway_plugin_sdk::Slot;
 use sha2::{Digest, Sha256};
 use wasmparser::{Parser, Payload, Validator};
-use wasmtime::component::{
-    Component, ComponentExportIndex, ComponentType, InstancePre, Lift, Linker, WasmStr,
-};
+use wasmtime::component::{Component, ComponentType, Lift, Linker, WasmStr};
 use wasmtime::{Config, Engine, StoreContextMut};
 
-use super::backend::WasmBackend;
 use super::config::{Budget, CallPath, LoadLimits, SandboxConfig};
 use super::contract::{self, check_version, is_log, slot_export};
 use super::direct::{DirectCode, TopLevel};
 use super::error::{WasmError, WasmErrorKind};
+use super::module::{Code, Compiled, EngineInner, PolicyModule, SlotExport};
 use super::store::{HostState, charge_log, error_text, record_log, take_log_slot};
-use crate::policy::{BoxedBackend, PolicyError, SlotRules};
 
 /// One shared wasmtime engine, its sandbox settings and a cache of compiled
 /// modules keyed by the SHA-256 of their bytes. Cheap to clone; clones share
@@ -40,55 +33,6 @@ use crate::policy::{BoxedBackend, PolicyError, SlotRules};
 #[derive(Clone)]
 pub struct PolicyEngine {
     inner: Arc<EngineInner>,
-}
-
-pub(crate) struct EngineInner {
-    pub(crate) engine: Engine,
-    linker: Linker<HostState>,
-    pub(crate) config: SandboxConfig,
-    /// Epoch ticks per call (0: no epoch deadline).
-    pub(crate) deadline_ticks: u64,
-    cache: Mutex<HashMap<[u8; 32], Arc<Compiled>>>,
-    ticker_stop: Option<Arc<AtomicBool>>,
-}
-
-impl Drop for EngineInner {
-    fn drop(&mut self) {
-        if let Some(stop) = &self.ticker_stop {
-            stop.store(true, Ordering::Relaxed);
-        }
-    }
-}
-
-/// A slot's functions inside a compiled component.
-pub(crate) struct SlotExport {
-    pub(crate) slot: Slot,
-    /// The exported interface name, e.g. `gangway:policy/fairness@2.0.0`.
-    pub(crate) interface: String,
-    pub(crate) init: ComponentExportIndex,
-    pub(crate) call: ComponentExportIndex,
-}
-
-/// How a compiled module's calls are entered (see [`CallPath`]).
-pub(crate) enum Code {
-    /// Through the component runtime.
-    Component {
-        pre: InstancePre<HostState>,
-        exports: Vec<SlotExport>,
-    },
-    /// Straight into the main core module.
-    Direct(DirectCode),
-}
-
-/// A validated, compiled component, shared by every module loaded from the
-/// same bytes.
-pub(crate) struct Compiled {
-    pub(crate) code: Code,
-    /// The slots it exports, in pipeline order.
-    slots: Vec<Slot>,
-    version: String,
-    hash: [u8; 32],
-    pub(crate) instantiations: AtomicU64,
 }
 
 impl std::fmt::Debug for PolicyEngine {
@@ -434,205 +378,6 @@ fn check_limits(bytes: &[u8], limits: &LoadLimits) -> Result<(), WasmErrorKind> 
         }
     }
     Ok(())
-}
-
-/// A loaded policy module: validated, compiled, warmed up. Cheap to clone.
-/// Each slot backend made from it owns its own instance.
-#[derive(Clone)]
-pub struct PolicyModule {
-    name: Arc<str>,
-    pub(crate) compiled: Arc<Compiled>,
-    pub(crate) engine: Arc<EngineInner>,
-}
-
-impl std::fmt::Debug for PolicyModule {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PolicyModule")
-            .field("name", &self.name)
-            .field("slots", &self.slots())
-            .field("contract_version", &self.contract_version())
-            .finish()
-    }
-}
-
-impl PolicyModule {
-    /// The name it was loaded under.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The slots it implements, in the order a round consults them.
-    pub fn slots(&self) -> Vec<Slot> {
-        let mut slots = self.compiled.slots.clone();
-        slots.sort_by_key(|s| Slot::ALL.iter().position(|a| a == s));
-        slots
-    }
-
-    /// The contract version it was built against (e.g. `2.0.0`; the lowest
-    /// if its slots disagree).
-    pub fn contract_version(&self) -> String {
-        self.compiled.version.clone()
-    }
-
-    /// How its calls are entered: [`CallPath::Direct`] if the engine allows
-    /// it and the component has the standard shape, else
-    /// [`CallPath::Component`].
-    pub fn call_path(&self) -> CallPath {
-        match self.compiled.code {
-            Code::Direct(_) => CallPath::Direct,
-            Code::Component { .. } => CallPath::Component,
-        }
-    }
-
-    /// The SHA-256 of its bytes, in hex: the key of the compiled-module cache.
-    pub fn hash(&self) -> String {
-        self.compiled
-            .hash
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect()
-    }
-
-    /// How many instances of this module (under any name) have been created
-    /// so far, warm-up included. A failed call discards its instance, so this
-    /// grows by one per recovery.
-    pub fn instantiations(&self) -> u64 {
-        self.compiled.instantiations.load(Ordering::Relaxed)
-    }
-
-    /// A backend of slot `S` running this module, configured with `config`
-    /// (its own instance).
-    ///
-    /// ```no_run
-    /// use gangway_core::wasm::{PolicyEngine, SandboxConfig};
-    /// use gangway_plugin_sdk::slots::Fairness;
-    ///
-    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let engine = PolicyEngine::new(SandboxConfig::default())?;
-    /// let module = engine.load("fifo.wasm", &std::fs::read("fifo.wasm")?)?;
-    /// let fairness = module.backend::<Fairness>(b"")?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn backend<S: SlotRules>(&self, config: &[u8]) -> Result<BoxedBackend<S>, WasmError> {
-        if !self.compiled.slots.contains(&S::SLOT) {
-            return Err(WasmError::of(
-                &self.name,
-                WasmErrorKind::SlotNotExported {
-                    slot: S::SLOT,
-                    implemented: self
-                        .slots()
-                        .iter()
-                        .map(|s| s.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                },
-            ));
-        }
-        Ok(Box::new(WasmBackend::<S>::start(self.clone(), config)?))
-    }
-
-    /// Instantiates every slot with empty configuration and calls it once on
-    /// an empty view, checking the reply decodes and validates.
-    fn warm_up(&self) -> Result<(), WasmError> {
-        for slot in self.slots() {
-            match slot {
-                Slot::Fairness => self.warm::<Fairness>(),
-                Slot::Locality => self.warm::<Locality>(),
-                Slot::Gang => self.warm::<Gang>(),
-                Slot::Reclaim => self.warm::<Reclaim>(),
-                Slot::Retry => self.warm::<Retry>(),
-                Slot::Defragment => self.warm::<Defragment>(),
-            }?;
-        }
-        Ok(())
-    }
-
-    fn warm<S: SlotRules + WarmUp>(&self) -> Result<(), WasmError> {
-        let mut backend = self.backend::<S>(b"")?;
-        let view = S::warm_up_view();
-        let result = backend.decide(&view).and_then(|d| {
-            S::validate(&view, &d).map_err(|kind| PolicyError::new(S::SLOT, self.name(), kind))
-        });
-        result.map_err(|source| WasmError::of(&self.name, WasmErrorKind::WarmUp(source)))
-    }
-}
-
-/// The view a slot is warmed up with: a small cluster, one VC, no jobs.
-pub(crate) trait WarmUp: SlotContract {
-    fn warm_up_view() -> Self::View;
-}
-
-fn warm_cluster() -> ClusterSummary {
-    let level = LevelSummary {
-        domains: 1,
-        max_domain_gpus: 8,
-        max_free_gpus: 8,
-    };
-    ClusterSummary {
-        total_gpus: 8,
-        free_gpus: 8,
-        server_level: Level(2),
-        levels: vec![level.clone(), level.clone(), level],
-    }
-}
-
-fn warm_vcs() -> Vec<VcUsage> {
-    vec![VcUsage {
-        id: VcId(0),
-        weight: 1,
-        ..VcUsage::default()
-    }]
-}
-
-impl WarmUp for Fairness {
-    fn warm_up_view() -> RoundView {
-        RoundView {
-            cluster: warm_cluster(),
-            vcs: warm_vcs(),
-            ..RoundView::default()
-        }
-    }
-}
-
-impl WarmUp for Locality {
-    fn warm_up_view() -> QueueView {
-        QueueView {
-            cluster: warm_cluster(),
-            ..QueueView::default()
-        }
-    }
-}
-
-impl WarmUp for Gang {
-    fn warm_up_view() -> QueueView {
-        Locality::warm_up_view()
-    }
-}
-
-impl WarmUp for Reclaim {
-    fn warm_up_view() -> ReclaimView {
-        ReclaimView {
-            cluster: warm_cluster(),
-            vcs: warm_vcs(),
-            ..ReclaimView::default()
-        }
-    }
-}
-
-impl WarmUp for Retry {
-    fn warm_up_view() -> RetryView {
-        RetryView::default()
-    }
-}
-
-impl WarmUp for Defragment {
-    fn warm_up_view() -> DefragView {
-        DefragView {
-            cluster: warm_cluster(),
-            ..DefragView::default()
-        }
-    }
 }
 
 fn spawn_ticker(engine: &Engine, tick: Duration, stop: Arc<AtomicBool>) -> Result<(), WasmError> {

@@ -54,10 +54,13 @@ mod contract;
 mod direct;
 mod engine;
 mod error;
+mod module;
 mod store;
+mod warm_up;
 mod wiring;
 
 pub use config::{Budget, CallPath, LoadLimits, SandboxConfig};
 pub use contract::CONTRACT_VERSION;
-pub use engine::{PolicyEngine, PolicyModule};
+pub use engine::PolicyEngine;
 pub use error::{WasmError, WasmErrorKind};
+pub use module::PolicyModule;

@@ -7,7 +7,7 @@ use crate::ids::{JobId, ServerId};
 use crate::slot::{Policy, Slot, SlotContract};
 use crate::view::ServerState;
 use crate::view::{ClusterSummary, RunningJob, WaitingJob};
-use crate::wire;
+use crate::wire::codec;
 
 /// What the defragment slot sees, after a round's placement and reclaim.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,10 +73,10 @@ impl SlotContract for Defragment {
 
     fn max_reply_bytes(view: &DefragView) -> usize {
         let gpus: usize = view.running.iter().map(|j| j.gpus as usize).sum();
-        2 * wire::LEN
+        2 * codec::LEN
             + 1
-            + wire::U64
-            + view.running.len() * (wire::U64 + wire::LEN)
-            + gpus * 2 * wire::U32
+            + codec::U64
+            + view.running.len() * (codec::U64 + codec::LEN)
+            + gpus * 2 * codec::U32
     }
 }

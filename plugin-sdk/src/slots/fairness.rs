@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 use crate::ids::JobId;
 use crate::slot::{Manifest, Policy, QueueOrder, Slot, SlotContract};
 use crate::view::{ClusterSummary, PendingJob, VcUsage};
-use crate::wire::{self, WireError, fast};
+use crate::wire::codec::{self, WireError};
+use crate::wire::fast;
 
 /// Everything the fairness slot sees.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,7 +78,7 @@ impl SlotContract for Fairness {
     type Decision = FairnessDecision;
 
     fn max_reply_bytes(view: &RoundView) -> usize {
-        wire::LEN + view.jobs.len() * (wire::U64 + 1)
+        codec::LEN + view.jobs.len() * (codec::U64 + 1)
     }
     fn encode_view(view: &RoundView, out: &mut Vec<u8>) {
         fast::encode_round_view(view, out);
@@ -89,7 +90,7 @@ impl SlotContract for Fairness {
         fast::encode_fairness(d, out);
     }
     fn decode_decision(bytes: &[u8], view: &RoundView) -> Result<FairnessDecision, WireError> {
-        wire::check_reply_len::<Self>(bytes, view)?;
+        codec::check_reply_len::<Self::Decision>(bytes, Self::max_reply_bytes(view))?;
         fast::decode_fairness(bytes, view.jobs.len())
     }
 }

@@ -4,7 +4,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::slot::{Policy, Slot, SlotContract};
 use crate::slots::QueueView;
-use crate::wire::{self, WireError, fast};
+use crate::wire::codec::{self, WireError};
+use crate::wire::fast;
 
 /// What a job that cannot be placed does to the jobs behind it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,7 +53,7 @@ impl SlotContract for Gang {
     type Decision = GangDecision;
 
     fn max_reply_bytes(view: &QueueView) -> usize {
-        wire::LEN + view.jobs.len() + wire::U32
+        codec::LEN + view.jobs.len() + codec::U32
     }
     fn encode_view(view: &QueueView, out: &mut Vec<u8>) {
         fast::encode_queue_view(view, out);
@@ -64,7 +65,7 @@ impl SlotContract for Gang {
         fast::encode_gang(d, out);
     }
     fn decode_decision(bytes: &[u8], view: &QueueView) -> Result<GangDecision, WireError> {
-        wire::check_reply_len::<Self>(bytes, view)?;
+        codec::check_reply_len::<Self::Decision>(bytes, Self::max_reply_bytes(view))?;
         fast::decode_gang(bytes, view.jobs.len())
     }
 }

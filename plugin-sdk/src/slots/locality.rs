@@ -4,7 +4,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::slot::{Policy, Slot, SlotContract};
 use crate::view::{ClusterSummary, PendingJob, SpreadLimit};
-use crate::wire::{self, WireError, fast};
+use crate::wire::codec::{self, WireError};
+use crate::wire::fast;
 
 /// What the locality and gang slots see: the jobs fairness made eligible, in
 /// fairness order.
@@ -52,7 +53,7 @@ impl SlotContract for Locality {
     type Decision = LocalityDecision;
 
     fn max_reply_bytes(view: &QueueView) -> usize {
-        wire::LEN + view.jobs.len() * (1 + wire::U32)
+        codec::LEN + view.jobs.len() * (1 + codec::U32)
     }
     fn encode_view(view: &QueueView, out: &mut Vec<u8>) {
         fast::encode_queue_view(view, out);
@@ -64,7 +65,7 @@ impl SlotContract for Locality {
         fast::encode_locality(d, out);
     }
     fn decode_decision(bytes: &[u8], view: &QueueView) -> Result<LocalityDecision, WireError> {
-        wire::check_reply_len::<Self>(bytes, view)?;
+        codec::check_reply_len::<Self::Decision>(bytes, Self::max_reply_bytes(view))?;
         fast::decode_locality(bytes, view.jobs.len())
     }
 }

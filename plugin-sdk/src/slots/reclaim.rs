@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::ids::JobId;
 use crate::slot::{Policy, Slot, SlotContract};
 use crate::view::{ClusterSummary, RunningJob, ServerState, VcUsage, WaitingJob};
-use crate::wire;
+use crate::wire::codec;
 
 /// What the reclaim slot sees, after a round's placement: the jobs running
 /// now and the jobs of the round's view that did not start, with why.
@@ -64,6 +64,6 @@ impl SlotContract for Reclaim {
     type Decision = ReclaimDecision;
 
     fn max_reply_bytes(view: &ReclaimView) -> usize {
-        2 * wire::LEN + (view.running.len() + view.waiting.len()) * wire::U64
+        2 * codec::LEN + (view.running.len() + view.waiting.len()) * codec::U64
     }
 }

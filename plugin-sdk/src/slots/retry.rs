@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::{JobId, VcId};
 use crate::slot::{Policy, Slot, SlotContract};
-use crate::wire;
+use crate::wire::codec;
 
 /// Why an attempt failed: the failure reasons of the Philly study's Table 7
 /// (a rule-based classifier over the job's logs), as the host reports them.
@@ -234,6 +234,6 @@ impl SlotContract for Retry {
     type Decision = RetryDecision;
 
     fn max_reply_bytes(view: &RetryView) -> usize {
-        wire::LEN + view.failures.len() * (1 + wire::U32 + 2 * wire::U64)
+        codec::LEN + view.failures.len() * (1 + codec::U32 + 2 * codec::U64)
     }
 }

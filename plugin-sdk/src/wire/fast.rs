@@ -1,6 +1,6 @@
 //! Hand-written postcard codec for the bulk views ([`RoundView`],
 //! [`QueueView`]) and the fairness, locality and gang decisions: byte for
-//! byte what [`crate::wire::encode`] produces (the tests check it against
+//! byte what [`crate::codec::encode`] produces (the tests check it against
 //! serde's bytes on random values and against postcard's decoding of random
 //! bytes), about three times faster, because it reads and writes each varint
 //! straight from and into the buffer instead of going through serde. Every
@@ -10,12 +10,12 @@
 //! Decisions are decoded bounded by the view they answer: a length above the
 //! view's number of jobs is refused before anything is allocated.
 
+use super::codec::{self, U32, U64, WireError};
 use crate::ids::{JobId, Level, VcId};
 use crate::slots::{
     FairnessDecision, GangAction, GangDecision, LocalityDecision, QueueView, Ranked, RoundView,
 };
 use crate::view::{ClusterSummary, LevelSummary, PendingJob, SpreadLimit, VcUsage};
-use crate::wire::{self, U32, U64, WireError};
 
 /// Encodes a [`RoundView`] into `out` (cleared first), as postcard does.
 pub(crate) fn encode_round_view(view: &RoundView, out: &mut Vec<u8>) {
@@ -57,7 +57,7 @@ pub(crate) fn encode_round_view(view: &RoundView, out: &mut Vec<u8>) {
         w.pending_jobs(jobs);
     });
     if !fits {
-        wire::encode_into(view, out);
+        codec::encode_into(view, out);
     }
 }
 
@@ -78,7 +78,7 @@ pub(crate) fn encode_queue_view(view: &QueueView, out: &mut Vec<u8>) {
         w.spread_limits(spread);
     });
     if !fits {
-        wire::encode_into(view, out);
+        codec::encode_into(view, out);
     }
 }
 
@@ -94,7 +94,7 @@ pub(crate) fn encode_fairness(d: &FairnessDecision, out: &mut Vec<u8>) {
         }
     });
     if !fits {
-        wire::encode_into(d, out);
+        codec::encode_into(d, out);
     }
 }
 
@@ -105,7 +105,7 @@ pub(crate) fn encode_locality(d: &LocalityDecision, out: &mut Vec<u8>) {
         w.spread_limits(limits);
     });
     if !fits {
-        wire::encode_into(d, out);
+        codec::encode_into(d, out);
     }
 }
 
@@ -127,7 +127,7 @@ pub(crate) fn encode_gang(d: &GangDecision, out: &mut Vec<u8>) {
         w.varint(u64::from(*max_reservations));
     });
     if !fits {
-        wire::encode_into(d, out);
+        codec::encode_into(d, out);
     }
 }
 
@@ -556,12 +556,12 @@ mod tests {
         ) {
             let mut buf = vec![0xAA; 3];
             encode_round_view(&round, &mut buf);
-            prop_assert_eq!(&buf, &wire::encode(&round));
+            prop_assert_eq!(&buf, &codec::encode(&round));
             let mut back = RoundView::default();
             decode_round_view_into(&buf, &mut back).unwrap();
             prop_assert_eq!(back, round);
             encode_queue_view(&queue, &mut buf);
-            prop_assert_eq!(&buf, &wire::encode(&queue));
+            prop_assert_eq!(&buf, &codec::encode(&queue));
             let mut back = QueueView::default();
             decode_queue_view_into(&buf, &mut back).unwrap();
             prop_assert_eq!(back, queue);
@@ -590,13 +590,13 @@ mod tests {
             };
             let mut buf = Vec::new();
             encode_fairness(&f, &mut buf);
-            prop_assert_eq!(&buf, &wire::encode(&f));
+            prop_assert_eq!(&buf, &codec::encode(&f));
             prop_assert_eq!(decode_fairness(&buf, usize::MAX).unwrap(), f);
             encode_locality(&l, &mut buf);
-            prop_assert_eq!(&buf, &wire::encode(&l));
+            prop_assert_eq!(&buf, &codec::encode(&l));
             prop_assert_eq!(decode_locality(&buf, usize::MAX).unwrap(), l);
             encode_gang(&g, &mut buf);
-            prop_assert_eq!(&buf, &wire::encode(&g));
+            prop_assert_eq!(&buf, &codec::encode(&g));
             prop_assert_eq!(decode_gang(&buf, usize::MAX).unwrap(), g);
         }
 
@@ -607,16 +607,16 @@ mod tests {
             let mut round = RoundView::default();
             prop_assert_eq!(
                 decode_round_view_into(&bytes, &mut round).ok().map(|()| round),
-                wire::decode::<RoundView>(&bytes).ok()
+                codec::decode::<RoundView>(&bytes).ok()
             );
             let mut queue = QueueView::default();
             prop_assert_eq!(
                 decode_queue_view_into(&bytes, &mut queue).ok().map(|()| queue),
-                wire::decode::<QueueView>(&bytes).ok()
+                codec::decode::<QueueView>(&bytes).ok()
             );
-            prop_assert_eq!(decode_fairness(&bytes, usize::MAX).ok(), wire::decode::<FairnessDecision>(&bytes).ok());
-            prop_assert_eq!(decode_locality(&bytes, usize::MAX).ok(), wire::decode::<LocalityDecision>(&bytes).ok());
-            prop_assert_eq!(decode_gang(&bytes, usize::MAX).ok(), wire::decode::<GangDecision>(&bytes).ok());
+            prop_assert_eq!(decode_fairness(&bytes, usize::MAX).ok(), codec::decode::<FairnessDecision>(&bytes).ok());
+            prop_assert_eq!(decode_locality(&bytes, usize::MAX).ok(), codec::decode::<LocalityDecision>(&bytes).ok());
+            prop_assert_eq!(decode_gang(&bytes, usize::MAX).ok(), codec::decode::<GangDecision>(&bytes).ok());
         }
 
         /// A decision naming more entries than the view has jobs is refused
@@ -626,7 +626,7 @@ mod tests {
             let f = FairnessDecision {
                 order: (0..n + extra).map(|i| Ranked { job: JobId(i as u64), eligible: true }).collect(),
             };
-            let bytes = wire::encode(&f);
+            let bytes = codec::encode(&f);
             prop_assert!(decode_fairness(&bytes, n).is_err());
             prop_assert!(decode_fairness(&bytes, n + extra).is_ok());
         }

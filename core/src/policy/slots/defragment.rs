@@ -7,10 +7,10 @@ use std::collections::{HashMap, HashSet};
 use gangway_plugin_sdk::slots::Defragment;
 use gangway_plugin_sdk::{DefragDecision, DefragView};
 
-use crate::policy::rules::{SlotRules, invalid};
-use crate::policy::{BoxedBackend, Guarded, Noop, PolicyErrorKind, PolicySet};
+use crate::policy::rules::{SlotCheck, invalid};
+use crate::policy::{BoxedBackend, Noop, PolicyErrorKind};
 
-impl SlotRules for Defragment {
+impl SlotCheck for Defragment {
     const BUILTIN: &'static str = "none";
 
     fn validate(view: &DefragView, d: &DefragDecision) -> Result<(), PolicyErrorKind> {
@@ -56,13 +56,5 @@ impl SlotRules for Defragment {
 
     fn builtin() -> BoxedBackend<Self> {
         Box::new(Noop)
-    }
-
-    fn entry(set: &PolicySet) -> &Guarded<Self> {
-        &set.defragment
-    }
-
-    fn entry_mut(set: &mut PolicySet) -> &mut Guarded<Self> {
-        &mut set.defragment
     }
 }

@@ -6,10 +6,10 @@ use gangway_plugin_sdk::builtin::FifoQuota;
 use gangway_plugin_sdk::slots::Fairness;
 use gangway_plugin_sdk::{FairnessDecision, JobId, RoundView};
 
-use crate::policy::rules::{SlotRules, invalid};
-use crate::policy::{BoxedBackend, Guarded, Native, PolicyErrorKind, PolicySet};
+use crate::policy::rules::{SlotCheck, invalid};
+use crate::policy::{BoxedBackend, Native, PolicyErrorKind};
 
-impl SlotRules for Fairness {
+impl SlotCheck for Fairness {
     const BUILTIN: &'static str = "fifo-quota";
 
     fn validate(view: &RoundView, d: &FairnessDecision) -> Result<(), PolicyErrorKind> {
@@ -33,13 +33,5 @@ impl SlotRules for Fairness {
 
     fn builtin() -> BoxedBackend<Self> {
         Box::new(Native::new(Self::BUILTIN, FifoQuota))
-    }
-
-    fn entry(set: &PolicySet) -> &Guarded<Self> {
-        &set.fairness
-    }
-
-    fn entry_mut(set: &mut PolicySet) -> &mut Guarded<Self> {
-        &mut set.fairness
     }
 }

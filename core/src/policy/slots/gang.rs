@@ -4,10 +4,10 @@ use gangway_plugin_sdk::builtin::Backfill;
 use gangway_plugin_sdk::slots::Gang;
 use gangway_plugin_sdk::{GangDecision, QueueView};
 
-use crate::policy::rules::{SlotRules, invalid};
-use crate::policy::{BoxedBackend, Guarded, Native, PolicyErrorKind, PolicySet};
+use crate::policy::rules::{SlotCheck, invalid};
+use crate::policy::{BoxedBackend, Native, PolicyErrorKind};
 
-impl SlotRules for Gang {
+impl SlotCheck for Gang {
     const BUILTIN: &'static str = "backfill";
 
     fn validate(view: &QueueView, d: &GangDecision) -> Result<(), PolicyErrorKind> {
@@ -23,13 +23,5 @@ impl SlotRules for Gang {
 
     fn builtin() -> BoxedBackend<Self> {
         Box::new(Native::new(Self::BUILTIN, Backfill))
-    }
-
-    fn entry(set: &PolicySet) -> &Guarded<Self> {
-        &set.gang
-    }
-
-    fn entry_mut(set: &mut PolicySet) -> &mut Guarded<Self> {
-        &mut set.gang
     }
 }

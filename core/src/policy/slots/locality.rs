@@ -5,10 +5,10 @@ use gangway_plugin_sdk::builtin::Strict;
 use gangway_plugin_sdk::slots::Locality;
 use gangway_plugin_sdk::{LocalityDecision, QueueView};
 
-use crate::policy::rules::{SlotRules, invalid};
-use crate::policy::{BoxedBackend, Guarded, Native, PolicyErrorKind, PolicySet};
+use crate::policy::rules::{SlotCheck, invalid};
+use crate::policy::{BoxedBackend, Native, PolicyErrorKind};
 
-impl SlotRules for Locality {
+impl SlotCheck for Locality {
     const BUILTIN: &'static str = "strict";
 
     fn validate(view: &QueueView, d: &LocalityDecision) -> Result<(), PolicyErrorKind> {
@@ -39,13 +39,5 @@ impl SlotRules for Locality {
 
     fn builtin() -> BoxedBackend<Self> {
         Box::new(Native::new(Self::BUILTIN, Strict))
-    }
-
-    fn entry(set: &PolicySet) -> &Guarded<Self> {
-        &set.locality
-    }
-
-    fn entry_mut(set: &mut PolicySet) -> &mut Guarded<Self> {
-        &mut set.locality
     }
 }

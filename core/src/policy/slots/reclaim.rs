@@ -8,10 +8,10 @@ use std::collections::HashSet;
 use gangway_plugin_sdk::slots::Reclaim;
 use gangway_plugin_sdk::{ReclaimDecision, ReclaimView};
 
-use crate::policy::rules::{SlotRules, invalid};
-use crate::policy::{BoxedBackend, Guarded, Noop, PolicyErrorKind, PolicySet};
+use crate::policy::rules::{SlotCheck, invalid};
+use crate::policy::{BoxedBackend, Noop, PolicyErrorKind};
 
-impl SlotRules for Reclaim {
+impl SlotCheck for Reclaim {
     const BUILTIN: &'static str = "none";
 
     fn validate(view: &ReclaimView, d: &ReclaimDecision) -> Result<(), PolicyErrorKind> {
@@ -45,13 +45,5 @@ impl SlotRules for Reclaim {
 
     fn builtin() -> BoxedBackend<Self> {
         Box::new(Noop)
-    }
-
-    fn entry(set: &PolicySet) -> &Guarded<Self> {
-        &set.reclaim
-    }
-
-    fn entry_mut(set: &mut PolicySet) -> &mut Guarded<Self> {
-        &mut set.reclaim
     }
 }

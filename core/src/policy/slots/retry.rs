@@ -5,10 +5,10 @@ use gangway_plugin_sdk::builtin::Fixed;
 use gangway_plugin_sdk::slots::Retry;
 use gangway_plugin_sdk::{RetryAction, RetryDecision, RetryView};
 
-use crate::policy::rules::{SlotRules, invalid};
-use crate::policy::{BoxedBackend, Guarded, Native, PolicyErrorKind, PolicySet};
+use crate::policy::rules::{SlotCheck, invalid};
+use crate::policy::{BoxedBackend, Native, PolicyErrorKind};
 
-impl SlotRules for Retry {
+impl SlotCheck for Retry {
     const BUILTIN: &'static str = "fixed";
 
     fn validate(view: &RetryView, d: &RetryDecision) -> Result<(), PolicyErrorKind> {
@@ -39,13 +39,5 @@ impl SlotRules for Retry {
 
     fn builtin() -> BoxedBackend<Self> {
         Box::new(Native::new(Self::BUILTIN, Fixed::default()))
-    }
-
-    fn entry(set: &PolicySet) -> &Guarded<Self> {
-        &set.retry
-    }
-
-    fn entry_mut(set: &mut PolicySet) -> &mut Guarded<Self> {
-        &mut set.retry
     }
 }

@@ -1,0 +1,131 @@
+//! What a loaded module is made of: the shared engine's state, a compiled
+//! component (its slots, how calls enter it), and the [`PolicyModule`]
+//! handle the host holds. Made by the engine (`engine.rs`); a module's slot
+//! backends are in `backend.rs`, its warm-up in `warm_up.rs`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use gangway_plugin_sdk::Slot;
+use wasmtime::Engine;
+use wasmtime::component::{ComponentExportIndex, InstancePre, Linker};
+
+use super::config::{CallPath, SandboxConfig};
+use super::direct::DirectCode;
+use super::store::HostState;
+
+/// The engine's state shared by every module it loaded.
+pub(crate) struct EngineInner {
+    pub(crate) engine: Engine,
+    pub(crate) linker: Linker<HostState>,
+    pub(crate) config: SandboxConfig,
+    /// Epoch ticks per call (0: no epoch deadline).
+    pub(crate) deadline_ticks: u64,
+    pub(crate) cache: Mutex<HashMap<[u8; 32], Arc<Compiled>>>,
+    pub(crate) ticker_stop: Option<Arc<AtomicBool>>,
+}
+
+impl Drop for EngineInner {
+    fn drop(&mut self) {
+        if let Some(stop) = &self.ticker_stop {
+            stop.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A slot's functions inside a compiled component.
+pub(crate) struct SlotExport {
+    pub(crate) slot: Slot,
+    /// The exported interface name, e.g. `gangway:policy/fairness@2.0.0`.
+    pub(crate) interface: String,
+    pub(crate) init: ComponentExportIndex,
+    pub(crate) call: ComponentExportIndex,
+}
+
+/// How a compiled module's calls are entered (see [`CallPath`]).
+pub(crate) enum Code {
+    /// Through the component runtime.
+    Component {
+        pre: InstancePre<HostState>,
+        exports: Vec<SlotExport>,
+    },
+    /// Straight into the main core module.
+    Direct(DirectCode),
+}
+
+/// A validated, compiled component, shared by every module loaded from the
+/// same bytes.
+pub(crate) struct Compiled {
+    pub(crate) code: Code,
+    /// The slots it exports, in pipeline order.
+    pub(crate) slots: Vec<Slot>,
+    pub(crate) version: String,
+    pub(crate) hash: [u8; 32],
+    pub(crate) instantiations: AtomicU64,
+}
+
+/// A loaded policy module: validated, compiled, warmed up. Cheap to clone.
+/// Each slot backend made from it owns its own instance.
+#[derive(Clone)]
+pub struct PolicyModule {
+    pub(crate) name: Arc<str>,
+    pub(crate) compiled: Arc<Compiled>,
+    pub(crate) engine: Arc<EngineInner>,
+}
+
+impl std::fmt::Debug for PolicyModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyModule")
+            .field("name", &self.name)
+            .field("slots", &self.slots())
+            .field("contract_version", &self.contract_version())
+            .finish()
+    }
+}
+
+impl PolicyModule {
+    /// The name it was loaded under.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The slots it implements, in the order a round consults them.
+    pub fn slots(&self) -> Vec<Slot> {
+        let mut slots = self.compiled.slots.clone();
+        slots.sort_by_key(|s| Slot::ALL.iter().position(|a| a == s));
+        slots
+    }
+
+    /// The contract version it was built against (e.g. `2.0.0`; the lowest
+    /// if its slots disagree).
+    pub fn contract_version(&self) -> String {
+        self.compiled.version.clone()
+    }
+
+    /// How its calls are entered: [`CallPath::Direct`] if the engine allows
+    /// it and the component has the standard shape, else
+    /// [`CallPath::Component`].
+    pub fn call_path(&self) -> CallPath {
+        match self.compiled.code {
+            Code::Direct(_) => CallPath::Direct,
+            Code::Component { .. } => CallPath::Component,
+        }
+    }
+
+    /// The SHA-256 of its bytes, in hex: the key of the compiled-module cache.
+    pub fn hash(&self) -> String {
+        self.compiled
+            .hash
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+
+    /// How many instances of this module (under any name) have been created
+    /// so far, warm-up included. A failed call discards its instance, so this
+    /// grows by one per recovery.
+    pub fn instantiations(&self) -> u64 {
+        self.compiled.instantiations.load(Ordering::Relaxed)
+    }
+}
