@@ -57,6 +57,6 @@ pub use state::{
     ClusterState, GpuMask, Health, InvariantViolation, Placement, ServerGpus, StateError,
 };
 pub use topology::{
-    Domain, DomainId, MAX_GPUS_PER_SERVER, RackGrouping, Server, ServerId, Topology,
+    Domain, DomainId, MAX_GPUS_PER_SERVER, Node, RackGrouping, Server, ServerId, Topology,
     TopologyBuilder, TopologyError,
 };

@@ -116,6 +116,10 @@ pub struct Cli {
     /// Skip the SVG plots.
     #[arg(long)]
     pub no_plots: bool,
+    /// Show more of the log on stderr: `-v` info, `-vv` debug (default:
+    /// warnings, or `RUST_LOG`).
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
 }
 
 /// The policy sets the command line asks for, in order.
@@ -353,6 +357,14 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
     }
     for s in &trace.skipped {
         eprintln!("replay: not replayable: {}: {}", s.at, s.reason);
+    }
+    let (unknown, on_unknown) = trace.unknown_machines(|m| topo.server_by_name(m).is_some());
+    if let Some(first) = unknown.first() {
+        tracing::warn!(
+            "the trace ran {on_unknown} jobs on {} machines that {topo_source} lacks (first: {first}); \
+             replay places every job itself, so this only says the trace and the cluster differ",
+            unknown.len()
+        );
     }
     let quotas = quotas(&cli.quotas, &trace, topo.total_gpus())?;
     let choices: Vec<PolicyChoice> = choices(cli)?;

@@ -284,6 +284,7 @@ pub fn generate(jobs: usize, seed: u64) -> Trace {
     Trace {
         jobs: out,
         skipped: Vec::new(),
+        ..Trace::default()
     }
 }
 

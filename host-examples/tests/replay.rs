@@ -347,3 +347,50 @@ fn philly_trace_shows_the_studys_findings() {
     let p90 = |b: &str| bucket(b)["queue_delay_s"]["p90"].as_f64().unwrap();
     assert!(p90("5-8") > p90("1"));
 }
+
+/// A trace that ran jobs on machines the machine list lacks gets one
+/// warning with the counts (on stderr, through the tracing subscriber).
+#[test]
+fn machines_missing_from_the_list_are_warned_about_once() {
+    let d = dir("missing-machines");
+    let log = file(&d, "log.json", PHILLY_LOG);
+    let only_m0_m2 = file(
+        &d,
+        "m.csv",
+        "machineId, number of GPUs, single GPU mem\nm0,8, 24GB\nm2,2, 12GB\n",
+    );
+    let out = replay(&[
+        "--trace",
+        &log,
+        "--machines",
+        &only_m0_m2,
+        "--no-plots",
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    ok(&out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("machines that"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(
+        warnings[0].contains("the trace ran 1 jobs on 1 machines that")
+            && warnings[0].contains("(first: m1)"),
+        "{err}"
+    );
+    // With every machine listed, no warning.
+    let all = file(&d, "all.csv", MACHINES);
+    let out = replay(&[
+        "--trace",
+        &log,
+        "--machines",
+        &all,
+        "--no-plots",
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    ok(&out);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("machines that"));
+}

@@ -180,7 +180,6 @@ impl TopologyBuilder {
                 name,
                 gpus,
                 ancestors,
-                node,
             });
         }
         let mut max_domain_gpus: Vec<u32> = by_level

@@ -61,7 +61,6 @@ pub struct Server {
     pub gpus: u32,
     /// Its enclosing domains, from the cluster (index 0) down to its direct parent.
     pub ancestors: Vec<DomainId>,
-    node: NodeIndex,
 }
 
 /// An immutable cluster topology.
@@ -220,8 +219,10 @@ impl Topology {
         Level(u8::try_from(depth.saturating_sub(1)).unwrap_or(u8::MAX))
     }
 
-    /// The petgraph tree (domains, servers and GPUs as nodes; edges point to children).
-    pub fn graph(&self) -> &DiGraph<Node, ()> {
+    /// The petgraph tree (domains, servers and GPUs as nodes; edges point to
+    /// children). Crate-private: petgraph's types stay out of the public API.
+    #[cfg(test)]
+    pub(crate) fn graph(&self) -> &DiGraph<Node, ()> {
         &self.graph
     }
 
@@ -238,11 +239,6 @@ impl Topology {
         // petgraph lists neighbours newest first.
         out.reverse();
         out
-    }
-
-    /// The graph node of a server.
-    pub fn server_node(&self, id: ServerId) -> Option<NodeIndex> {
-        self.servers.get(id.0 as usize).map(|s| s.node)
     }
 }
 

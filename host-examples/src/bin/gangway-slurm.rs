@@ -243,10 +243,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// Logs go to stderr (the daemon's job events are also in `status` and `why`).
+/// Logs go to stderr at info (the daemon's job events are also in `status`
+/// and `why`); `RUST_LOG` does not lower it.
 fn tracing_subscriber_init() {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_max_level(tracing::Level::INFO)
-        .init();
+    gangway_host_examples::logging::init(1);
 }

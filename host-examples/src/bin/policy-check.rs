@@ -39,10 +39,15 @@ struct Args {
     /// Fail if the whole check takes longer than this many seconds.
     #[arg(long, default_value_t = 30)]
     time_limit_s: u64,
+    /// Show the module's log and the host's on stderr: `-v` info, `-vv`
+    /// debug (default: warnings, or `RUST_LOG`).
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    verbose: u8,
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    gangway_host_examples::logging::init(args.verbose);
     let name = args
         .module
         .file_name()

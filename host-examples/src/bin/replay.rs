@@ -12,6 +12,7 @@ use gangway_host_examples::replay_cli::{self, Cli};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    gangway_host_examples::logging::init(cli.verbose);
     match replay_cli::run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -88,9 +88,37 @@ pub struct Trace {
     /// Jobs that are valid in the source schema but cannot be replayed (for
     /// example a Philly job with no recorded attempt has no GPU count).
     pub skipped: Vec<SkippedJob>,
+    /// The machines the source recorded jobs running on (Philly's `detail[].ip`),
+    /// with how many jobs ran on each; empty for formats without placements.
+    /// The replay places jobs itself; it uses this only to warn when the
+    /// machine list lacks machines the trace ran on.
+    #[serde(default)]
+    pub recorded_machines: std::collections::BTreeMap<String, u32>,
 }
 
 impl Trace {
+    /// The recorded machines `known` does not know, and how many jobs ran on
+    /// them (a job on several is counted once per machine).
+    ///
+    /// ```
+    /// use gangway_host_examples::trace::Trace;
+    /// let mut t = Trace::default();
+    /// t.recorded_machines.insert("m1".into(), 3);
+    /// t.recorded_machines.insert("m9".into(), 2);
+    /// assert_eq!(t.unknown_machines(|m| m == "m1"), (vec!["m9"], 2));
+    /// ```
+    pub fn unknown_machines(&self, known: impl Fn(&str) -> bool) -> (Vec<&str>, u64) {
+        let mut names = Vec::new();
+        let mut jobs = 0;
+        for (name, n) in &self.recorded_machines {
+            if !known(name) {
+                names.push(name.as_str());
+                jobs += u64::from(*n);
+            }
+        }
+        (names, jobs)
+    }
+
     /// Sorts jobs by submit time (stable) and shifts times so the first
     /// submit is at 0.
     pub fn normalize(&mut self) {

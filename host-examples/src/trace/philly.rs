@@ -43,6 +43,8 @@ struct RawAttempt {
 #[derive(Deserialize)]
 struct RawDetail {
     #[serde(default)]
+    ip: Option<String>,
+    #[serde(default)]
     gpus: Option<Vec<String>>,
 }
 
@@ -66,6 +68,7 @@ struct Reader<'a> {
     file: &'a str,
     parsed: Vec<Parsed>,
     skipped: Vec<SkippedJob>,
+    machines: std::collections::BTreeMap<String, u32>,
     latest: u64,
     failure: Option<TraceError>,
 }
@@ -163,6 +166,16 @@ impl Reader<'_> {
                 None => out.push(Attempt::new(0, Outcome::Failed)),
             }
         }
+        let mut ips: Vec<&str> = attempts
+            .iter()
+            .flat_map(|a| a.detail.iter().flatten())
+            .filter_map(|d| d.ip.as_deref())
+            .collect();
+        ips.sort_unstable();
+        ips.dedup();
+        for ip in ips {
+            *self.machines.entry(ip.to_string()).or_default() += 1;
+        }
         self.parsed.push(Parsed {
             job: TraceJob {
                 name,
@@ -207,6 +220,7 @@ pub(super) fn read(file: &str, input: impl Read) -> Result<Trace, TraceError> {
         file,
         parsed: Vec::new(),
         skipped: Vec::new(),
+        machines: std::collections::BTreeMap::new(),
         latest: 0,
         failure: None,
     };
@@ -236,6 +250,7 @@ pub(super) fn read(file: &str, input: impl Read) -> Result<Trace, TraceError> {
     Ok(Trace {
         jobs,
         skipped: reader.skipped,
+        recorded_machines: reader.machines,
     })
 }
 
