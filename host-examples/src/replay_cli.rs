@@ -116,6 +116,31 @@ pub struct Cli {
     /// Skip the SVG plots.
     #[arg(long)]
     pub no_plots: bool,
+    /// Model features to switch off (comma-separated; all are on by
+    /// default): `heartbeat-placement`, `server-ladder`, `locality-cost`,
+    /// `status-runtimes`, `retry-gap`, `warm-start`.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub without: Vec<Feature>,
+}
+
+/// The Philly model's features (README "Model features"); each is on unless
+/// named in `--without`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Feature {
+    /// Presets that place as YARN does (`placement = "heartbeat"`) use
+    /// `spread` instead.
+    HeartbeatPlacement,
+    /// The `delay` locality policy bounds servers only at its first step
+    /// (`server_factors = [1, 0]`) instead of x1, x2, x4.
+    ServerLadder,
+    /// Attempts run at recorded speed however many servers they span.
+    LocalityCost,
+    /// The generator draws the same run time for every final status.
+    StatusRuntimes,
+    /// The `fixed` retry policy re-queues at once (`after_s = 0`).
+    RetryGap,
+    /// A `--skip` window starts on an empty cluster.
+    WarmStart,
 }
 
 /// The policy sets the command line asks for, in order.
@@ -176,6 +201,48 @@ pub enum Placement {
     BestFit,
     /// Emptiest first.
     Spread,
+    /// YARN-like: first fit in a random (seeded by `--seed`) heartbeat order.
+    Heartbeat,
+}
+
+/// Applies `--without` to one policy choice and seeds its heartbeat order.
+pub fn apply_features(
+    choice: &mut PolicyChoice,
+    without: &[Feature],
+    seed: u64,
+) -> Result<(), ReplayError> {
+    use gangway_core::{PlacementStrategy, Slot};
+    if let PlacementStrategy::Heartbeat { .. } = choice.placement {
+        choice.placement = if without.contains(&Feature::HeartbeatPlacement) {
+            PlacementStrategy::Spread
+        } else {
+            PlacementStrategy::Heartbeat { seed }
+        };
+    }
+    let mut set = |slot: Slot, policy: &str, key: &str, value: toml::Value| {
+        let mut s = choice.slot(slot);
+        if s.policy != policy {
+            return Ok(());
+        }
+        let text = String::from_utf8(s.config.clone())
+            .map_err(|_| ReplayError::Usage(format!("{slot} config is not UTF-8")))?;
+        let mut table: toml::Table = toml::from_str(&text)
+            .map_err(|e| ReplayError::Usage(format!("{slot} config: {e}")))?;
+        table.insert(key.to_string(), value);
+        s.config = toml::to_string(&table)
+            .map_err(|e| ReplayError::Usage(format!("{slot} config: {e}")))?
+            .into_bytes();
+        choice.slots.insert(slot, s);
+        Ok::<(), ReplayError>(())
+    };
+    if without.contains(&Feature::ServerLadder) {
+        let factors = toml::Value::Array(vec![toml::Value::Integer(1), toml::Value::Integer(0)]);
+        set(Slot::Locality, "delay", "server_factors", factors)?;
+    }
+    if without.contains(&Feature::RetryGap) {
+        set(Slot::Retry, "fixed", "after_s", toml::Value::Integer(0))?;
+    }
+    Ok(())
 }
 
 /// Rack grouping rules for machine lists.
@@ -251,11 +318,19 @@ fn workload_of(cli: &Cli) -> Result<(Trace, String), ReplayError> {
     match &cli.trace {
         Some(path) => {
             let mut t = trace::load(path, cli.format)?;
-            t.window(cli.skip, cli.jobs.unwrap_or(usize::MAX));
+            let warm = !cli.without.contains(&Feature::WarmStart);
+            t.window_warm(cli.skip, cli.jobs.unwrap_or(usize::MAX), warm);
             t.scale_time(cli.time_scale);
             let mut source = format!("{} ({:?})", path.display(), cli.format);
             if cli.skip > 0 || cli.jobs.is_some() {
-                source.push_str(&format!(", jobs {}..{}", cli.skip, cli.skip + t.jobs.len()));
+                let own = t.jobs.len() - t.warm;
+                source.push_str(&format!(", jobs {}..{}", cli.skip, cli.skip + own));
+                if t.warm > 0 {
+                    source.push_str(&format!(
+                        ", warm start: {} earlier jobs still running at the window's start",
+                        t.warm
+                    ));
+                }
             }
             if cli.time_scale != 1.0 {
                 source.push_str(&format!(", time scale {}", cli.time_scale));
@@ -264,7 +339,8 @@ fn workload_of(cli: &Cli) -> Result<(Trace, String), ReplayError> {
         }
         None => {
             let n = cli.jobs.unwrap_or(50_000);
-            let mut t = workload::generate(n, cli.seed);
+            let status_runtimes = !cli.without.contains(&Feature::StatusRuntimes);
+            let mut t = workload::generate_with(n, cli.seed, status_runtimes);
             t.scale_time(cli.time_scale);
             let mut source = format!(
                 "built-in Philly-calibrated generator, {n} jobs, seed {}",
@@ -364,6 +440,7 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
         quotas,
         restart_s: cli.restart_s,
         view_window: cli.view_window,
+        locality_cost: !cli.without.contains(&Feature::LocalityCost),
         ..SimConfig::default()
     };
     std::fs::create_dir_all(&cli.out).map_err(|source| ReplayError::Write {
@@ -379,7 +456,11 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
             None => {}
             Some(Placement::BestFit) => choice.placement = gangway_core::PlacementStrategy::BestFit,
             Some(Placement::Spread) => choice.placement = gangway_core::PlacementStrategy::Spread,
+            Some(Placement::Heartbeat) => {
+                choice.placement = gangway_core::PlacementStrategy::Heartbeat { seed: cli.seed }
+            }
         }
+        apply_features(&mut choice, &cli.without, cli.seed)?;
         let choice = &choice;
         let policy_clock = Instant::now();
         let set = loader.build(choice, cli.native)?;
@@ -436,6 +517,7 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
         workload: Workload {
             source,
             jobs: trace.jobs.len(),
+            warm: trace.warm,
             skipped: trace.skipped.clone(),
         },
         topology: TopologyInfo {

@@ -200,6 +200,7 @@ pub(super) fn read_gangway(file: &str, input: impl Read) -> Result<Trace, TraceE
     Ok(Trace {
         jobs,
         skipped: Vec::new(),
+        warm: 0,
     })
 }
 
@@ -228,6 +229,7 @@ pub(super) fn read_rfold(file: &str, input: impl Read) -> Result<Trace, TraceErr
     Ok(Trace {
         jobs,
         skipped: Vec::new(),
+        warm: 0,
     })
 }
 
@@ -257,6 +259,7 @@ pub(super) fn read_adaptdl(file: &str, input: impl Read) -> Result<Trace, TraceE
     Ok(Trace {
         jobs,
         skipped: Vec::new(),
+        warm: 0,
     })
 }
 

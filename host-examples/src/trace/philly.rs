@@ -236,6 +236,7 @@ pub(super) fn read(file: &str, input: impl Read) -> Result<Trace, TraceError> {
     Ok(Trace {
         jobs,
         skipped: reader.skipped,
+        warm: 0,
     })
 }
 
