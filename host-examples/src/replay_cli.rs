@@ -30,6 +30,11 @@ pub struct Cli {
     /// The trace's format.
     #[arg(long, value_enum, default_value = "philly", requires = "trace")]
     pub format: Format,
+    /// Real VC labels for an RFold trace: the AdaptDL file
+    /// (`adaptdl_philly.csv`), joined on submit time and GPU count; jobs
+    /// without a match keep a VC drawn from the study's per-VC mix.
+    #[arg(long, requires = "trace")]
+    pub vcs: Option<PathBuf>,
     /// A Philly machine list (CSV); without it the built-in Philly machine mix.
     #[arg(long, conflicts_with = "topology")]
     pub machines: Option<PathBuf>,
@@ -318,10 +323,29 @@ fn workload_of(cli: &Cli) -> Result<(Trace, String), ReplayError> {
     match &cli.trace {
         Some(path) => {
             let mut t = trace::load(path, cli.format)?;
+            let labels = match &cli.vcs {
+                Some(file) => {
+                    if cli.format != Format::Rfold {
+                        return Err(ReplayError::Usage(
+                            "--vcs labels an RFold trace (--format rfold)".into(),
+                        ));
+                    }
+                    Some((file, trace::label_vcs(&mut t, file)?))
+                }
+                None => None,
+            };
             let warm = !cli.without.contains(&Feature::WarmStart);
             t.window_warm(cli.skip, cli.jobs.unwrap_or(usize::MAX), warm);
             t.scale_time(cli.time_scale);
             let mut source = format!("{} ({:?})", path.display(), cli.format);
+            if let Some((file, n)) = labels {
+                source.push_str(&format!(
+                    ", VCs from {}: {} jobs matched, {} with a VC drawn from the per-VC mix",
+                    file.display(),
+                    n.matched,
+                    n.fallback
+                ));
+            }
             if cli.skip > 0 || cli.jobs.is_some() {
                 let own = t.jobs.len() - t.warm;
                 source.push_str(&format!(", jobs {}..{}", cli.skip, cli.skip + own));
@@ -427,6 +451,8 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
     if trace.jobs.is_empty() {
         return Err(ReplayError::Usage("the workload has no jobs".into()));
     }
+    println!("workload: {source}");
+    println!("topology: {topo_source}");
     for s in &trace.skipped {
         eprintln!("replay: not replayable: {}: {}", s.at, s.reason);
     }

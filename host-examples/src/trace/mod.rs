@@ -9,6 +9,7 @@
 mod csv_jobs;
 mod philly;
 mod time;
+mod vcs;
 
 use std::path::Path;
 
@@ -16,6 +17,7 @@ use gangway_core::FailureClass;
 use serde::{Deserialize, Serialize};
 
 pub use time::parse_timestamp;
+pub use vcs::{RFOLD_ORIGIN, VcLabels, label_vcs, label_vcs_from};
 
 /// How one recorded attempt ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
