@@ -97,7 +97,8 @@ pub struct Cli {
     #[arg(long, default_value = "replay-out")]
     pub out: PathBuf,
     /// VC quotas: `demand` (each VC's share of the trace's GPU-time times the
-    /// cluster's GPUs), `none`, or a CSV file `vc,gpus`.
+    /// cluster's GPUs), `demand:F` (the same shares of F times the cluster's
+    /// GPUs, e.g. `demand:0.6`), `none`, or a CSV file `vc,gpus`.
     #[arg(long, default_value = "demand")]
     pub quotas: String,
     /// Seconds between scheduling passes (0: a round at every event).
@@ -387,6 +388,20 @@ pub fn quotas(
     match spec {
         "none" => Ok(BTreeMap::new()),
         "demand" => Ok(demand_quotas(trace, cluster_gpus)),
+        s if s.starts_with("demand:") => {
+            let f: f64 = s["demand:".len()..]
+                .parse()
+                .ok()
+                .filter(|f: &f64| *f > 0.0 && f.is_finite())
+                .ok_or_else(|| {
+                    ReplayError::Usage(format!("--quotas {s}: expected demand:F, F > 0"))
+                })?;
+            let gpus = (f64::from(cluster_gpus) * f).round() as u32;
+            Ok(demand_quotas(trace, gpus.max(1))
+                .into_iter()
+                .map(|(vc, q)| (vc, q.min(cluster_gpus)))
+                .collect())
+        }
         file => {
             let text = std::fs::read_to_string(file)
                 .map_err(|e| ReplayError::Usage(format!("{file}: cannot read quotas: {e}")))?;
