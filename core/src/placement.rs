@@ -441,7 +441,11 @@ mod tests {
         // Random first fit scatters small jobs over many servers (best fit
         // would pack 64 x 2 GPUs onto 16 servers, spread onto all 32).
         let distinct: std::collections::BTreeSet<_> = a.iter().collect();
-        assert!((17..32).contains(&distinct.len()), "{} servers", distinct.len());
+        assert!(
+            (17..32).contains(&distinct.len()),
+            "{} servers",
+            distinct.len()
+        );
         // A gang still gets the fewest servers: 16 GPUs on two whole servers.
         let mut st = ClusterState::new(Arc::clone(&topo));
         st.set_strategy(PlacementStrategy::Heartbeat { seed: 3 });

@@ -70,7 +70,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // policy_config: every policy of every slot, defaults and documented options.
     let examples: &[(&str, &str)] = &[
-        ("delay", "widen_after_s = [60, 600]\nserver_factors = [1, 2, 4]"),
+        (
+            "delay",
+            "widen_after_s = [60, 600]\nserver_factors = [1, 2, 4]",
+        ),
         ("reserve", "after_s = 0"),
         ("fixed", "max_attempts = 3\nafter_s = 180"),
         ("failure-aware", "infra_after_s = 50\nprobe_s = 40"),
@@ -128,7 +131,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 [vec![0x81], random(4)].concat(),
                 [vec![0], random(12)].concat(),
                 [vec![1], b"refused: not today".to_vec()].concat(),
-                [vec![2, 0], 64u32.to_le_bytes().to_vec(), 1u32.to_le_bytes().to_vec()].concat(),
+                [
+                    vec![2, 0],
+                    64u32.to_le_bytes().to_vec(),
+                    1u32.to_le_bytes().to_vec(),
+                ]
+                .concat(),
                 [vec![3], random(8), vec![0]].concat(),
             ];
             for (c, config) in configs.iter().enumerate() {
@@ -146,7 +154,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (name, order) in [
         ("all", QueueOrder::All),
         ("submit", QueueOrder::Submit),
-        ("bands", QueueOrder::AttainedBands(vec![3_600, 36_000, 360_000])),
+        (
+            "bands",
+            QueueOrder::AttainedBands(vec![3_600, 36_000, 360_000]),
+        ),
         ("smallest", QueueOrder::Smallest),
     ] {
         let m = Manifest { queue_order: order };

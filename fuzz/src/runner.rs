@@ -183,11 +183,9 @@ pub fn run(target: &Target, corpus: &[Vec<u8>], budget: &Budget) -> Result<Stats
 fn save(target: &str, input: &[u8]) -> Option<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/fuzz-crashes");
     std::fs::create_dir_all(&dir).ok()?;
-    let hash = input
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-        });
+    let hash = input.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    });
     let path = dir.join(format!("{target}-{hash:016x}"));
     std::fs::write(&path, input).ok()?;
     Some(path)
@@ -199,7 +197,13 @@ const INTERESTING: [u8; 9] = [0, 1, 0x7f, 0x80, 0xff, b'0', b'-', b',', b'\n'];
 /// One random mutation of `input`.
 fn mutate(input: &mut Vec<u8>, corpus: &[Vec<u8>], dictionary: &[&[u8]], rng: &mut ChaCha8Rng) {
     let len = input.len();
-    let at = |rng: &mut ChaCha8Rng| if len == 0 { 0 } else { rng.random_range(0..len) };
+    let at = |rng: &mut ChaCha8Rng| {
+        if len == 0 {
+            0
+        } else {
+            rng.random_range(0..len)
+        }
+    };
     match rng.random_range(0..9u8) {
         0 if len > 0 => {
             let i = at(rng);
@@ -215,7 +219,11 @@ fn mutate(input: &mut Vec<u8>, corpus: &[Vec<u8>], dictionary: &[&[u8]], rng: &m
         }
         3 if !dictionary.is_empty() => {
             let token = dictionary[rng.random_range(0..dictionary.len())];
-            let i = if len == 0 { 0 } else { rng.random_range(0..=len) };
+            let i = if len == 0 {
+                0
+            } else {
+                rng.random_range(0..=len)
+            };
             input.splice(i..i, token.iter().copied());
         }
         4 if len > 0 => {
@@ -234,7 +242,11 @@ fn mutate(input: &mut Vec<u8>, corpus: &[Vec<u8>], dictionary: &[&[u8]], rng: &m
             let other = &corpus[rng.random_range(0..corpus.len())];
             if !other.is_empty() {
                 let i = rng.random_range(0..other.len());
-                let cut = if len == 0 { 0 } else { rng.random_range(0..=len) };
+                let cut = if len == 0 {
+                    0
+                } else {
+                    rng.random_range(0..=len)
+                };
                 input.truncate(cut);
                 input.extend_from_slice(&other[i..]);
             }
@@ -242,7 +254,11 @@ fn mutate(input: &mut Vec<u8>, corpus: &[Vec<u8>], dictionary: &[&[u8]], rng: &m
         7 if len > 0 => input.truncate(at(rng)),
         _ => {
             let n = rng.random_range(1..=8);
-            let i = if len == 0 { 0 } else { rng.random_range(0..=len) };
+            let i = if len == 0 {
+                0
+            } else {
+                rng.random_range(0..=len)
+            };
             let bytes: Vec<u8> = (0..n).map(|_| rng.random()).collect();
             input.splice(i..i, bytes);
         }
@@ -273,7 +289,11 @@ mod tests {
         assert_eq!(crash.message, "found it");
         let saved = crash.saved.clone().unwrap();
         assert_eq!(std::fs::read(&saved).unwrap(), crash.input);
-        assert!(crash.to_string().contains("fuzz target picky panicked: found it"));
+        assert!(
+            crash
+                .to_string()
+                .contains("fuzz target picky panicked: found it")
+        );
     }
 
     #[test]

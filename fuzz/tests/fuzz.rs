@@ -9,7 +9,9 @@ use gangway_fuzz::{runner, targets};
 
 fn fuzz(name: &str) {
     let target = targets::find(name).unwrap_or_else(|| panic!("no fuzz target {name}"));
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus").join(name);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("corpus")
+        .join(name);
     let corpus = runner::corpus(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     assert!(!corpus.is_empty(), "{}: no corpus", dir.display());
     let budget = runner::Budget::from_env().unwrap_or_else(|e| panic!("{e}"));
@@ -57,8 +59,14 @@ fuzz_tests!(
 fn every_target_is_run() {
     let source = include_str!("fuzz.rs");
     for t in targets::ALL {
-        assert!(source.contains(&format!("    {},\n", t.name)), "{} has no test", t.name);
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus").join(t.name);
+        assert!(
+            source.contains(&format!("    {},\n", t.name)),
+            "{} has no test",
+            t.name
+        );
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("corpus")
+            .join(t.name);
         assert!(dir.is_dir(), "{} has no corpus directory", t.name);
     }
 }

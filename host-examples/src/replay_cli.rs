@@ -232,8 +232,8 @@ pub fn apply_features(
         }
         let text = String::from_utf8(s.config.clone())
             .map_err(|_| ReplayError::Usage(format!("{slot} config is not UTF-8")))?;
-        let mut table: toml::Table = toml::from_str(&text)
-            .map_err(|e| ReplayError::Usage(format!("{slot} config: {e}")))?;
+        let mut table: toml::Table =
+            toml::from_str(&text).map_err(|e| ReplayError::Usage(format!("{slot} config: {e}")))?;
         table.insert(key.to_string(), value);
         s.config = toml::to_string(&table)
             .map_err(|e| ReplayError::Usage(format!("{slot} config: {e}")))?

@@ -562,9 +562,8 @@ pub fn table(runs: &[Run]) -> String {
         if total == 0 {
             return "n/a (no finished jobs)".to_string();
         }
-        let pct = |k: &str| {
-            r.gpu_s_by_status.get(k).copied().unwrap_or(0) as f64 / total as f64 * 100.0
-        };
+        let pct =
+            |k: &str| r.gpu_s_by_status.get(k).copied().unwrap_or(0) as f64 / total as f64 * 100.0;
         format!(
             "{:.1} / {:.1} / {:.1} %",
             pct("passed"),

@@ -104,28 +104,160 @@ const fn row(
 
 /// Table 7 (section 3.7), every row.
 const TABLE7: [FailureRow; 22] = [
-    row(FailureClass::CpuOutOfMemory, 12_076.0, 2_803.0, [13.45, 17.73, 33.97], [11_465.0, 235.0, 376.0]),
-    row(FailureClass::IncorrectInputs, 9_690.0, 4_936.0, [1.87, 404.83, 2_095.73], [5_844.0, 2_638.0, 1_208.0]),
-    row(FailureClass::SemanticError, 2_943.0, 2_049.0, [2.72, 376.0, 1_436.88], [1_603.0, 494.0, 846.0]),
-    row(FailureClass::CoreDump, 2_912.0, 1_784.0, [0.85, 72.75, 431.65], [1_936.0, 496.0, 480.0]),
-    row(FailureClass::InvalidMemoryAccess, 2_602.0, 1_235.0, [1.03, 403.5, 1_357.38], [712.0, 774.0, 1_116.0]),
-    row(FailureClass::ModelCheckpointError, 1_995.0, 948.0, [181.67, 3_728.93, 8_196.02], [743.0, 384.0, 868.0]),
-    row(FailureClass::CudaFailure, 1_484.0, 571.0, [1.32, 19.87, 82.17], [133.0, 1_153.0, 198.0]),
-    row(FailureClass::SyntaxError, 1_132.0, 883.0, [0.58, 5.02, 12.0], [780.0, 184.0, 168.0]),
-    row(FailureClass::TracebackFromCrash, 777.0, 271.0, [1.02, 894.33, 1_394.07], [356.0, 277.0, 144.0]),
-    row(FailureClass::MpiError, 634.0, 166.0, [1.62, 3_015.27, 5_143.98], [456.0, 54.0, 124.0]),
-    row(FailureClass::GpuOutOfMemory, 487.0, 261.0, [18.53, 353.62, 2_740.28], [237.0, 70.0, 180.0]),
-    row(FailureClass::MpiRuntimeFailure, 478.0, 420.0, [1_389.48, 13_778.6, 18_090.88], [240.0, 141.0, 97.0]),
-    row(FailureClass::PermissionError, 299.0, 151.0, [1.0, 8.15, 15.85], [56.0, 202.0, 41.0]),
-    row(FailureClass::ImportError, 148.0, 148.0, [0.67, 4.58, 10.73], [108.0, 30.0, 10.0]),
-    row(FailureClass::JobPreempted, 147.0, 95.0, [559.08, 2_682.85, 5_892.23], [25.0, 95.0, 27.0]),
-    row(FailureClass::CudaInitFailed, 141.0, 69.0, [1.08, 2.18, 4.63], [16.0, 66.0, 59.0]),
-    row(FailureClass::ModelDiverged, 84.0, 30.0, [1.48, 44.37, 76.53], [78.0, 5.0, 1.0]),
-    row(FailureClass::CudaVersionMismatch, 49.0, 49.0, [0.83, 1.65, 1.67], [1.0, 1.0, 47.0]),
-    row(FailureClass::GpuEccError, 10.0, 10.0, [26.82, 671.92, 2_035.02], [1.0, 5.0, 4.0]),
-    row(FailureClass::OutputNodeError, 3.0, 3.0, [0.85, 0.95, 0.95], [3.0, 0.0, 0.0]),
-    row(FailureClass::CannotLoadLibs, 1.0, 1.0, [0.12, 0.12, 0.12], [1.0, 0.0, 0.0]),
-    row(FailureClass::NoSignature, 1_684.0, 698.0, [1.87, 28.0, 95.17], [1_235.0, 294.0, 155.0]),
+    row(
+        FailureClass::CpuOutOfMemory,
+        12_076.0,
+        2_803.0,
+        [13.45, 17.73, 33.97],
+        [11_465.0, 235.0, 376.0],
+    ),
+    row(
+        FailureClass::IncorrectInputs,
+        9_690.0,
+        4_936.0,
+        [1.87, 404.83, 2_095.73],
+        [5_844.0, 2_638.0, 1_208.0],
+    ),
+    row(
+        FailureClass::SemanticError,
+        2_943.0,
+        2_049.0,
+        [2.72, 376.0, 1_436.88],
+        [1_603.0, 494.0, 846.0],
+    ),
+    row(
+        FailureClass::CoreDump,
+        2_912.0,
+        1_784.0,
+        [0.85, 72.75, 431.65],
+        [1_936.0, 496.0, 480.0],
+    ),
+    row(
+        FailureClass::InvalidMemoryAccess,
+        2_602.0,
+        1_235.0,
+        [1.03, 403.5, 1_357.38],
+        [712.0, 774.0, 1_116.0],
+    ),
+    row(
+        FailureClass::ModelCheckpointError,
+        1_995.0,
+        948.0,
+        [181.67, 3_728.93, 8_196.02],
+        [743.0, 384.0, 868.0],
+    ),
+    row(
+        FailureClass::CudaFailure,
+        1_484.0,
+        571.0,
+        [1.32, 19.87, 82.17],
+        [133.0, 1_153.0, 198.0],
+    ),
+    row(
+        FailureClass::SyntaxError,
+        1_132.0,
+        883.0,
+        [0.58, 5.02, 12.0],
+        [780.0, 184.0, 168.0],
+    ),
+    row(
+        FailureClass::TracebackFromCrash,
+        777.0,
+        271.0,
+        [1.02, 894.33, 1_394.07],
+        [356.0, 277.0, 144.0],
+    ),
+    row(
+        FailureClass::MpiError,
+        634.0,
+        166.0,
+        [1.62, 3_015.27, 5_143.98],
+        [456.0, 54.0, 124.0],
+    ),
+    row(
+        FailureClass::GpuOutOfMemory,
+        487.0,
+        261.0,
+        [18.53, 353.62, 2_740.28],
+        [237.0, 70.0, 180.0],
+    ),
+    row(
+        FailureClass::MpiRuntimeFailure,
+        478.0,
+        420.0,
+        [1_389.48, 13_778.6, 18_090.88],
+        [240.0, 141.0, 97.0],
+    ),
+    row(
+        FailureClass::PermissionError,
+        299.0,
+        151.0,
+        [1.0, 8.15, 15.85],
+        [56.0, 202.0, 41.0],
+    ),
+    row(
+        FailureClass::ImportError,
+        148.0,
+        148.0,
+        [0.67, 4.58, 10.73],
+        [108.0, 30.0, 10.0],
+    ),
+    row(
+        FailureClass::JobPreempted,
+        147.0,
+        95.0,
+        [559.08, 2_682.85, 5_892.23],
+        [25.0, 95.0, 27.0],
+    ),
+    row(
+        FailureClass::CudaInitFailed,
+        141.0,
+        69.0,
+        [1.08, 2.18, 4.63],
+        [16.0, 66.0, 59.0],
+    ),
+    row(
+        FailureClass::ModelDiverged,
+        84.0,
+        30.0,
+        [1.48, 44.37, 76.53],
+        [78.0, 5.0, 1.0],
+    ),
+    row(
+        FailureClass::CudaVersionMismatch,
+        49.0,
+        49.0,
+        [0.83, 1.65, 1.67],
+        [1.0, 1.0, 47.0],
+    ),
+    row(
+        FailureClass::GpuEccError,
+        10.0,
+        10.0,
+        [26.82, 671.92, 2_035.02],
+        [1.0, 5.0, 4.0],
+    ),
+    row(
+        FailureClass::OutputNodeError,
+        3.0,
+        3.0,
+        [0.85, 0.95, 0.95],
+        [3.0, 0.0, 0.0],
+    ),
+    row(
+        FailureClass::CannotLoadLibs,
+        1.0,
+        1.0,
+        [0.12, 0.12, 0.12],
+        [1.0, 0.0, 0.0],
+    ),
+    row(
+        FailureClass::NoSignature,
+        1_684.0,
+        698.0,
+        [1.87, 28.0, 95.17],
+        [1_235.0, 294.0, 155.0],
+    ),
 ];
 
 /// Reasons of failed attempts that a later attempt of the same job gets
@@ -506,9 +638,16 @@ mod tests {
         let [p0, _, f0] = gpu_time_by_status(&generate_with(50_000, 1, false));
         assert!(p0 > p + 15.0 && f0 < f, "off: {p0:.1} / {f0:.1} %");
         // Failing jobs are larger than jobs at large (Table 7 by size).
-        let failing = t.jobs.iter().filter(|j| j.attempts.last().is_some_and(|a| a.outcome == Outcome::Failed));
+        let failing = t.jobs.iter().filter(|j| {
+            j.attempts
+                .last()
+                .is_some_and(|a| a.outcome == Outcome::Failed)
+        });
         let (n, multi) = failing.fold((0, 0), |(n, m), j| (n + 1, m + usize::from(j.gpus > 1)));
-        assert!(multi as f64 / n as f64 > 0.25, "{multi} of {n} failing jobs multi-GPU");
+        assert!(
+            multi as f64 / n as f64 > 0.25,
+            "{multi} of {n} failing jobs multi-GPU"
+        );
     }
 
     #[test]

@@ -182,14 +182,18 @@ pub(crate) fn group_machines(
     for m in machines {
         let new_sku =
             matches!(grouping, RackGrouping::SameGpuCount { .. }) && last_gpus != Some(m.gpus);
-        let at_line = |e: TopologyError| parse_err(file, m.line, format!("machine {}: {e}", m.name));
+        let at_line =
+            |e: TopologyError| parse_err(file, m.line, format!("machine {}: {e}", m.name));
         if in_rack == per_rack || new_sku {
-            rack = b.add_domain(root, format!("rack{racks}")).map_err(at_line)?;
+            rack = b
+                .add_domain(root, format!("rack{racks}"))
+                .map_err(at_line)?;
             racks += 1;
             in_rack = 0;
         }
         last_gpus = Some(m.gpus);
-        b.add_server(rack, m.name.clone(), m.gpus).map_err(at_line)?;
+        b.add_server(rack, m.name.clone(), m.gpus)
+            .map_err(at_line)?;
         in_rack += 1;
     }
     b.build().map_err(|e| parse_err(file, 1, e.to_string()))

@@ -39,30 +39,126 @@ pub struct Target {
 }
 
 const TEXT_TOKENS: &[&[u8]] = &[
-    b",", b"\n", b"\"", b"8", b"0", b"-1", b"4294967296", b"18446744073709551616", b"1e309",
-    b"NaN", b"null", b"None", b"[", b"]", b"{", b"}", b"=", b"\xff", b"\xc3\xa9",
+    b",",
+    b"\n",
+    b"\"",
+    b"8",
+    b"0",
+    b"-1",
+    b"4294967296",
+    b"18446744073709551616",
+    b"1e309",
+    b"NaN",
+    b"null",
+    b"None",
+    b"[",
+    b"]",
+    b"{",
+    b"}",
+    b"=",
+    b"\xff",
+    b"\xc3\xa9",
 ];
 const BYTE_TOKENS: &[&[u8]] = &[
-    b"\xff\xff\xff\xff\x0f", b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", b"\x80", b"\x00", b"\x01",
+    b"\xff\xff\xff\xff\x0f",
+    b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01",
+    b"\x80",
+    b"\x00",
+    b"\x01",
 ];
 
 /// Every target.
 pub const ALL: &[Target] = &[
-    Target { name: "machine_list", about: "Philly machine lists", run: text::machine_list, dictionary: TEXT_TOKENS },
-    Target { name: "topology_toml", about: "topology files", run: text::topology_toml, dictionary: TEXT_TOKENS },
-    Target { name: "philly_log", about: "Philly's cluster_job_log", run: text::philly_log, dictionary: TEXT_TOKENS },
-    Target { name: "csv_jobs", about: "Gangway's CSV job lists", run: text::csv_jobs, dictionary: TEXT_TOKENS },
-    Target { name: "rfold", about: "the RFold-derived trace", run: text::rfold, dictionary: TEXT_TOKENS },
-    Target { name: "adaptdl", about: "the AdaptDL-derived trace", run: text::adaptdl, dictionary: TEXT_TOKENS },
-    Target { name: "presets", about: "preset files", run: text::presets, dictionary: TEXT_TOKENS },
-    Target { name: "policy_config", about: "built-in policies' configurations", run: config::policy_config, dictionary: TEXT_TOKENS },
-    Target { name: "view_decode", about: "the guest's view decoder", run: wire::view_decode, dictionary: BYTE_TOKENS },
-    Target { name: "wire_roundtrip", about: "the wire format on generated values", run: wire::wire_roundtrip, dictionary: BYTE_TOKENS },
-    Target { name: "manifest", about: "policy manifests", run: wire::manifest, dictionary: BYTE_TOKENS },
-    Target { name: "replies", about: "the host's reply decoder and validator", run: replies::replies, dictionary: BYTE_TOKENS },
-    Target { name: "wasm_replies_direct", about: "guest replies through the direct call path", run: wasm::replies_direct, dictionary: BYTE_TOKENS },
-    Target { name: "wasm_replies_component", about: "guest replies through the component runtime", run: wasm::replies_component, dictionary: BYTE_TOKENS },
-    Target { name: "scheduler_events", about: "host event sequences", run: scheduler::scheduler_events, dictionary: BYTE_TOKENS },
+    Target {
+        name: "machine_list",
+        about: "Philly machine lists",
+        run: text::machine_list,
+        dictionary: TEXT_TOKENS,
+    },
+    Target {
+        name: "topology_toml",
+        about: "topology files",
+        run: text::topology_toml,
+        dictionary: TEXT_TOKENS,
+    },
+    Target {
+        name: "philly_log",
+        about: "Philly's cluster_job_log",
+        run: text::philly_log,
+        dictionary: TEXT_TOKENS,
+    },
+    Target {
+        name: "csv_jobs",
+        about: "Gangway's CSV job lists",
+        run: text::csv_jobs,
+        dictionary: TEXT_TOKENS,
+    },
+    Target {
+        name: "rfold",
+        about: "the RFold-derived trace",
+        run: text::rfold,
+        dictionary: TEXT_TOKENS,
+    },
+    Target {
+        name: "adaptdl",
+        about: "the AdaptDL-derived trace",
+        run: text::adaptdl,
+        dictionary: TEXT_TOKENS,
+    },
+    Target {
+        name: "presets",
+        about: "preset files",
+        run: text::presets,
+        dictionary: TEXT_TOKENS,
+    },
+    Target {
+        name: "policy_config",
+        about: "built-in policies' configurations",
+        run: config::policy_config,
+        dictionary: TEXT_TOKENS,
+    },
+    Target {
+        name: "view_decode",
+        about: "the guest's view decoder",
+        run: wire::view_decode,
+        dictionary: BYTE_TOKENS,
+    },
+    Target {
+        name: "wire_roundtrip",
+        about: "the wire format on generated values",
+        run: wire::wire_roundtrip,
+        dictionary: BYTE_TOKENS,
+    },
+    Target {
+        name: "manifest",
+        about: "policy manifests",
+        run: wire::manifest,
+        dictionary: BYTE_TOKENS,
+    },
+    Target {
+        name: "replies",
+        about: "the host's reply decoder and validator",
+        run: replies::replies,
+        dictionary: BYTE_TOKENS,
+    },
+    Target {
+        name: "wasm_replies_direct",
+        about: "guest replies through the direct call path",
+        run: wasm::replies_direct,
+        dictionary: BYTE_TOKENS,
+    },
+    Target {
+        name: "wasm_replies_component",
+        about: "guest replies through the component runtime",
+        run: wasm::replies_component,
+        dictionary: BYTE_TOKENS,
+    },
+    Target {
+        name: "scheduler_events",
+        about: "host event sequences",
+        run: scheduler::scheduler_events,
+        dictionary: BYTE_TOKENS,
+    },
 ];
 
 /// The target called `name`.
@@ -72,7 +168,10 @@ pub fn find(name: &str) -> Option<&'static Target> {
 
 /// A value of `strategy` chosen by `seed` (its first 32 bytes): structure-
 /// aware fuzzing through the SDK's proptest strategies.
-pub(crate) fn generate<T: std::fmt::Debug>(strategy: impl Strategy<Value = T>, seed: &[u8]) -> Option<T> {
+pub(crate) fn generate<T: std::fmt::Debug>(
+    strategy: impl Strategy<Value = T>,
+    seed: &[u8],
+) -> Option<T> {
     let mut key = [0u8; 32];
     for (k, b) in key.iter_mut().zip(seed) {
         *k = *b;
@@ -116,7 +215,13 @@ mod tests {
     #[test]
     fn generation_is_a_function_of_the_seed() {
         use gangway_plugin_sdk::testing::strategy::round_view;
-        assert_eq!(generate(round_view(), b"abc"), generate(round_view(), b"abc"));
-        assert_ne!(generate(round_view(), b"abc"), generate(round_view(), b"abd"));
+        assert_eq!(
+            generate(round_view(), b"abc"),
+            generate(round_view(), b"abc")
+        );
+        assert_ne!(
+            generate(round_view(), b"abc"),
+            generate(round_view(), b"abd")
+        );
     }
 }

@@ -9,7 +9,11 @@ use super::{by_slot, generate};
 
 /// A reply for `view`: `tail` itself (even `mode`), or a built-in policy's
 /// valid decision with `tail`'s (position, byte) pairs written over it.
-pub(crate) fn reply_bytes<S: CatalogSlot + Views>(mode: u8, view: &S::View, tail: &[u8]) -> Vec<u8> {
+pub(crate) fn reply_bytes<S: CatalogSlot + Views>(
+    mode: u8,
+    view: &S::View,
+    tail: &[u8],
+) -> Vec<u8> {
     if mode % 2 == 0 {
         return tail.to_vec();
     }

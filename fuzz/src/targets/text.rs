@@ -8,8 +8,15 @@ use gangway_host_examples::trace::{self, Format, Trace, TraceError};
 /// The checks every topology that loads must pass.
 fn sane(topo: &Topology) {
     let sum: u32 = topo.servers().iter().map(|s| s.gpus).sum();
-    assert_eq!(topo.total_gpus(), sum, "total GPUs disagree with the servers");
-    assert!(!topo.servers().is_empty(), "a topology without servers loaded");
+    assert_eq!(
+        topo.total_gpus(),
+        sum,
+        "total GPUs disagree with the servers"
+    );
+    assert!(
+        !topo.servers().is_empty(),
+        "a topology without servers loaded"
+    );
 }
 
 /// Any bytes as a Philly machine list, grouped both ways.

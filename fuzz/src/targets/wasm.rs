@@ -108,11 +108,22 @@ fn echo_wat() -> String {
 fn echo_component() -> Vec<u8> {
     let mut module = wat::parse_str(echo_wat()).expect("the echo guest's WAT parses");
     let mut resolve = wit_parser::Resolve::default();
-    resolve.push_str("policy.wit", WIT).expect("the contract's WIT parses");
-    let pkg = resolve.push_str("echo.wit", ECHO_WIT).expect("the echo world parses");
-    let world = resolve.select_world(&[pkg], Some("echo")).expect("the echo world");
-    wit_component::embed_component_metadata(&mut module, &resolve, world, wit_component::StringEncoding::UTF8)
-        .expect("the echo guest embeds its world");
+    resolve
+        .push_str("policy.wit", WIT)
+        .expect("the contract's WIT parses");
+    let pkg = resolve
+        .push_str("echo.wit", ECHO_WIT)
+        .expect("the echo world parses");
+    let world = resolve
+        .select_world(&[pkg], Some("echo"))
+        .expect("the echo world");
+    wit_component::embed_component_metadata(
+        &mut module,
+        &resolve,
+        world,
+        wit_component::StringEncoding::UTF8,
+    )
+    .expect("the echo guest embeds its world");
     wit_component::ComponentEncoder::default()
         .validate(true)
         .module(&module)
@@ -140,7 +151,9 @@ fn echo(path: CallPath) -> PolicyModule {
                     ..SandboxConfig::default()
                 })
                 .expect("a policy engine");
-                engine.load("echo.wasm", &echo_component()).expect("the echo guest loads")
+                engine
+                    .load("echo.wasm", &echo_component())
+                    .expect("the echo guest loads")
             })
             .clone()
     })
@@ -148,7 +161,11 @@ fn echo(path: CallPath) -> PolicyModule {
 
 fn one<S: CatalogSlot + SlotRules + Views>(path: CallPath, seed: &[u8], config: &[u8]) {
     let module = echo(path);
-    assert_eq!(module.call_path(), path, "the echo guest runs on the wrong path");
+    assert_eq!(
+        module.call_path(),
+        path,
+        "the echo guest runs on the wrong path"
+    );
     let Some(view) = generate(S::views(), seed) else {
         return;
     };
@@ -170,13 +187,19 @@ fn one<S: CatalogSlot + SlotRules + Views>(path: CallPath, seed: &[u8], config: 
     match (&first, mode) {
         (Ok(_), 1) => panic!("error(...) was read as a decision"),
         (Err(e), 1) => match &e.kind {
-            PolicyErrorKind::Refused(text) => assert!(text.len() <= 1024 + 3, "an unbounded refusal"),
+            PolicyErrorKind::Refused(text) => {
+                assert!(text.len() <= 1024 + 3, "an unbounded refusal")
+            }
             PolicyErrorKind::Abi(_) => {}
             other => panic!("error(...) read as {other}"),
         },
         (outcome, 0) if !rest.is_empty() => {
             let host = S::decode_decision(&rest[1..], &view);
-            assert_eq!(outcome.is_ok(), host.is_ok(), "the guest's ok(reply) and the host's decoder disagree");
+            assert_eq!(
+                outcome.is_ok(),
+                host.is_ok(),
+                "the guest's ok(reply) and the host's decoder disagree"
+            );
             if let (Ok(a), Ok(b)) = (outcome, &host) {
                 assert_eq!(a, b);
             }

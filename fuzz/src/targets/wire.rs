@@ -38,7 +38,11 @@ fn roundtrip<S: SlotRules + Views>(seed: &[u8]) {
     };
     let mut fast = Vec::new();
     S::encode_view(&view, &mut fast);
-    assert_eq!(fast, wire::encode(&view), "the fast codec's view bytes are not postcard's");
+    assert_eq!(
+        fast,
+        wire::encode(&view),
+        "the fast codec's view bytes are not postcard's"
+    );
     let mut back = S::View::default();
     S::decode_view_into(&fast, &mut back).expect("an encoded view decodes");
     assert_eq!(back, view);
@@ -49,7 +53,11 @@ fn roundtrip<S: SlotRules + Views>(seed: &[u8]) {
     };
     let mut bytes = Vec::new();
     S::encode_decision(&decision, &mut bytes);
-    assert_eq!(bytes, wire::encode(&decision), "the fast codec's decision bytes are not postcard's");
+    assert_eq!(
+        bytes,
+        wire::encode(&decision),
+        "the fast codec's decision bytes are not postcard's"
+    );
     let back = S::decode_decision(&bytes, &view).expect("an encoded decision decodes");
     assert_eq!(back, decision);
 }
@@ -65,6 +73,10 @@ pub(crate) fn wire_roundtrip(data: &[u8]) {
 /// Any bytes as a manifest.
 pub(crate) fn manifest(data: &[u8]) {
     if let Ok(m) = Manifest::decode(data) {
-        assert_eq!(Manifest::decode(&m.encode()).as_ref(), Ok(&m), "a manifest does not survive re-encoding");
+        assert_eq!(
+            Manifest::decode(&m.encode()).as_ref(),
+            Ok(&m),
+            "a manifest does not survive re-encoding"
+        );
     }
 }
