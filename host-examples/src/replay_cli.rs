@@ -145,7 +145,7 @@ pub enum Feature {
     StatusRuntimes,
     /// The `fixed` retry policy re-queues at once (`after_s = 0`).
     RetryGap,
-    /// A `--skip` window starts on an empty cluster.
+    /// A `--skip` window, or a generated workload, starts on an empty cluster.
     WarmStart,
 }
 
@@ -365,12 +365,27 @@ fn workload_of(cli: &Cli) -> Result<(Trace, String), ReplayError> {
         None => {
             let n = cli.jobs.unwrap_or(50_000);
             let status_runtimes = !cli.without.contains(&Feature::StatusRuntimes);
-            let mut t = workload::generate_with(n, cli.seed, status_runtimes);
+            // Started warm: a lead-in of `WARM_LEAD_DAYS` days is generated
+            // first, and what still runs of it at the start is loaded.
+            let warm = !cli.without.contains(&Feature::WarmStart);
+            let lead = if warm {
+                (workload::JOBS_PER_DAY * WARM_LEAD_DAYS) as usize
+            } else {
+                0
+            };
+            let mut t = workload::generate_with(n + lead, cli.seed, status_runtimes);
+            t.window_warm(lead, n, warm);
             t.scale_time(cli.time_scale);
             let mut source = format!(
                 "built-in Philly-calibrated generator, {n} jobs, seed {}",
                 cli.seed
             );
+            if t.warm > 0 {
+                source.push_str(&format!(
+                    ", started warm: {} jobs of a {WARM_LEAD_DAYS}-day lead-in still running",
+                    t.warm
+                ));
+            }
             if cli.time_scale != 1.0 {
                 source.push_str(&format!(", time scale {}", cli.time_scale));
             }
@@ -378,6 +393,10 @@ fn workload_of(cli: &Cli) -> Result<(Trace, String), ReplayError> {
         }
     }
 }
+
+/// Days of generated lead-in whose still-running jobs a generated workload
+/// starts with (feature `warm-start`), so the cluster is not empty at first.
+pub const WARM_LEAD_DAYS: f64 = 10.0;
 
 /// Quotas per VC name.
 pub fn quotas(

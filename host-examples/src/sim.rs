@@ -182,6 +182,8 @@ pub struct Sample {
     pub t_s: u64,
     /// GPUs allocated.
     pub allocated: u32,
+    /// GPUs on servers that are up (the capacity line of the plots).
+    pub online: u32,
     /// GPUs held per VC.
     pub per_vc: Vec<u32>,
 }
@@ -643,6 +645,7 @@ pub fn run(
             samples.push(Sample {
                 t_s: next_sample,
                 allocated: sim.sched.state().allocated_gpus(),
+                online: sim.sched.state().online_gpus(),
                 per_vc: sim
                     .sched
                     .virtual_clusters()
