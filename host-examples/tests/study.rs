@@ -160,7 +160,7 @@ fn philly_model_reproduces_the_studys_contention() {
     let (p90_4, p90_58, p90_8) = (p90s[0].1, p90s[1].1, p90s[2].1);
     assert!(p90_4 < p90_58 && p90_4 < p90_8, "{p90s:?}");
     assert!(
-        p90_58 >= 62.0 / 6.0 && p90_58 <= 62.0 * 2.0,
+        (62.0 / 6.0..=62.0 * 2.0).contains(&p90_58),
         "5-8: p90 {p90_58:.1} min"
     );
     assert!(p90_8 >= 224.0 / 25.0, ">8: p90 {p90_8:.1} min");
