@@ -216,7 +216,10 @@ fn allocated(file: &Path, run: &Run, result: &RunResult) -> Result<(), PlotError
         .y_desc("GPUs allocated")
         .draw()
         .map_err(|e| err(file, e))?;
-    for (k, label) in ["allocated", "capacity (GPUs online)"].into_iter().enumerate() {
+    for (k, label) in ["allocated", "capacity (GPUs online)"]
+        .into_iter()
+        .enumerate()
+    {
         let color = COLORS[k];
         chart
             .draw_series(LineSeries::new(

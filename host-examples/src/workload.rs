@@ -8,7 +8,7 @@ use gangway_core::{FailureClass, RackGrouping, Topology, TopologyError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::trace::{Attempt, Outcome, Trace, TraceJob};
+use crate::trace::{Attempt, Outcome, Trace, TraceJob, vc_weights};
 
 /// Job-size mix: (GPUs, jobs) of the 111,549 jobs with a valid run time (section 2.2).
 const SIZE_MIX: [(u32, f64); 9] = [
@@ -41,21 +41,6 @@ const HOUR_PROFILE: [f64; 24] = [
 
 /// Arrivals per day in the steady window (section 5.1).
 pub const JOBS_PER_DAY: f64 = 1_666.0;
-
-/// Virtual clusters: (name, % of jobs, % of them multi-GPU) (section 5.3).
-const VC_MIX: [(&str, f64, f64); 11] = [
-    ("6214e9", 50.1, 0.9),
-    ("11cb48", 19.6, 9.2),
-    ("6c71a0", 12.1, 9.0),
-    ("b436b2", 9.0, 2.5),
-    ("103959", 2.4, 18.8),
-    ("ee9e8c", 1.8, 60.5),
-    ("0e4a51", 1.7, 24.0),
-    ("ed69ec", 1.4, 0.0),
-    ("7f04ca", 0.9, 71.8),
-    ("2869ce", 0.5, 84.8),
-    ("e13805", 0.5, 42.5),
-];
 
 /// Final status mix: Passed / Killed / Unsuccessful (section 3.6, Table 6).
 const STATUS_MIX: [(Outcome, f64); 3] = [
@@ -385,29 +370,6 @@ fn run_seconds(u: f64, gpus: u32) -> u64 {
     (quantile(&probs, &vals, u) * 60.0).round().max(1.0) as u64
 }
 
-/// Weights of the Philly VCs for a single- or multi-GPU job.
-fn vc_weights(multi: bool) -> Vec<(&'static str, f64)> {
-    VC_MIX
-        .iter()
-        .map(|&(name, jobs, multi_pct)| {
-            let share = if multi { multi_pct } else { 100.0 - multi_pct };
-            (name, jobs * share / 100.0)
-        })
-        .collect()
-}
-
-/// A Philly VC for a job of a file without VCs, drawn deterministically from
-/// the job's id (a hash), conditioned on single- or multi-GPU (section 5.3).
-pub fn philly_vc_for(job_id: &str, multi: bool) -> &'static str {
-    // FNV-1a then splitmix64: stable across platforms and releases.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in job_id.bytes() {
-        h = (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
-    }
-    let mut rng = ChaCha8Rng::seed_from_u64(h);
-    pick(&mut rng, &vc_weights(multi))
-}
-
 /// Generates `jobs` jobs of a Philly-like workload, deterministically from `seed`:
 /// sizes, run times, arrivals (1,666 a day with the hour-of-day profile), VCs,
 /// final statuses and retries as documented on the tables above, with run
@@ -659,14 +621,5 @@ mod tests {
         }
         // The busiest hour of the profile (07) sees far more than the quietest (14).
         assert!(by_hour[7] > 3 * by_hour[14], "{by_hour:?}");
-    }
-
-    #[test]
-    fn vc_assignment_is_stable_and_conditioned() {
-        assert_eq!(philly_vc_for("42", true), philly_vc_for("42", true));
-        let multi: Vec<&str> = (0..2000)
-            .map(|i| philly_vc_for(&i.to_string(), true))
-            .collect();
-        assert!(!multi.contains(&"ed69ec"), "ed69ec runs no multi-GPU jobs");
     }
 }

@@ -17,7 +17,8 @@ use gangway_core::FailureClass;
 use serde::{Deserialize, Serialize};
 
 pub use time::parse_timestamp;
-pub use vcs::{RFOLD_ORIGIN, VcLabels, label_vcs, label_vcs_from};
+pub(crate) use vcs::vc_weights;
+pub use vcs::{RFOLD_ORIGIN, VcLabels, label_vcs, label_vcs_from, philly_vc_for};
 
 /// How one recorded attempt ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

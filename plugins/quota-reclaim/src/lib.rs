@@ -201,8 +201,7 @@ impl ReclaimPolicy for QuotaReclaim {
             if have + u64::from(w.job.gpus) > u64::from(q) {
                 continue;
             }
-            let candidates: Vec<&RunningJob> =
-                all.iter().filter(|j| j.vc != vc).copied().collect();
+            let candidates: Vec<&RunningJob> = all.iter().filter(|j| j.vc != vc).copied().collect();
             if candidates.is_empty() {
                 continue;
             }
