@@ -143,7 +143,8 @@ pub enum Feature {
     LocalityCost,
     /// The generator draws the same run time for every final status.
     StatusRuntimes,
-    /// The `fixed` retry policy re-queues at once (`after_s = 0`).
+    /// The `fixed` retry policy re-queues at once (unless its configuration
+    /// sets `after_s`) instead of after [`RETRY_GAP_S`].
     RetryGap,
     /// A `--skip` window, or a generated workload, starts on an empty cluster.
     WarmStart,
@@ -211,7 +212,13 @@ pub enum Placement {
     Heartbeat,
 }
 
-/// Applies `--without` to one policy choice and seeds its heartbeat order.
+/// Seconds a `fixed` retry waits in the Philly model (feature `retry-gap`):
+/// the median gap between attempts, inside their 180-195 s mode (PHILLY.md
+/// §2.2).
+pub const RETRY_GAP_S: i64 = 186;
+
+/// Applies the model features not named in `without` to one policy choice
+/// and seeds its heartbeat order.
 pub fn apply_features(
     choice: &mut PolicyChoice,
     without: &[Feature],
@@ -225,6 +232,7 @@ pub fn apply_features(
             PlacementStrategy::Heartbeat { seed }
         };
     }
+    let gap_set = String::from_utf8_lossy(&choice.slot(Slot::Retry).config).contains("after_s");
     let mut set = |slot: Slot, policy: &str, key: &str, value: toml::Value| {
         let mut s = choice.slot(slot);
         if s.policy != policy {
@@ -245,8 +253,17 @@ pub fn apply_features(
         let factors = toml::Value::Array(vec![toml::Value::Integer(1), toml::Value::Integer(0)]);
         set(Slot::Locality, "delay", "server_factors", factors)?;
     }
-    if without.contains(&Feature::RetryGap) {
-        set(Slot::Retry, "fixed", "after_s", toml::Value::Integer(0))?;
+    // Philly re-queued a failed attempt after a gap: the gaps between
+    // attempts have their mode at 180-195 s and median 186 s (PHILLY.md
+    // §2.2). A `fixed` retry policy whose configuration sets no `after_s`
+    // waits that long in the model.
+    if !without.contains(&Feature::RetryGap) && !gap_set {
+        set(
+            Slot::Retry,
+            "fixed",
+            "after_s",
+            toml::Value::Integer(RETRY_GAP_S),
+        )?;
     }
     Ok(())
 }
