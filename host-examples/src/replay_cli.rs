@@ -123,6 +123,9 @@ pub struct Cli {
     /// Skip the SVG plots.
     #[arg(long)]
     pub no_plots: bool,
+    /// Also write one CSV per run with a line per job (`<run>-jobs.csv`).
+    #[arg(long)]
+    pub jobs_csv: bool,
     /// Model features to switch off (comma-separated; all are on by
     /// default): `heartbeat-placement`, `server-ladder`, `locality-cost`,
     /// `status-runtimes`, `retry-gap`, `warm-start`.
@@ -487,6 +490,77 @@ pub fn demand_quotas(trace: &Trace, cluster_gpus: u32) -> BTreeMap<String, u32> 
         .collect()
 }
 
+/// A run's name as a file name (`+`, `=` and `/` become `_`).
+fn file_name(run: &str) -> String {
+    run.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// One line per job of a run: `id,vc,gpus,submit_s,first_start_s,end_s,
+/// status,attempts,servers,wait_<reason>_s...` (empty cells for what did not
+/// happen). Jobs carried into a window warm are left out, as in the report.
+///
+/// ```
+/// use gangway_host_examples::{replay_cli, sim, workload};
+/// let trace = workload::generate(50, 1);
+/// let topo = gangway_core::Topology::uniform(1, 4, 8).unwrap();
+/// let set = gangway_host_examples::catalog::preset("fifo").unwrap().build_native().unwrap();
+/// let r = sim::run(topo, &trace, set, &sim::SimConfig::default(), || {}).unwrap();
+/// let csv = replay_cli::jobs_csv(&trace, &r);
+/// assert_eq!(csv.lines().count(), 51);
+/// assert!(csv.starts_with("id,vc,gpus,submit_s,first_start_s,end_s,status,attempts,servers,wait_fair-share_s"));
+/// ```
+pub fn jobs_csv(trace: &Trace, result: &sim::RunResult) -> String {
+    use gangway_core::WaitReason;
+    let mut out = String::from("id,vc,gpus,submit_s,first_start_s,end_s,status,attempts,servers");
+    for r in WaitReason::ALL {
+        out.push_str(&format!(",wait_{}_s", r.as_str()));
+    }
+    out.push('\n');
+    let opt = |x: Option<u64>| x.map_or(String::new(), |v| v.to_string());
+    for (j, tj) in result.jobs.iter().zip(&trace.jobs).skip(result.warm) {
+        let status = match j.status {
+            Some(trace::Outcome::Passed) => "passed",
+            Some(trace::Outcome::Killed) => "killed",
+            Some(trace::Outcome::Failed) => "failed",
+            None => "",
+        };
+        out.push_str(&format!(
+            "{},{},{},{},{},{},{},{},{}",
+            csv_cell(&tj.name),
+            csv_cell(result.vcs.get(j.vc).map_or("", String::as_str)),
+            j.gpus,
+            j.submit_s,
+            opt(j.first_start_s),
+            opt(j.finish_s),
+            status,
+            j.attempts,
+            j.first_servers.map_or(String::new(), |s| s.to_string()),
+        ));
+        for r in WaitReason::ALL {
+            out.push_str(&format!(",{}", j.waited(r)));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// A CSV cell: quoted when it holds a comma, quote or line break.
+fn csv_cell(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
 fn write(path: &Path, bytes: &[u8]) -> Result<(), ReplayError> {
     std::fs::write(path, bytes).map_err(|source| ReplayError::Write {
         file: path.display().to_string(),
@@ -586,6 +660,13 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
             policy_time.as_secs_f64(),
         );
         let run = report::summarize(&choice.name, names, &result);
+        if cli.jobs_csv {
+            let path = cli
+                .out
+                .join(format!("{}-jobs.csv", file_name(&choice.name)));
+            write(&path, jobs_csv(&trace, &result).as_bytes())?;
+            written.push(path);
+        }
         if !cli.no_plots {
             written.extend(plots::write_all(&cli.out, &run, &result)?);
         }

@@ -154,6 +154,8 @@ pub struct JobOutcome {
     pub delay_events: DelayEvents,
     /// GPU-seconds its attempts used (every attempt's run time times its GPUs).
     pub used_gpu_s: u64,
+    /// Attempts started (probes included).
+    pub attempts: u32,
     /// GPU-seconds its attempts ran longer because they were spread over
     /// more servers than needed ([`SimConfig::locality_cost`]).
     pub spread_slowdown_gpu_s: u64,
@@ -725,6 +727,7 @@ pub fn run(
                 probes: e.probes,
                 delay_events: e.events,
                 used_gpu_s: e.used_gpu_s,
+                attempts: rec.map_or(0, |r| r.attempts),
                 spread_slowdown_gpu_s: e.slowdown_gpu_s,
             }
         })
