@@ -306,11 +306,14 @@ impl PolicyChoice {
     }
 }
 
-/// Placement tie-breaks by name (`best-fit`, `spread`).
+/// Placement tie-breaks by name (`best-fit`, `spread`, `heartbeat`; the
+/// heartbeat order's seed is 0 until the host sets its own, as `replay` does
+/// with `--seed`).
 pub fn placement(name: &str) -> Option<PlacementStrategy> {
     match name {
         "best-fit" => Some(PlacementStrategy::BestFit),
         "spread" => Some(PlacementStrategy::Spread),
+        "heartbeat" => Some(PlacementStrategy::Heartbeat { seed: 0 }),
         _ => None,
     }
 }
@@ -320,6 +323,7 @@ pub fn placement_name(p: PlacementStrategy) -> &'static str {
     match p {
         PlacementStrategy::BestFit => "best-fit",
         PlacementStrategy::Spread => "spread",
+        PlacementStrategy::Heartbeat { .. } => "heartbeat",
     }
 }
 
@@ -415,7 +419,7 @@ pub fn parse_presets(text: &str) -> Result<Vec<PolicyChoice>, CatalogError> {
             None => PlacementStrategy::BestFit,
             Some(name) => placement(name).ok_or_else(|| {
                 CatalogError::Presets(format!(
-                    "preset {:?}: placement {name:?} is not \"best-fit\" or \"spread\"",
+                    "preset {:?}: placement {name:?} is not \"best-fit\", \"spread\" or \"heartbeat\"",
                     p.name
                 ))
             })?,

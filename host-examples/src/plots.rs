@@ -195,7 +195,7 @@ fn allocated(file: &Path, run: &Run, result: &RunResult) -> Result<(), PlotError
     let max = result
         .samples
         .iter()
-        .map(|s| s.allocated)
+        .map(|s| s.allocated.max(s.online))
         .max()
         .unwrap_or(1)
         .max(1) as f64;
@@ -216,15 +216,24 @@ fn allocated(file: &Path, run: &Run, result: &RunResult) -> Result<(), PlotError
         .y_desc("GPUs allocated")
         .draw()
         .map_err(|e| err(file, e))?;
-    chart
-        .draw_series(LineSeries::new(
-            result
-                .samples
-                .iter()
-                .map(|s| (days(s.t_s), f64::from(s.allocated))),
-            COLORS[0].stroke_width(2),
-        ))
-        .map_err(|e| err(file, e))?;
+    for (k, label) in ["allocated", "capacity (GPUs online)"]
+        .into_iter()
+        .enumerate()
+    {
+        let color = COLORS[k];
+        chart
+            .draw_series(LineSeries::new(
+                result.samples.iter().map(|s| {
+                    let v = if k == 0 { s.allocated } else { s.online };
+                    (days(s.t_s), f64::from(v))
+                }),
+                color.stroke_width(2),
+            ))
+            .map_err(|e| err(file, e))?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+    }
+    legend(&mut chart, file)?;
     root.present().map_err(|e| err(file, e))
 }
 

@@ -19,7 +19,8 @@ use crate::workload;
 
 /// Replays a GPU-cluster job trace through Gangway's scheduler and policies.
 ///
-/// With no arguments: a built-in Philly-calibrated workload (50,000 jobs, about a month) on a
+/// With no arguments: a built-in Philly-calibrated workload (20,000 jobs, about 12 days, started
+/// warm) on a
 /// Philly-sized cluster (3,205 GPUs), with the `philly` preset as Wasm modules.
 #[derive(Debug, Parser)]
 #[command(name = "replay", version, about)]
@@ -30,6 +31,11 @@ pub struct Cli {
     /// The trace's format.
     #[arg(long, value_enum, default_value = "philly", requires = "trace")]
     pub format: Format,
+    /// Real VC labels for an RFold trace: the AdaptDL file
+    /// (`adaptdl_philly.csv`), joined on submit time and GPU count; jobs
+    /// without a match keep a VC drawn from the study's per-VC mix.
+    #[arg(long, requires = "trace")]
+    pub vcs: Option<PathBuf>,
     /// A Philly machine list (CSV); without it the built-in Philly machine mix.
     #[arg(long, conflicts_with = "topology")]
     pub machines: Option<PathBuf>,
@@ -92,7 +98,8 @@ pub struct Cli {
     #[arg(long, default_value = "replay-out")]
     pub out: PathBuf,
     /// VC quotas: `demand` (each VC's share of the trace's GPU-time times the
-    /// cluster's GPUs), `none`, or a CSV file `vc,gpus`.
+    /// cluster's GPUs), `demand:F` (the same shares of F times the cluster's
+    /// GPUs, e.g. `demand:0.6`), `none`, or a CSV file `vc,gpus`.
     #[arg(long, default_value = "demand")]
     pub quotas: String,
     /// Seconds between scheduling passes (0: a round at every event).
@@ -120,6 +127,35 @@ pub struct Cli {
     /// warnings, or `RUST_LOG`).
     #[arg(short, long, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// Also write one CSV per run with a line per job (`<run>-jobs.csv`).
+    #[arg(long)]
+    pub jobs_csv: bool,
+    /// Model features to switch off (comma-separated; all are on by
+    /// default): `heartbeat-placement`, `server-ladder`, `locality-cost`,
+    /// `status-runtimes`, `retry-gap`, `warm-start`.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub without: Vec<Feature>,
+}
+
+/// The Philly model's features (README "Model features"); each is on unless
+/// named in `--without`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Feature {
+    /// Presets that place as YARN does (`placement = "heartbeat"`) use
+    /// `spread` instead.
+    HeartbeatPlacement,
+    /// The `delay` locality policy bounds servers only at its first step
+    /// (`server_factors = [1, 0]`) instead of x1, x2, x4.
+    ServerLadder,
+    /// Attempts run at recorded speed however many servers they span.
+    LocalityCost,
+    /// The generator draws the same run time for every final status.
+    StatusRuntimes,
+    /// The `fixed` retry policy re-queues at once (unless its configuration
+    /// sets `after_s`) instead of after [`RETRY_GAP_S`].
+    RetryGap,
+    /// A `--skip` window, or a generated workload, starts on an empty cluster.
+    WarmStart,
 }
 
 /// The policy sets the command line asks for, in order.
@@ -180,6 +216,64 @@ pub enum Placement {
     BestFit,
     /// Emptiest first.
     Spread,
+    /// YARN-like: first fit in a random (seeded by `--seed`) heartbeat order.
+    Heartbeat,
+}
+
+/// Seconds a `fixed` retry waits in the Philly model (feature `retry-gap`):
+/// the median gap between attempts, inside their 180-195 s mode (PHILLY.md
+/// §2.2).
+pub const RETRY_GAP_S: i64 = 186;
+
+/// Applies the model features not named in `without` to one policy choice
+/// and seeds its heartbeat order.
+pub fn apply_features(
+    choice: &mut PolicyChoice,
+    without: &[Feature],
+    seed: u64,
+) -> Result<(), ReplayError> {
+    use gangway_core::{PlacementStrategy, Slot};
+    if let PlacementStrategy::Heartbeat { .. } = choice.placement {
+        choice.placement = if without.contains(&Feature::HeartbeatPlacement) {
+            PlacementStrategy::Spread
+        } else {
+            PlacementStrategy::Heartbeat { seed }
+        };
+    }
+    let gap_set = String::from_utf8_lossy(&choice.slot(Slot::Retry).config).contains("after_s");
+    let mut set = |slot: Slot, policy: &str, key: &str, value: toml::Value| {
+        let mut s = choice.slot(slot);
+        if s.policy != policy {
+            return Ok(());
+        }
+        let text = String::from_utf8(s.config.clone())
+            .map_err(|_| ReplayError::Usage(format!("{slot} config is not UTF-8")))?;
+        let mut table: toml::Table =
+            toml::from_str(&text).map_err(|e| ReplayError::Usage(format!("{slot} config: {e}")))?;
+        table.insert(key.to_string(), value);
+        s.config = toml::to_string(&table)
+            .map_err(|e| ReplayError::Usage(format!("{slot} config: {e}")))?
+            .into_bytes();
+        choice.slots.insert(slot, s);
+        Ok::<(), ReplayError>(())
+    };
+    if without.contains(&Feature::ServerLadder) {
+        let factors = toml::Value::Array(vec![toml::Value::Integer(1), toml::Value::Integer(0)]);
+        set(Slot::Locality, "delay", "server_factors", factors)?;
+    }
+    // Philly re-queued a failed attempt after a gap: the gaps between
+    // attempts have their mode at 180-195 s and median 186 s (PHILLY.md
+    // §2.2). A `fixed` retry policy whose configuration sets no `after_s`
+    // waits that long in the model.
+    if !without.contains(&Feature::RetryGap) && !gap_set {
+        set(
+            Slot::Retry,
+            "fixed",
+            "after_s",
+            toml::Value::Integer(RETRY_GAP_S),
+        )?;
+    }
+    Ok(())
 }
 
 /// Rack grouping rules for machine lists.
@@ -255,11 +349,38 @@ fn workload_of(cli: &Cli) -> Result<(Trace, String), ReplayError> {
     match &cli.trace {
         Some(path) => {
             let mut t = trace::load(path, cli.format)?;
-            t.window(cli.skip, cli.jobs.unwrap_or(usize::MAX));
+            let labels = match &cli.vcs {
+                Some(file) => {
+                    if cli.format != Format::Rfold {
+                        return Err(ReplayError::Usage(
+                            "--vcs labels an RFold trace (--format rfold)".into(),
+                        ));
+                    }
+                    Some((file, trace::label_vcs(&mut t, file)?))
+                }
+                None => None,
+            };
+            let warm = !cli.without.contains(&Feature::WarmStart);
+            t.window_warm(cli.skip, cli.jobs.unwrap_or(usize::MAX), warm);
             t.scale_time(cli.time_scale);
             let mut source = format!("{} ({:?})", path.display(), cli.format);
+            if let Some((file, n)) = labels {
+                source.push_str(&format!(
+                    ", VCs from {}: {} jobs matched, {} with a VC drawn from the per-VC mix",
+                    file.display(),
+                    n.matched,
+                    n.fallback
+                ));
+            }
             if cli.skip > 0 || cli.jobs.is_some() {
-                source.push_str(&format!(", jobs {}..{}", cli.skip, cli.skip + t.jobs.len()));
+                let own = t.jobs.len() - t.warm;
+                source.push_str(&format!(", jobs {}..{}", cli.skip, cli.skip + own));
+                if t.warm > 0 {
+                    source.push_str(&format!(
+                        ", warm start: {} earlier jobs still running at the window's start",
+                        t.warm
+                    ));
+                }
             }
             if cli.time_scale != 1.0 {
                 source.push_str(&format!(", time scale {}", cli.time_scale));
@@ -267,13 +388,29 @@ fn workload_of(cli: &Cli) -> Result<(Trace, String), ReplayError> {
             Ok((t, source))
         }
         None => {
-            let n = cli.jobs.unwrap_or(50_000);
-            let mut t = workload::generate(n, cli.seed);
+            let n = cli.jobs.unwrap_or(DEFAULT_GENERATED_JOBS);
+            let status_runtimes = !cli.without.contains(&Feature::StatusRuntimes);
+            // Started warm: a lead-in of `WARM_LEAD_DAYS` days is generated
+            // first, and what still runs of it at the start is loaded.
+            let warm = !cli.without.contains(&Feature::WarmStart);
+            let lead = if warm {
+                (workload::JOBS_PER_DAY * WARM_LEAD_DAYS) as usize
+            } else {
+                0
+            };
+            let mut t = workload::generate_with(n + lead, cli.seed, status_runtimes);
+            t.window_warm(lead, n, warm);
             t.scale_time(cli.time_scale);
             let mut source = format!(
                 "built-in Philly-calibrated generator, {n} jobs, seed {}",
                 cli.seed
             );
+            if t.warm > 0 {
+                source.push_str(&format!(
+                    ", started warm: {} jobs of a {WARM_LEAD_DAYS}-day lead-in still running",
+                    t.warm
+                ));
+            }
             if cli.time_scale != 1.0 {
                 source.push_str(&format!(", time scale {}", cli.time_scale));
             }
@@ -281,6 +418,15 @@ fn workload_of(cli: &Cli) -> Result<(Trace, String), ReplayError> {
         }
     }
 }
+
+/// Jobs the built-in generator makes when `--jobs` is not given: about 12
+/// days of Philly's arrivals, so the default run stays under 10 s on a
+/// 2-core machine with Wasm policies (README "Performance").
+pub const DEFAULT_GENERATED_JOBS: usize = 20_000;
+
+/// Days of generated lead-in whose still-running jobs a generated workload
+/// starts with (feature `warm-start`), so the cluster is not empty at first.
+pub const WARM_LEAD_DAYS: f64 = 10.0;
 
 /// Quotas per VC name.
 pub fn quotas(
@@ -291,6 +437,20 @@ pub fn quotas(
     match spec {
         "none" => Ok(BTreeMap::new()),
         "demand" => Ok(demand_quotas(trace, cluster_gpus)),
+        s if s.starts_with("demand:") => {
+            let f: f64 = s["demand:".len()..]
+                .parse()
+                .ok()
+                .filter(|f: &f64| *f > 0.0 && f.is_finite())
+                .ok_or_else(|| {
+                    ReplayError::Usage(format!("--quotas {s}: expected demand:F, F > 0"))
+                })?;
+            let gpus = (f64::from(cluster_gpus) * f).round() as u32;
+            Ok(demand_quotas(trace, gpus.max(1))
+                .into_iter()
+                .map(|(vc, q)| (vc, q.min(cluster_gpus)))
+                .collect())
+        }
         file => {
             let text = std::fs::read_to_string(file)
                 .map_err(|e| ReplayError::Usage(format!("{file}: cannot read quotas: {e}")))?;
@@ -334,6 +494,77 @@ pub fn demand_quotas(trace: &Trace, cluster_gpus: u32) -> BTreeMap<String, u32> 
         .collect()
 }
 
+/// A run's name as a file name (`+`, `=` and `/` become `_`).
+fn file_name(run: &str) -> String {
+    run.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// One line per job of a run: `id,vc,gpus,submit_s,first_start_s,end_s,
+/// status,attempts,servers,wait_<reason>_s...` (empty cells for what did not
+/// happen). Jobs carried into a window warm are left out, as in the report.
+///
+/// ```
+/// use gangway_host_examples::{replay_cli, sim, workload};
+/// let trace = workload::generate(50, 1);
+/// let topo = gangway_core::Topology::uniform(1, 4, 8).unwrap();
+/// let set = gangway_host_examples::catalog::preset("fifo").unwrap().build_native().unwrap();
+/// let r = sim::run(topo, &trace, set, &sim::SimConfig::default(), || {}).unwrap();
+/// let csv = replay_cli::jobs_csv(&trace, &r);
+/// assert_eq!(csv.lines().count(), 51);
+/// assert!(csv.starts_with("id,vc,gpus,submit_s,first_start_s,end_s,status,attempts,servers,wait_fair-share_s"));
+/// ```
+pub fn jobs_csv(trace: &Trace, result: &sim::RunResult) -> String {
+    use gangway_core::WaitReason;
+    let mut out = String::from("id,vc,gpus,submit_s,first_start_s,end_s,status,attempts,servers");
+    for r in WaitReason::ALL {
+        out.push_str(&format!(",wait_{}_s", r.as_str()));
+    }
+    out.push('\n');
+    let opt = |x: Option<u64>| x.map_or(String::new(), |v| v.to_string());
+    for (j, tj) in result.jobs.iter().zip(&trace.jobs).skip(result.warm) {
+        let status = match j.status {
+            Some(trace::Outcome::Passed) => "passed",
+            Some(trace::Outcome::Killed) => "killed",
+            Some(trace::Outcome::Failed) => "failed",
+            None => "",
+        };
+        out.push_str(&format!(
+            "{},{},{},{},{},{},{},{},{}",
+            csv_cell(&tj.name),
+            csv_cell(result.vcs.get(j.vc).map_or("", String::as_str)),
+            j.gpus,
+            j.submit_s,
+            opt(j.first_start_s),
+            opt(j.finish_s),
+            status,
+            j.attempts,
+            j.first_servers.map_or(String::new(), |s| s.to_string()),
+        ));
+        for r in WaitReason::ALL {
+            out.push_str(&format!(",{}", j.waited(r)));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// A CSV cell: quoted when it holds a comma, quote or line break.
+fn csv_cell(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
 fn write(path: &Path, bytes: &[u8]) -> Result<(), ReplayError> {
     std::fs::write(path, bytes).map_err(|source| ReplayError::Write {
         file: path.display().to_string(),
@@ -355,6 +586,8 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
     if trace.jobs.is_empty() {
         return Err(ReplayError::Usage("the workload has no jobs".into()));
     }
+    println!("workload: {source}");
+    println!("topology: {topo_source}");
     for s in &trace.skipped {
         eprintln!("replay: not replayable: {}: {}", s.at, s.reason);
     }
@@ -376,6 +609,7 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
         quotas,
         restart_s: cli.restart_s,
         view_window: cli.view_window,
+        locality_cost: !cli.without.contains(&Feature::LocalityCost),
         ..SimConfig::default()
     };
     std::fs::create_dir_all(&cli.out).map_err(|source| ReplayError::Write {
@@ -391,7 +625,11 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
             None => {}
             Some(Placement::BestFit) => choice.placement = gangway_core::PlacementStrategy::BestFit,
             Some(Placement::Spread) => choice.placement = gangway_core::PlacementStrategy::Spread,
+            Some(Placement::Heartbeat) => {
+                choice.placement = gangway_core::PlacementStrategy::Heartbeat { seed: cli.seed }
+            }
         }
+        apply_features(&mut choice, &cli.without, cli.seed)?;
         let choice = &choice;
         let policy_clock = Instant::now();
         let set = loader.build(choice, cli.native)?;
@@ -434,6 +672,13 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
             policy_time.as_secs_f64(),
         );
         let run = report::summarize(&choice.name, names, &result);
+        if cli.jobs_csv {
+            let path = cli
+                .out
+                .join(format!("{}-jobs.csv", file_name(&choice.name)));
+            write(&path, jobs_csv(&trace, &result).as_bytes())?;
+            written.push(path);
+        }
         if !cli.no_plots {
             written.extend(plots::write_all(&cli.out, &run, &result)?);
         }
@@ -448,6 +693,7 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
         workload: Workload {
             source,
             jobs: trace.jobs.len(),
+            warm: trace.warm,
             skipped: trace.skipped.clone(),
         },
         topology: TopologyInfo {

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! {
-//!   "workload": {"source", "jobs", "skipped": [{"at", "reason"}]},
+//!   "workload": {"source", "jobs", "warm", "skipped": [{"at", "reason"}]},
 //!   "topology": {"source", "servers", "gpus", "racks"},
 //!   "runs": [{
 //!     "name", "policies": {"fairness", "locality", "gang", "reclaim", "retry",
@@ -11,6 +11,7 @@
 //!     "by_size": {"1": B, "2-4": B, "5-8": B, ">8": B},
 //!     "gpu_allocation_mean", "jct_s": {"p50", "p90", "mean"},
 //!     "jct_passed_s": {"p50", "p90", "mean"}, "failed_attempt_gpu_s",
+//!     "spread_slowdown_gpu_s", "gpu_s_by_status": {"passed", "killed", "failed"},
 //!     "reclaim": {"preemptions", "jobs_preempted", "restart_gpu_s"},
 //!     "defragment": {"migrations", "restart_gpu_s"},
 //!     "retry": {"attempts_avoided", "saved_gpu_s", "passing_jobs_lost", "probes"},
@@ -22,6 +23,7 @@
 //! B = {"jobs", "queue_delay_s": {"p50", "p90", "p99", "mean"},
 //!      "fair_share_delay_s", "fragmentation_delay_s",
 //!      "jobs_with_fair_share_delay", "jobs_with_fragmentation_delay",
+//!      "fair_share_events", "fragmentation_events",
 //!      "wait_s": {REASON: seconds, ...},
 //!      "servers_spanned": {"1": n, "2": n, ...}}
 //! ```
@@ -31,7 +33,14 @@
 //! started. `fair_share_delay_s` and `fragmentation_delay_s` are the bucket's
 //! *total* seconds of each kind of wait over all of a job's waits (retries
 //! included), as attributed by the scheduler's wait reasons; a job "has" a
-//! delay kind if it spent at least one second in it. `servers_spanned` counts
+//! delay kind if it spent at least one second in it. A delay *event* is a
+//! stretch of rounds a job spent waiting for one of the two reasons (entered
+//! anew each time its reason changes to it); Table 2 counts events, so the
+//! shares printed are events (with the time share beside them, and "n/a (0
+//! events)" for a bucket with none). `spread_slowdown_gpu_s` is the GPU
+//! time lost to spreading (see `sim::locality_slowdown`);
+//! `gpu_s_by_status` sums each finished job's attempts' GPU time by its
+//! final status. `servers_spanned` counts
 //! first attempts by servers used. `gpu_allocation_mean` is the time-weighted
 //! mean of allocated / online GPUs from the first to the last arrival. JCT is
 //! finish minus submit over jobs that finished (any status).
@@ -73,6 +82,9 @@ pub struct Workload {
     pub source: String,
     /// Jobs replayed.
     pub jobs: usize,
+    /// Of those, jobs submitted before a `--skip` window and still running
+    /// at its start, loaded as running (left out of every statistic).
+    pub warm: usize,
     /// Jobs of the input that could not be replayed, with why.
     pub skipped: Vec<SkippedJob>,
 }
@@ -228,6 +240,12 @@ pub struct Bucket {
     pub jobs_with_fair_share_delay: usize,
     /// Jobs with any fragmentation delay.
     pub jobs_with_fragmentation_delay: usize,
+    /// Fair-share delay events: stretches of waiting because the job's VC
+    /// had used its quota (a job may have several).
+    pub fair_share_events: u64,
+    /// Fragmentation delay events: stretches of waiting with quota free but
+    /// no placement local enough.
+    pub fragmentation_events: u64,
     /// Total wait by reason.
     pub wait_s: BTreeMap<String, u64>,
     /// First attempts by servers spanned.
@@ -236,24 +254,44 @@ pub struct Bucket {
 
 impl Bucket {
     /// Fragmentation's share of the bucket's delay events, counted as the
-    /// study's Table 2 counts them: jobs that saw fragmentation delay over
-    /// jobs that saw either kind (0 when none did).
-    pub fn fragmentation_share(&self) -> f64 {
-        let total = self.jobs_with_fair_share_delay + self.jobs_with_fragmentation_delay;
-        if total == 0 {
-            0.0
-        } else {
-            self.jobs_with_fragmentation_delay as f64 / total as f64
-        }
+    /// study's Table 2 counts them (events, not jobs); `None` when there was
+    /// no delay event of either kind (a share of nothing).
+    pub fn fragmentation_share(&self) -> Option<f64> {
+        let total = self.fair_share_events + self.fragmentation_events;
+        (total > 0).then(|| self.fragmentation_events as f64 / total as f64)
     }
 
-    /// Fragmentation's share of the bucket's delay time (0 when none).
-    pub fn fragmentation_time_share(&self) -> f64 {
+    /// Fragmentation's share of the bucket's fair-share plus fragmentation
+    /// delay time; `None` when there was none.
+    pub fn fragmentation_time_share(&self) -> Option<f64> {
         let total = self.fair_share_delay_s + self.fragmentation_delay_s;
-        if total == 0 {
-            0.0
-        } else {
-            self.fragmentation_delay_s as f64 / total as f64
+        (total > 0).then(|| self.fragmentation_delay_s as f64 / total as f64)
+    }
+
+    /// The Table 2 line of the bucket: fragmentation's event share and time
+    /// share and the events behind them, or `n/a (0 events)`.
+    ///
+    /// ```
+    /// use gangway_host_examples::report::Bucket;
+    /// assert_eq!(Bucket::default().table2(), "n/a (0 events)");
+    /// let b = Bucket { fair_share_events: 1, fragmentation_events: 3,
+    ///                  fair_share_delay_s: 60, fragmentation_delay_s: 60, ..Bucket::default() };
+    /// assert_eq!(b.table2(), "75.0 % / 50.0 % of 4 events");
+    /// ```
+    pub fn table2(&self) -> String {
+        match (self.fragmentation_share(), self.fragmentation_time_share()) {
+            (Some(e), Some(t)) => format!(
+                "{:.1} % / {:.1} % of {} events",
+                e * 100.0,
+                t * 100.0,
+                self.fair_share_events + self.fragmentation_events
+            ),
+            (Some(e), None) => format!(
+                "{:.1} % / n/a of {} events",
+                e * 100.0,
+                self.fair_share_events + self.fragmentation_events
+            ),
+            _ => "n/a (0 events)".to_string(),
         }
     }
 }
@@ -288,6 +326,12 @@ pub struct Run {
     pub jct_passed_s: Jct,
     /// GPU-seconds lost to failed or interrupted attempts.
     pub failed_attempt_gpu_s: u64,
+    /// GPU-seconds lost to spreading: how much longer attempts ran because
+    /// they spanned more servers than needed (0 with the locality cost off).
+    pub spread_slowdown_gpu_s: u64,
+    /// GPU-seconds used by jobs by final status (`passed`, `killed`,
+    /// `failed`): every attempt's run time times its GPUs (Table 6).
+    pub gpu_s_by_status: BTreeMap<String, u64>,
     /// What the reclaim slot did.
     pub reclaim: ReclaimStats,
     /// What the defragment slot did.
@@ -360,8 +404,9 @@ fn delay(mut v: Vec<f64>) -> Delay {
 
 /// Summarizes one replay.
 pub fn summarize(name: &str, policies: Policies, r: &RunResult) -> Run {
+    let own = &r.jobs[r.warm.min(r.jobs.len())..];
     let mut counts = JobCounts {
-        submitted: r.jobs.len(),
+        submitted: own.len(),
         ..JobCounts::default()
     };
     let mut by_size: BTreeMap<String, Bucket> = BUCKETS
@@ -376,7 +421,18 @@ pub fn summarize(name: &str, policies: Policies, r: &RunResult) -> Run {
     let mut retry = RetryStats::default();
     let mut vc_jobs = vec![0usize; r.vcs.len()];
     let mut failed_gpu_s = 0;
-    for j in &r.jobs {
+    let mut slowdown_gpu_s = 0;
+    let mut by_status: BTreeMap<String, u64> = BTreeMap::new();
+    for j in own {
+        slowdown_gpu_s += j.spread_slowdown_gpu_s;
+        if let Some(st) = j.status {
+            let key = match st {
+                Outcome::Passed => "passed",
+                Outcome::Killed => "killed",
+                Outcome::Failed => "failed",
+            };
+            *by_status.entry(key.to_string()).or_default() += j.used_gpu_s;
+        }
         match (j.first_start_s, j.status) {
             (None, _) => counts.never_started += 1,
             (Some(_), None) => counts.unfinished += 1,
@@ -418,6 +474,8 @@ pub fn summarize(name: &str, policies: Policies, r: &RunResult) -> Run {
         b.fragmentation_delay_s += fragmentation;
         b.jobs_with_fair_share_delay += usize::from(fair_share > 0);
         b.jobs_with_fragmentation_delay += usize::from(fragmentation > 0);
+        b.fair_share_events += u64::from(j.delay_events.fair_share);
+        b.fragmentation_events += u64::from(j.delay_events.fragmentation);
         for r in WaitReason::ALL {
             *b.wait_s.entry(r.as_str().to_string()).or_default() += j.waited(r);
         }
@@ -458,6 +516,8 @@ pub fn summarize(name: &str, policies: Policies, r: &RunResult) -> Run {
         jct_s: jct(jcts),
         jct_passed_s: jct(jcts_passed),
         failed_attempt_gpu_s: failed_gpu_s,
+        spread_slowdown_gpu_s: slowdown_gpu_s,
+        gpu_s_by_status: by_status,
         reclaim,
         defragment,
         retry,
@@ -523,6 +583,23 @@ pub fn table(runs: &[Run]) -> String {
     row("failed-attempt GPU-hours", &|r| {
         format!("{:.0}", r.failed_attempt_gpu_s as f64 / 3600.0)
     });
+    row("GPU-hours lost to spreading", &|r| {
+        format!("{:.0}", r.spread_slowdown_gpu_s as f64 / 3600.0)
+    });
+    row("GPU time passed/killed/failed", &|r| {
+        let total: u64 = r.gpu_s_by_status.values().sum();
+        if total == 0 {
+            return "n/a (no finished jobs)".to_string();
+        }
+        let pct =
+            |k: &str| r.gpu_s_by_status.get(k).copied().unwrap_or(0) as f64 / total as f64 * 100.0;
+        format!(
+            "{:.1} / {:.1} / {:.1} %",
+            pct("passed"),
+            pct("killed"),
+            pct("failed")
+        )
+    });
     row("preemptions / GPU-h lost restarting", &|r| {
         format!(
             "{} / {:.0}",
@@ -551,15 +628,8 @@ pub fn table(runs: &[Run]) -> String {
             format!("{} / {}", minutes(d.p50), minutes(d.p90))
         });
         row(
-            &format!("[{b} GPU] fragmentation share (jobs / time)"),
-            &|r| {
-                let x = &r.by_size[b];
-                format!(
-                    "{:.1} % / {:.1} %",
-                    x.fragmentation_share() * 100.0,
-                    x.fragmentation_time_share() * 100.0
-                )
-            },
+            &format!("[{b} GPU] fragmentation share (events / time)"),
+            &|r| r.by_size[b].table2(),
         );
     }
     row("policy errors", &|r| r.policy_errors.to_string());

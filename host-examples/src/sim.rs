@@ -58,6 +58,42 @@ pub struct SimConfig {
     /// Pending jobs per VC a round shows a fairness policy that declares its
     /// queue order (0: all).
     pub view_window: usize,
+    /// Locality costs run time: an attempt spread over more servers than its
+    /// gang needs runs longer by [`locality_slowdown`] (off: every placement
+    /// runs at recorded speed).
+    pub locality_cost: bool,
+}
+
+/// How much longer an attempt runs on `servers` servers than on the fewest
+/// servers that hold its gang (`min_servers`), from the GPU
+/// utilisation the study measured (PHILLY.md §3.5):
+///
+/// * a gang that fits one server, spread over 2: Table 4, ResNet-50 on the
+///   same server 57.7 % vs different servers 49.6 % utilisation: 1.163x;
+/// * a multi-server gang on twice its fewest servers: Table 5, 16 GPUs on
+///   2 servers 43.66 % vs 4 servers 40.94 %: 1.066x;
+/// * on 4 or more times its fewest servers (or a one-server gang on 3 or
+///   more): Table 5, 2 vs 8 servers 43.66 / 28.56 %: 1.529x (the study has
+///   no wider point, so the factor stays there).
+///
+/// ```
+/// use gangway_host_examples::sim::locality_slowdown;
+/// assert_eq!(locality_slowdown(1, 1), 1.0);
+/// // 16 GPUs on 8 servers instead of 2.
+/// assert!((locality_slowdown(8, 2) - 1.529).abs() < 0.001);
+/// assert!((locality_slowdown(2, 1) - 1.163).abs() < 0.001);
+/// ```
+pub fn locality_slowdown(servers: u32, min_servers: u32) -> f64 {
+    let min = min_servers.max(1);
+    if servers <= min {
+        return 1.0;
+    }
+    let ratio = f64::from(servers) / f64::from(min);
+    if ratio <= 2.0 {
+        if min == 1 { 57.7 / 49.6 } else { 43.66 / 40.94 }
+    } else {
+        43.66 / 28.56
+    }
 }
 
 impl Default for SimConfig {
@@ -72,6 +108,7 @@ impl Default for SimConfig {
             placement: PlacementStrategy::BestFit,
             restart_s: 60,
             view_window: Scheduler::DEFAULT_VIEW_WINDOW,
+            locality_cost: false,
         }
     }
 }
@@ -112,6 +149,25 @@ pub struct JobOutcome {
     pub passing_lost: bool,
     /// Probes it ran.
     pub probes: u32,
+    /// Delay events by kind: times it entered a stretch of fair-share /
+    /// fragmentation waiting (the study's Table 2 counts these, not jobs).
+    pub delay_events: DelayEvents,
+    /// GPU-seconds its attempts used (every attempt's run time times its GPUs).
+    pub used_gpu_s: u64,
+    /// Attempts started (probes included).
+    pub attempts: u32,
+    /// GPU-seconds its attempts ran longer because they were spread over
+    /// more servers than needed ([`SimConfig::locality_cost`]).
+    pub spread_slowdown_gpu_s: u64,
+}
+
+/// Counts of delay events of the study's two kinds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DelayEvents {
+    /// Stretches of fair-share delay (its VC had used its quota).
+    pub fair_share: u32,
+    /// Stretches of fragmentation delay (quota free, no local room).
+    pub fragmentation: u32,
 }
 
 impl JobOutcome {
@@ -128,6 +184,8 @@ pub struct Sample {
     pub t_s: u64,
     /// GPUs allocated.
     pub allocated: u32,
+    /// GPUs on servers that are up (the capacity line of the plots).
+    pub online: u32,
     /// GPUs held per VC.
     pub per_vc: Vec<u32>,
 }
@@ -152,6 +210,9 @@ pub struct Quarantine {
 pub struct RunResult {
     /// Per job, in trace order.
     pub jobs: Vec<JobOutcome>,
+    /// The first `warm` jobs were carried into a window already running
+    /// ([`Trace::warm`]); statistics leave them out.
+    pub warm: usize,
     /// VC names, indexed by [`JobOutcome::vc`].
     pub vcs: Vec<String>,
     /// VC quotas used.
@@ -220,6 +281,8 @@ struct Live {
     probe: Option<bool>,
     /// GPUs it runs on.
     gpus: u32,
+    /// When the running attempt started (or last moved).
+    started_s: u64,
 }
 
 struct Replay<'t> {
@@ -238,6 +301,7 @@ struct Replay<'t> {
     quarantines: Vec<Quarantine>,
     in_rounds: Duration,
     reclaim_active: bool,
+    max_server_gpus: u32,
 }
 
 /// Per-job counters the scheduler does not keep.
@@ -248,6 +312,11 @@ struct Extra {
     saved_gpu_s: u64,
     passing_lost: bool,
     probes: u32,
+    events: DelayEvents,
+    slowdown_gpu_s: u64,
+    used_gpu_s: u64,
+    /// The wait reason of its last round, while it waits.
+    last_reason: Option<WaitReason>,
 }
 
 impl Replay<'_> {
@@ -276,6 +345,13 @@ impl Replay<'_> {
                 });
             }
         }
+    }
+
+    /// Charges job `i`'s GPU time from its attempt's start (or last charge) to `t`.
+    fn charge_use(&mut self, i: usize, t: u64) {
+        let live = &mut self.live[i];
+        self.extra[i].used_gpu_s += t.saturating_sub(live.started_s) * u64::from(live.gpus);
+        live.started_s = t;
     }
 
     fn schedule_round(&mut self, at: u64) {
@@ -337,6 +413,7 @@ impl Replay<'_> {
             Event::ServerDown(s) => {
                 let hit = self.sched.server_down(ServerId(s), t)?;
                 for id in hit {
+                    self.charge_use(id.0 as usize, t);
                     let live = &mut self.live[id.0 as usize];
                     live.generation += 1;
                     live.probe = None;
@@ -384,6 +461,7 @@ impl Replay<'_> {
     /// The running attempt of job `i` ended at `t`: how, the trace (and
     /// whether it was a probe) says.
     fn attempt_ended(&mut self, i: usize, t: u64) -> Result<(), SimError> {
+        self.charge_use(i, t);
         let attempts = &self.trace.jobs[i].attempts;
         let k = self.live[i].attempt.min(attempts.len() - 1);
         let a = attempts[k];
@@ -438,6 +516,17 @@ impl Replay<'_> {
         if !report.policy_errors.is_empty() {
             self.note_quarantines(t, &report.policy_errors);
         }
+        for &(id, reason) in &report.waiting {
+            let e = &mut self.extra[id.0 as usize];
+            if e.last_reason != Some(reason) {
+                match reason {
+                    WaitReason::FairShare => e.events.fair_share += 1,
+                    WaitReason::Fragmentation => e.events.fragmentation += 1,
+                    _ => {}
+                }
+            }
+            e.last_reason = Some(reason);
+        }
         let restart = self.cfg.restart_s;
         for (id, action) in &report.retries {
             let i = id.0 as usize;
@@ -454,6 +543,7 @@ impl Replay<'_> {
         }
         for p in &report.preempted {
             let i = p.job.0 as usize;
+            self.charge_use(i, t);
             let live = &mut self.live[i];
             live.generation += 1;
             if live.probe.take().is_none() {
@@ -462,7 +552,9 @@ impl Replay<'_> {
         }
         for m in &report.migrations {
             let i = m.job.0 as usize;
+            self.charge_use(i, t);
             self.live[i].generation += 1;
+            self.live[i].gpus = m.to.placement.gpu_count();
             self.extra[i].restart_gpu_s += u64::from(m.to.placement.gpu_count()) * restart;
             let at = self.live[i].ends_at + restart;
             self.end_event(i, at);
@@ -473,6 +565,14 @@ impl Replay<'_> {
             let a = attempts[self.live[i].attempt.min(attempts.len() - 1)];
             let gpus = s.choice.placement.gpu_count();
             self.live[i].gpus = gpus;
+            self.live[i].started_s = t;
+            self.extra[i].last_reason = None;
+            let slow = if self.cfg.locality_cost {
+                let min = gpus.div_ceil(self.max_server_gpus.max(1));
+                locality_slowdown(s.choice.servers, min)
+            } else {
+                1.0
+            };
             let run = match s.probe_s {
                 Some(probe_s) => {
                     self.extra[i].probes += 1;
@@ -486,7 +586,12 @@ impl Replay<'_> {
                         self.extra[i].restart_gpu_s += u64::from(gpus) * restart;
                         left + restart
                     }
-                    None => a.run_s,
+                    None => {
+                        let scaled = (a.run_s as f64 * slow).round() as u64;
+                        self.extra[i].slowdown_gpu_s +=
+                            (scaled - a.run_s.min(scaled)) * u64::from(gpus);
+                        scaled
+                    }
                 },
             };
             self.end_event(i, t + run);
@@ -525,6 +630,7 @@ pub fn run(
     let n = trace.jobs.len();
     let servers = topology.servers().len();
     let reclaim_active = !policies.slot::<Reclaim>().is_noop();
+    let max_server_gpus = topology.max_server_gpus();
     let mut sim = Replay {
         sched: Scheduler::with_policies(topology, policies),
         trace,
@@ -541,6 +647,7 @@ pub fn run(
         quarantines: Vec::new(),
         in_rounds: Duration::ZERO,
         reclaim_active,
+        max_server_gpus,
     };
     sim.sched.set_placement_strategy(cfg.placement);
     sim.sched.set_view_window(cfg.view_window);
@@ -589,6 +696,7 @@ pub fn run(
             samples.push(Sample {
                 t_s: next_sample,
                 allocated: sim.sched.state().allocated_gpus(),
+                online: sim.sched.state().online_gpus(),
                 per_vc: sim
                     .sched
                     .virtual_clusters()
@@ -666,6 +774,10 @@ pub fn run(
                 saved_gpu_s: e.saved_gpu_s,
                 passing_lost: e.passing_lost,
                 probes: e.probes,
+                delay_events: e.events,
+                used_gpu_s: e.used_gpu_s,
+                attempts: rec.map_or(0, |r| r.attempts),
+                spread_slowdown_gpu_s: e.slowdown_gpu_s,
             }
         })
         .collect();
@@ -674,6 +786,7 @@ pub fn run(
     let vc_list = sim.sched.virtual_clusters();
     Ok(RunResult {
         jobs,
+        warm: trace.warm,
         vcs: vc_list.iter().map(|v| v.name.clone()).collect(),
         quotas: vc_list.iter().map(|v| v.quota_gpus).collect(),
         vc_mean_held: vc_integral.iter().map(|x| x / span).collect(),

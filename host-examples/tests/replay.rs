@@ -1,6 +1,5 @@
 //! End-to-end tests of the `replay` binary: every input format, malformed
-//! inputs, determinism, native-vs-Wasm agreement, and the study's findings on
-//! the real Philly-derived trace (when `GANGWAY_DATA` points at the data).
+//! inputs, determinism, native-vs-Wasm agreement.
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
@@ -280,73 +279,8 @@ fn same_inputs_give_identical_reports_and_wasm_matches_native() {
     assert_eq!(r["runs"][1]["policies"]["gang"], "fifo-block");
 }
 
-/// The study's findings, computed from a replay of the real RFold-derived
-/// Philly trace on the revised machine list with the `philly` preset.
-///
-/// The window is jobs 10,000..50,000 (October 2017, the steady period), with
-/// arrivals compressed 2x: the public trace is a sanitized subset that loads
-/// the 3,205 GPUs to only ~44 %, while the study's cluster ran 1,500-2,150 GPUs
-/// with up to 1,000 more pending (PHILLY.md section 4); at 2x the mean
-/// allocation is ~71 %.
-#[test]
-fn philly_trace_shows_the_studys_findings() {
-    let Some(data) = std::env::var_os("GANGWAY_DATA") else {
-        eprintln!(
-            "SKIPPED philly_trace_shows_the_studys_findings: GANGWAY_DATA is not set (CI sets it to ../shared/data)"
-        );
-        return;
-    };
-    let philly = Path::new(&data).join("philly");
-    let d = dir("study");
-    let out = replay(&[
-        "--trace",
-        philly.join("rfold_philly_trace.csv").to_str().unwrap(),
-        "--format",
-        "rfold",
-        "--machines",
-        philly.join("revised_machine_list.csv").to_str().unwrap(),
-        "--skip",
-        "10000",
-        "--jobs",
-        "40000",
-        "--time-scale",
-        "0.5",
-        "--policies",
-        "philly",
-        "--native",
-        "--no-plots",
-        "--out",
-        d.to_str().unwrap(),
-    ]);
-    let stdout = ok(&out);
-    let run = &report(&d)["runs"][0];
-    let bucket = |b: &str| &run["by_size"][b];
-    let share = |b: &str| {
-        let f = bucket(b)["jobs_with_fragmentation_delay"].as_f64().unwrap();
-        let s = bucket(b)["jobs_with_fair_share_delay"].as_f64().unwrap();
-        if f + s == 0.0 { 0.0 } else { f / (f + s) }
-    };
-    let (s1, s24, s58) = (share("1"), share("2-4"), share("5-8"));
-    println!(
-        "fragmentation share of delayed jobs: 1 GPU {s1:.3}, 2-4 {s24:.3}, 5-8 {s58:.3}, >8 {:.3}\n{stdout}",
-        share(">8")
-    );
-    assert!(
-        s1 < s24 && s24 < s58,
-        "fragmentation's share must rise with job size: {s1} {s24} {s58}"
-    );
-    let mean = |b: &str| bucket(b)["queue_delay_s"]["mean"].as_f64().unwrap();
-    assert!(
-        mean("5-8") > mean("1"),
-        "5-8 GPU jobs wait longer than 1-GPU jobs"
-    );
-    assert!(
-        mean(">8") > mean("1"),
-        ">8 GPU jobs wait longer than 1-GPU jobs"
-    );
-    let p90 = |b: &str| bucket(b)["queue_delay_s"]["p90"].as_f64().unwrap();
-    assert!(p90("5-8") > p90("1"));
-}
+// The study's findings on the real RFold-derived trace are tested in
+// tests/study.rs.
 
 /// A trace that ran jobs on machines the machine list lacks gets one
 /// warning with the counts (on stderr, through the tracing subscriber).

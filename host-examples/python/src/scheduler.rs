@@ -118,8 +118,9 @@ fn placement_strategy(name: &str) -> PyResult<PlacementStrategy> {
     match name {
         "best-fit" => Ok(PlacementStrategy::BestFit),
         "spread" => Ok(PlacementStrategy::Spread),
+        "heartbeat" => Ok(PlacementStrategy::Heartbeat { seed: 0 }),
         other => Err(PyValueError::new_err(format!(
-            "placement {other:?}: expected \"best-fit\" or \"spread\""
+            "placement {other:?}: expected \"best-fit\", \"spread\" or \"heartbeat\""
         ))),
     }
 }

@@ -23,9 +23,9 @@
 
 use std::io::Read;
 
+use super::philly_vc_for;
 use super::time::parse_timestamp;
 use super::{Attempt, Outcome, Trace, TraceError, TraceJob};
-use crate::workload::philly_vc_for;
 
 fn line_err(file: &str, line: u64, message: impl Into<String>) -> TraceError {
     TraceError::Line {

@@ -9,6 +9,7 @@
 mod csv_jobs;
 mod philly;
 mod time;
+mod vcs;
 
 use std::path::Path;
 
@@ -16,6 +17,8 @@ use gangway_core::FailureClass;
 use serde::{Deserialize, Serialize};
 
 pub use time::parse_timestamp;
+pub(crate) use vcs::vc_weights;
+pub use vcs::{RFOLD_ORIGIN, VcLabels, label_vcs, label_vcs_from, philly_vc_for};
 
 /// How one recorded attempt ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -94,6 +97,12 @@ pub struct Trace {
     /// machine list lacks machines the trace ran on.
     #[serde(default)]
     pub recorded_machines: std::collections::BTreeMap<String, u32>,
+    /// The first `warm` jobs are not the window's own: they were submitted
+    /// before it and still ran at its start ([`Trace::window_warm`]), so
+    /// they start at 0 with what was left of their run; reports leave them
+    /// out of the statistics.
+    #[serde(default)]
+    pub warm: usize,
 }
 
 impl Trace {
@@ -135,6 +144,64 @@ impl Trace {
     pub fn window(&mut self, skip: usize, len: usize) {
         self.jobs.drain(..skip.min(self.jobs.len()));
         self.jobs.truncate(len);
+        self.normalize();
+    }
+
+    /// [`Trace::window`], starting warm when `warm` is set: the jobs
+    /// submitted before the window that would still be running at its start
+    /// (had they started when submitted) come first, submitted at 0 with
+    /// their remaining attempts (the running one cut to what was left), so
+    /// the window does not begin on an empty cluster. Counted in
+    /// [`Trace::warm`].
+    ///
+    /// ```
+    /// use gangway_host_examples::trace::{Attempt, Outcome, Trace, TraceJob};
+    /// let job = |name: &str, submit_s, run_s| TraceJob {
+    ///     name: name.into(), vc: "a".into(), user: String::new(), gpus: 1, submit_s,
+    ///     attempts: vec![Attempt::new(run_s, Outcome::Passed)],
+    /// };
+    /// let mut t = Trace { jobs: vec![job("long", 0, 1_000), job("short", 10, 5), job("w", 100, 60)], ..Trace::default() };
+    /// t.window_warm(2, 10, true);
+    /// assert_eq!(t.warm, 1);
+    /// assert_eq!(t.jobs[0].name, "long");
+    /// assert_eq!(t.jobs[0].attempts[0].run_s, 900);
+    /// assert_eq!((t.jobs[1].name.as_str(), t.jobs[1].submit_s), ("w", 0));
+    /// ```
+    pub fn window_warm(&mut self, skip: usize, len: usize, warm: bool) {
+        let skip = skip.min(self.jobs.len());
+        let start = self.jobs.get(skip).map(|j| j.submit_s);
+        let mut carried = Vec::new();
+        if let (true, Some(start)) = (warm, start) {
+            for j in &self.jobs[..skip] {
+                let mut t = j.submit_s;
+                let mut left = Vec::new();
+                for a in &j.attempts {
+                    let end = t.saturating_add(a.run_s);
+                    if end > start {
+                        let mut a = *a;
+                        if t < start {
+                            a.run_s = end - start;
+                        }
+                        left.push(a);
+                    }
+                    t = end;
+                }
+                if !left.is_empty() {
+                    carried.push(TraceJob {
+                        submit_s: start,
+                        attempts: left,
+                        ..j.clone()
+                    });
+                }
+            }
+        }
+        self.jobs.drain(..skip);
+        self.jobs.truncate(len);
+        self.warm = carried.len();
+        if !carried.is_empty() {
+            carried.append(&mut self.jobs);
+            self.jobs = carried;
+        }
         self.normalize();
     }
 

@@ -251,6 +251,7 @@ pub(super) fn read(file: &str, input: impl Read) -> Result<Trace, TraceError> {
         jobs,
         skipped: reader.skipped,
         recorded_machines: reader.machines,
+        warm: 0,
     })
 }
 

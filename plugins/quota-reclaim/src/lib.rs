@@ -121,6 +121,16 @@ impl ReclaimPolicy for QuotaReclaim {
                 u64::from(quota(vc).unwrap_or(0)).max(1),
             )
         };
+        // Nothing is borrowed (every VC within its quota, none without one
+        // holding GPUs): nothing is reclaimable, so stop here (the common
+        // case under binding quotas; a round then costs O(VCs) here).
+        let borrowing = view.vcs.iter().any(|v| match v.quota_gpus {
+            Some(q) => v.held_gpus > q,
+            None => v.held_gpus > 0,
+        });
+        if !borrowing {
+            return ReclaimDecision::default();
+        }
         let mut entitled: Vec<&WaitingJob> = view
             .waiting
             .iter()
@@ -128,9 +138,18 @@ impl ReclaimPolicy for QuotaReclaim {
                 matches!(
                     w.reason,
                     WaitReason::NoCapacity | WaitReason::Fragmentation | WaitReason::Reserved
-                ) && quota(w.job.vc).is_some()
+                ) && quota(w.job.vc).is_some_and(|q| {
+                    // Within its quota with the job. (A VC's holding only
+                    // grows below its quota this round, and one over it is
+                    // never taken below it, so this cannot change later.)
+                    held.get(&w.job.vc).copied().unwrap_or(0) + u64::from(w.job.gpus)
+                        <= u64::from(q)
+                })
             })
             .collect();
+        if entitled.is_empty() {
+            return ReclaimDecision::default();
+        }
         entitled.sort_by(|a, b| {
             let (ua, qa) = share(a.job.vc, &held);
             let (ub, qb) = share(b.job.vc, &held);
@@ -149,22 +168,15 @@ impl ReclaimPolicy for QuotaReclaim {
         let mut room = Room::new(&view.servers, view.cluster.server_level);
         let mut taken: HashSet<JobId> = HashSet::new();
         let mut d = ReclaimDecision::default();
-        for w in entitled.into_iter().take(64) {
-            if d.start.len() >= self.config.max_starts as usize {
-                break;
-            }
-            let vc = w.job.vc;
-            let Some(q) = quota(vc) else { continue };
-            let have = held.get(&vc).copied().unwrap_or(0);
-            if have + u64::from(w.job.gpus) > u64::from(q) {
-                continue;
-            }
-            // Jobs of other VCs that stay at or above their quota without
-            // them, counting what this round already takes back.
+        // Jobs that stay at or above their VC's quota without them (newest
+        // first), counting what this round already takes back. A VC with
+        // entitled work is within its quota, so none of its own jobs is
+        // ever among them; the list changes only when a job starts.
+        let reclaimable = |held: &HashMap<VcId, u64>, taken: &HashSet<JobId>| {
             let mut over = held.clone();
-            let candidates: Vec<&RunningJob> = running
+            running
                 .iter()
-                .filter(|j| j.vc != vc && !taken.contains(&j.id))
+                .filter(|j| !taken.contains(&j.id))
                 .filter(|j| {
                     let h = over.get(&j.vc).copied().unwrap_or(0);
                     let floor = u64::from(quota(j.vc).unwrap_or(0));
@@ -176,7 +188,23 @@ impl ReclaimPolicy for QuotaReclaim {
                     }
                 })
                 .copied()
-                .collect();
+                .collect::<Vec<&RunningJob>>()
+        };
+        let mut all = reclaimable(&held, &taken);
+        for w in entitled.into_iter().take(64) {
+            if d.start.len() >= self.config.max_starts as usize || all.is_empty() {
+                break;
+            }
+            let vc = w.job.vc;
+            let Some(q) = quota(vc) else { continue };
+            let have = held.get(&vc).copied().unwrap_or(0);
+            if have + u64::from(w.job.gpus) > u64::from(q) {
+                continue;
+            }
+            let candidates: Vec<&RunningJob> = all.iter().filter(|j| j.vc != vc).copied().collect();
+            if candidates.is_empty() {
+                continue;
+            }
             match room.make_room(w.job.gpus, w.limit, &candidates) {
                 Some(stop) if stop.is_empty() => {}
                 Some(stop) => {
@@ -190,6 +218,7 @@ impl ReclaimPolicy for QuotaReclaim {
                     taken.extend(stop.iter().copied());
                     d.stop.extend(stop);
                     d.start.push(w.job.id);
+                    all = reclaimable(&held, &taken);
                 }
                 None => {}
             }
