@@ -32,6 +32,7 @@
 pub mod conformance;
 mod job;
 mod placement;
+mod placement_strategy;
 pub mod policy;
 mod queue;
 pub mod reconcile;
@@ -48,7 +49,8 @@ pub use gangway_plugin_sdk::{
     FailureClass, JobId, Level, QueueOrder, RetryAction, Slot, SpreadLimit, VcId, WaitReason,
 };
 pub use job::{AttemptEnd, Failure, FinalStatus, JobRecord, JobSpec, JobState, WaitBreakdown};
-pub use placement::{PlacementChoice, PlacementStrategy};
+pub use placement::PlacementChoice;
+pub use placement_strategy::PlacementStrategy;
 pub use reconcile::{Difference, EngineTruth};
 pub use round::{Migration, Preemption, Reservation, RoundReport, Start};
 pub use scheduler::{Scheduler, SchedulerError, VirtualCluster};

@@ -79,7 +79,8 @@ use gangway_plugin_sdk::JobId;
 use serde::{Deserialize, Serialize};
 
 use crate::job::{JobRecord, JobState};
-use crate::placement::{PlacementStrategy, Scope};
+use crate::placement::Scope;
+use crate::placement_strategy::PlacementStrategy;
 use crate::policy::PolicySet;
 use crate::scheduler::{Scheduler, VirtualCluster};
 use crate::state::{Health, InvariantViolation};

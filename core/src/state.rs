@@ -11,7 +11,7 @@ use std::sync::Arc;
 use gangway_plugin_sdk::{ClusterSummary, JobId, LevelSummary};
 use serde::{Deserialize, Serialize};
 
-use crate::placement::PlacementStrategy;
+use crate::placement_strategy::PlacementStrategy;
 use crate::topology::{DomainId, ServerId, Topology};
 
 /// A bitmask of GPUs on one server (bit `i` = GPU `i`).

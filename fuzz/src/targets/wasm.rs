@@ -207,7 +207,13 @@ fn one<S: CatalogSlot + SlotRules + Views>(path: CallPath, seed: &[u8], config: 
         _ => {}
     }
     policy.report(first.as_ref().map(|_| ()));
-    // A fresh instance after a failure answers the same.
+    // A fresh instance after a failure answers the same. (After a success
+    // the instance is kept, and a guest answering with raw ABI words may
+    // read memory its last call left behind: a kept instance's answer may
+    // differ, which the contract allows, so only failures are compared.)
+    if first.is_ok() {
+        return;
+    }
     let second = policy.decide(&view);
     assert_eq!(
         first.as_ref().map_err(|e| std::mem::discriminant(&e.kind)),
