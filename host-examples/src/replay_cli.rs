@@ -345,7 +345,7 @@ fn topology(cli: &Cli) -> Result<(Topology, String), ReplayError> {
     ))
 }
 
-fn workload_of(cli: &Cli) -> Result<(Trace, String), ReplayError> {
+fn workload_of(cli: &Cli, cluster_gpus: u32) -> Result<(Trace, String), ReplayError> {
     match &cli.trace {
         Some(path) => {
             let mut t = trace::load(path, cli.format)?;
@@ -362,6 +362,7 @@ fn workload_of(cli: &Cli) -> Result<(Trace, String), ReplayError> {
             };
             let warm = !cli.without.contains(&Feature::WarmStart);
             t.window_warm(cli.skip, cli.jobs.unwrap_or(usize::MAX), warm);
+            let over = t.limit_warm(cluster_gpus);
             t.scale_time(cli.time_scale);
             let mut source = format!("{} ({:?})", path.display(), cli.format);
             if let Some((file, n)) = labels {
@@ -379,6 +380,11 @@ fn workload_of(cli: &Cli) -> Result<(Trace, String), ReplayError> {
                     source.push_str(&format!(
                         ", warm start: {} earlier jobs still running at the window's start",
                         t.warm
+                    ));
+                }
+                if over > 0 {
+                    source.push_str(&format!(
+                        ", {over} more left out as beyond the cluster's GPUs"
                     ));
                 }
             }
@@ -400,6 +406,7 @@ fn workload_of(cli: &Cli) -> Result<(Trace, String), ReplayError> {
             };
             let mut t = workload::generate_with(n + lead, cli.seed, status_runtimes);
             t.window_warm(lead, n, warm);
+            let over = t.limit_warm(cluster_gpus);
             t.scale_time(cli.time_scale);
             let mut source = format!(
                 "built-in Philly-calibrated generator, {n} jobs, seed {}",
@@ -409,6 +416,11 @@ fn workload_of(cli: &Cli) -> Result<(Trace, String), ReplayError> {
                 source.push_str(&format!(
                     ", started warm: {} jobs of a {WARM_LEAD_DAYS}-day lead-in still running",
                     t.warm
+                ));
+            }
+            if over > 0 {
+                source.push_str(&format!(
+                    ", {over} more left out as beyond the cluster's GPUs"
                 ));
             }
             if cli.time_scale != 1.0 {
@@ -582,7 +594,7 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
             cli.time_scale
         )));
     }
-    let (trace, source) = workload_of(cli)?;
+    let (trace, source) = workload_of(cli, topo.total_gpus())?;
     if trace.jobs.is_empty() {
         return Err(ReplayError::Usage("the workload has no jobs".into()));
     }

@@ -8,7 +8,7 @@ use gangway_core::{FailureClass, RackGrouping, Topology, TopologyError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::trace::{Attempt, Outcome, Trace, TraceJob, vc_weights};
+use crate::trace::{Attempt, Outcome, Trace, TraceJob, pick, vc_weights};
 
 /// Job-size mix: (GPUs, jobs) of the 111,549 jobs with a valid run time (section 2.2).
 const SIZE_MIX: [(u32, f64); 9] = [
@@ -309,18 +309,6 @@ fn table7(class: FailureClass) -> &'static FailureRow {
         .iter()
         .find(|r| r.class == class)
         .unwrap_or(&TABLE7[TABLE7.len() - 1])
-}
-
-fn pick<T: Copy>(rng: &mut impl Rng, items: &[(T, f64)]) -> T {
-    let total: f64 = items.iter().map(|i| i.1).sum();
-    let mut x = rng.random::<f64>() * total;
-    for &(item, w) in items {
-        if x < w {
-            return item;
-        }
-        x -= w;
-    }
-    items[items.len() - 1].0
 }
 
 fn pick_index(rng: &mut impl Rng, weights: &[f64]) -> usize {

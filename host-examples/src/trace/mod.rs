@@ -17,8 +17,8 @@ use gangway_core::FailureClass;
 use serde::{Deserialize, Serialize};
 
 pub use time::parse_timestamp;
-pub(crate) use vcs::vc_weights;
 pub use vcs::{RFOLD_ORIGIN, VcLabels, label_vcs, label_vcs_from, philly_vc_for};
+pub(crate) use vcs::{pick, vc_weights};
 
 /// How one recorded attempt ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -203,6 +203,41 @@ impl Trace {
             self.jobs = carried;
         }
         self.normalize();
+    }
+
+    /// Keeps, of the jobs carried into a window warm, those that fit in
+    /// `gpus` together (in order; one that would not fit is dropped), so a
+    /// warm start never begins with more work running than the cluster
+    /// holds (a lead-in counts jobs as running from their submit, without
+    /// queueing). Returns how many were dropped.
+    ///
+    /// ```
+    /// use gangway_host_examples::trace::{Attempt, Outcome, Trace, TraceJob};
+    /// let job = |gpus| TraceJob {
+    ///     name: String::new(), vc: "a".into(), user: String::new(), gpus, submit_s: 0,
+    ///     attempts: vec![Attempt::new(100, Outcome::Passed)],
+    /// };
+    /// let mut t = Trace { jobs: vec![job(8), job(8), job(1), job(4)], warm: 3, ..Trace::default() };
+    /// assert_eq!(t.limit_warm(9), 1);
+    /// assert_eq!((t.warm, t.jobs.len()), (2, 3));
+    /// ```
+    pub fn limit_warm(&mut self, gpus: u32) -> usize {
+        let rest = self.jobs.split_off(self.warm.min(self.jobs.len()));
+        let mut used = 0u64;
+        let mut kept = Vec::with_capacity(self.jobs.len() + rest.len());
+        let mut dropped = 0;
+        for j in self.jobs.drain(..) {
+            if used + u64::from(j.gpus) <= u64::from(gpus) {
+                used += u64::from(j.gpus);
+                kept.push(j);
+            } else {
+                dropped += 1;
+            }
+        }
+        self.warm = kept.len();
+        kept.extend(rest);
+        self.jobs = kept;
+        dropped
     }
 
     /// Multiplies every submit time by `factor` (attempt lengths unchanged).

@@ -104,9 +104,9 @@ const VC_MIX: [(&str, f64, f64); 11] = [
     ("e13805", 0.5, 42.5),
 ];
 
-/// A weighted pick (the generator's rule, kept identical so VC draws stay
+/// A weighted pick, shared with the generator (one rule, so VC draws stay
 /// stable across releases).
-fn pick<T: Copy>(rng: &mut impl Rng, items: &[(T, f64)]) -> T {
+pub(crate) fn pick<T: Copy>(rng: &mut impl Rng, items: &[(T, f64)]) -> T {
     let total: f64 = items.iter().map(|i| i.1).sum();
     let mut x = rng.random::<f64>() * total;
     for &(item, w) in items {
