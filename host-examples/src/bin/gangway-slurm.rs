@@ -142,29 +142,11 @@ fn run(cli: Cli) -> Result<(), SlurmError> {
         }
         Command::Status { json } => {
             let report = client::status(&socket()?)?;
-            if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&report)
-                        .map_err(|e| SlurmError::Protocol(e.to_string()))?
-                );
-            } else {
-                print!("{}", client::format_status(&report));
-            }
-            Ok(())
+            print_report(&report, json, client::format_status)
         }
         Command::Why { job, json } => {
             let report = client::why(&socket()?, job)?;
-            if json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&report)
-                        .map_err(|e| SlurmError::Protocol(e.to_string()))?
-                );
-            } else {
-                print!("{}", client::format_job(&report));
-            }
-            Ok(())
+            print_report(&report, json, client::format_job)
         }
         Command::Cancel { job } => {
             println!("{}", client::cancel(&socket()?, job)?);
@@ -241,6 +223,22 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Prints `report` as pretty JSON, or as the text `format` makes of it.
+fn print_report<T: serde::Serialize>(
+    report: &T,
+    json: bool,
+    format: impl Fn(&T) -> String,
+) -> Result<(), SlurmError> {
+    if json {
+        let text = serde_json::to_string_pretty(report)
+            .map_err(|e| SlurmError::Protocol(e.to_string()))?;
+        println!("{text}");
+    } else {
+        print!("{}", format(report));
+    }
+    Ok(())
 }
 
 /// Logs go to stderr at info (the daemon's job events are also in `status`
