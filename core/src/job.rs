@@ -164,7 +164,8 @@ pub struct JobRecord {
     pub first_start_s: Option<u64>,
     /// Servers and locality of its first attempt.
     pub first_placement: Option<(u32, gangway_plugin_sdk::Level)>,
-    /// Its waiting time, split by reason.
+    /// Its waiting time, split by reason, charged up to the last change of
+    /// its wait reason; [`JobRecord::wait_at`] adds the time since.
     pub wait: WaitBreakdown,
     /// Time up to which its wait has been charged.
     pub(crate) charged_to_s: u64,
@@ -192,6 +193,39 @@ impl JobRecord {
             JobState::Finished { status, .. } => Some(status),
             _ => None,
         }
+    }
+
+    /// Its waiting time split by reason up to `now`: [`JobRecord::wait`]
+    /// plus, while it waits, the time since that was last charged, counted
+    /// to its current reason (the one of the last round that showed it, or
+    /// the retry delay).
+    ///
+    /// ```
+    /// use gangway_core::{JobId, JobSpec, Scheduler, Topology};
+    ///
+    /// let mut sched = Scheduler::new(Topology::uniform(1, 2, 8).unwrap());
+    /// let (a, b) = (sched.virtual_cluster("a"), sched.virtual_cluster("b"));
+    /// sched.submit(JobSpec { id: JobId(1), vc: a, user: 0, gpus: 16, submitted_s: 0 }).unwrap();
+    /// sched.submit(JobSpec { id: JobId(2), vc: b, user: 0, gpus: 8, submitted_s: 0 }).unwrap();
+    /// sched.round(10).unwrap(); // job 1 takes every GPU
+    /// sched.round(40).unwrap();
+    /// let reason = sched.why_pending(JobId(2)).unwrap();
+    /// let job = sched.job(JobId(2)).unwrap();
+    /// // Charged when the reason was first given (at 10), accrued since.
+    /// assert_eq!(job.wait.get(reason), 10);
+    /// assert_eq!(job.wait_at(70).get(reason), 70);
+    /// ```
+    pub fn wait_at(&self, now: u64) -> WaitBreakdown {
+        let mut wait = self.wait;
+        let reason = match self.state {
+            JobState::Pending { reason, .. } => reason,
+            JobState::Delayed { .. } => Some(WaitReason::RetryDelay),
+            _ => None,
+        };
+        if let Some(r) = reason {
+            wait.add(r, now.saturating_sub(self.charged_to_s));
+        }
+        wait
     }
 
     /// Charges the wait from the last charge up to `now` to `reason`.

@@ -1,21 +1,44 @@
 //! The pending jobs of each virtual cluster, kept sorted by the key the
 //! fairness policy declares ([`QueueOrder`]), so a round can show fairness
 //! the first jobs of each VC without looking at the rest of the backlog.
+//!
+//! Each entry keeps the job as policies see it ([`PendingJob`], fixed while
+//! the job is pending but for its wait), so a round builds its view from the
+//! queue heads alone, without looking each job up.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
-use gangway_plugin_sdk::{JobId, QueueOrder};
+use gangway_plugin_sdk::{JobId, PendingJob, QueueOrder};
 
 use crate::job::JobRecord;
 
 /// A pending job's position in its VC's queue.
 type Key = (u64, u64, JobId);
 
+/// A queued job: as policies see it, and since when it has been pending.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Queued {
+    /// When the job last became pending (its view's `waiting_s` counts from here).
+    pub(crate) since_s: u64,
+    /// The job as a view shows it, with `waiting_s` 0.
+    pub(crate) job: PendingJob,
+}
+
+impl Queued {
+    /// The job as a view at `now` shows it.
+    pub(crate) fn at(&self, now: u64) -> PendingJob {
+        PendingJob {
+            waiting_s: now.saturating_sub(self.since_s),
+            ..self.job.clone()
+        }
+    }
+}
+
 /// Per-VC queues of pending jobs in one [`QueueOrder`].
 #[derive(Clone, Debug, Default)]
 pub(crate) struct QueueIndex {
     order: QueueOrder,
-    per_vc: Vec<BTreeSet<Key>>,
+    per_vc: Vec<BTreeMap<Key, Queued>>,
 }
 
 impl QueueIndex {
@@ -35,14 +58,14 @@ impl QueueIndex {
         (primary, job.spec.submitted_s, job.spec.id)
     }
 
-    /// Adds a job that became pending.
-    pub(crate) fn insert(&mut self, job: &JobRecord) {
+    /// Adds a job that became pending, as `queued` shows it.
+    pub(crate) fn insert(&mut self, job: &JobRecord, queued: Queued) {
         let vc = job.spec.vc.0 as usize;
         if self.per_vc.len() <= vc {
-            self.per_vc.resize_with(vc + 1, BTreeSet::new);
+            self.per_vc.resize_with(vc + 1, BTreeMap::new);
         }
         let key = self.key(job);
-        self.per_vc[vc].insert(key);
+        self.per_vc[vc].insert(key, queued);
     }
 
     /// Removes a job that stopped being pending (call before changing what
@@ -58,33 +81,33 @@ impl QueueIndex {
     pub(crate) fn rebuild<'a>(
         &mut self,
         order: QueueOrder,
-        pending: impl Iterator<Item = &'a JobRecord>,
+        pending: impl Iterator<Item = (&'a JobRecord, Queued)>,
     ) {
         self.order = order;
         for q in &mut self.per_vc {
             q.clear();
         }
-        for job in pending {
-            self.insert(job);
+        for (job, queued) in pending {
+            self.insert(job, queued);
         }
     }
 
     /// The first `window` jobs of each VC's queue, VC by VC.
-    pub(crate) fn heads(&self, window: usize) -> impl Iterator<Item = JobId> + '_ {
+    pub(crate) fn heads(&self, window: usize) -> impl Iterator<Item = &Queued> + '_ {
         self.per_vc
             .iter()
-            .flat_map(move |q| q.iter().take(window).map(|(_, _, id)| *id))
+            .flat_map(move |q| q.values().take(window))
     }
 
     /// Jobs queued, all VCs.
     pub(crate) fn len(&self) -> usize {
-        self.per_vc.iter().map(BTreeSet::len).sum()
+        self.per_vc.iter().map(BTreeMap::len).sum()
     }
 
-    /// Whether `job` (pending) is in its VC's queue.
-    pub(crate) fn contains(&self, job: &JobRecord) -> bool {
+    /// `job`'s entry, if it (pending) is in its VC's queue.
+    pub(crate) fn get(&self, job: &JobRecord) -> Option<&Queued> {
         self.per_vc
             .get(job.spec.vc.0 as usize)
-            .is_some_and(|q| q.contains(&self.key(job)))
+            .and_then(|q| q.get(&self.key(job)))
     }
 }

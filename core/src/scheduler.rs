@@ -4,12 +4,14 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use rustc_hash::FxHashMap;
+
 use gangway_plugin_sdk::{JobId, Slot, VcId, WaitReason};
 
 use crate::job::{AttemptEnd, Failure, FinalStatus, JobRecord, JobSpec, JobState, WaitBreakdown};
 use crate::placement::Scope;
 use crate::policy::{BoxedBackend, PolicySet, SlotHealth, SlotRules};
-use crate::queue::QueueIndex;
+use crate::queue::{QueueIndex, Queued};
 use crate::state::{ClusterState, Health, InvariantViolation};
 use crate::topology::{ServerId, Topology};
 
@@ -132,8 +134,9 @@ pub struct Scheduler {
     pub(crate) reservations: BTreeMap<JobId, Scope>,
     /// Jobs per VC a fairness view shows (0: all).
     pub(crate) view_window: usize,
-    /// The jobs of the last round's fairness view, by id.
-    pub(crate) last_view: BTreeSet<JobId>,
+    /// The pending jobs of the last round's fairness view, with the reason
+    /// each waited for (a job leaves it when it stops being pending).
+    pub(crate) last_view: FxHashMap<JobId, WaitReason>,
     /// Rounds run so far.
     pub(crate) rounds: u64,
     /// The time of the last round that showed fairness a view.
@@ -194,7 +197,7 @@ impl Scheduler {
             last_round_s: 0,
             reservations: BTreeMap::new(),
             view_window: Scheduler::DEFAULT_VIEW_WINDOW,
-            last_view: BTreeSet::new(),
+            last_view: FxHashMap::default(),
             rounds: 0,
             prev_view_round_s: None,
         }
@@ -298,11 +301,15 @@ impl Scheduler {
             .manifest()
             .queue_order;
         if &order != self.queues.order() {
-            let jobs = &self.jobs;
-            self.queues.rebuild(
-                order,
-                self.pending.iter().filter_map(|(_, id)| jobs.get(id)),
-            );
+            let entries: Vec<(&JobRecord, Queued)> = self
+                .pending
+                .iter()
+                .filter_map(|(_, id)| self.jobs.get(id))
+                .map(|job| (job, self.queued(job)))
+                .collect();
+            let mut queues = std::mem::take(&mut self.queues);
+            queues.rebuild(order, entries.into_iter());
+            self.queues = queues;
         }
     }
 
@@ -371,10 +378,14 @@ impl Scheduler {
         };
         job.charged_to_s = job.charged_to_s.max(since);
         let gpus = job.next_gpus();
-        self.pending.insert((job.spec.submitted_s, id));
-        self.queues.insert(job);
+        let (vc, submitted_s) = (job.spec.vc, job.spec.submitted_s);
+        self.pending.insert((submitted_s, id));
+        if let Some(job) = self.jobs.get(&id) {
+            let queued = self.queued(job);
+            self.queues.insert(job, queued);
+        }
         *self.pending_sizes.entry(gpus).or_insert(0) += 1;
-        if let Some(v) = self.vcs.get_mut(job.spec.vc.0 as usize) {
+        if let Some(v) = self.vcs.get_mut(vc.0 as usize) {
             v.pending_gpus += gpus;
             v.pending_jobs += 1;
         }
@@ -401,6 +412,7 @@ impl Scheduler {
             v.pending_jobs = v.pending_jobs.saturating_sub(1);
         }
         self.reservations.remove(&id);
+        self.last_view.remove(&id);
     }
 
     /// A job (any state).
@@ -411,6 +423,13 @@ impl Scheduler {
     /// Every job, by id.
     pub fn jobs(&self) -> &BTreeMap<JobId, JobRecord> {
         &self.jobs
+    }
+
+    /// The time of the last round run (0 before the first): the host's
+    /// "now" as far as the scheduler knows, e.g. for
+    /// [`JobRecord::wait_at`](crate::JobRecord::wait_at).
+    pub fn last_round_s(&self) -> u64 {
+        self.last_round_s
     }
 
     /// Number of pending jobs.
@@ -448,7 +467,7 @@ impl Scheduler {
     pub fn why_pending(&self, id: JobId) -> Option<WaitReason> {
         match self.jobs.get(&id)?.state {
             JobState::Pending { reason, .. } => match reason {
-                Some(r) if self.last_view.contains(&id) => Some(r),
+                Some(r) if self.last_view.contains_key(&id) => Some(r),
                 _ if self.rounds > 0 => Some(WaitReason::Queued),
                 _ => None,
             },
@@ -650,10 +669,18 @@ impl Scheduler {
             match &job.state {
                 JobState::Pending { .. } => {
                     pending += 1;
-                    if !self.pending.contains(&(job.spec.submitted_s, *id))
-                        || !self.queues.contains(job)
-                    {
+                    if !self.pending.contains(&(job.spec.submitted_s, *id)) {
                         return fail(format!("{id} is pending but not queued"));
+                    }
+                    match self.queues.get(job) {
+                        None => return fail(format!("{id} is pending but not queued")),
+                        Some(q) if *q != self.queued(job) => {
+                            return fail(format!(
+                                "{id}'s queue entry is stale: {q:?}, the job is now {:?}",
+                                self.queued(job)
+                            ));
+                        }
+                        Some(_) => {}
                     }
                     vc_pending[vc].0 += job.next_gpus();
                     vc_pending[vc].1 += 1;

@@ -250,7 +250,11 @@ impl Scheduler {
             reservations: self.reservations.iter().map(|(j, s)| (*j, *s)).collect(),
             last_round_s: self.last_round_s,
             view_window: self.view_window as u64,
-            last_view: self.last_view.iter().copied().collect(),
+            last_view: {
+                let mut ids: Vec<JobId> = self.last_view.keys().copied().collect();
+                ids.sort_unstable();
+                ids
+            },
             rounds: self.rounds,
             prev_view_round_s: self.prev_view_round_s,
         }
@@ -394,7 +398,13 @@ impl Scheduler {
                     "was in the last round's view but is unknown",
                 ));
             }
-            sched.last_view.insert(id);
+            // The reason it was shown with is the one its state holds.
+            if let Some(JobState::Pending {
+                reason: Some(r), ..
+            }) = sched.jobs.get(&id).map(|j| &j.state)
+            {
+                sched.last_view.insert(id, *r);
+            }
         }
         sched.rounds = snapshot.rounds;
         sched.prev_view_round_s = snapshot.prev_view_round_s;

@@ -750,6 +750,8 @@ pub fn run(
         }
     }
     let span = arrival_end.max(1) as f64;
+    // Jobs still waiting at the end have accrued since their last charge.
+    let end_s = sim.sched.last_round_s();
     let jobs = trace
         .jobs
         .iter()
@@ -764,7 +766,7 @@ pub fn run(
                 first_start_s: rec.and_then(|r| r.first_start_s),
                 finish_s: sim.finish[i].map(|f| f.0),
                 status: sim.finish[i].map(|f| f.1),
-                wait_s: rec.map_or([0; 7], |r| r.wait.seconds),
+                wait_s: rec.map_or([0; 7], |r| r.wait_at(end_s).seconds),
                 first_servers: rec.and_then(|r| r.first_placement.map(|p| p.0)),
                 failed_gpu_s: rec.map_or(0, |r| r.failed_gpu_s),
                 preemptions: rec.map_or(0, |r| r.preemptions),

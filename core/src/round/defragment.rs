@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use gangway_plugin_sdk::{DefragDecision, DefragView, JobId, RoundView, WaitReason};
+use gangway_plugin_sdk::{DefragDecision, DefragView, JobId, WaitReason};
 
 use super::{Migration, Placed, RoundReport};
 use crate::job::JobState;
@@ -26,7 +26,6 @@ impl Scheduler {
     pub(crate) fn defragment_step(
         &mut self,
         now: u64,
-        view: &RoundView,
         placed: &mut Placed,
         report: &mut RoundReport,
     ) {
@@ -39,7 +38,7 @@ impl Scheduler {
             return;
         }
         let waiting: Vec<_> = self
-            .waiting_jobs(now, view, placed)
+            .waiting_jobs(now, placed)
             .into_iter()
             .filter(|w| w.reason == WaitReason::Fragmentation)
             .collect();

@@ -7,7 +7,9 @@ mod reclaim;
 mod retry;
 mod views;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use rustc_hash::FxHashMap;
 
 use gangway_plugin_sdk::{JobId, RetryAction, Slot, SpreadLimit, WaitReason};
 use serde::{Deserialize, Serialize};
@@ -130,8 +132,8 @@ impl Scheduler {
         let view = self.round_view(now);
         report.queued = self.pending.len() - view.jobs.len();
         let mut placed = self.place_step(now, &view, &mut report);
-        self.reclaim_step(now, &view, &mut placed, &mut report);
-        self.defragment_step(now, &view, &mut placed, &mut report);
+        self.reclaim_step(now, &mut placed, &mut report);
+        self.defragment_step(now, &mut placed, &mut report);
         self.state.clear_holds();
         self.reservations
             .retain(|id, _| placed.reserved.contains(id));
@@ -156,16 +158,24 @@ impl Scheduler {
     /// Records each viewed job's reason and charges its wait; a job that
     /// left the view since the last round waits [`WaitReason::Queued`] from
     /// now on.
+    ///
+    /// Waits are charged when a job's reason changes, not every round: a job
+    /// shown last round with the same reason keeps accruing to it (its state
+    /// holds the reason and `charged_to_s` where the accrual began), so a
+    /// round costs the jobs whose reason changed, not the whole view.
     fn charge_waits(
         &mut self,
         now: u64,
         view: &gangway_plugin_sdk::RoundView,
-        reasons: HashMap<JobId, WaitReason>,
+        reasons: FxHashMap<JobId, WaitReason>,
         report: &mut RoundReport,
     ) {
         let previous = std::mem::take(&mut self.last_view);
         let prev_round = self.prev_view_round_s;
         for (id, reason) in &reasons {
+            if previous.get(id) == Some(reason) {
+                continue;
+            }
             let Some(job) = self.jobs.get_mut(id) else {
                 continue;
             };
@@ -177,7 +187,7 @@ impl Scheduler {
                 continue;
             };
             let charge_to = match *last {
-                Some(r) if previous.contains(id) => r,
+                Some(r) if previous.contains_key(id) => r,
                 // Considered before, then behind the window until now.
                 Some(_) => WaitReason::Queued,
                 // Pending through an earlier round without being shown.
@@ -189,7 +199,7 @@ impl Scheduler {
         }
         // Jobs shown last round and still pending but not shown now: their
         // interval so far goes to their last reason, the rest to Queued.
-        for id in previous.difference(&view.jobs.iter().map(|j| j.id).collect()) {
+        for id in previous.keys().filter(|id| !reasons.contains_key(id)) {
             if let Some(job) = self.jobs.get_mut(id)
                 && let JobState::Pending { reason, .. } = &mut job.state
             {
@@ -198,9 +208,14 @@ impl Scheduler {
                 job.charge(last, now);
             }
         }
-        self.last_view = reasons.keys().copied().collect::<BTreeSet<_>>();
-        report.waiting = reasons.into_iter().collect();
+        report.waiting = view
+            .jobs
+            .iter()
+            .filter_map(|j| reasons.get(&j.id).map(|r| (j.id, *r)))
+            .collect();
+        // Ids mostly follow submit order: the stable sort is near-linear then.
         report.waiting.sort_by_key(|(id, _)| *id);
+        self.last_view = reasons;
         self.prev_view_round_s = Some(now);
     }
 
@@ -243,9 +258,9 @@ impl Scheduler {
 /// What placement left for the later steps.
 pub(crate) struct Placed {
     /// Every job of the view that did not start, with its reason.
-    pub(crate) reasons: HashMap<JobId, WaitReason>,
+    pub(crate) reasons: FxHashMap<JobId, WaitReason>,
     /// The spread limit each eligible job was placed with.
-    pub(crate) limits: HashMap<JobId, SpreadLimit>,
+    pub(crate) limits: FxHashMap<JobId, SpreadLimit>,
     /// Jobs holding a reservation this round.
     pub(crate) reserved: BTreeSet<JobId>,
     /// The fairness order of the view's jobs.

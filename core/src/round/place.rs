@@ -1,7 +1,9 @@
 //! Fairness, locality, then placement in fairness order with the gang slot
 //! deciding what a job that does not fit does to the jobs behind it.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use gangway_plugin_sdk::{
     GangAction, GangDecision, JobId, QueueView, RoundView, SpreadLimit, WaitReason,
@@ -21,7 +23,7 @@ impl Scheduler {
         // 1. Fairness.
         let fairness = self.policies.fairness.decide_settled(view);
         report.policy_errors.extend(fairness.error);
-        let by_id: HashMap<JobId, usize> = view
+        let by_id: FxHashMap<JobId, usize> = view
             .jobs
             .iter()
             .enumerate()
@@ -34,8 +36,8 @@ impl Scheduler {
             spread: Vec::new(),
         };
         let mut placed = Placed {
-            reasons: HashMap::with_capacity(view.jobs.len()),
-            limits: HashMap::new(),
+            reasons: FxHashMap::with_capacity_and_hasher(view.jobs.len(), Default::default()),
+            limits: FxHashMap::default(),
             reserved: BTreeSet::new(),
             order: Vec::with_capacity(view.jobs.len()),
         };
@@ -61,7 +63,7 @@ impl Scheduler {
         // view as it was before any placement) only when a job first fails
         // to fit: a round where everything fits never needs its answer.
         let mut gang: Option<GangDecision> = None;
-        let mut failed: HashSet<(u32, SpreadLimit)> = HashSet::new();
+        let mut failed: FxHashSet<(u32, SpreadLimit)> = FxHashSet::default();
         let mut blocked = false;
         let mut reserved_now = 0u32;
         for (i, job) in queue.jobs.iter().enumerate() {

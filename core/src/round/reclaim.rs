@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use gangway_plugin_sdk::{JobId, ReclaimDecision, ReclaimView, RoundView, WaitingJob};
+use gangway_plugin_sdk::{JobId, ReclaimDecision, ReclaimView, WaitingJob};
 
 use super::{Placed, Preemption, RoundReport};
 use crate::job::JobState;
@@ -23,18 +23,7 @@ use crate::state::Placement;
 impl Scheduler {
     /// The waiting jobs of the view, in fairness order, with their reasons
     /// and limits.
-    pub(crate) fn waiting_jobs(
-        &self,
-        now: u64,
-        view: &RoundView,
-        placed: &Placed,
-    ) -> Vec<WaitingJob> {
-        let by_id: HashMap<JobId, usize> = view
-            .jobs
-            .iter()
-            .enumerate()
-            .map(|(i, j)| (j.id, i))
-            .collect();
+    pub(crate) fn waiting_jobs(&self, now: u64, placed: &Placed) -> Vec<WaitingJob> {
         placed
             .order
             .iter()
@@ -49,7 +38,6 @@ impl Scheduler {
                     placed.limits.get(id).copied().unwrap_or_else(|| {
                         gangway_plugin_sdk::SpreadLimit::new(pending.min_level, 0)
                     });
-                let _ = by_id.get(id);
                 Some(WaitingJob {
                     job: pending,
                     reason,
@@ -61,17 +49,11 @@ impl Scheduler {
 
     /// Asks the reclaim slot (unless it is `none` or nothing waits) and
     /// applies its decision if it is sound.
-    pub(crate) fn reclaim_step(
-        &mut self,
-        now: u64,
-        view: &RoundView,
-        placed: &mut Placed,
-        report: &mut RoundReport,
-    ) {
+    pub(crate) fn reclaim_step(&mut self, now: u64, placed: &mut Placed, report: &mut RoundReport) {
         if self.policies.reclaim.is_noop() || placed.reasons.is_empty() {
             return;
         }
-        let waiting = self.waiting_jobs(now, view, placed);
+        let waiting = self.waiting_jobs(now, placed);
         if waiting.is_empty() {
             return;
         }

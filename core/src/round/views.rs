@@ -5,6 +5,7 @@ use gangway_plugin_sdk::{
 };
 
 use crate::job::{JobRecord, JobState};
+use crate::queue::Queued;
 use crate::scheduler::Scheduler;
 
 impl Scheduler {
@@ -25,25 +26,33 @@ impl Scheduler {
             .collect()
     }
 
-    /// A pending job as policies see it.
+    /// A pending job as policies see it at `now`.
     pub(crate) fn pending_job(&self, job: &JobRecord, now: u64) -> PendingJob {
+        self.queued(job).at(now)
+    }
+
+    /// A pending job's queue entry: as policies see it, and since when.
+    pub(crate) fn queued(&self, job: &JobRecord) -> Queued {
         let topo = self.state.topology();
         let gpus = job.next_gpus();
-        let since = match job.state {
+        let since_s = match job.state {
             JobState::Pending { since_s, .. } => since_s,
-            _ => now,
+            _ => self.last_round_s,
         };
-        PendingJob {
-            id: job.spec.id,
-            vc: job.spec.vc,
-            user: job.spec.user,
-            gpus,
-            submitted_s: job.spec.submitted_s,
-            waiting_s: now.saturating_sub(since),
-            attempts: job.attempts,
-            attained_gpu_s: job.attained_gpu_s,
-            min_level: topo.min_level_for(gpus).unwrap_or(Level::ANY),
-            min_servers: topo.min_servers_for(gpus).unwrap_or(u32::MAX),
+        Queued {
+            since_s,
+            job: PendingJob {
+                id: job.spec.id,
+                vc: job.spec.vc,
+                user: job.spec.user,
+                gpus,
+                submitted_s: job.spec.submitted_s,
+                waiting_s: 0,
+                attempts: job.attempts,
+                attained_gpu_s: job.attained_gpu_s,
+                min_level: topo.min_level_for(gpus).unwrap_or(Level::ANY),
+                min_servers: topo.min_servers_for(gpus).unwrap_or(u32::MAX),
+            },
         }
     }
 
@@ -53,16 +62,16 @@ impl Scheduler {
     pub(crate) fn round_view(&self, now: u64) -> RoundView {
         let windowed = self.view_window > 0 && *self.queues.order() != QueueOrder::All;
         let jobs: Vec<PendingJob> = if windowed {
-            let mut ids: Vec<(u64, JobId)> = self
+            // The queue entries hold the jobs as the view shows them.
+            let mut jobs: Vec<PendingJob> = self
                 .queues
                 .heads(self.view_window)
-                .filter_map(|id| self.jobs.get(&id).map(|j| (j.spec.submitted_s, id)))
+                .map(|q| q.at(now))
                 .collect();
-            ids.sort_unstable();
-            ids.iter()
-                .filter_map(|(_, id)| self.jobs.get(id))
-                .map(|j| self.pending_job(j, now))
-                .collect()
+            // Each VC's queue is a sorted run when the order is by submit
+            // time: the stable sort merges runs rather than sorting afresh.
+            jobs.sort_by_key(|j| (j.submitted_s, j.id));
+            jobs
         } else {
             self.pending
                 .iter()

@@ -474,9 +474,12 @@ impl PyScheduler {
         d.set_item("attempts", rec.attempts)?;
         d.set_item("attained_gpu_s", rec.attained_gpu_s)?;
         d.set_item("failed_gpu_s", rec.failed_gpu_s)?;
+        // Up to the last round (a waiting job's time since its reason last
+        // changed included).
+        let waited = rec.wait_at(g.sched.last_round_s());
         let wait = PyDict::new(py);
         for r in WaitReason::ALL {
-            wait.set_item(r.as_str(), rec.wait.get(r))?;
+            wait.set_item(r.as_str(), waited.get(r))?;
         }
         d.set_item("wait_s", wait)?;
         match &rec.state {

@@ -970,7 +970,7 @@ impl Daemon {
             cmd: e.cmd.clone(),
             state,
             reason,
-            wait: record.map_or_else(Vec::new, |r| wait_list(&r.wait.seconds)),
+            wait: record.map_or_else(Vec::new, |r| wait_list(&r.wait_at(self.last_now).seconds)),
             waiting_s,
             attempts: e.attempts,
             slurm_job: e.launch.as_ref().and_then(|l| l.slurm_id),

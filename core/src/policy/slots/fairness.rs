@@ -1,10 +1,9 @@
 //! The fairness slot's rules: a permutation of exactly the view's jobs.
 
-use std::collections::HashMap;
-
 use gangway_plugin_sdk::builtin::FifoQuota;
 use gangway_plugin_sdk::slots::Fairness;
 use gangway_plugin_sdk::{FairnessDecision, JobId, RoundView};
+use rustc_hash::FxHashMap;
 
 use crate::policy::rules::{SlotCheck, invalid};
 use crate::policy::{BoxedBackend, Native, PolicyErrorKind};
@@ -13,7 +12,7 @@ impl SlotCheck for Fairness {
     const BUILTIN: &'static str = "fifo-quota";
 
     fn validate(view: &RoundView, d: &FairnessDecision) -> Result<(), PolicyErrorKind> {
-        let mut seen: HashMap<JobId, bool> = view.jobs.iter().map(|j| (j.id, false)).collect();
+        let mut seen: FxHashMap<JobId, bool> = view.jobs.iter().map(|j| (j.id, false)).collect();
         for r in &d.order {
             match seen.get_mut(&r.job) {
                 None => return Err(invalid(format!("names unknown {}", r.job))),
