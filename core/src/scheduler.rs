@@ -166,7 +166,13 @@ pub(crate) fn state_name(state: &JobState) -> &'static str {
 impl Scheduler {
     /// How many pending jobs of each VC a round shows a fairness policy that
     /// declares a queue order, by default.
-    pub const DEFAULT_VIEW_WINDOW: usize = 128;
+    ///
+    /// 32 per VC is about 450 jobs for Philly's 14 VCs: the depth that
+    /// Slurm's schedulers look into by default (`default_queue_depth` 100
+    /// for the main scheduler, `bf_max_job_test` 500 for backfill). A round
+    /// costs about this many jobs however long the queues grow; jobs behind
+    /// the window wait as [`WaitReason::Queued`].
+    pub const DEFAULT_VIEW_WINDOW: usize = 32;
 
     /// A scheduler over `topology` with the built-in policies.
     pub fn new(topology: Topology) -> Scheduler {
