@@ -45,7 +45,7 @@ use std::time::Duration;
 use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 use gangway_plugin_sdk::{
     Configure, DefragmentPolicy, FairnessPolicy, GangPolicy, LocalityPolicy, Policy, ReclaimPolicy,
-    RetryPolicy, Slot,
+    RetryPolicy,
 };
 
 pub use run::{Failure, FailureKind, Report, check};
@@ -203,6 +203,7 @@ pub fn module(
     config: &[u8],
     options: &Options,
 ) -> Result<Vec<Report>, Failure> {
+    use gangway_plugin_sdk::Slot;
     let mut reports = Vec::new();
     for slot in module.slots() {
         reports.push(match slot {
