@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Parser;
-use gangway_core::{RackGrouping, Topology, TopologyError};
+use gangway_core::{PlacementStrategy, RackGrouping, Topology, TopologyError};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::catalog::{PolicyChoice, SlotChoice};
@@ -39,9 +39,12 @@ pub struct Cli {
     /// A Philly machine list (CSV); without it the built-in Philly machine mix.
     #[arg(long, conflicts_with = "topology")]
     pub machines: Option<PathBuf>,
-    /// How machines of `--machines` form racks.
-    #[arg(long, value_enum, default_value = "same-sku")]
-    pub rack_grouping: Grouping,
+    /// How machines of `--machines` form racks: `same-sku` (machines with
+    /// the same GPU count share racks) or `consecutive` (consecutive machine
+    /// ids fill racks).
+    #[arg(long, default_value = "same-sku",
+          value_parser = clap::builder::PossibleValuesParser::new(RackGrouping::NAMES))]
+    pub rack_grouping: String,
     /// Servers per rack for `--machines`.
     #[arg(long, default_value_t = 32)]
     pub rack_size: u32,
@@ -111,8 +114,8 @@ pub struct Cli {
     /// Placement tie-break, overriding the preset's: `best-fit` keeps large
     /// holes free; `spread` puts work on the emptiest servers, as YARN-style
     /// schedulers like Philly's do.
-    #[arg(long, value_enum)]
-    pub placement: Option<Placement>,
+    #[arg(long, value_parser = placement_parser())]
+    pub placement: Option<PlacementStrategy>,
     /// Pending jobs per VC a round shows a fairness policy that declares its
     /// queue order (0: every pending job).
     #[arg(long, default_value_t = gangway_core::Scheduler::DEFAULT_VIEW_WINDOW)]
@@ -209,15 +212,14 @@ pub fn choices(cli: &Cli) -> Result<Vec<PolicyChoice>, PolicyResolveError> {
     Ok(out)
 }
 
-/// Placement tie-break strategies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Placement {
-    /// Tightest fit first.
-    BestFit,
-    /// Emptiest first.
-    Spread,
-    /// YARN-like: first fit in a random (seeded by `--seed`) heartbeat order.
-    Heartbeat,
+/// `--placement`: the names of [`PlacementStrategy::NAMES`] (listed in
+/// `--help`), each to its strategy (a heartbeat order is seeded by `--seed`
+/// later).
+fn placement_parser() -> impl clap::builder::TypedValueParser<Value = PlacementStrategy> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(PlacementStrategy::NAMES).try_map(|name: String| {
+        PlacementStrategy::from_name(&name).ok_or_else(|| format!("unknown placement {name:?}"))
+    })
 }
 
 /// Seconds a `fixed` retry waits in the Philly model (feature `retry-gap`):
@@ -276,15 +278,6 @@ pub fn apply_features(
     Ok(())
 }
 
-/// Rack grouping rules for machine lists.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Grouping {
-    /// Machines with the same GPU count share racks.
-    SameSku,
-    /// Consecutive machine ids fill racks.
-    Consecutive,
-}
-
 /// Anything that stops a replay.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
@@ -321,22 +314,16 @@ fn topology(cli: &Cli) -> Result<(Topology, String), ReplayError> {
         return Ok((Topology::from_file(path)?, path.display().to_string()));
     }
     if let Some(path) = &cli.machines {
-        let grouping = match cli.rack_grouping {
-            Grouping::SameSku => RackGrouping::SameGpuCount {
-                servers_per_rack: cli.rack_size,
-            },
-            Grouping::Consecutive => RackGrouping::Consecutive {
-                servers_per_rack: cli.rack_size,
-            },
-        };
+        let grouping = RackGrouping::named(&cli.rack_grouping, cli.rack_size).ok_or_else(|| {
+            ReplayError::Usage(format!(
+                "--rack-grouping {:?}: expected one of {:?}",
+                cli.rack_grouping,
+                RackGrouping::NAMES
+            ))
+        })?;
         return Ok((
             Topology::from_machine_list(path, grouping)?,
-            format!(
-                "{} ({:?}, {} servers per rack)",
-                path.display(),
-                cli.rack_grouping,
-                cli.rack_size
-            ),
+            format!("{} ({grouping})", path.display()),
         ));
     }
     Ok((
@@ -364,7 +351,7 @@ fn workload_of(cli: &Cli, cluster_gpus: u32) -> Result<(Trace, String), ReplayEr
             t.window_warm(cli.skip, cli.jobs.unwrap_or(usize::MAX), warm);
             let over = t.limit_warm(cluster_gpus);
             t.scale_time(cli.time_scale);
-            let mut source = format!("{} ({:?})", path.display(), cli.format);
+            let mut source = format!("{} ({})", path.display(), cli.format);
             if let Some((file, n)) = labels {
                 source.push_str(&format!(
                     ", VCs from {}: {} jobs matched, {} with a VC drawn from the per-VC mix",
@@ -542,12 +529,7 @@ pub fn jobs_csv(trace: &Trace, result: &sim::RunResult) -> String {
     out.push('\n');
     let opt = |x: Option<u64>| x.map_or(String::new(), |v| v.to_string());
     for (j, tj) in result.jobs.iter().zip(&trace.jobs).skip(result.warm) {
-        let status = match j.status {
-            Some(trace::Outcome::Passed) => "passed",
-            Some(trace::Outcome::Killed) => "killed",
-            Some(trace::Outcome::Failed) => "failed",
-            None => "",
-        };
+        let status = j.status.map_or("", trace::Outcome::as_str);
         out.push_str(&format!(
             "{},{},{},{},{},{},{},{},{}",
             csv_cell(&tj.name),
@@ -633,13 +615,9 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
     let mut loader = policies::Loader::new()?;
     for choice in &choices {
         let mut choice = choice.clone();
-        match cli.placement {
-            None => {}
-            Some(Placement::BestFit) => choice.placement = gangway_core::PlacementStrategy::BestFit,
-            Some(Placement::Spread) => choice.placement = gangway_core::PlacementStrategy::Spread,
-            Some(Placement::Heartbeat) => {
-                choice.placement = gangway_core::PlacementStrategy::Heartbeat { seed: cli.seed }
-            }
+        if let Some(p) = cli.placement {
+            // A heartbeat order gets its seed from `apply_features`.
+            choice.placement = p;
         }
         apply_features(&mut choice, &cli.without, cli.seed)?;
         let choice = &choice;

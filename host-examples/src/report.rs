@@ -133,7 +133,7 @@ impl Policies {
             reclaim: name(Slot::Reclaim),
             retry: name(Slot::Retry),
             defragment: name(Slot::Defragment),
-            placement: crate::catalog::placement_name(choice.placement).to_string(),
+            placement: choice.placement.as_str().to_string(),
         }
     }
 }
@@ -426,12 +426,7 @@ pub fn summarize(name: &str, policies: Policies, r: &RunResult) -> Run {
     for j in own {
         slowdown_gpu_s += j.spread_slowdown_gpu_s;
         if let Some(st) = j.status {
-            let key = match st {
-                Outcome::Passed => "passed",
-                Outcome::Killed => "killed",
-                Outcome::Failed => "failed",
-            };
-            *by_status.entry(key.to_string()).or_default() += j.used_gpu_s;
+            *by_status.entry(st.as_str().to_string()).or_default() += j.used_gpu_s;
         }
         match (j.first_start_s, j.status) {
             (None, _) => counts.never_started += 1,

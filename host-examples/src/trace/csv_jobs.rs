@@ -156,16 +156,13 @@ pub(super) fn read_gangway(file: &str, input: impl Read) -> Result<Trace, TraceE
     let mut jobs = Vec::with_capacity(t.rows.len());
     for row in t.rows() {
         let name = row.text(id, "id")?.to_string();
-        let final_outcome = match row.text(status, "status")?.to_ascii_lowercase().as_str() {
-            "passed" | "pass" => Outcome::Passed,
-            "failed" | "fail" => Outcome::Failed,
-            "killed" => Outcome::Killed,
-            other => {
-                return Err(row.err(format!(
-                    "job {name}: status {other:?} is not passed, failed or killed"
-                )));
-            }
-        };
+        let text = row.text(status, "status")?;
+        let final_outcome = Outcome::from_name(text).ok_or_else(|| {
+            row.err(format!(
+                "job {name}: status {:?} is not passed, failed or killed",
+                text.to_ascii_lowercase()
+            ))
+        })?;
         let runs: Vec<&str> = row
             .text(attempts, "attempts")?
             .split(';')

@@ -22,6 +22,7 @@ pub(crate) use vcs::{pick, vc_weights};
 
 /// How one recorded attempt ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Outcome {
     /// The job completed.
     Passed,
@@ -29,6 +30,54 @@ pub enum Outcome {
     Failed,
     /// The job was killed.
     Killed,
+}
+
+impl Outcome {
+    /// Every outcome.
+    pub const ALL: [Outcome; 3] = [Outcome::Passed, Outcome::Failed, Outcome::Killed];
+
+    /// Its name in reports, per-job CSVs and Gangway CSV traces (`passed`,
+    /// `failed`, `killed`; serde writes the same).
+    ///
+    /// ```
+    /// use gangway_host_examples::trace::Outcome;
+    /// assert_eq!(Outcome::Killed.as_str(), "killed");
+    /// ```
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Passed => "passed",
+            Outcome::Failed => "failed",
+            Outcome::Killed => "killed",
+        }
+    }
+
+    /// The outcome named `name` ([`Outcome::as_str`], or the short `pass` /
+    /// `fail` of Philly's logs), any case.
+    ///
+    /// ```
+    /// use gangway_host_examples::trace::Outcome;
+    /// assert_eq!(Outcome::from_name("Pass"), Some(Outcome::Passed));
+    /// assert_eq!(Outcome::from_name("done"), None);
+    /// ```
+    pub fn from_name(name: &str) -> Option<Outcome> {
+        const SHORT: [(&str, Outcome); 2] = [("pass", Outcome::Passed), ("fail", Outcome::Failed)];
+        let name = name.to_ascii_lowercase();
+        Outcome::ALL
+            .into_iter()
+            .find(|o| o.as_str() == name)
+            .or_else(|| SHORT.iter().find(|(s, _)| *s == name).map(|(_, o)| *o))
+    }
+}
+
+impl From<gangway_core::FinalStatus> for Outcome {
+    /// How the scheduler says a job ended, as a trace outcome.
+    fn from(status: gangway_core::FinalStatus) -> Outcome {
+        match status {
+            gangway_core::FinalStatus::Passed => Outcome::Passed,
+            gangway_core::FinalStatus::Failed => Outcome::Failed,
+            gangway_core::FinalStatus::Killed => Outcome::Killed,
+        }
+    }
 }
 
 /// One recorded attempt: how long it ran and how it ended.
@@ -250,8 +299,11 @@ impl Trace {
     }
 }
 
-/// The trace formats the replay reads.
+/// The trace formats the replay reads. Their names (`philly`, `csv`,
+/// `rfold`, `adaptdl`) come from this one definition: `--format`, serde and
+/// [`Display`](std::fmt::Display) all use the kebab-case variant name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
 pub enum Format {
     /// Philly's own `cluster_job_log` (JSON).
     Philly,
@@ -261,6 +313,22 @@ pub enum Format {
     Rfold,
     /// The AdaptDL-derived Philly trace (`adaptdl_philly.csv`).
     Adaptdl,
+}
+
+impl std::fmt::Display for Format {
+    /// The name `--format` takes.
+    ///
+    /// ```
+    /// use gangway_host_examples::trace::Format;
+    /// assert_eq!(Format::Adaptdl.to_string(), "adaptdl");
+    /// ```
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use clap::ValueEnum;
+        match self.to_possible_value() {
+            Some(v) => f.write_str(v.get_name()),
+            None => write!(f, "{self:?}"),
+        }
+    }
 }
 
 /// A trace that could not be read: names the file, the line or job, and the problem.
@@ -337,4 +405,43 @@ pub fn read(file: &str, format: Format, input: impl std::io::Read) -> Result<Tra
     }
     trace.normalize();
     Ok(trace)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_outcome_round_trips_through_its_name() {
+        for o in Outcome::ALL {
+            assert_eq!(Outcome::from_name(o.as_str()), Some(o));
+            assert_eq!(Outcome::from_name(&o.as_str().to_uppercase()), Some(o));
+            let json = serde_json::to_string(&o).unwrap();
+            assert_eq!(
+                json,
+                format!("\"{}\"", o.as_str()),
+                "serde writes the same name"
+            );
+            assert_eq!(serde_json::from_str::<Outcome>(&json).unwrap(), o);
+        }
+        assert_eq!(Outcome::from_name("fail"), Some(Outcome::Failed));
+        assert_eq!(Outcome::from_name("kill"), None);
+    }
+
+    #[test]
+    fn every_format_round_trips_through_its_name() {
+        use clap::ValueEnum;
+        for f in Format::value_variants() {
+            let name = f.to_string();
+            assert_eq!(Format::from_str(&name, false).unwrap(), *f);
+            let json = serde_json::to_string(f).unwrap();
+            assert_eq!(
+                json,
+                format!("\"{name}\""),
+                "serde writes the --format name"
+            );
+            assert_eq!(serde_json::from_str::<Format>(&json).unwrap(), *f);
+        }
+        assert_eq!(Format::Rfold.to_string(), "rfold");
+    }
 }
