@@ -3,6 +3,7 @@
 //! the built-in policy catalog and presets, and reports.
 
 pub mod catalog;
+pub mod cluster_shape;
 pub mod logging;
 pub mod plots;
 pub mod policies;

@@ -10,6 +10,7 @@ use gangway_core::{PlacementStrategy, RackGrouping, Topology, TopologyError};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::catalog::{PolicyChoice, SlotChoice};
+use crate::cluster_shape::ClusterShape;
 use crate::plots::{self, PlotError};
 use crate::policies::{self, PolicyResolveError};
 use crate::report::{self, Policies, Report, TopologyInfo, Workload};
@@ -39,6 +40,10 @@ pub struct Cli {
     /// A Philly machine list (CSV); without it the built-in Philly machine mix.
     #[arg(long, conflicts_with = "topology")]
     pub machines: Option<PathBuf>,
+    /// A uniform cluster: `SERVERSxGPUS` (one rack, e.g. `311x8`) or
+    /// `RACKSxSERVERSxGPUS` (e.g. `4x8x8`).
+    #[arg(long, conflicts_with_all = ["machines", "topology"])]
+    pub cluster: Option<ClusterShape>,
     /// How machines of `--machines` form racks: `same-sku` (machines with
     /// the same GPU count share racks) or `consecutive` (consecutive machine
     /// ids fill racks).
@@ -309,9 +314,14 @@ pub enum ReplayError {
     },
 }
 
-fn topology(cli: &Cli) -> Result<(Topology, String), ReplayError> {
+/// The topology the command line asks for, where it came from, and (for
+/// `--machines`) how its machines were grouped into racks.
+fn topology(cli: &Cli) -> Result<(Topology, String, Option<String>), ReplayError> {
     if let Some(path) = &cli.topology {
-        return Ok((Topology::from_file(path)?, path.display().to_string()));
+        return Ok((Topology::from_file(path)?, path.display().to_string(), None));
+    }
+    if let Some(shape) = &cli.cluster {
+        return Ok((shape.topology()?, format!("--cluster {shape}"), None));
     }
     if let Some(path) = &cli.machines {
         let grouping = RackGrouping::named(&cli.rack_grouping, cli.rack_size).ok_or_else(|| {
@@ -323,13 +333,42 @@ fn topology(cli: &Cli) -> Result<(Topology, String), ReplayError> {
         })?;
         return Ok((
             Topology::from_machine_list(path, grouping)?,
-            format!("{} ({grouping})", path.display()),
+            path.display().to_string(),
+            Some(grouping.to_string()),
         ));
     }
     Ok((
         workload::philly_topology()?,
-        "built-in Philly machine mix (revised list: 264x8 + 271x4 + 1x3 + 3x2 GPUs), same-SKU racks of 32".into(),
+        "built-in Philly machine mix (revised list: 264x8 + 271x4 + 1x3 + 3x2 GPUs)".into(),
+        Some(RackGrouping::default().to_string()),
     ))
+}
+
+/// Racks of a topology: domains one level below the cluster.
+fn racks_of(topo: &Topology) -> usize {
+    topo.domains_at(gangway_core::Level(1)).len()
+}
+
+/// The topology in one line: `539 servers in 18 racks, 3205 GPUs
+/// (same-sku, 32 per rack)`, the grouping only where machines were grouped.
+fn shape_line(topo: &Topology, grouping: Option<&str>) -> String {
+    let plural = |n: usize, one: &str| {
+        if n == 1 {
+            format!("{n} {one}")
+        } else {
+            format!("{n} {one}s")
+        }
+    };
+    let mut line = format!(
+        "{} in {}, {} GPUs",
+        plural(topo.servers().len(), "server"),
+        plural(racks_of(topo), "rack"),
+        topo.total_gpus()
+    );
+    if let Some(g) = grouping {
+        line.push_str(&format!(" ({g})"));
+    }
+    line
 }
 
 fn workload_of(cli: &Cli, cluster_gpus: u32) -> Result<(Trace, String), ReplayError> {
@@ -569,7 +608,7 @@ fn write(path: &Path, bytes: &[u8]) -> Result<(), ReplayError> {
 /// Runs the replay the command line asks for.
 pub fn run(cli: &Cli) -> Result<(), ReplayError> {
     let load_clock = Instant::now();
-    let (topo, topo_source) = topology(cli)?;
+    let (topo, topo_source, grouping) = topology(cli)?;
     if !(cli.time_scale > 0.0 && cli.time_scale.is_finite()) {
         return Err(ReplayError::Usage(format!(
             "--time-scale {} must be a positive number",
@@ -581,7 +620,10 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
         return Err(ReplayError::Usage("the workload has no jobs".into()));
     }
     println!("workload: {source}");
-    println!("topology: {topo_source}");
+    println!(
+        "topology: {topo_source}: {}",
+        shape_line(&topo, grouping.as_deref())
+    );
     for s in &trace.skipped {
         eprintln!("replay: not replayable: {}: {}", s.at, s.reason);
     }
@@ -674,11 +716,6 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
         }
         runs.push(run);
     }
-    let racks = topo
-        .domains()
-        .iter()
-        .filter(|d| d.level == gangway_plugin_sdk::Level(1))
-        .count();
     let report = Report {
         workload: Workload {
             source,
@@ -690,7 +727,9 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
             source: topo_source,
             servers: topo.servers().len(),
             gpus: topo.total_gpus(),
-            racks,
+            racks: racks_of(&topo),
+            shape: shape_line(&topo, grouping.as_deref()),
+            grouping,
         },
         runs,
     };

@@ -3,7 +3,7 @@
 //! ```text
 //! {
 //!   "workload": {"source", "jobs", "warm", "skipped": [{"at", "reason"}]},
-//!   "topology": {"source", "servers", "gpus", "racks"},
+//!   "topology": {"source", "servers", "gpus", "racks", "grouping", "shape"},
 //!   "runs": [{
 //!     "name", "policies": {"fairness", "locality", "gang", "reclaim", "retry",
 //!                          "defragment", "placement"},
@@ -100,6 +100,11 @@ pub struct TopologyInfo {
     pub gpus: u32,
     /// Racks (domains one level below the cluster).
     pub racks: usize,
+    /// How a machine list's machines were grouped into racks
+    /// (`same-sku, 32 per rack`); `null` where the input named its racks.
+    pub grouping: Option<String>,
+    /// In words: `552 servers in 18 racks, 3205 GPUs (same-sku, 32 per rack)`.
+    pub shape: String,
 }
 
 /// Policies of a run.
