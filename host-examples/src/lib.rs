@@ -4,6 +4,7 @@
 
 pub mod catalog;
 pub mod cluster_shape;
+pub mod cpu_time;
 pub mod logging;
 pub mod plots;
 pub mod policies;

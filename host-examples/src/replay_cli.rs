@@ -685,13 +685,16 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
                 .progress_chars("=> "),
         );
         bar.set_prefix(choice.name.clone());
+        let cpu_start = crate::cpu_time::process_cpu();
         let result = sim::run(topo.clone(), &trace, set, &cfg, || bar.inc(1))?;
+        let cpu = crate::cpu_time::since(cpu_start);
         bar.finish_and_clear();
         println!(
-            "{}: replayed {} jobs in {:.2} s ({} rounds, {} skipped as no gang could fit, {:.2} s in rounds; inputs loaded in {:.2} s; {} ready in {:.2} s)",
+            "{}: replayed {} jobs in {:.2} s{} ({} rounds, {} skipped as no gang could fit, {:.2} s in rounds; inputs loaded in {:.2} s; {} ready in {:.2} s)",
             choice.name,
             trace.jobs.len(),
             result.elapsed.as_secs_f64(),
+            crate::cpu_time::describe(cpu),
             result.rounds,
             result.skipped_rounds,
             result.in_rounds.as_secs_f64(),

@@ -52,8 +52,8 @@
 //! GPU-seconds their restarts cost; `retry` counts recorded attempts a retry
 //! policy chose not to run, their GPU-seconds (saved), the jobs among them
 //! that the trace shows passing on a later attempt (lost), and probes run. `never_started` jobs are counted, not hidden. Times are
-//! seconds. Wall-clock timings never appear here (they go to stdout), so
-//! the same inputs give a byte-identical file.
+//! seconds. Wall-clock and CPU timings never appear here (they go to
+//! stdout), so the same inputs give a byte-identical file.
 
 use std::collections::BTreeMap;
 

@@ -113,6 +113,14 @@ fn every_format_replays() {
         ]);
         let stdout = ok(&out);
         assert!(stdout.contains("replayed"), "{stdout}");
+        // The timing line gives the process's CPU time beside wall time.
+        #[cfg(unix)]
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.contains(" jobs in ") && l.contains(" s CPU (")),
+            "{stdout}"
+        );
         let r = report(&out_dir);
         let run = &r["runs"][0];
         assert_eq!(run["jobs"]["submitted"], jobs, "{format}");
