@@ -89,7 +89,9 @@ pub struct Cli {
     /// Seed for the generator and the failure process.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Jobs to generate, or the first N jobs of `--trace`.
+    /// Jobs to generate, or the first N jobs of `--trace` (by submit time;
+    /// a `csv` or `rfold` file in submit order is read only as far as the
+    /// window needs, so an error beyond it is not found).
     #[arg(long)]
     pub jobs: Option<usize>,
     /// Skip the trace's first N jobs (with `--jobs`, a window of the trace).
@@ -349,7 +351,7 @@ fn racks_of(topo: &Topology) -> usize {
     topo.domains_at(gangway_core::Level(1)).len()
 }
 
-/// The topology in one line: `539 servers in 18 racks, 3205 GPUs
+/// The topology in one line: `552 servers in 21 racks, 3205 GPUs
 /// (same-sku, 32 per rack)`, the grouping only where machines were grouped.
 fn shape_line(topo: &Topology, grouping: Option<&str>) -> String {
     let plural = |n: usize, one: &str| {
@@ -374,7 +376,10 @@ fn shape_line(topo: &Topology, grouping: Option<&str>) -> String {
 fn workload_of(cli: &Cli, cluster_gpus: u32) -> Result<(Trace, String), ReplayError> {
     match &cli.trace {
         Some(path) => {
-            let mut t = trace::load(path, cli.format)?;
+            // A window needs only its jobs and those before it (the warm
+            // start's): readers of files in submit order stop there.
+            let needed = cli.jobs.map(|jobs| cli.skip.saturating_add(jobs));
+            let mut t = trace::load_first(path, cli.format, needed)?;
             let labels = match &cli.vcs {
                 Some(file) => {
                     if cli.format != Format::Rfold {

@@ -103,7 +103,7 @@ pub struct TopologyInfo {
     /// How a machine list's machines were grouped into racks
     /// (`same-sku, 32 per rack`); `null` where the input named its racks.
     pub grouping: Option<String>,
-    /// In words: `552 servers in 18 racks, 3205 GPUs (same-sku, 32 per rack)`.
+    /// In words: `552 servers in 21 racks, 3205 GPUs (same-sku, 32 per rack)`.
     pub shape: String,
 }
 

@@ -427,3 +427,45 @@ fn cluster_shapes_and_rack_grouping_are_reported() {
         "{err}"
     );
 }
+
+/// `--jobs` (and `--skip`) read a trace in submit order only as far as the
+/// window needs: a malformed line beyond it is never parsed, one within it
+/// is still an error naming the file and the line.
+#[test]
+fn a_window_reads_no_further_than_it_needs() {
+    let d = dir("window");
+    let mut text = String::from("id,submit_s,gpus,vc,user,attempts,status\n");
+    for i in 0..1500 {
+        if i + 2 == 1000 {
+            text.push_str("broken,not-a-time,1,v,u,60,passed\n");
+        } else {
+            text.push_str(&format!("j{i},{},1,v,u,60,passed\n", i * 10));
+        }
+    }
+    let trace = file(&d, "jobs.csv", &text);
+    let out = d.to_str().unwrap();
+    let args = |window: &[&'static str]| {
+        let mut a = vec![
+            "--trace",
+            trace.as_str(),
+            "--format",
+            "csv",
+            "--native",
+            "--no-plots",
+        ];
+        a.extend_from_slice(window);
+        a.extend_from_slice(&["--out", out]);
+        a
+    };
+    ok(&replay(&args(&["--jobs", "10"])));
+    assert_eq!(report(&d)["workload"]["jobs"], 10);
+    let err = failed(&replay(&args(&["--skip", "995", "--jobs", "10"])));
+    assert!(
+        err.contains(&format!(
+            "{trace}:1000: submit_s \"not-a-time\" is not a valid number"
+        )),
+        "{err}"
+    );
+    let err = failed(&replay(&args(&[])));
+    assert!(err.contains(&format!("{trace}:1000: ")), "{err}");
+}
