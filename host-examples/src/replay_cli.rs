@@ -373,6 +373,20 @@ fn shape_line(topo: &Topology, grouping: Option<&str>) -> String {
     line
 }
 
+/// The end of the `workload:` line: warm jobs left out as beyond the
+/// cluster's GPUs ([`Trace::limit_warm`]) and the time scale, where they
+/// apply.
+fn push_left_out_and_scale(source: &mut String, over: usize, time_scale: f64) {
+    if over > 0 {
+        source.push_str(&format!(
+            ", {over} more left out as beyond the cluster's GPUs"
+        ));
+    }
+    if time_scale != 1.0 {
+        source.push_str(&format!(", time scale {time_scale}"));
+    }
+}
+
 fn workload_of(cli: &Cli, cluster_gpus: u32) -> Result<(Trace, String), ReplayError> {
     match &cli.trace {
         Some(path) => {
@@ -413,15 +427,8 @@ fn workload_of(cli: &Cli, cluster_gpus: u32) -> Result<(Trace, String), ReplayEr
                         t.warm
                     ));
                 }
-                if over > 0 {
-                    source.push_str(&format!(
-                        ", {over} more left out as beyond the cluster's GPUs"
-                    ));
-                }
             }
-            if cli.time_scale != 1.0 {
-                source.push_str(&format!(", time scale {}", cli.time_scale));
-            }
+            push_left_out_and_scale(&mut source, over, cli.time_scale);
             Ok((t, source))
         }
         None => {
@@ -449,14 +456,7 @@ fn workload_of(cli: &Cli, cluster_gpus: u32) -> Result<(Trace, String), ReplayEr
                     t.warm
                 ));
             }
-            if over > 0 {
-                source.push_str(&format!(
-                    ", {over} more left out as beyond the cluster's GPUs"
-                ));
-            }
-            if cli.time_scale != 1.0 {
-                source.push_str(&format!(", time scale {}", cli.time_scale));
-            }
+            push_left_out_and_scale(&mut source, over, cli.time_scale);
             Ok((t, source))
         }
     }

@@ -188,19 +188,42 @@ impl Row<'_> {
     }
 }
 
+impl<R: Read> Table<'_, R> {
+    /// Turns every row into a job with `job_of`, in file order, stopping as
+    /// `stop` says.
+    fn jobs(
+        mut self,
+        mut stop: StopAfter,
+        mut job_of: impl FnMut(&Row<'_>) -> Result<TraceJob, TraceError>,
+    ) -> Result<Trace, TraceError> {
+        let mut jobs = Vec::new();
+        while let Some(row) = self.next_row()? {
+            let job = job_of(&row)?;
+            let submit_s = job.submit_s;
+            jobs.push(job);
+            if stop.enough(submit_s, jobs.len()) {
+                break;
+            }
+        }
+        Ok(Trace {
+            jobs,
+            ..Trace::default()
+        })
+    }
+}
+
 /// Reads a Gangway CSV job list, stopping as `stop` says.
 pub(super) fn read_gangway(
     file: &str,
     input: impl Read,
-    mut stop: StopAfter,
+    stop: StopAfter,
 ) -> Result<Trace, TraceError> {
-    let mut t = Table::read(file, input, false)?;
+    let t = Table::read(file, input, false)?;
     let [id, submit, g, vc, user, attempts, status] =
         ["id", "submit_s", "gpus", "vc", "user", "attempts", "status"].map(|c| t.column(c));
     let (id, submit, g, vc, user, attempts, status) =
         (id?, submit?, g?, vc?, user?, attempts?, status?);
-    let mut jobs = Vec::new();
-    while let Some(row) = t.next_row()? {
+    t.jobs(stop, |row| {
         let name = row.text(id, "id")?.to_string();
         let text = row.text(status, "status")?;
         let final_outcome = Outcome::from_name(text).ok_or_else(|| {
@@ -231,23 +254,14 @@ pub(super) fn read_gangway(
                 },
             ));
         }
-        let submit_s = row.seconds(submit, "submit_s")?;
-        jobs.push(TraceJob {
-            submit_s,
+        Ok(TraceJob {
+            submit_s: row.seconds(submit, "submit_s")?,
             gpus: row.gpus(g)?,
             vc: row.text(vc, "vc")?.to_string(),
             user: row.text(user, "user")?.to_string(),
             attempts: list,
             name,
-        });
-        if stop.enough(submit_s, jobs.len()) {
-            break;
-        }
-    }
-    Ok(Trace {
-        jobs,
-        skipped: Vec::new(),
-        ..Trace::default()
+        })
     })
 }
 
@@ -256,54 +270,43 @@ pub(super) fn read_gangway(
 pub(super) fn read_rfold(
     file: &str,
     input: impl Read,
-    mut stop: StopAfter,
+    stop: StopAfter,
 ) -> Result<Trace, TraceError> {
-    let mut t = Table::read(file, input, true)?;
+    let t = Table::read(file, input, true)?;
     let id = t.column("job id")?;
     let arrival = t.column("arrival time (sec)")?;
     let size = t.column("size")?;
     let duration = t.column("duration (sec)")?;
-    let mut jobs = Vec::new();
-    while let Some(row) = t.next_row()? {
+    t.jobs(stop, |row| {
         let name = row.text(id, "job id")?.to_string();
         let gpus = row.gpus(size)?;
-        let submit_s = row.seconds(arrival, "arrival time")?;
-        jobs.push(TraceJob {
+        Ok(TraceJob {
             vc: philly_vc_for(&name, gpus > 1).to_string(),
             user: String::new(),
             gpus,
-            submit_s,
+            submit_s: row.seconds(arrival, "arrival time")?,
             attempts: vec![Attempt::new(
                 row.seconds(duration, "duration")?,
                 Outcome::Passed,
             )],
             name,
-        });
-        if stop.enough(submit_s, jobs.len()) {
-            break;
-        }
-    }
-    Ok(Trace {
-        jobs,
-        skipped: Vec::new(),
-        ..Trace::default()
+        })
     })
 }
 
 /// Reads an AdaptDL trace, always to the end (its rows are not in
 /// timestamp order; see the module documentation).
 pub(super) fn read_adaptdl(file: &str, input: impl Read) -> Result<Trace, TraceError> {
-    let mut t = Table::read(file, input, false)?;
+    let t = Table::read(file, input, false)?;
     let ts = t.column("timestamp")?;
     let duration = t.column("duration")?;
     let g = t.column("num_gpus")?;
     let vc = t.column("cluster")?;
-    let mut jobs = Vec::new();
-    while let Some(row) = t.next_row()? {
+    t.jobs(StopAfter::new(None), |row| {
         let text = row.text(ts, "timestamp")?;
         let submit = parse_timestamp(text)
             .ok_or_else(|| row.err(format!("timestamp {text:?} is not YYYY-MM-DD HH:MM:SS")))?;
-        jobs.push(TraceJob {
+        Ok(TraceJob {
             name: format!("row{}", row.line),
             vc: row.text(vc, "cluster")?.to_string(),
             user: String::new(),
@@ -313,12 +316,7 @@ pub(super) fn read_adaptdl(file: &str, input: impl Read) -> Result<Trace, TraceE
                 row.seconds(duration, "duration")?,
                 Outcome::Passed,
             )],
-        });
-    }
-    Ok(Trace {
-        jobs,
-        skipped: Vec::new(),
-        ..Trace::default()
+        })
     })
 }
 
