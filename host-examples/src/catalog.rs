@@ -306,27 +306,6 @@ impl PolicyChoice {
     }
 }
 
-/// Placement tie-breaks by name (`best-fit`, `spread`, `heartbeat`; the
-/// heartbeat order's seed is 0 until the host sets its own, as `replay` does
-/// with `--seed`).
-pub fn placement(name: &str) -> Option<PlacementStrategy> {
-    match name {
-        "best-fit" => Some(PlacementStrategy::BestFit),
-        "spread" => Some(PlacementStrategy::Spread),
-        "heartbeat" => Some(PlacementStrategy::Heartbeat { seed: 0 }),
-        _ => None,
-    }
-}
-
-/// The name of a placement tie-break.
-pub fn placement_name(p: PlacementStrategy) -> &'static str {
-    match p {
-        PlacementStrategy::BestFit => "best-fit",
-        PlacementStrategy::Spread => "spread",
-        PlacementStrategy::Heartbeat { .. } => "heartbeat",
-    }
-}
-
 /// The presets file compiled into the catalog.
 pub const PRESETS_TOML: &str = include_str!("../presets.toml");
 
@@ -417,10 +396,11 @@ pub fn parse_presets(text: &str) -> Result<Vec<PolicyChoice>, CatalogError> {
         }
         let placement = match p.placement.as_deref() {
             None => PlacementStrategy::BestFit,
-            Some(name) => placement(name).ok_or_else(|| {
+            Some(name) => PlacementStrategy::from_name(name).ok_or_else(|| {
                 CatalogError::Presets(format!(
-                    "preset {:?}: placement {name:?} is not \"best-fit\", \"spread\" or \"heartbeat\"",
-                    p.name
+                    "preset {:?}: placement {name:?} is not one of {:?}",
+                    p.name,
+                    PlacementStrategy::NAMES
                 ))
             })?,
         };

@@ -3,6 +3,8 @@
 //! the built-in policy catalog and presets, and reports.
 
 pub mod catalog;
+pub mod cluster_shape;
+pub mod cpu_time;
 pub mod logging;
 pub mod plots;
 pub mod policies;

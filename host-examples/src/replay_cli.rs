@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Parser;
-use gangway_core::{RackGrouping, Topology, TopologyError};
+use gangway_core::{PlacementStrategy, RackGrouping, Topology, TopologyError};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::catalog::{PolicyChoice, SlotChoice};
+use crate::cluster_shape::ClusterShape;
 use crate::plots::{self, PlotError};
 use crate::policies::{self, PolicyResolveError};
 use crate::report::{self, Policies, Report, TopologyInfo, Workload};
@@ -39,9 +40,16 @@ pub struct Cli {
     /// A Philly machine list (CSV); without it the built-in Philly machine mix.
     #[arg(long, conflicts_with = "topology")]
     pub machines: Option<PathBuf>,
-    /// How machines of `--machines` form racks.
-    #[arg(long, value_enum, default_value = "same-sku")]
-    pub rack_grouping: Grouping,
+    /// A uniform cluster: `SERVERSxGPUS` (one rack, e.g. `311x8`) or
+    /// `RACKSxSERVERSxGPUS` (e.g. `4x8x8`).
+    #[arg(long, conflicts_with_all = ["machines", "topology"])]
+    pub cluster: Option<ClusterShape>,
+    /// How machines of `--machines` form racks: `same-sku` (machines with
+    /// the same GPU count share racks) or `consecutive` (consecutive machine
+    /// ids fill racks).
+    #[arg(long, default_value = "same-sku",
+          value_parser = clap::builder::PossibleValuesParser::new(RackGrouping::NAMES))]
+    pub rack_grouping: String,
     /// Servers per rack for `--machines`.
     #[arg(long, default_value_t = 32)]
     pub rack_size: u32,
@@ -81,7 +89,9 @@ pub struct Cli {
     /// Seed for the generator and the failure process.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Jobs to generate, or the first N jobs of `--trace`.
+    /// Jobs to generate, or the first N jobs of `--trace` (by submit time;
+    /// a `csv` or `rfold` file in submit order is read only as far as the
+    /// window needs, so an error beyond it is not found).
     #[arg(long)]
     pub jobs: Option<usize>,
     /// Skip the trace's first N jobs (with `--jobs`, a window of the trace).
@@ -111,8 +121,8 @@ pub struct Cli {
     /// Placement tie-break, overriding the preset's: `best-fit` keeps large
     /// holes free; `spread` puts work on the emptiest servers, as YARN-style
     /// schedulers like Philly's do.
-    #[arg(long, value_enum)]
-    pub placement: Option<Placement>,
+    #[arg(long, value_parser = placement_parser())]
+    pub placement: Option<PlacementStrategy>,
     /// Pending jobs per VC a round shows a fairness policy that declares its
     /// queue order (0: every pending job).
     #[arg(long, default_value_t = gangway_core::Scheduler::DEFAULT_VIEW_WINDOW)]
@@ -209,15 +219,14 @@ pub fn choices(cli: &Cli) -> Result<Vec<PolicyChoice>, PolicyResolveError> {
     Ok(out)
 }
 
-/// Placement tie-break strategies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Placement {
-    /// Tightest fit first.
-    BestFit,
-    /// Emptiest first.
-    Spread,
-    /// YARN-like: first fit in a random (seeded by `--seed`) heartbeat order.
-    Heartbeat,
+/// `--placement`: the names of [`PlacementStrategy::NAMES`] (listed in
+/// `--help`), each to its strategy (a heartbeat order is seeded by `--seed`
+/// later).
+fn placement_parser() -> impl clap::builder::TypedValueParser<Value = PlacementStrategy> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(PlacementStrategy::NAMES).try_map(|name: String| {
+        PlacementStrategy::from_name(&name).ok_or_else(|| format!("unknown placement {name:?}"))
+    })
 }
 
 /// Seconds a `fixed` retry waits in the Philly model (feature `retry-gap`):
@@ -276,15 +285,6 @@ pub fn apply_features(
     Ok(())
 }
 
-/// Rack grouping rules for machine lists.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Grouping {
-    /// Machines with the same GPU count share racks.
-    SameSku,
-    /// Consecutive machine ids fill racks.
-    Consecutive,
-}
-
 /// Anything that stops a replay.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
@@ -316,39 +316,84 @@ pub enum ReplayError {
     },
 }
 
-fn topology(cli: &Cli) -> Result<(Topology, String), ReplayError> {
+/// The topology the command line asks for, where it came from, and (for
+/// `--machines`) how its machines were grouped into racks.
+fn topology(cli: &Cli) -> Result<(Topology, String, Option<String>), ReplayError> {
     if let Some(path) = &cli.topology {
-        return Ok((Topology::from_file(path)?, path.display().to_string()));
+        return Ok((Topology::from_file(path)?, path.display().to_string(), None));
+    }
+    if let Some(shape) = &cli.cluster {
+        return Ok((shape.topology()?, format!("--cluster {shape}"), None));
     }
     if let Some(path) = &cli.machines {
-        let grouping = match cli.rack_grouping {
-            Grouping::SameSku => RackGrouping::SameGpuCount {
-                servers_per_rack: cli.rack_size,
-            },
-            Grouping::Consecutive => RackGrouping::Consecutive {
-                servers_per_rack: cli.rack_size,
-            },
-        };
+        let grouping = RackGrouping::named(&cli.rack_grouping, cli.rack_size).ok_or_else(|| {
+            ReplayError::Usage(format!(
+                "--rack-grouping {:?}: expected one of {:?}",
+                cli.rack_grouping,
+                RackGrouping::NAMES
+            ))
+        })?;
         return Ok((
             Topology::from_machine_list(path, grouping)?,
-            format!(
-                "{} ({:?}, {} servers per rack)",
-                path.display(),
-                cli.rack_grouping,
-                cli.rack_size
-            ),
+            path.display().to_string(),
+            Some(grouping.to_string()),
         ));
     }
     Ok((
         workload::philly_topology()?,
-        "built-in Philly machine mix (revised list: 264x8 + 271x4 + 1x3 + 3x2 GPUs), same-SKU racks of 32".into(),
+        "built-in Philly machine mix (revised list: 264x8 + 271x4 + 1x3 + 3x2 GPUs)".into(),
+        Some(RackGrouping::default().to_string()),
     ))
+}
+
+/// Racks of a topology: domains one level below the cluster.
+fn racks_of(topo: &Topology) -> usize {
+    topo.domains_at(gangway_core::Level(1)).len()
+}
+
+/// The topology in one line: `552 servers in 21 racks, 3205 GPUs
+/// (same-sku, 32 per rack)`, the grouping only where machines were grouped.
+fn shape_line(topo: &Topology, grouping: Option<&str>) -> String {
+    let plural = |n: usize, one: &str| {
+        if n == 1 {
+            format!("{n} {one}")
+        } else {
+            format!("{n} {one}s")
+        }
+    };
+    let mut line = format!(
+        "{} in {}, {} GPUs",
+        plural(topo.servers().len(), "server"),
+        plural(racks_of(topo), "rack"),
+        topo.total_gpus()
+    );
+    if let Some(g) = grouping {
+        line.push_str(&format!(" ({g})"));
+    }
+    line
+}
+
+/// The end of the `workload:` line: warm jobs left out as beyond the
+/// cluster's GPUs ([`Trace::limit_warm`]) and the time scale, where they
+/// apply.
+fn push_left_out_and_scale(source: &mut String, over: usize, time_scale: f64) {
+    if over > 0 {
+        source.push_str(&format!(
+            ", {over} more left out as beyond the cluster's GPUs"
+        ));
+    }
+    if time_scale != 1.0 {
+        source.push_str(&format!(", time scale {time_scale}"));
+    }
 }
 
 fn workload_of(cli: &Cli, cluster_gpus: u32) -> Result<(Trace, String), ReplayError> {
     match &cli.trace {
         Some(path) => {
-            let mut t = trace::load(path, cli.format)?;
+            // A window needs only its jobs and those before it (the warm
+            // start's): readers of files in submit order stop there.
+            let needed = cli.jobs.map(|jobs| cli.skip.saturating_add(jobs));
+            let mut t = trace::load_first(path, cli.format, needed)?;
             let labels = match &cli.vcs {
                 Some(file) => {
                     if cli.format != Format::Rfold {
@@ -364,7 +409,7 @@ fn workload_of(cli: &Cli, cluster_gpus: u32) -> Result<(Trace, String), ReplayEr
             t.window_warm(cli.skip, cli.jobs.unwrap_or(usize::MAX), warm);
             let over = t.limit_warm(cluster_gpus);
             t.scale_time(cli.time_scale);
-            let mut source = format!("{} ({:?})", path.display(), cli.format);
+            let mut source = format!("{} ({})", path.display(), cli.format);
             if let Some((file, n)) = labels {
                 source.push_str(&format!(
                     ", VCs from {}: {} jobs matched, {} with a VC drawn from the per-VC mix",
@@ -382,15 +427,8 @@ fn workload_of(cli: &Cli, cluster_gpus: u32) -> Result<(Trace, String), ReplayEr
                         t.warm
                     ));
                 }
-                if over > 0 {
-                    source.push_str(&format!(
-                        ", {over} more left out as beyond the cluster's GPUs"
-                    ));
-                }
             }
-            if cli.time_scale != 1.0 {
-                source.push_str(&format!(", time scale {}", cli.time_scale));
-            }
+            push_left_out_and_scale(&mut source, over, cli.time_scale);
             Ok((t, source))
         }
         None => {
@@ -418,14 +456,7 @@ fn workload_of(cli: &Cli, cluster_gpus: u32) -> Result<(Trace, String), ReplayEr
                     t.warm
                 ));
             }
-            if over > 0 {
-                source.push_str(&format!(
-                    ", {over} more left out as beyond the cluster's GPUs"
-                ));
-            }
-            if cli.time_scale != 1.0 {
-                source.push_str(&format!(", time scale {}", cli.time_scale));
-            }
+            push_left_out_and_scale(&mut source, over, cli.time_scale);
             Ok((t, source))
         }
     }
@@ -542,12 +573,7 @@ pub fn jobs_csv(trace: &Trace, result: &sim::RunResult) -> String {
     out.push('\n');
     let opt = |x: Option<u64>| x.map_or(String::new(), |v| v.to_string());
     for (j, tj) in result.jobs.iter().zip(&trace.jobs).skip(result.warm) {
-        let status = match j.status {
-            Some(trace::Outcome::Passed) => "passed",
-            Some(trace::Outcome::Killed) => "killed",
-            Some(trace::Outcome::Failed) => "failed",
-            None => "",
-        };
+        let status = j.status.map_or("", trace::Outcome::as_str);
         out.push_str(&format!(
             "{},{},{},{},{},{},{},{},{}",
             csv_cell(&tj.name),
@@ -587,7 +613,7 @@ fn write(path: &Path, bytes: &[u8]) -> Result<(), ReplayError> {
 /// Runs the replay the command line asks for.
 pub fn run(cli: &Cli) -> Result<(), ReplayError> {
     let load_clock = Instant::now();
-    let (topo, topo_source) = topology(cli)?;
+    let (topo, topo_source, grouping) = topology(cli)?;
     if !(cli.time_scale > 0.0 && cli.time_scale.is_finite()) {
         return Err(ReplayError::Usage(format!(
             "--time-scale {} must be a positive number",
@@ -599,7 +625,10 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
         return Err(ReplayError::Usage("the workload has no jobs".into()));
     }
     println!("workload: {source}");
-    println!("topology: {topo_source}");
+    println!(
+        "topology: {topo_source}: {}",
+        shape_line(&topo, grouping.as_deref())
+    );
     for s in &trace.skipped {
         eprintln!("replay: not replayable: {}: {}", s.at, s.reason);
     }
@@ -633,13 +662,9 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
     let mut loader = policies::Loader::new()?;
     for choice in &choices {
         let mut choice = choice.clone();
-        match cli.placement {
-            None => {}
-            Some(Placement::BestFit) => choice.placement = gangway_core::PlacementStrategy::BestFit,
-            Some(Placement::Spread) => choice.placement = gangway_core::PlacementStrategy::Spread,
-            Some(Placement::Heartbeat) => {
-                choice.placement = gangway_core::PlacementStrategy::Heartbeat { seed: cli.seed }
-            }
+        if let Some(p) = cli.placement {
+            // A heartbeat order gets its seed from `apply_features`.
+            choice.placement = p;
         }
         apply_features(&mut choice, &cli.without, cli.seed)?;
         let choice = &choice;
@@ -665,13 +690,16 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
                 .progress_chars("=> "),
         );
         bar.set_prefix(choice.name.clone());
+        let cpu_start = crate::cpu_time::process_cpu();
         let result = sim::run(topo.clone(), &trace, set, &cfg, || bar.inc(1))?;
+        let cpu = crate::cpu_time::since(cpu_start);
         bar.finish_and_clear();
         println!(
-            "{}: replayed {} jobs in {:.2} s ({} rounds, {} skipped as no gang could fit, {:.2} s in rounds; inputs loaded in {:.2} s; {} ready in {:.2} s)",
+            "{}: replayed {} jobs in {:.2} s{} ({} rounds, {} skipped as no gang could fit, {:.2} s in rounds; inputs loaded in {:.2} s; {} ready in {:.2} s)",
             choice.name,
             trace.jobs.len(),
             result.elapsed.as_secs_f64(),
+            crate::cpu_time::describe(cpu),
             result.rounds,
             result.skipped_rounds,
             result.in_rounds.as_secs_f64(),
@@ -696,11 +724,6 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
         }
         runs.push(run);
     }
-    let racks = topo
-        .domains()
-        .iter()
-        .filter(|d| d.level == gangway_plugin_sdk::Level(1))
-        .count();
     let report = Report {
         workload: Workload {
             source,
@@ -712,7 +735,9 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
             source: topo_source,
             servers: topo.servers().len(),
             gpus: topo.total_gpus(),
-            racks,
+            racks: racks_of(&topo),
+            shape: shape_line(&topo, grouping.as_deref()),
+            grouping,
         },
         runs,
     };

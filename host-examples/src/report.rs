@@ -3,7 +3,7 @@
 //! ```text
 //! {
 //!   "workload": {"source", "jobs", "warm", "skipped": [{"at", "reason"}]},
-//!   "topology": {"source", "servers", "gpus", "racks"},
+//!   "topology": {"source", "servers", "gpus", "racks", "grouping", "shape"},
 //!   "runs": [{
 //!     "name", "policies": {"fairness", "locality", "gang", "reclaim", "retry",
 //!                          "defragment", "placement"},
@@ -52,8 +52,8 @@
 //! GPU-seconds their restarts cost; `retry` counts recorded attempts a retry
 //! policy chose not to run, their GPU-seconds (saved), the jobs among them
 //! that the trace shows passing on a later attempt (lost), and probes run. `never_started` jobs are counted, not hidden. Times are
-//! seconds. Wall-clock timings never appear here (they go to stdout), so
-//! the same inputs give a byte-identical file.
+//! seconds. Wall-clock and CPU timings never appear here (they go to
+//! stdout), so the same inputs give a byte-identical file.
 
 use std::collections::BTreeMap;
 
@@ -100,6 +100,11 @@ pub struct TopologyInfo {
     pub gpus: u32,
     /// Racks (domains one level below the cluster).
     pub racks: usize,
+    /// How a machine list's machines were grouped into racks
+    /// (`same-sku, 32 per rack`); `null` where the input named its racks.
+    pub grouping: Option<String>,
+    /// In words: `552 servers in 21 racks, 3205 GPUs (same-sku, 32 per rack)`.
+    pub shape: String,
 }
 
 /// Policies of a run.
@@ -133,7 +138,7 @@ impl Policies {
             reclaim: name(Slot::Reclaim),
             retry: name(Slot::Retry),
             defragment: name(Slot::Defragment),
-            placement: crate::catalog::placement_name(choice.placement).to_string(),
+            placement: choice.placement.as_str().to_string(),
         }
     }
 }
@@ -426,12 +431,7 @@ pub fn summarize(name: &str, policies: Policies, r: &RunResult) -> Run {
     for j in own {
         slowdown_gpu_s += j.spread_slowdown_gpu_s;
         if let Some(st) = j.status {
-            let key = match st {
-                Outcome::Passed => "passed",
-                Outcome::Killed => "killed",
-                Outcome::Failed => "failed",
-            };
-            *by_status.entry(key.to_string()).or_default() += j.used_gpu_s;
+            *by_status.entry(st.as_str().to_string()).or_default() += j.used_gpu_s;
         }
         match (j.first_start_s, j.status) {
             (None, _) => counts.never_started += 1,

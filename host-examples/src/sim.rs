@@ -495,14 +495,7 @@ impl Replay<'_> {
         };
         self.sched.end_attempt(id, t, end)?;
         if let Some(status) = self.sched.job(id).and_then(|j| j.final_status()) {
-            self.finish[i] = Some((
-                t,
-                match status {
-                    gangway_core::FinalStatus::Passed => Outcome::Passed,
-                    gangway_core::FinalStatus::Failed => Outcome::Failed,
-                    gangway_core::FinalStatus::Killed => Outcome::Killed,
-                },
-            ));
+            self.finish[i] = Some((t, Outcome::from(status)));
         }
         Ok(())
     }

@@ -113,6 +113,14 @@ fn every_format_replays() {
         ]);
         let stdout = ok(&out);
         assert!(stdout.contains("replayed"), "{stdout}");
+        // The timing line gives the process's CPU time beside wall time.
+        #[cfg(unix)]
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.contains(" jobs in ") && l.contains(" s CPU (")),
+            "{stdout}"
+        );
         let r = report(&out_dir);
         let run = &r["runs"][0];
         assert_eq!(run["jobs"]["submitted"], jobs, "{format}");
@@ -327,4 +335,137 @@ fn machines_missing_from_the_list_are_warned_about_once() {
     ]);
     ok(&out);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("machines that"));
+}
+
+/// `--cluster` builds a uniform cluster in one or several racks, and the
+/// `topology:` line and the report say how `--machines` grouped machines.
+#[test]
+fn cluster_shapes_and_rack_grouping_are_reported() {
+    let d = dir("cluster");
+    let jobs = file(
+        &d,
+        "jobs.csv",
+        "id,submit_s,gpus,vc,user,attempts,status\nj1,0,8,a,alice,3600,passed\nj2,10,4,b,,120,passed\n",
+    );
+    let run = |name: &str, topo: &[&str]| {
+        let out_dir = d.join(name);
+        let mut args = vec![
+            "--trace",
+            &jobs,
+            "--format",
+            "csv",
+            "--native",
+            "--no-plots",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ];
+        args.extend_from_slice(topo);
+        let stdout = ok(&replay(&args));
+        (stdout, report(&out_dir)["topology"].clone())
+    };
+
+    let (stdout, t) = run("one-rack", &["--cluster", "311x8"]);
+    assert!(
+        stdout.contains("topology: --cluster 1x311x8: 311 servers in 1 rack, 2488 GPUs\n"),
+        "{stdout}"
+    );
+    assert_eq!(
+        (&t["servers"], &t["racks"], &t["gpus"]),
+        (&Value::from(311), &Value::from(1), &Value::from(2488))
+    );
+    assert!(t["grouping"].is_null(), "{t}");
+
+    let (_, t) = run("racks", &["--cluster", "4x8x8"]);
+    assert_eq!(
+        (&t["servers"], &t["racks"], &t["gpus"]),
+        (&Value::from(32), &Value::from(4), &Value::from(256))
+    );
+    assert_eq!(t["source"], "--cluster 4x8x8");
+    assert_eq!(t["shape"], "32 servers in 4 racks, 256 GPUs");
+
+    // Three machines (8, 8 and 2 GPUs) in racks of two.
+    let machines = file(&d, "m.csv", MACHINES);
+    let (stdout, t) = run(
+        "consecutive",
+        &[
+            "--machines",
+            &machines,
+            "--rack-grouping",
+            "consecutive",
+            "--rack-size",
+            "2",
+        ],
+    );
+    assert_eq!(t["grouping"], "consecutive, 2 per rack");
+    assert_eq!(t["racks"], 2);
+    assert!(
+        stdout.contains("3 servers in 2 racks, 18 GPUs (consecutive, 2 per rack)"),
+        "{stdout}"
+    );
+    let (_, t) = run("same-sku", &["--machines", &machines, "--rack-size", "2"]);
+    assert_eq!(t["grouping"], "same-sku, 2 per rack");
+    assert_eq!(t["racks"], 2, "the 8-GPU pair and the 2-GPU machine");
+
+    let out = d.to_str().unwrap();
+    let err = failed(&replay(&["--cluster", "4x0x8", "--out", out]));
+    assert!(
+        err.contains("the number of servers per rack must be at least 1"),
+        "{err}"
+    );
+    let err = failed(&replay(&[
+        "--cluster",
+        "4x8x8",
+        "--machines",
+        &machines,
+        "--out",
+        out,
+    ]));
+    assert!(err.contains("cannot be used with"), "{err}");
+    let err = failed(&replay(&["--rack-grouping", "by-color", "--out", out]));
+    assert!(
+        err.contains("same-sku") && err.contains("consecutive"),
+        "{err}"
+    );
+}
+
+/// `--jobs` (and `--skip`) read a trace in submit order only as far as the
+/// window needs: a malformed line beyond it is never parsed, one within it
+/// is still an error naming the file and the line.
+#[test]
+fn a_window_reads_no_further_than_it_needs() {
+    let d = dir("window");
+    let mut text = String::from("id,submit_s,gpus,vc,user,attempts,status\n");
+    for i in 0..1500 {
+        if i + 2 == 1000 {
+            text.push_str("broken,not-a-time,1,v,u,60,passed\n");
+        } else {
+            text.push_str(&format!("j{i},{},1,v,u,60,passed\n", i * 10));
+        }
+    }
+    let trace = file(&d, "jobs.csv", &text);
+    let out = d.to_str().unwrap();
+    let args = |window: &[&'static str]| {
+        let mut a = vec![
+            "--trace",
+            trace.as_str(),
+            "--format",
+            "csv",
+            "--native",
+            "--no-plots",
+        ];
+        a.extend_from_slice(window);
+        a.extend_from_slice(&["--out", out]);
+        a
+    };
+    ok(&replay(&args(&["--jobs", "10"])));
+    assert_eq!(report(&d)["workload"]["jobs"], 10);
+    let err = failed(&replay(&args(&["--skip", "995", "--jobs", "10"])));
+    assert!(
+        err.contains(&format!(
+            "{trace}:1000: submit_s \"not-a-time\" is not a valid number"
+        )),
+        "{err}"
+    );
+    let err = failed(&replay(&args(&[])));
+    assert!(err.contains(&format!("{trace}:1000: ")), "{err}");
 }

@@ -247,3 +247,24 @@ fn gpu_time_by_status_follows_table6() {
     assert!((k - 37.7).abs() <= 10.0);
     assert!((f - 17.8).abs() <= 10.0);
 }
+
+/// `replay --skip/--jobs` reads the RFold file only as far as its window
+/// (the file is in arrival order): the window, its warm start and its real
+/// VCs are those of a whole read.
+#[test]
+fn a_window_read_early_is_the_window_of_a_whole_read() {
+    let Some(philly) = data() else { return };
+    let path = philly.join("rfold_philly_trace.csv");
+    let labels = philly.join("adaptdl_philly.csv");
+    let (skip, jobs) = (10_071, 5_000);
+    let mut whole = trace::load(&path, Format::Rfold).unwrap();
+    let mut first = trace::load_first(&path, Format::Rfold, Some(skip + jobs)).unwrap();
+    assert_eq!(first.jobs.len(), skip + jobs, "the reader stopped there");
+    assert!(whole.jobs.len() > first.jobs.len());
+    for t in [&mut whole, &mut first] {
+        trace::label_vcs(t, &labels).unwrap();
+        t.window_warm(skip, jobs, true);
+    }
+    assert!(first.warm > 0);
+    assert_eq!(first, whole);
+}

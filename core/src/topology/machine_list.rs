@@ -35,6 +35,69 @@ impl Default for RackGrouping {
     }
 }
 
+impl RackGrouping {
+    /// Every grouping's name (`same-sku`, `consecutive`): what command lines
+    /// and bindings accept, with a rack size beside it.
+    pub const NAMES: [&'static str; 2] = [
+        RackGrouping::SameGpuCount {
+            servers_per_rack: 0,
+        }
+        .name(),
+        RackGrouping::Consecutive {
+            servers_per_rack: 0,
+        }
+        .name(),
+    ];
+
+    /// The grouping's name: `same-sku` or `consecutive`.
+    ///
+    /// ```
+    /// use gangway_core::RackGrouping;
+    /// assert_eq!(RackGrouping::default().name(), "same-sku");
+    /// ```
+    pub const fn name(&self) -> &'static str {
+        match self {
+            RackGrouping::SameGpuCount { .. } => "same-sku",
+            RackGrouping::Consecutive { .. } => "consecutive",
+        }
+    }
+
+    /// Servers per rack.
+    pub const fn servers_per_rack(&self) -> u32 {
+        match self {
+            RackGrouping::SameGpuCount { servers_per_rack }
+            | RackGrouping::Consecutive { servers_per_rack } => *servers_per_rack,
+        }
+    }
+
+    /// The grouping named `name` (one of [`RackGrouping::NAMES`]) with racks
+    /// of `servers_per_rack` servers.
+    ///
+    /// ```
+    /// use gangway_core::RackGrouping;
+    /// assert_eq!(
+    ///     RackGrouping::named("consecutive", 8),
+    ///     Some(RackGrouping::Consecutive { servers_per_rack: 8 })
+    /// );
+    /// assert_eq!(RackGrouping::named("by-color", 8), None);
+    /// ```
+    pub fn named(name: &str, servers_per_rack: u32) -> Option<RackGrouping> {
+        [
+            RackGrouping::SameGpuCount { servers_per_rack },
+            RackGrouping::Consecutive { servers_per_rack },
+        ]
+        .into_iter()
+        .find(|g| g.name() == name)
+    }
+}
+
+impl std::fmt::Display for RackGrouping {
+    /// `same-sku, 32 per rack`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}, {} per rack", self.name(), self.servers_per_rack())
+    }
+}
+
 /// One machine of a list.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Machine {
@@ -260,5 +323,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert_eq!(err, "d.csv:3: machine m0 is listed twice (first on line 2)");
+    }
+
+    #[test]
+    fn every_grouping_round_trips_through_its_name() {
+        for name in RackGrouping::NAMES {
+            let g = RackGrouping::named(name, 5).unwrap();
+            assert_eq!(g.name(), name);
+            assert_eq!(g.servers_per_rack(), 5);
+            assert_eq!(g.to_string(), format!("{name}, 5 per rack"));
+        }
+        for g in [
+            RackGrouping::SameGpuCount {
+                servers_per_rack: 3,
+            },
+            RackGrouping::Consecutive {
+                servers_per_rack: 3,
+            },
+        ] {
+            assert_eq!(RackGrouping::named(g.name(), 3), Some(g));
+        }
     }
 }

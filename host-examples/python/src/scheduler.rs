@@ -8,6 +8,7 @@ use gangway_core::{
     AttemptEnd, FailureClass, FinalStatus, JobSpec, JobState, PlacementStrategy, RetryAction,
     Scheduler, ServerId, WaitReason,
 };
+use gangway_host_examples::trace::Outcome;
 use gangway_plugin_sdk::{JobId, VcId};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -115,14 +116,12 @@ pub(crate) struct PyScheduler {
 }
 
 fn placement_strategy(name: &str) -> PyResult<PlacementStrategy> {
-    match name {
-        "best-fit" => Ok(PlacementStrategy::BestFit),
-        "spread" => Ok(PlacementStrategy::Spread),
-        "heartbeat" => Ok(PlacementStrategy::Heartbeat { seed: 0 }),
-        other => Err(PyValueError::new_err(format!(
-            "placement {other:?}: expected \"best-fit\", \"spread\" or \"heartbeat\""
-        ))),
-    }
+    PlacementStrategy::from_name(name).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "placement {name:?}: expected one of {:?}",
+            PlacementStrategy::NAMES
+        ))
+    })
 }
 
 fn attempt_end(outcome: &str, failure_class: Option<&str>, last: bool) -> PyResult<AttemptEnd> {
@@ -135,12 +134,14 @@ fn attempt_end(outcome: &str, failure_class: Option<&str>, last: bool) -> PyResu
             ))
         })?,
     };
-    match outcome {
-        "passed" => Ok(AttemptEnd::Passed),
-        "failed" => Ok(AttemptEnd::Failed { class, last }),
-        "killed" => Ok(AttemptEnd::Killed),
-        other => Err(PyValueError::new_err(format!(
-            "outcome {other:?}: expected \"passed\", \"failed\" or \"killed\""
+    // Exactly a name of `Outcome::as_str` (not the looser trace spellings).
+    match Outcome::ALL.into_iter().find(|o| o.as_str() == outcome) {
+        Some(Outcome::Passed) => Ok(AttemptEnd::Passed),
+        Some(Outcome::Failed) => Ok(AttemptEnd::Failed { class, last }),
+        Some(Outcome::Killed) => Ok(AttemptEnd::Killed),
+        None => Err(PyValueError::new_err(format!(
+            "outcome {outcome:?}: expected one of {:?}",
+            Outcome::ALL.map(Outcome::as_str)
         ))),
     }
 }
@@ -155,11 +156,7 @@ fn action_name(a: &RetryAction) -> String {
 }
 
 fn status_name(s: FinalStatus) -> &'static str {
-    match s {
-        FinalStatus::Passed => "passed",
-        FinalStatus::Failed => "failed",
-        FinalStatus::Killed => "killed",
-    }
+    Outcome::from(s).as_str()
 }
 
 fn reason_name(r: WaitReason) -> String {

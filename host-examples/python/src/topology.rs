@@ -48,17 +48,12 @@ impl PyServer {
 }
 
 fn grouping(name: &str, rack_size: u32) -> PyResult<RackGrouping> {
-    match name {
-        "same-sku" => Ok(RackGrouping::SameGpuCount {
-            servers_per_rack: rack_size,
-        }),
-        "consecutive" => Ok(RackGrouping::Consecutive {
-            servers_per_rack: rack_size,
-        }),
-        other => Err(PyValueError::new_err(format!(
-            "rack_grouping {other:?}: expected \"same-sku\" or \"consecutive\""
-        ))),
-    }
+    RackGrouping::named(name, rack_size).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "rack_grouping {name:?}: expected one of {:?}",
+            RackGrouping::NAMES
+        ))
+    })
 }
 
 impl PyTopology {

@@ -47,6 +47,7 @@ use super::protocol::{
     write_message,
 };
 use super::topology::{self, ClusterMap};
+use crate::trace::Outcome;
 
 /// Gangway ids of foreign Slurm jobs: this bit plus the Slurm job id.
 pub const FOREIGN_BIT: u64 = 1 << 62;
@@ -763,7 +764,7 @@ impl Daemon {
             };
             if let Ok(record) = self.sched.forget(JobId(id)) {
                 if let JobState::Finished { status, .. } = record.state {
-                    entry.final_state = Some(format!("{status:?}").to_ascii_lowercase());
+                    entry.final_state = Some(Outcome::from(status).as_str().to_string());
                 }
                 entry.wait_s = wait_list(&record.wait.seconds);
             }
@@ -958,27 +959,16 @@ impl Daemon {
                 self.last_now.saturating_sub(*since_s),
             ),
             Some(JobState::Finished { status, .. }) => {
-                (format!("{status:?}").to_ascii_lowercase(), None, 0)
+                (Outcome::from(*status).as_str().to_string(), None, 0)
             }
             None => ("unknown".to_string(), None, 0),
         };
         JobReport {
-            id: e.id,
-            vc: e.vc.clone(),
-            user: e.user.clone(),
-            gpus: e.gpus,
-            cmd: e.cmd.clone(),
-            state,
             reason,
             wait: record.map_or_else(Vec::new, |r| wait_list(&r.wait_at(self.last_now).seconds)),
             waiting_s,
-            attempts: e.attempts,
             slurm_job: e.launch.as_ref().and_then(|l| l.slurm_id),
-            placement: e.last_placement.clone(),
-            submitted_ms: e.submitted_ms,
-            first_running_ms: e.first_running_ms,
-            ended_ms: e.ended_ms,
-            events: e.events.clone(),
+            ..entry_report(e, state)
         }
     }
 
@@ -1070,16 +1060,18 @@ fn wait_list(seconds: &[u64]) -> Vec<(String, u64)> {
     out
 }
 
-fn history_report(e: &JobEntry) -> JobReport {
+/// What a job's entry says of it, in `state`: no wait reason, waits or
+/// Slurm job (a live job's report adds them).
+fn entry_report(e: &JobEntry, state: String) -> JobReport {
     JobReport {
         id: e.id,
         vc: e.vc.clone(),
         user: e.user.clone(),
         gpus: e.gpus,
         cmd: e.cmd.clone(),
-        state: e.final_state.clone().unwrap_or_else(|| "gone".into()),
+        state,
         reason: None,
-        wait: e.wait_s.clone(),
+        wait: Vec::new(),
         waiting_s: 0,
         attempts: e.attempts,
         slurm_job: None,
@@ -1088,6 +1080,13 @@ fn history_report(e: &JobEntry) -> JobReport {
         first_running_ms: e.first_running_ms,
         ended_ms: e.ended_ms,
         events: e.events.clone(),
+    }
+}
+
+fn history_report(e: &JobEntry) -> JobReport {
+    JobReport {
+        wait: e.wait_s.clone(),
+        ..entry_report(e, e.final_state.clone().unwrap_or_else(|| "gone".into()))
     }
 }
 

@@ -22,6 +22,7 @@ pub(crate) use vcs::{pick, vc_weights};
 
 /// How one recorded attempt ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Outcome {
     /// The job completed.
     Passed,
@@ -29,6 +30,54 @@ pub enum Outcome {
     Failed,
     /// The job was killed.
     Killed,
+}
+
+impl Outcome {
+    /// Every outcome.
+    pub const ALL: [Outcome; 3] = [Outcome::Passed, Outcome::Failed, Outcome::Killed];
+
+    /// Its name in reports, per-job CSVs and Gangway CSV traces (`passed`,
+    /// `failed`, `killed`; serde writes the same).
+    ///
+    /// ```
+    /// use gangway_host_examples::trace::Outcome;
+    /// assert_eq!(Outcome::Killed.as_str(), "killed");
+    /// ```
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Passed => "passed",
+            Outcome::Failed => "failed",
+            Outcome::Killed => "killed",
+        }
+    }
+
+    /// The outcome named `name` ([`Outcome::as_str`], or the short `pass` /
+    /// `fail` of Philly's logs), any case.
+    ///
+    /// ```
+    /// use gangway_host_examples::trace::Outcome;
+    /// assert_eq!(Outcome::from_name("Pass"), Some(Outcome::Passed));
+    /// assert_eq!(Outcome::from_name("done"), None);
+    /// ```
+    pub fn from_name(name: &str) -> Option<Outcome> {
+        const SHORT: [(&str, Outcome); 2] = [("pass", Outcome::Passed), ("fail", Outcome::Failed)];
+        let name = name.to_ascii_lowercase();
+        Outcome::ALL
+            .into_iter()
+            .find(|o| o.as_str() == name)
+            .or_else(|| SHORT.iter().find(|(s, _)| *s == name).map(|(_, o)| *o))
+    }
+}
+
+impl From<gangway_core::FinalStatus> for Outcome {
+    /// How the scheduler says a job ended, as a trace outcome.
+    fn from(status: gangway_core::FinalStatus) -> Outcome {
+        match status {
+            gangway_core::FinalStatus::Passed => Outcome::Passed,
+            gangway_core::FinalStatus::Failed => Outcome::Failed,
+            gangway_core::FinalStatus::Killed => Outcome::Killed,
+        }
+    }
 }
 
 /// One recorded attempt: how long it ran and how it ended.
@@ -250,8 +299,11 @@ impl Trace {
     }
 }
 
-/// The trace formats the replay reads.
+/// The trace formats the replay reads. Their names (`philly`, `csv`,
+/// `rfold`, `adaptdl`) come from this one definition: `--format`, serde and
+/// [`Display`](std::fmt::Display) all use the kebab-case variant name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
 pub enum Format {
     /// Philly's own `cluster_job_log` (JSON).
     Philly,
@@ -261,6 +313,22 @@ pub enum Format {
     Rfold,
     /// The AdaptDL-derived Philly trace (`adaptdl_philly.csv`).
     Adaptdl,
+}
+
+impl std::fmt::Display for Format {
+    /// The name `--format` takes.
+    ///
+    /// ```
+    /// use gangway_host_examples::trace::Format;
+    /// assert_eq!(Format::Adaptdl.to_string(), "adaptdl");
+    /// ```
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use clap::ValueEnum;
+        match self.to_possible_value() {
+            Some(v) => f.write_str(v.get_name()),
+            None => write!(f, "{self:?}"),
+        }
+    }
 }
 
 /// A trace that could not be read: names the file, the line or job, and the problem.
@@ -305,12 +373,22 @@ pub enum TraceError {
 
 /// Reads a trace file of the given format.
 pub fn load(path: &Path, format: Format) -> Result<Trace, TraceError> {
+    load_first(path, format, None)
+}
+
+/// Reads a trace file of the given format, as far as its first `max_jobs`
+/// jobs by submit time need ([`read_first`]); `None` reads it all.
+pub fn load_first(
+    path: &Path,
+    format: Format,
+    max_jobs: Option<usize>,
+) -> Result<Trace, TraceError> {
     let file = path.display().to_string();
     let input = std::fs::File::open(path).map_err(|source| TraceError::Io {
         file: file.clone(),
         source,
     })?;
-    read(&file, format, input)
+    read_first(&file, format, input, max_jobs)
 }
 
 /// Reads a trace of the given format from `input`, naming it `file` in
@@ -324,10 +402,43 @@ pub fn load(path: &Path, format: Format) -> Result<Trace, TraceError> {
 /// assert!(read("bad.csv", Format::Csv, "id\n1,x\n".as_bytes()).is_err());
 /// ```
 pub fn read(file: &str, format: Format, input: impl std::io::Read) -> Result<Trace, TraceError> {
+    read_first(file, format, input, None)
+}
+
+/// [`read`], but where the format lists jobs in submit order the reader
+/// stops once it has `max_jobs` jobs (a `--skip`/`--jobs` window needs no
+/// more), so a window at the start of a large file neither reads nor checks
+/// the rest. The result holds at least the first `max_jobs` jobs by submit
+/// time (more where the whole file was read), exactly as a whole read sorts
+/// them.
+///
+/// - `csv` and `rfold` stop early when their rows are in submit order (the
+///   published RFold file is); a row out of order before the `max_jobs`-th
+///   makes the reader read on to the end and sort, as [`read`] does.
+/// - `adaptdl` is always read whole: its rows are not in timestamp order.
+/// - `philly` is always read whole: its jobs are not in submit order, and an
+///   attempt still open at snapshot time runs until the latest time of the
+///   whole log.
+///
+/// ```
+/// use gangway_host_examples::trace::{read_first, Format};
+/// let csv = "id,submit_s,gpus,vc,user,attempts,status\n\
+///            a,0,1,v,u,60,passed\nb,5,1,v,u,60,passed\nc,oops,1,v,u,60,passed\n";
+/// let t = read_first("jobs.csv", Format::Csv, csv.as_bytes(), Some(2)).unwrap();
+/// assert_eq!(t.jobs.len(), 2, "the bad third row was never read");
+/// assert!(read_first("jobs.csv", Format::Csv, csv.as_bytes(), Some(3)).is_err());
+/// ```
+pub fn read_first(
+    file: &str,
+    format: Format,
+    input: impl std::io::Read,
+    max_jobs: Option<usize>,
+) -> Result<Trace, TraceError> {
+    let stop = csv_jobs::StopAfter::new(max_jobs);
     let mut trace = match format {
         Format::Philly => philly::read(file, std::io::BufReader::new(input))?,
-        Format::Csv => csv_jobs::read_gangway(file, input)?,
-        Format::Rfold => csv_jobs::read_rfold(file, input)?,
+        Format::Csv => csv_jobs::read_gangway(file, input, stop)?,
+        Format::Rfold => csv_jobs::read_rfold(file, input, stop)?,
         Format::Adaptdl => csv_jobs::read_adaptdl(file, input)?,
     };
     if trace.jobs.is_empty() {
@@ -337,4 +448,104 @@ pub fn read(file: &str, format: Format, input: impl std::io::Read) -> Result<Tra
     }
     trace.normalize();
     Ok(trace)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_outcome_round_trips_through_its_name() {
+        for o in Outcome::ALL {
+            assert_eq!(Outcome::from_name(o.as_str()), Some(o));
+            assert_eq!(Outcome::from_name(&o.as_str().to_uppercase()), Some(o));
+            let json = serde_json::to_string(&o).unwrap();
+            assert_eq!(
+                json,
+                format!("\"{}\"", o.as_str()),
+                "serde writes the same name"
+            );
+            assert_eq!(serde_json::from_str::<Outcome>(&json).unwrap(), o);
+        }
+        assert_eq!(Outcome::from_name("fail"), Some(Outcome::Failed));
+        assert_eq!(Outcome::from_name("kill"), None);
+    }
+
+    /// A Gangway CSV (or RFold, with `rfold`) file of `n` jobs a second
+    /// apart whose line `bad` (1-based, the header being line 1) is malformed.
+    fn trace_with_bad_line(format: Format, n: usize, bad: u64) -> String {
+        let mut text = match format {
+            Format::Rfold => "#job id,arrival time (sec),topology,shape,size,duration (sec)\n",
+            _ => "id,submit_s,gpus,vc,user,attempts,status\n",
+        }
+        .to_string();
+        for i in 0..n {
+            let line = i as u64 + 2;
+            let submit = if line == bad {
+                "soon".to_string()
+            } else {
+                i.to_string()
+            };
+            text.push_str(&match format {
+                Format::Rfold => format!("{i},{submit},CLOS,1,1,60.0\n"),
+                _ => format!("j{i},{submit},1,v,u,60,passed\n"),
+            });
+        }
+        text
+    }
+
+    #[test]
+    fn a_window_at_the_start_stops_before_a_bad_line_beyond_it() {
+        for format in [Format::Csv, Format::Rfold] {
+            let text = trace_with_bad_line(format, 1500, 1000);
+            // --jobs 10: line 1000 is never read.
+            let t = read_first("t.csv", format, text.as_bytes(), Some(10)).unwrap();
+            assert_eq!(t.jobs.len(), 10, "{format}");
+            assert_eq!(t.jobs[9].submit_s, 9);
+            // --skip 990 --jobs 20 reaches line 1000: the error names it.
+            let e = read_first("t.csv", format, text.as_bytes(), Some(1010))
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with("t.csv:1000: "), "{format}: {e}");
+            assert!(e.contains("\"soon\" is not a valid number"), "{e}");
+            // A whole read finds it too.
+            let e = read("t.csv", format, text.as_bytes())
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with("t.csv:1000: "), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_file_out_of_order_is_read_whole_and_sorted() {
+        let text = "id,submit_s,gpus,vc,user,attempts,status\n\
+                    a,50,1,v,u,60,passed\nb,10,1,v,u,60,passed\nc,0,1,v,u,60,passed\n";
+        let first = read_first("t.csv", Format::Csv, text.as_bytes(), Some(2)).unwrap();
+        let whole = read("t.csv", Format::Csv, text.as_bytes()).unwrap();
+        assert_eq!(first, whole);
+        let names: Vec<&str> = first.jobs.iter().map(|j| j.name.as_str()).collect();
+        assert_eq!(names, ["c", "b", "a"], "the earliest jobs come first");
+        // AdaptDL files are never cut short: the earliest row is the last.
+        let adaptdl = "timestamp,duration,num_gpus,gpu_time,cluster\n\
+                       2017-10-09 07:01:55,66.0,1,66.0,x\n2017-10-09 06:13:03,10.0,1,10.0,y\n";
+        let t = read_first("a.csv", Format::Adaptdl, adaptdl.as_bytes(), Some(1)).unwrap();
+        assert_eq!((t.jobs.len(), t.jobs[0].vc.as_str()), (2, "y"));
+    }
+
+    #[test]
+    fn every_format_round_trips_through_its_name() {
+        use clap::ValueEnum;
+        for f in Format::value_variants() {
+            let name = f.to_string();
+            assert_eq!(Format::from_str(&name, false).unwrap(), *f);
+            let json = serde_json::to_string(f).unwrap();
+            assert_eq!(
+                json,
+                format!("\"{name}\""),
+                "serde writes the --format name"
+            );
+            assert_eq!(serde_json::from_str::<Format>(&json).unwrap(), *f);
+        }
+        assert_eq!(Format::Rfold.to_string(), "rfold");
+    }
 }
