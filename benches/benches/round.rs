@@ -2,8 +2,9 @@
 //! (552 servers, 2,490 GPUs) and on a 100,000-GPU topology, with the built-in
 //! native policies (FIFO within quotas, strict locality, backfill); and on
 //! the Philly topology with 1,000, 10,000 and 100,000 pending jobs, where a
-//! round shows fairness each VC's first 128 jobs (FIFO within quotas
-//! declares its order), so its cost grows with the window, not the backlog.
+//! round shows fairness each VC's first 32 jobs (the default view window;
+//! FIFO within quotas declares its order), so its cost grows with the
+//! window, not the backlog.
 //!
 //! * `backlog`: the steady state of a busy cluster. All but 64 GPUs are
 //!   busy and 1,000 jobs wait; after a warm-up round, every round builds the

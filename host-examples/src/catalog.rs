@@ -550,6 +550,8 @@ mod tests {
             .with::<Gang>(gang);
         let topo = Topology::uniform(2, 4, 8).unwrap();
         let mut sched = Scheduler::with_policies(topo, set);
+        // All 64 one-GPU jobs start in the first round.
+        sched.set_view_window(64);
         let vc = sched.virtual_cluster("all");
         let spec = |id: u64, gpus: u32, t: u64| JobSpec {
             id: JobId(id),

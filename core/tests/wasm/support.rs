@@ -6,9 +6,12 @@ use gangway_plugin_sdk::JobId;
 /// 2 racks x 4 servers x 8 GPUs, two VCs (one with a quota), `jobs` jobs of
 /// mixed sizes (ids 1..=jobs) submitted at t = 1..=jobs, then job 0, a gang
 /// of all 64 GPUs, which stays pending while smaller jobs keep the cluster
-/// busy. `jobs + 1` jobs in all.
+/// busy. `jobs + 1` jobs in all. Views show every pending job (no window),
+/// so a guest that declares no queue order and the built-in policy it falls
+/// back to see the same jobs.
 pub(crate) fn scheduler(jobs: u64) -> Scheduler {
     let mut s = Scheduler::new(Topology::uniform(2, 4, 8).unwrap());
+    s.set_view_window(0);
     let a = s.virtual_cluster("a");
     let b = s.virtual_cluster("b");
     s.set_quota(b, Some(24));
