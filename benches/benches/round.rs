@@ -7,10 +7,12 @@
 //! window, not the backlog.
 //!
 //! * `backlog`: the steady state of a busy cluster. All but 64 GPUs are
-//!   busy and 1,000 jobs wait; after a warm-up round, every round builds the
-//!   view, runs the three policies and searches a placement for each
-//!   eligible job (most fail). The state does not change between
-//!   iterations, so the same round is measured each time.
+//!   busy and 1,000 jobs wait (8 VCs); after a warm-up round, every round
+//!   builds the view (each VC's first 32 jobs), runs the three policies and
+//!   searches a placement for each eligible job (most fail). The state does
+//!   not change between iterations, so the same round is measured each
+//!   time. `backlog_all_viewed` is the same round with no view window: all
+//!   1,000 jobs in the view.
 //! * `placing`: a half-empty cluster where the round places hundreds of the
 //!   1,000 jobs (fresh state per iteration).
 //!
@@ -24,12 +26,22 @@ use gangway_benches::{hundred_thousand_gpus, loaded_scheduler, philly_official};
 use gangway_core::Topology;
 use gangway_core::policy::PolicySet;
 
-fn backlog(c: &mut Criterion, name: &str, topo: Topology) {
+fn backlog(c: &mut Criterion, name: &str, topo: Topology, window: usize) {
     // Leave 64 GPUs free whatever the cluster's size.
     let fill = 1.0 - 64.0 / f64::from(topo.total_gpus());
     let mut sched = loaded_scheduler(topo, fill, 1_000, PolicySet::builtin());
+    sched.set_view_window(window);
     let warm = sched.round(1_000).expect("round");
-    assert!(warm.waiting.len() > 500, "the backlog must stay pending");
+    assert!(sched.pending_len() > 500, "the backlog must stay pending");
+    let viewed = warm.waiting.len() + warm.starts.len();
+    assert!(
+        if window == 0 {
+            viewed > 500
+        } else {
+            viewed <= 8 * window
+        },
+        "{viewed} jobs viewed with window {window}"
+    );
     let mut now = 1_000;
     c.bench_function(name, |b| {
         b.iter(|| {
@@ -40,15 +52,24 @@ fn backlog(c: &mut Criterion, name: &str, topo: Topology) {
 }
 
 fn rounds(c: &mut Criterion) {
+    let window = gangway_core::Scheduler::DEFAULT_VIEW_WINDOW;
     backlog(
         c,
         "round_1000_pending/philly_552_servers/backlog",
         philly_official().expect("topology"),
+        window,
+    );
+    backlog(
+        c,
+        "round_1000_pending/philly_552_servers/backlog_all_viewed",
+        philly_official().expect("topology"),
+        0,
     );
     backlog(
         c,
         "round_1000_pending/100k_gpus/backlog",
         hundred_thousand_gpus().expect("topology"),
+        window,
     );
     let mut group = c.benchmark_group("round_1000_pending");
     group.sample_size(20);

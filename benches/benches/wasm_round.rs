@@ -52,6 +52,9 @@ fn backlog(policies: PolicySet) -> Scheduler {
     let topo = philly();
     let target = topo.total_gpus() * 97 / 100;
     let mut s = Scheduler::with_policies(topo, policies);
+    // Every pending job in the view (no window): the sandbox's cost per
+    // round at Philly scale, as measured before the default window.
+    s.set_view_window(0);
     let vcs: Vec<_> = (0..8)
         .map(|i| s.virtual_cluster(&format!("vc{i}")))
         .collect();
