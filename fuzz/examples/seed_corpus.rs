@@ -160,7 +160,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ),
         ("smallest", QueueOrder::Smallest),
     ] {
-        let m = Manifest { queue_order: order };
+        let m = Manifest {
+            queue_order: order,
+            ..Manifest::default()
+        };
         w.put("manifest", name, &m.encode())?;
     }
 

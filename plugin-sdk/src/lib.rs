@@ -93,7 +93,7 @@ pub mod wire;
 pub use config::{ConfigError, Configure, config_text, no_options};
 pub use ids::{JobId, Level, ServerId, VcId};
 pub use log::{LogLevel, log};
-pub use slot::{Manifest, Policy, QueueOrder, Slot, SlotContract};
+pub use slot::{Manifest, Policy, QueueOrder, RunningScope, Slot, SlotContract};
 pub use slots::{
     DefragDecision, DefragView, DefragmentPolicy, FailedAttempt, FailureClass, FairnessDecision,
     FairnessPolicy, GangAction, GangDecision, GangPolicy, LocalityDecision, LocalityPolicy, Move,

@@ -8,7 +8,7 @@
 //! the chosen group largest holes first, so later questions see what
 //! earlier answers used.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use crate::ids::{JobId, Level, ServerId};
 use crate::view::{RunningJob, ServerState, SpreadLimit};
@@ -99,12 +99,12 @@ impl Room {
         limit: SpreadLimit,
         candidates: &[&RunningJob],
     ) -> Option<Vec<JobId>> {
-        let mut groups: HashMap<u64, Vec<usize>> = HashMap::new();
+        let mut groups: HashMap<u64, Vec<usize>> = HashMap::default();
         for i in 0..self.free.len() {
             groups.entry(self.group(i, limit)).or_default().push(i);
         }
         // Each candidate lies wholly in one group, or is no use.
-        let mut inside: HashMap<u64, Vec<(usize, &RunningJob)>> = HashMap::new();
+        let mut inside: HashMap<u64, Vec<(usize, &RunningJob)>> = HashMap::default();
         for (at, j) in candidates.iter().enumerate() {
             let mut keys = j
                 .parts
@@ -123,7 +123,7 @@ impl Room {
         keys.sort_unstable();
         for key in keys {
             let members = &groups[&key];
-            let mut extra: HashMap<usize, u32> = HashMap::new();
+            let mut extra: HashMap<usize, u32> = HashMap::default();
             let mut chosen = Vec::new();
             let mut freed = 0u32;
             let mut last = 0usize;

@@ -171,14 +171,39 @@ pub enum QueueOrder {
     Smallest,
 }
 
+/// Which running jobs the reclaim policy needs to see.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RunningScope {
+    /// Every running job, every round in which a job waits.
+    #[default]
+    All,
+    /// Only the jobs of virtual clusters that borrow: that hold more GPUs
+    /// than their quota, or hold any without a quota. The host does not
+    /// call the policy in a round in which no VC borrows. For policies that
+    /// only ever stop borrowed work (YARN's fair-share preemption, Volcano's
+    /// reclaim): a round then costs the borrowed jobs, not every running job.
+    Borrowed,
+}
+
 /// What a policy declares when it is loaded (the reply of `init` in WIT).
 ///
-/// An empty reply means the default manifest.
+/// An empty reply means the default manifest. A manifest of the first
+/// layout (the queue order alone) still decodes, with the defaults for the
+/// fields added since.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
     /// The order of the pending jobs the fairness policy needs to see
     /// (ignored for other slots).
     pub queue_order: QueueOrder,
+    /// The running jobs the reclaim policy needs to see (ignored for other
+    /// slots).
+    pub running: RunningScope,
+}
+
+/// The first layout of [`Manifest`]: the queue order alone.
+#[derive(Deserialize)]
+struct ManifestV1 {
+    queue_order: QueueOrder,
 }
 
 impl Manifest {
@@ -187,7 +212,10 @@ impl Manifest {
     /// ```
     /// use gangway_plugin_sdk::{Manifest, QueueOrder};
     /// assert!(Manifest::default().encode().is_empty());
-    /// let m = Manifest { queue_order: QueueOrder::AttainedBands(vec![3600]) };
+    /// let m = Manifest {
+    ///     queue_order: QueueOrder::AttainedBands(vec![3600]),
+    ///     ..Manifest::default()
+    /// };
     /// assert_eq!(Manifest::decode(&m.encode()).unwrap(), m);
     /// assert_eq!(Manifest::decode(&[]).unwrap(), Manifest::default());
     /// ```
@@ -214,7 +242,16 @@ impl Manifest {
                 ),
             });
         }
-        let m: Manifest = codec::decode(bytes)?;
+        let m: Manifest = match codec::decode(bytes) {
+            Ok(m) => m,
+            Err(e) => match codec::decode::<ManifestV1>(bytes) {
+                Ok(v1) => Manifest {
+                    queue_order: v1.queue_order,
+                    ..Manifest::default()
+                },
+                Err(_) => return Err(e),
+            },
+        };
         if let QueueOrder::AttainedBands(t) = &m.queue_order
             && (t.len() > 64 || t.windows(2).any(|w| w[0] >= w[1]))
         {

@@ -49,7 +49,7 @@ impl Scheduler {
             now_s: now,
             cluster: self.state.summary(),
             servers: self.server_states(),
-            running: self.running_jobs(now, &report.starts),
+            running: self.running_jobs(now, &report.starts, |_| true),
             waiting,
         };
         let decided = self.policies.defragment.decide(&defrag_view);

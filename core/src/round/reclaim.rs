@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use gangway_plugin_sdk::{JobId, ReclaimDecision, ReclaimView, WaitingJob};
+use gangway_plugin_sdk::{JobId, ReclaimDecision, ReclaimView, RunningScope, VcUsage, WaitingJob};
 
 use super::{Placed, Preemption, RoundReport};
 use crate::job::JobState;
@@ -19,6 +19,15 @@ use crate::policy::PolicyErrorKind;
 use crate::policy::rules::invalid;
 use crate::scheduler::Scheduler;
 use crate::state::Placement;
+
+/// Whether a VC borrows: holds more GPUs than its quota, or any without one
+/// ([`RunningScope::Borrowed`]).
+fn borrows(vc: &VcUsage) -> bool {
+    match vc.quota_gpus {
+        Some(q) => vc.held_gpus > q,
+        None => vc.held_gpus > 0,
+    }
+}
 
 impl Scheduler {
     /// The waiting jobs of the view, in fairness order, with their reasons
@@ -53,16 +62,31 @@ impl Scheduler {
         if self.policies.reclaim.is_noop() || placed.reasons.is_empty() {
             return;
         }
+        let vcs = self.vc_usage();
+        // A policy that sees only borrowed work is not asked while no VC
+        // borrows (it could stop nothing).
+        let borrowing: Option<Vec<bool>> = match self.policies.reclaim.manifest().running {
+            RunningScope::All => None,
+            RunningScope::Borrowed => Some(vcs.iter().map(borrows).collect()),
+        };
+        if borrowing.as_ref().is_some_and(|b| !b.contains(&true)) {
+            return;
+        }
         let waiting = self.waiting_jobs(now, placed);
         if waiting.is_empty() {
             return;
         }
+        let running = self.running_jobs(now, &report.starts, |vc| {
+            borrowing
+                .as_ref()
+                .is_none_or(|b| b.get(vc.0 as usize).copied().unwrap_or(false))
+        });
         let reclaim_view = ReclaimView {
             now_s: now,
             cluster: self.state.summary(),
-            vcs: self.vc_usage(),
+            vcs,
             servers: self.server_states(),
-            running: self.running_jobs(now, &report.starts),
+            running,
             waiting,
         };
         let decided = self.policies.reclaim.decide(&reclaim_view);

@@ -106,11 +106,16 @@ impl Scheduler {
             .collect()
     }
 
-    /// Every running job, by id, as the reclaim and defragment slots see it,
-    /// except those this round started (`started`): a round never stops or
-    /// moves what it just started.
-    pub(crate) fn running_jobs(&self, now: u64, started: &[crate::Start]) -> Vec<RunningJob> {
-        let started: std::collections::HashSet<JobId> = started.iter().map(|s| s.job).collect();
+    /// Every running job of a VC that `shown` accepts, by id, as the reclaim
+    /// and defragment slots see it, except those this round started
+    /// (`started`): a round never stops or moves what it just started.
+    pub(crate) fn running_jobs(
+        &self,
+        now: u64,
+        started: &[crate::Start],
+        shown: impl Fn(VcId) -> bool,
+    ) -> Vec<RunningJob> {
+        let started: rustc_hash::FxHashSet<JobId> = started.iter().map(|s| s.job).collect();
         self.state
             .allocations()
             .iter()
@@ -120,6 +125,9 @@ impl Scheduler {
                 let JobState::Running { started_s, .. } = job.state else {
                     return None;
                 };
+                if !shown(job.spec.vc) {
+                    return None;
+                }
                 let gpus = placement.gpu_count();
                 Some(RunningJob {
                     id: *id,

@@ -64,6 +64,7 @@ impl<P: FairnessPolicy + ?Sized> Policy<Fairness> for P {
     fn manifest(&self) -> Manifest {
         Manifest {
             queue_order: self.queue_order(),
+            ..Manifest::default()
         }
     }
 }

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::ids::JobId;
-use crate::slot::{Policy, Slot, SlotContract};
+use crate::slot::{Manifest, Policy, RunningScope, Slot, SlotContract};
 use crate::view::{ClusterSummary, RunningJob, ServerState, VcUsage, WaitingJob};
 use crate::wire::codec;
 
@@ -20,7 +20,8 @@ pub struct ReclaimView {
     pub vcs: Vec<VcUsage>,
     /// Every server, by id, with its free GPUs after this round's starts.
     pub servers: Vec<ServerState>,
-    /// Every running job, by id.
+    /// Every running job, by id (with [`RunningScope::Borrowed`], only
+    /// those of VCs that borrow).
     pub running: Vec<RunningJob>,
     /// The jobs of this round's view still waiting, in fairness order.
     pub waiting: Vec<WaitingJob>,
@@ -46,11 +47,23 @@ pub struct ReclaimDecision {
 pub trait ReclaimPolicy {
     /// The jobs to stop and the jobs to start in their place.
     fn reclaim(&self, view: &ReclaimView) -> ReclaimDecision;
+
+    /// Which running jobs the policy needs to see (declared once, at load):
+    /// by default every one.
+    fn running_scope(&self) -> RunningScope {
+        RunningScope::All
+    }
 }
 
 impl<P: ReclaimPolicy + ?Sized> Policy<Reclaim> for P {
     fn decide(&self, view: &ReclaimView) -> ReclaimDecision {
         self.reclaim(view)
+    }
+    fn manifest(&self) -> Manifest {
+        Manifest {
+            running: self.running_scope(),
+            ..Manifest::default()
+        }
     }
 }
 

@@ -57,12 +57,12 @@
 //! assert_eq!(d.start, vec![JobId(3)]);
 //! ```
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 
 use gangway_plugin_sdk::room::Room;
 use gangway_plugin_sdk::{
-    ConfigError, Configure, JobId, ReclaimDecision, ReclaimPolicy, ReclaimView, RunningJob, VcId,
-    WaitReason, WaitingJob, config_text,
+    ConfigError, Configure, JobId, ReclaimDecision, ReclaimPolicy, ReclaimView, RunningJob,
+    RunningScope, VcId, WaitReason, WaitingJob, config_text,
 };
 use serde::Deserialize;
 
@@ -107,14 +107,20 @@ impl Configure for QuotaReclaim {
 }
 
 impl ReclaimPolicy for QuotaReclaim {
+    /// Only borrowed jobs are ever reclaimable: the host shows only those,
+    /// and does not ask while no VC borrows.
+    fn running_scope(&self) -> RunningScope {
+        RunningScope::Borrowed
+    }
+
     fn reclaim(&self, view: &ReclaimView) -> ReclaimDecision {
         let quota = |vc: VcId| view.vcs.get(vc.0 as usize).and_then(|v| v.quota_gpus);
-        let mut held: HashMap<VcId, u64> = view
+        let mut held: BTreeMap<VcId, u64> = view
             .vcs
             .iter()
             .map(|v| (v.id, u64::from(v.held_gpus)))
             .collect();
-        let share = |vc: VcId, held: &HashMap<VcId, u64>| -> (u64, u64) {
+        let share = |vc: VcId, held: &BTreeMap<VcId, u64>| -> (u64, u64) {
             // (used, quota) compared as fractions by cross-multiplying.
             (
                 held.get(&vc).copied().unwrap_or(0),
@@ -166,13 +172,13 @@ impl ReclaimPolicy for QuotaReclaim {
             .collect();
         running.sort_by_key(|j| (std::cmp::Reverse(j.started_s), std::cmp::Reverse(j.id)));
         let mut room = Room::new(&view.servers, view.cluster.server_level);
-        let mut taken: HashSet<JobId> = HashSet::new();
+        let mut taken: BTreeSet<JobId> = BTreeSet::new();
         let mut d = ReclaimDecision::default();
         // Jobs that stay at or above their VC's quota without them (newest
         // first), counting what this round already takes back. A VC with
         // entitled work is within its quota, so none of its own jobs is
         // ever among them; the list changes only when a job starts.
-        let reclaimable = |held: &HashMap<VcId, u64>, taken: &HashSet<JobId>| {
+        let reclaimable = |held: &BTreeMap<VcId, u64>, taken: &BTreeSet<JobId>| {
             let mut over = held.clone();
             running
                 .iter()
@@ -237,6 +243,7 @@ mod tests {
         ClusterSummary, Level, PendingJob, ServerId, ServerState, SpreadLimit, VcUsage,
     };
     use proptest::prelude::*;
+    use std::collections::HashSet;
 
     fn vc(id: u32, quota: Option<u32>, held: u32) -> VcUsage {
         VcUsage {
