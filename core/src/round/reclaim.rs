@@ -200,3 +200,79 @@ impl Scheduler {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use gangway_plugin_sdk::slots::Reclaim;
+    use gangway_plugin_sdk::{ReclaimPolicy, RunningScope, VcId};
+
+    use super::*;
+    use crate::policy::{BoxedBackend, Native, PolicySet};
+    use crate::{JobSpec, Topology};
+
+    /// Records the VCs of the running jobs of every view it is shown, and
+    /// stops nothing.
+    struct Recorder {
+        scope: RunningScope,
+        seen: Arc<Mutex<Vec<Vec<VcId>>>>,
+    }
+
+    impl ReclaimPolicy for Recorder {
+        fn reclaim(&self, view: &ReclaimView) -> ReclaimDecision {
+            if let Ok(mut seen) = self.seen.lock() {
+                seen.push(view.running.iter().map(|j| j.vc).collect());
+            }
+            ReclaimDecision::default()
+        }
+        fn running_scope(&self) -> RunningScope {
+            self.scope
+        }
+    }
+
+    /// Two 8-GPU servers: VC `a` (quota 8) runs one job and waits with
+    /// another; VC `b` (quota `b_quota`) runs one job. Returns what the
+    /// reclaim policy was shown in two rounds.
+    fn shown(scope: RunningScope, b_quota: Option<u32>) -> Vec<Vec<VcId>> {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let recorder = Recorder {
+            scope,
+            seen: Arc::clone(&seen),
+        };
+        let set = PolicySet::builtin()
+            .with(Box::new(Native::new("recorder", recorder)) as BoxedBackend<Reclaim>);
+        let mut sched = Scheduler::with_policies(Topology::uniform(1, 2, 8).unwrap(), set);
+        let a = sched.virtual_cluster("a");
+        let b = sched.virtual_cluster("b");
+        sched.set_quota(a, Some(8));
+        sched.set_quota(b, b_quota);
+        let job = |id, vc, t| JobSpec {
+            id: JobId(id),
+            vc,
+            user: 0,
+            gpus: 8,
+            submitted_s: t,
+        };
+        sched.submit(job(1, a, 0)).unwrap();
+        sched.submit(job(2, b, 0)).unwrap();
+        sched.round(10).unwrap();
+        sched.submit(job(3, a, 11)).unwrap();
+        sched.round(20).unwrap();
+        sched.round(30).unwrap();
+        sched.check_invariants().unwrap();
+        seen.lock().unwrap().clone()
+    }
+
+    #[test]
+    fn a_borrowed_scope_shows_only_borrowed_jobs_and_skips_rounds_without_any() {
+        let (a, b) = (VcId(0), VcId(1));
+        // `b` has no quota: its job is borrowed work; `a`'s is not shown.
+        assert_eq!(shown(RunningScope::Borrowed, None), vec![vec![b], vec![b]]);
+        // Every running job with the default scope.
+        assert_eq!(shown(RunningScope::All, None), vec![vec![a, b], vec![a, b]]);
+        // Nobody borrows: the policy is not asked at all.
+        assert!(shown(RunningScope::Borrowed, Some(8)).is_empty());
+        assert_eq!(shown(RunningScope::All, Some(8)).len(), 2);
+    }
+}
