@@ -469,3 +469,57 @@ fn a_window_reads_no_further_than_it_needs() {
     let err = failed(&replay(&args(&[])));
     assert!(err.contains(&format!("{trace}:1000: ")), "{err}");
 }
+
+/// The default main job (`replay` with no workload arguments; natively here,
+/// the same decisions as the Wasm modules, so the test stays fast) shows
+/// what the study is about: both kinds of queueing delay in every size
+/// bucket that can have them, fragmentation's share of delay events rising
+/// with job size, waits from seconds to hours, quotas that bind (VCs borrow
+/// beyond their quota and are reclaimed) and a busy cluster.
+#[test]
+fn the_default_run_shows_the_studys_contention() {
+    let d = dir("default");
+    let out = d.to_str().unwrap();
+    ok(&replay(&["--native", "--no-plots", "--out", out]));
+    let report = report(&d);
+    assert!(
+        report["workload"]["source"]
+            .as_str()
+            .unwrap()
+            .contains("time scale 0.65 (the study's load"),
+        "{}",
+        report["workload"]["source"]
+    );
+    let run = &report["runs"][0];
+    let bucket = |b: &str| &run["by_size"][b];
+    let events = |b: &str, kind: &str| bucket(b)[format!("{kind}_events")].as_u64().unwrap();
+    let share = |b: &str| {
+        let f = events(b, "fragmentation") as f64;
+        f / (f + events(b, "fair_share") as f64)
+    };
+    assert!(events("1", "fair_share") > 0, "1-GPU jobs wait for quota");
+    for b in ["2-4", "5-8", ">8"] {
+        assert!(events(b, "fair_share") > 0, "{b}: fair-share delay");
+        assert!(events(b, "fragmentation") > 0, "{b}: fragmentation delay");
+    }
+    let (s24, s58, s8) = (share("2-4"), share("5-8"), share(">8"));
+    assert!(s24 < s58 && s58 < s8, "{s24:.3} {s58:.3} {s8:.3}");
+    // Waits spread over minutes to hours (the paper's Figure 3 spans 0.1 to
+    // 10^4 minutes): large gangs' p90 is an hour or more, and some wait
+    // hours.
+    let q = |b: &str, p: &str| bucket(b)["queue_delay_s"][p].as_f64().unwrap();
+    assert!(
+        q("1", "p50") < 60.0,
+        "most 1-GPU jobs start within a minute"
+    );
+    assert!(q("5-8", "p90") >= 1_800.0 && q(">8", "p90") >= 1_800.0);
+    assert!(q("5-8", "p99") >= 4.0 * 3_600.0, "{}", q("5-8", "p99"));
+    // Quotas bind: VCs run beyond their quota on idle GPUs and are reclaimed.
+    assert!(run["reclaim"]["preemptions"].as_u64().unwrap() > 0);
+    let vcs = run["per_vc"].as_object().unwrap();
+    let held = |v: &Value| v["mean_gpus_held"].as_f64().unwrap();
+    let quota = |v: &Value| v["quota_gpus"].as_f64().unwrap();
+    assert!(vcs.values().any(|v| held(v) > quota(v)), "some VC borrows");
+    assert!(vcs.values().any(|v| held(v) < quota(v)), "some VC lends");
+    assert!(run["gpu_allocation_mean"].as_f64().unwrap() > 0.85);
+}

@@ -80,9 +80,10 @@ pub(crate) struct Queues<'a> {
 pub(crate) enum Cover {
     /// Every VC of `view.vcs` and any other a pending job names.
     All,
-    /// Only the VCs with pending jobs: enough to order the jobs when no
-    /// quota depends on the other VCs, and much less work when most VCs
-    /// have nothing pending.
+    /// At least the VCs with pending jobs: enough to order the jobs when no
+    /// quota depends on the other VCs. The VCs without jobs are left out
+    /// only when the view does not index VCs by id (then leaving them out
+    /// saves a search per job); otherwise they cost nothing and stay.
     #[allow(dead_code)] // `max-min` compiles this file too and needs every VC.
     WithJobs,
 }
@@ -104,15 +105,16 @@ impl<'a> Queues<'a> {
     /// Groups the pending jobs of `view` by VC, oldest first.
     fn build(view: &'a RoundView, cover: Cover, scratch: &'a mut Scratch) -> Queues<'a> {
         // The host lists VCs indexed by id; then a job's VC is found by
-        // index. Otherwise (or for a VC only a job names), by search in the
-        // sorted ids of the VCs covered.
+        // index, and every listed VC gets a record (one without jobs is
+        // never active, so covering it changes no answer). Otherwise (or
+        // for a VC only a job names), by search in the sorted ids of the
+        // VCs covered.
         let listed = view.vcs.len();
-        let dense = cover == Cover::All
-            && view
-                .vcs
-                .iter()
-                .enumerate()
-                .all(|(i, v)| v.id.0 as usize == i)
+        let dense = view
+            .vcs
+            .iter()
+            .enumerate()
+            .all(|(i, v)| v.id.0 as usize == i)
             && view.jobs.iter().all(|j| (j.vc.0 as usize) < listed);
         let ids = &mut scratch.ids;
         ids.clear();
