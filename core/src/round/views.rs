@@ -63,15 +63,7 @@ impl Scheduler {
         let windowed = self.view_window > 0 && *self.queues.order() != QueueOrder::All;
         let jobs: Vec<PendingJob> = if windowed {
             // The queue entries hold the jobs as the view shows them.
-            let mut jobs: Vec<PendingJob> = self
-                .queues
-                .heads(self.view_window)
-                .map(|q| q.at(now))
-                .collect();
-            // Each VC's queue is a sorted run when the order is by submit
-            // time: the stable sort merges runs rather than sorting afresh.
-            jobs.sort_by_key(|j| (j.submitted_s, j.id));
-            jobs
+            self.queues.heads_by_submit(self.view_window, now)
         } else {
             self.pending
                 .iter()
