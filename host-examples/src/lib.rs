@@ -13,6 +13,7 @@ pub mod replay_cli;
 pub mod replay_json;
 pub mod report;
 pub mod sim;
+pub mod slot_handles;
 pub mod slurm;
 pub mod trace;
 pub mod workload;

@@ -119,65 +119,29 @@ pub trait SlotRules: SlotCheck {
     fn entry_mut(set: &mut PolicySet) -> &mut Guarded<Self>;
 }
 
-impl SlotRules for Fairness {
-    fn entry(set: &PolicySet) -> &Guarded<Self> {
-        &set.fairness
-    }
+/// Each slot's field of [`PolicySet`].
+macro_rules! slot_entries {
+    ($($slot:ident => $field:ident),* $(,)?) => {$(
+        impl SlotRules for $slot {
+            fn entry(set: &PolicySet) -> &Guarded<Self> {
+                &set.$field
+            }
 
-    fn entry_mut(set: &mut PolicySet) -> &mut Guarded<Self> {
-        &mut set.fairness
-    }
+            fn entry_mut(set: &mut PolicySet) -> &mut Guarded<Self> {
+                &mut set.$field
+            }
+        }
+    )*};
 }
 
-impl SlotRules for Locality {
-    fn entry(set: &PolicySet) -> &Guarded<Self> {
-        &set.locality
-    }
-
-    fn entry_mut(set: &mut PolicySet) -> &mut Guarded<Self> {
-        &mut set.locality
-    }
-}
-
-impl SlotRules for Gang {
-    fn entry(set: &PolicySet) -> &Guarded<Self> {
-        &set.gang
-    }
-
-    fn entry_mut(set: &mut PolicySet) -> &mut Guarded<Self> {
-        &mut set.gang
-    }
-}
-
-impl SlotRules for Reclaim {
-    fn entry(set: &PolicySet) -> &Guarded<Self> {
-        &set.reclaim
-    }
-
-    fn entry_mut(set: &mut PolicySet) -> &mut Guarded<Self> {
-        &mut set.reclaim
-    }
-}
-
-impl SlotRules for Retry {
-    fn entry(set: &PolicySet) -> &Guarded<Self> {
-        &set.retry
-    }
-
-    fn entry_mut(set: &mut PolicySet) -> &mut Guarded<Self> {
-        &mut set.retry
-    }
-}
-
-impl SlotRules for Defragment {
-    fn entry(set: &PolicySet) -> &Guarded<Self> {
-        &set.defragment
-    }
-
-    fn entry_mut(set: &mut PolicySet) -> &mut Guarded<Self> {
-        &mut set.defragment
-    }
-}
+slot_entries!(
+    Fairness => fairness,
+    Locality => locality,
+    Gang => gang,
+    Reclaim => reclaim,
+    Retry => retry,
+    Defragment => defragment,
+);
 
 impl Default for PolicySet {
     fn default() -> Self {

@@ -5,11 +5,10 @@
 //! Everything that touches the slot API of gangway-core is in this file.
 
 use gangway_core::Slot;
-use gangway_core::policy::{PolicySet, SlotEvent, SlotHandle, SlotStatus};
+use gangway_core::policy::{PolicySet, SlotEvent, SlotStatus};
 use gangway_core::wasm::{Budget, PolicyEngine, PolicyModule, SandboxConfig};
 use gangway_host_examples::catalog;
-use gangway_host_examples::catalog::CatalogSlot;
-use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
+use gangway_host_examples::slot_handles::SlotHandles;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -106,41 +105,15 @@ pub(crate) fn preset(name: &str) -> PyResult<(PolicySet, catalog::PolicyChoice)>
 /// The host's side of the six guarded slots, and the engine Wasm modules
 /// load into.
 pub(crate) struct Slots {
-    fairness: SlotHandle<Fairness>,
-    locality: SlotHandle<Locality>,
-    gang: SlotHandle<Gang>,
-    reclaim: SlotHandle<Reclaim>,
-    retry: SlotHandle<Retry>,
-    defragment: SlotHandle<Defragment>,
+    handles: SlotHandles,
     engine: Option<PolicyEngine>,
-}
-
-/// Stages in `handle` slot `S` of `module`, or the built-in policy `name`.
-fn stage_in<S: CatalogSlot>(
-    handle: &SlotHandle<S>,
-    module: Option<&PolicyModule>,
-    name: &str,
-    config: &[u8],
-) -> PyResult<String> {
-    let backend = match module {
-        Some(m) => m.backend::<S>(config).map_err(errors::policy)?,
-        None => S::native(name, config).map_err(errors::policy)?,
-    };
-    let staged = backend.name().to_string();
-    handle.stage(backend);
-    Ok(staged)
 }
 
 impl Slots {
     /// Handles on every slot of `set` (which the scheduler then owns).
     pub(crate) fn of(set: &PolicySet) -> Slots {
         Slots {
-            fairness: set.slot::<Fairness>().handle(),
-            locality: set.slot::<Locality>().handle(),
-            gang: set.slot::<Gang>().handle(),
-            reclaim: set.slot::<Reclaim>().handle(),
-            retry: set.slot::<Retry>().handle(),
-            defragment: set.slot::<Defragment>().handle(),
+            handles: SlotHandles::of(set),
             engine: None,
         }
     }
@@ -192,14 +165,9 @@ impl Slots {
             PolicyArg::Text(p) => p.display().to_string(),
             PolicyArg::Bytes(_) => String::new(),
         };
-        match slot {
-            Slot::Fairness => stage_in(&self.fairness, module, &name, config),
-            Slot::Locality => stage_in(&self.locality, module, &name, config),
-            Slot::Gang => stage_in(&self.gang, module, &name, config),
-            Slot::Reclaim => stage_in(&self.reclaim, module, &name, config),
-            Slot::Retry => stage_in(&self.retry, module, &name, config),
-            Slot::Defragment => stage_in(&self.defragment, module, &name, config),
-        }
+        self.handles
+            .stage(slot, module, &name, config)
+            .map_err(errors::policy)
     }
 
     /// Stages every slot's policy of a preset.
@@ -214,26 +182,12 @@ impl Slots {
 
     /// Asks `slot` to go back to its previous policy at the next round.
     pub(crate) fn rollback(&self, slot: Slot) {
-        match slot {
-            Slot::Fairness => self.fairness.rollback(),
-            Slot::Locality => self.locality.rollback(),
-            Slot::Gang => self.gang.rollback(),
-            Slot::Reclaim => self.reclaim.rollback(),
-            Slot::Retry => self.retry.rollback(),
-            Slot::Defragment => self.defragment.rollback(),
-        }
+        self.handles.rollback(slot)
     }
 
     /// A snapshot of `slot`.
     pub(crate) fn status(&self, slot: Slot) -> SlotStatus {
-        match slot {
-            Slot::Fairness => self.fairness.status(),
-            Slot::Locality => self.locality.status(),
-            Slot::Gang => self.gang.status(),
-            Slot::Reclaim => self.reclaim.status(),
-            Slot::Retry => self.retry.status(),
-            Slot::Defragment => self.defragment.status(),
-        }
+        self.handles.status(slot)
     }
 }
 

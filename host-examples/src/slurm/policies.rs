@@ -7,25 +7,20 @@
 
 use std::path::Path;
 
-use gangway_core::policy::{PolicySet, SlotHandle, SlotRules, SlotStatus};
+use gangway_core::policy::{PolicySet, SlotStatus};
 use gangway_core::wasm::{Budget, PolicyEngine, PolicyModule, SandboxConfig};
 use gangway_core::{PlacementStrategy, Slot};
-use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 
 use super::SlurmError;
 use super::config::Config;
 use crate::catalog;
+use crate::slot_handles::SlotHandles;
 
 /// The host's side of the six guarded slots, and the engine that loads
 /// modules for them.
 pub struct Policies {
     engine: PolicyEngine,
-    fairness: SlotHandle<Fairness>,
-    locality: SlotHandle<Locality>,
-    gang: SlotHandle<Gang>,
-    reclaim: SlotHandle<Reclaim>,
-    retry: SlotHandle<Retry>,
-    defragment: SlotHandle<Defragment>,
+    handles: SlotHandles,
 }
 
 impl std::fmt::Debug for Policies {
@@ -52,12 +47,7 @@ pub fn build(cfg: &Config) -> Result<(PolicySet, PlacementStrategy, Policies), S
     .map_err(policy_err)?;
     let policies = Policies {
         engine,
-        fairness: set.slot::<Fairness>().handle(),
-        locality: set.slot::<Locality>().handle(),
-        gang: set.slot::<Gang>().handle(),
-        reclaim: set.slot::<Reclaim>().handle(),
-        retry: set.slot::<Retry>().handle(),
-        defragment: set.slot::<Defragment>().handle(),
+        handles: SlotHandles::of(&set),
     };
     for (slot, path) in [
         (Slot::Fairness, &cfg.fairness),
@@ -84,16 +74,6 @@ pub fn slot_named(name: &str) -> Result<Slot, SlurmError> {
     })
 }
 
-/// Stages slot `S` of `module` with `config` behind `handle`.
-fn stage<S: SlotRules>(
-    handle: &SlotHandle<S>,
-    module: &PolicyModule,
-    config: &[u8],
-) -> Result<(), SlurmError> {
-    handle.stage(module.backend::<S>(config).map_err(policy_err)?);
-    Ok(())
-}
-
 impl Policies {
     /// Loads a Wasm module (the host's validation: a component of the
     /// contract, implementing `slot`, accepting `config`) and stages it in
@@ -112,14 +92,9 @@ impl Policies {
                 module.slots()
             )));
         }
-        match slot {
-            Slot::Fairness => stage(&self.fairness, &module, config)?,
-            Slot::Locality => stage(&self.locality, &module, config)?,
-            Slot::Gang => stage(&self.gang, &module, config)?,
-            Slot::Reclaim => stage(&self.reclaim, &module, config)?,
-            Slot::Retry => stage(&self.retry, &module, config)?,
-            Slot::Defragment => stage(&self.defragment, &module, config)?,
-        }
+        self.handles
+            .stage(slot, Some(&module), name, config)
+            .map_err(policy_err)?;
         Ok(format!(
             "{name} staged in the {slot} slot (contract {}); active from the next round",
             module.contract_version()
@@ -128,26 +103,15 @@ impl Policies {
 
     /// Asks a slot to go back to its previous policy at the next round.
     pub fn rollback(&self, slot: Slot) {
-        match slot {
-            Slot::Fairness => self.fairness.rollback(),
-            Slot::Locality => self.locality.rollback(),
-            Slot::Gang => self.gang.rollback(),
-            Slot::Reclaim => self.reclaim.rollback(),
-            Slot::Retry => self.retry.rollback(),
-            Slot::Defragment => self.defragment.rollback(),
-        }
+        self.handles.rollback(slot)
     }
 
     /// Every slot's status.
     pub fn status(&self) -> Vec<(Slot, SlotStatus)> {
-        vec![
-            (Slot::Fairness, self.fairness.status()),
-            (Slot::Locality, self.locality.status()),
-            (Slot::Gang, self.gang.status()),
-            (Slot::Reclaim, self.reclaim.status()),
-            (Slot::Retry, self.retry.status()),
-            (Slot::Defragment, self.defragment.status()),
-        ]
+        Slot::ALL
+            .into_iter()
+            .map(|slot| (slot, self.handles.status(slot)))
+            .collect()
     }
 }
 
