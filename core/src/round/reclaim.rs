@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use gangway_plugin_sdk::{JobId, ReclaimDecision, ReclaimView, RunningScope, VcUsage, WaitingJob};
 
 use super::{Placed, Preemption, RoundReport};
+use crate::ServerId;
 use crate::job::JobState;
 use crate::placement::PlacementChoice;
 use crate::policy::PolicyErrorKind;
@@ -81,11 +82,20 @@ impl Scheduler {
                 .as_ref()
                 .is_none_or(|b| b.get(vc.0 as usize).copied().unwrap_or(false))
         });
+        let mut servers = self.server_states();
+        if borrowing.is_some() {
+            // Only servers with free GPUs or a shown job can make room.
+            let hosting: rustc_hash::FxHashSet<ServerId> = running
+                .iter()
+                .flat_map(|j| j.parts.iter().map(|(s, _)| *s))
+                .collect();
+            servers.retain(|s| s.free > 0 || hosting.contains(&s.id));
+        }
         let reclaim_view = ReclaimView {
             now_s: now,
             cluster: self.state.summary(),
             vcs,
-            servers: self.server_states(),
+            servers,
             running,
             waiting,
         };
@@ -212,17 +222,20 @@ mod tests {
     use crate::policy::{BoxedBackend, Native, PolicySet};
     use crate::{JobSpec, Topology};
 
-    /// Records the VCs of the running jobs of every view it is shown, and
-    /// stops nothing.
+    /// Records the VCs of the running jobs and the servers of every view it
+    /// is shown, and stops nothing.
     struct Recorder {
         scope: RunningScope,
-        seen: Arc<Mutex<Vec<Vec<VcId>>>>,
+        seen: Arc<Mutex<Vec<(Vec<VcId>, Vec<ServerId>)>>>,
     }
 
     impl ReclaimPolicy for Recorder {
         fn reclaim(&self, view: &ReclaimView) -> ReclaimDecision {
             if let Ok(mut seen) = self.seen.lock() {
-                seen.push(view.running.iter().map(|j| j.vc).collect());
+                seen.push((
+                    view.running.iter().map(|j| j.vc).collect(),
+                    view.servers.iter().map(|s| s.id).collect(),
+                ));
             }
             ReclaimDecision::default()
         }
@@ -231,10 +244,11 @@ mod tests {
         }
     }
 
-    /// Two 8-GPU servers: VC `a` (quota 8) runs one job and waits with
-    /// another; VC `b` (quota `b_quota`) runs one job. Returns what the
-    /// reclaim policy was shown in two rounds.
-    fn shown(scope: RunningScope, b_quota: Option<u32>) -> Vec<Vec<VcId>> {
+    /// Three 8-GPU servers: VC `a` (quota 12) runs an 8-GPU job and a
+    /// 4-GPU job (on the third server) and waits with another; VC `b`
+    /// (quota `b_quota`) runs one job. Returns what the reclaim policy was shown in
+    /// two rounds: the running jobs' VCs and the servers.
+    fn shown(scope: RunningScope, b_quota: Option<u32>) -> Vec<(Vec<VcId>, Vec<ServerId>)> {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let recorder = Recorder {
             scope,
@@ -242,22 +256,24 @@ mod tests {
         };
         let set = PolicySet::builtin()
             .with(Box::new(Native::new("recorder", recorder)) as BoxedBackend<Reclaim>);
-        let mut sched = Scheduler::with_policies(Topology::uniform(1, 2, 8).unwrap(), set);
+        let mut sched = Scheduler::with_policies(Topology::uniform(1, 3, 8).unwrap(), set);
         let a = sched.virtual_cluster("a");
         let b = sched.virtual_cluster("b");
-        sched.set_quota(a, Some(8));
+        sched.set_quota(a, Some(12));
         sched.set_quota(b, b_quota);
-        let job = |id, vc, t| JobSpec {
+        let job = |id, vc, gpus, t| JobSpec {
             id: JobId(id),
             vc,
             user: 0,
-            gpus: 8,
+            gpus,
             submitted_s: t,
         };
-        sched.submit(job(1, a, 0)).unwrap();
-        sched.submit(job(2, b, 0)).unwrap();
+        sched.submit(job(1, a, 8, 0)).unwrap();
+        sched.submit(job(2, b, 8, 0)).unwrap();
         sched.round(10).unwrap();
-        sched.submit(job(3, a, 11)).unwrap();
+        sched.submit(job(4, a, 4, 1)).unwrap();
+        sched.round(11).unwrap();
+        sched.submit(job(3, a, 8, 12)).unwrap();
         sched.round(20).unwrap();
         sched.round(30).unwrap();
         sched.check_invariants().unwrap();
@@ -267,10 +283,22 @@ mod tests {
     #[test]
     fn a_borrowed_scope_shows_only_borrowed_jobs_and_skips_rounds_without_any() {
         let (a, b) = (VcId(0), VcId(1));
-        // `b` has no quota: its job is borrowed work; `a`'s is not shown.
-        assert_eq!(shown(RunningScope::Borrowed, None), vec![vec![b], vec![b]]);
-        // Every running job with the default scope.
-        assert_eq!(shown(RunningScope::All, None), vec![vec![a, b], vec![a, b]]);
+        let vcs = |seen: Vec<(Vec<VcId>, Vec<ServerId>)>| -> Vec<Vec<VcId>> {
+            seen.into_iter().map(|(v, _)| v).collect()
+        };
+        // `b` has no quota: its job is borrowed work; `a`'s are not shown.
+        let borrowed = shown(RunningScope::Borrowed, None);
+        assert_eq!(vcs(borrowed.clone()), vec![vec![b], vec![b]]);
+        // Nor are the servers that neither have free GPUs nor run a shown
+        // job: `a`'s full server. The half-free server and `b`'s are.
+        let (sa, sb, shared) = (ServerId(0), ServerId(1), ServerId(2));
+        for (_, servers) in &borrowed {
+            assert_eq!(servers, &vec![sb, shared]);
+        }
+        // Every running job and every server with the default scope.
+        let all = shown(RunningScope::All, None);
+        assert_eq!(vcs(all.clone()), vec![vec![a, b, a], vec![a, b, a]]);
+        assert!(all.iter().all(|(_, s)| s == &vec![sa, sb, shared]));
         // Nobody borrows: the policy is not asked at all.
         assert!(shown(RunningScope::Borrowed, Some(8)).is_empty());
         assert_eq!(shown(RunningScope::All, Some(8)).len(), 2);

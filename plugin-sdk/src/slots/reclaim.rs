@@ -18,7 +18,9 @@ pub struct ReclaimView {
     pub cluster: ClusterSummary,
     /// Every virtual cluster, indexed by [`crate::VcId`], after this round's starts.
     pub vcs: Vec<VcUsage>,
-    /// Every server, by id, with its free GPUs after this round's starts.
+    /// Every server, by id, with its free GPUs after this round's starts
+    /// (under [`crate::RunningScope::Borrowed`], only the servers with free
+    /// GPUs or running a job of `running`).
     pub servers: Vec<ServerState>,
     /// Every running job, by id (with [`RunningScope::Borrowed`], only
     /// those of VCs that borrow).
