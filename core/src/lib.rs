@@ -31,6 +31,7 @@
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod job;
+mod job_table;
 mod placement;
 mod placement_strategy;
 pub mod policy;

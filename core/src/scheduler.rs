@@ -9,6 +9,7 @@ use rustc_hash::FxHashMap;
 use gangway_plugin_sdk::{JobId, Slot, VcId, WaitReason};
 
 use crate::job::{AttemptEnd, Failure, FinalStatus, JobRecord, JobSpec, JobState, WaitBreakdown};
+use crate::job_table::JobTable;
 use crate::placement::Scope;
 use crate::policy::{BoxedBackend, PolicySet, SlotHealth, SlotRules};
 use crate::queue::{QueueIndex, Queued};
@@ -115,7 +116,7 @@ pub enum SchedulerError {
 /// ```
 pub struct Scheduler {
     pub(crate) state: ClusterState,
-    pub(crate) jobs: BTreeMap<JobId, JobRecord>,
+    pub(crate) jobs: JobTable,
     /// Pending jobs keyed by (submit time, id).
     pub(crate) pending: BTreeSet<(u64, JobId)>,
     /// Pending jobs per VC, in the fairness policy's declared order.
@@ -191,7 +192,7 @@ impl Scheduler {
         );
         Scheduler {
             state: ClusterState::new(Arc::new(topology)),
-            jobs: BTreeMap::new(),
+            jobs: JobTable::default(),
             pending: BTreeSet::new(),
             queues,
             pending_sizes: BTreeMap::new(),
@@ -664,7 +665,7 @@ impl Scheduler {
         let mut vc_held = vec![0u32; self.vcs.len()];
         let mut vc_pending = vec![(0u32, 0u32); self.vcs.len()];
         let (mut running, mut pending, mut delayed, mut awaiting, mut finished) = (0, 0, 0, 0, 0);
-        for (id, job) in &self.jobs {
+        for (id, job) in self.jobs.iter() {
             let vc = job.spec.vc.0 as usize;
             if vc >= self.vcs.len() {
                 return fail(format!("{id} is in unknown VC {}", job.spec.vc));
@@ -736,6 +737,9 @@ impl Scheduler {
         }
         if pending + running + delayed + awaiting + finished != self.jobs.len() {
             return fail("a job is in no state or in two".into());
+        }
+        if !self.jobs.index_matches() {
+            return fail("the jobs' VC index disagrees with their records".into());
         }
         let sizes: u32 = self.pending_sizes.values().sum();
         if sizes as usize != pending {

@@ -8,10 +8,23 @@
 //! the chosen group largest holes first, so later questions see what
 //! earlier answers used.
 
+use std::ops::Range;
+
 use rustc_hash::FxHashMap as HashMap;
 
 use crate::ids::{JobId, Level, ServerId};
 use crate::view::{RunningJob, ServerState, SpreadLimit};
+
+/// How a spread limit groups the servers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Grouping {
+    /// Each server alone.
+    Server,
+    /// The servers of one domain just above the servers.
+    Domain,
+    /// The whole cluster.
+    Whole,
+}
 
 /// The servers' free GPUs, as a reclaim or defragment policy plans.
 ///
@@ -55,34 +68,44 @@ impl Room {
         self.index.get(&id).map_or(0, |i| self.free[*i])
     }
 
-    /// The group a server belongs to for `limit`: itself, its domain, or
-    /// the whole cluster.
-    fn group(&self, i: usize, limit: SpreadLimit) -> u64 {
+    /// How `limit` groups the servers: each server alone, by the domain
+    /// just above the servers, or the whole cluster as one group.
+    fn grouping(&self, limit: SpreadLimit) -> Grouping {
         if limit.level >= self.server_level {
-            i as u64
+            Grouping::Server
         } else if limit.level.0 + 1 == self.server_level.0 {
-            u64::from(self.domain[i]) << 32
+            Grouping::Domain
         } else {
-            u64::MAX
+            Grouping::Whole
         }
     }
 
-    /// Whether `gpus` fit on the servers `members` (with their free GPUs
-    /// after `extra` is added) within `limit`'s bound on servers.
-    fn fits(
-        &self,
-        members: &[usize],
-        extra: &HashMap<usize, u32>,
-        gpus: u32,
-        limit: SpreadLimit,
-    ) -> bool {
-        let free = |i: &usize| u64::from(self.free[*i] + extra.get(i).copied().unwrap_or(0));
-        if limit.max_servers == 0 || members.len() <= limit.max_servers as usize {
-            return members.iter().map(free).sum::<u64>() >= u64::from(gpus);
+    /// The key of server `i`'s group (groups are tried in key order).
+    fn key(&self, i: usize, grouping: Grouping) -> u64 {
+        match grouping {
+            Grouping::Server => i as u64,
+            Grouping::Domain => u64::from(self.domain[i]) << 32,
+            Grouping::Whole => u64::MAX,
         }
-        let mut frees: Vec<u64> = members.iter().map(free).collect();
-        frees.sort_unstable_by(|a, b| b.cmp(a));
-        frees.iter().take(limit.max_servers as usize).sum::<u64>() >= u64::from(gpus)
+    }
+
+    /// Every group of `grouping`, in key order: the servers in group order
+    /// and each group's key with its range of them.
+    fn groups(&self, grouping: Grouping) -> (Vec<usize>, Vec<(u64, Range<usize>)>) {
+        let n = self.free.len();
+        let mut servers: Vec<usize> = (0..n).collect();
+        if grouping == Grouping::Domain {
+            servers.sort_by_key(|i| (self.key(*i, grouping), *i));
+        }
+        let mut groups: Vec<(u64, Range<usize>)> = Vec::new();
+        for (at, i) in servers.iter().enumerate() {
+            let key = self.key(*i, grouping);
+            match groups.last_mut() {
+                Some((k, range)) if *k == key => range.end = at + 1,
+                _ => groups.push((key, at..at + 1)),
+            }
+        }
+        (servers, groups)
     }
 
     /// The running jobs among `candidates` to free (in the order given:
@@ -92,24 +115,22 @@ impl Room {
     /// the fewest GPUs, then the one whose jobs come earliest in
     /// `candidates`, then the first) is chosen, and the model is updated:
     /// the freed GPUs are added and the gang's are taken. Its cost is linear
-    /// in the servers and the candidates.
+    /// in the servers and the candidates (and, under a bound on servers,
+    /// in the servers with free GPUs for each job tried).
     pub fn make_room(
         &mut self,
         gpus: u32,
         limit: SpreadLimit,
         candidates: &[&RunningJob],
     ) -> Option<Vec<JobId>> {
-        let mut groups: HashMap<u64, Vec<usize>> = HashMap::default();
-        for i in 0..self.free.len() {
-            groups.entry(self.group(i, limit)).or_default().push(i);
-        }
-        // Each candidate lies wholly in one group, or is no use.
+        let grouping = self.grouping(limit);
+        // The candidates whose every part is in one group, by group.
         let mut inside: HashMap<u64, Vec<(usize, &RunningJob)>> = HashMap::default();
         for (at, j) in candidates.iter().enumerate() {
             let mut keys = j
                 .parts
                 .iter()
-                .map(|(s, _)| self.index.get(s).map(|i| self.group(*i, limit)));
+                .map(|(s, _)| self.index.get(s).map(|i| self.key(*i, grouping)));
             let Some(Some(first)) = keys.next() else {
                 continue;
             };
@@ -117,47 +138,91 @@ impl Room {
                 inside.entry(first).or_default().push((at, j));
             }
         }
-        type Choice = (usize, u32, usize, u64, Vec<JobId>, HashMap<usize, u32>);
+        let need = u64::from(gpus);
+        let bound = limit.max_servers as usize;
+        type Choice = (usize, u64, usize, u64, Vec<JobId>, HashMap<usize, u32>);
         let mut best: Option<Choice> = None;
-        let mut keys: Vec<u64> = groups.keys().copied().collect();
-        keys.sort_unstable();
-        for key in keys {
-            let members = &groups[&key];
+        let (servers, groups) = self.groups(grouping);
+        let mut chosen_group = None;
+        for (key, range) in &groups {
+            let members = &servers[range.clone()];
+            let bounded = bound != 0 && members.len() > bound;
+            let base: u64 = members.iter().map(|i| u64::from(self.free[*i])).sum();
+            let jobs = inside.get(key).map(Vec::as_slice).unwrap_or_default();
+            if jobs.is_empty() && base < need {
+                continue;
+            }
+            // The members with free GPUs: all that counts toward a fit
+            // under a bound on servers.
+            let holes: Vec<usize> = if bounded {
+                members
+                    .iter()
+                    .copied()
+                    .filter(|i| self.free[*i] > 0)
+                    .collect()
+            } else {
+                Vec::new()
+            };
             let mut extra: HashMap<usize, u32> = HashMap::default();
             let mut chosen = Vec::new();
-            let mut freed = 0u32;
+            // GPUs the chosen jobs hold (the tie-break), and those of their
+            // parts (what a fit counts).
+            let (mut freed, mut parts) = (0u64, 0u64);
             let mut last = 0usize;
-            let mut fits = self.fits(members, &extra, gpus, limit);
-            for (at, j) in inside.get(&key).map(Vec::as_slice).unwrap_or_default() {
-                if fits {
+            let fits = |extra: &HashMap<usize, u32>, parts: u64| -> bool {
+                if !bounded {
+                    return base + parts >= need;
+                }
+                let mut values: Vec<u64> = holes
+                    .iter()
+                    .map(|i| {
+                        u64::from(self.free[*i]) + u64::from(extra.get(i).copied().unwrap_or(0))
+                    })
+                    .collect();
+                values.extend(
+                    extra
+                        .iter()
+                        .filter(|(i, _)| self.free[**i] == 0)
+                        .map(|(_, e)| u64::from(*e)),
+                );
+                values.sort_unstable_by(|a, b| b.cmp(a));
+                values.iter().take(bound).sum::<u64>() >= need
+            };
+            let mut fit = fits(&extra, parts);
+            for (at, j) in jobs {
+                if fit {
                     break;
                 }
                 last = *at;
                 for (s, g) in &j.parts {
                     if let Some(i) = self.index.get(s) {
-                        *extra.entry(*i).or_insert(0) += g;
+                        let e = extra.entry(*i).or_insert(0);
+                        *e = e.saturating_add(*g);
+                        parts += u64::from(*g);
                     }
                 }
                 chosen.push(j.id);
-                freed += j.gpus;
-                fits = self.fits(members, &extra, gpus, limit);
+                freed += u64::from(j.gpus);
+                fit = fits(&extra, parts);
             }
-            if !fits {
+            if !fit {
                 continue;
             }
             let better = best.as_ref().is_none_or(|(n, f, l, k, _, _)| {
-                (chosen.len(), freed, last, key) < (*n, *f, *l, *k)
+                (chosen.len(), freed, last, *key) < (*n, *f, *l, *k)
             });
             if better {
-                best = Some((chosen.len(), freed, last, key, chosen, extra));
+                best = Some((chosen.len(), freed, last, *key, chosen, extra));
+                chosen_group = Some(range.clone());
             }
         }
-        let (_, _, _, key, chosen, extra) = best?;
+        let (_, _, _, _, chosen, extra) = best?;
         for (i, g) in &extra {
-            self.free[*i] += g;
+            self.free[*i] = self.free[*i].saturating_add(*g);
         }
-        // Take the gang's GPUs from the group, largest holes first.
-        let mut members = groups.remove(&key).unwrap_or_default();
+        let mut members: Vec<usize> = chosen_group
+            .map(|range| servers[range].to_vec())
+            .unwrap_or_default();
         members.sort_by_key(|i| (std::cmp::Reverse(self.free[*i]), *i));
         let mut left = gpus;
         for i in members {
@@ -176,6 +241,192 @@ impl Room {
         if let Some(i) = self.index.get(&id) {
             let f = i64::from(self.free[*i]) - taken;
             self.free[*i] = u32::try_from(f.max(0)).unwrap_or(u32::MAX);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// The first implementation (a hash map of groups per call, every
+    /// member summed at each step), kept as the oracle the faster one must
+    /// agree with.
+    impl Room {
+        /// The group a server belongs to for `limit`: itself, its domain, or
+        /// the whole cluster.
+        fn group_reference(&self, i: usize, limit: SpreadLimit) -> u64 {
+            if limit.level >= self.server_level {
+                i as u64
+            } else if limit.level.0 + 1 == self.server_level.0 {
+                u64::from(self.domain[i]) << 32
+            } else {
+                u64::MAX
+            }
+        }
+
+        /// Whether `gpus` fit on the servers `members` (with their free GPUs
+        /// after `extra` is added) within `limit`'s bound on servers.
+        fn fits_reference(
+            &self,
+            members: &[usize],
+            extra: &HashMap<usize, u32>,
+            gpus: u32,
+            limit: SpreadLimit,
+        ) -> bool {
+            let free = |i: &usize| u64::from(self.free[*i] + extra.get(i).copied().unwrap_or(0));
+            if limit.max_servers == 0 || members.len() <= limit.max_servers as usize {
+                return members.iter().map(free).sum::<u64>() >= u64::from(gpus);
+            }
+            let mut frees: Vec<u64> = members.iter().map(free).collect();
+            frees.sort_unstable_by(|a, b| b.cmp(a));
+            frees.iter().take(limit.max_servers as usize).sum::<u64>() >= u64::from(gpus)
+        }
+
+        /// The running jobs among `candidates` to free (in the order given:
+        /// earlier ones go first) so a gang of `gpus` fits within `limit`; an
+        /// empty list if it fits already; `None` if it cannot fit. Of the
+        /// groups that can hold it, the one needing the fewest jobs freed (then
+        /// the fewest GPUs, then the one whose jobs come earliest in
+        /// `candidates`, then the first) is chosen, and the model is updated:
+        /// the freed GPUs are added and the gang's are taken. Its cost is linear
+        /// in the servers and the candidates.
+        fn make_room_reference(
+            &mut self,
+            gpus: u32,
+            limit: SpreadLimit,
+            candidates: &[&RunningJob],
+        ) -> Option<Vec<JobId>> {
+            let mut groups: HashMap<u64, Vec<usize>> = HashMap::default();
+            for i in 0..self.free.len() {
+                groups
+                    .entry(self.group_reference(i, limit))
+                    .or_default()
+                    .push(i);
+            }
+            // Each candidate lies wholly in one group, or is no use.
+            let mut inside: HashMap<u64, Vec<(usize, &RunningJob)>> = HashMap::default();
+            for (at, j) in candidates.iter().enumerate() {
+                let mut keys = j
+                    .parts
+                    .iter()
+                    .map(|(s, _)| self.index.get(s).map(|i| self.group_reference(*i, limit)));
+                let Some(Some(first)) = keys.next() else {
+                    continue;
+                };
+                if keys.all(|k| k == Some(first)) {
+                    inside.entry(first).or_default().push((at, j));
+                }
+            }
+            type Choice = (usize, u32, usize, u64, Vec<JobId>, HashMap<usize, u32>);
+            let mut best: Option<Choice> = None;
+            let mut keys: Vec<u64> = groups.keys().copied().collect();
+            keys.sort_unstable();
+            for key in keys {
+                let members = &groups[&key];
+                let mut extra: HashMap<usize, u32> = HashMap::default();
+                let mut chosen = Vec::new();
+                let mut freed = 0u32;
+                let mut last = 0usize;
+                let mut fits = self.fits_reference(members, &extra, gpus, limit);
+                for (at, j) in inside.get(&key).map(Vec::as_slice).unwrap_or_default() {
+                    if fits {
+                        break;
+                    }
+                    last = *at;
+                    for (s, g) in &j.parts {
+                        if let Some(i) = self.index.get(s) {
+                            *extra.entry(*i).or_insert(0) += g;
+                        }
+                    }
+                    chosen.push(j.id);
+                    freed += j.gpus;
+                    fits = self.fits_reference(members, &extra, gpus, limit);
+                }
+                if !fits {
+                    continue;
+                }
+                let better = best.as_ref().is_none_or(|(n, f, l, k, _, _)| {
+                    (chosen.len(), freed, last, key) < (*n, *f, *l, *k)
+                });
+                if better {
+                    best = Some((chosen.len(), freed, last, key, chosen, extra));
+                }
+            }
+            let (_, _, _, key, chosen, extra) = best?;
+            for (i, g) in &extra {
+                self.free[*i] += g;
+            }
+            // Take the gang's GPUs from the group, largest holes first.
+            let mut members = groups.remove(&key).unwrap_or_default();
+            members.sort_by_key(|i| (std::cmp::Reverse(self.free[*i]), *i));
+            let mut left = gpus;
+            for i in members {
+                if left == 0 {
+                    break;
+                }
+                let take = self.free[i].min(left);
+                self.free[i] -= take;
+                left -= take;
+            }
+            Some(chosen)
+        }
+    }
+
+    fn servers() -> impl Strategy<Value = Vec<ServerState>> {
+        prop::collection::vec((0u32..3, 1u32..9, 0u32..9), 0..12).prop_map(|v| {
+            v.into_iter()
+                .enumerate()
+                .map(|(i, (domain, gpus, free))| ServerState {
+                    id: ServerId(i as u32),
+                    domain,
+                    gpus,
+                    free: free.min(gpus),
+                })
+                .collect()
+        })
+    }
+
+    fn jobs(n_servers: u32) -> impl Strategy<Value = Vec<RunningJob>> {
+        prop::collection::vec(
+            prop::collection::vec((0..n_servers.max(1) + 1, 1u32..5), 1..4),
+            0..10,
+        )
+        .prop_map(|v| {
+            v.into_iter()
+                .enumerate()
+                .map(|(i, parts)| RunningJob {
+                    id: JobId(i as u64),
+                    gpus: parts.iter().map(|(_, g)| g).sum(),
+                    parts: parts.into_iter().map(|(s, g)| (ServerId(s), g)).collect(),
+                    ..RunningJob::default()
+                })
+                .collect()
+        })
+    }
+
+    proptest! {
+        /// A sequence of questions gets the same answers, and leaves the
+        /// same model, as from the first implementation.
+        #[test]
+        fn agrees_with_the_first_implementation(
+            servers in servers(),
+            running in jobs(12),
+            asks in prop::collection::vec((1u32..20, 0u8..3, 0u32..4), 1..5),
+            server_level in 1u8..3,
+        ) {
+            let mut fast = Room::new(&servers, Level(server_level));
+            let mut reference = fast.clone();
+            let candidates: Vec<&RunningJob> = running.iter().collect();
+            for (gpus, level, max_servers) in asks {
+                let limit = SpreadLimit::new(Level(level), max_servers);
+                let a = fast.make_room(gpus, limit, &candidates);
+                let b = reference.make_room_reference(gpus, limit, &candidates);
+                prop_assert_eq!(&a, &b);
+                prop_assert_eq!(&fast.free, &reference.free);
+            }
         }
     }
 }

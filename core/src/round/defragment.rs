@@ -26,6 +26,7 @@ impl Scheduler {
     pub(crate) fn defragment_step(
         &mut self,
         now: u64,
+        view: &gangway_plugin_sdk::RoundView,
         placed: &mut Placed,
         report: &mut RoundReport,
     ) {
@@ -38,7 +39,7 @@ impl Scheduler {
             return;
         }
         let waiting: Vec<_> = self
-            .waiting_jobs(now, placed)
+            .waiting_jobs(view, placed)
             .into_iter()
             .filter(|w| w.reason == WaitReason::Fragmentation)
             .collect();

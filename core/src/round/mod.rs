@@ -132,8 +132,8 @@ impl Scheduler {
         let view = self.round_view(now);
         report.queued = self.pending.len() - view.jobs.len();
         let mut placed = self.place_step(now, &view, &mut report);
-        self.reclaim_step(now, &mut placed, &mut report);
-        self.defragment_step(now, &mut placed, &mut report);
+        self.reclaim_step(now, &view, &mut placed, &mut report);
+        self.defragment_step(now, &view, &mut placed, &mut report);
         self.state.clear_holds();
         self.reservations
             .retain(|id, _| placed.reserved.contains(id));
@@ -265,4 +265,6 @@ pub(crate) struct Placed {
     pub(crate) reserved: BTreeSet<JobId>,
     /// The fairness order of the view's jobs.
     pub(crate) order: Vec<JobId>,
+    /// Each job's position in the round's view.
+    pub(crate) index: FxHashMap<JobId, usize>,
 }

@@ -23,7 +23,7 @@ impl Scheduler {
         // 1. Fairness.
         let fairness = self.policies.fairness.decide_settled(view);
         report.policy_errors.extend(fairness.error);
-        let by_id: FxHashMap<JobId, usize> = view
+        let index: FxHashMap<JobId, usize> = view
             .jobs
             .iter()
             .enumerate()
@@ -40,9 +40,10 @@ impl Scheduler {
             limits: FxHashMap::default(),
             reserved: BTreeSet::new(),
             order: Vec::with_capacity(view.jobs.len()),
+            index: FxHashMap::default(),
         };
         for r in &fairness.decision.order {
-            if let Some(&i) = by_id.get(&r.job) {
+            if let Some(&i) = index.get(&r.job) {
                 placed.order.push(r.job);
                 if r.eligible {
                     queue.jobs.push(view.jobs[i].clone());
@@ -126,6 +127,7 @@ impl Scheduler {
                 GangAction::Reserve => {}
             }
         }
+        placed.index = index;
         placed
     }
 }

@@ -10,7 +10,9 @@
 
 use std::collections::HashMap;
 
-use gangway_plugin_sdk::{JobId, ReclaimDecision, ReclaimView, RunningScope, VcUsage, WaitingJob};
+use gangway_plugin_sdk::{
+    JobId, ReclaimDecision, ReclaimView, RoundView, RunningScope, VcUsage, WaitingJob,
+};
 
 use super::{Placed, Preemption, RoundReport};
 use crate::ServerId;
@@ -32,18 +34,15 @@ fn borrows(vc: &VcUsage) -> bool {
 
 impl Scheduler {
     /// The waiting jobs of the view, in fairness order, with their reasons
-    /// and limits.
-    pub(crate) fn waiting_jobs(&self, now: u64, placed: &Placed) -> Vec<WaitingJob> {
+    /// and limits. A job with a reason is still pending (a job that starts
+    /// loses its reason), and is as the round's view shows it.
+    pub(crate) fn waiting_jobs(&self, view: &RoundView, placed: &Placed) -> Vec<WaitingJob> {
         placed
             .order
             .iter()
             .filter_map(|id| {
                 let reason = *placed.reasons.get(id)?;
-                let job = self.jobs.get(id)?;
-                if !job.is_pending() {
-                    return None;
-                }
-                let pending = self.pending_job(job, now);
+                let pending = view.jobs.get(*placed.index.get(id)?)?.clone();
                 let limit =
                     placed.limits.get(id).copied().unwrap_or_else(|| {
                         gangway_plugin_sdk::SpreadLimit::new(pending.min_level, 0)
@@ -59,7 +58,13 @@ impl Scheduler {
 
     /// Asks the reclaim slot (unless it is `none` or nothing waits) and
     /// applies its decision if it is sound.
-    pub(crate) fn reclaim_step(&mut self, now: u64, placed: &mut Placed, report: &mut RoundReport) {
+    pub(crate) fn reclaim_step(
+        &mut self,
+        now: u64,
+        view: &RoundView,
+        placed: &mut Placed,
+        report: &mut RoundReport,
+    ) {
         if self.policies.reclaim.is_noop() || placed.reasons.is_empty() {
             return;
         }
@@ -73,7 +78,7 @@ impl Scheduler {
         if borrowing.as_ref().is_some_and(|b| !b.contains(&true)) {
             return;
         }
-        let waiting = self.waiting_jobs(now, placed);
+        let waiting = self.waiting_jobs(view, placed);
         if waiting.is_empty() {
             return;
         }
@@ -226,8 +231,11 @@ mod tests {
     /// is shown, and stops nothing.
     struct Recorder {
         scope: RunningScope,
-        seen: Arc<Mutex<Vec<(Vec<VcId>, Vec<ServerId>)>>>,
+        seen: Arc<Mutex<Vec<Shown>>>,
     }
+
+    /// What one view showed: the running jobs' VCs and the servers.
+    type Shown = (Vec<VcId>, Vec<ServerId>);
 
     impl ReclaimPolicy for Recorder {
         fn reclaim(&self, view: &ReclaimView) -> ReclaimDecision {
@@ -248,7 +256,7 @@ mod tests {
     /// 4-GPU job (on the third server) and waits with another; VC `b`
     /// (quota `b_quota`) runs one job. Returns what the reclaim policy was shown in
     /// two rounds: the running jobs' VCs and the servers.
-    fn shown(scope: RunningScope, b_quota: Option<u32>) -> Vec<(Vec<VcId>, Vec<ServerId>)> {
+    fn shown(scope: RunningScope, b_quota: Option<u32>) -> Vec<Shown> {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let recorder = Recorder {
             scope,
@@ -283,9 +291,8 @@ mod tests {
     #[test]
     fn a_borrowed_scope_shows_only_borrowed_jobs_and_skips_rounds_without_any() {
         let (a, b) = (VcId(0), VcId(1));
-        let vcs = |seen: Vec<(Vec<VcId>, Vec<ServerId>)>| -> Vec<Vec<VcId>> {
-            seen.into_iter().map(|(v, _)| v).collect()
-        };
+        let vcs =
+            |seen: Vec<Shown>| -> Vec<Vec<VcId>> { seen.into_iter().map(|(v, _)| v).collect() };
         // `b` has no quota: its job is borrowed work; `a`'s are not shown.
         let borrowed = shown(RunningScope::Borrowed, None);
         assert_eq!(vcs(borrowed.clone()), vec![vec![b], vec![b]]);

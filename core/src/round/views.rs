@@ -111,15 +111,13 @@ impl Scheduler {
         self.state
             .allocations()
             .iter()
-            .filter(|(id, _)| !started.contains(id))
+            // The VC index first: the records of jobs not shown stay untouched.
+            .filter(|(id, _)| self.jobs.vc_of(id).is_some_and(&shown) && !started.contains(id))
             .filter_map(|(id, placement)| {
                 let job = self.jobs.get(id)?;
                 let JobState::Running { started_s, .. } = job.state else {
                     return None;
                 };
-                if !shown(job.spec.vc) {
-                    return None;
-                }
                 let gpus = placement.gpu_count();
                 Some(RunningJob {
                     id: *id,

@@ -62,7 +62,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use gangway_plugin_sdk::room::Room;
 use gangway_plugin_sdk::{
     ConfigError, Configure, JobId, ReclaimDecision, ReclaimPolicy, ReclaimView, RunningJob,
-    RunningScope, VcId, WaitReason, WaitingJob, config_text,
+    RunningScope, SpreadLimit, VcId, WaitReason, WaitingJob, config_text,
 };
 use serde::Deserialize;
 
@@ -197,6 +197,10 @@ impl ReclaimPolicy for QuotaReclaim {
                 .collect::<Vec<&RunningJob>>()
         };
         let mut all = reclaimable(&held, &taken);
+        // (VC, limit, GPUs) of gangs that found no room: a gang of that VC
+        // and limit needing as many GPUs or more finds none either, until a
+        // stop frees GPUs (the model only loses free GPUs otherwise).
+        let mut no_room: Vec<(VcId, SpreadLimit, u32)> = Vec::new();
         for w in entitled.into_iter().take(64) {
             if d.start.len() >= self.config.max_starts as usize || all.is_empty() {
                 break;
@@ -205,6 +209,12 @@ impl ReclaimPolicy for QuotaReclaim {
             let Some(q) = quota(vc) else { continue };
             let have = held.get(&vc).copied().unwrap_or(0);
             if have + u64::from(w.job.gpus) > u64::from(q) {
+                continue;
+            }
+            let known_none = no_room
+                .iter()
+                .any(|(v, l, g)| *v == vc && *l == w.limit && *g <= w.job.gpus);
+            if known_none {
                 continue;
             }
             let candidates: Vec<&RunningJob> = all.iter().filter(|j| j.vc != vc).copied().collect();
@@ -225,8 +235,9 @@ impl ReclaimPolicy for QuotaReclaim {
                     d.stop.extend(stop);
                     d.start.push(w.job.id);
                     all = reclaimable(&held, &taken);
+                    no_room.clear();
                 }
-                None => {}
+                None => no_room.push((vc, w.limit, w.job.gpus)),
             }
         }
         d
