@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use gangway_plugin_sdk::room::Room;
 use gangway_plugin_sdk::{
     ConfigError, Configure, JobId, ReclaimDecision, ReclaimPolicy, ReclaimView, RunningJob,
-    WaitReason, WaitingJob,
+    SpreadLimit, WaitReason, WaitingJob,
 };
 
 use crate::Las;
@@ -100,11 +100,21 @@ impl ReclaimPolicy for LasPreempt {
         let mut room = Room::new(&view.servers, view.cluster.server_level);
         let mut taken: HashSet<JobId> = HashSet::new();
         let mut d = ReclaimDecision::default();
+        // (queue, limit, GPUs) of gangs that found no room: one of the same
+        // queue and limit needing as many GPUs or more finds none either,
+        // until a stop frees GPUs (the model only loses free GPUs otherwise).
+        let mut no_room: Vec<(usize, SpreadLimit, u32)> = Vec::new();
         for w in waiting.into_iter().take(Self::MAX_TRIED) {
             if d.start.len() >= Self::MAX_STARTS {
                 break;
             }
             let q = self.las.queue(&w.job);
+            if no_room
+                .iter()
+                .any(|(nq, l, g)| *nq == q && *l == w.limit && *g <= w.job.gpus)
+            {
+                continue;
+            }
             let candidates: Vec<&RunningJob> = victims
                 .iter()
                 .filter(|(vq, j)| *vq > q && !taken.contains(&j.id))
@@ -118,8 +128,9 @@ impl ReclaimPolicy for LasPreempt {
                     taken.extend(stop.iter().copied());
                     d.stop.extend(stop);
                     d.start.push(w.job.id);
+                    no_room.clear();
                 }
-                None => {}
+                None => no_room.push((q, w.limit, w.job.gpus)),
             }
         }
         d
