@@ -179,8 +179,10 @@ pub enum RunningScope {
     All,
     /// Only the jobs of virtual clusters that borrow: that hold more GPUs
     /// than their quota, or hold any without a quota. The host does not
-    /// call the policy in a round in which no VC borrows, and the view's
-    /// `servers` are only those with free GPUs or running a shown job (no
+    /// call the policy in a round in which no VC borrows. The view's
+    /// `waiting` are only the jobs whose VC's quota covers them (held GPUs
+    /// plus the job's at most the quota; no call if there are none), and
+    /// its `servers` only those with free GPUs or running a shown job (no
     /// other server can make room by stopping borrowed work). For policies that
     /// only ever stop borrowed work (YARN's fair-share preemption, Volcano's
     /// reclaim): a round then costs the borrowed jobs, not every running job.

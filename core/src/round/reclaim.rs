@@ -78,7 +78,17 @@ impl Scheduler {
         if borrowing.as_ref().is_some_and(|b| !b.contains(&true)) {
             return;
         }
-        let waiting = self.waiting_jobs(view, placed);
+        let mut waiting = self.waiting_jobs(view, placed);
+        if borrowing.is_some() {
+            // Borrowed work is taken back only for a job its VC's quota covers.
+            waiting.retain(|w| {
+                vcs.get(w.job.vc.0 as usize)
+                    .and_then(|v| v.quota_gpus.map(|q| (v.held_gpus, q)))
+                    .is_some_and(|(held, q)| {
+                        u64::from(held) + u64::from(w.job.gpus) <= u64::from(q)
+                    })
+            });
+        }
         if waiting.is_empty() {
             return;
         }
@@ -252,11 +262,11 @@ mod tests {
         }
     }
 
-    /// Three 8-GPU servers: VC `a` (quota 12) runs an 8-GPU job and a
-    /// 4-GPU job (on the third server) and waits with another; VC `b`
+    /// Three 8-GPU servers: VC `a` (quota `a_quota`) runs an 8-GPU job and
+    /// a 4-GPU job (on the third server) and waits with an 8-GPU one; VC `b`
     /// (quota `b_quota`) runs one job. Returns what the reclaim policy was shown in
     /// two rounds: the running jobs' VCs and the servers.
-    fn shown(scope: RunningScope, b_quota: Option<u32>) -> Vec<Shown> {
+    fn shown(scope: RunningScope, a_quota: u32, b_quota: Option<u32>) -> Vec<Shown> {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let recorder = Recorder {
             scope,
@@ -267,7 +277,7 @@ mod tests {
         let mut sched = Scheduler::with_policies(Topology::uniform(1, 3, 8).unwrap(), set);
         let a = sched.virtual_cluster("a");
         let b = sched.virtual_cluster("b");
-        sched.set_quota(a, Some(12));
+        sched.set_quota(a, Some(a_quota));
         sched.set_quota(b, b_quota);
         let job = |id, vc, gpus, t| JobSpec {
             id: JobId(id),
@@ -294,7 +304,7 @@ mod tests {
         let vcs =
             |seen: Vec<Shown>| -> Vec<Vec<VcId>> { seen.into_iter().map(|(v, _)| v).collect() };
         // `b` has no quota: its job is borrowed work; `a`'s are not shown.
-        let borrowed = shown(RunningScope::Borrowed, None);
+        let borrowed = shown(RunningScope::Borrowed, 20, None);
         assert_eq!(vcs(borrowed.clone()), vec![vec![b], vec![b]]);
         // Nor are the servers that neither have free GPUs nor run a shown
         // job: `a`'s full server. The half-free server and `b`'s are.
@@ -303,11 +313,15 @@ mod tests {
             assert_eq!(servers, &vec![sb, shared]);
         }
         // Every running job and every server with the default scope.
-        let all = shown(RunningScope::All, None);
+        let all = shown(RunningScope::All, 20, None);
         assert_eq!(vcs(all.clone()), vec![vec![a, b, a], vec![a, b, a]]);
         assert!(all.iter().all(|(_, s)| s == &vec![sa, sb, shared]));
         // Nobody borrows: the policy is not asked at all.
-        assert!(shown(RunningScope::Borrowed, Some(8)).is_empty());
-        assert_eq!(shown(RunningScope::All, Some(8)).len(), 2);
+        assert!(shown(RunningScope::Borrowed, 20, Some(8)).is_empty());
+        assert_eq!(shown(RunningScope::All, 20, Some(8)).len(), 2);
+        // `b` borrows, but the waiting job would take `a` past its quota
+        // (12 held + 8 > 12): no job to take borrowed work back for.
+        assert!(shown(RunningScope::Borrowed, 12, None).is_empty());
+        assert_eq!(shown(RunningScope::All, 12, None).len(), 2);
     }
 }

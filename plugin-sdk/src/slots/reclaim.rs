@@ -20,7 +20,8 @@ pub struct ReclaimView {
     pub vcs: Vec<VcUsage>,
     /// Every server, by id, with its free GPUs after this round's starts
     /// (under [`crate::RunningScope::Borrowed`], only the servers with free
-    /// GPUs or running a job of `running`).
+    /// GPUs or running a job of `running`, and `waiting` only the jobs their
+    /// VC's quota covers).
     pub servers: Vec<ServerState>,
     /// Every running job, by id (with [`RunningScope::Borrowed`], only
     /// those of VCs that borrow).
