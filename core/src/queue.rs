@@ -6,8 +6,7 @@
 //! the job is pending but for its wait), so a round builds its view from the
 //! queue heads alone, without looking each job up.
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BTreeMap;
 
 use gangway_plugin_sdk::{JobId, PendingJob, QueueOrder};
 
@@ -101,36 +100,18 @@ impl QueueIndex {
     }
 
     /// The first `window` jobs of each VC's queue as a view at `now` shows
-    /// them, in (submit time, id) order. Queues kept in submit order are
-    /// merged (each is a sorted run); others are sorted.
+    /// them, in (submit time, id) order. Only small keys are sorted; in
+    /// submit order each VC's heads are one sorted run, which the stable
+    /// sort merges.
     pub(crate) fn heads_by_submit(&self, window: usize, now: u64) -> Vec<PendingJob> {
-        let by_submit = |q: &Queued| (q.job.submitted_s, q.job.id);
-        if !matches!(self.order, QueueOrder::Submit | QueueOrder::All) {
-            let mut heads: Vec<&Queued> = self.heads(window).collect();
-            heads.sort_by_key(|q| by_submit(q));
-            return heads.into_iter().map(|q| q.at(now)).collect();
-        }
-        let mut runs: Vec<_> = self
-            .per_vc
+        let heads: Vec<&Queued> = self.heads(window).collect();
+        let mut keys: Vec<(u64, JobId, usize)> = heads
             .iter()
-            .map(|q| q.values().take(window).peekable())
-            .collect();
-        let mut out = Vec::with_capacity(runs.iter().map(|r| r.size_hint().0).sum());
-        let mut next: BinaryHeap<Reverse<((u64, JobId), usize)>> = runs
-            .iter_mut()
             .enumerate()
-            .filter_map(|(i, r)| r.peek().map(|q| Reverse((by_submit(q), i))))
+            .map(|(i, q)| (q.job.submitted_s, q.job.id, i))
             .collect();
-        while let Some(Reverse((_, i))) = next.pop() {
-            let Some(run) = runs.get_mut(i) else { continue };
-            if let Some(q) = run.next() {
-                out.push(q.at(now));
-            }
-            if let Some(q) = run.peek() {
-                next.push(Reverse((by_submit(q), i)));
-            }
-        }
-        out
+        keys.sort();
+        keys.into_iter().map(|(_, _, i)| heads[i].at(now)).collect()
     }
 
     /// Jobs queued, all VCs.
