@@ -6,7 +6,11 @@
 //! host would use). The ratio to `native` is the cost of the sandbox per
 //! round (target: within 1.2x).
 //!
-//! A second group, `slot_call_philly_1000_pending`, takes one fairness call
+//! `round_philly_100000_pending` is the same round with 100,000 pending
+//! jobs and the default view window, native and Wasm (target: at most
+//! 5 ms with Wasm).
+//!
+//! A further group, `slot_call_philly_1000_pending`, takes one fairness call
 //! of that round apart: the view's postcard encoding and decoding alone
 //! (serde and the SDK's hand-written codec), the native policy, the Wasm call
 //! under a fuel budget and under an epoch deadline, and a trivial Wasm policy
@@ -46,15 +50,21 @@ fn size(i: u64) -> u32 {
     }
 }
 
-/// A cluster ~97 % full of running jobs and 1,000 more pending, one warm-up
-/// round done.
+/// A cluster ~97 % full of running jobs and 1,000 more pending, every one
+/// in the view, one warm-up round done.
 fn backlog(policies: PolicySet) -> Scheduler {
+    // Every pending job in the view (no window): the sandbox's cost per
+    // round at Philly scale, as measured before the default window.
+    backlog_of(policies, 1_000, 0)
+}
+
+/// A cluster ~97 % full of running jobs and `pending` more, with view
+/// window `window` (0: every job), one warm-up round done.
+fn backlog_of(policies: PolicySet, pending: u64, window: usize) -> Scheduler {
     let topo = philly();
     let target = topo.total_gpus() * 97 / 100;
     let mut s = Scheduler::with_policies(topo, policies);
-    // Every pending job in the view (no window): the sandbox's cost per
-    // round at Philly scale, as measured before the default window.
-    s.set_view_window(0);
+    s.set_view_window(window);
     let vcs: Vec<_> = (0..8)
         .map(|i| s.virtual_cluster(&format!("vc{i}")))
         .collect();
@@ -73,7 +83,7 @@ fn backlog(policies: PolicySet) -> Scheduler {
         id += 1;
     }
     s.round(0).expect("round");
-    for k in 0..1_000u64 {
+    for k in 0..pending {
         let i = id + k;
         s.submit(JobSpec {
             id: JobId(i),
@@ -135,6 +145,32 @@ fn rounds(c: &mut Criterion) {
     ];
     for (name, policies) in variants {
         let mut sched = backlog(policies);
+        let mut now = 1_000;
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                now += 1;
+                let r = sched.round(now).expect("round");
+                assert!(r.policy_errors.is_empty());
+                r
+            })
+        });
+    }
+    group.finish();
+}
+
+/// One round with 100,000 pending jobs and the default view window, native
+/// and Wasm (target: at most 5 ms with Wasm).
+fn rounds_100k(c: &mut Criterion) {
+    let mut group = c.benchmark_group("round_philly_100000_pending");
+    let variants = [
+        ("native", PolicySet::builtin()),
+        (
+            "wasm",
+            wasm_defaults(Budget::Fuel(Budget::DEFAULT_FUEL), CallPath::Direct),
+        ),
+    ];
+    for (name, policies) in variants {
+        let mut sched = backlog_of(policies, 100_000, Scheduler::DEFAULT_VIEW_WINDOW);
         let mut now = 1_000;
         group.bench_function(name, |b| {
             b.iter(|| {
@@ -260,5 +296,5 @@ fn calls(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, rounds, calls);
+criterion_group!(benches, rounds, rounds_100k, calls);
 criterion_main!(benches);
