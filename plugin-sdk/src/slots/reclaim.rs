@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 use crate::ids::JobId;
 use crate::slot::{Manifest, Policy, RunningScope, Slot, SlotContract};
 use crate::view::{ClusterSummary, RunningJob, ServerState, VcUsage, WaitingJob};
-use crate::wire::codec;
+use crate::wire::codec::{self, WireError};
+use crate::wire::fast;
 
 /// What the reclaim slot sees, after a round's placement: the jobs running
 /// now and the jobs of the round's view that did not start, with why.
@@ -81,5 +82,11 @@ impl SlotContract for Reclaim {
 
     fn max_reply_bytes(view: &ReclaimView) -> usize {
         2 * codec::LEN + (view.running.len() + view.waiting.len()) * codec::U64
+    }
+    fn encode_view(view: &ReclaimView, out: &mut Vec<u8>) {
+        fast::encode_reclaim_view(view, out);
+    }
+    fn decode_view_into(bytes: &[u8], view: &mut ReclaimView) -> Result<(), WireError> {
+        fast::decode_reclaim_view_into(bytes, view)
     }
 }

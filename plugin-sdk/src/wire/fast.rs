@@ -1,5 +1,6 @@
 //! Hand-written postcard codec for the bulk views ([`RoundView`],
-//! [`QueueView`]) and the fairness, locality and gang decisions: byte for
+//! [`QueueView`], [`ReclaimView`]) and the fairness, locality and gang
+//! decisions: byte for
 //! byte what [`crate::codec::encode`] produces (the tests check it against
 //! serde's bytes on random values and against postcard's decoding of random
 //! bytes), about three times faster, because it reads and writes each varint
@@ -11,11 +12,16 @@
 //! view's number of jobs is refused before anything is allocated.
 
 use super::codec::{self, U32, U64, WireError};
+use crate::ids::ServerId;
 use crate::ids::{JobId, Level, VcId};
 use crate::slots::{
-    FairnessDecision, GangAction, GangDecision, LocalityDecision, QueueView, Ranked, RoundView,
+    FairnessDecision, GangAction, GangDecision, LocalityDecision, QueueView, Ranked, ReclaimView,
+    RoundView,
 };
-use crate::view::{ClusterSummary, LevelSummary, PendingJob, SpreadLimit, VcUsage};
+use crate::view::{
+    ClusterSummary, LevelSummary, PendingJob, RunningJob, ServerState, SpreadLimit, VcUsage,
+    WaitReason, WaitingJob,
+};
 
 /// Encodes a [`RoundView`] into `out` (cleared first), as postcard does.
 pub(crate) fn encode_round_view(view: &RoundView, out: &mut Vec<u8>) {
@@ -29,36 +35,120 @@ pub(crate) fn encode_round_view(view: &RoundView, out: &mut Vec<u8>) {
     let fits = write_sized(out, max, |w| {
         w.varint(*now_s);
         w.cluster_summary(cluster);
-        w.varint(vcs.len() as u64);
-        for v in vcs {
-            let VcUsage {
-                id,
-                quota_gpus,
-                weight,
-                held_gpus,
-                pending_gpus,
-                attained_gpu_s,
-                pending_jobs,
-            } = v;
-            w.varint(u64::from(id.0));
-            match quota_gpus {
-                None => w.byte(0),
-                Some(q) => {
-                    w.byte(1);
-                    w.varint(u64::from(*q));
-                }
-            }
-            w.varint(u64::from(*weight));
-            w.varint(u64::from(*held_gpus));
-            w.varint(u64::from(*pending_gpus));
-            w.varint(*attained_gpu_s);
-            w.varint(u64::from(*pending_jobs));
-        }
+        w.vcs(vcs);
         w.pending_jobs(jobs);
     });
     if !fits {
         codec::encode_into(view, out);
     }
+}
+
+/// Encodes a [`ReclaimView`] into `out` (cleared first), as postcard does.
+pub(crate) fn encode_reclaim_view(view: &ReclaimView, out: &mut Vec<u8>) {
+    let ReclaimView {
+        now_s,
+        cluster,
+        vcs,
+        servers,
+        running,
+        waiting,
+    } = view;
+    let parts: usize = running.iter().map(|j| j.parts.len()).sum();
+    let max = U64
+        + cluster_max(cluster)
+        + U64
+        + vcs.len() * VC_MAX
+        + U64
+        + servers.len() * 4 * U32
+        + U64
+        + running.len() * RUNNING_MAX
+        + parts * 2 * U32
+        + U64
+        + waiting.len() * (JOB_MAX + U32 + 1 + U32);
+    let fits = write_sized(out, max, |w| {
+        w.varint(*now_s);
+        w.cluster_summary(cluster);
+        w.vcs(vcs);
+        w.varint(servers.len() as u64);
+        for s in servers {
+            let ServerState {
+                id,
+                domain,
+                gpus,
+                free,
+            } = s;
+            w.varint(u64::from(id.0));
+            w.varint(u64::from(*domain));
+            w.varint(u64::from(*gpus));
+            w.varint(u64::from(*free));
+        }
+        w.varint(running.len() as u64);
+        for j in running {
+            let RunningJob {
+                id,
+                vc,
+                user,
+                gpus,
+                submitted_s,
+                started_s,
+                attempts,
+                attained_gpu_s,
+                parts,
+            } = j;
+            w.varint(id.0);
+            w.varint(u64::from(vc.0));
+            w.varint(u64::from(*user));
+            w.varint(u64::from(*gpus));
+            w.varint(*submitted_s);
+            w.varint(*started_s);
+            w.varint(u64::from(*attempts));
+            w.varint(*attained_gpu_s);
+            w.varint(parts.len() as u64);
+            for (server, g) in parts {
+                w.varint(u64::from(server.0));
+                w.varint(u64::from(*g));
+            }
+        }
+        w.varint(waiting.len() as u64);
+        for wj in waiting {
+            let WaitingJob { job, reason, limit } = wj;
+            w.pending_job(job);
+            w.varint(reason_index(*reason));
+            let SpreadLimit { level, max_servers } = limit;
+            w.byte(level.0);
+            w.varint(u64::from(*max_servers));
+        }
+    });
+    if !fits {
+        codec::encode_into(view, out);
+    }
+}
+
+/// A [`WaitReason`]'s variant index, as serde numbers it (declaration order).
+fn reason_index(r: WaitReason) -> u64 {
+    match r {
+        WaitReason::FairShare => 0,
+        WaitReason::Fragmentation => 1,
+        WaitReason::Reserved => 2,
+        WaitReason::HeldByPolicy => 3,
+        WaitReason::NoCapacity => 4,
+        WaitReason::Queued => 5,
+        WaitReason::RetryDelay => 6,
+    }
+}
+
+/// The [`WaitReason`] of variant index `i`, if any.
+fn reason_of(i: u32) -> Option<WaitReason> {
+    Some(match i {
+        0 => WaitReason::FairShare,
+        1 => WaitReason::Fragmentation,
+        2 => WaitReason::Reserved,
+        3 => WaitReason::HeldByPolicy,
+        4 => WaitReason::NoCapacity,
+        5 => WaitReason::Queued,
+        6 => WaitReason::RetryDelay,
+        _ => return None,
+    })
 }
 
 /// Encodes a [`QueueView`] into `out` (cleared first), as postcard does.
@@ -135,6 +225,8 @@ pub(crate) fn encode_gang(d: &GangDecision, out: &mut Vec<u8>) {
 const VC_MAX: usize = U32 + 1 + U32 + U32 + U32 + U32 + U64 + U32;
 /// The most bytes a [`PendingJob`] takes.
 const JOB_MAX: usize = 4 * U64 + 5 * U32 + 1;
+/// The most bytes a [`RunningJob`] takes, but for its parts.
+const RUNNING_MAX: usize = 4 * U64 + 4 * U32 + U64;
 
 /// The most bytes a [`ClusterSummary`] takes.
 fn cluster_max(c: &ClusterSummary) -> usize {
@@ -209,32 +301,65 @@ impl Writer<'_> {
         }
     }
 
+    fn vcs(&mut self, vcs: &[VcUsage]) {
+        self.varint(vcs.len() as u64);
+        for v in vcs {
+            let VcUsage {
+                id,
+                quota_gpus,
+                weight,
+                held_gpus,
+                pending_gpus,
+                attained_gpu_s,
+                pending_jobs,
+            } = v;
+            self.varint(u64::from(id.0));
+            match quota_gpus {
+                None => self.byte(0),
+                Some(q) => {
+                    self.byte(1);
+                    self.varint(u64::from(*q));
+                }
+            }
+            self.varint(u64::from(*weight));
+            self.varint(u64::from(*held_gpus));
+            self.varint(u64::from(*pending_gpus));
+            self.varint(*attained_gpu_s);
+            self.varint(u64::from(*pending_jobs));
+        }
+    }
+
     fn pending_jobs(&mut self, jobs: &[PendingJob]) {
         self.varint(jobs.len() as u64);
         for j in jobs {
-            let PendingJob {
-                id,
-                vc,
-                user,
-                gpus,
-                submitted_s,
-                waiting_s,
-                attempts,
-                attained_gpu_s,
-                min_level,
-                min_servers,
-            } = j;
-            self.varint(id.0);
-            self.varint(u64::from(vc.0));
-            self.varint(u64::from(*user));
-            self.varint(u64::from(*gpus));
-            self.varint(*submitted_s);
-            self.varint(*waiting_s);
-            self.varint(u64::from(*attempts));
-            self.varint(*attained_gpu_s);
-            self.byte(min_level.0);
-            self.varint(u64::from(*min_servers));
+            self.pending_job(j);
         }
+    }
+
+    #[inline(always)]
+    fn pending_job(&mut self, j: &PendingJob) {
+        let PendingJob {
+            id,
+            vc,
+            user,
+            gpus,
+            submitted_s,
+            waiting_s,
+            attempts,
+            attained_gpu_s,
+            min_level,
+            min_servers,
+        } = j;
+        self.varint(id.0);
+        self.varint(u64::from(vc.0));
+        self.varint(u64::from(*user));
+        self.varint(u64::from(*gpus));
+        self.varint(*submitted_s);
+        self.varint(*waiting_s);
+        self.varint(u64::from(*attempts));
+        self.varint(*attained_gpu_s);
+        self.byte(min_level.0);
+        self.varint(u64::from(*min_servers));
     }
 
     fn spread_limits(&mut self, limits: &[SpreadLimit]) {
@@ -317,26 +442,79 @@ pub(crate) fn decode_round_view_into(bytes: &[u8], view: &mut RoundView) -> Resu
     let mut r = Reader::new(bytes, "RoundView");
     *now_s = r.u64()?;
     r.cluster_summary(cluster)?;
-    let n = r.len(7)?;
-    // Overwrite in place (the length is usually the last call's): no
-    // per-element length update as `push` would do.
-    vcs.resize(n, VcUsage::default());
-    for v in vcs.iter_mut() {
-        *v = VcUsage {
-            id: VcId(r.u32()?),
-            quota_gpus: match r.byte()? {
-                0 => None,
-                1 => Some(r.u32()?),
-                _ => return Err(r.error("bad Option tag")),
-            },
-            weight: r.u32()?,
-            held_gpus: r.u32()?,
-            pending_gpus: r.u32()?,
-            attained_gpu_s: r.u64()?,
-            pending_jobs: r.u32()?,
+    r.vcs(vcs)?;
+    r.pending_jobs(jobs)?;
+    r.finish()
+}
+
+/// Decodes a [`ReclaimView`] into `view`, reusing its vectors' memory. After
+/// an error `view` holds a partial decoding and must not be used.
+pub(crate) fn decode_reclaim_view_into(
+    bytes: &[u8],
+    view: &mut ReclaimView,
+) -> Result<(), WireError> {
+    let ReclaimView {
+        now_s,
+        cluster,
+        vcs,
+        servers,
+        running,
+        waiting,
+    } = view;
+    let mut r = Reader::new(bytes, "ReclaimView");
+    *now_s = r.u64()?;
+    r.cluster_summary(cluster)?;
+    r.vcs(vcs)?;
+    let n = r.len(4)?;
+    servers.resize(n, ServerState::default());
+    for s in servers.iter_mut() {
+        *s = ServerState {
+            id: ServerId(r.u32()?),
+            domain: r.u32()?,
+            gpus: r.u32()?,
+            free: r.u32()?,
         };
     }
-    r.pending_jobs(jobs)?;
+    let n = r.len(9)?;
+    running.resize(n, RunningJob::default());
+    for j in running.iter_mut() {
+        // The parts' memory is reused; the struct is written whole.
+        let mut parts = std::mem::take(&mut j.parts);
+        *j = RunningJob {
+            id: JobId(r.u64()?),
+            vc: VcId(r.u32()?),
+            user: r.u32()?,
+            gpus: r.u32()?,
+            submitted_s: r.u64()?,
+            started_s: r.u64()?,
+            attempts: r.u32()?,
+            attained_gpu_s: r.u64()?,
+            parts: {
+                let m = r.len(2)?;
+                parts.clear();
+                parts.reserve(m);
+                for _ in 0..m {
+                    parts.push((ServerId(r.u32()?), r.u32()?));
+                }
+                parts
+            },
+        };
+    }
+    let n = r.len(13)?;
+    waiting.resize(n, WaitingJob::default());
+    for w in waiting.iter_mut() {
+        *w = WaitingJob {
+            job: r.pending_job()?,
+            reason: match reason_of(r.u32()?) {
+                Some(reason) => reason,
+                None => return Err(r.error("bad enum variant")),
+            },
+            limit: SpreadLimit {
+                level: Level(r.byte()?),
+                max_servers: r.u32()?,
+            },
+        };
+    }
     r.finish()
 }
 
@@ -507,25 +685,54 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
+    /// The VCs' usage, overwritten in place (the length is usually the
+    /// last call's): no per-element length update as `push` would do.
+    #[inline(always)]
+    fn vcs(&mut self, vcs: &mut Vec<VcUsage>) -> Result<(), WireError> {
+        let n = self.len(7)?;
+        vcs.resize(n, VcUsage::default());
+        for v in vcs.iter_mut() {
+            *v = VcUsage {
+                id: VcId(self.u32()?),
+                quota_gpus: match self.byte()? {
+                    0 => None,
+                    1 => Some(self.u32()?),
+                    _ => return Err(self.error("bad Option tag")),
+                },
+                weight: self.u32()?,
+                held_gpus: self.u32()?,
+                pending_gpus: self.u32()?,
+                attained_gpu_s: self.u64()?,
+                pending_jobs: self.u32()?,
+            };
+        }
+        Ok(())
+    }
+
     #[inline(always)]
     fn pending_jobs(&mut self, jobs: &mut Vec<PendingJob>) -> Result<(), WireError> {
         let n = self.len(10)?;
         jobs.resize(n, PendingJob::default());
         for j in jobs.iter_mut() {
-            *j = PendingJob {
-                id: JobId(self.u64()?),
-                vc: VcId(self.u32()?),
-                user: self.u32()?,
-                gpus: self.u32()?,
-                submitted_s: self.u64()?,
-                waiting_s: self.u64()?,
-                attempts: self.u32()?,
-                attained_gpu_s: self.u64()?,
-                min_level: Level(self.byte()?),
-                min_servers: self.u32()?,
-            };
+            *j = self.pending_job()?;
         }
         Ok(())
+    }
+
+    #[inline(always)]
+    fn pending_job(&mut self) -> Result<PendingJob, WireError> {
+        Ok(PendingJob {
+            id: JobId(self.u64()?),
+            vc: VcId(self.u32()?),
+            user: self.u32()?,
+            gpus: self.u32()?,
+            submitted_s: self.u64()?,
+            waiting_s: self.u64()?,
+            attempts: self.u32()?,
+            attained_gpu_s: self.u64()?,
+            min_level: Level(self.byte()?),
+            min_servers: self.u32()?,
+        })
     }
 
     #[inline(always)]
@@ -553,6 +760,7 @@ mod tests {
         fn the_view_codec_is_postcard(
             round in strategy::round_view(),
             queue in strategy::queue_view(true),
+            reclaim in strategy::reclaim_view(),
         ) {
             let mut buf = vec![0xAA; 3];
             encode_round_view(&round, &mut buf);
@@ -565,6 +773,12 @@ mod tests {
             let mut back = QueueView::default();
             decode_queue_view_into(&buf, &mut back).unwrap();
             prop_assert_eq!(back, queue);
+            encode_reclaim_view(&reclaim, &mut buf);
+            prop_assert_eq!(&buf, &codec::encode(&reclaim));
+            // Into a view that held another one: every field is overwritten.
+            let mut back = strategy_sample();
+            decode_reclaim_view_into(&buf, &mut back).unwrap();
+            prop_assert_eq!(back, reclaim);
         }
 
         /// Decisions too.
@@ -614,6 +828,11 @@ mod tests {
                 decode_queue_view_into(&bytes, &mut queue).ok().map(|()| queue),
                 codec::decode::<QueueView>(&bytes).ok()
             );
+            let mut reclaim = ReclaimView::default();
+            prop_assert_eq!(
+                decode_reclaim_view_into(&bytes, &mut reclaim).ok().map(|()| reclaim),
+                codec::decode::<ReclaimView>(&bytes).ok()
+            );
             prop_assert_eq!(decode_fairness(&bytes, usize::MAX).ok(), codec::decode::<FairnessDecision>(&bytes).ok());
             prop_assert_eq!(decode_locality(&bytes, usize::MAX).ok(), codec::decode::<LocalityDecision>(&bytes).ok());
             prop_assert_eq!(decode_gang(&bytes, usize::MAX).ok(), codec::decode::<GangDecision>(&bytes).ok());
@@ -629,6 +848,23 @@ mod tests {
             let bytes = codec::encode(&f);
             prop_assert!(decode_fairness(&bytes, n).is_err());
             prop_assert!(decode_fairness(&bytes, n + extra).is_ok());
+        }
+    }
+
+    /// A reclaim view with something in every vector, to decode over.
+    fn strategy_sample() -> ReclaimView {
+        ReclaimView {
+            now_s: 9,
+            servers: vec![ServerState::default(); 3],
+            running: vec![
+                RunningJob {
+                    parts: vec![(ServerId(1), 2), (ServerId(2), 2)],
+                    ..RunningJob::default()
+                };
+                2
+            ],
+            waiting: vec![WaitingJob::default(); 4],
+            ..ReclaimView::default()
         }
     }
 
