@@ -106,12 +106,19 @@ impl Policies {
         self.handles.rollback(slot)
     }
 
-    /// Every slot's status.
+    /// Every slot's status, fairness first (the order `gangway status` prints).
     pub fn status(&self) -> Vec<(Slot, SlotStatus)> {
-        Slot::ALL
-            .into_iter()
-            .map(|slot| (slot, self.handles.status(slot)))
-            .collect()
+        [
+            Slot::Fairness,
+            Slot::Locality,
+            Slot::Gang,
+            Slot::Reclaim,
+            Slot::Retry,
+            Slot::Defragment,
+        ]
+        .into_iter()
+        .map(|slot| (slot, self.handles.status(slot)))
+        .collect()
     }
 }
 
