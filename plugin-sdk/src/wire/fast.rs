@@ -503,16 +503,15 @@ pub(crate) fn decode_reclaim_view_into(
     let n = r.len(13)?;
     waiting.resize(n, WaitingJob::default());
     for w in waiting.iter_mut() {
-        *w = WaitingJob {
-            job: r.pending_job()?,
-            reason: match reason_of(r.u32()?) {
-                Some(reason) => reason,
-                None => return Err(r.error("bad enum variant")),
-            },
-            limit: SpreadLimit {
-                level: Level(r.byte()?),
-                max_servers: r.u32()?,
-            },
+        let WaitingJob { job, reason, limit } = w;
+        r.pending_job_into(job)?;
+        *reason = match reason_of(r.u32()?) {
+            Some(reason) => reason,
+            None => return Err(r.error("bad enum variant")),
+        };
+        *limit = SpreadLimit {
+            level: Level(r.byte()?),
+            max_servers: r.u32()?,
         };
     }
     r.finish()
@@ -714,14 +713,16 @@ impl<'a> Reader<'a> {
         let n = self.len(10)?;
         jobs.resize(n, PendingJob::default());
         for j in jobs.iter_mut() {
-            *j = self.pending_job()?;
+            self.pending_job_into(j)?;
         }
         Ok(())
     }
 
+    /// Overwrites `j` in place (no pending job is returned by value: in
+    /// Wasm that costs a copy through linear memory per job).
     #[inline(always)]
-    fn pending_job(&mut self) -> Result<PendingJob, WireError> {
-        Ok(PendingJob {
+    fn pending_job_into(&mut self, j: &mut PendingJob) -> Result<(), WireError> {
+        *j = PendingJob {
             id: JobId(self.u64()?),
             vc: VcId(self.u32()?),
             user: self.u32()?,
@@ -732,7 +733,8 @@ impl<'a> Reader<'a> {
             attained_gpu_s: self.u64()?,
             min_level: Level(self.byte()?),
             min_servers: self.u32()?,
-        })
+        };
+        Ok(())
     }
 
     #[inline(always)]
