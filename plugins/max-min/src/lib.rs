@@ -218,7 +218,7 @@ impl FairnessPolicy for MaxMin {
             for (q, share) in queues.vcs_mut().iter_mut().zip(shares) {
                 q.quota_gpus = Some(share);
             }
-            queues.order(self.config.lend)
+            queues.order_with(self.config.lend, true)
         })
     }
 }

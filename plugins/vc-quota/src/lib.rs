@@ -199,12 +199,23 @@ impl VcQuota {
 
     /// The two passes over queues holding the VCs `cover` says.
     fn order_covering(&self, view: &RoundView, cover: Cover) -> FairnessDecision {
+        self.order_covering_with(view, cover, true)
+    }
+
+    /// [`VcQuota::order_covering`], with or without the queues' shortcut
+    /// for a second pass in which no load can change.
+    fn order_covering_with(
+        &self,
+        view: &RoundView,
+        cover: Cover,
+        shortcut: bool,
+    ) -> FairnessDecision {
         with_queues(view, cover, |queues| {
             // VCs without pending jobs never get a turn: no quota needed.
             self.each_quota(view, queues.vcs_mut(), false, |q, quota, _| {
                 q.quota_gpus = quota.map(u64::from);
             });
-            queues.order(self.config.lend)
+            queues.order_with(self.config.lend, shortcut)
         })
     }
 

@@ -358,6 +358,27 @@ proptest! {
         prop_assert_eq!(p.order(&v), all);
     }
 
+    /// The second pass's shortcut (taken when nothing can be lent) orders
+    /// exactly as the general loop, with and without lending.
+    #[test]
+    fn the_settled_second_pass_orders_as_the_general_loop(
+        v in arb_view(),
+        c in arb_config(),
+        no_free in any::<bool>(),
+    ) {
+        let mut v = v;
+        if no_free {
+            v.cluster.free_gpus = 0;
+        }
+        let p = VcQuota::new(c);
+        for cover in [two_pass::Cover::All, two_pass::Cover::WithJobs] {
+            prop_assert_eq!(
+                p.order_covering_with(&v, cover, true),
+                p.order_covering_with(&v, cover, false)
+            );
+        }
+    }
+
     /// A view whose jobs are not in (submit time, id) order, as the contract
     /// promises they are, gets the same answer as the ordered view.
     #[test]

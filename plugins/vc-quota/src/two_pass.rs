@@ -226,7 +226,11 @@ impl<'a> Queues<'a> {
     ///    whose oldest job does not fit leaves the pass (FIFO within a VC).
     /// 2. **Lending**: the remaining jobs in the same order, each eligible if
     ///    `lend` and the free GPUs not granted in pass 1 still cover it.
-    pub(crate) fn order(&mut self, lend: bool) -> FairnessDecision {
+    ///
+    /// With `shortcut`, pass 2 skips the per-job turns when no load can
+    /// change (nothing to lend); the same order (a test checks it against
+    /// the general loop).
+    pub(crate) fn order_with(&mut self, lend: bool, shortcut: bool) -> FairnessDecision {
         let view = self.view;
         let Scratch {
             vcs,
@@ -270,8 +274,45 @@ impl<'a> Queues<'a> {
             current = advance(turns, next);
         }
         // Pass 2: the rest, on lent GPUs if allowed.
-        let mut current = start(turns, active.iter().filter_map(|&i| turn(&vcs[i], i)));
         let mut lendable = u64::from(view.cluster.free_gpus).saturating_sub(granted);
+        if shortcut && (!lend || lendable == 0) {
+            // Nothing can take a GPU now (a job of no GPUs aside), so every
+            // VC's load stays as it is: the turns take the VCs in load order,
+            // merging their queues by head only where loads tie. The same
+            // order, without a heap operation per job where none ties.
+            let mut rest: Vec<Turn> = active.iter().filter_map(|&i| turn(&vcs[i], i)).collect();
+            rest.sort_unstable();
+            let mut at = 0;
+            while at < rest.len() {
+                let tied = rest[at..]
+                    .iter()
+                    .take_while(|t| by_load(t.load, rest[at].load) == Ordering::Equal)
+                    .count();
+                let mut current = if tied == 1 {
+                    Some(rest[at].index)
+                } else {
+                    start(turns, rest[at..at + tied].iter().copied())
+                };
+                while let Some(i) = current {
+                    let q = &mut vcs[i];
+                    if let Some(job) = head(q) {
+                        order.push(Ranked {
+                            job: job.id,
+                            eligible: lend && u64::from(job.gpus) <= lendable,
+                        });
+                        q.next += 1;
+                    }
+                    current = if tied == 1 {
+                        head(q).map(|_| i)
+                    } else {
+                        advance(turns, turn(q, i))
+                    };
+                }
+                at += tied;
+            }
+            return FairnessDecision { order };
+        }
+        let mut current = start(turns, active.iter().filter_map(|&i| turn(&vcs[i], i)));
         while let Some(i) = current {
             let q = &mut vcs[i];
             if let Some(job) = head(q) {
@@ -337,17 +378,19 @@ struct Turn {
     index: usize,
 }
 
+/// Load `a` against load `b` (held over quota), by cross-multiplying: in u64
+/// when every term fits in 32 bits (always, for GPU counts), else in u128.
+fn by_load(a: (u64, u64), b: (u64, u64)) -> Ordering {
+    if (a.0 | a.1 | b.0 | b.1) >> 32 == 0 {
+        (a.0 * b.1).cmp(&(b.0 * a.1))
+    } else {
+        (u128::from(a.0) * u128::from(b.1)).cmp(&(u128::from(b.0) * u128::from(a.1)))
+    }
+}
+
 impl Ord for Turn {
     fn cmp(&self, other: &Self) -> Ordering {
-        let (a, b) = (self.load, other.load);
-        // a.0 / a.1 against b.0 / b.1 by cross-multiplying; in u64 when every
-        // term fits in 32 bits (always, for GPU counts), else in u128.
-        let by_load = if (a.0 | a.1 | b.0 | b.1) >> 32 == 0 {
-            (a.0 * b.1).cmp(&(b.0 * a.1))
-        } else {
-            (u128::from(a.0) * u128::from(b.1)).cmp(&(u128::from(b.0) * u128::from(a.1)))
-        };
-        by_load
+        by_load(self.load, other.load)
             .then(self.head.cmp(&other.head))
             .then(self.index.cmp(&other.index))
     }
