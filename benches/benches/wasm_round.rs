@@ -147,18 +147,26 @@ fn rounds(c: &mut Criterion) {
         ),
     ];
     for (name, policies) in variants {
-        let mut sched = backlog(policies);
-        let mut now = 1_000;
-        group.bench_function(name, |b| {
-            b.iter(|| {
-                now += 1;
-                let r = sched.round(now).expect("round");
-                assert!(r.policy_errors.is_empty());
-                r
-            })
-        });
+        bench_round(&mut group, name, backlog(policies));
     }
     group.finish();
+}
+
+/// Benchmarks one round of `sched` after another, each a second later.
+fn bench_round(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    name: &str,
+    mut sched: Scheduler,
+) {
+    let mut now = 1_000;
+    group.bench_function(name, |b| {
+        b.iter(|| {
+            now += 1;
+            let r = sched.round(now).expect("round");
+            assert!(r.policy_errors.is_empty());
+            r
+        })
+    });
 }
 
 /// One round with 100,000 pending jobs and the default view window, native
@@ -173,16 +181,8 @@ fn rounds_100k(c: &mut Criterion) {
         ),
     ];
     for (name, policies) in variants {
-        let mut sched = backlog_of(policies, 100_000, Scheduler::DEFAULT_VIEW_WINDOW);
-        let mut now = 1_000;
-        group.bench_function(name, |b| {
-            b.iter(|| {
-                now += 1;
-                let r = sched.round(now).expect("round");
-                assert!(r.policy_errors.is_empty());
-                r
-            })
-        });
+        let sched = backlog_of(policies, 100_000, Scheduler::DEFAULT_VIEW_WINDOW);
+        bench_round(&mut group, name, sched);
     }
     group.finish();
 }
