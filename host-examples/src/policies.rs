@@ -161,26 +161,6 @@ impl Loader {
         }
     }
 
-    /// Compiles (and keeps) every Wasm module that `choices` name, built-in
-    /// ones unless `native`, so that [`Loader::build`] finds them ready. A
-    /// module that fails is left out: `build` reports it.
-    pub fn preload(&mut self, choices: &[PolicyChoice], native: bool) {
-        for choice in choices {
-            for slot in Slot::ALL {
-                let p = choice.slot(slot).policy;
-                if p.ends_with(".wasm") {
-                    if let Ok(bytes) = std::fs::read(&p) {
-                        let _ = self.module(&p, &bytes);
-                    }
-                } else if let Some(name) = catalog::module_of(slot, &p).filter(|_| !native)
-                    && let Some(bytes) = gangway_plugin_artifacts::module(name)
-                {
-                    let _ = self.module(name, bytes);
-                }
-            }
-        }
-    }
-
     /// Builds the policy set of `choice` (built-ins as Wasm modules unless
     /// `native`).
     pub fn build(

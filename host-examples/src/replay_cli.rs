@@ -631,28 +631,6 @@ fn write(path: &Path, bytes: &[u8]) -> Result<(), ReplayError> {
 
 /// Runs the replay the command line asks for.
 pub fn run(cli: &Cli) -> Result<(), ReplayError> {
-    // The Wasm modules the policy sets name compile on a second thread while
-    // the inputs load. Whatever fails there is reported where it was before,
-    // by the build below (only what compiles is kept).
-    std::thread::scope(|s| {
-        let preloaded = s.spawn(|| {
-            let clock = Instant::now();
-            let mut loader = policies::Loader::new().ok()?;
-            if let Ok(choices) = choices(cli) {
-                loader.preload(&choices, cli.native);
-            }
-            Some((loader, clock.elapsed()))
-        });
-        run_with(cli, || preloaded.join().ok().flatten())
-    })
-}
-
-/// [`run`], with `preloaded` giving a loader that may hold compiled modules
-/// already, and how long compiling them took.
-fn run_with(
-    cli: &Cli,
-    preloaded: impl FnOnce() -> Option<(policies::Loader, std::time::Duration)>,
-) -> Result<(), ReplayError> {
     let load_clock = Instant::now();
     let (topo, topo_source, grouping) = topology(cli)?;
     if let Some(scale) = cli.time_scale
@@ -701,10 +679,7 @@ fn run_with(
     })?;
     let mut runs = Vec::new();
     let mut written = Vec::new();
-    let (mut loader, mut compiled) = match preloaded() {
-        Some(p) => p,
-        None => (policies::Loader::new()?, std::time::Duration::ZERO),
-    };
+    let mut loader = policies::Loader::new()?;
     for choice in &choices {
         let mut choice = choice.clone();
         if let Some(p) = cli.placement {
@@ -716,9 +691,7 @@ fn run_with(
         let policy_clock = Instant::now();
         let set = loader.build(choice, cli.native)?;
         let names = Policies::of(choice);
-        // The first set's time includes the compiling done beside the
-        // input loading.
-        let policy_time = policy_clock.elapsed() + std::mem::take(&mut compiled);
+        let policy_time = policy_clock.elapsed();
         let cfg = SimConfig {
             placement: choice.placement,
             ..cfg.clone()
