@@ -29,7 +29,7 @@ impl Queued {
     pub(crate) fn at(&self, now: u64) -> PendingJob {
         PendingJob {
             waiting_s: now.saturating_sub(self.since_s),
-            ..self.job.clone()
+            ..self.job
         }
     }
 }

@@ -5,8 +5,10 @@
 //! Each exported slot keeps one configured policy per instance in a
 //! thread-local cell (a component instance is single-threaded). `init`
 //! builds it with [`Configure::from_config`] and answers the policy's
-//! [`crate::Manifest`]; the per-round call decodes the view into a buffer
-//! kept from the last call, runs the policy and encodes the decision.
+//! [`crate::Manifest`], with [`crate::Manifest::view_deltas`] set; the
+//! per-round call decodes the view message into the view kept from the
+//! last call (whole, or as a change from it), runs the policy and encodes
+//! the decision.
 //! Decoding failures and calls before `init` come back as `error(message)`
 //! replies; a panic inside the policy aborts, which the host sees as a trap.
 
@@ -14,7 +16,7 @@ use std::cell::RefCell;
 use std::sync::OnceLock;
 use std::thread::LocalKey;
 
-use crate::{Configure, LogLevel, Policy, SlotContract};
+use crate::{Configure, LogLevel, Manifest, Policy, SlotContract};
 
 /// wit-bindgen, re-exported so policy crates need not depend on it.
 #[doc(hidden)]
@@ -62,7 +64,11 @@ pub fn init<S: SlotContract, P: Policy<S> + Configure + 'static>(
     config: &[u8],
 ) -> Result<Vec<u8>, String> {
     let policy = P::from_config(config).map_err(|e| e.to_string())?;
-    let manifest = Policy::<S>::manifest(&policy).encode();
+    let manifest = Manifest {
+        view_deltas: true,
+        ..Policy::<S>::manifest(&policy)
+    }
+    .encode();
     cell.with(|c| *c.borrow_mut() = Some(policy));
     Ok(manifest)
 }
@@ -76,7 +82,7 @@ pub fn call<S: SlotContract, P: Policy<S> + 'static>(
 ) -> Result<Vec<u8>, String> {
     view.with(|scratch| {
         let view = &mut *scratch.borrow_mut();
-        S::decode_view_into(bytes, view).map_err(|e| e.to_string())?;
+        crate::wire::decode_view_message::<S>(bytes, view).map_err(|e| e.to_string())?;
         cell.with(|c| match &*c.borrow() {
             Some(p) => Ok(exact(|out| S::encode_decision(&p.decide(view), out))),
             None => Err("init was not called before the first round".to_string()),

@@ -124,6 +124,23 @@ pub trait SlotContract: Copy + Default + Send + Sync + std::fmt::Debug + 'static
         Ok(())
     }
 
+    /// Encodes `view` as a change from `base`, the view of the instance's
+    /// last answered call, into `out` (cleared first); `false` (leaving
+    /// `out` unspecified) when the slot has no change encoding or the
+    /// whole view is about as short. See [`crate::wire::encode_view_message`].
+    fn encode_view_delta(_base: &Self::View, _view: &Self::View, _out: &mut Vec<u8>) -> bool {
+        false
+    }
+
+    /// Applies a change written by [`SlotContract::encode_view_delta`] to
+    /// `view`, which holds its base.
+    fn apply_view_delta(_bytes: &[u8], _view: &mut Self::View) -> Result<(), WireError> {
+        Err(WireError {
+            what: "view change",
+            reason: format!("the {} slot's views travel whole", Self::SLOT),
+        })
+    }
+
     /// Encodes a decision into `out` (cleared first).
     fn encode_decision(decision: &Self::Decision, out: &mut Vec<u8>) {
         codec::encode_into(decision, out);
@@ -191,9 +208,9 @@ pub enum RunningScope {
 
 /// What a policy declares when it is loaded (the reply of `init` in WIT).
 ///
-/// An empty reply means the default manifest. A manifest of the first
-/// layout (the queue order alone) still decodes, with the defaults for the
-/// fields added since.
+/// An empty reply means the default manifest. A manifest of an earlier
+/// layout (the queue order alone; then with the running scope) still
+/// decodes, with the defaults for the fields added since.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Manifest {
     /// The order of the pending jobs the fairness policy needs to see
@@ -202,12 +219,25 @@ pub struct Manifest {
     /// The running jobs the reclaim policy needs to see (ignored for other
     /// slots).
     pub running: RunningScope,
+    /// Whether the module takes each view as a message that may hold a
+    /// change from the view of its last answered call
+    /// ([`crate::wire::encode_view_message`]) rather than the bare view.
+    /// The SDK's export glue sets it for every slot it exports; a policy
+    /// leaves it `false`, and native backends ignore it.
+    pub view_deltas: bool,
 }
 
 /// The first layout of [`Manifest`]: the queue order alone.
 #[derive(Deserialize)]
 struct ManifestV1 {
     queue_order: QueueOrder,
+}
+
+/// The second layout of [`Manifest`]: the queue order and running scope.
+#[derive(Deserialize)]
+struct ManifestV2 {
+    queue_order: QueueOrder,
+    running: RunningScope,
 }
 
 impl Manifest {
@@ -248,12 +278,20 @@ impl Manifest {
         }
         let m: Manifest = match codec::decode(bytes) {
             Ok(m) => m,
-            Err(e) => match codec::decode::<ManifestV1>(bytes) {
-                Ok(v1) => Manifest {
+            Err(e) => match (
+                codec::decode::<ManifestV2>(bytes),
+                codec::decode::<ManifestV1>(bytes),
+            ) {
+                (Ok(v2), _) => Manifest {
+                    queue_order: v2.queue_order,
+                    running: v2.running,
+                    ..Manifest::default()
+                },
+                (_, Ok(v1)) => Manifest {
                     queue_order: v1.queue_order,
                     ..Manifest::default()
                 },
-                Err(_) => return Err(e),
+                _ => return Err(e),
             },
         };
         if let QueueOrder::AttainedBands(t) = &m.queue_order

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::ids::{JobId, Level, VcId};
 
 /// A pending job as policies see it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingJob {
     /// The job.
     pub id: JobId,

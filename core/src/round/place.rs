@@ -46,7 +46,7 @@ impl Scheduler {
             if let Some(&i) = index.get(&r.job) {
                 placed.order.push(r.job);
                 if r.eligible {
-                    queue.jobs.push(view.jobs[i].clone());
+                    queue.jobs.push(view.jobs[i]);
                 } else {
                     placed.reasons.insert(r.job, WaitReason::FairShare);
                 }

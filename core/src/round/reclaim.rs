@@ -42,7 +42,7 @@ impl Scheduler {
             .iter()
             .filter_map(|id| {
                 let reason = *placed.reasons.get(id)?;
-                let pending = view.jobs.get(*placed.index.get(id)?)?.clone();
+                let pending = *view.jobs.get(*placed.index.get(id)?)?;
                 let limit =
                     placed.limits.get(id).copied().unwrap_or_else(|| {
                         gangway_plugin_sdk::SpreadLimit::new(pending.min_level, 0)

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use gangway_plugin_sdk::{Manifest, SlotContract};
+use gangway_plugin_sdk::{Manifest, SlotContract, wire};
 use wasmtime::Store;
 use wasmtime::component::{Func, InstancePre, TypedFunc};
 
@@ -15,10 +15,12 @@ use super::module::{Code, PolicyModule, SlotExport};
 use super::store::{HostState, classify, error_text, new_store};
 use crate::policy::{Backend, BoxedBackend, PolicyError, PolicyErrorKind, SlotRules};
 
-/// A live instance: its store and how to call the slot.
-struct Live {
+/// A live instance: its store, how to call the slot, and the view of its
+/// last answered call (the base of the next view change).
+struct Live<V> {
     store: Store<HostState>,
     entry: Entry,
+    held: Option<V>,
 }
 
 /// The slot's call in a live instance.
@@ -42,7 +44,7 @@ fn refusal(store: &Store<HostState>, text: &str) -> String {
     super::contract::bounded(text, store.data().log_bytes)
 }
 
-impl Live {
+impl<V> Live<V> {
     /// Calls the slot with `view`; `read` sees the reply bytes in the
     /// guest's memory. The outer error is a trap, an exhausted budget or a
     /// broken ABI; the inner one the guest's refusal.
@@ -73,15 +75,20 @@ fn typed_slot_call<'a>(func: Func) -> SlotCall<'a> {
 }
 
 /// A backend of slot `S` running a Wasm module. It owns at most one
-/// instance; any failed call (trap, budget, memory cap, broken ABI, refusal,
+/// instance. When the module's manifest asks for view changes, each view
+/// after the first is sent as a change from the view of the instance's
+/// last answered call (a fresh instance gets the whole view). Any failed call (trap, budget, memory cap, broken ABI, refusal,
 /// a reply that does not decode, or a decision the core refused) discards
 /// it, and the next call starts a fresh one, running `init` again with the
 /// same configuration. An instance that failed is never reused.
 pub(crate) struct WasmBackend<S: SlotContract> {
     module: PolicyModule,
     config: Arc<[u8]>,
+    /// The policy's manifest, without the glue's `view_deltas` (kept apart
+    /// in `view_deltas`: it is how the views travel, not what the policy sees).
     manifest: Manifest,
-    live: Option<Live>,
+    view_deltas: bool,
+    live: Option<Live<S::View>>,
     view: Vec<u8>,
     _slot: std::marker::PhantomData<S>,
 }
@@ -100,6 +107,7 @@ impl<S: SlotContract> WasmBackend<S> {
             module,
             config: Arc::from(config),
             manifest: Manifest::default(),
+            view_deltas: false,
             live: None,
             view: Vec::new(),
             _slot: std::marker::PhantomData,
@@ -108,7 +116,11 @@ impl<S: SlotContract> WasmBackend<S> {
         match backend.instantiate() {
             Ok((live, manifest)) => {
                 backend.live = Some(live);
-                backend.manifest = manifest;
+                backend.view_deltas = manifest.view_deltas;
+                backend.manifest = Manifest {
+                    view_deltas: false,
+                    ..manifest
+                };
                 Ok(backend)
             }
             Err(e) => {
@@ -153,7 +165,7 @@ impl<S: SlotContract> WasmBackend<S> {
     }
 
     /// A fresh instance with `init(config)` done, and the manifest it answered.
-    fn instantiate(&self) -> Result<(Live, Manifest), Failure> {
+    fn instantiate(&self) -> Result<(Live<S::View>, Manifest), Failure> {
         let engine = &self.module.engine;
         self.module
             .compiled
@@ -178,7 +190,14 @@ impl<S: SlotContract> WasmBackend<S> {
             Ok(Ok(bytes)) => {
                 let manifest =
                     Manifest::decode(&bytes).map_err(|e| Failure::Manifest(e.to_string()))?;
-                Ok((Live { store, entry }, manifest))
+                Ok((
+                    Live {
+                        store,
+                        entry,
+                        held: None,
+                    },
+                    manifest,
+                ))
             }
             Ok(Err(message)) => Err(Failure::Kind(PolicyErrorKind::Refused(message))),
             Err(e) => Err(classify(&e)),
@@ -260,16 +279,28 @@ impl<S: SlotContract> Backend<S> for WasmBackend<S> {
                 }
             }
         }
-        S::encode_view(view, &mut self.view);
         let Some(mut live) = self.live.take() else {
             return Err(self.error(PolicyErrorKind::Trap("no instance".into())));
         };
+        if self.view_deltas {
+            wire::encode_view_message::<S>(live.held.as_ref(), view, &mut self.view);
+        } else {
+            S::encode_view(view, &mut self.view);
+        }
         if let Err(Failure::Kind(kind)) = self.arm(&mut live.store) {
             return Err(self.error(kind));
         }
         let answer = live.call(&self.view, |bytes| S::decode_decision(bytes, view));
         match answer {
             Ok(Ok(Ok(decision))) => {
+                if self.view_deltas {
+                    // The guest now holds `view`: the next view may be a
+                    // change from it.
+                    match &mut live.held {
+                        Some(held) => held.clone_from(view),
+                        None => live.held = Some(view.clone()),
+                    }
+                }
                 self.live = Some(live);
                 Ok(decision)
             }

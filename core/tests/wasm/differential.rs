@@ -1,6 +1,7 @@
 //! Native vs Wasm: for random views of every slot, every built-in plugin
 //! gives the same decisions natively and as a sandboxed component, on both
-//! call paths. And a whole scheduler run with the built-in policies as Wasm
+//! call paths, also when views that change from round to round travel as
+//! changes. And a whole scheduler run with the built-in policies as Wasm
 //! matches the native run round by round.
 
 use std::sync::OnceLock;
@@ -10,7 +11,7 @@ use gangway_core::policy::{BoxedBackend, Native, PolicySet, SlotRules};
 use gangway_core::wasm::{CallPath, PolicyEngine, PolicyModule, SandboxConfig};
 use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 use gangway_plugin_sdk::testing::strategy;
-use gangway_plugin_sdk::{Configure, Policy};
+use gangway_plugin_sdk::{Configure, JobId, Policy, QueueView, RoundView, SpreadLimit};
 use proptest::prelude::*;
 
 use crate::support::{accounted, run, scheduler};
@@ -250,6 +251,93 @@ proptest! {
             alike(n, m, &mut t.reclaim, &reclaim)?;
             alike(n, m, &mut t.retry, &retry)?;
             alike(n, m, &mut t.defragment, &defragment)
+        })?;
+    }
+}
+
+/// Asks one Wasm backend of slot `S`, kept across the steps, and the native
+/// one about each of `views` in turn: after the first, the Wasm backend
+/// sends each view as a change from the last.
+fn alike_in_turn<S: SlotRules>(
+    name: &str,
+    wasm: &PolicyModule,
+    native: &mut Option<BoxedBackend<S>>,
+    views: &[S::View],
+) -> Result<(), TestCaseError> {
+    let Some(native) = native else {
+        return Ok(());
+    };
+    let mut sandboxed = wasm.backend::<S>(b"").unwrap();
+    for (step, view) in views.iter().enumerate() {
+        let got = sandboxed.decide(view).unwrap();
+        let want = native.decide(view).unwrap();
+        prop_assert_eq!(got, want, "{} {} step {}", name, S::SLOT, step);
+    }
+    Ok(())
+}
+
+/// `view`'s jobs over `steps` rounds of `dt` seconds each: each round some
+/// jobs leave (started), one changes, and one arrives at the back.
+fn in_turn(view: &RoundView, steps: &[(u64, u64)]) -> Vec<RoundView> {
+    let mut views = vec![view.clone()];
+    for (k, &(dt, seed)) in steps.iter().enumerate() {
+        let Some(last) = views.last() else { break };
+        let mut next = last.clone();
+        next.now_s = next.now_s.wrapping_add(dt);
+        next.jobs.retain(|j| (j.id.0 ^ seed) % 7 != 0);
+        for j in &mut next.jobs {
+            j.waiting_s = j.waiting_s.wrapping_add(dt);
+        }
+        if let Some(j) = next.jobs.get_mut(seed as usize % 5) {
+            j.attempts += 1;
+            j.waiting_s = 0;
+        }
+        if let Some(mut j) = last.jobs.first().copied() {
+            j.id = JobId(1_000_000 + k as u64);
+            j.waiting_s = 0;
+            next.jobs.push(j);
+        }
+        views.push(next);
+    }
+    views
+}
+
+/// The same views as each slot that takes a queue view sees them.
+fn queues(views: &[RoundView], with_limits: bool) -> Vec<QueueView> {
+    views
+        .iter()
+        .map(|v| QueueView {
+            now_s: v.now_s,
+            cluster: v.cluster.clone(),
+            spread: if with_limits {
+                v.jobs
+                    .iter()
+                    .map(|j| SpreadLimit::new(j.min_level, j.min_servers))
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            jobs: v.jobs.clone(),
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    /// Views that change from round to round travel as changes, and every
+    /// built-in still decides as its native twin, step by step.
+    #[test]
+    fn changing_views_decide_alike_round_after_round(
+        view in strategy::round_view(),
+        steps in prop::collection::vec((0u64..5_000, any::<u64>()), 1..6),
+    ) {
+        let views = in_turn(&view, &steps);
+        let (locality, gang) = (queues(&views, false), queues(&views, true));
+        every_module(|n, m, t| {
+            alike_in_turn(n, m, &mut t.fairness, &views)?;
+            alike_in_turn(n, m, &mut t.locality, &locality)?;
+            alike_in_turn(n, m, &mut t.gang, &gang)
         })?;
     }
 }

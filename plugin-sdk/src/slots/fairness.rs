@@ -6,7 +6,7 @@ use crate::ids::JobId;
 use crate::slot::{Manifest, Policy, QueueOrder, Slot, SlotContract};
 use crate::view::{ClusterSummary, PendingJob, VcUsage};
 use crate::wire::codec::{self, WireError};
-use crate::wire::fast;
+use crate::wire::{delta, fast};
 
 /// Everything the fairness slot sees.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,6 +86,12 @@ impl SlotContract for Fairness {
     }
     fn decode_view_into(bytes: &[u8], view: &mut RoundView) -> Result<(), WireError> {
         fast::decode_round_view_into(bytes, view)
+    }
+    fn encode_view_delta(base: &RoundView, view: &RoundView, out: &mut Vec<u8>) -> bool {
+        delta::encode_round_view_delta(base, view, out)
+    }
+    fn apply_view_delta(bytes: &[u8], view: &mut RoundView) -> Result<(), WireError> {
+        delta::apply_round_view_delta(bytes, view)
     }
     fn encode_decision(d: &FairnessDecision, out: &mut Vec<u8>) {
         fast::encode_fairness(d, out);

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::slot::{Policy, Slot, SlotContract};
 use crate::slots::QueueView;
 use crate::wire::codec::{self, WireError};
-use crate::wire::fast;
+use crate::wire::{delta, fast};
 
 /// What a job that cannot be placed does to the jobs behind it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,6 +60,12 @@ impl SlotContract for Gang {
     }
     fn decode_view_into(bytes: &[u8], view: &mut QueueView) -> Result<(), WireError> {
         fast::decode_queue_view_into(bytes, view)
+    }
+    fn encode_view_delta(base: &QueueView, view: &QueueView, out: &mut Vec<u8>) -> bool {
+        delta::encode_queue_view_delta(base, view, out)
+    }
+    fn apply_view_delta(bytes: &[u8], view: &mut QueueView) -> Result<(), WireError> {
+        delta::apply_queue_view_delta(bytes, view)
     }
     fn encode_decision(d: &GangDecision, out: &mut Vec<u8>) {
         fast::encode_gang(d, out);

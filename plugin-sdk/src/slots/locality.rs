@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::slot::{Policy, Slot, SlotContract};
 use crate::view::{ClusterSummary, PendingJob, SpreadLimit};
 use crate::wire::codec::{self, WireError};
-use crate::wire::fast;
+use crate::wire::{delta, fast};
 
 /// What the locality and gang slots see: the jobs fairness made eligible, in
 /// fairness order.
@@ -60,6 +60,12 @@ impl SlotContract for Locality {
     }
     fn decode_view_into(bytes: &[u8], view: &mut QueueView) -> Result<(), WireError> {
         fast::decode_queue_view_into(bytes, view)
+    }
+    fn encode_view_delta(base: &QueueView, view: &QueueView, out: &mut Vec<u8>) -> bool {
+        delta::encode_queue_view_delta(base, view, out)
+    }
+    fn apply_view_delta(bytes: &[u8], view: &mut QueueView) -> Result<(), WireError> {
+        delta::apply_queue_view_delta(bytes, view)
     }
     fn encode_decision(d: &LocalityDecision, out: &mut Vec<u8>) {
         fast::encode_locality(d, out);

@@ -222,14 +222,14 @@ pub(crate) fn encode_gang(d: &GangDecision, out: &mut Vec<u8>) {
 }
 
 /// The most bytes a [`VcUsage`] takes.
-const VC_MAX: usize = U32 + 1 + U32 + U32 + U32 + U32 + U64 + U32;
+pub(super) const VC_MAX: usize = U32 + 1 + U32 + U32 + U32 + U32 + U64 + U32;
 /// The most bytes a [`PendingJob`] takes.
-const JOB_MAX: usize = 4 * U64 + 5 * U32 + 1;
+pub(super) const JOB_MAX: usize = 4 * U64 + 5 * U32 + 1;
 /// The most bytes a [`RunningJob`] takes, but for its parts.
 const RUNNING_MAX: usize = 4 * U64 + 4 * U32 + U64;
 
 /// The most bytes a [`ClusterSummary`] takes.
-fn cluster_max(c: &ClusterSummary) -> usize {
+pub(super) fn cluster_max(c: &ClusterSummary) -> usize {
     U32 + U32 + 1 + U64 + c.levels.len() * 3 * U32
 }
 
@@ -240,7 +240,11 @@ fn cluster_max(c: &ClusterSummary) -> usize {
 /// Memory the buffer had from an earlier message is overwritten, not zeroed
 /// again. Returns `false`, leaving `out` unspecified, if `max` was too small.
 #[inline(always)]
-fn write_sized(out: &mut Vec<u8>, max: usize, write: impl FnOnce(&mut Writer<'_>)) -> bool {
+pub(super) fn write_sized(
+    out: &mut Vec<u8>,
+    max: usize,
+    write: impl FnOnce(&mut Writer<'_>),
+) -> bool {
     if out.len() < max {
         out.resize(max, 0);
     }
@@ -255,14 +259,14 @@ fn write_sized(out: &mut Vec<u8>, max: usize, write: impl FnOnce(&mut Writer<'_>
 }
 
 /// The cursor of [`write_sized`].
-struct Writer<'a> {
+pub(super) struct Writer<'a> {
     buf: &'a mut [u8],
     at: usize,
 }
 
 impl Writer<'_> {
     #[inline(always)]
-    fn byte(&mut self, b: u8) {
+    pub(super) fn byte(&mut self, b: u8) {
         if let Some(slot) = self.buf.get_mut(self.at) {
             *slot = b;
         }
@@ -270,7 +274,7 @@ impl Writer<'_> {
     }
 
     #[inline(always)]
-    fn varint(&mut self, mut v: u64) {
+    pub(super) fn varint(&mut self, mut v: u64) {
         while v >= 0x80 {
             self.byte((v as u8) | 0x80);
             v >>= 7;
@@ -278,7 +282,7 @@ impl Writer<'_> {
         self.byte(v as u8);
     }
 
-    fn cluster_summary(&mut self, c: &ClusterSummary) {
+    pub(super) fn cluster_summary(&mut self, c: &ClusterSummary) {
         let ClusterSummary {
             total_gpus,
             free_gpus,
@@ -301,7 +305,7 @@ impl Writer<'_> {
         }
     }
 
-    fn vcs(&mut self, vcs: &[VcUsage]) {
+    pub(super) fn vcs(&mut self, vcs: &[VcUsage]) {
         self.varint(vcs.len() as u64);
         for v in vcs {
             let VcUsage {
@@ -337,7 +341,7 @@ impl Writer<'_> {
     }
 
     #[inline(always)]
-    fn pending_job(&mut self, j: &PendingJob) {
+    pub(super) fn pending_job(&mut self, j: &PendingJob) {
         let PendingJob {
             id,
             vc,
@@ -362,7 +366,7 @@ impl Writer<'_> {
         self.varint(u64::from(*min_servers));
     }
 
-    fn spread_limits(&mut self, limits: &[SpreadLimit]) {
+    pub(super) fn spread_limits(&mut self, limits: &[SpreadLimit]) {
         self.varint(limits.len() as u64);
         for l in limits {
             let SpreadLimit { level, max_servers } = l;
@@ -552,14 +556,14 @@ fn trailing(what: &'static str, at: usize, extra: usize) -> WireError {
     }
 }
 
-struct Reader<'a> {
+pub(super) struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
     what: &'static str,
 }
 
 impl<'a> Reader<'a> {
-    fn new(bytes: &'a [u8], what: &'static str) -> Self {
+    pub(super) fn new(bytes: &'a [u8], what: &'static str) -> Self {
         Reader { bytes, at: 0, what }
     }
 
@@ -568,12 +572,12 @@ impl<'a> Reader<'a> {
     /// taken and its cursor can live in a register (in Wasm, a reader in
     /// linear memory costs a store per byte read).
     #[inline(always)]
-    fn error(&self, reason: &'static str) -> WireError {
+    pub(super) fn error(&self, reason: &'static str) -> WireError {
         wire_error(self.what, self.at, reason)
     }
 
     #[inline]
-    fn byte(&mut self) -> Result<u8, WireError> {
+    pub(super) fn byte(&mut self) -> Result<u8, WireError> {
         match self.bytes.get(self.at) {
             Some(&b) => {
                 self.at += 1;
@@ -619,12 +623,12 @@ impl<'a> Reader<'a> {
     }
 
     #[inline(always)]
-    fn u64(&mut self) -> Result<u64, WireError> {
+    pub(super) fn u64(&mut self) -> Result<u64, WireError> {
         self.varint(10)
     }
 
     #[inline(always)]
-    fn u32(&mut self) -> Result<u32, WireError> {
+    pub(super) fn u32(&mut self) -> Result<u32, WireError> {
         let v = self.varint(5)?;
         match u32::try_from(v) {
             Ok(v) => Ok(v),
@@ -635,12 +639,22 @@ impl<'a> Reader<'a> {
     /// A sequence length; each element takes at least `min_bytes` bytes, so
     /// a length the remaining bytes cannot hold is refused before allocating.
     #[inline(always)]
-    fn len(&mut self, min_bytes: usize) -> Result<usize, WireError> {
+    pub(super) fn len(&mut self, min_bytes: usize) -> Result<usize, WireError> {
         let n = usize::try_from(self.u64()?).unwrap_or(usize::MAX);
         if n.saturating_mul(min_bytes) > self.bytes.len() - self.at {
             return Err(self.error("length past the end"));
         }
         Ok(n)
+    }
+
+    /// Refuses `n` elements of at least `min_bytes` bytes each when the
+    /// remaining bytes cannot hold them.
+    #[inline(always)]
+    pub(super) fn room_for(&self, n: usize, min_bytes: usize) -> Result<(), WireError> {
+        if n.saturating_mul(min_bytes) > self.bytes.len() - self.at {
+            return Err(self.error("length past the end"));
+        }
+        Ok(())
     }
 
     /// A sequence length as [`Reader::len`] does, and at most `max`: the
@@ -655,7 +669,11 @@ impl<'a> Reader<'a> {
     }
 
     #[inline(always)]
-    fn spread_limits(&mut self, out: &mut Vec<SpreadLimit>, max: usize) -> Result<(), WireError> {
+    pub(super) fn spread_limits(
+        &mut self,
+        out: &mut Vec<SpreadLimit>,
+        max: usize,
+    ) -> Result<(), WireError> {
         let n = self.bounded_len(2, max)?;
         out.resize(n, SpreadLimit::default());
         for l in out.iter_mut() {
@@ -668,7 +686,7 @@ impl<'a> Reader<'a> {
     }
 
     #[inline(always)]
-    fn cluster_summary(&mut self, c: &mut ClusterSummary) -> Result<(), WireError> {
+    pub(super) fn cluster_summary(&mut self, c: &mut ClusterSummary) -> Result<(), WireError> {
         c.total_gpus = self.u32()?;
         c.free_gpus = self.u32()?;
         c.server_level = Level(self.byte()?);
@@ -687,7 +705,7 @@ impl<'a> Reader<'a> {
     /// The VCs' usage, overwritten in place (the length is usually the
     /// last call's): no per-element length update as `push` would do.
     #[inline(always)]
-    fn vcs(&mut self, vcs: &mut Vec<VcUsage>) -> Result<(), WireError> {
+    pub(super) fn vcs(&mut self, vcs: &mut Vec<VcUsage>) -> Result<(), WireError> {
         let n = self.len(7)?;
         vcs.resize(n, VcUsage::default());
         for v in vcs.iter_mut() {
@@ -721,7 +739,7 @@ impl<'a> Reader<'a> {
     /// Overwrites `j` in place (no pending job is returned by value: in
     /// Wasm that costs a copy through linear memory per job).
     #[inline(always)]
-    fn pending_job_into(&mut self, j: &mut PendingJob) -> Result<(), WireError> {
+    pub(super) fn pending_job_into(&mut self, j: &mut PendingJob) -> Result<(), WireError> {
         *j = PendingJob {
             id: JobId(self.u64()?),
             vc: VcId(self.u32()?),
@@ -738,7 +756,7 @@ impl<'a> Reader<'a> {
     }
 
     #[inline(always)]
-    fn finish(&self) -> Result<(), WireError> {
+    pub(super) fn finish(&self) -> Result<(), WireError> {
         if self.at == self.bytes.len() {
             Ok(())
         } else {

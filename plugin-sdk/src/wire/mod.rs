@@ -7,6 +7,7 @@
 //! through its [`crate::SlotContract`].
 
 pub(crate) mod codec;
+pub(crate) mod delta;
 pub(crate) mod fast;
 
 pub use codec::{WireError, decode, encode, encode_into};
@@ -33,6 +34,68 @@ pub fn decode_view<S: SlotContract>(bytes: &[u8]) -> Result<S::View, WireError> 
     let mut view = S::View::default();
     S::decode_view_into(bytes, &mut view)?;
     Ok(view)
+}
+
+/// The last byte of a view message that holds the whole view.
+pub const VIEW_FULL: u8 = 0;
+/// The last byte of a view message that holds a change from the view of
+/// the instance's last answered call.
+pub const VIEW_CHANGE: u8 = 1;
+
+/// Encodes the view message a host sends a module whose manifest asks for
+/// changes ([`crate::Manifest::view_deltas`]) into `out` (cleared first):
+/// `view` as a change from `base`, the view of the last call the instance
+/// answered, when the slot has a change encoding and it is shorter, else
+/// whole. The last byte says which ([`VIEW_CHANGE`] or [`VIEW_FULL`]).
+///
+/// ```
+/// use gangway_plugin_sdk::{slots::Fairness, wire, PendingJob, JobId, RoundView};
+/// let base = RoundView {
+///     now_s: 10,
+///     jobs: (0..100).map(|i| PendingJob { id: JobId(i), ..PendingJob::default() }).collect(),
+///     ..RoundView::default()
+/// };
+/// let mut next = base.clone();
+/// next.now_s = 11;
+/// next.jobs.iter_mut().for_each(|j| j.waiting_s += 1);
+/// next.jobs.remove(7);
+/// let mut bytes = Vec::new();
+/// wire::encode_view_message::<Fairness>(Some(&base), &next, &mut bytes);
+/// assert_eq!(bytes.last(), Some(&wire::VIEW_CHANGE));
+/// assert!(bytes.len() < 20);
+/// let mut held = base.clone(); // what the guest kept from the last call
+/// wire::decode_view_message::<Fairness>(&bytes, &mut held).unwrap();
+/// assert_eq!(held, next);
+/// ```
+pub fn encode_view_message<S: SlotContract>(
+    base: Option<&S::View>,
+    view: &S::View,
+    out: &mut Vec<u8>,
+) {
+    match base {
+        Some(base) if S::encode_view_delta(base, view, out) => out.push(VIEW_CHANGE),
+        _ => {
+            S::encode_view(view, out);
+            out.push(VIEW_FULL);
+        }
+    }
+}
+
+/// Decodes a view message ([`encode_view_message`]) into `view`, which
+/// holds the view of the last call (what the guest glue keeps). After an
+/// error `view` must not be used.
+pub fn decode_view_message<S: SlotContract>(
+    bytes: &[u8],
+    view: &mut S::View,
+) -> Result<(), WireError> {
+    match bytes.split_last() {
+        Some((&VIEW_FULL, body)) => S::decode_view_into(body, view),
+        Some((&VIEW_CHANGE, body)) => S::apply_view_delta(body, view),
+        _ => Err(WireError {
+            what: "view message",
+            reason: "empty, or its last byte is neither 0 (whole view) nor 1 (change)".into(),
+        }),
+    }
 }
 
 /// Encodes a decision of slot `S` with the slot's codec.
