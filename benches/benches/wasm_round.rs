@@ -6,6 +6,9 @@
 //! host would use). The ratio to `native` is the cost of the sandbox per
 //! round (target: within 1.2x).
 //!
+//! On a shared machine whose speed drifts between runs, read the ratio from
+//! the `wasm_ratio` example instead, which alternates the two.
+//!
 //! `round_philly_100000_pending` is the same round with 100,000 pending
 //! jobs and the default view window, native and Wasm (target: at most
 //! 5 ms with Wasm).
@@ -20,111 +23,14 @@
 #![allow(missing_docs)] // criterion's macros generate undocumented functions
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use gangway_benches::{
+    builtin_module, builtin_wasm_policies, philly_backlog, philly_backlog_all_in_view,
+};
+use gangway_core::Scheduler;
 use gangway_core::policy::{Backend, PolicySet};
-use gangway_core::wasm::{Budget, CallPath, PolicyEngine, SandboxConfig};
-use gangway_core::{JobId, JobSpec, RackGrouping, Scheduler, Topology};
+use gangway_core::wasm::{Budget, CallPath, SandboxConfig};
 use gangway_plugin_sdk::builtin::FifoQuota;
-use gangway_plugin_sdk::slots::{Fairness, Gang, Locality, Retry};
-
-/// The Philly machine list's shape: 321 servers with 2 GPUs, 231 with 8.
-fn philly() -> Topology {
-    let mut text = String::from("machineId,number of GPUs\n");
-    for m in 0..552 {
-        text.push_str(&format!("m{m},{}\n", if m < 321 { 2 } else { 8 }));
-    }
-    Topology::from_machine_list_str("philly", &text, RackGrouping::default()).expect("topology")
-}
-
-/// Philly's job-size mix, deterministic.
-fn size(i: u64) -> u32 {
-    let x = i
-        .wrapping_mul(6_364_136_223_846_793_005)
-        .wrapping_add(1_442_695_040_888_963_407);
-    match (x >> 33) % 1000 {
-        0..=866 => 1,
-        867..=889 => 2,
-        890..=938 => 4,
-        939..=989 => 8,
-        990..=997 => 16,
-        _ => 32,
-    }
-}
-
-/// A cluster ~97 % full of running jobs and 1,000 more pending, every one
-/// in the view, one warm-up round done.
-fn backlog(policies: PolicySet) -> Scheduler {
-    // Every pending job in the view (no window): the sandbox's cost per
-    // round at Philly scale, as measured before the default window.
-    backlog_of(policies, 1_000, 0)
-}
-
-/// A cluster ~97 % full of running jobs and `pending` more, with view
-/// window `window` (0: every job), one warm-up round done.
-fn backlog_of(policies: PolicySet, pending: u64, window: usize) -> Scheduler {
-    let topo = philly();
-    let target = topo.total_gpus() * 97 / 100;
-    let mut s = Scheduler::with_policies(topo, policies);
-    s.set_view_window(window);
-    let vcs: Vec<_> = (0..8)
-        .map(|i| s.virtual_cluster(&format!("vc{i}")))
-        .collect();
-    let mut id = 0u64;
-    let mut asked = 0;
-    while asked + size(id) <= target {
-        asked += size(id);
-        s.submit(JobSpec {
-            id: JobId(id),
-            vc: vcs[(id % 8) as usize],
-            user: 0,
-            gpus: size(id),
-            submitted_s: 0,
-        })
-        .expect("submit");
-        id += 1;
-    }
-    s.round(0).expect("round");
-    for k in 0..pending {
-        let i = id + k;
-        s.submit(JobSpec {
-            id: JobId(i),
-            vc: vcs[(i % 8) as usize],
-            user: 1,
-            gpus: size(i),
-            submitted_s: 1,
-        })
-        .expect("submit");
-    }
-    let warm = s.round(1_000).expect("round");
-    assert!(
-        warm.waiting.len() + warm.queued > 500,
-        "the backlog must stay pending"
-    );
-    s
-}
-
-/// The `builtin` plugin loaded on an engine with `sandbox`.
-fn builtin(sandbox: SandboxConfig) -> gangway_core::wasm::PolicyModule {
-    let bytes = gangway_plugin_artifacts::module("builtin").expect("builtin plugin");
-    PolicyEngine::new(sandbox)
-        .expect("engine")
-        .load("builtin", bytes)
-        .expect("load")
-}
-
-/// The three slots of the `builtin` module under `budget`, entered by
-/// `call_path`.
-fn wasm_defaults(budget: Budget, call_path: CallPath) -> PolicySet {
-    let builtin = builtin(SandboxConfig {
-        budget,
-        call_path,
-        ..SandboxConfig::default()
-    });
-    PolicySet::builtin()
-        .with::<Fairness>(builtin.backend::<Fairness>(b"").expect("fairness"))
-        .with::<Locality>(builtin.backend::<Locality>(b"").expect("locality"))
-        .with::<Gang>(builtin.backend::<Gang>(b"").expect("gang"))
-        .with::<Retry>(builtin.backend::<Retry>(b"").expect("retry"))
-}
+use gangway_plugin_sdk::slots::{Fairness, Gang};
 
 fn rounds(c: &mut Criterion) {
     let mut group = c.benchmark_group("round_philly_1000_pending");
@@ -132,22 +38,22 @@ fn rounds(c: &mut Criterion) {
         ("native", PolicySet::builtin()),
         (
             "wasm",
-            wasm_defaults(Budget::Fuel(Budget::DEFAULT_FUEL), CallPath::Direct),
+            builtin_wasm_policies(Budget::Fuel(Budget::DEFAULT_FUEL), CallPath::Direct),
         ),
         (
             "wasm_component_runtime",
-            wasm_defaults(Budget::Fuel(Budget::DEFAULT_FUEL), CallPath::Component),
+            builtin_wasm_policies(Budget::Fuel(Budget::DEFAULT_FUEL), CallPath::Component),
         ),
         (
             "wasm_deadline",
-            wasm_defaults(
+            builtin_wasm_policies(
                 Budget::Deadline(std::time::Duration::from_millis(50)),
                 CallPath::Direct,
             ),
         ),
     ];
     for (name, policies) in variants {
-        bench_round(&mut group, name, backlog(policies));
+        bench_round(&mut group, name, philly_backlog_all_in_view(policies));
     }
     group.finish();
 }
@@ -177,11 +83,11 @@ fn rounds_100k(c: &mut Criterion) {
         ("native", PolicySet::builtin()),
         (
             "wasm",
-            wasm_defaults(Budget::Fuel(Budget::DEFAULT_FUEL), CallPath::Direct),
+            builtin_wasm_policies(Budget::Fuel(Budget::DEFAULT_FUEL), CallPath::Direct),
         ),
     ];
     for (name, policies) in variants {
-        let sched = backlog_of(policies, 100_000, Scheduler::DEFAULT_VIEW_WINDOW);
+        let sched = philly_backlog(policies, 100_000, Scheduler::DEFAULT_VIEW_WINDOW);
         bench_round(&mut group, name, sched);
     }
     group.finish();
@@ -209,7 +115,7 @@ fn fairness_view() -> gangway_plugin_sdk::RoundView {
         }
     }
     let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
-    let mut sched = backlog(PolicySet::builtin());
+    let mut sched = philly_backlog_all_in_view(PolicySet::builtin());
     sched.swap::<Fairness>(Box::new(Capture(seen.clone())));
     sched.round(2_000).expect("round");
     seen.lock().ok().and_then(|mut v| v.take()).expect("view")
@@ -248,7 +154,7 @@ fn calls(c: &mut Criterion) {
             Budget::Deadline(std::time::Duration::from_millis(50)),
         ),
     ] {
-        let mut backend = builtin(SandboxConfig {
+        let mut backend = builtin_module(SandboxConfig {
             budget,
             ..SandboxConfig::default()
         })
@@ -267,7 +173,7 @@ fn calls(c: &mut Criterion) {
             .collect(),
         jobs: view.jobs.clone(),
     };
-    let mut gang = builtin(SandboxConfig::default())
+    let mut gang = builtin_module(SandboxConfig::default())
         .backend::<Gang>(b"")
         .expect("gang");
     group.bench_function("wasm_fuel_trivial_gang", |b| {
@@ -288,7 +194,7 @@ fn calls(c: &mut Criterion) {
         ("direct", CallPath::Direct),
         ("component_runtime", CallPath::Component),
     ] {
-        let mut gang = builtin(SandboxConfig {
+        let mut gang = builtin_module(SandboxConfig {
             call_path,
             ..SandboxConfig::default()
         })

@@ -1,5 +1,11 @@
 //! Shared fixtures for Gangway's criterion benchmarks (see `benches/`).
 
+mod backlog;
+
+pub use backlog::{
+    builtin_module, builtin_wasm_policies, philly_backlog, philly_backlog_all_in_view,
+};
+
 use gangway_core::policy::PolicySet;
 use gangway_core::{JobId, JobSpec, RackGrouping, Scheduler, Topology, TopologyError};
 

@@ -8,7 +8,7 @@
 //! [`crate::Manifest`], with [`crate::Manifest::view_deltas`] set; the
 //! per-round call decodes the view message into the view kept from the
 //! last call (whole, or as a change from it), runs the policy and encodes
-//! the decision.
+//! the decision as a reply message (compact when shorter).
 //! Decoding failures and calls before `init` come back as `error(message)`
 //! replies; a panic inside the policy aborts, which the host sees as a trap.
 
@@ -84,7 +84,9 @@ pub fn call<S: SlotContract, P: Policy<S> + 'static>(
         let view = &mut *scratch.borrow_mut();
         crate::wire::decode_view_message::<S>(bytes, view).map_err(|e| e.to_string())?;
         cell.with(|c| match &*c.borrow() {
-            Some(p) => Ok(exact(|out| S::encode_decision(&p.decide(view), out))),
+            Some(p) => Ok(exact(|out| {
+                crate::wire::encode_reply_message::<S>(&p.decide(view), view, out)
+            })),
             None => Err("init was not called before the first round".to_string()),
         })
     })

@@ -141,6 +141,29 @@ pub trait SlotContract: Copy + Default + Send + Sync + std::fmt::Debug + 'static
         })
     }
 
+    /// Encodes `decision` as runs over the `view` it answers into `out`
+    /// (cleared first); `false` (leaving `out` unspecified) when the slot
+    /// has no compact encoding or it would not be shorter. See
+    /// [`crate::wire::encode_reply_message`].
+    fn encode_decision_compact(
+        _decision: &Self::Decision,
+        _view: &Self::View,
+        _out: &mut Vec<u8>,
+    ) -> bool {
+        false
+    }
+
+    /// Decodes a compact reply to `view`.
+    fn decode_decision_compact(
+        _bytes: &[u8],
+        _view: &Self::View,
+    ) -> Result<Self::Decision, WireError> {
+        Err(WireError {
+            what: "compact reply",
+            reason: format!("the {} slot's replies are plain", Self::SLOT),
+        })
+    }
+
     /// Encodes a decision into `out` (cleared first).
     fn encode_decision(decision: &Self::Decision, out: &mut Vec<u8>) {
         codec::encode_into(decision, out);

@@ -290,7 +290,14 @@ impl<S: SlotContract> Backend<S> for WasmBackend<S> {
         if let Err(Failure::Kind(kind)) = self.arm(&mut live.store) {
             return Err(self.error(kind));
         }
-        let answer = live.call(&self.view, |bytes| S::decode_decision(bytes, view));
+        let messages = self.view_deltas;
+        let answer = live.call(&self.view, |bytes| {
+            if messages {
+                wire::decode_reply_message::<S>(bytes, view)
+            } else {
+                S::decode_decision(bytes, view)
+            }
+        });
         match answer {
             Ok(Ok(Ok(decision))) => {
                 if self.view_deltas {

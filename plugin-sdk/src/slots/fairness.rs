@@ -6,7 +6,7 @@ use crate::ids::JobId;
 use crate::slot::{Manifest, Policy, QueueOrder, Slot, SlotContract};
 use crate::view::{ClusterSummary, PendingJob, VcUsage};
 use crate::wire::codec::{self, WireError};
-use crate::wire::{delta, fast};
+use crate::wire::{compact, delta, fast};
 
 /// Everything the fairness slot sees.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -92,6 +92,15 @@ impl SlotContract for Fairness {
     }
     fn apply_view_delta(bytes: &[u8], view: &mut RoundView) -> Result<(), WireError> {
         delta::apply_round_view_delta(bytes, view)
+    }
+    fn encode_decision_compact(d: &FairnessDecision, view: &RoundView, out: &mut Vec<u8>) -> bool {
+        compact::encode_fairness(d, view, out)
+    }
+    fn decode_decision_compact(
+        bytes: &[u8],
+        view: &RoundView,
+    ) -> Result<FairnessDecision, WireError> {
+        compact::decode_fairness(bytes, view)
     }
     fn encode_decision(d: &FairnessDecision, out: &mut Vec<u8>) {
         fast::encode_fairness(d, out);

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::slot::{Policy, Slot, SlotContract};
 use crate::slots::QueueView;
 use crate::wire::codec::{self, WireError};
-use crate::wire::{delta, fast};
+use crate::wire::{compact, delta, fast};
 
 /// What a job that cannot be placed does to the jobs behind it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,6 +66,12 @@ impl SlotContract for Gang {
     }
     fn apply_view_delta(bytes: &[u8], view: &mut QueueView) -> Result<(), WireError> {
         delta::apply_queue_view_delta(bytes, view)
+    }
+    fn encode_decision_compact(d: &GangDecision, _view: &QueueView, out: &mut Vec<u8>) -> bool {
+        compact::encode_gang(d, out)
+    }
+    fn decode_decision_compact(bytes: &[u8], view: &QueueView) -> Result<GangDecision, WireError> {
+        compact::decode_gang(bytes, view)
     }
     fn encode_decision(d: &GangDecision, out: &mut Vec<u8>) {
         fast::encode_gang(d, out);

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::slot::{Policy, Slot, SlotContract};
 use crate::view::{ClusterSummary, PendingJob, SpreadLimit};
 use crate::wire::codec::{self, WireError};
-use crate::wire::{delta, fast};
+use crate::wire::{compact, delta, fast};
 
 /// What the locality and gang slots see: the jobs fairness made eligible, in
 /// fairness order.
@@ -66,6 +66,15 @@ impl SlotContract for Locality {
     }
     fn apply_view_delta(bytes: &[u8], view: &mut QueueView) -> Result<(), WireError> {
         delta::apply_queue_view_delta(bytes, view)
+    }
+    fn encode_decision_compact(d: &LocalityDecision, _view: &QueueView, out: &mut Vec<u8>) -> bool {
+        compact::encode_locality(d, out)
+    }
+    fn decode_decision_compact(
+        bytes: &[u8],
+        view: &QueueView,
+    ) -> Result<LocalityDecision, WireError> {
+        compact::decode_locality(bytes, view)
     }
     fn encode_decision(d: &LocalityDecision, out: &mut Vec<u8>) {
         fast::encode_locality(d, out);

@@ -42,15 +42,15 @@ pub fn encode_into<T: Serialize>(value: &T, buf: &mut Vec<u8>) {
 
 /// Decodes bytes produced by [`encode`]; trailing bytes are an error.
 pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, WireError> {
-    let what = short_type_name::<T>();
+    // The type's name only on failure: finding it is a string search.
     match postcard::take_from_bytes::<T>(bytes) {
         Ok((value, [])) => Ok(value),
         Ok((_, rest)) => Err(WireError {
-            what,
+            what: short_type_name::<T>(),
             reason: format!("{} trailing bytes", rest.len()),
         }),
         Err(e) => Err(WireError {
-            what,
+            what: short_type_name::<T>(),
             reason: e.to_string(),
         }),
     }

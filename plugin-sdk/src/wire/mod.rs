@@ -7,6 +7,7 @@
 //! through its [`crate::SlotContract`].
 
 pub(crate) mod codec;
+pub(crate) mod compact;
 pub(crate) mod delta;
 pub(crate) mod fast;
 
@@ -94,6 +95,56 @@ pub fn decode_view_message<S: SlotContract>(
         _ => Err(WireError {
             what: "view message",
             reason: "empty, or its last byte is neither 0 (whole view) nor 1 (change)".into(),
+        }),
+    }
+}
+
+/// The last byte of a reply message that holds the plain decision.
+pub const REPLY_PLAIN: u8 = 0;
+/// The last byte of a reply message that holds the decision as runs over
+/// the view it answers.
+pub const REPLY_COMPACT: u8 = 1;
+
+/// Encodes the reply message a module sends to a view message into `out`
+/// (cleared first): `decision` as runs over `view` when the slot has a
+/// compact encoding and it is shorter, else plain; the last byte says
+/// which ([`REPLY_COMPACT`] or [`REPLY_PLAIN`]).
+///
+/// ```
+/// use gangway_plugin_sdk::{slots::Gang, wire, GangAction, GangDecision, QueueView};
+/// let view = QueueView { jobs: vec![Default::default(); 300], ..QueueView::default() };
+/// let backfill = GangDecision { on_blocked: vec![GangAction::Backfill; 300], max_reservations: 0 };
+/// let mut bytes = Vec::new();
+/// wire::encode_reply_message::<Gang>(&backfill, &view, &mut bytes);
+/// assert_eq!(bytes, [1, 0xac, 0x02, 0, 0, wire::REPLY_COMPACT]); // one run of 300
+/// assert_eq!(wire::decode_reply_message::<Gang>(&bytes, &view).unwrap(), backfill);
+/// ```
+pub fn encode_reply_message<S: SlotContract>(
+    decision: &S::Decision,
+    view: &S::View,
+    out: &mut Vec<u8>,
+) {
+    if S::encode_decision_compact(decision, view, out) {
+        out.push(REPLY_COMPACT);
+    } else {
+        S::encode_decision(decision, out);
+        out.push(REPLY_PLAIN);
+    }
+}
+
+/// Decodes a reply message ([`encode_reply_message`]) to `view`, refused
+/// unheard when longer than any plain answer to it can be (plus its tag).
+pub fn decode_reply_message<S: SlotContract>(
+    bytes: &[u8],
+    view: &S::View,
+) -> Result<S::Decision, WireError> {
+    codec::check_reply_len::<S::Decision>(bytes, S::max_reply_bytes(view).saturating_add(1))?;
+    match bytes.split_last() {
+        Some((&REPLY_PLAIN, body)) => S::decode_decision(body, view),
+        Some((&REPLY_COMPACT, body)) => S::decode_decision_compact(body, view),
+        _ => Err(WireError {
+            what: "reply message",
+            reason: "empty, or its last byte is neither 0 (plain) nor 1 (compact)".into(),
         }),
     }
 }
