@@ -1,16 +1,17 @@
 //! The sandbox's cost per round as one number, measured so that a shared
 //! machine's drifting speed cancels out: the Philly-scale round of the
-//! `wasm_round` bench (1,000 pending jobs, all in the view), natively and
-//! with the built-in policies as one Wasm module under the default fuel
-//! budget, in alternating blocks of rounds. Each pair of adjacent blocks
-//! gives one Wasm/native ratio; the median is printed, with each side's
-//! fastest block (per round).
+//! `wasm_round` bench (by default 1,000 pending jobs, all in the view),
+//! natively and with the built-in policies as one Wasm module under the
+//! default fuel budget, in alternating blocks of rounds. Each pair of
+//! adjacent blocks gives one Wasm/native ratio; the median is printed, with
+//! each side's fastest block (per round).
 //!
-//! `cargo run --release -p gangway-benches --example wasm_ratio [blocks] [rounds per block]`
+//! `cargo run --release -p gangway-benches --example wasm_ratio [blocks] [rounds per block] [pending] [window]`
+//! (window 0: every pending job in the view; 32 is the scheduler's default)
 
 use std::time::{Duration, Instant};
 
-use gangway_benches::{builtin_wasm_policies, philly_backlog_all_in_view};
+use gangway_benches::{builtin_wasm_policies, philly_backlog};
 use gangway_core::Scheduler;
 use gangway_core::policy::PolicySet;
 use gangway_core::wasm::{Budget, CallPath};
@@ -34,11 +35,14 @@ fn main() {
     let mut args = std::env::args().skip(1).map(|a| a.parse::<u32>());
     let blocks = args.next().and_then(Result::ok).unwrap_or(60);
     let rounds = args.next().and_then(Result::ok).unwrap_or(200);
-    let mut native = philly_backlog_all_in_view(PolicySet::builtin());
-    let mut wasm = philly_backlog_all_in_view(builtin_wasm_policies(
-        Budget::Fuel(Budget::DEFAULT_FUEL),
-        CallPath::Direct,
-    ));
+    let pending = args.next().and_then(Result::ok).unwrap_or(1_000);
+    let window = args.next().and_then(Result::ok).unwrap_or(0);
+    let mut native = philly_backlog(PolicySet::builtin(), pending.into(), window as usize);
+    let mut wasm = philly_backlog(
+        builtin_wasm_policies(Budget::Fuel(Budget::DEFAULT_FUEL), CallPath::Direct),
+        pending.into(),
+        window as usize,
+    );
     let (mut now_native, mut now_wasm) = (1_000, 1_000);
     // One block each to warm up.
     block(&mut native, &mut now_native, rounds);
@@ -55,7 +59,7 @@ fn main() {
     ratios.sort_by(f64::total_cmp);
     let per_round = |d: Duration| d.as_secs_f64() * 1e6 / f64::from(rounds);
     println!(
-        "{blocks} blocks of {rounds} rounds, 1,000 pending jobs all in the view:\n\
+        "{blocks} blocks of {rounds} rounds, {pending} pending jobs, view window {window}:\n\
          fastest block: native {:.1} us/round, wasm {:.1} us/round ({:.2}x)\n\
          wasm/native of adjacent blocks: median {:.2}, quartiles {:.2}-{:.2}",
         per_round(best_native),

@@ -51,11 +51,27 @@ pub(crate) fn encode_fairness(d: &FairnessDecision, view: &RoundView, out: &mut 
         let most = order.len() / 2;
         // The current run: the view's jobs from..next, all `eligible`.
         let (mut from, mut next, mut eligible) = (0, 0, true);
-        for r in order {
-            if next < jobs.len() && jobs[next].id == r.job && r.eligible == eligible {
-                next += 1;
+        let mut k = 0;
+        while let Some(r) = order.get(k) {
+            // A chunk of the order that goes on with the run.
+            let goes_on = |n: usize| {
+                jobs.get(next..next + n)
+                    .zip(order.get(k..k + n))
+                    .is_some_and(|(jobs, ranked)| {
+                        jobs.iter().zip(ranked).fold(true, |all, (j, r)| {
+                            all & (j.id == r.job) & (r.eligible == eligible)
+                        })
+                    })
+            };
+            if goes_on(CHUNK) {
+                (next, k) = (next + CHUNK, k + CHUNK);
                 continue;
             }
+            if goes_on(1) {
+                (next, k) = (next + 1, k + 1);
+                continue;
+            }
+            k += 1;
             let near = next.saturating_sub(NEARBY)..jobs.len().min(next + NEARBY);
             let Some(at) = near.into_iter().find(|&i| jobs[i].id == r.job) else {
                 return false;
@@ -84,29 +100,42 @@ pub(crate) fn encode_fairness(d: &FairnessDecision, view: &RoundView, out: &mut 
     })
 }
 
+/// How many values a run-scanning loop compares per step: without a branch
+/// per value, which in the sandbox also means one fuel check per chunk.
+const CHUNK: usize = 8;
+
+/// How many of `values` from `at` on equal `value`, scanned a chunk at a time.
+#[inline(always)]
+fn equal_from<T: Copy + PartialEq>(values: &[T], mut at: usize, value: T) -> usize {
+    let start = at;
+    while let Some(chunk) = values.get(at..at + CHUNK) {
+        if !chunk.iter().fold(true, |all, &v| all & (v == value)) {
+            break;
+        }
+        at += CHUNK;
+    }
+    while at < values.len() && values[at] == value {
+        at += 1;
+    }
+    at - start
+}
+
 /// The runs of equal values of `values`, as (count, value), into `runs`;
-/// `false` as soon as they would not be worth sending. One pass with one
-/// comparison per value: in the sandbox every pass over the jobs costs.
+/// `false` as soon as they would not be worth sending. One pass, a chunk of
+/// comparisons at a time: in the sandbox every pass over the jobs costs.
 fn runs_of<T: Copy + PartialEq>(values: &[T], runs: &mut Vec<(usize, T)>) -> bool {
     runs.clear();
-    let Some((&first, rest)) = values.split_first() else {
-        return false;
-    };
-    let (mut value, mut count) = (first, 1);
     let most = values.len() / 2;
-    for &v in rest {
-        if v == value {
-            count += 1;
-        } else {
-            runs.push((count, value));
-            if runs.len() >= most {
-                return false;
-            }
-            (value, count) = (v, 1);
+    let mut at = 0;
+    while let Some(&value) = values.get(at) {
+        let count = 1 + equal_from(values, at + 1, value);
+        runs.push((count, value));
+        at += count;
+        if at < values.len() && runs.len() >= most {
+            return false;
         }
     }
-    runs.push((count, value));
-    worth(runs.len(), values.len())
+    !runs.is_empty() && worth(runs.len(), values.len())
 }
 
 thread_local! {

@@ -121,6 +121,25 @@ fn same_job(old: &PendingJob, new: &PendingJob, dt: u64) -> bool {
         & (*min_servers == new.min_servers)
 }
 
+/// How many jobs at the start of `new` are those of `base`, `dt` seconds
+/// later (with the same limits when `paired`).
+fn unchanged(base: Side<'_>, new: Side<'_>, paired: bool, dt: u64) -> usize {
+    let (old, now) = (base.jobs, new.jobs);
+    let n = old.len().min(now.len());
+    let mut at = 0;
+    while at < n && same_job(&old[at], &now[at], dt) {
+        at += 1;
+    }
+    if paired {
+        at = base.spread[..at]
+            .iter()
+            .zip(&new.spread[..at])
+            .take_while(|(a, b)| a == b)
+            .count();
+    }
+    at
+}
+
 /// The runs that build `new` from `base` (with their limits when `paired`),
 /// `dt` seconds later, into `scratch.runs`; returns how many jobs travel in
 /// full.
@@ -143,22 +162,18 @@ fn diff(base: Side<'_>, new: Side<'_>, paired: bool, dt: u64, scratch: &mut Scra
     let mut n = 0;
     while n < jobs.len() {
         // The common case first: a stretch of jobs unchanged but for time.
-        let stretch = if paired {
-            base[next..]
-                .iter()
-                .zip(&base_spread[next..])
-                .zip(jobs[n..].iter().zip(&spread[n..]))
-                .take_while(|((old, old_limit), (new, limit))| {
-                    same_job(old, new, dt) && old_limit == limit
-                })
-                .count()
-        } else {
-            base[next..]
-                .iter()
-                .zip(&jobs[n..])
-                .take_while(|(old, new)| same_job(old, new, dt))
-                .count()
-        };
+        let stretch = unchanged(
+            Side {
+                jobs: &base[next..],
+                spread: if paired { &base_spread[next..] } else { &[] },
+            },
+            Side {
+                jobs: &jobs[n..],
+                spread: if paired { &spread[n..] } else { &[] },
+            },
+            paired,
+            dt,
+        );
         if stretch > 0 {
             match runs.last_mut() {
                 Some(Run::Keep { from, count }) if *from + *count == next => *count += stretch,
