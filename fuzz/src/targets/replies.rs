@@ -4,6 +4,7 @@
 use gangway_core::conformance::Views;
 use gangway_core::policy::SlotRules;
 use gangway_host_examples::catalog::CatalogSlot;
+use gangway_plugin_sdk::wire;
 
 use super::{by_slot, generate};
 
@@ -40,6 +41,11 @@ pub(crate) fn reply_bytes<S: CatalogSlot + Views>(
 
 /// Checks the host's reading of `bytes` as a reply to `view`.
 pub(crate) fn check_reply<S: SlotRules>(view: &S::View, bytes: &[u8]) {
+    // As a reply message (what a module that takes view messages sends):
+    // compact runs are bounded by the view, and validation never panics.
+    if let Ok(decision) = wire::decode_reply_message::<S>(bytes, view) {
+        let _ = S::validate(view, &decision);
+    }
     let Ok(decision) = S::decode_decision(bytes, view) else {
         return;
     };

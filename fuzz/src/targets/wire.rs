@@ -1,5 +1,6 @@
-//! The wire format: the guest's view decoders, the fast codec against
-//! postcard, and manifests.
+//! The wire format: the guest's view decoders (bare and as view messages,
+//! whole or as changes), the fast codec against postcard, reply messages,
+//! and manifests.
 
 use gangway_core::conformance::Views;
 use gangway_core::policy::SlotRules;
@@ -8,10 +9,17 @@ use gangway_plugin_sdk::{Manifest, SlotContract, wire};
 use super::{by_slot, generate};
 
 fn decode_view<S: SlotContract>(bytes: &[u8]) {
+    // As a view message over an empty base: whole or a change, it must
+    // decode or be refused, never panic.
+    let mut held = S::View::default();
+    let _ = wire::decode_view_message::<S>(bytes, &mut held);
     let mut view = S::View::default();
     if S::decode_view_into(bytes, &mut view).is_err() {
         return;
     }
+    // And over the view the bytes hold.
+    let mut held = view.clone();
+    let _ = wire::decode_view_message::<S>(bytes, &mut held);
     // The fast decoder reads exactly postcard: serde agrees on the value.
     match wire::decode::<S::View>(bytes) {
         Ok(serde) => assert_eq!(serde, view, "the fast and serde decoders disagree"),
@@ -60,6 +68,24 @@ fn roundtrip<S: SlotRules + Views>(seed: &[u8]) {
     );
     let back = S::decode_decision(&bytes, &view).expect("an encoded decision decodes");
     assert_eq!(back, decision);
+
+    // View messages: the same view again (a change of time alone), and
+    // another generated view, each rebuild exactly over the first.
+    let reversed: Vec<u8> = seed.iter().rev().copied().collect();
+    let mut message = Vec::new();
+    for next in [Some(view.clone()), generate(S::views(), &reversed)]
+        .into_iter()
+        .flatten()
+    {
+        wire::encode_view_message::<S>(Some(&view), &next, &mut message);
+        let mut held = view.clone();
+        wire::decode_view_message::<S>(&message, &mut held).expect("a view message decodes");
+        assert_eq!(held, next, "a view message does not rebuild the view");
+    }
+    // Reply messages: compact or plain, the decision comes back.
+    wire::encode_reply_message::<S>(&decision, &view, &mut message);
+    let back = wire::decode_reply_message::<S>(&message, &view).expect("a reply message decodes");
+    assert_eq!(back, decision, "a reply message does not give the decision back");
 }
 
 /// Byte 0 picks the slot, the rest seeds a generated view.
