@@ -39,7 +39,7 @@ pub struct PendingJob {
 }
 
 /// A virtual cluster's configuration and current use.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VcUsage {
     /// The virtual cluster.
     pub id: VcId,
@@ -58,7 +58,7 @@ pub struct VcUsage {
 }
 
 /// Per-level capacity of the topology.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LevelSummary {
     /// Domains at this level.
     pub domains: u32,
@@ -69,7 +69,7 @@ pub struct LevelSummary {
 }
 
 /// Capacity of the whole cluster.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClusterSummary {
     /// GPUs on servers that are up (including draining ones).
     pub total_gpus: u32,
@@ -79,6 +79,29 @@ pub struct ClusterSummary {
     pub server_level: Level,
     /// One entry per level, from the root (`Level(0)`) to the servers.
     pub levels: Vec<LevelSummary>,
+}
+
+impl Clone for ClusterSummary {
+    fn clone(&self) -> Self {
+        ClusterSummary {
+            levels: self.levels.clone(),
+            ..*self
+        }
+    }
+
+    /// Field by field, reusing `levels`' memory (a Wasm host keeps a copy
+    /// of each view it sent).
+    fn clone_from(&mut self, source: &Self) {
+        let ClusterSummary {
+            total_gpus,
+            free_gpus,
+            server_level,
+            levels,
+        } = source;
+        (self.total_gpus, self.free_gpus, self.server_level) =
+            (*total_gpus, *free_gpus, *server_level);
+        self.levels.clone_from(levels);
+    }
 }
 
 /// How widely a gang may spread this round: the locality slot's answer for

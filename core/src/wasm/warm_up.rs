@@ -54,7 +54,7 @@ fn warm_cluster() -> ClusterSummary {
         total_gpus: 8,
         free_gpus: 8,
         server_level: Level(2),
-        levels: vec![level.clone(), level.clone(), level],
+        levels: vec![level, level, level],
     }
 }
 

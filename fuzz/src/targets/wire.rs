@@ -85,7 +85,10 @@ fn roundtrip<S: SlotRules + Views>(seed: &[u8]) {
     // Reply messages: compact or plain, the decision comes back.
     wire::encode_reply_message::<S>(&decision, &view, &mut message);
     let back = wire::decode_reply_message::<S>(&message, &view).expect("a reply message decodes");
-    assert_eq!(back, decision, "a reply message does not give the decision back");
+    assert_eq!(
+        back, decision,
+        "a reply message does not give the decision back"
+    );
 }
 
 /// Byte 0 picks the slot, the rest seeds a generated view.

@@ -9,7 +9,7 @@ use crate::wire::codec::{self, WireError};
 use crate::wire::{compact, delta, fast};
 
 /// Everything the fairness slot sees.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RoundView {
     /// The host's clock for this round (seconds).
     pub now_s: u64,
@@ -22,6 +22,32 @@ pub struct RoundView {
     /// [`FairnessPolicy::queue_order`]; `vcs[v].pending_jobs` says how many
     /// a VC has in all).
     pub jobs: Vec<PendingJob>,
+}
+
+impl Clone for RoundView {
+    fn clone(&self) -> Self {
+        RoundView {
+            now_s: self.now_s,
+            cluster: self.cluster.clone(),
+            vcs: self.vcs.clone(),
+            jobs: self.jobs.clone(),
+        }
+    }
+
+    /// Field by field, reusing the vectors' memory (a Wasm host keeps a
+    /// copy of each view it sent, the base of the next view change).
+    fn clone_from(&mut self, source: &Self) {
+        let RoundView {
+            now_s,
+            cluster,
+            vcs,
+            jobs,
+        } = source;
+        self.now_s = *now_s;
+        self.cluster.clone_from(cluster);
+        self.vcs.clone_from(vcs);
+        self.jobs.clone_from(jobs);
+    }
 }
 
 /// One entry of a [`FairnessDecision`].

@@ -34,6 +34,10 @@ thread_local! {
     static RUNS: RefCell<Vec<(usize, usize, u8)>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Replies to views with fewer jobs than this are sent plain: runs would
+/// save next to nothing.
+const MIN_ENTRIES: usize = 16;
+
 /// Whether `runs` runs over `entries` entries are worth sending.
 fn worth(runs: usize, entries: usize) -> bool {
     runs * 2 <= entries
@@ -45,6 +49,9 @@ fn worth(runs: usize, entries: usize) -> bool {
 pub(crate) fn encode_fairness(d: &FairnessDecision, view: &RoundView, out: &mut Vec<u8>) -> bool {
     let jobs = &view.jobs;
     let order = &d.order;
+    if order.len() < MIN_ENTRIES {
+        return false;
+    }
     RUNS.with(|runs| {
         let runs = &mut *runs.borrow_mut();
         runs.clear();
@@ -125,6 +132,9 @@ fn equal_from<T: Copy + PartialEq>(values: &[T], mut at: usize, value: T) -> usi
 /// comparisons at a time: in the sandbox every pass over the jobs costs.
 fn runs_of<T: Copy + PartialEq>(values: &[T], runs: &mut Vec<(usize, T)>) -> bool {
     runs.clear();
+    if values.len() < MIN_ENTRIES {
+        return false;
+    }
     let most = values.len() / 2;
     let mut at = 0;
     while let Some(&value) = values.get(at) {
