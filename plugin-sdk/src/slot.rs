@@ -124,6 +124,11 @@ pub trait SlotContract: Copy + Default + Send + Sync + std::fmt::Debug + 'static
         Ok(())
     }
 
+    /// Whether the slot's views can travel as changes
+    /// ([`SlotContract::encode_view_delta`]): a host keeps a copy of the last
+    /// view it sent only for such slots.
+    const VIEW_CHANGES: bool = false;
+
     /// Encodes `view` as a change from `base`, the view of the instance's
     /// last answered call, into `out` (cleared first); `false` (leaving
     /// `out` unspecified) when the slot has no change encoding or the

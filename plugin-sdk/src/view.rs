@@ -219,7 +219,7 @@ impl std::fmt::Display for WaitReason {
 
 /// A job that did not start this round, with why, as the reclaim and
 /// defragment slots see it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WaitingJob {
     /// The job.
     pub job: PendingJob,
@@ -231,7 +231,7 @@ pub struct WaitingJob {
 }
 
 /// One server's capacity, as the reclaim and defragment slots see it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServerState {
     /// The server.
     pub id: crate::ServerId,
@@ -245,7 +245,7 @@ pub struct ServerState {
 }
 
 /// A running job as the reclaim and defragment slots see it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunningJob {
     /// The job.
     pub id: JobId,
@@ -265,4 +265,33 @@ pub struct RunningJob {
     pub attained_gpu_s: u64,
     /// Its GPUs per server, by server id.
     pub parts: Vec<(crate::ServerId, u32)>,
+}
+
+impl Clone for RunningJob {
+    fn clone(&self) -> Self {
+        RunningJob {
+            parts: self.parts.clone(),
+            ..*self
+        }
+    }
+
+    /// Field by field, reusing `parts`' memory (a Wasm host keeps a copy of
+    /// each reclaim view it sent).
+    fn clone_from(&mut self, source: &Self) {
+        let RunningJob {
+            id,
+            vc,
+            user,
+            gpus,
+            submitted_s,
+            started_s,
+            attempts,
+            attained_gpu_s,
+            parts,
+        } = source;
+        (self.id, self.vc, self.user, self.gpus) = (*id, *vc, *user, *gpus);
+        (self.submitted_s, self.started_s) = (*submitted_s, *started_s);
+        (self.attempts, self.attained_gpu_s) = (*attempts, *attained_gpu_s);
+        self.parts.clone_from(parts);
+    }
 }

@@ -300,7 +300,7 @@ impl<S: SlotContract> Backend<S> for WasmBackend<S> {
         });
         match answer {
             Ok(Ok(Ok(decision))) => {
-                if self.view_deltas {
+                if self.view_deltas && S::VIEW_CHANGES {
                     // The guest now holds `view`: the next view may be a
                     // change from it.
                     match &mut live.held {

@@ -101,6 +101,7 @@ pub struct Fairness;
 
 impl SlotContract for Fairness {
     const SLOT: Slot = Slot::Fairness;
+    const VIEW_CHANGES: bool = true;
     type View = RoundView;
     type Decision = FairnessDecision;
 

@@ -49,6 +49,7 @@ pub struct Gang;
 
 impl SlotContract for Gang {
     const SLOT: Slot = Slot::Gang;
+    const VIEW_CHANGES: bool = true;
     type View = QueueView;
     type Decision = GangDecision;
 

@@ -75,6 +75,7 @@ pub struct Locality;
 
 impl SlotContract for Locality {
     const SLOT: Slot = Slot::Locality;
+    const VIEW_CHANGES: bool = true;
     type View = QueueView;
     type Decision = LocalityDecision;
 

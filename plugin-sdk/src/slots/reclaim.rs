@@ -7,11 +7,11 @@ use crate::ids::JobId;
 use crate::slot::{Manifest, Policy, RunningScope, Slot, SlotContract};
 use crate::view::{ClusterSummary, RunningJob, ServerState, VcUsage, WaitingJob};
 use crate::wire::codec::{self, WireError};
-use crate::wire::fast;
+use crate::wire::{delta, fast};
 
 /// What the reclaim slot sees, after a round's placement: the jobs running
 /// now and the jobs of the round's view that did not start, with why.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReclaimView {
     /// The host's clock (seconds).
     pub now_s: u64,
@@ -29,6 +29,39 @@ pub struct ReclaimView {
     pub running: Vec<RunningJob>,
     /// The jobs of this round's view still waiting, in fairness order.
     pub waiting: Vec<WaitingJob>,
+}
+
+impl Clone for ReclaimView {
+    fn clone(&self) -> Self {
+        ReclaimView {
+            now_s: self.now_s,
+            cluster: self.cluster.clone(),
+            vcs: self.vcs.clone(),
+            servers: self.servers.clone(),
+            running: self.running.clone(),
+            waiting: self.waiting.clone(),
+        }
+    }
+
+    /// Field by field, reusing the vectors' memory, the running jobs' parts
+    /// included (a Wasm host keeps a copy of each view it sent, the base of
+    /// the next view change).
+    fn clone_from(&mut self, source: &Self) {
+        let ReclaimView {
+            now_s,
+            cluster,
+            vcs,
+            servers,
+            running,
+            waiting,
+        } = source;
+        self.now_s = *now_s;
+        self.cluster.clone_from(cluster);
+        self.vcs.clone_from(vcs);
+        self.servers.clone_from(servers);
+        self.running.clone_from(running);
+        self.waiting.clone_from(waiting);
+    }
 }
 
 /// The reclaim slot's answer: which running jobs to stop, for which waiting
@@ -77,6 +110,7 @@ pub struct Reclaim;
 
 impl SlotContract for Reclaim {
     const SLOT: Slot = Slot::Reclaim;
+    const VIEW_CHANGES: bool = true;
     type View = ReclaimView;
     type Decision = ReclaimDecision;
 
@@ -88,5 +122,11 @@ impl SlotContract for Reclaim {
     }
     fn decode_view_into(bytes: &[u8], view: &mut ReclaimView) -> Result<(), WireError> {
         fast::decode_reclaim_view_into(bytes, view)
+    }
+    fn encode_view_delta(base: &ReclaimView, view: &ReclaimView, out: &mut Vec<u8>) -> bool {
+        delta::encode_reclaim_view_delta(base, view, out)
+    }
+    fn apply_view_delta(bytes: &[u8], view: &mut ReclaimView) -> Result<(), WireError> {
+        delta::apply_reclaim_view_delta(bytes, view)
     }
 }

@@ -8,74 +8,64 @@
 //! and `vcs` whole, then its jobs as runs. A change of a locality or gang
 //! view ([`QueueView`]) is its `now_s` and `cluster`, a byte saying whether
 //! each job's spread limit travels with it (1: both views have one limit
-//! per job) or the limits follow whole after the runs (0), then the runs.
+//! per job) or the limits follow whole after the runs (0), then the runs. A
+//! change of a reclaim view ([`ReclaimView`]) is its `now_s`, `cluster` and
+//! `vcs` whole, then its servers, running jobs and waiting jobs, each list
+//! as runs.
 //!
 //! A run is a varint header `count << 1 | kind`:
-//! - kind 0, *keep*: a varint `from`; the base's jobs `from..from + count`
-//!   (and their limits, when they travel with the jobs), each one's
-//!   `waiting_s` advanced by the time between the two views
-//!   (`now_s - base.now_s`, wrapping);
-//! - kind 1, *new*: `count` jobs follow in full, each followed by its limit
-//!   when limits travel with the jobs.
+//! - kind 0, *keep*: a varint `from`; the base's entries `from..from +
+//!   count` (and their limits, when they travel with the jobs), each
+//!   advanced by the time between the two views (`dt = now_s - base.now_s`,
+//!   wrapping): a pending or waiting job's `waiting_s` by `dt`, a running
+//!   job's `attained_gpu_s` by `gpus * dt`, a server not at all;
+//! - kind 1, *new*: `count` entries follow in full, each job followed by its
+//!   limit when limits travel with the jobs.
 //!
-//! The keep runs together copy at most as many jobs as the base has, and a
-//! new run is refused when the bytes left cannot hold it, so a change never
-//! makes the guest build more than the base plus what its bytes carry.
+//! The keep runs of a list together copy at most as many entries as the
+//! base has, and a new run is refused when the bytes left cannot hold it, so
+//! a change never makes the guest build more than the base plus what its
+//! bytes carry.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use super::codec::{U32, U64, WireError};
-use super::fast::{JOB_MAX, Reader, VC_MAX, Writer, cluster_max, write_sized};
+use super::fast::{JOB_MAX, RUNNING_MAX, Reader, VC_MAX, Writer, cluster_max, write_sized};
 use crate::ids::Level;
-use crate::slots::{QueueView, RoundView};
-use crate::view::{PendingJob, SpreadLimit};
+use crate::slots::{QueueView, ReclaimView, RoundView};
+use crate::view::{PendingJob, RunningJob, ServerState, SpreadLimit, WaitingJob};
 
-/// Where the jobs of the new view come from.
+/// Where the entries of the new list come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Run {
-    /// The base's jobs `from..from + count`.
+    /// The base's entries `from..from + count`.
     Keep { from: usize, count: usize },
-    /// The new view's jobs `from..from + count`, sent in full.
+    /// The new list's entries `from..from + count`, sent in full.
     New { from: usize, count: usize },
 }
 
-/// How far past the expected base job the diff looks for a job before it
-/// asks the index (a few jobs started or left the view there).
+/// How far past the expected base entry the diff looks for an entry before
+/// it asks the index (a few jobs started or left the view there).
 const LOOKAHEAD: usize = 16;
 
-/// The fewest bytes a pending job takes on the wire.
-const JOB_MIN: usize = 10;
-
 thread_local! {
-    /// The diff's scratch: its runs and the base's index by job id (built
-    /// only when a job is not where the diff expects it).
+    /// The diff's scratch: its runs and the base's index by key (built
+    /// only when an entry is not where the diff expects it).
     static DIFF: RefCell<Scratch> = RefCell::new(Scratch::default());
-    /// The guest's second buffer: the new job list is built here from the
-    /// base, then swapped in.
-    static SPARE: RefCell<(Vec<PendingJob>, Vec<SpreadLimit>)> =
-        const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
-/// The diff's scratch: its runs, and the base's positions by job id.
+/// The diff's scratch: its runs, and the base's positions by key.
 #[derive(Default)]
 struct Scratch {
     runs: Vec<Run>,
     index: HashMap<u64, usize, BuildHasherDefault<IdHasher>>,
 }
 
-/// One side of a diff: a view's jobs and their spread limits (one per job
-/// when limits travel with the jobs; else unused).
-#[derive(Clone, Copy)]
-struct Side<'a> {
-    jobs: &'a [PendingJob],
-    spread: &'a [SpreadLimit],
-}
-
-/// A multiplicative hash for job ids (the index is rebuilt per view; it
-/// needs speed, not resistance to chosen keys: the host builds it from its
-/// own views).
+/// A multiplicative hash for job and server ids (the index is rebuilt per
+/// view; it needs speed, not resistance to chosen keys: the host builds it
+/// from its own views).
 #[derive(Default)]
 struct IdHasher(u64);
 
@@ -93,41 +83,176 @@ impl Hasher for IdHasher {
     }
 }
 
-/// Whether `old`, `dt` seconds later, is `new`.
-#[inline(always)]
-fn same_job(old: &PendingJob, new: &PendingJob, dt: u64) -> bool {
-    let PendingJob {
-        id,
-        vc,
-        user,
-        gpus,
-        submitted_s,
-        waiting_s,
-        attempts,
-        attained_gpu_s,
-        min_level,
-        min_servers,
-    } = old;
-    // Without short-circuits: one branch per job, not one per field.
-    (*id == new.id)
-        & (waiting_s.wrapping_add(dt) == new.waiting_s)
-        & (*vc == new.vc)
-        & (*user == new.user)
-        & (*gpus == new.gpus)
-        & (*submitted_s == new.submitted_s)
-        & (*attempts == new.attempts)
-        & (*attained_gpu_s == new.attained_gpu_s)
-        & (*min_level == new.min_level)
-        & (*min_servers == new.min_servers)
+/// An entry of a list that a view change carries as runs.
+trait Kept: Default {
+    /// The fewest bytes it takes on the wire.
+    const MIN_BYTES: usize;
+    /// Its id: how the diff finds it when it moved.
+    fn key(&self) -> u64;
+    /// Whether `self`, `dt` seconds later, is `new`.
+    fn later_is(&self, new: &Self, dt: u64) -> bool;
+    /// `self`, `dt` seconds later.
+    fn advance(&mut self, dt: u64);
+    /// The most bytes it takes on the wire.
+    fn max_bytes(&self) -> usize;
+    /// Writes it.
+    fn write(&self, w: &mut Writer<'_>);
+    /// Reads it over `self`, reusing its memory.
+    fn read(&mut self, r: &mut Reader<'_>) -> Result<(), WireError>;
 }
 
-/// How many jobs at the start of `new` are those of `base`, `dt` seconds
-/// later (with the same limits when `paired`).
-fn unchanged(base: Side<'_>, new: Side<'_>, paired: bool, dt: u64) -> usize {
-    let (old, now) = (base.jobs, new.jobs);
+impl Kept for PendingJob {
+    const MIN_BYTES: usize = 10;
+    fn key(&self) -> u64 {
+        self.id.0
+    }
+    #[inline(always)]
+    fn later_is(&self, new: &Self, dt: u64) -> bool {
+        let PendingJob {
+            id,
+            vc,
+            user,
+            gpus,
+            submitted_s,
+            waiting_s,
+            attempts,
+            attained_gpu_s,
+            min_level,
+            min_servers,
+        } = self;
+        // Without short-circuits: one branch per job, not one per field.
+        (*id == new.id)
+            & (waiting_s.wrapping_add(dt) == new.waiting_s)
+            & (*vc == new.vc)
+            & (*user == new.user)
+            & (*gpus == new.gpus)
+            & (*submitted_s == new.submitted_s)
+            & (*attempts == new.attempts)
+            & (*attained_gpu_s == new.attained_gpu_s)
+            & (*min_level == new.min_level)
+            & (*min_servers == new.min_servers)
+    }
+    fn advance(&mut self, dt: u64) {
+        self.waiting_s = self.waiting_s.wrapping_add(dt);
+    }
+    fn max_bytes(&self) -> usize {
+        JOB_MAX
+    }
+    fn write(&self, w: &mut Writer<'_>) {
+        w.pending_job(self);
+    }
+    fn read(&mut self, r: &mut Reader<'_>) -> Result<(), WireError> {
+        r.pending_job_into(self)
+    }
+}
+
+impl Kept for ServerState {
+    const MIN_BYTES: usize = 4;
+    fn key(&self) -> u64 {
+        u64::from(self.id.0)
+    }
+    fn later_is(&self, new: &Self, _dt: u64) -> bool {
+        self == new
+    }
+    fn advance(&mut self, _dt: u64) {}
+    fn max_bytes(&self) -> usize {
+        4 * U32
+    }
+    fn write(&self, w: &mut Writer<'_>) {
+        w.server_state(self);
+    }
+    fn read(&mut self, r: &mut Reader<'_>) -> Result<(), WireError> {
+        r.server_state_into(self)
+    }
+}
+
+impl Kept for RunningJob {
+    const MIN_BYTES: usize = 9;
+    fn key(&self) -> u64 {
+        self.id.0
+    }
+    fn later_is(&self, new: &Self, dt: u64) -> bool {
+        let RunningJob {
+            id,
+            vc,
+            user,
+            gpus,
+            submitted_s,
+            started_s,
+            attempts,
+            attained_gpu_s,
+            parts,
+        } = self;
+        *id == new.id
+            && attained_gpu_s.wrapping_add(u64::from(*gpus).wrapping_mul(dt)) == new.attained_gpu_s
+            && *vc == new.vc
+            && *user == new.user
+            && *gpus == new.gpus
+            && *submitted_s == new.submitted_s
+            && *started_s == new.started_s
+            && *attempts == new.attempts
+            && *parts == new.parts
+    }
+    fn advance(&mut self, dt: u64) {
+        self.attained_gpu_s = self
+            .attained_gpu_s
+            .wrapping_add(u64::from(self.gpus).wrapping_mul(dt));
+    }
+    fn max_bytes(&self) -> usize {
+        RUNNING_MAX + self.parts.len() * 2 * U32
+    }
+    fn write(&self, w: &mut Writer<'_>) {
+        w.running_job(self);
+    }
+    fn read(&mut self, r: &mut Reader<'_>) -> Result<(), WireError> {
+        r.running_job_into(self)
+    }
+}
+
+impl Kept for WaitingJob {
+    const MIN_BYTES: usize = 13;
+    fn key(&self) -> u64 {
+        self.job.id.0
+    }
+    fn later_is(&self, new: &Self, dt: u64) -> bool {
+        self.job.later_is(&new.job, dt) && self.reason == new.reason && self.limit == new.limit
+    }
+    fn advance(&mut self, dt: u64) {
+        self.job.advance(dt);
+    }
+    fn max_bytes(&self) -> usize {
+        JOB_MAX + U32 + 1 + U32
+    }
+    fn write(&self, w: &mut Writer<'_>) {
+        w.waiting_job(self);
+    }
+    fn read(&mut self, r: &mut Reader<'_>) -> Result<(), WireError> {
+        r.waiting_job_into(self)
+    }
+}
+
+/// One side of a diff: a list, and its jobs' spread limits (one per entry
+/// when limits travel with the jobs; else unused).
+#[derive(Clone, Copy)]
+struct Side<'a, T> {
+    list: &'a [T],
+    spread: &'a [SpreadLimit],
+}
+
+impl<'a, T> Side<'a, T> {
+    /// A list without limits.
+    fn bare(list: &'a [T]) -> Self {
+        Side { list, spread: &[] }
+    }
+}
+
+/// How many entries at the start of `new` are those of `base`, `dt`
+/// seconds later (with the same limits when `paired`).
+fn unchanged<T: Kept>(base: Side<'_, T>, new: Side<'_, T>, paired: bool, dt: u64) -> usize {
+    let (old, now) = (base.list, new.list);
     let n = old.len().min(now.len());
     let mut at = 0;
-    while at < n && same_job(&old[at], &now[at], dt) {
+    while at < n && old[at].later_is(&now[at], dt) {
         at += 1;
     }
     if paired {
@@ -141,35 +266,34 @@ fn unchanged(base: Side<'_>, new: Side<'_>, paired: bool, dt: u64) -> usize {
 }
 
 /// The runs that build `new` from `base` (with their limits when `paired`),
-/// `dt` seconds later, into `scratch.runs`; returns how many jobs travel in
-/// full.
-fn diff(base: Side<'_>, new: Side<'_>, paired: bool, dt: u64, scratch: &mut Scratch) -> usize {
+/// `dt` seconds later, into `scratch.runs`; returns how many entries travel
+/// in full.
+fn diff<T: Kept>(
+    base: Side<'_, T>,
+    new: Side<'_, T>,
+    paired: bool,
+    dt: u64,
+    scratch: &mut Scratch,
+) -> usize {
     let Scratch { runs, index } = scratch;
-    let (
-        Side {
-            jobs: base,
-            spread: base_spread,
-        },
-        Side { jobs, spread },
-    ) = (base, new);
     runs.clear();
     index.clear();
     let same = |b: usize, n: usize| {
-        same_job(&base[b], &jobs[n], dt) && (!paired || base_spread[b] == spread[n])
+        base.list[b].later_is(&new.list[n], dt) && (!paired || base.spread[b] == new.spread[n])
     };
     let mut next = 0;
     let mut literal = 0;
     let mut n = 0;
-    while n < jobs.len() {
-        // The common case first: a stretch of jobs unchanged but for time.
+    while n < new.list.len() {
+        // The common case first: a stretch of entries unchanged but for time.
         let stretch = unchanged(
             Side {
-                jobs: &base[next..],
-                spread: if paired { &base_spread[next..] } else { &[] },
+                list: &base.list[next..],
+                spread: if paired { &base.spread[next..] } else { &[] },
             },
             Side {
-                jobs: &jobs[n..],
-                spread: if paired { &spread[n..] } else { &[] },
+                list: &new.list[n..],
+                spread: if paired { &new.spread[n..] } else { &[] },
             },
             paired,
             dt,
@@ -186,21 +310,21 @@ fn diff(base: Side<'_>, new: Side<'_>, paired: bool, dt: u64, scratch: &mut Scra
             n += stretch;
             continue;
         }
-        let job = &jobs[n];
-        let found = if next < base.len() && same(next, n) {
+        let key = new.list[n].key();
+        let found = if next < base.list.len() && same(next, n) {
             Some(next)
         } else {
-            let ahead = (next + 1..base.len().min(next + LOOKAHEAD))
-                .find(|&b| base[b].id == job.id)
+            let ahead = (next + 1..base.list.len().min(next + LOOKAHEAD))
+                .find(|&b| base.list[b].key() == key)
                 .filter(|&b| same(b, n));
             ahead.or_else(|| {
-                if index.is_empty() && !base.is_empty() {
-                    index.reserve(base.len());
-                    for (b, j) in base.iter().enumerate() {
-                        index.insert(j.id.0, b);
+                if index.is_empty() && !base.list.is_empty() {
+                    index.reserve(base.list.len());
+                    for (b, e) in base.list.iter().enumerate() {
+                        index.insert(e.key(), b);
                     }
                 }
-                index.get(&job.id.0).copied().filter(|&b| same(b, n))
+                index.get(&key).copied().filter(|&b| same(b, n))
             })
         };
         match (found, runs.last_mut()) {
@@ -224,9 +348,9 @@ fn diff(base: Side<'_>, new: Side<'_>, paired: bool, dt: u64, scratch: &mut Scra
 }
 
 impl Writer<'_> {
-    /// Writes `runs`, the jobs of new runs in full (with their limits when
-    /// `spread` travels with them).
-    fn runs(&mut self, runs: &[Run], jobs: &[PendingJob], spread: Option<&[SpreadLimit]>) {
+    /// Writes `runs`, the entries of new runs in full (jobs with their
+    /// limits when `spread` travels with them).
+    fn runs<T: Kept>(&mut self, runs: &[Run], list: &[T], spread: Option<&[SpreadLimit]>) {
         self.varint(runs.len() as u64);
         for run in runs {
             match *run {
@@ -237,7 +361,7 @@ impl Writer<'_> {
                 Run::New { from, count } => {
                     self.varint(((count as u64) << 1) | 1);
                     for n in from..from + count {
-                        self.pending_job(&jobs[n]);
+                        list[n].write(self);
                         if let Some(spread) = spread {
                             let SpreadLimit { level, max_servers } = spread[n];
                             self.byte(level.0);
@@ -254,15 +378,26 @@ impl Writer<'_> {
 /// to nothing and costs its own bookkeeping on both sides.
 const MIN_JOBS: usize = 16;
 
-/// Whether a change with `literal` of `jobs` jobs in full is worth sending
-/// rather than the whole view.
-fn worth(literal: usize, jobs: usize) -> bool {
-    literal * 2 <= jobs
+/// Whether a change with `literal` of `entries` entries in full is worth
+/// sending rather than the whole view.
+fn worth(literal: usize, entries: usize) -> bool {
+    entries >= MIN_JOBS && literal * 2 <= entries
 }
 
-/// The most bytes the runs take, but for the jobs in full.
-fn runs_max(runs: &[Run]) -> usize {
-    U64 + runs.len() * 2 * U64
+/// The most bytes `runs` take, with the new entries of `list` in full
+/// (`extra` more bytes each).
+fn runs_max<T: Kept>(runs: &[Run], list: &[T], extra: usize) -> usize {
+    let new: usize = runs
+        .iter()
+        .map(|r| match *r {
+            Run::Keep { .. } => 0,
+            Run::New { from, count } => list[from..from + count]
+                .iter()
+                .map(|e| e.max_bytes() + extra)
+                .sum(),
+        })
+        .sum();
+    U64 + runs.len() * 2 * U64 + new
 }
 
 /// Encodes `view` as a change from `base` into `out` (cleared first), or
@@ -285,24 +420,12 @@ pub(crate) fn encode_round_view_delta(
     let dt = now_s.wrapping_sub(base.now_s);
     DIFF.with(|scratch| {
         let scratch = &mut *scratch.borrow_mut();
-        let (base, new) = (
-            Side {
-                jobs: &base.jobs,
-                spread: &[],
-            },
-            Side { jobs, spread: &[] },
-        );
-        let literal = diff(base, new, false, dt, scratch);
-        let runs = &scratch.runs;
+        let literal = diff(Side::bare(&base.jobs), Side::bare(jobs), false, dt, scratch);
         if !worth(literal, jobs.len()) {
             return false;
         }
-        let max = U64
-            + cluster_max(cluster)
-            + U64
-            + vcs.len() * VC_MAX
-            + runs_max(runs)
-            + literal * JOB_MAX;
+        let runs = &scratch.runs;
+        let max = U64 + cluster_max(cluster) + U64 + vcs.len() * VC_MAX + runs_max(runs, jobs, 0);
         write_sized(out, max, |w| {
             w.varint(*now_s);
             w.cluster_summary(cluster);
@@ -333,25 +456,24 @@ pub(crate) fn encode_queue_view_delta(
     let paired = spread.len() == jobs.len() && base.spread.len() == base.jobs.len();
     DIFF.with(|scratch| {
         let scratch = &mut *scratch.borrow_mut();
-        let (base, new) = (
+        let (old, new) = (
             Side {
-                jobs: &base.jobs,
+                list: &base.jobs[..],
                 spread: &base.spread,
             },
-            Side { jobs, spread },
+            Side { list: jobs, spread },
         );
-        let literal = diff(base, new, paired, dt, scratch);
-        let runs = &scratch.runs;
+        let literal = diff(old, new, paired, dt, scratch);
         if !worth(literal, jobs.len()) {
             return false;
         }
+        let runs = &scratch.runs;
         let rest = if paired {
             0
         } else {
             U64 + spread.len() * (1 + U32)
         };
-        let max =
-            U64 + cluster_max(cluster) + 1 + runs_max(runs) + literal * (JOB_MAX + 1 + U32) + rest;
+        let max = U64 + cluster_max(cluster) + 1 + runs_max(runs, jobs, 1 + U32) + rest;
         write_sized(out, max, |w| {
             w.varint(*now_s);
             w.cluster_summary(cluster);
@@ -364,6 +486,70 @@ pub(crate) fn encode_queue_view_delta(
             }
         })
     })
+}
+
+/// Encodes `view` as a change from `base` into `out` (cleared first), or
+/// returns `false` (leaving `out` unspecified) when the whole view is
+/// about as short (always for fewer than [`MIN_JOBS`] entries in all).
+pub(crate) fn encode_reclaim_view_delta(
+    base: &ReclaimView,
+    view: &ReclaimView,
+    out: &mut Vec<u8>,
+) -> bool {
+    let ReclaimView {
+        now_s,
+        cluster,
+        vcs,
+        servers,
+        running,
+        waiting,
+    } = view;
+    let entries = servers.len() + running.len() + waiting.len();
+    if entries < MIN_JOBS {
+        return false;
+    }
+    let dt = now_s.wrapping_sub(base.now_s);
+    DIFF.with(|scratch| {
+        let scratch = &mut *scratch.borrow_mut();
+        let mut body = Vec::new();
+        let literal = [
+            list_change(&base.servers, servers, dt, scratch, &mut body),
+            list_change(&base.running, running, dt, scratch, &mut body),
+            list_change(&base.waiting, waiting, dt, scratch, &mut body),
+        ]
+        .into_iter()
+        .try_fold(0, |sum, l| l.map(|l| sum + l));
+        if !literal.is_some_and(|l| worth(l, entries)) {
+            return false;
+        }
+        let max = U64 + cluster_max(cluster) + U64 + vcs.len() * VC_MAX;
+        let fits = write_sized(out, max, |w| {
+            w.varint(*now_s);
+            w.cluster_summary(cluster);
+            w.vcs(vcs);
+        });
+        out.extend_from_slice(&body);
+        fits
+    })
+}
+
+/// Appends `new` as runs over `base` to `body`; returns how many entries
+/// travel in full (`None` if the runs did not fit their bound).
+fn list_change<T: Kept>(
+    base: &[T],
+    new: &[T],
+    dt: u64,
+    scratch: &mut Scratch,
+    body: &mut Vec<u8>,
+) -> Option<usize> {
+    let literal = diff(Side::bare(base), Side::bare(new), false, dt, scratch);
+    let runs = &scratch.runs;
+    let mut part = Vec::new();
+    let fits = write_sized(&mut part, runs_max(runs, new, 0), |w| {
+        w.runs(runs, new, None)
+    });
+    body.extend_from_slice(&part);
+    fits.then_some(literal)
 }
 
 /// Applies a change to `view`, which holds its base. After an error `view`
@@ -415,72 +601,97 @@ pub(crate) fn apply_queue_view_delta(bytes: &[u8], view: &mut QueueView) -> Resu
     r.finish()
 }
 
-/// Rebuilds `jobs` (and `spread`, when limits travel with the jobs) from
-/// the runs `r` holds.
-fn apply_runs(
+/// Applies a change to `view`, which holds its base. After an error `view`
+/// holds a partial result and must not be used.
+pub(crate) fn apply_reclaim_view_delta(
+    bytes: &[u8],
+    view: &mut ReclaimView,
+) -> Result<(), WireError> {
+    let ReclaimView {
+        now_s,
+        cluster,
+        vcs,
+        servers,
+        running,
+        waiting,
+    } = view;
+    let mut r = Reader::new(bytes, "ReclaimView change");
+    let now = r.u64()?;
+    let dt = now.wrapping_sub(*now_s);
+    *now_s = now;
+    r.cluster_summary(cluster)?;
+    r.vcs(vcs)?;
+    apply_runs(&mut r, servers, None, dt)?;
+    apply_runs(&mut r, running, None, dt)?;
+    apply_runs(&mut r, waiting, None, dt)?;
+    r.finish()
+}
+
+/// Rebuilds `list` (and `spread`, when limits travel with the jobs) from
+/// the runs `r` holds. Kept entries are moved out of the base, not copied.
+fn apply_runs<T: Kept>(
     r: &mut Reader<'_>,
-    jobs: &mut Vec<PendingJob>,
+    list: &mut Vec<T>,
     spread: Option<&mut Vec<SpreadLimit>>,
     dt: u64,
 ) -> Result<(), WireError> {
     let n = r.len(2)?;
-    SPARE.with(|scratch| {
-        let (next, next_spread) = &mut *scratch.borrow_mut();
-        next.clear();
-        next_spread.clear();
-        let mut kept = 0usize;
-        for _ in 0..n {
-            let header = r.u64()?;
-            let count = usize::try_from(header >> 1).unwrap_or(usize::MAX);
-            if header & 1 == 0 {
-                let from = usize::try_from(r.u64()?).unwrap_or(usize::MAX);
-                kept = kept.saturating_add(count);
-                let end = match from.checked_add(count) {
-                    Some(end) if end <= jobs.len() && kept <= jobs.len() => end,
-                    _ => return Err(r.error("keep run past the base view")),
-                };
-                if n == 1 && from == 0 && end == jobs.len() {
-                    // Only time passed: advance the base in place.
-                    for j in jobs.iter_mut() {
-                        j.waiting_s = j.waiting_s.wrapping_add(dt);
-                    }
-                    return Ok(());
+    let mut next: Vec<T> = Vec::new();
+    let mut next_spread = Vec::new();
+    let mut kept = 0usize;
+    for _ in 0..n {
+        let header = r.u64()?;
+        let count = usize::try_from(header >> 1).unwrap_or(usize::MAX);
+        if header & 1 == 0 {
+            let from = usize::try_from(r.u64()?).unwrap_or(usize::MAX);
+            kept = kept.saturating_add(count);
+            let end = match from.checked_add(count) {
+                Some(end) if end <= list.len() && kept <= list.len() => end,
+                _ => return Err(r.error("keep run past the base view")),
+            };
+            if n == 1 && from == 0 && end == list.len() {
+                // Only time passed: advance the base in place.
+                for e in list.iter_mut() {
+                    e.advance(dt);
                 }
-                let start = next.len();
-                next.extend_from_slice(&jobs[from..end]);
-                for j in &mut next[start..] {
-                    j.waiting_s = j.waiting_s.wrapping_add(dt);
-                }
-                if let Some(spread) = &spread {
-                    next_spread.extend_from_slice(&spread[from..end]);
-                }
+                return Ok(());
+            }
+            if next.capacity() == 0 {
+                next.reserve(list.len());
+            }
+            let start = next.len();
+            next.extend(list[from..end].iter_mut().map(std::mem::take));
+            for e in &mut next[start..] {
+                e.advance(dt);
+            }
+            if let Some(spread) = &spread {
+                next_spread.extend_from_slice(&spread[from..end]);
+            }
+        } else {
+            let each = if spread.is_some() {
+                T::MIN_BYTES + 2
             } else {
-                let each = if spread.is_some() {
-                    JOB_MIN + 2
-                } else {
-                    JOB_MIN
-                };
-                r.room_for(count, each)?;
-                for _ in 0..count {
-                    next.push(PendingJob::default());
-                    if let Some(j) = next.last_mut() {
-                        r.pending_job_into(j)?;
-                    }
-                    if spread.is_some() {
-                        next_spread.push(SpreadLimit {
-                            level: Level(r.byte()?),
-                            max_servers: r.u32()?,
-                        });
-                    }
+                T::MIN_BYTES
+            };
+            r.room_for(count, each)?;
+            for _ in 0..count {
+                let mut e = T::default();
+                e.read(r)?;
+                next.push(e);
+                if spread.is_some() {
+                    next_spread.push(SpreadLimit {
+                        level: Level(r.byte()?),
+                        max_servers: r.u32()?,
+                    });
                 }
             }
         }
-        std::mem::swap(jobs, next);
-        if let Some(spread) = spread {
-            std::mem::swap(spread, next_spread);
-        }
-        Ok(())
-    })
+    }
+    *list = next;
+    if let Some(spread) = spread {
+        *spread = next_spread;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -488,6 +699,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::WaitReason;
     use crate::ids::JobId;
     use crate::testing::strategy;
 
@@ -598,6 +810,48 @@ mod tests {
             }
         }
 
+        /// And for reclaim views: servers, running and waiting jobs, each
+        /// list as runs, with running jobs' attained service advanced.
+        #[test]
+        fn a_change_rebuilds_the_reclaim_view(
+            base in strategy::reclaim_view(),
+            drop_running in any::<usize>(),
+            drop_waiting in any::<usize>(),
+            freed in any::<usize>(),
+            dt in prop_oneof![Just(0u64), 1u64..100_000],
+        ) {
+            let mut view = base.clone();
+            view.now_s = base.now_s.wrapping_add(dt);
+            for j in &mut view.running {
+                j.advance(dt);
+            }
+            for w in &mut view.waiting {
+                w.advance(dt);
+            }
+            if !view.running.is_empty() {
+                view.running.remove(drop_running % base.running.len());
+            }
+            if !view.waiting.is_empty() {
+                let at = drop_waiting % view.waiting.len();
+                view.waiting[at].reason = WaitReason::NoCapacity;
+            }
+            if !view.servers.is_empty() {
+                let at = freed % view.servers.len();
+                view.servers[at].free += 1;
+            }
+            let mut bytes = Vec::new();
+            if encode_reclaim_view_delta(&base, &view, &mut bytes) {
+                let mut held = base.clone();
+                apply_reclaim_view_delta(&bytes, &mut held).unwrap();
+                prop_assert_eq!(held, view);
+            } else {
+                let entries = view.servers.len() + view.running.len() + view.waiting.len();
+                prop_assert!(entries < MIN_JOBS, "{} entries", entries);
+            }
+            let mut held = base.clone();
+            let _ = apply_reclaim_view_delta(&bytes, &mut held);
+        }
+
         /// On arbitrary bytes over any base the guest's side never panics,
         /// and never builds more jobs than the base and the bytes hold.
         #[test]
@@ -607,13 +861,52 @@ mod tests {
         ) {
             let mut held = base.clone();
             if apply_queue_view_delta(&bytes, &mut held).is_ok() {
-                prop_assert!(held.jobs.len() <= base.jobs.len() + bytes.len() / JOB_MIN);
+                prop_assert!(held.jobs.len() <= base.jobs.len() + bytes.len() / PendingJob::MIN_BYTES);
             }
             let mut round = RoundView { jobs: base.jobs.clone(), ..RoundView::default() };
             if apply_round_view_delta(&bytes, &mut round).is_ok() {
-                prop_assert!(round.jobs.len() <= base.jobs.len() + bytes.len() / JOB_MIN);
+                prop_assert!(round.jobs.len() <= base.jobs.len() + bytes.len() / PendingJob::MIN_BYTES);
             }
         }
+    }
+
+    /// A reclaim view a minute later, one running job gone: a few bytes,
+    /// and the running jobs' attained service advanced by their GPUs.
+    #[test]
+    fn a_reclaim_view_a_minute_later() {
+        let base = ReclaimView {
+            now_s: 1_000,
+            servers: (0..20)
+                .map(|i| ServerState {
+                    id: crate::ServerId(i),
+                    domain: i / 4,
+                    gpus: 8,
+                    free: i % 3,
+                })
+                .collect(),
+            running: (0..30)
+                .map(|i| RunningJob {
+                    id: JobId(i),
+                    gpus: 2,
+                    attained_gpu_s: 100 * i,
+                    parts: vec![(crate::ServerId(i as u32 % 20), 2)],
+                    ..RunningJob::default()
+                })
+                .collect(),
+            ..ReclaimView::default()
+        };
+        let mut view = base.clone();
+        view.now_s = 1_060;
+        view.running.remove(7);
+        for j in &mut view.running {
+            j.attained_gpu_s += 120;
+        }
+        let mut bytes = Vec::new();
+        assert!(encode_reclaim_view_delta(&base, &view, &mut bytes));
+        assert!(bytes.len() < 24, "{} bytes", bytes.len());
+        let mut held = base.clone();
+        apply_reclaim_view_delta(&bytes, &mut held).unwrap();
+        assert_eq!(held, view);
     }
 
     /// A standing backlog a second later costs a few bytes, and jobs that

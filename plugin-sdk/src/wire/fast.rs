@@ -71,52 +71,15 @@ pub(crate) fn encode_reclaim_view(view: &ReclaimView, out: &mut Vec<u8>) {
         w.vcs(vcs);
         w.varint(servers.len() as u64);
         for s in servers {
-            let ServerState {
-                id,
-                domain,
-                gpus,
-                free,
-            } = s;
-            w.varint(u64::from(id.0));
-            w.varint(u64::from(*domain));
-            w.varint(u64::from(*gpus));
-            w.varint(u64::from(*free));
+            w.server_state(s);
         }
         w.varint(running.len() as u64);
         for j in running {
-            let RunningJob {
-                id,
-                vc,
-                user,
-                gpus,
-                submitted_s,
-                started_s,
-                attempts,
-                attained_gpu_s,
-                parts,
-            } = j;
-            w.varint(id.0);
-            w.varint(u64::from(vc.0));
-            w.varint(u64::from(*user));
-            w.varint(u64::from(*gpus));
-            w.varint(*submitted_s);
-            w.varint(*started_s);
-            w.varint(u64::from(*attempts));
-            w.varint(*attained_gpu_s);
-            w.varint(parts.len() as u64);
-            for (server, g) in parts {
-                w.varint(u64::from(server.0));
-                w.varint(u64::from(*g));
-            }
+            w.running_job(j);
         }
         w.varint(waiting.len() as u64);
         for wj in waiting {
-            let WaitingJob { job, reason, limit } = wj;
-            w.pending_job(job);
-            w.varint(reason_index(*reason));
-            let SpreadLimit { level, max_servers } = limit;
-            w.byte(level.0);
-            w.varint(u64::from(*max_servers));
+            w.waiting_job(wj);
         }
     });
     if !fits {
@@ -226,7 +189,7 @@ pub(super) const VC_MAX: usize = U32 + 1 + U32 + U32 + U32 + U32 + U64 + U32;
 /// The most bytes a [`PendingJob`] takes.
 pub(super) const JOB_MAX: usize = 4 * U64 + 5 * U32 + 1;
 /// The most bytes a [`RunningJob`] takes, but for its parts.
-const RUNNING_MAX: usize = 4 * U64 + 4 * U32 + U64;
+pub(super) const RUNNING_MAX: usize = 4 * U64 + 4 * U32 + U64;
 
 /// The most bytes a [`ClusterSummary`] takes.
 pub(super) fn cluster_max(c: &ClusterSummary) -> usize {
@@ -366,6 +329,55 @@ impl Writer<'_> {
         self.varint(u64::from(*min_servers));
     }
 
+    pub(super) fn server_state(&mut self, s: &ServerState) {
+        let ServerState {
+            id,
+            domain,
+            gpus,
+            free,
+        } = s;
+        self.varint(u64::from(id.0));
+        self.varint(u64::from(*domain));
+        self.varint(u64::from(*gpus));
+        self.varint(u64::from(*free));
+    }
+
+    pub(super) fn running_job(&mut self, j: &RunningJob) {
+        let RunningJob {
+            id,
+            vc,
+            user,
+            gpus,
+            submitted_s,
+            started_s,
+            attempts,
+            attained_gpu_s,
+            parts,
+        } = j;
+        self.varint(id.0);
+        self.varint(u64::from(vc.0));
+        self.varint(u64::from(*user));
+        self.varint(u64::from(*gpus));
+        self.varint(*submitted_s);
+        self.varint(*started_s);
+        self.varint(u64::from(*attempts));
+        self.varint(*attained_gpu_s);
+        self.varint(parts.len() as u64);
+        for (server, g) in parts {
+            self.varint(u64::from(server.0));
+            self.varint(u64::from(*g));
+        }
+    }
+
+    pub(super) fn waiting_job(&mut self, wj: &WaitingJob) {
+        let WaitingJob { job, reason, limit } = wj;
+        self.pending_job(job);
+        self.varint(reason_index(*reason));
+        let SpreadLimit { level, max_servers } = limit;
+        self.byte(level.0);
+        self.varint(u64::from(*max_servers));
+    }
+
     pub(super) fn spread_limits(&mut self, limits: &[SpreadLimit]) {
         self.varint(limits.len() as u64);
         for l in limits {
@@ -472,51 +484,17 @@ pub(crate) fn decode_reclaim_view_into(
     let n = r.len(4)?;
     servers.resize(n, ServerState::default());
     for s in servers.iter_mut() {
-        *s = ServerState {
-            id: ServerId(r.u32()?),
-            domain: r.u32()?,
-            gpus: r.u32()?,
-            free: r.u32()?,
-        };
+        r.server_state_into(s)?;
     }
     let n = r.len(9)?;
     running.resize(n, RunningJob::default());
     for j in running.iter_mut() {
-        // The parts' memory is reused; the struct is written whole.
-        let mut parts = std::mem::take(&mut j.parts);
-        *j = RunningJob {
-            id: JobId(r.u64()?),
-            vc: VcId(r.u32()?),
-            user: r.u32()?,
-            gpus: r.u32()?,
-            submitted_s: r.u64()?,
-            started_s: r.u64()?,
-            attempts: r.u32()?,
-            attained_gpu_s: r.u64()?,
-            parts: {
-                let m = r.len(2)?;
-                parts.clear();
-                parts.reserve(m);
-                for _ in 0..m {
-                    parts.push((ServerId(r.u32()?), r.u32()?));
-                }
-                parts
-            },
-        };
+        r.running_job_into(j)?;
     }
     let n = r.len(13)?;
     waiting.resize(n, WaitingJob::default());
     for w in waiting.iter_mut() {
-        let WaitingJob { job, reason, limit } = w;
-        r.pending_job_into(job)?;
-        *reason = match reason_of(r.u32()?) {
-            Some(reason) => reason,
-            None => return Err(r.error("bad enum variant")),
-        };
-        *limit = SpreadLimit {
-            level: Level(r.byte()?),
-            max_servers: r.u32()?,
-        };
+        r.waiting_job_into(w)?;
     }
     r.finish()
 }
@@ -733,6 +711,55 @@ impl<'a> Reader<'a> {
         for j in jobs.iter_mut() {
             self.pending_job_into(j)?;
         }
+        Ok(())
+    }
+
+    pub(super) fn server_state_into(&mut self, s: &mut ServerState) -> Result<(), WireError> {
+        *s = ServerState {
+            id: ServerId(self.u32()?),
+            domain: self.u32()?,
+            gpus: self.u32()?,
+            free: self.u32()?,
+        };
+        Ok(())
+    }
+
+    /// Overwrites `j`, reusing the memory of its parts.
+    pub(super) fn running_job_into(&mut self, j: &mut RunningJob) -> Result<(), WireError> {
+        let mut parts = std::mem::take(&mut j.parts);
+        *j = RunningJob {
+            id: JobId(self.u64()?),
+            vc: VcId(self.u32()?),
+            user: self.u32()?,
+            gpus: self.u32()?,
+            submitted_s: self.u64()?,
+            started_s: self.u64()?,
+            attempts: self.u32()?,
+            attained_gpu_s: self.u64()?,
+            parts: {
+                let m = self.len(2)?;
+                parts.clear();
+                parts.reserve(m);
+                for _ in 0..m {
+                    parts.push((ServerId(self.u32()?), self.u32()?));
+                }
+                parts
+            },
+        };
+        Ok(())
+    }
+
+    pub(super) fn waiting_job_into(&mut self, w: &mut WaitingJob) -> Result<(), WireError> {
+        let WaitingJob { job, reason, limit } = w;
+        self.pending_job_into(job)?;
+        *reason = match reason_of(self.u32()?) {
+            Some(reason) => reason,
+            None => return Err(self.error("bad enum variant")),
+        };
+        *limit = SpreadLimit {
+            level: Level(self.byte()?),
+            max_servers: self.u32()?,
+        };
         Ok(())
     }
 
