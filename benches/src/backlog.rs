@@ -8,21 +8,14 @@ use gangway_core::wasm::{Budget, CallPath, PolicyEngine, PolicyModule, SandboxCo
 use gangway_core::{JobId, JobSpec, Scheduler};
 use gangway_plugin_sdk::slots::{Fairness, Gang, Locality, Retry};
 
-use crate::philly_official;
+use crate::{philly_official, size_of_draw};
 
 /// Philly's job-size mix, deterministic.
 fn size(i: u64) -> u32 {
-    let x = i
-        .wrapping_mul(6_364_136_223_846_793_005)
-        .wrapping_add(1_442_695_040_888_963_407);
-    match (x >> 33) % 1000 {
-        0..=866 => 1,
-        867..=889 => 2,
-        890..=938 => 4,
-        939..=989 => 8,
-        990..=997 => 16,
-        _ => 32,
-    }
+    size_of_draw(
+        i.wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407),
+    )
 }
 
 /// A cluster ~97 % full of running jobs and 1,000 more pending, every one
