@@ -132,7 +132,7 @@ pub trait SlotContract: Copy + Default + Send + Sync + std::fmt::Debug + 'static
     /// Encodes `view` as a change from `base`, the view of the instance's
     /// last answered call, into `out` (cleared first); `false` (leaving
     /// `out` unspecified) when the slot has no change encoding or the
-    /// whole view is about as short. See [`crate::wire::encode_view_message`].
+    /// whole view is about as short. See `wire::encode_view_message`.
     fn encode_view_delta(_base: &Self::View, _view: &Self::View, _out: &mut Vec<u8>) -> bool {
         false
     }
@@ -149,7 +149,7 @@ pub trait SlotContract: Copy + Default + Send + Sync + std::fmt::Debug + 'static
     /// Encodes `decision` as runs over the `view` it answers into `out`
     /// (cleared first); `false` (leaving `out` unspecified) when the slot
     /// has no compact encoding or it would not be shorter. See
-    /// [`crate::wire::encode_reply_message`].
+    /// `wire::encode_reply_message`.
     fn encode_decision_compact(
         _decision: &Self::Decision,
         _view: &Self::View,
@@ -249,7 +249,7 @@ pub struct Manifest {
     pub running: RunningScope,
     /// Whether the module takes each view as a message that may hold a
     /// change from the view of its last answered call
-    /// ([`crate::wire::encode_view_message`]) rather than the bare view.
+    /// (`wire::encode_view_message`) rather than the bare view.
     /// The SDK's export glue sets it for every slot it exports; a policy
     /// leaves it `false`, and native backends ignore it.
     pub view_deltas: bool,

@@ -75,12 +75,14 @@ fn typed_slot_call<'a>(func: Func) -> SlotCall<'a> {
 }
 
 /// A backend of slot `S` running a Wasm module. It owns at most one
-/// instance. When the module's manifest asks for view changes, each view
-/// after the first is sent as a change from the view of the instance's
-/// last answered call (a fresh instance gets the whole view). Any failed call (trap, budget, memory cap, broken ABI, refusal,
-/// a reply that does not decode, or a decision the core refused) discards
-/// it, and the next call starts a fresh one, running `init` again with the
-/// same configuration. An instance that failed is never reused.
+/// instance. When the module's manifest asks for view messages, each view
+/// after the first may travel as a change from the view of the instance's
+/// last answered call (a fresh instance gets the whole view), and replies
+/// come back as reply messages. Any failed call (trap, budget, memory cap,
+/// broken ABI, refusal, a reply that does not decode, or a decision the
+/// core refused) discards the instance, and with it the view it held; the
+/// next call starts a fresh one, running `init` again with the same
+/// configuration. An instance that failed is never reused.
 pub(crate) struct WasmBackend<S: SlotContract> {
     module: PolicyModule,
     config: Arc<[u8]>,

@@ -30,7 +30,7 @@ use crate::view::SpreadLimit;
 const NEARBY: usize = 8;
 
 thread_local! {
-    /// The encoder's runs: (from or value, count, flag).
+    /// The fairness encoder's runs: (from, count, eligible).
     static RUNS: RefCell<Vec<(usize, usize, u8)>> = const { RefCell::new(Vec::new()) };
 }
 
