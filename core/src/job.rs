@@ -172,6 +172,32 @@ pub struct JobRecord {
 }
 
 impl JobRecord {
+    /// The record of a job just submitted, before the scheduler enqueues
+    /// it: no attempts, nothing attained, its wait charged up to its submit
+    /// time. Its state stays `Finished(Killed)` at the submit time until
+    /// [`crate::Scheduler`] makes it pending.
+    pub(crate) fn submitted(spec: JobSpec) -> JobRecord {
+        let since = spec.submitted_s;
+        JobRecord {
+            spec,
+            state: JobState::Finished {
+                status: FinalStatus::Killed,
+                at_s: since,
+            },
+            attempts: 0,
+            probe: None,
+            preemptions: 0,
+            preempted_gpu_s: 0,
+            migrations: 0,
+            attained_gpu_s: 0,
+            failed_gpu_s: 0,
+            first_start_s: None,
+            first_placement: None,
+            wait: WaitBreakdown::default(),
+            charged_to_s: since,
+        }
+    }
+
     /// Whether the job is pending.
     pub fn is_pending(&self) -> bool {
         matches!(self.state, JobState::Pending { .. })

@@ -77,33 +77,15 @@ impl JobTable {
 mod tests {
     use super::*;
     use crate::JobSpec;
-    use crate::job::{FinalStatus, JobState, WaitBreakdown};
 
     fn record(id: u64, vc: u32) -> JobRecord {
-        JobRecord {
-            spec: JobSpec {
-                id: JobId(id),
-                vc: VcId(vc),
-                user: 0,
-                gpus: 1,
-                submitted_s: 0,
-            },
-            state: JobState::Finished {
-                status: FinalStatus::Passed,
-                at_s: 0,
-            },
-            attempts: 0,
-            probe: None,
-            preemptions: 0,
-            preempted_gpu_s: 0,
-            migrations: 0,
-            attained_gpu_s: 0,
-            failed_gpu_s: 0,
-            first_start_s: None,
-            first_placement: None,
-            wait: WaitBreakdown::default(),
-            charged_to_s: 0,
-        }
+        JobRecord::submitted(JobSpec {
+            id: JobId(id),
+            vc: VcId(vc),
+            user: 0,
+            gpus: 1,
+            submitted_s: 0,
+        })
     }
 
     #[test]

@@ -8,7 +8,7 @@ use rustc_hash::FxHashMap;
 
 use gangway_plugin_sdk::{JobId, Slot, VcId, WaitReason};
 
-use crate::job::{AttemptEnd, Failure, FinalStatus, JobRecord, JobSpec, JobState, WaitBreakdown};
+use crate::job::{AttemptEnd, Failure, FinalStatus, JobRecord, JobSpec, JobState};
 use crate::job_table::JobTable;
 use crate::placement::Scope;
 use crate::policy::{BoxedBackend, PolicySet, SlotHealth, SlotRules};
@@ -349,27 +349,7 @@ impl Scheduler {
             });
         }
         let since = spec.submitted_s;
-        self.jobs.insert(
-            id,
-            JobRecord {
-                spec,
-                state: JobState::Finished {
-                    status: FinalStatus::Killed,
-                    at_s: since,
-                },
-                attempts: 0,
-                probe: None,
-                preemptions: 0,
-                preempted_gpu_s: 0,
-                migrations: 0,
-                attained_gpu_s: 0,
-                failed_gpu_s: 0,
-                first_start_s: None,
-                first_placement: None,
-                wait: WaitBreakdown::default(),
-                charged_to_s: since,
-            },
-        );
+        self.jobs.insert(id, JobRecord::submitted(spec));
         self.enqueue(id, since);
         Ok(())
     }
