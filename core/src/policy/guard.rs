@@ -344,7 +344,8 @@ impl<S: SlotCheck> Guarded<S> {
     }
 
     fn sync_status(&self, s: &mut Shared<S>) {
-        s.status.active = self.name().to_string();
+        s.status.active.clear();
+        s.status.active.push_str(self.name());
         s.status.previous = self
             .stack
             .iter()
@@ -356,11 +357,12 @@ impl<S: SlotCheck> Guarded<S> {
     }
 
     /// Applies a staged swap or a rollback, then lets the active backend
-    /// prepare. Returns whether the active backend changed.
+    /// prepare. Returns whether the active backend changed. A round that
+    /// changes nothing only copies the health counters to the status (no
+    /// allocation: this runs for every slot every round).
     pub(crate) fn prepare_round(&mut self) -> bool {
-        let before = self.stack.len();
-        let top = self.name().to_string();
-        let shared = self.shared.clone();
+        let mut changed = false;
+        let shared = Arc::clone(&self.shared);
         if let Ok(mut s) = shared.lock() {
             if std::mem::take(&mut s.rollback) {
                 if self.stack.len() > 1 {
@@ -374,6 +376,7 @@ impl<S: SlotCheck> Guarded<S> {
                             to,
                         },
                     );
+                    changed = true;
                 } else {
                     let active = self.name().to_string();
                     event(&mut s, SlotEvent::RollbackRefused { active });
@@ -382,11 +385,16 @@ impl<S: SlotCheck> Guarded<S> {
             }
             if let Some(next) = s.staged.take() {
                 self.push(next, &mut s);
+                changed = true;
             }
-            self.sync_status(&mut s);
+            if changed {
+                self.sync_status(&mut s);
+            } else {
+                s.status.health = self.health.clone();
+            }
         }
         self.active_mut().prepare_round();
-        self.stack.len() != before || self.name() != top
+        changed
     }
 
     /// Asks the active backend for its decision on `view` and checks it

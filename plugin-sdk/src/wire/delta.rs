@@ -2,25 +2,33 @@
 //! whose glue asks for it (the manifest's `view_deltas`, which the SDK's
 //! export glue sets). A backlog that stands from round to round then costs
 //! the jobs that changed, not every job encoded by the host and decoded in
-//! the sandbox again.
+//! the sandbox again; and a small view costs the few entries that changed,
+//! not its whole VC list.
 //!
-//! A change of a fairness view ([`RoundView`]) is its `now_s`, `cluster`
-//! and `vcs` whole, then its jobs as runs. A change of a locality or gang
-//! view ([`QueueView`]) is its `now_s` and `cluster`, a byte saying whether
-//! each job's spread limit travels with it (1: both views have one limit
-//! per job) or the limits follow whole after the runs (0), then the runs. A
-//! change of a reclaim view ([`ReclaimView`]) is its `now_s`, `cluster` and
-//! `vcs` whole, then its servers, running jobs and waiting jobs, each list
-//! as runs.
+//! A change of a fairness view ([`RoundView`]) is its `now_s` and `cluster`
+//! whole, then its `vcs` and its jobs as runs. A change of a locality or
+//! gang view ([`QueueView`]) is its `now_s` and `cluster`, a byte saying
+//! whether each job's spread limit travels with it (1: both views have one
+//! limit per job) or the limits follow whole after the runs (0), then the
+//! runs. A change of a reclaim view ([`ReclaimView`]) is its `now_s` and
+//! `cluster` whole, then its VCs, servers, running jobs and waiting jobs,
+//! each list as runs.
 //!
-//! A run is a varint header `count << 1 | kind`:
+//! A list's runs start with a varint `count << 1 | in_place`, then `count`
+//! runs. A run is a varint header `count << 1 | kind`:
 //! - kind 0, *keep*: a varint `from`; the base's entries `from..from +
 //!   count` (and their limits, when they travel with the jobs), each
 //!   advanced by the time between the two views (`dt = now_s - base.now_s`,
 //!   wrapping): a pending or waiting job's `waiting_s` by `dt`, a running
-//!   job's `attained_gpu_s` by `gpus * dt`, a server not at all;
+//!   job's `attained_gpu_s` by `gpus * dt`, a server or a VC not at all;
 //! - kind 1, *new*: `count` entries follow in full, each job followed by its
 //!   limit when limits travel with the jobs.
+//!
+//! `in_place` (1) promises that every keep run starts at or after both the
+//! position its first entry takes in the new list and the end of the keep
+//! run before it (entries only left, changed or arrived, in order): the
+//! guest then rebuilds the list inside the base's memory, without a second
+//! list. A run that breaks the promise does not decode.
 //!
 //! The keep runs of a list together copy at most as many entries as the
 //! base has, and a new run is refused when the bytes left cannot hold it, so
@@ -35,7 +43,7 @@ use super::codec::{U32, U64, WireError};
 use super::fast::{JOB_MAX, RUNNING_MAX, Reader, VC_MAX, Writer, cluster_max, write_sized};
 use crate::ids::Level;
 use crate::slots::{QueueView, ReclaimView, RoundView};
-use crate::view::{PendingJob, RunningJob, ServerState, SpreadLimit, WaitingJob};
+use crate::view::{PendingJob, RunningJob, ServerState, SpreadLimit, VcUsage, WaitingJob};
 
 /// Where the entries of the new list come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,6 +151,27 @@ impl Kept for PendingJob {
     }
     fn read(&mut self, r: &mut Reader<'_>) -> Result<(), WireError> {
         r.pending_job_into(self)
+    }
+}
+
+impl Kept for VcUsage {
+    const MIN_BYTES: usize = 7;
+    fn key(&self) -> u64 {
+        u64::from(self.id.0)
+    }
+    fn later_is(&self, new: &Self, _dt: u64) -> bool {
+        // A VC's attained service grows when an attempt ends, not with time.
+        self == new
+    }
+    fn advance(&mut self, _dt: u64) {}
+    fn max_bytes(&self) -> usize {
+        VC_MAX
+    }
+    fn write(&self, w: &mut Writer<'_>) {
+        w.vc(self);
+    }
+    fn read(&mut self, r: &mut Reader<'_>) -> Result<(), WireError> {
+        r.vc_into(self)
     }
 }
 
@@ -265,9 +294,9 @@ fn unchanged<T: Kept>(base: Side<'_, T>, new: Side<'_, T>, paired: bool, dt: u64
     at
 }
 
-/// The runs that build `new` from `base` (with their limits when `paired`),
-/// `dt` seconds later, into `scratch.runs`; returns how many entries travel
-/// in full.
+/// Appends the runs that build `new` from `base` (with their limits when
+/// `paired`), `dt` seconds later, to `scratch.runs`; returns how many
+/// entries travel in full.
 fn diff<T: Kept>(
     base: Side<'_, T>,
     new: Side<'_, T>,
@@ -276,14 +305,17 @@ fn diff<T: Kept>(
     scratch: &mut Scratch,
 ) -> usize {
     let Scratch { runs, index } = scratch;
-    runs.clear();
     index.clear();
+    // This list's runs: only they may be merged with.
+    let first = runs.len();
     let same = |b: usize, n: usize| {
         base.list[b].later_is(&new.list[n], dt) && (!paired || base.spread[b] == new.spread[n])
     };
     let mut next = 0;
     let mut literal = 0;
     let mut n = 0;
+    // Whether the base is sorted by key, once a search needs to know.
+    let mut by_key: Option<bool> = None;
     while n < new.list.len() {
         // The common case first: a stretch of entries unchanged but for time.
         let stretch = unchanged(
@@ -299,7 +331,7 @@ fn diff<T: Kept>(
             dt,
         );
         if stretch > 0 {
-            match runs.last_mut() {
+            match runs[first..].last_mut() {
                 Some(Run::Keep { from, count }) if *from + *count == next => *count += stretch,
                 _ => runs.push(Run::Keep {
                     from: next,
@@ -311,6 +343,18 @@ fn diff<T: Kept>(
             continue;
         }
         let key = new.list[n].key();
+        if base.list.get(next).is_some_and(|b| b.key() == key) {
+            // The entry where the diff expects it, changed: it travels in
+            // full, in its place.
+            match runs[first..].last_mut() {
+                Some(Run::New { count, .. }) => *count += 1,
+                _ => runs.push(Run::New { from: n, count: 1 }),
+            }
+            literal += 1;
+            next += 1;
+            n += 1;
+            continue;
+        }
         let found = if next < base.list.len() && same(next, n) {
             Some(next)
         } else {
@@ -318,16 +362,24 @@ fn diff<T: Kept>(
                 .find(|&b| base.list[b].key() == key)
                 .filter(|&b| same(b, n));
             ahead.or_else(|| {
-                if index.is_empty() && !base.list.is_empty() {
-                    index.reserve(base.list.len());
-                    for (b, e) in base.list.iter().enumerate() {
-                        index.insert(e.key(), b);
+                // Lists the host sorts by key (VCs, servers, running jobs)
+                // are searched; any other gets an index.
+                let sorted = *by_key.get_or_insert_with(|| base.list.is_sorted_by_key(T::key));
+                let at = if sorted {
+                    base.list.binary_search_by_key(&key, T::key).ok()
+                } else {
+                    if index.is_empty() && !base.list.is_empty() {
+                        index.reserve(base.list.len());
+                        for (b, e) in base.list.iter().enumerate() {
+                            index.insert(e.key(), b);
+                        }
                     }
-                }
-                index.get(&key).copied().filter(|&b| same(b, n))
+                    index.get(&key).copied()
+                };
+                at.filter(|&b| same(b, n))
             })
         };
-        match (found, runs.last_mut()) {
+        match (found, runs[first..].last_mut()) {
             (Some(b), Some(Run::Keep { from, count })) if *from + *count == b => *count += 1,
             (Some(b), _) => runs.push(Run::Keep { from: b, count: 1 }),
             (None, Some(Run::New { count, .. })) => {
@@ -347,11 +399,31 @@ fn diff<T: Kept>(
     literal
 }
 
+/// Whether `runs` can rebuild their list inside the base's memory: every
+/// keep run starts at or after both where its entries go and the end of
+/// the keep run before it (see the module docs).
+fn in_place(runs: &[Run]) -> bool {
+    let (mut out, mut kept_to) = (0, 0);
+    for run in runs {
+        match *run {
+            Run::Keep { from, count } => {
+                if from < out || from < kept_to {
+                    return false;
+                }
+                out += count;
+                kept_to = from + count;
+            }
+            Run::New { count, .. } => out += count,
+        }
+    }
+    true
+}
+
 impl Writer<'_> {
     /// Writes `runs`, the entries of new runs in full (jobs with their
     /// limits when `spread` travels with them).
     fn runs<T: Kept>(&mut self, runs: &[Run], list: &[T], spread: Option<&[SpreadLimit]>) {
-        self.varint(runs.len() as u64);
+        self.varint(((runs.len() as u64) << 1) | u64::from(in_place(runs)));
         for run in runs {
             match *run {
                 Run::Keep { from, count } => {
@@ -374,14 +446,15 @@ impl Writer<'_> {
     }
 }
 
-/// Views with fewer jobs than this travel whole: a change would save next
-/// to nothing and costs its own bookkeeping on both sides.
-const MIN_JOBS: usize = 16;
+/// Views with fewer entries than this (jobs, and VCs, servers and running
+/// jobs where the view has them) travel whole: an empty view has nothing to
+/// keep.
+const MIN_ENTRIES: usize = 1;
 
 /// Whether a change with `literal` of `entries` entries in full is worth
 /// sending rather than the whole view.
 fn worth(literal: usize, entries: usize) -> bool {
-    entries >= MIN_JOBS && literal * 2 <= entries
+    entries >= MIN_ENTRIES && literal * 2 <= entries
 }
 
 /// The most bytes `runs` take, with the new entries of `list` in full
@@ -402,7 +475,7 @@ fn runs_max<T: Kept>(runs: &[Run], list: &[T], extra: usize) -> usize {
 
 /// Encodes `view` as a change from `base` into `out` (cleared first), or
 /// returns `false` (leaving `out` unspecified) when the whole view is
-/// about as short (always for fewer than [`MIN_JOBS`] jobs).
+/// about as short (always for fewer than [`MIN_ENTRIES`] VCs and jobs).
 pub(crate) fn encode_round_view_delta(
     base: &RoundView,
     view: &RoundView,
@@ -414,30 +487,35 @@ pub(crate) fn encode_round_view_delta(
         vcs,
         jobs,
     } = view;
-    if jobs.len() < MIN_JOBS {
+    let entries = vcs.len() + jobs.len();
+    if entries < MIN_ENTRIES {
         return false;
     }
     let dt = now_s.wrapping_sub(base.now_s);
     DIFF.with(|scratch| {
         let scratch = &mut *scratch.borrow_mut();
-        let literal = diff(Side::bare(&base.jobs), Side::bare(jobs), false, dt, scratch);
-        if !worth(literal, jobs.len()) {
+        scratch.runs.clear();
+        let literal = diff(Side::bare(&base.vcs), Side::bare(vcs), false, dt, scratch);
+        let split = scratch.runs.len();
+        let literal = literal + diff(Side::bare(&base.jobs), Side::bare(jobs), false, dt, scratch);
+        if !worth(literal, entries) {
             return false;
         }
-        let runs = &scratch.runs;
-        let max = U64 + cluster_max(cluster) + U64 + vcs.len() * VC_MAX + runs_max(runs, jobs, 0);
+        let (vc_runs, job_runs) = scratch.runs.split_at(split);
+        let max =
+            U64 + cluster_max(cluster) + runs_max(vc_runs, vcs, 0) + runs_max(job_runs, jobs, 0);
         write_sized(out, max, |w| {
             w.varint(*now_s);
             w.cluster_summary(cluster);
-            w.vcs(vcs);
-            w.runs(runs, jobs, None);
+            w.runs(vc_runs, vcs, None);
+            w.runs(job_runs, jobs, None);
         })
     })
 }
 
 /// Encodes `view` as a change from `base` into `out` (cleared first), or
 /// returns `false` (leaving `out` unspecified) when the whole view is
-/// about as short (always for fewer than [`MIN_JOBS`] jobs).
+/// about as short (always for fewer than [`MIN_ENTRIES`] jobs).
 pub(crate) fn encode_queue_view_delta(
     base: &QueueView,
     view: &QueueView,
@@ -449,13 +527,14 @@ pub(crate) fn encode_queue_view_delta(
         jobs,
         spread,
     } = view;
-    if jobs.len() < MIN_JOBS {
+    if jobs.len() < MIN_ENTRIES {
         return false;
     }
     let dt = now_s.wrapping_sub(base.now_s);
     let paired = spread.len() == jobs.len() && base.spread.len() == base.jobs.len();
     DIFF.with(|scratch| {
         let scratch = &mut *scratch.borrow_mut();
+        scratch.runs.clear();
         let (old, new) = (
             Side {
                 list: &base.jobs[..],
@@ -490,7 +569,7 @@ pub(crate) fn encode_queue_view_delta(
 
 /// Encodes `view` as a change from `base` into `out` (cleared first), or
 /// returns `false` (leaving `out` unspecified) when the whole view is
-/// about as short (always for fewer than [`MIN_JOBS`] entries in all).
+/// about as short (always for fewer than [`MIN_ENTRIES`] entries in all).
 pub(crate) fn encode_reclaim_view_delta(
     base: &ReclaimView,
     view: &ReclaimView,
@@ -504,52 +583,60 @@ pub(crate) fn encode_reclaim_view_delta(
         running,
         waiting,
     } = view;
-    let entries = servers.len() + running.len() + waiting.len();
-    if entries < MIN_JOBS {
+    let entries = vcs.len() + servers.len() + running.len() + waiting.len();
+    if entries < MIN_ENTRIES {
         return false;
     }
     let dt = now_s.wrapping_sub(base.now_s);
     DIFF.with(|scratch| {
         let scratch = &mut *scratch.borrow_mut();
-        let mut body = Vec::new();
-        let literal = [
-            list_change(&base.servers, servers, dt, scratch, &mut body),
-            list_change(&base.running, running, dt, scratch, &mut body),
-            list_change(&base.waiting, waiting, dt, scratch, &mut body),
-        ]
-        .into_iter()
-        .try_fold(0, |sum, l| l.map(|l| sum + l));
-        if !literal.is_some_and(|l| worth(l, entries)) {
+        scratch.runs.clear();
+        let mut literal = diff(Side::bare(&base.vcs), Side::bare(vcs), false, dt, scratch);
+        let a = scratch.runs.len();
+        literal += diff(
+            Side::bare(&base.servers),
+            Side::bare(servers),
+            false,
+            dt,
+            scratch,
+        );
+        let b = scratch.runs.len();
+        literal += diff(
+            Side::bare(&base.running),
+            Side::bare(running),
+            false,
+            dt,
+            scratch,
+        );
+        let c = scratch.runs.len();
+        literal += diff(
+            Side::bare(&base.waiting),
+            Side::bare(waiting),
+            false,
+            dt,
+            scratch,
+        );
+        if !worth(literal, entries) {
             return false;
         }
-        let max = U64 + cluster_max(cluster) + U64 + vcs.len() * VC_MAX;
-        let fits = write_sized(out, max, |w| {
+        let runs = &scratch.runs;
+        let (vc_runs, server_runs, running_runs, waiting_runs) =
+            (&runs[..a], &runs[a..b], &runs[b..c], &runs[c..]);
+        let max = U64
+            + cluster_max(cluster)
+            + runs_max(vc_runs, vcs, 0)
+            + runs_max(server_runs, servers, 0)
+            + runs_max(running_runs, running, 0)
+            + runs_max(waiting_runs, waiting, 0);
+        write_sized(out, max, |w| {
             w.varint(*now_s);
             w.cluster_summary(cluster);
-            w.vcs(vcs);
-        });
-        out.extend_from_slice(&body);
-        fits
+            w.runs(vc_runs, vcs, None);
+            w.runs(server_runs, servers, None);
+            w.runs(running_runs, running, None);
+            w.runs(waiting_runs, waiting, None);
+        })
     })
-}
-
-/// Appends `new` as runs over `base` to `body`; returns how many entries
-/// travel in full (`None` if the runs did not fit their bound).
-fn list_change<T: Kept>(
-    base: &[T],
-    new: &[T],
-    dt: u64,
-    scratch: &mut Scratch,
-    body: &mut Vec<u8>,
-) -> Option<usize> {
-    let literal = diff(Side::bare(base), Side::bare(new), false, dt, scratch);
-    let runs = &scratch.runs;
-    let mut part = Vec::new();
-    let fits = write_sized(&mut part, runs_max(runs, new, 0), |w| {
-        w.runs(runs, new, None)
-    });
-    body.extend_from_slice(&part);
-    fits.then_some(literal)
 }
 
 /// Applies a change to `view`, which holds its base. After an error `view`
@@ -566,7 +653,7 @@ pub(crate) fn apply_round_view_delta(bytes: &[u8], view: &mut RoundView) -> Resu
     let dt = now.wrapping_sub(*now_s);
     *now_s = now;
     r.cluster_summary(cluster)?;
-    r.vcs(vcs)?;
+    apply_runs(&mut r, vcs, None, dt)?;
     apply_runs(&mut r, jobs, None, dt)?;
     r.finish()
 }
@@ -620,7 +707,7 @@ pub(crate) fn apply_reclaim_view_delta(
     let dt = now.wrapping_sub(*now_s);
     *now_s = now;
     r.cluster_summary(cluster)?;
-    r.vcs(vcs)?;
+    apply_runs(&mut r, vcs, None, dt)?;
     apply_runs(&mut r, servers, None, dt)?;
     apply_runs(&mut r, running, None, dt)?;
     apply_runs(&mut r, waiting, None, dt)?;
@@ -628,14 +715,107 @@ pub(crate) fn apply_reclaim_view_delta(
 }
 
 /// Rebuilds `list` (and `spread`, when limits travel with the jobs) from
-/// the runs `r` holds. Kept entries are moved out of the base, not copied.
+/// the runs `r` holds: in place when the runs say they allow it, else into
+/// a new list (kept entries moved out of the base, not copied).
 fn apply_runs<T: Kept>(
     r: &mut Reader<'_>,
     list: &mut Vec<T>,
     spread: Option<&mut Vec<SpreadLimit>>,
     dt: u64,
 ) -> Result<(), WireError> {
-    let n = r.len(2)?;
+    let header = r.u64()?;
+    let n = usize::try_from(header >> 1).unwrap_or(usize::MAX);
+    r.room_for(n, 2)?;
+    if header & 1 == 1 {
+        apply_runs_in_place(r, n, list, spread, dt)
+    } else {
+        apply_runs_moving(r, n, list, spread, dt)
+    }
+}
+
+/// The `n` runs of an in-place list (see the module docs): kept entries
+/// slide left over the entries that left, new entries overwrite the base's
+/// in their place or follow at the end.
+fn apply_runs_in_place<T: Kept>(
+    r: &mut Reader<'_>,
+    n: usize,
+    list: &mut Vec<T>,
+    mut spread: Option<&mut Vec<SpreadLimit>>,
+    dt: u64,
+) -> Result<(), WireError> {
+    let (mut out, mut kept_to) = (0usize, 0usize);
+    for _ in 0..n {
+        let header = r.u64()?;
+        let count = usize::try_from(header >> 1).unwrap_or(usize::MAX);
+        if header & 1 == 0 {
+            let from = usize::try_from(r.u64()?).unwrap_or(usize::MAX);
+            let end = match from.checked_add(count) {
+                Some(end) if end <= list.len() => end,
+                _ => return Err(r.error("keep run past the base view")),
+            };
+            if from < out || from < kept_to {
+                return Err(r.error("keep run out of place in an in-place list"));
+            }
+            if from > out {
+                // Entries before `from` left; those before `out` are final.
+                for k in 0..count {
+                    list.swap(out + k, from + k);
+                }
+                if let Some(spread) = spread.as_deref_mut() {
+                    for k in 0..count {
+                        spread.swap(out + k, from + k);
+                    }
+                }
+            }
+            for e in &mut list[out..out + count] {
+                e.advance(dt);
+            }
+            out += count;
+            kept_to = end;
+        } else {
+            let each = if spread.is_some() {
+                T::MIN_BYTES + 2
+            } else {
+                T::MIN_BYTES
+            };
+            r.room_for(count, each)?;
+            for _ in 0..count {
+                if let Some(e) = list.get_mut(out) {
+                    e.read(r)?;
+                } else {
+                    let mut e = T::default();
+                    e.read(r)?;
+                    list.push(e);
+                }
+                if let Some(spread) = spread.as_deref_mut() {
+                    let limit = SpreadLimit {
+                        level: Level(r.byte()?),
+                        max_servers: r.u32()?,
+                    };
+                    match spread.get_mut(out) {
+                        Some(s) => *s = limit,
+                        None => spread.push(limit),
+                    }
+                }
+                out += 1;
+            }
+        }
+    }
+    list.truncate(out);
+    if let Some(spread) = spread {
+        spread.truncate(out);
+    }
+    Ok(())
+}
+
+/// The `n` runs of a list whose entries may move: rebuilt into a new list.
+fn apply_runs_moving<T: Kept>(
+    r: &mut Reader<'_>,
+    n: usize,
+    list: &mut Vec<T>,
+    spread: Option<&mut Vec<SpreadLimit>>,
+    dt: u64,
+) -> Result<(), WireError> {
     let mut next: Vec<T> = Vec::new();
     let mut next_spread = Vec::new();
     let mut kept = 0usize;
@@ -649,13 +829,6 @@ fn apply_runs<T: Kept>(
                 Some(end) if end <= list.len() && kept <= list.len() => end,
                 _ => return Err(r.error("keep run past the base view")),
             };
-            if n == 1 && from == 0 && end == list.len() {
-                // Only time passed: advance the base in place.
-                for e in list.iter_mut() {
-                    e.advance(dt);
-                }
-                return Ok(());
-            }
             if next.capacity() == 0 {
                 next.reserve(list.len());
             }
@@ -702,6 +875,7 @@ mod tests {
     use crate::WaitReason;
     use crate::ids::JobId;
     use crate::testing::strategy;
+    use crate::view::VcUsage;
 
     /// How a view changes between two rounds: jobs leave, arrive, change,
     /// move, and time passes.
@@ -777,10 +951,18 @@ mod tests {
         fn a_change_rebuilds_the_round_view(
             base in strategy::round_view(),
             edits in edits(),
+            vc_edits in prop::collection::vec((any::<usize>(), any::<u32>()), 0..4),
             dt in prop_oneof![Just(0u64), 1u64..100_000, Just(u64::MAX)],
         ) {
             let (jobs, _) = edited(&base.jobs, &[], &edits, dt);
-            let view = RoundView { now_s: base.now_s.wrapping_add(dt), jobs, ..base.clone() };
+            let mut vcs = base.vcs.clone();
+            for (at, held) in &vc_edits {
+                let n = vcs.len();
+                if let Some(v) = vcs.get_mut(at % n.max(1)) {
+                    v.held_gpus = *held;
+                }
+            }
+            let view = RoundView { now_s: base.now_s.wrapping_add(dt), jobs, vcs, ..base.clone() };
             let mut bytes = vec![0xAA; 5];
             if encode_round_view_delta(&base, &view, &mut bytes) {
                 let mut held = base.clone();
@@ -788,7 +970,11 @@ mod tests {
                 prop_assert_eq!(held, view);
             } else {
                 // Only a small view travels whole when nothing but time passed.
-                prop_assert!(!edits.is_empty() || view.jobs.len() < MIN_JOBS);
+                prop_assert!(
+                    !edits.is_empty()
+                        || !vc_edits.is_empty()
+                        || view.jobs.len() + view.vcs.len() < MIN_ENTRIES
+                );
             }
         }
 
@@ -845,8 +1031,9 @@ mod tests {
                 apply_reclaim_view_delta(&bytes, &mut held).unwrap();
                 prop_assert_eq!(held, view);
             } else {
-                let entries = view.servers.len() + view.running.len() + view.waiting.len();
-                prop_assert!(entries < MIN_JOBS, "{} entries", entries);
+                let entries =
+                    view.vcs.len() + view.servers.len() + view.running.len() + view.waiting.len();
+                prop_assert!(entries < MIN_ENTRIES, "{} entries", entries);
             }
             let mut held = base.clone();
             let _ = apply_reclaim_view_delta(&bytes, &mut held);
@@ -940,8 +1127,8 @@ mod tests {
         apply_round_view_delta(&bytes, &mut held).unwrap();
         assert_eq!(held, view);
         // A change whose keep runs copy more than the base holds is refused.
-        // (now, cluster, vcs, then two runs that each keep job 0.)
-        let bad = [0, 0, 0, 0, 0, 0, 2, 2, 0, 2, 0];
+        // (now, cluster, no VC runs, then two runs that each keep job 0.)
+        let bad = [0, 0, 0, 0, 0, 0, 4, 2, 0, 2, 0];
         let mut small = RoundView {
             jobs: vec![PendingJob::default()],
             ..RoundView::default()
@@ -953,6 +1140,63 @@ mod tests {
             jobs: vec![PendingJob::default()],
             ..RoundView::default()
         };
-        apply_round_view_delta(&[0, 0, 0, 0, 0, 0, 1, 2, 0], &mut small).unwrap();
+        apply_round_view_delta(&[0, 0, 0, 0, 0, 0, 2, 2, 0], &mut small).unwrap();
+        // In place, a keep run that reaches back before the last one is refused.
+        let mut two = RoundView {
+            jobs: vec![PendingJob::default(); 2],
+            ..RoundView::default()
+        };
+        let back = [0, 0, 0, 0, 0, 0, 5, 2, 1, 2, 0];
+        let err = apply_round_view_delta(&back, &mut two).unwrap_err();
+        assert!(err.to_string().contains("out of place"), "{err}");
+    }
+
+    /// A small fairness view a round later, one VC's use changed and a job
+    /// arrived: the VC list travels as runs, rebuilt in place.
+    #[test]
+    fn a_small_view_sends_the_vcs_that_changed() {
+        let vc = |i: u32| VcUsage {
+            id: crate::VcId(i),
+            quota_gpus: Some(100 + i),
+            weight: 1,
+            held_gpus: 10 * i,
+            pending_gpus: 0,
+            attained_gpu_s: 1_000_000 + u64::from(i),
+            pending_jobs: 0,
+        };
+        let base = RoundView {
+            now_s: 5_000,
+            vcs: (0..11).map(vc).collect(),
+            jobs: vec![PendingJob {
+                id: JobId(1),
+                gpus: 1,
+                ..PendingJob::default()
+            }],
+            ..RoundView::default()
+        };
+        let mut view = base.clone();
+        view.now_s = 5_007;
+        view.jobs[0].waiting_s += 7;
+        view.vcs[4].held_gpus += 8;
+        view.jobs.push(PendingJob {
+            id: JobId(2),
+            gpus: 8,
+            ..PendingJob::default()
+        });
+        let mut whole = Vec::new();
+        crate::wire::fast::encode_round_view(&view, &mut whole);
+        let mut bytes = Vec::new();
+        assert!(encode_round_view_delta(&base, &view, &mut bytes));
+        assert!(
+            bytes.len() * 3 < whole.len(),
+            "{} of {} bytes",
+            bytes.len(),
+            whole.len()
+        );
+        let mut held = base.clone();
+        let memory = held.vcs.as_ptr();
+        apply_round_view_delta(&bytes, &mut held).unwrap();
+        assert_eq!(held, view);
+        assert_eq!(held.vcs.as_ptr(), memory, "rebuilt in place");
     }
 }

@@ -271,29 +271,34 @@ impl Writer<'_> {
     pub(super) fn vcs(&mut self, vcs: &[VcUsage]) {
         self.varint(vcs.len() as u64);
         for v in vcs {
-            let VcUsage {
-                id,
-                quota_gpus,
-                weight,
-                held_gpus,
-                pending_gpus,
-                attained_gpu_s,
-                pending_jobs,
-            } = v;
-            self.varint(u64::from(id.0));
-            match quota_gpus {
-                None => self.byte(0),
-                Some(q) => {
-                    self.byte(1);
-                    self.varint(u64::from(*q));
-                }
-            }
-            self.varint(u64::from(*weight));
-            self.varint(u64::from(*held_gpus));
-            self.varint(u64::from(*pending_gpus));
-            self.varint(*attained_gpu_s);
-            self.varint(u64::from(*pending_jobs));
+            self.vc(v);
         }
+    }
+
+    #[inline(always)]
+    pub(super) fn vc(&mut self, v: &VcUsage) {
+        let VcUsage {
+            id,
+            quota_gpus,
+            weight,
+            held_gpus,
+            pending_gpus,
+            attained_gpu_s,
+            pending_jobs,
+        } = v;
+        self.varint(u64::from(id.0));
+        match quota_gpus {
+            None => self.byte(0),
+            Some(q) => {
+                self.byte(1);
+                self.varint(u64::from(*q));
+            }
+        }
+        self.varint(u64::from(*weight));
+        self.varint(u64::from(*held_gpus));
+        self.varint(u64::from(*pending_gpus));
+        self.varint(*attained_gpu_s);
+        self.varint(u64::from(*pending_jobs));
     }
 
     fn pending_jobs(&mut self, jobs: &[PendingJob]) {
@@ -687,20 +692,27 @@ impl<'a> Reader<'a> {
         let n = self.len(7)?;
         vcs.resize(n, VcUsage::default());
         for v in vcs.iter_mut() {
-            *v = VcUsage {
-                id: VcId(self.u32()?),
-                quota_gpus: match self.byte()? {
-                    0 => None,
-                    1 => Some(self.u32()?),
-                    _ => return Err(self.error("bad Option tag")),
-                },
-                weight: self.u32()?,
-                held_gpus: self.u32()?,
-                pending_gpus: self.u32()?,
-                attained_gpu_s: self.u64()?,
-                pending_jobs: self.u32()?,
-            };
+            self.vc_into(v)?;
         }
+        Ok(())
+    }
+
+    /// One VC's usage, over `v`.
+    #[inline(always)]
+    pub(super) fn vc_into(&mut self, v: &mut VcUsage) -> Result<(), WireError> {
+        *v = VcUsage {
+            id: VcId(self.u32()?),
+            quota_gpus: match self.byte()? {
+                0 => None,
+                1 => Some(self.u32()?),
+                _ => return Err(self.error("bad Option tag")),
+            },
+            weight: self.u32()?,
+            held_gpus: self.u32()?,
+            pending_gpus: self.u32()?,
+            attained_gpu_s: self.u64()?,
+            pending_jobs: self.u32()?,
+        };
         Ok(())
     }
 
