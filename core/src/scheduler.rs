@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use gangway_plugin_sdk::{JobId, Slot, VcId, WaitReason};
+use gangway_plugin_sdk::{JobId, RunningJob, Slot, VcId, WaitReason};
 
 use crate::job::{AttemptEnd, Failure, FinalStatus, JobRecord, JobSpec, JobState};
 use crate::job_table::JobTable;
@@ -142,6 +142,9 @@ pub struct Scheduler {
     pub(crate) rounds: u64,
     /// The time of the last round that showed fairness a view.
     pub(crate) prev_view_round_s: Option<u64>,
+    /// The running jobs of the last reclaim or defragment view, kept so the
+    /// next one reuses their memory (see `running_jobs_into`).
+    pub(crate) spare_running: Vec<RunningJob>,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -207,6 +210,7 @@ impl Scheduler {
             last_view: FxHashMap::default(),
             rounds: 0,
             prev_view_round_s: None,
+            spare_running: Vec::new(),
         }
     }
 

@@ -46,14 +46,29 @@ impl Scheduler {
         if waiting.is_empty() {
             return;
         }
+        let mut running = std::mem::take(&mut self.spare_running);
+        self.running_jobs_into(now, &report.starts, |_| true, &mut running);
         let defrag_view = DefragView {
             now_s: now,
             cluster: self.state.summary(),
             servers: self.server_states(),
-            running: self.running_jobs(now, &report.starts, |_| true),
+            running,
             waiting,
         };
-        let decided = self.policies.defragment.decide(&defrag_view);
+        self.defragment_with(now, &defrag_view, placed, report);
+        self.spare_running = defrag_view.running;
+    }
+
+    /// Asks the defragment slot about `defrag_view` and applies its decision
+    /// if it is sound.
+    fn defragment_with(
+        &mut self,
+        now: u64,
+        defrag_view: &DefragView,
+        placed: &mut Placed,
+        report: &mut RoundReport,
+    ) {
+        let decided = self.policies.defragment.decide(defrag_view);
         if let Some(e) = decided.error {
             report.policy_errors.push(e);
             return;

@@ -92,11 +92,17 @@ impl Scheduler {
         if waiting.is_empty() {
             return;
         }
-        let running = self.running_jobs(now, &report.starts, |vc| {
-            borrowing
-                .as_ref()
-                .is_none_or(|b| b.get(vc.0 as usize).copied().unwrap_or(false))
-        });
+        let mut running = std::mem::take(&mut self.spare_running);
+        self.running_jobs_into(
+            now,
+            &report.starts,
+            |vc| {
+                borrowing
+                    .as_ref()
+                    .is_none_or(|b| b.get(vc.0 as usize).copied().unwrap_or(false))
+            },
+            &mut running,
+        );
         let mut servers = self.server_states();
         if borrowing.is_some() {
             // Only servers with free GPUs or a shown job can make room.
@@ -114,7 +120,20 @@ impl Scheduler {
             running,
             waiting,
         };
-        let decided = self.policies.reclaim.decide(&reclaim_view);
+        self.reclaim_with(now, &reclaim_view, placed, report);
+        self.spare_running = reclaim_view.running;
+    }
+
+    /// Asks the reclaim slot about `reclaim_view` and applies its decision
+    /// if it is sound.
+    fn reclaim_with(
+        &mut self,
+        now: u64,
+        reclaim_view: &ReclaimView,
+        placed: &mut Placed,
+        report: &mut RoundReport,
+    ) {
+        let decided = self.policies.reclaim.decide(reclaim_view);
         if let Some(e) = decided.error {
             report.policy_errors.push(e);
             return;

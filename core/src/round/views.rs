@@ -101,14 +101,19 @@ impl Scheduler {
     /// Every running job of a VC that `shown` accepts, by id, as the reclaim
     /// and defragment slots see it, except those this round started
     /// (`started`): a round never stops or moves what it just started.
-    pub(crate) fn running_jobs(
+    /// Written over `out`, whose records (and their parts' memory) are
+    /// reused: a reclaim view lists every running job, round after round.
+    pub(crate) fn running_jobs_into(
         &self,
         now: u64,
         started: &[crate::Start],
         shown: impl Fn(VcId) -> bool,
-    ) -> Vec<RunningJob> {
+        out: &mut Vec<RunningJob>,
+    ) {
         let started: rustc_hash::FxHashSet<JobId> = started.iter().map(|s| s.job).collect();
-        self.state
+        let mut n = 0;
+        let running = self
+            .state
             .allocations()
             .iter()
             // The VC index first: the records of jobs not shown stay untouched.
@@ -118,24 +123,41 @@ impl Scheduler {
                 let JobState::Running { started_s, .. } = job.state else {
                     return None;
                 };
-                let gpus = placement.gpu_count();
-                Some(RunningJob {
-                    id: *id,
-                    vc: job.spec.vc,
-                    user: job.spec.user,
-                    gpus,
-                    submitted_s: job.spec.submitted_s,
-                    started_s,
-                    attempts: job.attempts,
-                    attained_gpu_s: job.attained_gpu_s
-                        + u64::from(gpus) * now.saturating_sub(started_s),
-                    parts: placement
-                        .parts
-                        .iter()
-                        .map(|p| (p.server, p.gpus.count_ones()))
-                        .collect(),
-                })
-            })
-            .collect()
+                Some((id, placement, job, started_s))
+            });
+        for (id, placement, job, started_s) in running {
+            if n == out.len() {
+                out.push(RunningJob::default());
+            }
+            let gpus = placement.gpu_count();
+            let RunningJob {
+                id: to_id,
+                vc,
+                user,
+                gpus: to_gpus,
+                submitted_s,
+                started_s: to_started_s,
+                attempts,
+                attained_gpu_s,
+                parts,
+            } = &mut out[n];
+            *to_id = *id;
+            *vc = job.spec.vc;
+            *user = job.spec.user;
+            *to_gpus = gpus;
+            *submitted_s = job.spec.submitted_s;
+            *to_started_s = started_s;
+            *attempts = job.attempts;
+            *attained_gpu_s = job.attained_gpu_s + u64::from(gpus) * now.saturating_sub(started_s);
+            parts.clear();
+            parts.extend(
+                placement
+                    .parts
+                    .iter()
+                    .map(|p| (p.server, p.gpus.count_ones())),
+            );
+            n += 1;
+        }
+        out.truncate(n);
     }
 }
