@@ -217,8 +217,8 @@ impl DirectInstance {
             &self.init,
             self.post_init.as_ref(),
             config,
-            |store, payload| {
-                let bytes = self.bytes(store, payload)?;
+            |memory, payload| {
+                let bytes = bytes(memory, payload)?;
                 Ok(bytes[..bytes.len().min(max + 1)].to_vec())
             },
         )
@@ -237,7 +237,7 @@ impl DirectInstance {
             &self.call,
             self.post_call.as_ref(),
             view,
-            |store, payload| Ok(read(self.bytes(store, payload)?)),
+            |memory, payload| Ok(read(bytes(memory, payload)?)),
         )
     }
 
@@ -250,14 +250,17 @@ impl DirectInstance {
         entry: &TypedFunc<(i32, i32), i32>,
         post: Option<&TypedFunc<i32, ()>>,
         arg: &[u8],
-        ok: impl FnOnce(&Store<HostState>, (u32, u32)) -> wasmtime::Result<R>,
+        ok: impl FnOnce(&[u8], (u32, u32)) -> wasmtime::Result<R>,
     ) -> wasmtime::Result<Result<R, String>> {
         let args = self.lower_list(store, arg)?;
         let ret = entry.call(&mut *store, args)?;
-        let (tag, payload) = self.result_area(store, ret)?;
+        let log_bytes = store.data().log_bytes;
+        // The guest's memory, looked up once for the whole reply.
+        let memory = self.memory.data(&*store);
+        let (tag, payload) = result_area(memory, ret)?;
         let answer = match tag {
-            0 => Ok(ok(store, payload)?),
-            _ => Err(self.refusal(store, payload)?),
+            0 => Ok(ok(memory, payload)?),
+            _ => Err(refusal(memory, payload, log_bytes)?),
         };
         if let Some(post) = post {
             forbid_leaving(store, |store| post.call(&mut *store, ret))?;
@@ -277,60 +280,51 @@ impl DirectInstance {
         let ptr = forbid_leaving(store, |store| {
             self.realloc.call(&mut *store, (0, 0, 1, len))
         })?;
-        let range = span(ptr as u32, bytes.len())
-            .filter(|r| r.end <= self.memory.data_size(&*store))
+        let memory = self.memory.data_mut(&mut *store);
+        let target = span(ptr as u32, bytes.len())
+            .and_then(|r| memory.get_mut(r))
             .ok_or_else(|| wasmtime::Error::msg("realloc return: beyond end of memory"))?;
-        self.memory.data_mut(&mut *store)[range].copy_from_slice(bytes);
+        target.copy_from_slice(bytes);
         Ok((ptr, len))
-    }
-
-    /// The discriminant and the two payload words (a pointer and a length,
-    /// unchecked) of a `result` in the return area at `ret`.
-    fn result_area(
-        &self,
-        store: &Store<HostState>,
-        ret: i32,
-    ) -> wasmtime::Result<(u8, (u32, u32))> {
-        let ret = ret as u32;
-        if !ret.is_multiple_of(4) {
-            return Err(wasmtime::Error::msg("return pointer not aligned"));
-        }
-        let area = span(ret, 12)
-            .and_then(|r| self.memory.data(store).get(r))
-            .ok_or_else(|| wasmtime::Error::msg("pointer out of bounds of memory"))?;
-        let word = |i: usize| u32::from_le_bytes([area[i], area[i + 1], area[i + 2], area[i + 3]]);
-        match area[0] {
-            tag @ (0 | 1) => Ok((tag, (word(4), word(8)))),
-            tag => Err(wasmtime::Error::msg(format!(
-                "unexpected discriminant: {tag}"
-            ))),
-        }
-    }
-
-    /// The `len` bytes at `ptr` in the guest's memory.
-    fn bytes<'s>(
-        &self,
-        store: &'s Store<HostState>,
-        (ptr, len): (u32, u32),
-    ) -> wasmtime::Result<&'s [u8]> {
-        span(ptr, len as usize)
-            .and_then(|r| self.memory.data(store).get(r))
-            .ok_or_else(|| wasmtime::Error::msg("list pointer/length out of bounds of memory"))
-    }
-
-    /// A refusal's text: checked whole, at most the configured log message
-    /// length kept.
-    fn refusal(&self, store: &Store<HostState>, payload: (u32, u32)) -> wasmtime::Result<String> {
-        let bytes = self.bytes(store, payload)?;
-        std::str::from_utf8(bytes)
-            .map_err(|e| wasmtime::Error::msg(format!("invalid utf-8 in a string: {e}")))?;
-        bounded_utf8(bytes, store.data().log_bytes)
-            .map_err(|e| wasmtime::Error::msg(format!("invalid utf-8 in a string: {e}")))
     }
 }
 
-/// Runs `f` (a call of `cabi_realloc` or a post-return function) with
-/// imports forbidden, as the canonical ABI requires.
+/// The discriminant and the two payload words (a pointer and a length,
+/// unchecked) of a `result` in the return area at `ret` of `memory`.
+fn result_area(memory: &[u8], ret: i32) -> wasmtime::Result<(u8, (u32, u32))> {
+    let ret = ret as u32;
+    if !ret.is_multiple_of(4) {
+        return Err(wasmtime::Error::msg("return pointer not aligned"));
+    }
+    let area = span(ret, 12)
+        .and_then(|r| memory.get(r))
+        .ok_or_else(|| wasmtime::Error::msg("pointer out of bounds of memory"))?;
+    let word = |i: usize| u32::from_le_bytes([area[i], area[i + 1], area[i + 2], area[i + 3]]);
+    match area[0] {
+        tag @ (0 | 1) => Ok((tag, (word(4), word(8)))),
+        tag => Err(wasmtime::Error::msg(format!(
+            "unexpected discriminant: {tag}"
+        ))),
+    }
+}
+
+/// The `len` bytes at `ptr` in `memory`.
+fn bytes(memory: &[u8], (ptr, len): (u32, u32)) -> wasmtime::Result<&[u8]> {
+    span(ptr, len as usize)
+        .and_then(|r| memory.get(r))
+        .ok_or_else(|| wasmtime::Error::msg("list pointer/length out of bounds of memory"))
+}
+
+/// A refusal's text: checked whole, at most `log_bytes` (the configured
+/// log message length) kept.
+fn refusal(memory: &[u8], payload: (u32, u32), log_bytes: usize) -> wasmtime::Result<String> {
+    let bytes = bytes(memory, payload)?;
+    std::str::from_utf8(bytes)
+        .map_err(|e| wasmtime::Error::msg(format!("invalid utf-8 in a string: {e}")))?;
+    bounded_utf8(bytes, log_bytes)
+        .map_err(|e| wasmtime::Error::msg(format!("invalid utf-8 in a string: {e}")))
+}
+
 fn forbid_leaving<R>(
     store: &mut Store<HostState>,
     f: impl FnOnce(&mut Store<HostState>) -> wasmtime::Result<R>,
