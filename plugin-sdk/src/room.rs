@@ -48,7 +48,44 @@ pub struct Room {
     server_level: Level,
     free: Vec<u32>,
     domain: Vec<u32>,
-    index: HashMap<ServerId, usize>,
+    index: ServerIndex,
+}
+
+/// Where each server of a [`Room`] sits in its lists, by id.
+#[derive(Clone, Debug)]
+enum ServerIndex {
+    /// Ids no larger than a few times the servers' count (as hosts number
+    /// servers): a table by id, `u32::MAX` where no server has that id.
+    Dense(Vec<u32>),
+    /// Any other ids.
+    Hashed(HashMap<ServerId, usize>),
+}
+
+impl ServerIndex {
+    fn new(servers: &[ServerState]) -> ServerIndex {
+        let top = servers.iter().map(|s| s.id.0 as usize).max().unwrap_or(0);
+        if top < servers.len().saturating_mul(4).max(64) {
+            let mut table = vec![u32::MAX; top + 1];
+            // A repeated id names its last server, as a map built in order would.
+            for (i, s) in servers.iter().enumerate() {
+                table[s.id.0 as usize] = i as u32;
+            }
+            ServerIndex::Dense(table)
+        } else {
+            ServerIndex::Hashed(servers.iter().enumerate().map(|(i, s)| (s.id, i)).collect())
+        }
+    }
+
+    /// The position of server `id`, if the room has it.
+    fn get(&self, id: &ServerId) -> Option<usize> {
+        match self {
+            ServerIndex::Dense(table) => table
+                .get(id.0 as usize)
+                .filter(|i| **i != u32::MAX)
+                .map(|i| *i as usize),
+            ServerIndex::Hashed(map) => map.get(id).copied(),
+        }
+    }
 }
 
 impl Room {
@@ -59,13 +96,13 @@ impl Room {
             server_level,
             free: servers.iter().map(|s| s.free).collect(),
             domain: servers.iter().map(|s| s.domain).collect(),
-            index: servers.iter().enumerate().map(|(i, s)| (s.id, i)).collect(),
+            index: ServerIndex::new(servers),
         }
     }
 
     /// Free GPUs of server `id` in the model.
     pub fn free(&self, id: ServerId) -> u32 {
-        self.index.get(&id).map_or(0, |i| self.free[*i])
+        self.index.get(&id).map_or(0, |i| self.free[i])
     }
 
     /// How `limit` groups the servers: each server alone, by the domain
@@ -130,7 +167,7 @@ impl Room {
             let mut keys = j
                 .parts
                 .iter()
-                .map(|(s, _)| self.index.get(s).map(|i| self.key(*i, grouping)));
+                .map(|(s, _)| self.index.get(s).map(|i| self.key(i, grouping)));
             let Some(Some(first)) = keys.next() else {
                 continue;
             };
@@ -196,7 +233,7 @@ impl Room {
                 last = *at;
                 for (s, g) in &j.parts {
                     if let Some(i) = self.index.get(s) {
-                        let e = extra.entry(*i).or_insert(0);
+                        let e = extra.entry(i).or_insert(0);
                         *e = e.saturating_add(*g);
                         parts += u64::from(*g);
                     }
@@ -239,8 +276,8 @@ impl Room {
     /// Marks `gpus` GPUs of server `id` taken (or, negative, freed) in the model.
     pub fn adjust(&mut self, id: ServerId, taken: i64) {
         if let Some(i) = self.index.get(&id) {
-            let f = i64::from(self.free[*i]) - taken;
-            self.free[*i] = u32::try_from(f.max(0)).unwrap_or(u32::MAX);
+            let f = i64::from(self.free[i]) - taken;
+            self.free[i] = u32::try_from(f.max(0)).unwrap_or(u32::MAX);
         }
     }
 }
@@ -312,7 +349,7 @@ mod tests {
                 let mut keys = j
                     .parts
                     .iter()
-                    .map(|(s, _)| self.index.get(s).map(|i| self.group_reference(*i, limit)));
+                    .map(|(s, _)| self.index.get(s).map(|i| self.group_reference(i, limit)));
                 let Some(Some(first)) = keys.next() else {
                     continue;
                 };
@@ -338,7 +375,7 @@ mod tests {
                     last = *at;
                     for (s, g) in &j.parts {
                         if let Some(i) = self.index.get(s) {
-                            *extra.entry(*i).or_insert(0) += g;
+                            *extra.entry(i).or_insert(0) += g;
                         }
                     }
                     chosen.push(j.id);
