@@ -137,6 +137,8 @@ pub struct ClusterState {
     online: u32,
     /// GPUs held by jobs (kept in step with `owners`).
     allocated: u32,
+    /// GPUs held for reservations (kept in step with `held`).
+    held_count: u32,
 }
 
 fn full_mask(gpus: u32) -> GpuMask {
@@ -170,6 +172,7 @@ impl ClusterState {
             strategy: PlacementStrategy::default(),
             online: total,
             allocated: 0,
+            held_count: 0,
             topo,
         };
         for s in 0..n {
@@ -354,6 +357,7 @@ impl ClusterState {
             let before = self.avail(part.server);
             let i = part.server.0 as usize;
             self.free[i] &= !part.gpus;
+            self.held_count -= (self.held[i] & part.gpus).count_ones();
             self.held[i] &= !part.gpus;
             self.set_owners(part.server, part.gpus, Some(job));
             self.reindex(part.server, before);
@@ -420,17 +424,23 @@ impl ClusterState {
     pub(crate) fn hold(&mut self, s: ServerId, mask: GpuMask) {
         let before = self.avail(s);
         let i = s.0 as usize;
-        self.held[i] |= mask & self.free[i];
+        let added = mask & self.free[i] & !self.held[i];
+        self.held[i] |= added;
+        self.held_count += added.count_ones();
         self.reindex(s, before);
     }
 
     /// GPUs held for reservations.
     pub fn held_gpus(&self) -> u32 {
-        self.held.iter().map(|m| m.count_ones()).sum()
+        self.held_count
     }
 
     /// Releases every reservation hold.
     pub(crate) fn clear_holds(&mut self) {
+        if self.held_count == 0 {
+            return;
+        }
+        self.held_count = 0;
         for i in 0..self.held.len() {
             if self.held[i] != 0 {
                 let s = ServerId(u32::try_from(i).unwrap_or(u32::MAX));
@@ -545,6 +555,10 @@ impl ClusterState {
                 "{} GPUs booked allocated, {allocated} are owned",
                 self.allocated
             ));
+        }
+        let held: u32 = self.held.iter().map(|m| m.count_ones()).sum();
+        if held != self.held_count {
+            return fail(format!("{} GPUs booked held, {held} are", self.held_count));
         }
         if domain_avail != self.domain_avail {
             return fail("per-domain free totals differ from the masks".into());

@@ -8,7 +8,7 @@
 //! job it did not need. If no job starts, nothing is stopped. Only a stop of
 //! a job that holds no GPUs fails the decision.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use gangway_plugin_sdk::{
     JobId, ReclaimDecision, ReclaimView, RoundView, RunningScope, VcUsage, WaitingJob,
