@@ -304,11 +304,24 @@ impl<S: SlotContract> Backend<S> for WasmBackend<S> {
             Ok(Ok(Ok(decision))) => {
                 if self.view_deltas && S::VIEW_CHANGES {
                     // The guest now holds `view`: the next view may be a
-                    // change from it.
+                    // change from it. A change is applied to the copy the
+                    // way the guest applied it (kept entries advanced in
+                    // place, new ones decoded): for a standing backlog that
+                    // is an addition per job, not a copy of every job.
+                    let changed = self.view.last() == Some(&wire::VIEW_CHANGE);
                     match &mut live.held {
-                        Some(held) => held.clone_from(view),
+                        Some(held) => {
+                            // (A change that did not apply leaves a partial
+                            // copy: the whole view replaces it.)
+                            if !(changed
+                                && wire::decode_view_message::<S>(&self.view, held).is_ok())
+                            {
+                                held.clone_from(view);
+                            }
+                        }
                         None => live.held = Some(view.clone()),
                     }
+                    debug_assert!(live.held.as_ref() == Some(view));
                 }
                 self.live = Some(live);
                 Ok(decision)
