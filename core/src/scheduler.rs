@@ -145,6 +145,9 @@ pub struct Scheduler {
     /// The running jobs of the last reclaim or defragment view, kept so the
     /// next one reuses their memory (see `running_jobs_into`).
     pub(crate) spare_running: Vec<RunningJob>,
+    /// The maps of the last round's placement, kept so the next round
+    /// reuses their memory.
+    pub(crate) spare_placed: crate::round::Placed,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -211,6 +214,7 @@ impl Scheduler {
             rounds: 0,
             prev_view_round_s: None,
             spare_running: Vec::new(),
+            spare_placed: crate::round::Placed::default(),
         }
     }
 

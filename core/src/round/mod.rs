@@ -137,7 +137,10 @@ impl Scheduler {
         self.state.clear_holds();
         self.reservations
             .retain(|id, _| placed.reserved.contains(id));
-        self.charge_waits(now, &view, placed.reasons, &mut report);
+        let mut spare = self.charge_waits(now, &view, placed.reasons, &mut report);
+        spare.clear();
+        placed.reasons = spare;
+        self.spare_placed = placed;
         Ok(report)
     }
 
@@ -157,7 +160,8 @@ impl Scheduler {
 
     /// Records each viewed job's reason and charges its wait; a job that
     /// left the view since the last round waits [`WaitReason::Queued`] from
-    /// now on.
+    /// now on. Returns the last round's reasons, whose memory the next
+    /// round reuses.
     ///
     /// Waits are charged when a job's reason changes, not every round: a job
     /// shown last round with the same reason keeps accruing to it (its state
@@ -169,7 +173,7 @@ impl Scheduler {
         view: &gangway_plugin_sdk::RoundView,
         reasons: FxHashMap<JobId, WaitReason>,
         report: &mut RoundReport,
-    ) {
+    ) -> FxHashMap<JobId, WaitReason> {
         let previous = std::mem::take(&mut self.last_view);
         let prev_round = self.prev_view_round_s;
         for (id, reason) in &reasons {
@@ -217,6 +221,7 @@ impl Scheduler {
         report.waiting.sort_by_key(|(id, _)| *id);
         self.last_view = reasons;
         self.prev_view_round_s = Some(now);
+        previous
     }
 
     /// Starts `id` on `choice`: books the attempt and the VC's GPUs.
@@ -256,6 +261,7 @@ impl Scheduler {
 }
 
 /// What placement left for the later steps.
+#[derive(Default)]
 pub(crate) struct Placed {
     /// Every job of the view that did not start, with its reason.
     pub(crate) reasons: FxHashMap<JobId, WaitReason>,
@@ -267,4 +273,22 @@ pub(crate) struct Placed {
     pub(crate) order: Vec<JobId>,
     /// Each job's position in the round's view.
     pub(crate) index: FxHashMap<JobId, usize>,
+}
+
+impl Placed {
+    /// Empties it, keeping its memory for the next round.
+    fn clear(&mut self) {
+        let Placed {
+            reasons,
+            limits,
+            reserved,
+            order,
+            index,
+        } = self;
+        reasons.clear();
+        limits.clear();
+        reserved.clear();
+        order.clear();
+        index.clear();
+    }
 }

@@ -1,13 +1,9 @@
 //! Fairness, locality, then placement in fairness order with the gang slot
 //! deciding what a job that does not fit does to the jobs behind it.
 
-use std::collections::BTreeSet;
+use rustc_hash::FxHashSet;
 
-use rustc_hash::{FxHashMap, FxHashSet};
-
-use gangway_plugin_sdk::{
-    GangAction, GangDecision, JobId, QueueView, RoundView, SpreadLimit, WaitReason,
-};
+use gangway_plugin_sdk::{GangAction, GangDecision, QueueView, RoundView, SpreadLimit, WaitReason};
 
 use super::{Placed, Reservation, RoundReport};
 use crate::scheduler::Scheduler;
@@ -23,25 +19,19 @@ impl Scheduler {
         // 1. Fairness.
         let fairness = self.policies.fairness.decide_settled(view);
         report.policy_errors.extend(fairness.error);
-        let index: FxHashMap<JobId, usize> = view
-            .jobs
-            .iter()
-            .enumerate()
-            .map(|(i, j)| (j.id, i))
-            .collect();
+        // The last round's maps, emptied: their memory is reused.
+        let mut placed = std::mem::take(&mut self.spare_placed);
+        placed.clear();
+        placed
+            .index
+            .extend(view.jobs.iter().enumerate().map(|(i, j)| (j.id, i)));
         let mut queue = QueueView {
             now_s: now,
             cluster: view.cluster.clone(),
             jobs: Vec::new(),
             spread: Vec::new(),
         };
-        let mut placed = Placed {
-            reasons: FxHashMap::with_capacity_and_hasher(view.jobs.len(), Default::default()),
-            limits: FxHashMap::default(),
-            reserved: BTreeSet::new(),
-            order: Vec::with_capacity(view.jobs.len()),
-            index: FxHashMap::default(),
-        };
+        let index = &placed.index;
         for r in &fairness.decision.order {
             if let Some(&i) = index.get(&r.job) {
                 placed.order.push(r.job);
@@ -127,7 +117,6 @@ impl Scheduler {
                 GangAction::Reserve => {}
             }
         }
-        placed.index = index;
         placed
     }
 }
