@@ -137,9 +137,9 @@ impl Scheduler {
         self.state.clear_holds();
         self.reservations
             .retain(|id, _| placed.reserved.contains(id));
-        let mut spare = self.charge_waits(now, &view, placed.reasons, &mut report);
-        spare.clear();
-        placed.reasons = spare;
+        // The last round's reasons come back to be reused (emptied by the
+        // next round's placement).
+        placed.reasons = self.charge_waits(now, &view, placed.reasons, &mut report);
         self.spare_placed = placed;
         Ok(report)
     }

@@ -130,25 +130,7 @@ impl Scheduler {
                 out.push(RunningJob::default());
             }
             let gpus = placement.gpu_count();
-            let RunningJob {
-                id: to_id,
-                vc,
-                user,
-                gpus: to_gpus,
-                submitted_s,
-                started_s: to_started_s,
-                attempts,
-                attained_gpu_s,
-                parts,
-            } = &mut out[n];
-            *to_id = *id;
-            *vc = job.spec.vc;
-            *user = job.spec.user;
-            *to_gpus = gpus;
-            *submitted_s = job.spec.submitted_s;
-            *to_started_s = started_s;
-            *attempts = job.attempts;
-            *attained_gpu_s = job.attained_gpu_s + u64::from(gpus) * now.saturating_sub(started_s);
+            let mut parts = std::mem::take(&mut out[n].parts);
             parts.clear();
             parts.extend(
                 placement
@@ -156,6 +138,18 @@ impl Scheduler {
                     .iter()
                     .map(|p| (p.server, p.gpus.count_ones())),
             );
+            out[n] = RunningJob {
+                id: *id,
+                vc: job.spec.vc,
+                user: job.spec.user,
+                gpus,
+                submitted_s: job.spec.submitted_s,
+                started_s,
+                attempts: job.attempts,
+                attained_gpu_s: job.attained_gpu_s
+                    + u64::from(gpus) * now.saturating_sub(started_s),
+                parts,
+            };
             n += 1;
         }
         out.truncate(n);

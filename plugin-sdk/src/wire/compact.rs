@@ -19,7 +19,6 @@ use std::cell::RefCell;
 
 use super::codec::{U32, U64, WireError};
 use super::fast::{Reader, write_sized};
-use crate::ids::Level;
 use crate::slots::{
     FairnessDecision, GangAction, GangDecision, LocalityDecision, QueueView, Ranked, RoundView,
 };
@@ -163,10 +162,9 @@ pub(crate) fn encode_locality(d: &LocalityDecision, out: &mut Vec<u8>) -> bool {
         }
         write_sized(out, U64 + runs.len() * (U64 + 1 + U32), |w| {
             w.varint(runs.len() as u64);
-            for &(count, SpreadLimit { level, max_servers }) in runs.iter() {
+            for &(count, limit) in runs.iter() {
                 w.varint(count as u64);
-                w.byte(level.0);
-                w.varint(u64::from(max_servers));
+                w.spread_limit(limit);
             }
         })
     })
@@ -253,10 +251,7 @@ pub(crate) fn decode_locality(
     let mut total = 0usize;
     for _ in 0..n {
         let count = run_count(&mut r, &mut total, view.jobs.len())?;
-        let limit = SpreadLimit {
-            level: Level(r.byte()?),
-            max_servers: r.u32()?,
-        };
+        let limit = r.spread_limit()?;
         limits.extend(std::iter::repeat_n(limit, count));
     }
     r.finish()?;
@@ -292,7 +287,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::ids::JobId;
+    use crate::ids::{JobId, Level};
     use crate::testing::strategy;
 
     proptest! {

@@ -41,7 +41,6 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use super::codec::{U32, U64, WireError};
 use super::fast::{JOB_MAX, RUNNING_MAX, Reader, VC_MAX, Writer, cluster_max, write_sized};
-use crate::ids::Level;
 use crate::slots::{QueueView, ReclaimView, RoundView};
 use crate::view::{PendingJob, RunningJob, ServerState, SpreadLimit, VcUsage, WaitingJob};
 
@@ -435,9 +434,7 @@ impl Writer<'_> {
                     for n in from..from + count {
                         list[n].write(self);
                         if let Some(spread) = spread {
-                            let SpreadLimit { level, max_servers } = spread[n];
-                            self.byte(level.0);
-                            self.varint(u64::from(max_servers));
+                            self.spread_limit(spread[n]);
                         }
                     }
                 }
@@ -790,10 +787,7 @@ fn apply_runs_in_place<T: Kept>(
                     list.push(e);
                 }
                 if let Some(spread) = spread.as_deref_mut() {
-                    let limit = SpreadLimit {
-                        level: Level(r.byte()?),
-                        max_servers: r.u32()?,
-                    };
+                    let limit = r.spread_limit()?;
                     match spread.get_mut(out) {
                         Some(s) => *s = limit,
                         None => spread.push(limit),
@@ -854,10 +848,7 @@ fn apply_runs_moving<T: Kept>(
                 e.read(r)?;
                 next.push(e);
                 if spread.is_some() {
-                    next_spread.push(SpreadLimit {
-                        level: Level(r.byte()?),
-                        max_servers: r.u32()?,
-                    });
+                    next_spread.push(r.spread_limit()?);
                 }
             }
         }
@@ -875,9 +866,8 @@ mod tests {
 
     use super::*;
     use crate::WaitReason;
-    use crate::ids::JobId;
+    use crate::ids::{JobId, Level};
     use crate::testing::strategy;
-    use crate::view::VcUsage;
 
     /// How a view changes between two rounds: jobs leave, arrive, change,
     /// move, and time passes.

@@ -378,18 +378,21 @@ impl Writer<'_> {
         let WaitingJob { job, reason, limit } = wj;
         self.pending_job(job);
         self.varint(reason_index(*reason));
-        let SpreadLimit { level, max_servers } = limit;
-        self.byte(level.0);
-        self.varint(u64::from(*max_servers));
+        self.spread_limit(*limit);
     }
 
     pub(super) fn spread_limits(&mut self, limits: &[SpreadLimit]) {
         self.varint(limits.len() as u64);
         for l in limits {
-            let SpreadLimit { level, max_servers } = l;
-            self.byte(level.0);
-            self.varint(u64::from(*max_servers));
+            self.spread_limit(*l);
         }
+    }
+
+    #[inline(always)]
+    pub(super) fn spread_limit(&mut self, limit: SpreadLimit) {
+        let SpreadLimit { level, max_servers } = limit;
+        self.byte(level.0);
+        self.varint(u64::from(max_servers));
     }
 }
 
@@ -660,12 +663,17 @@ impl<'a> Reader<'a> {
         let n = self.bounded_len(2, max)?;
         out.resize(n, SpreadLimit::default());
         for l in out.iter_mut() {
-            *l = SpreadLimit {
-                level: Level(self.byte()?),
-                max_servers: self.u32()?,
-            };
+            *l = self.spread_limit()?;
         }
         Ok(())
+    }
+
+    #[inline(always)]
+    pub(super) fn spread_limit(&mut self) -> Result<SpreadLimit, WireError> {
+        Ok(SpreadLimit {
+            level: Level(self.byte()?),
+            max_servers: self.u32()?,
+        })
     }
 
     #[inline(always)]
@@ -768,10 +776,7 @@ impl<'a> Reader<'a> {
             Some(reason) => reason,
             None => return Err(self.error("bad enum variant")),
         };
-        *limit = SpreadLimit {
-            level: Level(self.byte()?),
-            max_servers: self.u32()?,
-        };
+        *limit = self.spread_limit()?;
         Ok(())
     }
 
