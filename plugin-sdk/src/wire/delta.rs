@@ -267,13 +267,6 @@ struct Side<'a, T> {
     spread: &'a [SpreadLimit],
 }
 
-impl<'a, T> Side<'a, T> {
-    /// A list without limits.
-    fn bare(list: &'a [T]) -> Self {
-        Side { list, spread: &[] }
-    }
-}
-
 /// How many entries at the start of `new` are those of `base`, `dt`
 /// seconds later (with the same limits when `paired`).
 fn unchanged<T: Kept>(base: Side<'_, T>, new: Side<'_, T>, paired: bool, dt: u64) -> usize {
@@ -398,6 +391,12 @@ fn diff<T: Kept>(
     literal
 }
 
+/// [`diff`] of two lists without limits.
+fn diff_list<T: Kept>(base: &[T], new: &[T], dt: u64, scratch: &mut Scratch) -> usize {
+    let bare = |list| Side { list, spread: &[] };
+    diff(bare(base), bare(new), false, dt, scratch)
+}
+
 /// Whether `runs` can rebuild their list inside the base's memory: every
 /// keep run starts at or after both where its entries go and the end of
 /// the keep run before it (see the module docs).
@@ -494,9 +493,9 @@ pub(crate) fn encode_round_view_delta(
     DIFF.with(|scratch| {
         let scratch = &mut *scratch.borrow_mut();
         scratch.runs.clear();
-        let literal = diff(Side::bare(&base.vcs), Side::bare(vcs), false, dt, scratch);
+        let literal = diff_list(&base.vcs, vcs, dt, scratch);
         let split = scratch.runs.len();
-        let literal = literal + diff(Side::bare(&base.jobs), Side::bare(jobs), false, dt, scratch);
+        let literal = literal + diff_list(&base.jobs, jobs, dt, scratch);
         if !worth(literal, entries) {
             return false;
         }
@@ -590,31 +589,13 @@ pub(crate) fn encode_reclaim_view_delta(
     DIFF.with(|scratch| {
         let scratch = &mut *scratch.borrow_mut();
         scratch.runs.clear();
-        let mut literal = diff(Side::bare(&base.vcs), Side::bare(vcs), false, dt, scratch);
+        let mut literal = diff_list(&base.vcs, vcs, dt, scratch);
         let a = scratch.runs.len();
-        literal += diff(
-            Side::bare(&base.servers),
-            Side::bare(servers),
-            false,
-            dt,
-            scratch,
-        );
+        literal += diff_list(&base.servers, servers, dt, scratch);
         let b = scratch.runs.len();
-        literal += diff(
-            Side::bare(&base.running),
-            Side::bare(running),
-            false,
-            dt,
-            scratch,
-        );
+        literal += diff_list(&base.running, running, dt, scratch);
         let c = scratch.runs.len();
-        literal += diff(
-            Side::bare(&base.waiting),
-            Side::bare(waiting),
-            false,
-            dt,
-            scratch,
-        );
+        literal += diff_list(&base.waiting, waiting, dt, scratch);
         if !worth(literal, entries) {
             return false;
         }
