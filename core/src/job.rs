@@ -31,6 +31,21 @@ pub enum FinalStatus {
     Killed,
 }
 
+impl FinalStatus {
+    /// Its name in reports and logs: `passed`, `failed` or `killed`.
+    ///
+    /// ```
+    /// assert_eq!(gangway_core::FinalStatus::Killed.as_str(), "killed");
+    /// ```
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            FinalStatus::Passed => "passed",
+            FinalStatus::Failed => "failed",
+            FinalStatus::Killed => "killed",
+        }
+    }
+}
+
 /// How one attempt ended (reported by the host).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum AttemptEnd {

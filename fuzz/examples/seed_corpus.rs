@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use gangway_core::Slot;
 use gangway_core::conformance::Views;
-use gangway_host_examples::catalog;
+use gangway_catalog as catalog;
 use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 use gangway_plugin_sdk::{Manifest, QueueOrder, SlotContract};
 use proptest::strategy::{Strategy, ValueTree};

@@ -4,7 +4,7 @@
 
 use gangway_core::conformance::Views;
 use gangway_core::policy::SlotRules;
-use gangway_host_examples::catalog::CatalogSlot;
+use gangway_catalog::CatalogSlot;
 
 use super::{by_slot, generate};
 

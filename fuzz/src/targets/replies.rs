@@ -3,7 +3,7 @@
 
 use gangway_core::conformance::Views;
 use gangway_core::policy::SlotRules;
-use gangway_host_examples::catalog::CatalogSlot;
+use gangway_catalog::CatalogSlot;
 use gangway_plugin_sdk::wire;
 
 use super::{by_slot, generate};

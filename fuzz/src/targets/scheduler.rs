@@ -5,7 +5,7 @@
 use gangway_core::{
     AttemptEnd, FailureClass, JobId, JobSpec, Scheduler, ServerId, TopologyBuilder,
 };
-use gangway_host_examples::catalog;
+use gangway_catalog as catalog;
 
 /// Byte 0 picks the policies; then each 3 bytes are one event (kind, job,
 /// argument). Every event is accepted or refused with a typed error, and

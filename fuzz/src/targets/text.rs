@@ -2,8 +2,8 @@
 //! preset files.
 
 use gangway_core::{RackGrouping, Topology, TopologyError};
-use gangway_host_examples::catalog;
-use gangway_host_examples::trace::{self, Format, Trace, TraceError};
+use gangway_catalog as catalog;
+use gangway_replay::trace::{self, Format, Trace, TraceError};
 
 /// The checks every topology that loads must pass.
 fn sane(topo: &Topology) {

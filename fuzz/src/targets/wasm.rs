@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use gangway_core::conformance::Views;
 use gangway_core::policy::{PolicyErrorKind, SlotRules};
 use gangway_core::wasm::{CallPath, PolicyEngine, PolicyModule, SandboxConfig};
-use gangway_host_examples::catalog::CatalogSlot;
+use gangway_catalog::CatalogSlot;
 
 use super::replies::reply_bytes;
 use super::{by_slot, generate};

@@ -1,0 +1,180 @@
+//! Turning [`PolicyChoice`]s into policy sets: built-in policies by name (as
+//! Wasm modules, or natively), or `.wasm` files; and the command line's way
+//! of naming a choice (`philly`, `philly+retry=failure-aware`).
+
+use std::collections::HashMap;
+
+use gangway_core::Slot;
+use gangway_core::policy::{BoxedBackend, PolicySet};
+use gangway_core::wasm::{Budget, PolicyEngine, PolicyModule, SandboxConfig};
+use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
+
+use crate as catalog;
+use crate::{CatalogSlot, PolicyChoice, SlotChoice};
+
+/// A policy choice that cannot be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyResolveError {
+    /// No such policy for the slot.
+    #[error("unknown {slot} policy {name:?} (built in: {known}; or give a path to a .wasm module)")]
+    UnknownPolicy {
+        /// The slot.
+        slot: Slot,
+        /// The name given.
+        name: String,
+        /// The built-in names.
+        known: String,
+    },
+    /// A malformed choice (`preset+slot=policy`) or configuration argument.
+    #[error("{0}")]
+    Choice(String),
+    /// The catalog refused a name or configuration.
+    #[error(transparent)]
+    Catalog(#[from] catalog::CatalogError),
+    /// A Wasm module could not be loaded or started.
+    #[error("{0}")]
+    Module(String),
+}
+
+/// Parses `preset[+slot=policy...]`, e.g. `philly+retry=failure-aware`:
+/// the preset with the named slots replaced (their configuration reset to
+/// defaults), named as written.
+///
+/// ```
+/// use gangway_core::Slot;
+/// use gangway_catalog::resolve::parse_choice;
+///
+/// let c = parse_choice("philly+retry=failure-aware+defragment=gandiva").unwrap();
+/// assert_eq!(c.name, "philly+retry=failure-aware+defragment=gandiva");
+/// assert_eq!(c.slot(Slot::Retry).policy, "failure-aware");
+/// assert_eq!(c.slot(Slot::Fairness).policy, "vc-quota");
+/// assert!(parse_choice("philly+color=red").is_err());
+/// ```
+pub fn parse_choice(spec: &str) -> Result<PolicyChoice, PolicyResolveError> {
+    let mut parts = spec.split('+');
+    let base = parts.next().unwrap_or_default();
+    let mut choice = catalog::preset(base)?;
+    for part in parts {
+        let (slot, policy) = part.split_once('=').ok_or_else(|| {
+            PolicyResolveError::Choice(format!(
+                "{spec:?}: {part:?} is not SLOT=POLICY (e.g. retry=failure-aware)"
+            ))
+        })?;
+        let slot = slot_named(slot, spec)?;
+        choice.slots.insert(
+            slot,
+            SlotChoice {
+                policy: policy.to_string(),
+                config: Vec::new(),
+            },
+        );
+    }
+    choice.name = spec.to_string();
+    Ok(choice)
+}
+
+/// The slot called `name`, or an error naming `context` and the slots.
+pub fn slot_named(name: &str, context: &str) -> Result<Slot, PolicyResolveError> {
+    Slot::from_name(name).ok_or_else(|| {
+        PolicyResolveError::Choice(format!(
+            "{context:?}: unknown slot {name:?} (fairness, locality, gang, reclaim, retry or \
+             defragment)"
+        ))
+    })
+}
+
+/// Loads Wasm modules once per engine and builds policy sets.
+pub struct Loader {
+    engine: PolicyEngine,
+    modules: HashMap<String, PolicyModule>,
+}
+
+impl Loader {
+    /// A loader with a deterministic fuel budget per call (replays reproduce
+    /// exactly) and the default memory cap.
+    pub fn new() -> Result<Loader, PolicyResolveError> {
+        let engine = PolicyEngine::new(SandboxConfig {
+            budget: Budget::Fuel(Budget::DEFAULT_FUEL),
+            ..SandboxConfig::default()
+        })
+        .map_err(|e| PolicyResolveError::Module(e.to_string()))?;
+        Ok(Loader {
+            engine,
+            modules: HashMap::new(),
+        })
+    }
+
+    /// The engine modules are loaded on.
+    pub fn engine(&self) -> &PolicyEngine {
+        &self.engine
+    }
+
+    fn module(&mut self, name: &str, bytes: &[u8]) -> Result<PolicyModule, PolicyResolveError> {
+        if let Some(m) = self.modules.get(name) {
+            return Ok(m.clone());
+        }
+        let m = self
+            .engine
+            .load(name, bytes)
+            .map_err(|e| PolicyResolveError::Module(e.to_string()))?;
+        self.modules.insert(name.to_string(), m.clone());
+        Ok(m)
+    }
+
+    /// The backend of slot `S` for `choice`: a `.wasm` file, or a built-in
+    /// policy as its Wasm module (natively if `native`, and always for
+    /// `none`).
+    pub fn backend<S: CatalogSlot>(
+        &mut self,
+        choice: &SlotChoice,
+        native: bool,
+    ) -> Result<BoxedBackend<S>, PolicyResolveError> {
+        let p = choice.policy.as_str();
+        if p.ends_with(".wasm") {
+            let bytes = std::fs::read(p)
+                .map_err(|e| PolicyResolveError::Module(format!("{p}: cannot read: {e}")))?;
+            let module = self.module(p, &bytes)?;
+            return module
+                .backend::<S>(&choice.config)
+                .map_err(|e| PolicyResolveError::Module(e.to_string()));
+        }
+        if !catalog::names(S::SLOT).contains(&p) {
+            return Err(PolicyResolveError::UnknownPolicy {
+                slot: S::SLOT,
+                name: p.into(),
+                known: catalog::names(S::SLOT).join(", "),
+            });
+        }
+        match catalog::module_of(S::SLOT, p) {
+            Some(name) if !native => {
+                let bytes = gangway_plugin_artifacts::module(name).ok_or_else(|| {
+                    PolicyResolveError::Module(format!(
+                        "built-in policy {p} has no Wasm module {name:?}"
+                    ))
+                })?;
+                let module = self.module(name, bytes)?;
+                module
+                    .backend::<S>(&choice.config)
+                    .map_err(|e| PolicyResolveError::Module(e.to_string()))
+            }
+            _ => Ok(S::native(p, &choice.config)?),
+        }
+    }
+
+    /// Builds the policy set of `choice` (built-ins as Wasm modules unless
+    /// `native`).
+    pub fn build(
+        &mut self,
+        choice: &PolicyChoice,
+        native: bool,
+    ) -> Result<PolicySet, PolicyResolveError> {
+        Ok(PolicySet::builtin()
+            .with::<Retry>(self.backend(&choice.slot(Slot::Retry), native)?)
+            .with::<Fairness>(self.backend(&choice.slot(Slot::Fairness), native)?)
+            .with::<Locality>(self.backend(&choice.slot(Slot::Locality), native)?)
+            .with::<Gang>(self.backend(&choice.slot(Slot::Gang), native)?)
+            .with::<Reclaim>(self.backend(&choice.slot(Slot::Reclaim), native)?)
+            .with::<Defragment>(self.backend(&choice.slot(Slot::Defragment), native)?))
+    }
+}

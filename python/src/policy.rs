@@ -1,0 +1,243 @@
+//! Policies for the Python `Scheduler`: presets and built-in policies (native,
+//! from the catalog), Wasm modules (files, bytes, or the built-in ones), and
+//! the guarded slots that swap them between rounds.
+//!
+//! Everything that touches the slot API of gangway-core is in this file.
+
+use gangway_core::Slot;
+use gangway_core::policy::{PolicySet, SlotEvent, SlotStatus};
+use gangway_core::wasm::{Budget, PolicyEngine, PolicyModule, SandboxConfig};
+use gangway_catalog as catalog;
+use gangway_catalog::handles::SlotHandles;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::errors;
+
+/// A policy as Python gives it: a Wasm module's bytes, or text that is a
+/// built-in policy name or a path to a `.wasm` file.
+#[derive(FromPyObject)]
+pub(crate) enum PolicyArg {
+    /// Component bytes.
+    Bytes(Vec<u8>),
+    /// A built-in name, or a path ending in `.wasm`.
+    Text(std::path::PathBuf),
+}
+
+/// A slot configuration as Python gives it: TOML text or bytes.
+#[derive(FromPyObject)]
+pub(crate) enum ConfigArg {
+    /// TOML text.
+    Text(String),
+    /// Raw bytes.
+    Bytes(Vec<u8>),
+}
+
+impl ConfigArg {
+    pub(crate) fn into_bytes(self) -> Vec<u8> {
+        match self {
+            ConfigArg::Text(t) => t.into_bytes(),
+            ConfigArg::Bytes(b) => b,
+        }
+    }
+}
+
+/// A slot by its name (`fairness`, `locality`, `gang`, `reclaim`, `retry`,
+/// `defragment`).
+pub(crate) fn slot(name: &str) -> PyResult<Slot> {
+    Slot::from_name(name).ok_or_else(|| {
+        let known: Vec<&str> = Slot::ALL.iter().map(|s| s.as_str()).collect();
+        PyValueError::new_err(format!(
+            "unknown slot {name:?} (slots: {})",
+            known.join(", ")
+        ))
+    })
+}
+
+/// The names of the presets in the built-in catalog.
+#[pyfunction]
+pub(crate) fn presets() -> PyResult<Vec<String>> {
+    catalog::presets()
+        .map(|ps| ps.into_iter().map(|p| p.name).collect())
+        .map_err(errors::policy)
+}
+
+/// The built-in policy names of a slot.
+#[pyfunction]
+pub(crate) fn builtin_policies(slot: &str) -> PyResult<Vec<String>> {
+    Ok(catalog::names(self::slot(slot)?)
+        .iter()
+        .map(|s| s.to_string())
+        .collect())
+}
+
+/// The names of the built-in policies' Wasm modules.
+#[pyfunction]
+pub(crate) fn policy_module_names() -> Vec<String> {
+    gangway_plugin_artifacts::names()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The bytes of a built-in policy's Wasm module (a component implementing
+/// `gangway:policy`), e.g. to write it to a file or load it in a slot.
+#[pyfunction]
+pub(crate) fn policy_module(name: &str) -> PyResult<Vec<u8>> {
+    gangway_plugin_artifacts::module(name)
+        .map(<[u8]>::to_vec)
+        .ok_or_else(|| {
+            errors::PolicyError::new_err(format!(
+                "no built-in Wasm module {name:?} (modules: {})",
+                policy_module_names().join(", ")
+            ))
+        })
+}
+
+/// A preset's policies, built natively, and the preset (for its placement
+/// tie-break and its per-slot choices).
+pub(crate) fn preset(name: &str) -> PyResult<(PolicySet, catalog::PolicyChoice)> {
+    let p = catalog::preset(name).map_err(errors::policy)?;
+    let set = p.build_native().map_err(errors::policy)?;
+    Ok((set, p))
+}
+
+/// The host's side of the six guarded slots, and the engine Wasm modules
+/// load into.
+pub(crate) struct Slots {
+    handles: SlotHandles,
+    engine: Option<PolicyEngine>,
+}
+
+impl Slots {
+    /// Handles on every slot of `set` (which the scheduler then owns).
+    pub(crate) fn of(set: &PolicySet) -> Slots {
+        Slots {
+            handles: SlotHandles::of(set),
+            engine: None,
+        }
+    }
+
+    fn engine(&mut self) -> PyResult<&PolicyEngine> {
+        if self.engine.is_none() {
+            // Fuel, not a deadline: the same decisions on every machine.
+            let engine = PolicyEngine::new(SandboxConfig {
+                budget: Budget::Fuel(Budget::DEFAULT_FUEL),
+                ..SandboxConfig::default()
+            })
+            .map_err(errors::policy)?;
+            self.engine = Some(engine);
+        }
+        self.engine
+            .as_ref()
+            .ok_or_else(|| errors::PolicyError::new_err("no policy engine"))
+    }
+
+    /// The Wasm module `arg` names, or `None` for a built-in policy name.
+    fn module(&mut self, slot: Slot, arg: &PolicyArg) -> PyResult<Option<PolicyModule>> {
+        let (name, bytes) = match arg {
+            PolicyArg::Bytes(b) => ("<bytes>".to_string(), b.clone()),
+            PolicyArg::Text(p) if p.extension().is_some_and(|e| e == "wasm") => {
+                let name = p.display().to_string();
+                let bytes = std::fs::read(p).map_err(|e| {
+                    errors::PolicyError::new_err(format!("{name}: cannot read: {e}"))
+                })?;
+                (name, bytes)
+            }
+            PolicyArg::Text(_) => return Ok(None),
+        };
+        let module = self.engine()?.load(&name, &bytes).map_err(errors::policy)?;
+        if !module.slots().contains(&slot) {
+            return Err(errors::PolicyError::new_err(format!(
+                "{name} does not implement the {slot} slot (it implements {:?})",
+                module.slots()
+            )));
+        }
+        Ok(Some(module))
+    }
+
+    /// Loads `arg` for `slot` with `config` and stages it: it becomes active
+    /// at the start of the next round. Returns the staged backend's name.
+    pub(crate) fn stage(&mut self, slot: Slot, arg: &PolicyArg, config: &[u8]) -> PyResult<String> {
+        let module = self.module(slot, arg)?;
+        let module = module.as_ref();
+        let name = match arg {
+            PolicyArg::Text(p) => p.display().to_string(),
+            PolicyArg::Bytes(_) => String::new(),
+        };
+        self.handles
+            .stage(slot, module, &name, config)
+            .map_err(errors::policy)
+    }
+
+    /// Stages every slot's policy of a preset.
+    pub(crate) fn stage_choice(&mut self, choice: &catalog::PolicyChoice) -> PyResult<()> {
+        for slot in Slot::ALL {
+            let c = choice.slot(slot);
+            let arg = PolicyArg::Text(c.policy.into());
+            self.stage(slot, &arg, &c.config)?;
+        }
+        Ok(())
+    }
+
+    /// Asks `slot` to go back to its previous policy at the next round.
+    pub(crate) fn rollback(&self, slot: Slot) {
+        self.handles.rollback(slot)
+    }
+
+    /// A snapshot of `slot`.
+    pub(crate) fn status(&self, slot: Slot) -> SlotStatus {
+        self.handles.status(slot)
+    }
+}
+
+/// A slot's status as a Python dict: `active`, `previous`,
+/// `consecutive_failures`, `calls`, `failures`, `swaps`, `quarantined` and `events` (dicts with a
+/// `kind`).
+pub(crate) fn status_dict<'py>(py: Python<'py>, s: &SlotStatus) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("active", &s.active)?;
+    d.set_item("previous", &s.previous)?;
+    d.set_item("consecutive_failures", s.health.consecutive)?;
+    d.set_item("calls", s.health.calls)?;
+    d.set_item("failures", s.health.failures)?;
+    d.set_item("swaps", s.swaps)?;
+    d.set_item("quarantined", s.quarantined())?;
+    let mut events = Vec::new();
+    for e in &s.events {
+        let ev = PyDict::new(py);
+        match e {
+            SlotEvent::Swapped { from, to } => {
+                ev.set_item("kind", "swapped")?;
+                ev.set_item("from", from)?;
+                ev.set_item("to", to)?;
+            }
+            SlotEvent::Quarantined {
+                module,
+                restored,
+                error,
+            } => {
+                ev.set_item("kind", "quarantined")?;
+                ev.set_item("module", module)?;
+                ev.set_item("restored", restored)?;
+                ev.set_item("error", error.to_string())?;
+            }
+            SlotEvent::RolledBack { from, to } => {
+                ev.set_item("kind", "rolled-back")?;
+                ev.set_item("from", from)?;
+                ev.set_item("to", to)?;
+            }
+            SlotEvent::RollbackRefused { active } => {
+                ev.set_item("kind", "rollback-refused")?;
+                ev.set_item("active", active)?;
+            }
+            other => {
+                ev.set_item("kind", "other")?;
+                ev.set_item("detail", format!("{other:?}"))?;
+            }
+        }
+        events.push(ev);
+    }
+    d.set_item("events", events)?;
+    Ok(d)
+}

@@ -1,0 +1,776 @@
+//! The `replay` command line: argument parsing, input loading, runs, outputs.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::Parser;
+use gangway_core::{PlacementStrategy, RackGrouping, Topology, TopologyError};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use gangway_catalog::{PolicyChoice, SlotChoice};
+use crate::cluster_shape::ClusterShape;
+use crate::plots::{self, PlotError};
+use gangway_catalog::resolve::{self as policies, PolicyResolveError};
+use crate::report::{self, Policies, Report, TopologyInfo, Workload};
+use crate::sim::{self, SimConfig, SimError};
+use crate::trace::{self, Format, Trace, TraceError};
+use crate::workload;
+
+/// Replays a GPU-cluster job trace through Gangway's scheduler and policies.
+///
+/// With no arguments: a built-in Philly-calibrated workload (12,000 jobs,
+/// started warm, arriving at the study's load: about 4.7 days) on a
+/// Philly-sized cluster (3,205 GPUs), with the `philly` preset as Wasm
+/// modules: both kinds of queueing delay occur and quotas bind.
+#[derive(Debug, Parser)]
+#[command(name = "replay", version, about)]
+pub struct Cli {
+    /// The job trace; without it the built-in generator makes one.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// The trace's format.
+    #[arg(long, value_enum, default_value = "philly", requires = "trace")]
+    pub format: Format,
+    /// Real VC labels for an RFold trace: the AdaptDL file
+    /// (`adaptdl_philly.csv`), joined on submit time and GPU count; jobs
+    /// without a match keep a VC drawn from the study's per-VC mix.
+    #[arg(long, requires = "trace")]
+    pub vcs: Option<PathBuf>,
+    /// A Philly machine list (CSV); without it the built-in Philly machine mix.
+    #[arg(long, conflicts_with = "topology")]
+    pub machines: Option<PathBuf>,
+    /// A uniform cluster: `SERVERSxGPUS` (one rack, e.g. `311x8`) or
+    /// `RACKSxSERVERSxGPUS` (e.g. `4x8x8`).
+    #[arg(long, conflicts_with_all = ["machines", "topology"])]
+    pub cluster: Option<ClusterShape>,
+    /// How machines of `--machines` form racks: `same-sku` (machines with
+    /// the same GPU count share racks) or `consecutive` (consecutive machine
+    /// ids fill racks).
+    #[arg(long, default_value = "same-sku",
+          value_parser = clap::builder::PossibleValuesParser::new(RackGrouping::NAMES))]
+    pub rack_grouping: String,
+    /// Servers per rack for `--machines`.
+    #[arg(long, default_value_t = 32)]
+    pub rack_size: u32,
+    /// A topology file (TOML) naming racks and servers.
+    #[arg(long)]
+    pub topology: Option<PathBuf>,
+    /// A preset (a named policy per slot), optionally with slots replaced:
+    /// `philly`, `philly+retry=failure-aware+reclaim=none`.
+    #[arg(long, conflicts_with = "compare")]
+    pub policies: Option<String>,
+    /// Fairness policy: a built-in name or a `.wasm` module (overrides the preset's).
+    #[arg(long)]
+    pub fairness: Option<String>,
+    /// Locality policy: a built-in name or a `.wasm` module.
+    #[arg(long)]
+    pub locality: Option<String>,
+    /// Gang policy: a built-in name or a `.wasm` module.
+    #[arg(long)]
+    pub gang: Option<String>,
+    /// Reclaim (preemption) policy: `none`, `quota-reclaim`, `las`, or a `.wasm` module.
+    #[arg(long)]
+    pub reclaim: Option<String>,
+    /// Retry policy: `fixed`, `failure-aware`, or a `.wasm` module.
+    #[arg(long)]
+    pub retry: Option<String>,
+    /// Defragment (migration) policy: `none`, `gandiva`, or a `.wasm` module.
+    #[arg(long)]
+    pub defragment: Option<String>,
+    /// A configuration file for a slot, e.g. `--config fairness=vcs.toml` (repeatable).
+    #[arg(long, value_name = "SLOT=FILE")]
+    pub config: Vec<String>,
+    /// Policy sets to compare side by side on the same workload: presets,
+    /// each optionally with slots replaced, e.g.
+    /// `philly,philly+retry=failure-aware,fifo`.
+    #[arg(long, value_delimiter = ',')]
+    pub compare: Vec<String>,
+    /// Seed for the generator and the failure process.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Jobs to generate, or the first N jobs of `--trace` (by submit time;
+    /// a `csv` or `rfold` file in submit order is read only as far as the
+    /// window needs, so an error beyond it is not found).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Skip the trace's first N jobs (with `--jobs`, a window of the trace).
+    #[arg(long, default_value_t = 0)]
+    pub skip: usize,
+    /// Multiply every submit time by this factor: below 1 compresses arrivals
+    /// and raises the load (a what-if knob; 1 replays the trace as recorded).
+    /// Default: 1 for `--trace`; for the built-in generator
+    /// [`DEFAULT_GENERATED_TIME_SCALE`], the study's load.
+    #[arg(long)]
+    pub time_scale: Option<f64>,
+    /// Run built-in policies natively instead of as Wasm modules.
+    #[arg(long)]
+    pub native: bool,
+    /// Output directory for report.json and the SVG plots.
+    #[arg(long, default_value = "replay-out")]
+    pub out: PathBuf,
+    /// VC quotas: `demand` (each VC's share of the trace's GPU-time times the
+    /// cluster's GPUs), `demand:F` (the same shares of F times the cluster's
+    /// GPUs, e.g. `demand:0.6`), `none`, or a CSV file `vc,gpus`.
+    #[arg(long, default_value = "demand")]
+    pub quotas: String,
+    /// Seconds between scheduling passes (0: a round at every event).
+    #[arg(long, default_value_t = 10)]
+    pub round_interval: u64,
+    /// Mean time between failures of one server, in hours (off by default).
+    #[arg(long)]
+    pub server_mtbf_hours: Option<f64>,
+    /// Placement tie-break, overriding the preset's: `best-fit` keeps large
+    /// holes free; `spread` puts work on the emptiest servers, as YARN-style
+    /// schedulers like Philly's do.
+    #[arg(long, value_parser = placement_parser())]
+    pub placement: Option<PlacementStrategy>,
+    /// Pending jobs per VC a round shows a fairness policy that declares its
+    /// queue order (0: every pending job).
+    #[arg(long, default_value_t = gangway_core::Scheduler::DEFAULT_VIEW_WINDOW)]
+    pub view_window: usize,
+    /// Seconds a preempted or migrated job loses restarting from its checkpoint.
+    #[arg(long, default_value_t = 60)]
+    pub restart_s: u64,
+    /// Skip the SVG plots.
+    #[arg(long)]
+    pub no_plots: bool,
+    /// Show more of the log on stderr: `-v` info, `-vv` debug (default:
+    /// warnings, or `RUST_LOG`).
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Also write one CSV per run with a line per job (`<run>-jobs.csv`).
+    #[arg(long)]
+    pub jobs_csv: bool,
+    /// Model features to switch off (comma-separated; all are on by
+    /// default): `heartbeat-placement`, `server-ladder`, `locality-cost`,
+    /// `status-runtimes`, `retry-gap`, `warm-start`.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub without: Vec<Feature>,
+}
+
+/// The Philly model's features (README "Model features"); each is on unless
+/// named in `--without`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Feature {
+    /// Presets that place as YARN does (`placement = "heartbeat"`) use
+    /// `spread` instead.
+    HeartbeatPlacement,
+    /// The `delay` locality policy bounds servers only at its first step
+    /// (`server_factors = [1, 0]`) instead of x1, x2, x4.
+    ServerLadder,
+    /// Attempts run at recorded speed however many servers they span.
+    LocalityCost,
+    /// The generator draws the same run time for every final status.
+    StatusRuntimes,
+    /// The `fixed` retry policy re-queues at once (unless its configuration
+    /// sets `after_s`) instead of after [`RETRY_GAP_S`].
+    RetryGap,
+    /// A `--skip` window, or a generated workload, starts on an empty cluster.
+    WarmStart,
+}
+
+/// The policy sets the command line asks for, in order.
+pub fn choices(cli: &Cli) -> Result<Vec<PolicyChoice>, PolicyResolveError> {
+    let specs: Vec<String> = if cli.compare.is_empty() {
+        vec![cli.policies.clone().unwrap_or_else(|| "philly".into())]
+    } else {
+        cli.compare.clone()
+    };
+    let mut configs: Vec<(gangway_core::Slot, Vec<u8>)> = Vec::new();
+    for c in &cli.config {
+        let (slot, file) = c.split_once('=').ok_or_else(|| {
+            PolicyResolveError::Choice(format!("--config {c:?}: expected SLOT=FILE"))
+        })?;
+        let slot = policies::slot_named(slot, &format!("--config {c}"))?;
+        let bytes = std::fs::read(file)
+            .map_err(|e| PolicyResolveError::Choice(format!("{file}: cannot read: {e}")))?;
+        configs.push((slot, bytes));
+    }
+    use gangway_core::Slot;
+    let overrides = [
+        (Slot::Fairness, &cli.fairness),
+        (Slot::Locality, &cli.locality),
+        (Slot::Gang, &cli.gang),
+        (Slot::Reclaim, &cli.reclaim),
+        (Slot::Retry, &cli.retry),
+        (Slot::Defragment, &cli.defragment),
+    ];
+    let mut out = Vec::new();
+    for spec in specs {
+        let mut choice = policies::parse_choice(&spec)?;
+        for (slot, policy) in overrides {
+            if let Some(p) = policy {
+                choice.slots.insert(
+                    slot,
+                    SlotChoice {
+                        policy: p.clone(),
+                        config: Vec::new(),
+                    },
+                );
+                choice.name = format!("{}+{slot}={p}", choice.name);
+            }
+        }
+        for (slot, bytes) in &configs {
+            let mut s = choice.slot(*slot);
+            s.config = bytes.clone();
+            choice.slots.insert(*slot, s);
+        }
+        out.push(choice);
+    }
+    Ok(out)
+}
+
+/// `--placement`: the names of [`PlacementStrategy::NAMES`] (listed in
+/// `--help`), each to its strategy (a heartbeat order is seeded by `--seed`
+/// later).
+fn placement_parser() -> impl clap::builder::TypedValueParser<Value = PlacementStrategy> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(PlacementStrategy::NAMES).try_map(|name: String| {
+        PlacementStrategy::from_name(&name).ok_or_else(|| format!("unknown placement {name:?}"))
+    })
+}
+
+/// Seconds a `fixed` retry waits in the Philly model (feature `retry-gap`):
+/// the median gap between attempts, inside their 180-195 s mode (PHILLY.md
+/// §2.2).
+pub const RETRY_GAP_S: i64 = 186;
+
+/// Applies the model features not named in `without` to one policy choice
+/// and seeds its heartbeat order.
+pub fn apply_features(
+    choice: &mut PolicyChoice,
+    without: &[Feature],
+    seed: u64,
+) -> Result<(), ReplayError> {
+    use gangway_core::{PlacementStrategy, Slot};
+    if let PlacementStrategy::Heartbeat { .. } = choice.placement {
+        choice.placement = if without.contains(&Feature::HeartbeatPlacement) {
+            PlacementStrategy::Spread
+        } else {
+            PlacementStrategy::Heartbeat { seed }
+        };
+    }
+    let gap_set = String::from_utf8_lossy(&choice.slot(Slot::Retry).config).contains("after_s");
+    let mut set = |slot: Slot, policy: &str, key: &str, value: toml::Value| {
+        let mut s = choice.slot(slot);
+        if s.policy != policy {
+            return Ok(());
+        }
+        let text = String::from_utf8(s.config.clone())
+            .map_err(|_| ReplayError::Usage(format!("{slot} config is not UTF-8")))?;
+        let mut table: toml::Table =
+            toml::from_str(&text).map_err(|e| ReplayError::Usage(format!("{slot} config: {e}")))?;
+        table.insert(key.to_string(), value);
+        s.config = toml::to_string(&table)
+            .map_err(|e| ReplayError::Usage(format!("{slot} config: {e}")))?
+            .into_bytes();
+        choice.slots.insert(slot, s);
+        Ok::<(), ReplayError>(())
+    };
+    if without.contains(&Feature::ServerLadder) {
+        let factors = toml::Value::Array(vec![toml::Value::Integer(1), toml::Value::Integer(0)]);
+        set(Slot::Locality, "delay", "server_factors", factors)?;
+    }
+    // Philly re-queued a failed attempt after a gap: the gaps between
+    // attempts have their mode at 180-195 s and median 186 s (PHILLY.md
+    // §2.2). A `fixed` retry policy whose configuration sets no `after_s`
+    // waits that long in the model.
+    if !without.contains(&Feature::RetryGap) && !gap_set {
+        set(
+            Slot::Retry,
+            "fixed",
+            "after_s",
+            toml::Value::Integer(RETRY_GAP_S),
+        )?;
+    }
+    Ok(())
+}
+
+/// Anything that stops a replay.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// Bad trace.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    /// Bad topology.
+    #[error(transparent)]
+    Topology(#[from] TopologyError),
+    /// Bad policy choice or module.
+    #[error(transparent)]
+    Policy(#[from] PolicyResolveError),
+    /// The replay failed.
+    #[error(transparent)]
+    Sim(#[from] SimError),
+    /// A plot failed.
+    #[error(transparent)]
+    Plot(#[from] PlotError),
+    /// A bad argument.
+    #[error("{0}")]
+    Usage(String),
+    /// Output could not be written.
+    #[error("{file}: cannot write: {source}")]
+    Write {
+        /// The file.
+        file: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// The topology the command line asks for, where it came from, and (for
+/// `--machines`) how its machines were grouped into racks.
+fn topology(cli: &Cli) -> Result<(Topology, String, Option<String>), ReplayError> {
+    if let Some(path) = &cli.topology {
+        return Ok((Topology::from_file(path)?, path.display().to_string(), None));
+    }
+    if let Some(shape) = &cli.cluster {
+        return Ok((shape.topology()?, format!("--cluster {shape}"), None));
+    }
+    if let Some(path) = &cli.machines {
+        let grouping = RackGrouping::named(&cli.rack_grouping, cli.rack_size).ok_or_else(|| {
+            ReplayError::Usage(format!(
+                "--rack-grouping {:?}: expected one of {:?}",
+                cli.rack_grouping,
+                RackGrouping::NAMES
+            ))
+        })?;
+        return Ok((
+            Topology::from_machine_list(path, grouping)?,
+            path.display().to_string(),
+            Some(grouping.to_string()),
+        ));
+    }
+    Ok((
+        workload::philly_topology()?,
+        "built-in Philly machine mix (revised list: 264x8 + 271x4 + 1x3 + 3x2 GPUs)".into(),
+        Some(RackGrouping::default().to_string()),
+    ))
+}
+
+/// Racks of a topology: domains one level below the cluster.
+fn racks_of(topo: &Topology) -> usize {
+    topo.domains_at(gangway_core::Level(1)).len()
+}
+
+/// The topology in one line: `552 servers in 21 racks, 3205 GPUs
+/// (same-sku, 32 per rack)`, the grouping only where machines were grouped.
+fn shape_line(topo: &Topology, grouping: Option<&str>) -> String {
+    let plural = |n: usize, one: &str| {
+        if n == 1 {
+            format!("{n} {one}")
+        } else {
+            format!("{n} {one}s")
+        }
+    };
+    let mut line = format!(
+        "{} in {}, {} GPUs",
+        plural(topo.servers().len(), "server"),
+        plural(racks_of(topo), "rack"),
+        topo.total_gpus()
+    );
+    if let Some(g) = grouping {
+        line.push_str(&format!(" ({g})"));
+    }
+    line
+}
+
+/// The end of the `workload:` line: warm jobs left out as beyond the
+/// cluster's GPUs ([`Trace::limit_warm`]) and the time scale, where they
+/// apply.
+fn push_left_out_and_scale(source: &mut String, over: usize, time_scale: f64) {
+    if over > 0 {
+        source.push_str(&format!(
+            ", {over} more left out as beyond the cluster's GPUs"
+        ));
+    }
+    if time_scale != 1.0 {
+        source.push_str(&format!(", time scale {time_scale}"));
+    }
+}
+
+fn workload_of(cli: &Cli, cluster_gpus: u32) -> Result<(Trace, String), ReplayError> {
+    match &cli.trace {
+        Some(path) => {
+            // A window needs only its jobs and those before it (the warm
+            // start's): readers of files in submit order stop there.
+            let needed = cli.jobs.map(|jobs| cli.skip.saturating_add(jobs));
+            let mut t = trace::load_first(path, cli.format, needed)?;
+            let labels = match &cli.vcs {
+                Some(file) => {
+                    if cli.format != Format::Rfold {
+                        return Err(ReplayError::Usage(
+                            "--vcs labels an RFold trace (--format rfold)".into(),
+                        ));
+                    }
+                    Some((file, trace::label_vcs(&mut t, file)?))
+                }
+                None => None,
+            };
+            let warm = !cli.without.contains(&Feature::WarmStart);
+            t.window_warm(cli.skip, cli.jobs.unwrap_or(usize::MAX), warm);
+            let over = t.limit_warm(cluster_gpus);
+            let time_scale = cli.time_scale.unwrap_or(1.0);
+            t.scale_time(time_scale);
+            let mut source = format!("{} ({})", path.display(), cli.format);
+            if let Some((file, n)) = labels {
+                source.push_str(&format!(
+                    ", VCs from {}: {} jobs matched, {} with a VC drawn from the per-VC mix",
+                    file.display(),
+                    n.matched,
+                    n.fallback
+                ));
+            }
+            if cli.skip > 0 || cli.jobs.is_some() {
+                let own = t.jobs.len() - t.warm;
+                source.push_str(&format!(", jobs {}..{}", cli.skip, cli.skip + own));
+                if t.warm > 0 {
+                    source.push_str(&format!(
+                        ", warm start: {} earlier jobs still running at the window's start",
+                        t.warm
+                    ));
+                }
+            }
+            push_left_out_and_scale(&mut source, over, time_scale);
+            Ok((t, source))
+        }
+        None => {
+            let n = cli.jobs.unwrap_or(DEFAULT_GENERATED_JOBS);
+            let status_runtimes = !cli.without.contains(&Feature::StatusRuntimes);
+            // Started warm: a lead-in of `WARM_LEAD_DAYS` days is generated
+            // first, and what still runs of it at the start is loaded.
+            let warm = !cli.without.contains(&Feature::WarmStart);
+            let lead = if warm {
+                (workload::JOBS_PER_DAY * WARM_LEAD_DAYS) as usize
+            } else {
+                0
+            };
+            let mut t = workload::generate_with(n + lead, cli.seed, status_runtimes);
+            t.window_warm(lead, n, warm);
+            let over = t.limit_warm(cluster_gpus);
+            let time_scale = cli.time_scale.unwrap_or(DEFAULT_GENERATED_TIME_SCALE);
+            t.scale_time(time_scale);
+            let mut source = format!(
+                "built-in Philly-calibrated generator, {n} jobs, seed {}",
+                cli.seed
+            );
+            if t.warm > 0 {
+                source.push_str(&format!(
+                    ", started warm: {} jobs of a {WARM_LEAD_DAYS}-day lead-in still running",
+                    t.warm
+                ));
+            }
+            push_left_out_and_scale(&mut source, over, time_scale);
+            if cli.time_scale.is_none() {
+                source.push_str(" (the study's load; `--time-scale 1` for the public trace's)");
+            }
+            Ok((t, source))
+        }
+    }
+}
+
+/// Jobs the built-in generator makes when `--jobs` is not given: about 7
+/// days of the public trace's arrivals (4.7 days at
+/// [`DEFAULT_GENERATED_TIME_SCALE`]), so the default run, contended as it
+/// is, stays under 10 s on a 2-core machine with Wasm policies (README
+/// "Performance").
+pub const DEFAULT_GENERATED_JOBS: usize = 12_000;
+
+/// The time scale of a generated workload when `--time-scale` is not given:
+/// arrivals 1/0.65 = 1.54x as dense as the public trace's. The public trace
+/// is a sanitized subset that loads Philly's 3,205 GPUs to about 44 %
+/// (PHILLY.md section 6b) and the generator's rate (to about 74 %), while
+/// the study's cluster ran 1,500-2,150 GPUs with up to 1,000 more pending
+/// (PHILLY.md section 4): at 0.65 the GPUs are about 90 % allocated, both
+/// kinds of queueing delay occur, quotas bind and waits reach hours.
+pub const DEFAULT_GENERATED_TIME_SCALE: f64 = 0.65;
+
+/// Days of generated lead-in whose still-running jobs a generated workload
+/// starts with (feature `warm-start`), so the cluster is not empty at first.
+pub const WARM_LEAD_DAYS: f64 = 10.0;
+
+/// Quotas per VC name.
+pub fn quotas(
+    spec: &str,
+    trace: &Trace,
+    cluster_gpus: u32,
+) -> Result<BTreeMap<String, u32>, ReplayError> {
+    match spec {
+        "none" => Ok(BTreeMap::new()),
+        "demand" => Ok(demand_quotas(trace, cluster_gpus)),
+        s if s.starts_with("demand:") => {
+            let f: f64 = s["demand:".len()..]
+                .parse()
+                .ok()
+                .filter(|f: &f64| *f > 0.0 && f.is_finite())
+                .ok_or_else(|| {
+                    ReplayError::Usage(format!("--quotas {s}: expected demand:F, F > 0"))
+                })?;
+            let gpus = (f64::from(cluster_gpus) * f).round() as u32;
+            Ok(demand_quotas(trace, gpus.max(1))
+                .into_iter()
+                .map(|(vc, q)| (vc, q.min(cluster_gpus)))
+                .collect())
+        }
+        file => {
+            let text = std::fs::read_to_string(file)
+                .map_err(|e| ReplayError::Usage(format!("{file}: cannot read quotas: {e}")))?;
+            let mut out = BTreeMap::new();
+            for (i, line) in text.lines().enumerate() {
+                let line = line.trim();
+                if line.is_empty() || line.starts_with('#') || (i == 0 && line.starts_with("vc")) {
+                    continue;
+                }
+                let (vc, gpus) = line.split_once(',').ok_or_else(|| {
+                    ReplayError::Usage(format!("{file}:{}: expected `vc,gpus`", i + 1))
+                })?;
+                let gpus: u32 = gpus.trim().parse().map_err(|_| {
+                    ReplayError::Usage(format!("{file}:{}: {gpus:?} is not a GPU count", i + 1))
+                })?;
+                out.insert(vc.trim().to_string(), gpus);
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// Each VC's share of the trace's GPU-time demand times the cluster's GPUs
+/// (the quotas add up to the cluster), and at least the VC's largest job so
+/// every job fits its quota.
+pub fn demand_quotas(trace: &Trace, cluster_gpus: u32) -> BTreeMap<String, u32> {
+    let mut demand: BTreeMap<&str, (f64, u32)> = BTreeMap::new();
+    for j in &trace.jobs {
+        let run: u64 = j.attempts.iter().map(|a| a.run_s).sum();
+        let e = demand.entry(j.vc.as_str()).or_default();
+        e.0 += f64::from(j.gpus) * run as f64;
+        e.1 = e.1.max(j.gpus);
+    }
+    let total: f64 = demand.values().map(|d| d.0).sum::<f64>().max(1.0);
+    demand
+        .into_iter()
+        .map(|(vc, (gpu_s, largest))| {
+            let share = (gpu_s / total * f64::from(cluster_gpus)).round() as u32;
+            (vc.to_string(), share.max(largest).min(cluster_gpus))
+        })
+        .collect()
+}
+
+/// A run's name as a file name (`+`, `=` and `/` become `_`).
+fn file_name(run: &str) -> String {
+    run.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// One line per job of a run: `id,vc,gpus,submit_s,first_start_s,end_s,
+/// status,attempts,servers,wait_<reason>_s...` (empty cells for what did not
+/// happen). Jobs carried into a window warm are left out, as in the report.
+///
+/// ```
+/// use gangway_replay::{cli as replay_cli, sim, workload};
+/// let trace = workload::generate(50, 1);
+/// let topo = gangway_core::Topology::uniform(1, 4, 8).unwrap();
+/// let set = gangway_catalog::preset("fifo").unwrap().build_native().unwrap();
+/// let r = sim::run(topo, &trace, set, &sim::SimConfig::default(), || {}).unwrap();
+/// let csv = replay_cli::jobs_csv(&trace, &r);
+/// assert_eq!(csv.lines().count(), 51);
+/// assert!(csv.starts_with("id,vc,gpus,submit_s,first_start_s,end_s,status,attempts,servers,wait_fair-share_s"));
+/// ```
+pub fn jobs_csv(trace: &Trace, result: &sim::RunResult) -> String {
+    use gangway_core::WaitReason;
+    let mut out = String::from("id,vc,gpus,submit_s,first_start_s,end_s,status,attempts,servers");
+    for r in WaitReason::ALL {
+        out.push_str(&format!(",wait_{}_s", r.as_str()));
+    }
+    out.push('\n');
+    let opt = |x: Option<u64>| x.map_or(String::new(), |v| v.to_string());
+    for (j, tj) in result.jobs.iter().zip(&trace.jobs).skip(result.warm) {
+        let status = j.status.map_or("", trace::Outcome::as_str);
+        out.push_str(&format!(
+            "{},{},{},{},{},{},{},{},{}",
+            csv_cell(&tj.name),
+            csv_cell(result.vcs.get(j.vc).map_or("", String::as_str)),
+            j.gpus,
+            j.submit_s,
+            opt(j.first_start_s),
+            opt(j.finish_s),
+            status,
+            j.attempts,
+            j.first_servers.map_or(String::new(), |s| s.to_string()),
+        ));
+        for r in WaitReason::ALL {
+            out.push_str(&format!(",{}", j.waited(r)));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// A CSV cell: quoted when it holds a comma, quote or line break.
+fn csv_cell(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn write(path: &Path, bytes: &[u8]) -> Result<(), ReplayError> {
+    std::fs::write(path, bytes).map_err(|source| ReplayError::Write {
+        file: path.display().to_string(),
+        source,
+    })
+}
+
+/// Runs the replay the command line asks for.
+pub fn run(cli: &Cli) -> Result<(), ReplayError> {
+    let load_clock = Instant::now();
+    let (topo, topo_source, grouping) = topology(cli)?;
+    if let Some(scale) = cli.time_scale
+        && !(scale > 0.0 && scale.is_finite())
+    {
+        return Err(ReplayError::Usage(format!(
+            "--time-scale {scale} must be a positive number"
+        )));
+    }
+    let (trace, source) = workload_of(cli, topo.total_gpus())?;
+    if trace.jobs.is_empty() {
+        return Err(ReplayError::Usage("the workload has no jobs".into()));
+    }
+    println!("workload: {source}");
+    println!(
+        "topology: {topo_source}: {}",
+        shape_line(&topo, grouping.as_deref())
+    );
+    for s in &trace.skipped {
+        eprintln!("replay: not replayable: {}: {}", s.at, s.reason);
+    }
+    let (unknown, on_unknown) = trace.unknown_machines(|m| topo.server_by_name(m).is_some());
+    if let Some(first) = unknown.first() {
+        tracing::warn!(
+            "the trace ran {on_unknown} jobs on {} machines that {topo_source} lacks (first: {first}); \
+             replay places every job itself, so this only says the trace and the cluster differ",
+            unknown.len()
+        );
+    }
+    let quotas = quotas(&cli.quotas, &trace, topo.total_gpus())?;
+    let choices: Vec<PolicyChoice> = choices(cli)?;
+    let load_time = load_clock.elapsed();
+    let cfg = SimConfig {
+        round_interval_s: cli.round_interval,
+        server_mtbf_s: cli.server_mtbf_hours.map(|h| (h * 3600.0).max(1.0) as u64),
+        seed: cli.seed,
+        quotas,
+        restart_s: cli.restart_s,
+        view_window: cli.view_window,
+        locality_cost: !cli.without.contains(&Feature::LocalityCost),
+        ..SimConfig::default()
+    };
+    std::fs::create_dir_all(&cli.out).map_err(|source| ReplayError::Write {
+        file: cli.out.display().to_string(),
+        source,
+    })?;
+    let mut runs = Vec::new();
+    let mut written = Vec::new();
+    let mut loader = policies::Loader::new()?;
+    for choice in &choices {
+        let mut choice = choice.clone();
+        if let Some(p) = cli.placement {
+            // A heartbeat order gets its seed from `apply_features`.
+            choice.placement = p;
+        }
+        apply_features(&mut choice, &cli.without, cli.seed)?;
+        let choice = &choice;
+        let policy_clock = Instant::now();
+        let set = loader.build(choice, cli.native)?;
+        let names = Policies::of(choice);
+        let policy_time = policy_clock.elapsed();
+        let cfg = SimConfig {
+            placement: choice.placement,
+            ..cfg.clone()
+        };
+        let bar = if std::io::stderr().is_terminal() {
+            ProgressBar::with_draw_target(
+                Some(trace.jobs.len() as u64),
+                ProgressDrawTarget::stderr(),
+            )
+        } else {
+            ProgressBar::hidden()
+        };
+        bar.set_style(
+            ProgressStyle::with_template("{prefix:>12} [{bar:40}] {pos}/{len} jobs ({eta})")
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        bar.set_prefix(choice.name.clone());
+        let cpu_start = crate::cpu_time::process_cpu();
+        let result = sim::run(topo.clone(), &trace, set, &cfg, || bar.inc(1))?;
+        let cpu = crate::cpu_time::since(cpu_start);
+        bar.finish_and_clear();
+        println!(
+            "{}: replayed {} jobs in {:.2} s{} ({} rounds, {} skipped as no gang could fit, {:.2} s in rounds; inputs loaded in {:.2} s; {} ready in {:.2} s)",
+            choice.name,
+            trace.jobs.len(),
+            result.elapsed.as_secs_f64(),
+            crate::cpu_time::describe(cpu),
+            result.rounds,
+            result.skipped_rounds,
+            result.in_rounds.as_secs_f64(),
+            load_time.as_secs_f64(),
+            if cli.native {
+                "native policies"
+            } else {
+                "policies as Wasm modules"
+            },
+            policy_time.as_secs_f64(),
+        );
+        let run = report::summarize(&choice.name, names, &result);
+        if cli.jobs_csv {
+            let path = cli
+                .out
+                .join(format!("{}-jobs.csv", file_name(&choice.name)));
+            write(&path, jobs_csv(&trace, &result).as_bytes())?;
+            written.push(path);
+        }
+        if !cli.no_plots {
+            written.extend(plots::write_all(&cli.out, &run, &result)?);
+        }
+        runs.push(run);
+    }
+    let report = Report {
+        workload: Workload {
+            source,
+            jobs: trace.jobs.len(),
+            warm: trace.warm,
+            skipped: trace.skipped.clone(),
+        },
+        topology: TopologyInfo {
+            source: topo_source,
+            servers: topo.servers().len(),
+            gpus: topo.total_gpus(),
+            racks: racks_of(&topo),
+            shape: shape_line(&topo, grouping.as_deref()),
+            grouping,
+        },
+        runs,
+    };
+    println!();
+    print!("{}", report::table(&report.runs));
+    let json = serde_json::to_vec_pretty(&report)
+        .map_err(|e| ReplayError::Usage(format!("cannot encode the report: {e}")))?;
+    let path = cli.out.join("report.json");
+    write(&path, &json)?;
+    println!();
+    println!("wrote {}", path.display());
+    for f in written {
+        println!("wrote {}", f.display());
+    }
+    Ok(())
+}

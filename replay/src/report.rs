@@ -1,0 +1,657 @@
+//! `report.json`: the replay's results, in a stable schema.
+//!
+//! ```text
+//! {
+//!   "workload": {"source", "jobs", "warm", "skipped": [{"at", "reason"}]},
+//!   "topology": {"source", "servers", "gpus", "racks", "grouping", "shape"},
+//!   "runs": [{
+//!     "name", "policies": {"fairness", "locality", "gang", "reclaim", "retry",
+//!                          "defragment", "placement"},
+//!     "jobs": {"submitted", "passed", "failed", "killed", "never_started", "unfinished"},
+//!     "by_size": {"1": B, "2-4": B, "5-8": B, ">8": B},
+//!     "gpu_allocation_mean", "jct_s": {"p50", "p90", "mean"},
+//!     "jct_passed_s": {"p50", "p90", "mean"}, "failed_attempt_gpu_s",
+//!     "spread_slowdown_gpu_s", "gpu_s_by_status": {"passed", "killed", "failed"},
+//!     "reclaim": {"preemptions", "jobs_preempted", "restart_gpu_s"},
+//!     "defragment": {"migrations", "restart_gpu_s"},
+//!     "retry": {"attempts_avoided", "saved_gpu_s", "passing_jobs_lost", "probes"},
+//!     "per_vc": {VC: {"quota_gpus", "mean_gpus_held", "jobs"}},
+//!     "policy_errors",
+//!     "quarantines": [{"at_s", "slot", "module", "restored", "error"}]
+//!   }]
+//! }
+//! B = {"jobs", "queue_delay_s": {"p50", "p90", "p99", "mean"},
+//!      "fair_share_delay_s", "fragmentation_delay_s",
+//!      "jobs_with_fair_share_delay", "jobs_with_fragmentation_delay",
+//!      "fair_share_events", "fragmentation_events",
+//!      "wait_s": {REASON: seconds, ...},
+//!      "servers_spanned": {"1": n, "2": n, ...}}
+//! ```
+//!
+//! Definitions. Size buckets are the study's (1, 2-4, 5-8, >8 GPUs). Queueing
+//! delay is the notebook's: first attempt start minus submit, over jobs that
+//! started. `fair_share_delay_s` and `fragmentation_delay_s` are the bucket's
+//! *total* seconds of each kind of wait over all of a job's waits (retries
+//! included), as attributed by the scheduler's wait reasons; a job "has" a
+//! delay kind if it spent at least one second in it. A delay *event* is a
+//! stretch of rounds a job spent waiting for one of the two reasons (entered
+//! anew each time its reason changes to it); Table 2 counts events, so the
+//! shares printed are events (with the time share beside them, and "n/a (0
+//! events)" for a bucket with none). `spread_slowdown_gpu_s` is the GPU
+//! time lost to spreading (see `sim::locality_slowdown`);
+//! `gpu_s_by_status` sums each finished job's attempts' GPU time by its
+//! final status. `servers_spanned` counts
+//! first attempts by servers used. `gpu_allocation_mean` is the time-weighted
+//! mean of allocated / online GPUs from the first to the last arrival. JCT is
+//! finish minus submit over jobs that finished (any status).
+//! `failed_attempt_gpu_s` is GPU-seconds of attempts that failed or were
+//! interrupted. `wait_s` splits a bucket's total wait by every wait reason of
+//! the core (fair-share, fragmentation, reserved, held-by-policy,
+//! no-capacity, queued, retry-delay). `jct_passed_s` is over passed jobs
+//! only. `reclaim` and `defragment` count preemptions and migrations and the
+//! GPU-seconds their restarts cost; `retry` counts recorded attempts a retry
+//! policy chose not to run, their GPU-seconds (saved), the jobs among them
+//! that the trace shows passing on a later attempt (lost), and probes run. `never_started` jobs are counted, not hidden. Times are
+//! seconds. Wall-clock and CPU timings never appear here (they go to
+//! stdout), so the same inputs give a byte-identical file.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use gangway_core::WaitReason;
+
+use crate::sim::RunResult;
+use crate::trace::{Outcome, SkippedJob};
+
+/// The whole report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// What was replayed.
+    pub workload: Workload,
+    /// On what.
+    pub topology: TopologyInfo,
+    /// One entry per policy set.
+    pub runs: Vec<Run>,
+}
+
+/// The workload's origin.
+#[derive(Clone, Debug, Serialize)]
+pub struct Workload {
+    /// File and format, or the generator and its seed.
+    pub source: String,
+    /// Jobs replayed.
+    pub jobs: usize,
+    /// Of those, jobs submitted before a `--skip` window and still running
+    /// at its start, loaded as running (left out of every statistic).
+    pub warm: usize,
+    /// Jobs of the input that could not be replayed, with why.
+    pub skipped: Vec<SkippedJob>,
+}
+
+/// The topology used.
+#[derive(Clone, Debug, Serialize)]
+pub struct TopologyInfo {
+    /// Where it came from.
+    pub source: String,
+    /// Servers.
+    pub servers: usize,
+    /// GPUs.
+    pub gpus: u32,
+    /// Racks (domains one level below the cluster).
+    pub racks: usize,
+    /// How a machine list's machines were grouped into racks
+    /// (`same-sku, 32 per rack`); `null` where the input named its racks.
+    pub grouping: Option<String>,
+    /// In words: `552 servers in 21 racks, 3205 GPUs (same-sku, 32 per rack)`.
+    pub shape: String,
+}
+
+/// Policies of a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Policies {
+    /// Fairness slot.
+    pub fairness: String,
+    /// Locality slot.
+    pub locality: String,
+    /// Gang slot.
+    pub gang: String,
+    /// Reclaim slot.
+    pub reclaim: String,
+    /// Retry slot.
+    pub retry: String,
+    /// Defragment slot.
+    pub defragment: String,
+    /// Placement tie-break (`best-fit` or `spread`).
+    pub placement: String,
+}
+
+impl Policies {
+    /// The policies of `choice`.
+    pub fn of(choice: &gangway_catalog::PolicyChoice) -> Policies {
+        use gangway_core::Slot;
+        let name = |slot| choice.slot(slot).policy;
+        Policies {
+            fairness: name(Slot::Fairness),
+            locality: name(Slot::Locality),
+            gang: name(Slot::Gang),
+            reclaim: name(Slot::Reclaim),
+            retry: name(Slot::Retry),
+            defragment: name(Slot::Defragment),
+            placement: choice.placement.as_str().to_string(),
+        }
+    }
+}
+
+/// What the reclaim slot did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ReclaimStats {
+    /// Attempts stopped.
+    pub preemptions: u64,
+    /// Jobs stopped at least once.
+    pub jobs_preempted: usize,
+    /// GPU-seconds their restarts cost.
+    pub restart_gpu_s: u64,
+}
+
+/// What the defragment slot did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DefragmentStats {
+    /// Jobs moved.
+    pub migrations: u64,
+    /// GPU-seconds their restarts cost.
+    pub restart_gpu_s: u64,
+}
+
+/// What the retry slot did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RetryStats {
+    /// Recorded attempts not run because the policy gave up.
+    pub attempts_avoided: u64,
+    /// Their GPU-seconds.
+    pub saved_gpu_s: u64,
+    /// Jobs given up on that the trace shows passing on a later attempt.
+    pub passing_jobs_lost: usize,
+    /// Probes run.
+    pub probes: u64,
+}
+
+/// Job counts by outcome.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct JobCounts {
+    /// Jobs replayed.
+    pub submitted: usize,
+    /// Ended passed.
+    pub passed: usize,
+    /// Ended failed.
+    pub failed: usize,
+    /// Ended killed.
+    pub killed: usize,
+    /// Never started.
+    pub never_started: usize,
+    /// Started but had not finished when the replay stopped.
+    pub unfinished: usize,
+}
+
+/// Percentiles of a delay.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Delay {
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Mean.
+    pub mean: f64,
+}
+
+/// JCT percentiles and mean.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Jct {
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// Mean.
+    pub mean: f64,
+}
+
+fn jct(mut v: Vec<f64>) -> Jct {
+    v.sort_by(f64::total_cmp);
+    Jct {
+        p50: percentile(&v, 50.0),
+        p90: percentile(&v, 90.0),
+        mean: if v.is_empty() {
+            0.0
+        } else {
+            round3(v.iter().sum::<f64>() / v.len() as f64)
+        },
+    }
+}
+
+/// Per size bucket.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Bucket {
+    /// Jobs in the bucket.
+    pub jobs: usize,
+    /// Queueing delay of jobs that started.
+    pub queue_delay_s: Delay,
+    /// Total fair-share delay.
+    pub fair_share_delay_s: u64,
+    /// Total fragmentation delay.
+    pub fragmentation_delay_s: u64,
+    /// Jobs with any fair-share delay.
+    pub jobs_with_fair_share_delay: usize,
+    /// Jobs with any fragmentation delay.
+    pub jobs_with_fragmentation_delay: usize,
+    /// Fair-share delay events: stretches of waiting because the job's VC
+    /// had used its quota (a job may have several).
+    pub fair_share_events: u64,
+    /// Fragmentation delay events: stretches of waiting with quota free but
+    /// no placement local enough.
+    pub fragmentation_events: u64,
+    /// Total wait by reason.
+    pub wait_s: BTreeMap<String, u64>,
+    /// First attempts by servers spanned.
+    pub servers_spanned: BTreeMap<u32, usize>,
+}
+
+impl Bucket {
+    /// Fragmentation's share of the bucket's delay events, counted as the
+    /// study's Table 2 counts them (events, not jobs); `None` when there was
+    /// no delay event of either kind (a share of nothing).
+    pub fn fragmentation_share(&self) -> Option<f64> {
+        let total = self.fair_share_events + self.fragmentation_events;
+        (total > 0).then(|| self.fragmentation_events as f64 / total as f64)
+    }
+
+    /// Fragmentation's share of the bucket's fair-share plus fragmentation
+    /// delay time; `None` when there was none.
+    pub fn fragmentation_time_share(&self) -> Option<f64> {
+        let total = self.fair_share_delay_s + self.fragmentation_delay_s;
+        (total > 0).then(|| self.fragmentation_delay_s as f64 / total as f64)
+    }
+
+    /// The Table 2 line of the bucket: fragmentation's event share and time
+    /// share and the events behind them, or `n/a (0 events)`.
+    ///
+    /// ```
+    /// use gangway_replay::report::Bucket;
+    /// assert_eq!(Bucket::default().table2(), "n/a (0 events)");
+    /// let b = Bucket { fair_share_events: 1, fragmentation_events: 3,
+    ///                  fair_share_delay_s: 60, fragmentation_delay_s: 60, ..Bucket::default() };
+    /// assert_eq!(b.table2(), "75.0 % / 50.0 % of 4 events");
+    /// ```
+    pub fn table2(&self) -> String {
+        match (self.fragmentation_share(), self.fragmentation_time_share()) {
+            (Some(e), Some(t)) => format!(
+                "{:.1} % / {:.1} % of {} events",
+                e * 100.0,
+                t * 100.0,
+                self.fair_share_events + self.fragmentation_events
+            ),
+            (Some(e), None) => format!(
+                "{:.1} % / n/a of {} events",
+                e * 100.0,
+                self.fair_share_events + self.fragmentation_events
+            ),
+            _ => "n/a (0 events)".to_string(),
+        }
+    }
+}
+
+/// Per virtual cluster.
+#[derive(Clone, Debug, Serialize)]
+pub struct VcStats {
+    /// Quota used in the run (`null`: unlimited).
+    pub quota_gpus: Option<u32>,
+    /// Time-weighted mean GPUs held.
+    pub mean_gpus_held: f64,
+    /// Jobs submitted.
+    pub jobs: usize,
+}
+
+/// One policy set's results.
+#[derive(Clone, Debug, Serialize)]
+pub struct Run {
+    /// The preset or policy-set name.
+    pub name: String,
+    /// The policies.
+    pub policies: Policies,
+    /// Job counts.
+    pub jobs: JobCounts,
+    /// Per size bucket.
+    pub by_size: BTreeMap<String, Bucket>,
+    /// Mean allocated fraction of online GPUs.
+    pub gpu_allocation_mean: f64,
+    /// Job completion time (all finished jobs).
+    pub jct_s: Jct,
+    /// Job completion time of passed jobs.
+    pub jct_passed_s: Jct,
+    /// GPU-seconds lost to failed or interrupted attempts.
+    pub failed_attempt_gpu_s: u64,
+    /// GPU-seconds lost to spreading: how much longer attempts ran because
+    /// they spanned more servers than needed (0 with the locality cost off).
+    pub spread_slowdown_gpu_s: u64,
+    /// GPU-seconds used by jobs by final status (`passed`, `killed`,
+    /// `failed`): every attempt's run time times its GPUs (Table 6).
+    pub gpu_s_by_status: BTreeMap<String, u64>,
+    /// What the reclaim slot did.
+    pub reclaim: ReclaimStats,
+    /// What the defragment slot did.
+    pub defragment: DefragmentStats,
+    /// What the retry slot did.
+    pub retry: RetryStats,
+    /// Per virtual cluster.
+    pub per_vc: BTreeMap<String, VcStats>,
+    /// Policy calls that failed and fell back.
+    pub policy_errors: u64,
+    /// Policies quarantined after repeated failures, in order.
+    pub quarantines: Vec<QuarantineRecord>,
+}
+
+/// A policy the scheduler quarantined during a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct QuarantineRecord {
+    /// Simulated time of the round, in seconds.
+    pub at_s: u64,
+    /// The slot.
+    pub slot: String,
+    /// The policy removed.
+    pub module: String,
+    /// The policy deciding in its place from then on.
+    pub restored: String,
+    /// Its last error.
+    pub error: String,
+}
+
+/// The study's size bucket of a gang.
+pub fn bucket_name(gpus: u32) -> &'static str {
+    match gpus {
+        0 | 1 => "1",
+        2..=4 => "2-4",
+        5..=8 => "5-8",
+        _ => ">8",
+    }
+}
+
+/// The bucket names in order.
+pub const BUCKETS: [&str; 4] = ["1", "2-4", "5-8", ">8"];
+
+/// Nearest-rank percentile of sorted values.
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn delay(mut v: Vec<f64>) -> Delay {
+    v.sort_by(f64::total_cmp);
+    let mean = if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    Delay {
+        p50: percentile(&v, 50.0),
+        p90: percentile(&v, 90.0),
+        p99: percentile(&v, 99.0),
+        mean: round3(mean),
+    }
+}
+
+/// Summarizes one replay.
+pub fn summarize(name: &str, policies: Policies, r: &RunResult) -> Run {
+    let own = &r.jobs[r.warm.min(r.jobs.len())..];
+    let mut counts = JobCounts {
+        submitted: own.len(),
+        ..JobCounts::default()
+    };
+    let mut by_size: BTreeMap<String, Bucket> = BUCKETS
+        .iter()
+        .map(|b| (b.to_string(), Bucket::default()))
+        .collect();
+    let mut delays: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let mut jcts = Vec::new();
+    let mut jcts_passed = Vec::new();
+    let mut reclaim = ReclaimStats::default();
+    let mut defragment = DefragmentStats::default();
+    let mut retry = RetryStats::default();
+    let mut vc_jobs = vec![0usize; r.vcs.len()];
+    let mut failed_gpu_s = 0;
+    let mut slowdown_gpu_s = 0;
+    let mut by_status: BTreeMap<String, u64> = BTreeMap::new();
+    for j in own {
+        slowdown_gpu_s += j.spread_slowdown_gpu_s;
+        if let Some(st) = j.status {
+            *by_status.entry(st.as_str().to_string()).or_default() += j.used_gpu_s;
+        }
+        match (j.first_start_s, j.status) {
+            (None, _) => counts.never_started += 1,
+            (Some(_), None) => counts.unfinished += 1,
+            (Some(_), Some(Outcome::Passed)) => counts.passed += 1,
+            (Some(_), Some(Outcome::Failed)) => counts.failed += 1,
+            (Some(_), Some(Outcome::Killed)) => counts.killed += 1,
+        }
+        if let Some(n) = vc_jobs.get_mut(j.vc) {
+            *n += 1;
+        }
+        failed_gpu_s += j.failed_gpu_s;
+        if let Some(f) = j.finish_s {
+            jcts.push(f.saturating_sub(j.submit_s) as f64);
+            if j.status == Some(Outcome::Passed) {
+                jcts_passed.push(f.saturating_sub(j.submit_s) as f64);
+            }
+        }
+        reclaim.preemptions += u64::from(j.preemptions);
+        reclaim.jobs_preempted += usize::from(j.preemptions > 0);
+        defragment.migrations += u64::from(j.migrations);
+        // A restart follows a preemption (resumed) or a migration.
+        let restarts = u64::from(j.preemptions) + u64::from(j.migrations);
+        if let Some(per) = j.restart_gpu_s.checked_div(restarts) {
+            reclaim.restart_gpu_s += per * u64::from(j.preemptions);
+            defragment.restart_gpu_s += j.restart_gpu_s - per * u64::from(j.preemptions);
+        }
+        retry.attempts_avoided += u64::from(j.attempts_avoided);
+        retry.saved_gpu_s += j.saved_gpu_s;
+        retry.passing_jobs_lost += usize::from(j.passing_lost);
+        retry.probes += u64::from(j.probes);
+        let name = bucket_name(j.gpus);
+        let Some(b) = by_size.get_mut(name) else {
+            continue;
+        };
+        b.jobs += 1;
+        let fair_share = j.waited(WaitReason::FairShare);
+        let fragmentation = j.waited(WaitReason::Fragmentation);
+        b.fair_share_delay_s += fair_share;
+        b.fragmentation_delay_s += fragmentation;
+        b.jobs_with_fair_share_delay += usize::from(fair_share > 0);
+        b.jobs_with_fragmentation_delay += usize::from(fragmentation > 0);
+        b.fair_share_events += u64::from(j.delay_events.fair_share);
+        b.fragmentation_events += u64::from(j.delay_events.fragmentation);
+        for r in WaitReason::ALL {
+            *b.wait_s.entry(r.as_str().to_string()).or_default() += j.waited(r);
+        }
+        if let Some(start) = j.first_start_s {
+            delays
+                .entry(name)
+                .or_default()
+                .push(start.saturating_sub(j.submit_s) as f64);
+        }
+        if let Some(s) = j.first_servers {
+            *b.servers_spanned.entry(s).or_default() += 1;
+        }
+    }
+    for (name, b) in &mut by_size {
+        b.queue_delay_s = delay(delays.remove(name.as_str()).unwrap_or_default());
+    }
+    let per_vc = r
+        .vcs
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            (
+                v.clone(),
+                VcStats {
+                    quota_gpus: r.quotas.get(i).copied().flatten(),
+                    mean_gpus_held: round3(r.vc_mean_held.get(i).copied().unwrap_or(0.0)),
+                    jobs: vc_jobs[i],
+                },
+            )
+        })
+        .collect();
+    Run {
+        name: name.to_string(),
+        policies,
+        jobs: counts,
+        by_size,
+        gpu_allocation_mean: round3(r.gpu_allocation_mean),
+        jct_s: jct(jcts),
+        jct_passed_s: jct(jcts_passed),
+        failed_attempt_gpu_s: failed_gpu_s,
+        spread_slowdown_gpu_s: slowdown_gpu_s,
+        gpu_s_by_status: by_status,
+        reclaim,
+        defragment,
+        retry,
+        per_vc,
+        policy_errors: r.policy_errors,
+        quarantines: r
+            .quarantines
+            .iter()
+            .map(|q| QuarantineRecord {
+                at_s: q.at_s,
+                slot: q.slot.as_str().to_string(),
+                module: q.module.clone(),
+                restored: q.restored.clone(),
+                error: q.error.clone(),
+            })
+            .collect(),
+    }
+}
+
+fn minutes(s: f64) -> String {
+    format!("{:.1}", s / 60.0)
+}
+
+/// The console summary: one column per run.
+pub fn table(runs: &[Run]) -> String {
+    let mut rows: Vec<(String, Vec<String>)> = Vec::new();
+    let mut row = |label: &str, f: &dyn Fn(&Run) -> String| {
+        rows.push((label.to_string(), runs.iter().map(f).collect()));
+    };
+    row("policy set", &|r| r.name.clone());
+    row("fairness / locality / gang / placement", &|r| {
+        format!(
+            "{}/{}/{}/{}",
+            r.policies.fairness, r.policies.locality, r.policies.gang, r.policies.placement
+        )
+    });
+    row("reclaim / retry / defragment", &|r| {
+        format!(
+            "{}/{}/{}",
+            r.policies.reclaim, r.policies.retry, r.policies.defragment
+        )
+    });
+    row("jobs passed/failed/killed", &|r| {
+        format!("{}/{}/{}", r.jobs.passed, r.jobs.failed, r.jobs.killed)
+    });
+    row("never started / unfinished", &|r| {
+        format!("{} / {}", r.jobs.never_started, r.jobs.unfinished)
+    });
+    row("GPU allocation (mean)", &|r| {
+        format!("{:.1} %", r.gpu_allocation_mean * 100.0)
+    });
+    row("JCT mean / p50 / p90 (h)", &|r| {
+        format!(
+            "{:.2} / {:.2} / {:.2}",
+            r.jct_s.mean / 3600.0,
+            r.jct_s.p50 / 3600.0,
+            r.jct_s.p90 / 3600.0
+        )
+    });
+    row("JCT of passed jobs, mean (h)", &|r| {
+        format!("{:.2}", r.jct_passed_s.mean / 3600.0)
+    });
+    row("failed-attempt GPU-hours", &|r| {
+        format!("{:.0}", r.failed_attempt_gpu_s as f64 / 3600.0)
+    });
+    row("GPU-hours lost to spreading", &|r| {
+        format!("{:.0}", r.spread_slowdown_gpu_s as f64 / 3600.0)
+    });
+    row("GPU time passed/killed/failed", &|r| {
+        let total: u64 = r.gpu_s_by_status.values().sum();
+        if total == 0 {
+            return "n/a (no finished jobs)".to_string();
+        }
+        let pct =
+            |k: &str| r.gpu_s_by_status.get(k).copied().unwrap_or(0) as f64 / total as f64 * 100.0;
+        format!(
+            "{:.1} / {:.1} / {:.1} %",
+            pct("passed"),
+            pct("killed"),
+            pct("failed")
+        )
+    });
+    row("preemptions / GPU-h lost restarting", &|r| {
+        format!(
+            "{} / {:.0}",
+            r.reclaim.preemptions,
+            r.reclaim.restart_gpu_s as f64 / 3600.0
+        )
+    });
+    row("migrations / GPU-h lost restarting", &|r| {
+        format!(
+            "{} / {:.0}",
+            r.defragment.migrations,
+            r.defragment.restart_gpu_s as f64 / 3600.0
+        )
+    });
+    row("retries avoided / GPU-h saved / passing lost", &|r| {
+        format!(
+            "{} / {:.0} / {}",
+            r.retry.attempts_avoided,
+            r.retry.saved_gpu_s as f64 / 3600.0,
+            r.retry.passing_jobs_lost
+        )
+    });
+    for b in BUCKETS {
+        row(&format!("[{b} GPU] queue p50 / p90 (min)"), &|r| {
+            let d = &r.by_size[b].queue_delay_s;
+            format!("{} / {}", minutes(d.p50), minutes(d.p90))
+        });
+        row(
+            &format!("[{b} GPU] fragmentation share (events / time)"),
+            &|r| r.by_size[b].table2(),
+        );
+    }
+    row("policy errors", &|r| r.policy_errors.to_string());
+    let label_w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    let col_w: Vec<usize> = (0..runs.len())
+        .map(|i| rows.iter().map(|r| r.1[i].len()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for (label, cells) in rows {
+        out.push_str(&format!("{label:<label_w$}"));
+        for (c, w) in cells.iter().zip(&col_w) {
+            out.push_str(&format!("  {c:>w$}"));
+        }
+        out.push('\n');
+    }
+    for r in runs {
+        for q in &r.quarantines {
+            out.push_str(&format!(
+                "{}: {} policy {} quarantined at {} s after repeated failures ({}); {} decides since\n",
+                r.name, q.slot, q.module, q.at_s, q.error, q.restored
+            ));
+        }
+    }
+    out
+}

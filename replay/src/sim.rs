@@ -1,0 +1,797 @@
+//! The discrete-event replay: arrivals, attempt ends, retries and optional
+//! server failures drive a real [`Scheduler`]; the scheduler only decides when
+//! and where each recorded attempt runs.
+//!
+//! How the scheduler's decisions play out on the recorded attempts:
+//!
+//! * a failed attempt is reported as failed with its recorded class, final
+//!   only if the trace has no later attempt; the retry slot decides what
+//!   follows. Retried, the job runs its next recorded attempt. Given up, it
+//!   ends as failed, and the attempts it did not run are GPU time saved (a
+//!   job the trace shows passing later is counted as a passing job lost);
+//! * a probe (a retry policy's smaller first attempt) of an attempt that
+//!   fails within the probe's time fails as that attempt did, on fewer GPUs;
+//!   otherwise it survives its time and the full gang runs the attempt;
+//! * a preempted attempt (reclaim) resumes later from where it stopped, as a
+//!   checkpointed job does, after a restart of `restart_s`; a migrated one
+//!   (defragment) restarts on its new GPUs, also losing `restart_s`. Those
+//!   restarts are the GPU time lost to preemption and migration;
+//! * a server failure interrupts an attempt, which runs again from the start.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::time::{Duration, Instant};
+
+use gangway_core::policy::PolicySet;
+use gangway_core::{
+    AttemptEnd, JobId, JobSpec, PlacementStrategy, RetryAction, Scheduler, SchedulerError,
+    ServerId, Topology, WaitReason,
+};
+use gangway_plugin_sdk::slots::Reclaim;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::trace::{Outcome, Trace};
+
+/// Knobs of one replay.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimConfig {
+    /// Rounds run on a grid of this many seconds, after anything changed
+    /// (Philly's scheduler, like YARN's, works in periodic passes). 0 = a
+    /// round at every event time.
+    pub round_interval_s: u64,
+    /// While jobs wait, a round runs at least this often even if nothing
+    /// changed, so locality can relax with waiting time.
+    pub idle_tick_s: u64,
+    /// Mean time between failures of one server, in seconds (`None`: no failures).
+    pub server_mtbf_s: Option<u64>,
+    /// How long a failed server stays down.
+    pub server_repair_s: u64,
+    /// Seed for the failure process.
+    pub seed: u64,
+    /// GPU quota per virtual cluster name (absent: unlimited).
+    pub quotas: BTreeMap<String, u32>,
+    /// How placement search breaks ties.
+    pub placement: PlacementStrategy,
+    /// Seconds a preempted or migrated job loses restarting from its checkpoint.
+    pub restart_s: u64,
+    /// Pending jobs per VC a round shows a fairness policy that declares its
+    /// queue order (0: all).
+    pub view_window: usize,
+    /// Locality costs run time: an attempt spread over more servers than its
+    /// gang needs runs longer by [`locality_slowdown`] (off: every placement
+    /// runs at recorded speed).
+    pub locality_cost: bool,
+}
+
+/// How much longer an attempt runs on `servers` servers than on the fewest
+/// servers that hold its gang (`min_servers`), from the GPU
+/// utilisation the study measured (PHILLY.md §3.5):
+///
+/// * a gang that fits one server, spread over 2: Table 4, ResNet-50 on the
+///   same server 57.7 % vs different servers 49.6 % utilisation: 1.163x;
+/// * a multi-server gang on twice its fewest servers: Table 5, 16 GPUs on
+///   2 servers 43.66 % vs 4 servers 40.94 %: 1.066x;
+/// * on 4 or more times its fewest servers (or a one-server gang on 3 or
+///   more): Table 5, 2 vs 8 servers 43.66 / 28.56 %: 1.529x (the study has
+///   no wider point, so the factor stays there).
+///
+/// ```
+/// use gangway_replay::sim::locality_slowdown;
+/// assert_eq!(locality_slowdown(1, 1), 1.0);
+/// // 16 GPUs on 8 servers instead of 2.
+/// assert!((locality_slowdown(8, 2) - 1.529).abs() < 0.001);
+/// assert!((locality_slowdown(2, 1) - 1.163).abs() < 0.001);
+/// ```
+pub fn locality_slowdown(servers: u32, min_servers: u32) -> f64 {
+    let min = min_servers.max(1);
+    if servers <= min {
+        return 1.0;
+    }
+    let ratio = f64::from(servers) / f64::from(min);
+    if ratio <= 2.0 {
+        if min == 1 { 57.7 / 49.6 } else { 43.66 / 40.94 }
+    } else {
+        43.66 / 28.56
+    }
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            round_interval_s: 10,
+            idle_tick_s: 60,
+            server_mtbf_s: None,
+            server_repair_s: 2 * 3600,
+            seed: 0,
+            quotas: BTreeMap::new(),
+            placement: PlacementStrategy::BestFit,
+            restart_s: 60,
+            view_window: Scheduler::DEFAULT_VIEW_WINDOW,
+            locality_cost: false,
+        }
+    }
+}
+
+/// What happened to one job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobOutcome {
+    /// GPUs.
+    pub gpus: u32,
+    /// Virtual cluster index into [`RunResult::vcs`].
+    pub vc: usize,
+    /// Submit time.
+    pub submit_s: u64,
+    /// First attempt's start.
+    pub first_start_s: Option<u64>,
+    /// When it finished for good.
+    pub finish_s: Option<u64>,
+    /// Final status, `None` if it never finished.
+    pub status: Option<Outcome>,
+    /// Seconds of waiting by reason (all its waits), indexed like
+    /// [`WaitReason::ALL`].
+    pub wait_s: [u64; 7],
+    /// Servers its first attempt spanned.
+    pub first_servers: Option<u32>,
+    /// GPU-seconds of attempts that failed or were interrupted.
+    pub failed_gpu_s: u64,
+    /// Times the reclaim slot stopped it.
+    pub preemptions: u32,
+    /// Times the defragment slot moved it.
+    pub migrations: u32,
+    /// GPU-seconds lost restarting after preemptions and migrations.
+    pub restart_gpu_s: u64,
+    /// Recorded attempts it did not run because the retry policy gave up.
+    pub attempts_avoided: u32,
+    /// GPU-seconds of those attempts: what giving up saved.
+    pub saved_gpu_s: u64,
+    /// The trace shows it passing later, but the retry policy gave up on it.
+    pub passing_lost: bool,
+    /// Probes it ran.
+    pub probes: u32,
+    /// Delay events by kind: times it entered a stretch of fair-share /
+    /// fragmentation waiting (the study's Table 2 counts these, not jobs).
+    pub delay_events: DelayEvents,
+    /// GPU-seconds its attempts used (every attempt's run time times its GPUs).
+    pub used_gpu_s: u64,
+    /// Attempts started (probes included).
+    pub attempts: u32,
+    /// GPU-seconds its attempts ran longer because they were spread over
+    /// more servers than needed ([`SimConfig::locality_cost`]).
+    pub spread_slowdown_gpu_s: u64,
+}
+
+/// Counts of delay events of the study's two kinds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DelayEvents {
+    /// Stretches of fair-share delay (its VC had used its quota).
+    pub fair_share: u32,
+    /// Stretches of fragmentation delay (quota free, no local room).
+    pub fragmentation: u32,
+}
+
+impl JobOutcome {
+    /// Seconds it waited for `reason`.
+    pub fn waited(&self, reason: WaitReason) -> u64 {
+        self.wait_s[reason.index()]
+    }
+}
+
+/// A sample of the cluster over time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    /// Time.
+    pub t_s: u64,
+    /// GPUs allocated.
+    pub allocated: u32,
+    /// GPUs on servers that are up (the capacity line of the plots).
+    pub online: u32,
+    /// GPUs held per VC.
+    pub per_vc: Vec<u32>,
+}
+
+/// A policy the scheduler removed from a slot after repeated failures.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Quarantine {
+    /// Simulated time of the round that quarantined it, in seconds.
+    pub at_s: u64,
+    /// The slot.
+    pub slot: gangway_core::Slot,
+    /// The policy removed.
+    pub module: String,
+    /// The policy that decides in its place from then on.
+    pub restored: String,
+    /// Its last error.
+    pub error: String,
+}
+
+/// The outcome of one replay.
+#[derive(Clone, Debug)]
+pub struct RunResult {
+    /// Per job, in trace order.
+    pub jobs: Vec<JobOutcome>,
+    /// The first `warm` jobs were carried into a window already running
+    /// ([`Trace::warm`]); statistics leave them out.
+    pub warm: usize,
+    /// VC names, indexed by [`JobOutcome::vc`].
+    pub vcs: Vec<String>,
+    /// VC quotas used.
+    pub quotas: Vec<Option<u32>>,
+    /// Time-weighted mean GPUs held per VC over the arrival window.
+    pub vc_mean_held: Vec<f64>,
+    /// Time-weighted mean of allocated / online GPUs over the arrival window.
+    pub gpu_allocation_mean: f64,
+    /// Periodic samples for plots.
+    pub samples: Vec<Sample>,
+    /// Policy calls that failed and fell back to the default.
+    pub policy_errors: u64,
+    /// Policies the scheduler quarantined after repeated failures, in order.
+    pub quarantines: Vec<Quarantine>,
+    /// Rounds run.
+    pub rounds: u64,
+    /// Rounds skipped because fewer GPUs were free than the smallest waiting gang.
+    pub skipped_rounds: u64,
+    /// Wall-clock time of the replay loop (never written to report.json).
+    pub elapsed: Duration,
+    /// Wall-clock time inside `Scheduler::round`.
+    pub in_rounds: Duration,
+}
+
+/// A replay that could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The scheduler refused a job (e.g. larger than the cluster).
+    #[error("trace job {job}: {source}")]
+    Rejected {
+        /// The trace job's name.
+        job: String,
+        /// The scheduler's reason.
+        source: SchedulerError,
+    },
+    /// An event the scheduler refused: a replay bug, reported rather than hidden.
+    #[error("replay event refused: {0}")]
+    Scheduler(#[from] SchedulerError),
+    /// The scheduler's state broke an invariant.
+    #[error("scheduler invariant broken: {0}")]
+    Invariant(#[from] gangway_core::InvariantViolation),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    // Order within one instant: failures and ends free capacity before the round.
+    ServerUp(u32),
+    ServerDown(u32),
+    AttemptEnd { job: u32, generation: u32 },
+    Arrival(u32),
+    Round,
+}
+
+/// What the replay knows of one job's current attempt.
+#[derive(Clone, Copy, Debug, Default)]
+struct Live {
+    /// The recorded attempt it runs (or runs next).
+    attempt: usize,
+    /// Bumped when an attempt is interrupted: older end events are stale.
+    generation: u32,
+    /// When the running attempt ends (as scheduled).
+    ends_at: u64,
+    /// Seconds of the recorded attempt left after a preemption.
+    remaining: Option<u64>,
+    /// The running attempt is a probe that fails (else one that survives).
+    probe: Option<bool>,
+    /// GPUs it runs on.
+    gpus: u32,
+    /// When the running attempt started (or last moved).
+    started_s: u64,
+}
+
+struct Replay<'t> {
+    sched: Scheduler,
+    trace: &'t Trace,
+    cfg: &'t SimConfig,
+    heap: BinaryHeap<Reverse<(u64, Event)>>,
+    live: Vec<Live>,
+    finish: Vec<Option<(u64, Outcome)>>,
+    extra: Vec<Extra>,
+    round_at: Option<u64>,
+    rng: ChaCha8Rng,
+    rounds: u64,
+    skipped_rounds: u64,
+    policy_errors: u64,
+    quarantines: Vec<Quarantine>,
+    in_rounds: Duration,
+    reclaim_active: bool,
+    max_server_gpus: u32,
+}
+
+/// Per-job counters the scheduler does not keep.
+#[derive(Clone, Copy, Debug, Default)]
+struct Extra {
+    restart_gpu_s: u64,
+    attempts_avoided: u32,
+    saved_gpu_s: u64,
+    passing_lost: bool,
+    probes: u32,
+    events: DelayEvents,
+    slowdown_gpu_s: u64,
+    used_gpu_s: u64,
+    /// The wait reason of its last round, while it waits.
+    last_reason: Option<WaitReason>,
+}
+
+impl Replay<'_> {
+    /// Records the slots whose policy the round just quarantined.
+    fn note_quarantines(&mut self, t: u64, errors: &[gangway_core::policy::PolicyError]) {
+        for slot in gangway_core::Slot::ALL {
+            let policies = self.sched.policies();
+            let seen = self.quarantines.iter().filter(|q| q.slot == slot).count() as u64;
+            if policies.health(slot).quarantines <= seen {
+                continue;
+            }
+            if let Some(last) = errors.iter().rev().find(|e| e.slot == slot) {
+                let restored = policies.name(slot).to_string();
+                tracing::warn!(
+                    slot = slot.as_str(),
+                    module = %last.module,
+                    restored = %restored,
+                    "quarantined at {t} s after repeated failures: {last}"
+                );
+                self.quarantines.push(Quarantine {
+                    at_s: t,
+                    slot,
+                    module: last.module.clone(),
+                    restored,
+                    error: last.kind.to_string(),
+                });
+            }
+        }
+    }
+
+    /// Charges job `i`'s GPU time from its attempt's start (or last charge) to `t`.
+    fn charge_use(&mut self, i: usize, t: u64) {
+        let live = &mut self.live[i];
+        self.extra[i].used_gpu_s += t.saturating_sub(live.started_s) * u64::from(live.gpus);
+        live.started_s = t;
+    }
+
+    fn schedule_round(&mut self, at: u64) {
+        if self.round_at.is_none_or(|r| at < r) {
+            self.round_at = Some(at);
+            self.heap.push(Reverse((at, Event::Round)));
+        }
+    }
+
+    fn grid(&self, t: u64) -> u64 {
+        match self.cfg.round_interval_s {
+            0 => t,
+            i => t.div_ceil(i) * i,
+        }
+    }
+
+    fn end_event(&mut self, i: usize, at: u64) {
+        self.live[i].ends_at = at;
+        let generation = self.live[i].generation;
+        self.heap.push(Reverse((
+            at,
+            Event::AttemptEnd {
+                job: i as u32,
+                generation,
+            },
+        )));
+    }
+
+    fn handle(&mut self, t: u64, event: Event) -> Result<(), SimError> {
+        match event {
+            Event::Arrival(i) => {
+                let job = &self.trace.jobs[i as usize];
+                let vc = self.sched.virtual_cluster(&job.vc);
+                let spec = JobSpec {
+                    id: JobId(u64::from(i)),
+                    vc,
+                    user: 0,
+                    gpus: job.gpus,
+                    submitted_s: t,
+                };
+                self.sched
+                    .submit(spec)
+                    .map_err(|source| SimError::Rejected {
+                        job: job.name.clone(),
+                        source,
+                    })?;
+                let at = self.grid(t);
+                self.schedule_round(at);
+            }
+            Event::AttemptEnd { job, generation } => {
+                let i = job as usize;
+                if generation != self.live[i].generation {
+                    return Ok(()); // interrupted, preempted or moved since
+                }
+                self.attempt_ended(i, t)?;
+                let at = self.grid(t);
+                self.schedule_round(at);
+            }
+            Event::ServerDown(s) => {
+                let hit = self.sched.server_down(ServerId(s), t)?;
+                for id in hit {
+                    self.charge_use(id.0 as usize, t);
+                    let live = &mut self.live[id.0 as usize];
+                    live.generation += 1;
+                    live.probe = None;
+                }
+                self.heap
+                    .push(Reverse((t + self.cfg.server_repair_s, Event::ServerUp(s))));
+                let at = self.grid(t);
+                self.schedule_round(at);
+            }
+            Event::ServerUp(s) => {
+                self.sched.server_up(ServerId(s))?;
+                if let Some(mtbf) = self.cfg.server_mtbf_s {
+                    let next = exp_sample(&mut self.rng, mtbf);
+                    self.heap.push(Reverse((t + next, Event::ServerDown(s))));
+                }
+                let at = self.grid(t);
+                self.schedule_round(at);
+            }
+            Event::Round => {
+                if self.round_at != Some(t) {
+                    return Ok(()); // superseded by an earlier round
+                }
+                self.round_at = None;
+                // While fewer GPUs are free than the smallest waiting gang, no
+                // job can start: skip the round (waits keep their last
+                // reason), unless the retry slot has failures to decide about
+                // or a reclaim policy might make room.
+                let free = self.sched.state().free_gpus();
+                if !self.reclaim_active
+                    && self.sched.awaiting_retry_len() == 0
+                    && self.sched.smallest_pending_gpus().is_some_and(|g| g > free)
+                {
+                    self.skipped_rounds += 1;
+                    if self.cfg.idle_tick_s > 0 {
+                        self.schedule_round(t + self.cfg.idle_tick_s);
+                    }
+                    return Ok(());
+                }
+                self.round(t)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The running attempt of job `i` ended at `t`: how, the trace (and
+    /// whether it was a probe) says.
+    fn attempt_ended(&mut self, i: usize, t: u64) -> Result<(), SimError> {
+        self.charge_use(i, t);
+        let attempts = &self.trace.jobs[i].attempts;
+        let k = self.live[i].attempt.min(attempts.len() - 1);
+        let a = attempts[k];
+        let last = k + 1 >= attempts.len();
+        let id = JobId(i as u64);
+        let end = match self.live[i].probe.take() {
+            // The probe survived its time: the full gang runs attempt k.
+            Some(false) => AttemptEnd::Passed,
+            // The probe failed as attempt k would have.
+            Some(true) => {
+                self.live[i].attempt += 1;
+                AttemptEnd::Failed {
+                    class: a.class,
+                    last,
+                }
+            }
+            None => {
+                self.live[i].remaining = None;
+                match a.outcome {
+                    Outcome::Passed => AttemptEnd::Passed,
+                    Outcome::Killed => AttemptEnd::Killed,
+                    Outcome::Failed => {
+                        self.live[i].attempt += 1;
+                        AttemptEnd::Failed {
+                            class: a.class,
+                            last,
+                        }
+                    }
+                }
+            }
+        };
+        self.sched.end_attempt(id, t, end)?;
+        if let Some(status) = self.sched.job(id).and_then(|j| j.final_status()) {
+            self.finish[i] = Some((t, Outcome::from(status)));
+        }
+        Ok(())
+    }
+
+    fn round(&mut self, t: u64) -> Result<(), SimError> {
+        let started = Instant::now();
+        let report = self.sched.round(t)?;
+        self.in_rounds += started.elapsed();
+        self.rounds += 1;
+        self.policy_errors += report.policy_errors.len() as u64;
+        if !report.policy_errors.is_empty() {
+            self.note_quarantines(t, &report.policy_errors);
+        }
+        for &(id, reason) in &report.waiting {
+            let e = &mut self.extra[id.0 as usize];
+            if e.last_reason != Some(reason) {
+                match reason {
+                    WaitReason::FairShare => e.events.fair_share += 1,
+                    WaitReason::Fragmentation => e.events.fragmentation += 1,
+                    _ => {}
+                }
+            }
+            e.last_reason = Some(reason);
+        }
+        let restart = self.cfg.restart_s;
+        for (id, action) in &report.retries {
+            let i = id.0 as usize;
+            if *action == RetryAction::GiveUp {
+                let attempts = &self.trace.jobs[i].attempts;
+                let gpus = u64::from(self.trace.jobs[i].gpus);
+                let rest = &attempts[self.live[i].attempt.min(attempts.len())..];
+                let e = &mut self.extra[i];
+                e.attempts_avoided += rest.len() as u32;
+                e.saved_gpu_s += rest.iter().map(|a| a.run_s * gpus).sum::<u64>();
+                e.passing_lost = rest.last().is_some_and(|a| a.outcome == Outcome::Passed);
+                self.finish[i] = Some((t, Outcome::Failed));
+            }
+        }
+        for p in &report.preempted {
+            let i = p.job.0 as usize;
+            self.charge_use(i, t);
+            let live = &mut self.live[i];
+            live.generation += 1;
+            if live.probe.take().is_none() {
+                live.remaining = Some(live.ends_at.saturating_sub(t));
+            }
+        }
+        for m in &report.migrations {
+            let i = m.job.0 as usize;
+            self.charge_use(i, t);
+            self.live[i].generation += 1;
+            self.live[i].gpus = m.to.placement.gpu_count();
+            self.extra[i].restart_gpu_s += u64::from(m.to.placement.gpu_count()) * restart;
+            let at = self.live[i].ends_at + restart;
+            self.end_event(i, at);
+        }
+        for s in &report.starts {
+            let i = s.job.0 as usize;
+            let attempts = &self.trace.jobs[i].attempts;
+            let a = attempts[self.live[i].attempt.min(attempts.len() - 1)];
+            let gpus = s.choice.placement.gpu_count();
+            self.live[i].gpus = gpus;
+            self.live[i].started_s = t;
+            self.extra[i].last_reason = None;
+            let slow = if self.cfg.locality_cost {
+                let min = gpus.div_ceil(self.max_server_gpus.max(1));
+                locality_slowdown(s.choice.servers, min)
+            } else {
+                1.0
+            };
+            let run = match s.probe_s {
+                Some(probe_s) => {
+                    self.extra[i].probes += 1;
+                    let fails = a.outcome == Outcome::Failed && a.run_s <= probe_s;
+                    self.live[i].probe = Some(fails);
+                    if fails { a.run_s } else { probe_s }
+                }
+                None => match self.live[i].remaining {
+                    // Resumed after a preemption: the rest, after a restart.
+                    Some(left) => {
+                        self.extra[i].restart_gpu_s += u64::from(gpus) * restart;
+                        left + restart
+                    }
+                    None => {
+                        let scaled = (a.run_s as f64 * slow).round() as u64;
+                        self.extra[i].slowdown_gpu_s +=
+                            (scaled - a.run_s.min(scaled)) * u64::from(gpus);
+                        scaled
+                    }
+                },
+            };
+            self.end_event(i, t + run);
+        }
+        if self.sched.pending_len() > 0 && self.cfg.idle_tick_s > 0 {
+            self.schedule_round(t + self.cfg.idle_tick_s);
+        }
+        if let Some(next) = self.sched.next_retry_s() {
+            let at = self.grid(next.max(t + 1));
+            self.schedule_round(at);
+        }
+        Ok(())
+    }
+}
+
+/// Rounds with nothing running and nothing arriving after which waiting jobs
+/// are declared never started.
+const STALLED_ROUNDS: u64 = 1_000;
+
+fn exp_sample(rng: &mut ChaCha8Rng, mean: u64) -> u64 {
+    (-(1.0 - rng.random::<f64>()).ln() * mean as f64)
+        .round()
+        .max(1.0) as u64
+}
+
+/// Replays `trace` on `topology` with `policies`. `on_arrival` is called once
+/// per job as it arrives (for progress bars).
+pub fn run(
+    topology: Topology,
+    trace: &Trace,
+    policies: PolicySet,
+    cfg: &SimConfig,
+    mut on_arrival: impl FnMut(),
+) -> Result<RunResult, SimError> {
+    let clock = Instant::now();
+    let n = trace.jobs.len();
+    let servers = topology.servers().len();
+    let reclaim_active = !policies.slot::<Reclaim>().is_noop();
+    let max_server_gpus = topology.max_server_gpus();
+    let mut sim = Replay {
+        sched: Scheduler::with_policies(topology, policies),
+        trace,
+        cfg,
+        heap: BinaryHeap::new(),
+        live: vec![Live::default(); n],
+        finish: vec![None; n],
+        extra: vec![Extra::default(); n],
+        round_at: None,
+        rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+        rounds: 0,
+        skipped_rounds: 0,
+        policy_errors: 0,
+        quarantines: Vec::new(),
+        in_rounds: Duration::ZERO,
+        reclaim_active,
+        max_server_gpus,
+    };
+    sim.sched.set_placement_strategy(cfg.placement);
+    sim.sched.set_view_window(cfg.view_window);
+    // VCs in order of first appearance, with their quotas.
+    for job in &trace.jobs {
+        let vc = sim.sched.virtual_cluster(&job.vc);
+        sim.sched.set_quota(vc, cfg.quotas.get(&job.vc).copied());
+    }
+    if let Some(mtbf) = cfg.server_mtbf_s {
+        for s in 0..servers {
+            let at = exp_sample(&mut sim.rng, mtbf);
+            sim.heap.push(Reverse((at, Event::ServerDown(s as u32))));
+        }
+    }
+    let vcs = sim.sched.virtual_clusters().len();
+    let arrival_end = trace.jobs.last().map_or(0, |j| j.submit_s);
+    let sample_step = (arrival_end / 2000).max(60);
+    let mut samples = Vec::new();
+    let mut next_sample = 0u64;
+    let mut alloc_integral = 0.0f64;
+    let mut vc_integral = vec![0.0f64; vcs];
+    let mut last_t = 0u64;
+    let mut next_arrival = 0usize;
+    let mut rounds_at_idle = 0u64;
+    loop {
+        let heap_t = sim.heap.peek().map(|Reverse((t, _))| *t);
+        let arrival_t = trace.jobs.get(next_arrival).map(|j| j.submit_s);
+        let t = match (heap_t, arrival_t) {
+            (None, None) => break,
+            (Some(h), None) => h,
+            (None, Some(a)) => a,
+            (Some(h), Some(a)) => h.min(a),
+        };
+        // Account the state held over [last_t, t).
+        let window_end = t.min(arrival_end);
+        if window_end > last_t {
+            let dt = (window_end - last_t) as f64;
+            let state = sim.sched.state();
+            let online = state.online_gpus().max(1) as f64;
+            alloc_integral += state.allocated_gpus() as f64 / online * dt;
+            for (v, acc) in sim.sched.virtual_clusters().iter().zip(&mut vc_integral) {
+                *acc += f64::from(v.held_gpus) * dt;
+            }
+        }
+        while next_sample <= t && next_sample <= arrival_end {
+            samples.push(Sample {
+                t_s: next_sample,
+                allocated: sim.sched.state().allocated_gpus(),
+                online: sim.sched.state().online_gpus(),
+                per_vc: sim
+                    .sched
+                    .virtual_clusters()
+                    .iter()
+                    .map(|v| v.held_gpus)
+                    .collect(),
+            });
+            next_sample += sample_step;
+        }
+        last_t = last_t.max(t);
+        // All events at time t: heap events (ends, failures) first, then
+        // arrivals, then the round (the heap orders Round last).
+        while let Some(Reverse((ht, ev))) = sim.heap.peek().copied() {
+            if ht != t || ev == Event::Round {
+                break;
+            }
+            sim.heap.pop();
+            sim.handle(t, ev)?;
+        }
+        while trace
+            .jobs
+            .get(next_arrival)
+            .is_some_and(|j| j.submit_s == t)
+        {
+            sim.handle(t, Event::Arrival(next_arrival as u32))?;
+            on_arrival();
+            next_arrival += 1;
+        }
+        while let Some(Reverse((ht, ev))) = sim.heap.peek().copied() {
+            if ht != t {
+                break;
+            }
+            sim.heap.pop();
+            sim.handle(t, ev)?;
+        }
+        if sim.heap.is_empty() && next_arrival >= n {
+            break;
+        }
+        // Stop when all arrivals are in and nothing runs: either nothing
+        // waits, or what waits has made no progress for a long stretch of
+        // rounds (it will be reported as never started).
+        if next_arrival >= n && sim.sched.state().allocations().is_empty() {
+            if sim.sched.pending_len() == 0 && sim.sched.retrying_len() == 0 {
+                break;
+            }
+            if sim.rounds + sim.skipped_rounds > rounds_at_idle + STALLED_ROUNDS {
+                break;
+            }
+        } else {
+            rounds_at_idle = sim.rounds + sim.skipped_rounds;
+        }
+    }
+    let span = arrival_end.max(1) as f64;
+    // Jobs still waiting at the end have accrued since their last charge.
+    let end_s = sim.sched.last_round_s();
+    let jobs = trace
+        .jobs
+        .iter()
+        .enumerate()
+        .map(|(i, tj)| {
+            let rec = sim.sched.job(JobId(i as u64));
+            let e = sim.extra[i];
+            JobOutcome {
+                gpus: tj.gpus,
+                vc: rec.map_or(0, |r| r.spec.vc.0 as usize),
+                submit_s: tj.submit_s,
+                first_start_s: rec.and_then(|r| r.first_start_s),
+                finish_s: sim.finish[i].map(|f| f.0),
+                status: sim.finish[i].map(|f| f.1),
+                wait_s: rec.map_or([0; 7], |r| r.wait_at(end_s).seconds),
+                first_servers: rec.and_then(|r| r.first_placement.map(|p| p.0)),
+                failed_gpu_s: rec.map_or(0, |r| r.failed_gpu_s),
+                preemptions: rec.map_or(0, |r| r.preemptions),
+                migrations: rec.map_or(0, |r| r.migrations),
+                restart_gpu_s: e.restart_gpu_s,
+                attempts_avoided: e.attempts_avoided,
+                saved_gpu_s: e.saved_gpu_s,
+                passing_lost: e.passing_lost,
+                probes: e.probes,
+                delay_events: e.events,
+                used_gpu_s: e.used_gpu_s,
+                attempts: rec.map_or(0, |r| r.attempts),
+                spread_slowdown_gpu_s: e.slowdown_gpu_s,
+            }
+        })
+        .collect();
+    // A broken invariant would be a bug in the core: fail loudly.
+    sim.sched.check_invariants()?;
+    let vc_list = sim.sched.virtual_clusters();
+    Ok(RunResult {
+        jobs,
+        warm: trace.warm,
+        vcs: vc_list.iter().map(|v| v.name.clone()).collect(),
+        quotas: vc_list.iter().map(|v| v.quota_gpus).collect(),
+        vc_mean_held: vc_integral.iter().map(|x| x / span).collect(),
+        gpu_allocation_mean: alloc_integral / span,
+        samples,
+        policy_errors: sim.policy_errors,
+        quarantines: sim.quarantines,
+        rounds: sim.rounds,
+        skipped_rounds: sim.skipped_rounds,
+        elapsed: clock.elapsed(),
+        in_rounds: sim.in_rounds,
+    })
+}

@@ -1,0 +1,84 @@
+//! `replay_json`, the library entry other languages call: the same report as
+//! the `replay` binary for the same arguments, byte for byte, and the same
+//! error messages.
+#![allow(clippy::unwrap_used)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use gangway_replay::json::{ReplayJsonError, replay_help, replay_json};
+
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("gangway-replay-json-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn cli(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_replay"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_report_is_the_commands_byte_for_byte() {
+    let (a, b) = (dir("cli"), dir("lib"));
+    let common = [
+        "--jobs",
+        "1200",
+        "--compare",
+        "philly,fifo",
+        "--time-scale",
+        "0.5",
+        "--seed",
+        "5",
+        "--no-plots",
+    ];
+    let a_s = a.display().to_string();
+    let out = cli(&[&common[..], &["--out", &a_s]].concat());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let b_s = b.display().to_string();
+    let json = replay_json([&common[..], &["--out", &b_s]].concat()).unwrap();
+    let file = std::fs::read(a.join("report.json")).unwrap();
+    assert_eq!(json.as_bytes(), &file[..]);
+    assert_eq!(std::fs::read(b.join("report.json")).unwrap(), file);
+}
+
+#[test]
+fn errors_carry_the_commands_messages() {
+    let d = dir("errors");
+    let out_dir = d.display().to_string();
+    let missing = d.join("missing.csv").display().to_string();
+    let args = ["--trace", &missing, "--format", "csv", "--out", &out_dir];
+    let out = cli(&args);
+    assert!(!out.status.success());
+    let err = replay_json(args).unwrap_err();
+    assert!(matches!(err, ReplayJsonError::Replay(_)), "{err:?}");
+    assert_eq!(
+        format!("replay: {err}"),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+
+    let args = ["--no-such-flag", "--out", &out_dir];
+    let out = cli(&args);
+    let err = replay_json(args).unwrap_err();
+    assert!(matches!(err, ReplayJsonError::Args(_)), "{err:?}");
+    assert_eq!(
+        err.to_string().trim(),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+}
+
+#[test]
+fn help_lists_the_flags() {
+    let help = replay_help();
+    for flag in ["--trace", "--compare", "--time-scale", "--out"] {
+        assert!(help.contains(flag), "{flag} missing from:\n{help}");
+    }
+}
