@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use gangway_core::policy::{Native, PolicySet};
 use gangway_core::{AttemptEnd, JobId, JobSpec, RackGrouping, Scheduler, Topology, WaitReason};
-use gangway_plugin_sdk::{Configure, slots::Fairness};
+use gangway_plugin_sdk::{Configure, Fairness};
 use gangway_policy_vc_quota::VcQuota;
 
 const MACHINES: &str = "machineId,number of GPUs,single GPU mem

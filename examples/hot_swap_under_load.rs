@@ -14,9 +14,9 @@ use std::sync::mpsc;
 use gangway_core::policy::{Native, PolicySet};
 use gangway_core::wasm::{PolicyEngine, SandboxConfig};
 use gangway_core::{AttemptEnd, JobId, JobSpec, Scheduler, Topology};
+use gangway_plugin_sdk::{Fairness, Reclaim};
+use gangway_plugin_sdk::{FairnessDecision, FairnessPolicy, FairnessView};
 use gangway_replay::workload;
-use gangway_plugin_sdk::slots::{Fairness, Reclaim};
-use gangway_plugin_sdk::{FairnessDecision, FairnessPolicy, RoundView};
 
 const JOBS: usize = 3_000;
 
@@ -25,7 +25,7 @@ const JOBS: usize = 3_000;
 struct Forgets;
 
 impl FairnessPolicy for Forgets {
-    fn order(&self, _: &RoundView) -> FairnessDecision {
+    fn order(&self, _: &FairnessView) -> FairnessDecision {
         FairnessDecision::default()
     }
 }

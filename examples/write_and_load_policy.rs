@@ -18,9 +18,9 @@ use gangway_core::conformance::{self, Options};
 use gangway_core::policy::{Native, PolicySet};
 use gangway_core::wasm::{PolicyEngine, SandboxConfig};
 use gangway_core::{JobId, JobSpec, Scheduler, Topology};
-use gangway_plugin_sdk::slots::Fairness;
+use gangway_plugin_sdk::Fairness;
 use gangway_plugin_sdk::{
-    Configure, FairnessDecision, FairnessPolicy, Ranked, RoundView, no_options,
+    Configure, FairnessDecision, FairnessPolicy, FairnessView, Ranked, no_options,
 };
 use gangway_policy_example_smallest_first::SmallestFirst;
 use proptest::strategy::{Strategy, ValueTree};
@@ -31,7 +31,7 @@ use proptest::test_runner::TestRunner;
 struct LeastServedVcFirst;
 
 impl FairnessPolicy for LeastServedVcFirst {
-    fn order(&self, view: &RoundView) -> FairnessDecision {
+    fn order(&self, view: &FairnessView) -> FairnessDecision {
         let held = |vc| {
             view.vcs
                 .iter()
@@ -122,7 +122,7 @@ fn run() -> Result<String, Box<dyn std::error::Error>> {
     let mut wasm = module.backend::<Fairness>(b"")?;
     let native = SmallestFirst::from_config(b"")?;
     let mut runner = TestRunner::deterministic();
-    let views = gangway_plugin_sdk::testing::strategy::round_view();
+    let views = gangway_plugin_sdk::testing::strategy::fairness_view();
     for _ in 0..50 {
         let view = views
             .new_tree(&mut runner)

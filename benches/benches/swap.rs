@@ -14,7 +14,7 @@
 use criterion::{Criterion, criterion_group, criterion_main};
 use gangway_core::wasm::{PolicyEngine, SandboxConfig};
 use gangway_core::{Scheduler, Topology};
-use gangway_plugin_sdk::slots::Fairness;
+use gangway_plugin_sdk::Fairness;
 
 /// `bytes` with a custom section appended (valid in a component), so the
 /// module hash differs for every `n`.

@@ -29,8 +29,8 @@ use gangway_benches::{
 use gangway_core::Scheduler;
 use gangway_core::policy::{Backend, PolicySet};
 use gangway_core::wasm::{Budget, CallPath, SandboxConfig};
-use gangway_plugin_sdk::builtin::FifoQuota;
-use gangway_plugin_sdk::slots::{Fairness, Gang};
+use gangway_plugin_sdk::FifoQuota;
+use gangway_plugin_sdk::{Fairness, Gang};
 
 fn rounds(c: &mut Criterion) {
     let mut group = c.benchmark_group("round_philly_1000_pending");
@@ -94,8 +94,8 @@ fn rounds_100k(c: &mut Criterion) {
 }
 
 /// The fairness view of the backlog round, as the scheduler builds it.
-fn fairness_view() -> gangway_plugin_sdk::RoundView {
-    struct Capture(std::sync::Arc<std::sync::Mutex<Option<gangway_plugin_sdk::RoundView>>>);
+fn fairness_view() -> gangway_plugin_sdk::FairnessView {
+    struct Capture(std::sync::Arc<std::sync::Mutex<Option<gangway_plugin_sdk::FairnessView>>>);
     impl Backend<Fairness> for Capture {
         fn name(&self) -> &str {
             "capture"
@@ -105,7 +105,7 @@ fn fairness_view() -> gangway_plugin_sdk::RoundView {
         }
         fn decide(
             &mut self,
-            view: &gangway_plugin_sdk::RoundView,
+            view: &gangway_plugin_sdk::FairnessView,
         ) -> Result<gangway_plugin_sdk::FairnessDecision, gangway_core::policy::PolicyError>
         {
             if let Ok(mut v) = self.0.lock() {
@@ -137,7 +137,7 @@ fn calls(c: &mut Criterion) {
     let encoded = gangway_plugin_sdk::wire::encode(&view);
     group.bench_function("decode_view_serde", |b| {
         b.iter(|| {
-            gangway_plugin_sdk::wire::decode::<gangway_plugin_sdk::RoundView>(&encoded)
+            gangway_plugin_sdk::wire::decode::<gangway_plugin_sdk::FairnessView>(&encoded)
                 .expect("decode")
         })
     });

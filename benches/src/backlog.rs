@@ -6,7 +6,7 @@
 use gangway_core::policy::PolicySet;
 use gangway_core::wasm::{Budget, CallPath, PolicyEngine, PolicyModule, SandboxConfig};
 use gangway_core::{JobId, JobSpec, Scheduler};
-use gangway_plugin_sdk::slots::{Fairness, Gang, Locality, Retry};
+use gangway_plugin_sdk::{Fairness, Gang, Locality, Retry};
 
 use crate::{philly_official, size_of_draw};
 

@@ -6,7 +6,7 @@
 use gangway_core::Slot;
 use gangway_core::policy::{PolicySet, SlotHandle, SlotStatus};
 use gangway_core::wasm::{PolicyModule, WasmError};
-use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
+use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 
 use crate::{CatalogError, CatalogSlot};
 

@@ -16,7 +16,7 @@
 //! ```
 //! use gangway_core::Slot;
 //! use gangway_catalog::{self as catalog, CatalogSlot};
-//! use gangway_plugin_sdk::slots::Locality;
+//! use gangway_plugin_sdk::Locality;
 //!
 //! assert!(catalog::names(Slot::Locality).contains(&"delay"));
 //! let delay = Locality::native("delay", b"widen_after_s = [120]").unwrap();
@@ -36,11 +36,10 @@ pub mod resolve;
 
 use std::collections::BTreeMap;
 
-use gangway_core::policy::{BoxedBackend, Native, Noop, PolicySet, SlotCheck, SlotRules};
+use gangway_core::policy::{BoxedBackend, Native, Noop, PolicySet};
 use gangway_core::{PlacementStrategy, Slot};
-use gangway_plugin_sdk::builtin;
-use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
-use gangway_plugin_sdk::{ConfigError, Configure, Policy, SlotContract};
+use gangway_plugin_sdk::{ConfigError, Configure, Policy, SlotContract, with_slot};
+use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 use serde::Deserialize;
 
 /// The built-in policy names of `slot`. Names may repeat across slots when
@@ -51,14 +50,7 @@ use serde::Deserialize;
 /// assert_eq!(gangway_catalog::names(Slot::Gang), ["backfill", "fifo-block", "reserve"]);
 /// ```
 pub fn names(slot: Slot) -> &'static [&'static str] {
-    match slot {
-        Slot::Fairness => Fairness::NAMES,
-        Slot::Locality => Locality::NAMES,
-        Slot::Gang => Gang::NAMES,
-        Slot::Reclaim => Reclaim::NAMES,
-        Slot::Retry => Retry::NAMES,
-        Slot::Defragment => Defragment::NAMES,
-    }
+    with_slot!(slot, |S| S::NAMES)
 }
 
 /// The Wasm module (a directory of `plugins/`) holding the built-in policy
@@ -135,7 +127,7 @@ fn unknown(slot: Slot, name: &str) -> CatalogError {
 }
 
 /// `P` configured from `config`, as slot `S`'s backend called `name`.
-fn native<S: SlotRules, P: Policy<S> + Configure + Send + 'static>(
+fn native<S: SlotContract, P: Policy<S> + Configure + Send + 'static>(
     name: &str,
     config: &[u8],
 ) -> Result<BoxedBackend<S>, CatalogError> {
@@ -149,7 +141,7 @@ fn native<S: SlotRules, P: Policy<S> + Configure + Send + 'static>(
 }
 
 /// `none`: takes no options, does nothing.
-fn noop<S: SlotRules>(config: &[u8]) -> Result<BoxedBackend<S>, CatalogError> {
+fn noop<S: SlotContract>(config: &[u8]) -> Result<BoxedBackend<S>, CatalogError> {
     gangway_plugin_sdk::no_options("none", config).map_err(|source| CatalogError::Config {
         slot: S::SLOT,
         name: "none".into(),
@@ -159,7 +151,7 @@ fn noop<S: SlotRules>(config: &[u8]) -> Result<BoxedBackend<S>, CatalogError> {
 }
 
 /// A slot of the catalog: its built-in names, and how to build one natively.
-pub trait CatalogSlot: SlotRules {
+pub trait CatalogSlot: SlotContract {
     /// The built-in policy names of the slot.
     const NAMES: &'static [&'static str];
     /// Builds the built-in policy `name` natively from `config` (TOML bytes;
@@ -183,7 +175,7 @@ impl CatalogSlot for Fairness {
             "max-min" => native::<Self, gangway_policy_max_min::MaxMin>(name, config),
             "las" => native::<Self, gangway_policy_las::Las>(name, config),
             "fifo" => native::<Self, gangway_policy_fifo::Fifo>(name, config),
-            "fifo-quota" => native::<Self, builtin::FifoQuota>(name, config),
+            "fifo-quota" => native::<Self, gangway_plugin_sdk::FifoQuota>(name, config),
             "example-smallest-first" => native::<Self, SmallestFirst>(name, config),
             _ => Err(unknown(Self::SLOT, name)),
         }
@@ -195,7 +187,7 @@ impl CatalogSlot for Locality {
     fn native(name: &str, config: &[u8]) -> Result<BoxedBackend<Self>, CatalogError> {
         match name {
             "delay" => native::<Self, gangway_policy_delay::Delay>(name, config),
-            "strict" => native::<Self, builtin::Strict>(name, config),
+            "strict" => native::<Self, gangway_plugin_sdk::Strict>(name, config),
             "greedy" => native::<Self, gangway_policy_greedy::Greedy>(name, config),
             _ => Err(unknown(Self::SLOT, name)),
         }
@@ -206,7 +198,7 @@ impl CatalogSlot for Gang {
     const NAMES: &'static [&'static str] = &["backfill", "fifo-block", "reserve"];
     fn native(name: &str, config: &[u8]) -> Result<BoxedBackend<Self>, CatalogError> {
         match name {
-            "backfill" => native::<Self, builtin::Backfill>(name, config),
+            "backfill" => native::<Self, gangway_plugin_sdk::Backfill>(name, config),
             "fifo-block" => native::<Self, gangway_policy_fifo_block::FifoBlock>(name, config),
             "reserve" => native::<Self, gangway_policy_reserve::Reserve>(name, config),
             _ => Err(unknown(Self::SLOT, name)),
@@ -263,16 +255,8 @@ pub struct SlotChoice {
 impl SlotChoice {
     /// The slot's built-in policy with its defaults.
     pub fn builtin(slot: Slot) -> SlotChoice {
-        let policy = match slot {
-            Slot::Fairness => Fairness::BUILTIN,
-            Slot::Locality => Locality::BUILTIN,
-            Slot::Gang => Gang::BUILTIN,
-            Slot::Reclaim => Reclaim::BUILTIN,
-            Slot::Retry => Retry::BUILTIN,
-            Slot::Defragment => Defragment::BUILTIN,
-        };
         SlotChoice {
-            policy: policy.to_string(),
+            policy: slot.fallback().to_string(),
             config: Vec::new(),
         }
     }

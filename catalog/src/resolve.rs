@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use gangway_core::Slot;
 use gangway_core::policy::{BoxedBackend, PolicySet};
 use gangway_core::wasm::{Budget, PolicyEngine, PolicyModule, SandboxConfig};
-use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
+use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 
 use crate as catalog;
 use crate::{CatalogSlot, PolicyChoice, SlotChoice};

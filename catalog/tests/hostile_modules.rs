@@ -19,4 +19,3 @@ fn policy_check_bounds_every_hostile_module() {
         assert!(m.stdout.contains(verdict), "{name}: {}", m.stdout);
     }
 }
-

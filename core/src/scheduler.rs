@@ -11,10 +11,11 @@ use gangway_plugin_sdk::{JobId, RunningJob, Slot, VcId, WaitReason};
 use crate::job::{AttemptEnd, Failure, FinalStatus, JobRecord, JobSpec, JobState};
 use crate::job_table::JobTable;
 use crate::placement::Scope;
-use crate::policy::{BoxedBackend, PolicySet, SlotHealth, SlotRules};
+use crate::policy::{BoxedBackend, PolicySet, SlotHealth};
 use crate::queue::{QueueIndex, Queued};
 use crate::state::{ClusterState, Health, InvariantViolation};
 use crate::topology::{ServerId, Topology};
+use gangway_plugin_sdk::SlotContract;
 
 /// A virtual cluster (tenant) and its bookkeeping.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -191,7 +192,7 @@ impl Scheduler {
         let mut queues = QueueIndex::default();
         queues.rebuild(
             policies
-                .slot::<gangway_plugin_sdk::slots::Fairness>()
+                .slot::<gangway_plugin_sdk::Fairness>()
                 .manifest()
                 .queue_order,
             std::iter::empty(),
@@ -300,7 +301,7 @@ impl Scheduler {
     /// Makes `backend` slot `S`'s active policy now (keeping the previous one
     /// for rollback). Call it between rounds; from another thread, stage it
     /// through the slot's [`crate::policy::SlotHandle`] instead.
-    pub fn swap<S: SlotRules>(&mut self, backend: BoxedBackend<S>) {
+    pub fn swap<S: SlotContract>(&mut self, backend: BoxedBackend<S>) {
         self.policies.slot_mut::<S>().swap(backend);
         if S::SLOT == Slot::Fairness {
             self.sync_queue_order();
@@ -312,7 +313,7 @@ impl Scheduler {
     pub(crate) fn sync_queue_order(&mut self) {
         let order = self
             .policies
-            .slot::<gangway_plugin_sdk::slots::Fairness>()
+            .slot::<gangway_plugin_sdk::Fairness>()
             .manifest()
             .queue_order;
         if &order != self.queues.order() {

@@ -7,11 +7,11 @@ use gangway_core::policy::{Backend, PolicyError, PolicySet};
 use gangway_core::{
     AttemptEnd, FailureClass, JobSpec, JobState, RoundReport, Scheduler, ServerId, TopologyBuilder,
 };
-use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
+use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 use gangway_plugin_sdk::{
-    DefragDecision, DefragView, FairnessDecision, GangAction, GangDecision, JobId, Level,
-    LocalityDecision, Move, QueueView, Ranked, ReclaimDecision, ReclaimView, RetryAction,
-    RetryDecision, RetryView, RoundView, SpreadLimit,
+    DefragmentDecision, DefragmentView, FairnessDecision, FairnessView, GangAction, GangDecision,
+    JobId, Level, LocalityDecision, Move, QueueView, Ranked, ReclaimDecision, ReclaimView,
+    RetryAction, RetryDecision, RetryView, SpreadLimit,
 };
 use proptest::prelude::*;
 
@@ -87,7 +87,7 @@ impl Backend<Fairness> for Chaos {
     fn name(&self) -> &str {
         "chaos"
     }
-    fn decide(&mut self, view: &RoundView) -> Result<FairnessDecision, PolicyError> {
+    fn decide(&mut self, view: &FairnessView) -> Result<FairnessDecision, PolicyError> {
         let r = self.roll();
         let mut order: Vec<Ranked> = view
             .jobs
@@ -230,7 +230,7 @@ impl Backend<Defragment> for Chaos {
     fn name(&self) -> &str {
         "chaos"
     }
-    fn decide(&mut self, view: &DefragView) -> Result<DefragDecision, PolicyError> {
+    fn decide(&mut self, view: &DefragmentView) -> Result<DefragmentDecision, PolicyError> {
         let r = self.roll();
         let servers = view.servers.len().max(1);
         let moves = view
@@ -250,7 +250,7 @@ impl Backend<Defragment> for Chaos {
                 )],
             })
             .collect();
-        Ok(DefragDecision {
+        Ok(DefragmentDecision {
             moves,
             start: view.waiting.first().map(|w| w.job.id),
         })
@@ -294,9 +294,9 @@ impl Backend<Defragment> for Eager {
     fn name(&self) -> &str {
         "eager"
     }
-    fn decide(&mut self, view: &DefragView) -> Result<DefragDecision, PolicyError> {
+    fn decide(&mut self, view: &DefragmentView) -> Result<DefragmentDecision, PolicyError> {
         let Some(w) = view.waiting.first() else {
-            return Ok(DefragDecision::default());
+            return Ok(DefragmentDecision::default());
         };
         // Free one server for it: move jobs that sit wholly on that server
         // to other servers with room, smallest first, until it fits.
@@ -333,13 +333,13 @@ impl Backend<Defragment> for Eager {
                 }
             }
             if have >= w.job.gpus && !moves.is_empty() {
-                return Ok(DefragDecision {
+                return Ok(DefragmentDecision {
                     moves,
                     start: Some(w.job.id),
                 });
             }
         }
-        Ok(DefragDecision::default())
+        Ok(DefragmentDecision::default())
     }
 }
 

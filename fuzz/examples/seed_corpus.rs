@@ -5,10 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
+use gangway_catalog as catalog;
 use gangway_core::Slot;
 use gangway_core::conformance::Views;
-use gangway_catalog as catalog;
-use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
+use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 use gangway_plugin_sdk::{Manifest, QueueOrder, SlotContract};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};

@@ -29,7 +29,7 @@ pub const fn assert_exportable<S: crate::SlotContract, P: crate::Policy<S> + cra
 /// /// Oldest first, all eligible.
 /// pub struct Fifo;
 /// impl FairnessPolicy for Fifo {
-///     fn order(&self, view: &RoundView) -> FairnessDecision {
+///     fn order(&self, view: &FairnessView) -> FairnessDecision {
 ///         FairnessDecision {
 ///             order: view.jobs.iter().map(|j| Ranked { job: j.id, eligible: true }).collect(),
 ///         }
@@ -52,7 +52,7 @@ macro_rules! export_fairness {
             $policy,
             fairness,
             order,
-            $crate::slots::Fairness
+            $crate::Fairness
         );
     };
 }
@@ -69,7 +69,7 @@ macro_rules! export_locality {
             $policy,
             locality,
             spread,
-            $crate::slots::Locality
+            $crate::Locality
         );
     };
 }
@@ -86,7 +86,7 @@ macro_rules! export_gang {
             $policy,
             gang,
             on_blocked,
-            $crate::slots::Gang
+            $crate::Gang
         );
     };
 }
@@ -103,7 +103,7 @@ macro_rules! export_reclaim {
             $policy,
             reclaim,
             reclaim,
-            $crate::slots::Reclaim
+            $crate::Reclaim
         );
     };
 }
@@ -120,7 +120,7 @@ macro_rules! export_retry {
             $policy,
             retry,
             retry,
-            $crate::slots::Retry
+            $crate::Retry
         );
     };
 }
@@ -137,7 +137,7 @@ macro_rules! export_defragment {
             $policy,
             defragment,
             plan,
-            $crate::slots::Defragment
+            $crate::Defragment
         );
     };
 }

@@ -5,7 +5,7 @@
 //! Each exported slot keeps one configured policy per instance in a
 //! thread-local cell (a component instance is single-threaded). `init`
 //! builds it with [`Configure::from_config`] and answers the policy's
-//! [`crate::Manifest`], with [`crate::Manifest::view_deltas`] set; the
+//! [`crate::Manifest`], with [`crate::Manifest::view_changes`] set; the
 //! per-round call decodes the view message into the view kept from the
 //! last call (whole, or as a change from it), runs the policy and encodes
 //! the decision as a reply message (compact when shorter).
@@ -65,7 +65,7 @@ pub fn init<S: SlotContract, P: Policy<S> + Configure + 'static>(
 ) -> Result<Vec<u8>, String> {
     let policy = P::from_config(config).map_err(|e| e.to_string())?;
     let manifest = Manifest {
-        view_deltas: true,
+        view_changes: true,
         ..Policy::<S>::manifest(&policy)
     }
     .encode();

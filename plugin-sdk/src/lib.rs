@@ -35,7 +35,7 @@
 //! /// Oldest job first, everyone eligible.
 //! struct Fifo;
 //! impl FairnessPolicy for Fifo {
-//!     fn order(&self, view: &RoundView) -> FairnessDecision {
+//!     fn order(&self, view: &FairnessView) -> FairnessDecision {
 //!         let mut jobs: Vec<&PendingJob> = view.jobs.iter().collect();
 //!         jobs.sort_by_key(|j| (j.submitted_s, j.id));
 //!         FairnessDecision {
@@ -49,7 +49,7 @@
 //!         QueueOrder::Submit
 //!     }
 //! }
-//! let view = RoundView { now_s: 10, ..RoundView::default() };
+//! let view = FairnessView { now_s: 10, ..FairnessView::default() };
 //! assert!(Fifo.order(&view).order.is_empty());
 //! ```
 //!
@@ -73,7 +73,6 @@
 //! natively and as Wasm.
 #![forbid(unsafe_code)]
 
-pub mod builtin;
 mod config;
 #[doc(hidden)]
 pub mod export;
@@ -82,9 +81,10 @@ pub mod export;
 pub mod guest;
 mod ids;
 mod log;
+mod manifest;
 pub mod room;
-mod slot;
-pub mod slots;
+mod slot_contract;
+mod slots;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod view;
@@ -93,12 +93,14 @@ pub mod wire;
 pub use config::{ConfigError, Configure, config_text, no_options};
 pub use ids::{JobId, Level, ServerId, VcId};
 pub use log::{LogLevel, log};
-pub use slot::{Manifest, Policy, QueueOrder, RunningScope, Slot, SlotContract};
+pub use manifest::{Manifest, QueueOrder, RunningScope};
+pub use slot_contract::{InvalidDecision, Policy, SlotContract};
 pub use slots::{
-    DefragDecision, DefragView, DefragmentPolicy, FailedAttempt, FailureClass, FairnessDecision,
-    FairnessPolicy, GangAction, GangDecision, GangPolicy, LocalityDecision, LocalityPolicy, Move,
-    QueueView, Ranked, ReclaimDecision, ReclaimPolicy, ReclaimView, RetryAction, RetryDecision,
-    RetryPolicy, RetryView, RoundView,
+    Backfill, Defragment, DefragmentDecision, DefragmentPolicy, DefragmentView, FailedAttempt,
+    FailureClass, Fairness, FairnessDecision, FairnessPolicy, FairnessView, FifoQuota, Fixed, Gang,
+    GangAction, GangDecision, GangPolicy, Locality, LocalityDecision, LocalityPolicy, Move,
+    Nothing, QueueView, Ranked, Reclaim, ReclaimDecision, ReclaimPolicy, ReclaimView, Retry,
+    RetryAction, RetryDecision, RetryPolicy, RetryView, Slot, Strict,
 };
 pub use view::{
     ClusterSummary, LevelSummary, PendingJob, RunningJob, ServerState, SpreadLimit, VcUsage,

@@ -1,4 +1,4 @@
-"""Measures the Ray side of the gangway package (README "Sweeps on Ray"):
+"""Measures the Ray side of the gangway package (its figures are in docs/performance.md):
 
 * sweep throughput: replays per minute on a local Ray (2 CPUs), against the
   same replays one by one in this process;

@@ -4,11 +4,11 @@
 //!
 //! Everything that touches the slot API of gangway-core is in this file.
 
+use gangway_catalog as catalog;
+use gangway_catalog::handles::SlotHandles;
 use gangway_core::Slot;
 use gangway_core::policy::{PolicySet, SlotEvent, SlotStatus};
 use gangway_core::wasm::{Budget, PolicyEngine, PolicyModule, SandboxConfig};
-use gangway_catalog as catalog;
-use gangway_catalog::handles::SlotHandles;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;

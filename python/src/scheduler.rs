@@ -8,8 +8,8 @@ use gangway_core::{
     AttemptEnd, FailureClass, FinalStatus, JobSpec, JobState, PlacementStrategy, RetryAction,
     Scheduler, ServerId, WaitReason,
 };
-use gangway_replay::trace::Outcome;
 use gangway_plugin_sdk::{JobId, VcId};
+use gangway_replay::trace::Outcome;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;

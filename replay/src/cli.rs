@@ -9,14 +9,14 @@ use clap::Parser;
 use gangway_core::{PlacementStrategy, RackGrouping, Topology, TopologyError};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use gangway_catalog::{PolicyChoice, SlotChoice};
 use crate::cluster_shape::ClusterShape;
 use crate::plots::{self, PlotError};
-use gangway_catalog::resolve::{self as policies, PolicyResolveError};
 use crate::report::{self, Policies, Report, TopologyInfo, Workload};
 use crate::sim::{self, SimConfig, SimError};
 use crate::trace::{self, Format, Trace, TraceError};
 use crate::workload;
+use gangway_catalog::resolve::{self as policies, PolicyResolveError};
+use gangway_catalog::{PolicyChoice, SlotChoice};
 
 /// Replays a GPU-cluster job trace through Gangway's scheduler and policies.
 ///
@@ -150,7 +150,7 @@ pub struct Cli {
     pub without: Vec<Feature>,
 }
 
-/// The Philly model's features (README "Model features"); each is on unless
+/// The Philly model's features (`docs/philly-model.md`); each is on unless
 /// named in `--without`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Feature {
@@ -473,8 +473,7 @@ fn workload_of(cli: &Cli, cluster_gpus: u32) -> Result<(Trace, String), ReplayEr
 /// Jobs the built-in generator makes when `--jobs` is not given: about 7
 /// days of the public trace's arrivals (4.7 days at
 /// [`DEFAULT_GENERATED_TIME_SCALE`]), so the default run, contended as it
-/// is, stays under 10 s on a 2-core machine with Wasm policies (README
-/// "Performance").
+/// is, stays under 10 s on a 2-core machine with Wasm policies (`docs/performance.md`).
 pub const DEFAULT_GENERATED_JOBS: usize = 12_000;
 
 /// The time scale of a generated workload when `--time-scale` is not given:

@@ -27,7 +27,7 @@ use gangway_core::{
     AttemptEnd, JobId, JobSpec, PlacementStrategy, RetryAction, Scheduler, SchedulerError,
     ServerId, Topology, WaitReason,
 };
-use gangway_plugin_sdk::slots::Reclaim;
+use gangway_plugin_sdk::Reclaim;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 

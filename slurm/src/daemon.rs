@@ -957,9 +957,7 @@ impl Daemon {
                 Some(WaitReason::RetryDelay.as_str().to_string()),
                 self.last_now.saturating_sub(*since_s),
             ),
-            Some(JobState::Finished { status, .. }) => {
-                (status.as_str().to_string(), None, 0)
-            }
+            Some(JobState::Finished { status, .. }) => (status.as_str().to_string(), None, 0),
             None => ("unknown".to_string(), None, 0),
         };
         JobReport {

@@ -688,8 +688,7 @@ fn gangway_slurm_end_to_end() {
     let mut completed: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
     for j in squeue["jobs"].as_array().unwrap() {
         let comment = j["comment"].as_str().unwrap_or("");
-        let Some((id, attempt)) = gangway_slurm::launch::parse_comment(comment)
-        else {
+        let Some((id, attempt)) = gangway_slurm::launch::parse_comment(comment) else {
             continue;
         };
         let group = match j["het_job_id"].as_u64() {

@@ -9,8 +9,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use gangway_core::wasm::{Budget, CallPath, SandboxConfig};
 use gangway_catalog::policy_check::{CheckOptions, check_module};
+use gangway_core::wasm::{Budget, CallPath, SandboxConfig};
 
 /// Check a Gangway policy module (a gangway:policy@2.x Wasm component).
 #[derive(Parser, Debug)]

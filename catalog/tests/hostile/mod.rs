@@ -216,4 +216,3 @@ pub(crate) fn hostile_modules() -> Vec<(&'static str, Vec<u8>, Fails, &'static s
         ),
     ]
 }
-

@@ -5,7 +5,7 @@
 //!
 //! ```
 //! use gangway_core::conformance::{self, Options};
-//! use gangway_plugin_sdk::builtin::FifoQuota;
+//! use gangway_plugin_sdk::FifoQuota;
 //!
 //! let report = conformance::fairness(FifoQuota, &Options::quick()).unwrap();
 //! assert!(report.views >= 64);
@@ -17,7 +17,7 @@
 //! service, empty and huge queues):
 //!
 //! * the answer is well-formed: the rules the core applies to every
-//!   decision ([`crate::policy::SlotRules::validate`]: a permutation, one
+//!   decision ([`crate::policy::SlotContract::validate`]: a permutation, one
 //!   answer per job, levels and server bounds in range, only jobs of the
 //!   view named);
 //! * the policy does not panic or fail (a Wasm module: trap, budget, memory
@@ -42,16 +42,17 @@ mod views;
 
 use std::time::Duration;
 
-use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 use gangway_plugin_sdk::{
     Configure, DefragmentPolicy, FairnessPolicy, GangPolicy, LocalityPolicy, Policy, ReclaimPolicy,
     RetryPolicy,
 };
+use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 
 pub use run::{Failure, FailureKind, Report, check};
 pub use views::Views;
 
-use crate::policy::{BoxedBackend, Native, SlotRules};
+use crate::policy::{BoxedBackend, Native};
+use gangway_plugin_sdk::SlotContract;
 
 /// How hard to check.
 #[derive(Clone, Debug)]
@@ -109,7 +110,7 @@ impl Options {
 /// it needs a fresh instance.
 pub fn native<S, P>(name: &str, make: impl Fn() -> P, options: &Options) -> Result<Report, Failure>
 where
-    S: SlotRules + Views,
+    S: SlotContract + Views,
     P: Policy<S> + Send + 'static,
 {
     check::<S>(
@@ -121,7 +122,7 @@ where
 
 fn configured<S, P>(policy: P, options: &Options) -> Result<Report, Failure>
 where
-    S: SlotRules + Views,
+    S: SlotContract + Views,
     P: Policy<S> + Clone + Send + 'static,
 {
     let name = std::any::type_name::<P>();
@@ -180,7 +181,7 @@ pub fn defragment<P: DefragmentPolicy + Clone + Send + 'static>(
 /// policy crate's own test does.
 pub fn defaults<S, P>(options: &Options) -> Result<Report, Failure>
 where
-    S: SlotRules + Views,
+    S: SlotContract + Views,
     P: Policy<S> + Configure + Send + 'static,
 {
     let name = std::any::type_name::<P>();
@@ -203,23 +204,17 @@ pub fn module(
     config: &[u8],
     options: &Options,
 ) -> Result<Vec<Report>, Failure> {
-    use gangway_plugin_sdk::Slot;
-    let mut reports = Vec::new();
-    for slot in module.slots() {
-        reports.push(match slot {
-            Slot::Fairness => wasm_slot::<Fairness>(module, config, options),
-            Slot::Locality => wasm_slot::<Locality>(module, config, options),
-            Slot::Gang => wasm_slot::<Gang>(module, config, options),
-            Slot::Reclaim => wasm_slot::<Reclaim>(module, config, options),
-            Slot::Retry => wasm_slot::<Retry>(module, config, options),
-            Slot::Defragment => wasm_slot::<Defragment>(module, config, options),
-        }?);
-    }
-    Ok(reports)
+    module
+        .slots()
+        .into_iter()
+        .map(|slot| {
+            gangway_plugin_sdk::with_slot!(slot, |S| wasm_slot::<S>(module, config, options))
+        })
+        .collect()
 }
 
 #[cfg(feature = "wasm")]
-fn wasm_slot<S: SlotRules + Views>(
+fn wasm_slot<S: SlotContract + Views>(
     module: &crate::wasm::PolicyModule,
     config: &[u8],
     options: &Options,

@@ -7,7 +7,8 @@ use gangway_plugin_sdk::{Slot, wire};
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 
 use super::{Options, Views, scenario};
-use crate::policy::{BoxedBackend, PolicyError, PolicyErrorKind, SlotRules};
+use crate::policy::{BoxedBackend, PolicyError, PolicyErrorKind};
+use gangway_plugin_sdk::SlotContract;
 
 /// What a policy did in a passed check.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -128,21 +129,16 @@ fn reproduce(view: &Option<String>) -> String {
 /// The Rust line that rebuilds `view` of slot `S`.
 fn repro<S: Views>(view: &S::View) -> String {
     let bytes = wire::encode_view::<S>(view);
-    let slot = match S::SLOT {
-        Slot::Fairness => "Fairness",
-        Slot::Locality => "Locality",
-        Slot::Gang => "Gang",
-        Slot::Reclaim => "Reclaim",
-        Slot::Retry => "Retry",
-        Slot::Defragment => "Defragment",
-    };
+    // The marker type's name: the slot's name, capitalised.
+    let mut slot = S::NAME.to_string();
+    slot[..1].make_ascii_uppercase();
     format!(
-        "let view = gangway_plugin_sdk::wire::decode_view::<gangway_plugin_sdk::slots::{slot}>(&{bytes:?}).unwrap();"
+        "let view = gangway_plugin_sdk::wire::decode_view::<gangway_plugin_sdk::{slot}>(&{bytes:?}).unwrap();"
     )
 }
 
 /// What the runner keeps between views.
-struct State<S: SlotRules> {
+struct State<S: SlotContract> {
     backend: BoxedBackend<S>,
     report: Report,
     /// The failure behind the test case that failed, in full.
@@ -151,7 +147,7 @@ struct State<S: SlotRules> {
 
 /// Checks slot `S` of the policy `factory` makes (a fresh instance per
 /// call), on generated views and in scheduler scenarios.
-pub fn check<S: SlotRules + Views>(
+pub fn check<S: SlotContract + Views>(
     name: &str,
     factory: &mut dyn FnMut() -> Result<BoxedBackend<S>, Failure>,
     options: &Options,
@@ -248,7 +244,7 @@ pub fn check<S: SlotRules + Views>(
 }
 
 /// Every per-view check of one view.
-fn one_view<S: SlotRules + Views>(
+fn one_view<S: SlotContract + Views>(
     st: &mut State<S>,
     view: &S::View,
     options: &Options,
@@ -267,7 +263,7 @@ fn one_view<S: SlotRules + Views>(
     };
     let (first, took) = call(&mut st.backend, &mut st.report);
     let first = first.map_err(|e: PolicyError| FailureKind::Failed(e.kind))?;
-    S::validate(view, &first).map_err(FailureKind::Invalid)?;
+    S::validate(view, &first).map_err(|e| FailureKind::Invalid(e.into()))?;
     if took > allowed {
         return Err(FailureKind::TooSlow {
             took_us: took.as_micros(),

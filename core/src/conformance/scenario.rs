@@ -9,8 +9,9 @@ use gangway_plugin_sdk::{FailureClass, JobId};
 
 use super::run::{Failure, FailureKind};
 use super::{Options, Views};
-use crate::policy::{BoxedBackend, PolicySet, SlotRules};
+use crate::policy::{BoxedBackend, PolicySet};
 use crate::{AttemptEnd, JobSpec, JobState, Scheduler, TopologyBuilder};
+use gangway_plugin_sdk::SlotContract;
 
 /// One generated scenario: a cluster, virtual clusters with quotas, jobs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -99,7 +100,7 @@ const TAIL_ROUNDS: u64 = 2_000;
 
 /// Runs `options.scenarios` scenarios with the policy in slot `S`; returns
 /// how many ran and their rounds.
-pub(crate) fn run<S: SlotRules + Views>(
+pub(crate) fn run<S: SlotContract + Views>(
     name: &str,
     factory: &mut dyn FnMut() -> Result<BoxedBackend<S>, Failure>,
     options: &Options,
@@ -128,7 +129,7 @@ fn fail(scenario: &Scenario, t: u64, what: String) -> FailureKind {
 }
 
 /// Runs one scenario; returns its rounds.
-pub(crate) fn one<S: SlotRules>(
+pub(crate) fn one<S: SlotContract>(
     name: &str,
     backend: BoxedBackend<S>,
     scenario: &Scenario,

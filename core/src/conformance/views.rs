@@ -1,8 +1,8 @@
 //! The generated views of each slot.
 
 use gangway_plugin_sdk::SlotContract;
-use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 use gangway_plugin_sdk::testing::strategy;
+use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 use proptest::strategy::{BoxedStrategy, Strategy};
 
 /// A slot whose views the kit can generate, and measure.
@@ -15,7 +15,7 @@ pub trait Views: SlotContract {
 
 impl Views for Fairness {
     fn views() -> BoxedStrategy<Self::View> {
-        strategy::round_view().boxed()
+        strategy::fairness_view().boxed()
     }
     fn jobs(view: &Self::View) -> usize {
         view.jobs.len()
@@ -60,7 +60,7 @@ impl Views for Retry {
 
 impl Views for Defragment {
     fn views() -> BoxedStrategy<Self::View> {
-        strategy::defrag_view().boxed()
+        strategy::defragment_view().boxed()
     }
     fn jobs(view: &Self::View) -> usize {
         view.running.len() + view.waiting.len() + view.servers.len()

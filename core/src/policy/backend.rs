@@ -42,16 +42,26 @@ pub trait Backend<S: SlotContract>: Send {
 /// A boxed backend of slot `S`.
 pub type BoxedBackend<S> = Box<dyn Backend<S>>;
 
+/// Slot `S`'s built-in policy as a backend: [`Noop`] for a slot whose
+/// built-in decides nothing, else its [`SlotContract::Fallback`] natively.
+pub(crate) fn fallback_backend<S: SlotContract>() -> BoxedBackend<S> {
+    if S::FALLBACK_DECIDES_NOTHING {
+        Box::new(Noop)
+    } else {
+        Box::new(Native::new(S::FALLBACK, S::Fallback::default()))
+    }
+}
+
 /// A policy type from the SDK running natively, in-process.
 ///
 /// ```
 /// use gangway_core::policy::{Backend, Native};
-/// use gangway_plugin_sdk::{builtin::FifoQuota, slots::Fairness, QueueOrder, RoundView};
+/// use gangway_plugin_sdk::{FifoQuota, Fairness, QueueOrder, FairnessView};
 ///
 /// let mut backend = Native::new("fifo-quota", FifoQuota);
 /// assert_eq!(Backend::<Fairness>::name(&backend), "fifo-quota");
 /// assert_eq!(Backend::<Fairness>::manifest(&backend).queue_order, QueueOrder::Submit);
-/// let d = Backend::<Fairness>::decide(&mut backend, &RoundView::default()).unwrap();
+/// let d = Backend::<Fairness>::decide(&mut backend, &FairnessView::default()).unwrap();
 /// assert!(d.order.is_empty());
 /// ```
 #[derive(Debug)]

@@ -1,6 +1,6 @@
 //! Typed policy failures.
 
-use gangway_plugin_sdk::Slot;
+use gangway_plugin_sdk::{InvalidDecision, Slot};
 use serde::{Deserialize, Serialize};
 
 /// What went wrong in a policy call.
@@ -62,4 +62,16 @@ impl PolicyError {
             kind,
         }
     }
+}
+
+impl From<InvalidDecision> for PolicyErrorKind {
+    fn from(invalid: InvalidDecision) -> Self {
+        PolicyErrorKind::InvalidDecision(invalid.into_reason())
+    }
+}
+
+/// An invalid-decision error: a rule the round checks when it applies a
+/// decision to its state (e.g. that a reclaim frees room).
+pub(crate) fn invalid(msg: impl Into<String>) -> PolicyErrorKind {
+    PolicyErrorKind::InvalidDecision(msg.into())
 }

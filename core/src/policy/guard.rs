@@ -22,8 +22,8 @@
 //!   sees one backend per slot from start to end: no decision is lost, none
 //!   is made twice, and jobs pending or running across the swap are untouched.
 //!   The previous backend stays on the stack for rollback; at most
-//!   [`GuardPolicy::keep_previous`] are kept.
-//! * **Quarantine.** After [`GuardPolicy::quarantine_after`] failures in a row
+//!   [`GuardSettings::keep_previous`] are kept.
+//! * **Quarantine.** After [`GuardSettings::quarantine_after`] failures in a row
 //!   the active backend is removed from the stack and recorded as
 //!   quarantined, and the one below it becomes active again from the next
 //!   call (ultimately the baseline). A baseline that fails as often is
@@ -37,24 +37,23 @@
 
 use std::sync::{Arc, Mutex};
 
-use gangway_plugin_sdk::{Manifest, Slot};
+use gangway_plugin_sdk::{Manifest, SlotContract};
 
-use super::backend::BoxedBackend;
-use super::rules::SlotCheck;
+use super::backend::{BoxedBackend, fallback_backend};
 use super::{PolicyError, PolicyErrorKind};
 
 /// When a guarded slot gives up on a policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GuardPolicy {
+pub struct GuardSettings {
     /// Quarantine the active policy after this many failed calls in a row.
     pub quarantine_after: u32,
     /// How many earlier policies to keep above the baseline for rollback.
     pub keep_previous: usize,
 }
 
-impl Default for GuardPolicy {
+impl Default for GuardSettings {
     fn default() -> Self {
-        GuardPolicy {
+        GuardSettings {
             quarantine_after: 3,
             keep_previous: 2,
         }
@@ -139,7 +138,7 @@ impl SlotStatus {
 const MAX_EVENTS: usize = 256;
 
 /// What the host and the slot share.
-struct Shared<S: SlotCheck> {
+struct Shared<S: SlotContract> {
     staged: Option<BoxedBackend<S>>,
     rollback: bool,
     status: SlotStatus,
@@ -147,11 +146,11 @@ struct Shared<S: SlotCheck> {
 
 /// The host's side of a [`Guarded`] slot: stage a swap, ask for a rollback,
 /// read the status. `Send + Sync`; clone it freely.
-pub struct SlotHandle<S: SlotCheck> {
+pub struct SlotHandle<S: SlotContract> {
     shared: Arc<Mutex<Shared<S>>>,
 }
 
-impl<S: SlotCheck> Clone for SlotHandle<S> {
+impl<S: SlotContract> Clone for SlotHandle<S> {
     fn clone(&self) -> Self {
         SlotHandle {
             shared: self.shared.clone(),
@@ -159,7 +158,7 @@ impl<S: SlotCheck> Clone for SlotHandle<S> {
     }
 }
 
-impl<S: SlotCheck> std::fmt::Debug for SlotHandle<S> {
+impl<S: SlotContract> std::fmt::Debug for SlotHandle<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SlotHandle")
             .field("slot", &S::SLOT)
@@ -168,7 +167,7 @@ impl<S: SlotCheck> std::fmt::Debug for SlotHandle<S> {
     }
 }
 
-impl<S: SlotCheck> SlotHandle<S> {
+impl<S: SlotContract> SlotHandle<S> {
     /// Parks `backend`; it becomes active at the start of the next round.
     /// Staging again before then replaces the parked one.
     pub fn stage(&self, backend: BoxedBackend<S>) {
@@ -207,7 +206,7 @@ impl<S: SlotCheck> SlotHandle<S> {
 /// ```
 /// use gangway_core::policy::{Guarded, Native};
 /// use gangway_core::{Scheduler, Topology};
-/// use gangway_plugin_sdk::{builtin::FifoQuota, slots::Fairness};
+/// use gangway_plugin_sdk::{FifoQuota, Fairness};
 ///
 /// let mut sched = Scheduler::new(Topology::uniform(1, 2, 8).unwrap());
 /// let handle = sched.policies().slot::<Fairness>().handle();
@@ -217,18 +216,18 @@ impl<S: SlotCheck> SlotHandle<S> {
 /// assert_eq!(handle.status().active, "next");
 /// assert_eq!(handle.status().previous, vec!["fifo-quota".to_string()]);
 /// ```
-pub struct Guarded<S: SlotCheck> {
+pub struct Guarded<S: SlotContract> {
     /// `stack[0]` is the baseline; the last entry is active.
     stack: Vec<BoxedBackend<S>>,
     /// Whether `stack[0]` is the slot's built-in policy (never quarantined).
     builtin_baseline: bool,
     fallback: BoxedBackend<S>,
-    guard: GuardPolicy,
+    guard: GuardSettings,
     health: SlotHealth,
     shared: Arc<Mutex<Shared<S>>>,
 }
 
-impl<S: SlotCheck> std::fmt::Debug for Guarded<S> {
+impl<S: SlotContract> std::fmt::Debug for Guarded<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Guarded")
             .field("slot", &S::SLOT)
@@ -238,15 +237,15 @@ impl<S: SlotCheck> std::fmt::Debug for Guarded<S> {
     }
 }
 
-impl<S: SlotCheck> Guarded<S> {
+impl<S: SlotContract> Guarded<S> {
     /// A guarded slot whose baseline (and first active backend) is
-    /// `baseline`, with the default [`GuardPolicy`].
+    /// `baseline`, with the default [`GuardSettings`].
     pub fn new(baseline: BoxedBackend<S>) -> Guarded<S> {
-        Guarded::with_guard(baseline, GuardPolicy::default())
+        Guarded::with_guard(baseline, GuardSettings::default())
     }
 
     /// A guarded slot over `baseline` with the given guard policy.
-    pub fn with_guard(baseline: BoxedBackend<S>, guard: GuardPolicy) -> Guarded<S> {
+    pub fn with_guard(baseline: BoxedBackend<S>, guard: GuardSettings) -> Guarded<S> {
         let status = SlotStatus {
             active: baseline.name().to_string(),
             ..SlotStatus::default()
@@ -254,7 +253,7 @@ impl<S: SlotCheck> Guarded<S> {
         Guarded {
             stack: vec![baseline],
             builtin_baseline: false,
-            fallback: S::builtin(),
+            fallback: fallback_backend::<S>(),
             guard,
             health: SlotHealth::default(),
             shared: Arc::new(Mutex::new(Shared {
@@ -269,7 +268,7 @@ impl<S: SlotCheck> Guarded<S> {
     pub fn builtin() -> Guarded<S> {
         Guarded {
             builtin_baseline: true,
-            ..Guarded::new(S::builtin())
+            ..Guarded::new(fallback_backend::<S>())
         }
     }
 
@@ -281,7 +280,7 @@ impl<S: SlotCheck> Guarded<S> {
     }
 
     /// The guard policy.
-    pub fn set_guard(&mut self, guard: GuardPolicy) {
+    pub fn set_guard(&mut self, guard: GuardSettings) {
         self.guard = guard;
     }
 
@@ -408,7 +407,7 @@ impl<S: SlotCheck> Guarded<S> {
             .decide(view)
             .and_then(|d| match S::validate(view, &d) {
                 Ok(()) => Ok(d),
-                Err(kind) => Err(PolicyError::new(S::SLOT, active.name(), kind)),
+                Err(invalid) => Err(PolicyError::new(S::SLOT, active.name(), invalid.into())),
             });
         match answer {
             Ok(decision) => Decided {
@@ -482,7 +481,7 @@ impl<S: SlotCheck> Guarded<S> {
                 // The baseline itself: the built-in policy replaces it.
                 self.builtin_baseline = true;
                 Some(
-                    std::mem::replace(&mut self.stack[0], S::builtin())
+                    std::mem::replace(&mut self.stack[0], fallback_backend::<S>())
                         .name()
                         .to_string(),
                 )
@@ -512,7 +511,7 @@ impl<S: SlotCheck> Guarded<S> {
     }
 }
 
-fn event<S: SlotCheck>(s: &mut Shared<S>, e: SlotEvent) {
+fn event<S: SlotContract>(s: &mut Shared<S>, e: SlotEvent) {
     if s.status.events.len() == MAX_EVENTS {
         s.status.events.remove(0);
     }
@@ -525,27 +524,4 @@ fn event<S: SlotCheck>(s: &mut Shared<S>, e: SlotEvent) {
 pub(crate) struct Decided<D> {
     pub(crate) decision: D,
     pub(crate) error: Option<PolicyError>,
-}
-
-/// What every guarded slot offers whatever its slot: for the set's loops.
-pub(crate) trait AnyGuarded: Send {
-    fn slot(&self) -> Slot;
-    fn name(&self) -> &str;
-    fn health(&self) -> &SlotHealth;
-    fn prepare_round(&mut self) -> bool;
-}
-
-impl<S: SlotCheck> AnyGuarded for Guarded<S> {
-    fn slot(&self) -> Slot {
-        S::SLOT
-    }
-    fn name(&self) -> &str {
-        Guarded::name(self)
-    }
-    fn health(&self) -> &SlotHealth {
-        Guarded::health(self)
-    }
-    fn prepare_round(&mut self) -> bool {
-        Guarded::prepare_round(self)
-    }
 }

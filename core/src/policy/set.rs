@@ -1,18 +1,18 @@
-//! The six slots' policies of one scheduler.
+//! The policies of every slot of one scheduler.
 
-use gangway_plugin_sdk::Slot;
-use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
+use std::any::Any;
+
+use gangway_plugin_sdk::{Slot, SlotContract, with_slot};
 
 use super::backend::BoxedBackend;
-use super::guard::{AnyGuarded, GuardPolicy, Guarded, SlotHealth};
-use super::rules::SlotCheck;
+use super::guard::{GuardSettings, Guarded, SlotHealth};
 
-/// The policies of every slot, each [`Guarded`], indexed by slot type:
-/// `set.slot::<Fairness>()`.
+/// The policies of every slot, each [`Guarded`], indexed by slot: by type
+/// (`set.slot::<Fairness>()`) or by name at run time (`set.name(slot)`).
 ///
 /// ```
 /// use gangway_core::policy::{Native, PolicySet};
-/// use gangway_plugin_sdk::{builtin::Backfill, slots::{Fairness, Gang}, Slot};
+/// use gangway_plugin_sdk::{Backfill, Fairness, Gang, Slot};
 ///
 /// let set = PolicySet::builtin().with::<Gang>(Box::new(Native::new("mine", Backfill)));
 /// assert_eq!(set.slot::<Fairness>().name(), "fifo-quota");
@@ -20,128 +20,104 @@ use super::rules::SlotCheck;
 /// assert_eq!(set.name(Slot::Reclaim), "none");
 /// ```
 pub struct PolicySet {
-    pub(crate) retry: Guarded<Retry>,
-    pub(crate) fairness: Guarded<Fairness>,
-    pub(crate) locality: Guarded<Locality>,
-    pub(crate) gang: Guarded<Gang>,
-    pub(crate) reclaim: Guarded<Reclaim>,
-    pub(crate) defragment: Guarded<Defragment>,
+    /// `slots[slot.index()]` is slot `slot`'s `Guarded<S>`.
+    slots: [Box<dyn AnyGuarded>; Slot::COUNT],
 }
 
 impl PolicySet {
-    /// Every slot with its built-in policy: FIFO within VC quotas, strict
-    /// locality, backfill, retry every failure, no reclaim, no
-    /// defragmentation.
+    /// Every slot with its built-in policy ([`SlotContract::FALLBACK`]):
+    /// retry every failure, FIFO within VC quotas, strict locality,
+    /// backfill, no reclaim, no defragmentation.
     pub fn builtin() -> PolicySet {
         PolicySet {
-            retry: Guarded::builtin(),
-            fairness: Guarded::builtin(),
-            locality: Guarded::builtin(),
-            gang: Guarded::builtin(),
-            reclaim: Guarded::builtin(),
-            defragment: Guarded::builtin(),
+            slots: Slot::ALL.map(|slot| {
+                with_slot!(slot, |S| Box::new(Guarded::<S>::builtin())
+                    as Box<dyn AnyGuarded>)
+            }),
         }
     }
 
     /// This set with slot `S` running `backend` (as its baseline).
     #[must_use]
-    pub fn with<S: SlotRules>(mut self, backend: BoxedBackend<S>) -> PolicySet {
-        *S::entry_mut(&mut self) = Guarded::new(backend);
+    pub fn with<S: SlotContract>(mut self, backend: BoxedBackend<S>) -> PolicySet {
+        *self.slot_mut::<S>() = Guarded::new(backend);
         self
     }
 
     /// Slot `S`.
-    pub fn slot<S: SlotRules>(&self) -> &Guarded<S> {
-        S::entry(self)
+    pub fn slot<S: SlotContract>(&self) -> &Guarded<S> {
+        self.slots[S::SLOT.index()]
+            .as_any()
+            .downcast_ref()
+            .expect("slots[S::SLOT.index()] holds a Guarded<S>")
     }
 
     /// Slot `S`, mutably (e.g. to [`Guarded::swap`] its policy between rounds).
-    pub fn slot_mut<S: SlotRules>(&mut self) -> &mut Guarded<S> {
-        S::entry_mut(self)
+    pub fn slot_mut<S: SlotContract>(&mut self) -> &mut Guarded<S> {
+        self.slots[S::SLOT.index()]
+            .as_any_mut()
+            .downcast_mut()
+            .expect("slots[S::SLOT.index()] holds a Guarded<S>")
     }
 
     /// The active policy's name in `slot`.
     pub fn name(&self, slot: Slot) -> &str {
-        self.any(slot).name()
+        self.slots[slot.index()].name()
     }
 
     /// The failure counters of `slot`.
     pub fn health(&self, slot: Slot) -> &SlotHealth {
-        self.any(slot).health()
+        self.slots[slot.index()].health()
     }
 
-    /// Sets the guard policy of every slot.
-    pub fn set_guard(&mut self, guard: GuardPolicy) {
-        self.retry.set_guard(guard);
-        self.fairness.set_guard(guard);
-        self.locality.set_guard(guard);
-        self.gang.set_guard(guard);
-        self.reclaim.set_guard(guard);
-        self.defragment.set_guard(guard);
-    }
-
-    fn any(&self, slot: Slot) -> &dyn AnyGuarded {
-        match slot {
-            Slot::Retry => &self.retry,
-            Slot::Fairness => &self.fairness,
-            Slot::Locality => &self.locality,
-            Slot::Gang => &self.gang,
-            Slot::Reclaim => &self.reclaim,
-            Slot::Defragment => &self.defragment,
+    /// Sets the guard settings of every slot.
+    pub fn set_guard(&mut self, guard: GuardSettings) {
+        for slot in &mut self.slots {
+            slot.set_guard(guard);
         }
     }
 
     /// Applies staged swaps and rollbacks of every slot; returns the slots
     /// whose active policy changed.
     pub(crate) fn prepare_round(&mut self) -> Vec<Slot> {
-        let all: [&mut dyn AnyGuarded; 6] = [
-            &mut self.retry,
-            &mut self.fairness,
-            &mut self.locality,
-            &mut self.gang,
-            &mut self.reclaim,
-            &mut self.defragment,
-        ];
-        all.into_iter()
-            .filter_map(|g| g.prepare_round().then(|| g.slot()))
+        Slot::ALL
+            .into_iter()
+            .zip(&mut self.slots)
+            .filter_map(|(slot, g)| g.prepare_round().then_some(slot))
             .collect()
     }
 }
 
-/// A slot as the core runs it: its checks ([`SlotCheck`]) and its place in
-/// a [`PolicySet`]. Implemented for the six slot types of
-/// [`gangway_plugin_sdk::slots`]; what generic code over "any slot" bounds on.
-pub trait SlotRules: SlotCheck {
-    /// The slot in a policy set.
-    fn entry(set: &PolicySet) -> &Guarded<Self>;
-
-    /// The slot in a policy set, mutably.
-    fn entry_mut(set: &mut PolicySet) -> &mut Guarded<Self>;
+/// What every guarded slot offers whatever its slot: for the set's loops.
+trait AnyGuarded: Send {
+    fn name(&self) -> &str;
+    fn health(&self) -> &SlotHealth;
+    fn set_guard(&mut self, guard: GuardSettings);
+    fn prepare_round(&mut self) -> bool;
+    fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
 }
 
-/// Each slot's field of [`PolicySet`].
-macro_rules! slot_entries {
-    ($($slot:ident => $field:ident),* $(,)?) => {$(
-        impl SlotRules for $slot {
-            fn entry(set: &PolicySet) -> &Guarded<Self> {
-                &set.$field
-            }
-
-            fn entry_mut(set: &mut PolicySet) -> &mut Guarded<Self> {
-                &mut set.$field
-            }
-        }
-    )*};
+impl<S: SlotContract> AnyGuarded for Guarded<S> {
+    fn name(&self) -> &str {
+        Guarded::name(self)
+    }
+    fn health(&self) -> &SlotHealth {
+        Guarded::health(self)
+    }
+    fn set_guard(&mut self, guard: GuardSettings) {
+        Guarded::set_guard(self, guard);
+    }
+    fn prepare_round(&mut self) -> bool {
+        Guarded::prepare_round(self)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
 }
-
-slot_entries!(
-    Fairness => fairness,
-    Locality => locality,
-    Gang => gang,
-    Reclaim => reclaim,
-    Retry => retry,
-    Defragment => defragment,
-);
 
 impl Default for PolicySet {
     fn default() -> Self {

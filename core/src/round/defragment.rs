@@ -8,15 +8,16 @@
 //! nothing anyone needed), everything is rolled back and the decision counts
 //! as the policy's failure.
 
+use gangway_plugin_sdk::Defragment;
 use std::collections::HashMap;
 
-use gangway_plugin_sdk::{DefragDecision, DefragView, JobId, WaitReason};
+use gangway_plugin_sdk::{DefragmentDecision, DefragmentView, JobId, WaitReason};
 
 use super::{Migration, Placed, RoundReport};
 use crate::job::JobState;
 use crate::placement::{PlacementChoice, lowest_bits};
 use crate::policy::PolicyErrorKind;
-use crate::policy::rules::invalid;
+use crate::policy::invalid;
 use crate::scheduler::Scheduler;
 use crate::state::{Placement, ServerGpus};
 
@@ -26,11 +27,11 @@ impl Scheduler {
     pub(crate) fn defragment_step(
         &mut self,
         now: u64,
-        view: &gangway_plugin_sdk::RoundView,
+        view: &gangway_plugin_sdk::FairnessView,
         placed: &mut Placed,
         report: &mut RoundReport,
     ) {
-        if self.policies.defragment.is_noop()
+        if self.policies.slot_mut::<Defragment>().is_noop()
             || !placed
                 .reasons
                 .values()
@@ -48,7 +49,7 @@ impl Scheduler {
         }
         let mut running = std::mem::take(&mut self.spare_running);
         self.running_jobs_into(now, &report.starts, |_| true, &mut running);
-        let defrag_view = DefragView {
+        let defrag_view = DefragmentView {
             now_s: now,
             cluster: self.state.summary(),
             servers: self.server_states(),
@@ -64,17 +65,17 @@ impl Scheduler {
     fn defragment_with(
         &mut self,
         now: u64,
-        defrag_view: &DefragView,
+        defrag_view: &DefragmentView,
         placed: &mut Placed,
         report: &mut RoundReport,
     ) {
-        let decided = self.policies.defragment.decide(defrag_view);
+        let decided = self.policies.slot_mut::<Defragment>().decide(defrag_view);
         if let Some(e) = decided.error {
             report.policy_errors.push(e);
             return;
         }
         let Some(target) = decided.decision.start else {
-            self.policies.defragment.settle(Ok(()));
+            self.policies.slot_mut::<Defragment>().settle(Ok(()));
             return;
         };
         let limit = defrag_view
@@ -86,13 +87,13 @@ impl Scheduler {
         let outcome = self.apply_moves(now, &decided.decision, target, limit, placed, report);
         report
             .policy_errors
-            .extend(self.policies.defragment.settle(outcome));
+            .extend(self.policies.slot_mut::<Defragment>().settle(outcome));
     }
 
     fn apply_moves(
         &mut self,
         now: u64,
-        d: &DefragDecision,
+        d: &DefragmentDecision,
         target: JobId,
         limit: gangway_plugin_sdk::SpreadLimit,
         placed: &mut Placed,

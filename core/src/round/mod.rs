@@ -129,7 +129,7 @@ impl Scheduler {
             return Ok(report);
         }
 
-        let view = self.round_view(now);
+        let view = self.fairness_view(now);
         report.queued = self.pending.len() - view.jobs.len();
         let mut placed = self.place_step(now, &view, &mut report);
         self.reclaim_step(now, &view, &mut placed, &mut report);
@@ -170,7 +170,7 @@ impl Scheduler {
     fn charge_waits(
         &mut self,
         now: u64,
-        view: &gangway_plugin_sdk::RoundView,
+        view: &gangway_plugin_sdk::FairnessView,
         reasons: FxHashMap<JobId, WaitReason>,
         report: &mut RoundReport,
     ) -> FxHashMap<JobId, WaitReason> {

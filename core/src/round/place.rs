@@ -1,9 +1,12 @@
 //! Fairness, locality, then placement in fairness order with the gang slot
 //! deciding what a job that does not fit does to the jobs behind it.
 
+use gangway_plugin_sdk::{Fairness, Gang, Locality};
 use rustc_hash::FxHashSet;
 
-use gangway_plugin_sdk::{GangAction, GangDecision, QueueView, RoundView, SpreadLimit, WaitReason};
+use gangway_plugin_sdk::{
+    FairnessView, GangAction, GangDecision, QueueView, SpreadLimit, WaitReason,
+};
 
 use super::{Placed, Reservation, RoundReport};
 use crate::scheduler::Scheduler;
@@ -13,11 +16,11 @@ impl Scheduler {
     pub(crate) fn place_step(
         &mut self,
         now: u64,
-        view: &RoundView,
+        view: &FairnessView,
         report: &mut RoundReport,
     ) -> Placed {
         // 1. Fairness.
-        let fairness = self.policies.fairness.decide_settled(view);
+        let fairness = self.policies.slot_mut::<Fairness>().decide_settled(view);
         report.policy_errors.extend(fairness.error);
         // The last round's maps, emptied: their memory is reused.
         let mut placed = std::mem::take(&mut self.spare_placed);
@@ -45,7 +48,7 @@ impl Scheduler {
 
         // 2. Locality.
         if !queue.jobs.is_empty() {
-            let locality = self.policies.locality.decide_settled(&queue);
+            let locality = self.policies.slot_mut::<Locality>().decide_settled(&queue);
             report.policy_errors.extend(locality.error);
             queue.spread = locality.decision.limits;
         }
@@ -87,7 +90,7 @@ impl Scheduler {
             };
             placed.reasons.insert(job.id, reason);
             if gang.is_none() {
-                let decided = self.policies.gang.decide_settled(&queue);
+                let decided = self.policies.slot_mut::<Gang>().decide_settled(&queue);
                 report.policy_errors.extend(decided.error);
                 gang = Some(decided.decision);
             }

@@ -8,10 +8,11 @@
 //! job it did not need. If no job starts, nothing is stopped. Only a stop of
 //! a job that holds no GPUs fails the decision.
 
+use gangway_plugin_sdk::Reclaim;
 use rustc_hash::FxHashMap as HashMap;
 
 use gangway_plugin_sdk::{
-    JobId, ReclaimDecision, ReclaimView, RoundView, RunningScope, VcUsage, WaitingJob,
+    FairnessView, JobId, ReclaimDecision, ReclaimView, RunningScope, VcUsage, WaitingJob,
 };
 
 use super::{Placed, Preemption, RoundReport};
@@ -19,7 +20,7 @@ use crate::ServerId;
 use crate::job::JobState;
 use crate::placement::PlacementChoice;
 use crate::policy::PolicyErrorKind;
-use crate::policy::rules::invalid;
+use crate::policy::invalid;
 use crate::scheduler::Scheduler;
 use crate::state::Placement;
 
@@ -36,7 +37,7 @@ impl Scheduler {
     /// The waiting jobs of the view, in fairness order, with their reasons
     /// and limits. A job with a reason is still pending (a job that starts
     /// loses its reason), and is as the round's view shows it.
-    pub(crate) fn waiting_jobs(&self, view: &RoundView, placed: &Placed) -> Vec<WaitingJob> {
+    pub(crate) fn waiting_jobs(&self, view: &FairnessView, placed: &Placed) -> Vec<WaitingJob> {
         placed
             .order
             .iter()
@@ -61,20 +62,21 @@ impl Scheduler {
     pub(crate) fn reclaim_step(
         &mut self,
         now: u64,
-        view: &RoundView,
+        view: &FairnessView,
         placed: &mut Placed,
         report: &mut RoundReport,
     ) {
-        if self.policies.reclaim.is_noop() || placed.reasons.is_empty() {
+        if self.policies.slot_mut::<Reclaim>().is_noop() || placed.reasons.is_empty() {
             return;
         }
         let vcs = self.vc_usage();
         // A policy that sees only borrowed work is not asked while no VC
         // borrows (it could stop nothing).
-        let borrowing: Option<Vec<bool>> = match self.policies.reclaim.manifest().running {
-            RunningScope::All => None,
-            RunningScope::Borrowed => Some(vcs.iter().map(borrows).collect()),
-        };
+        let borrowing: Option<Vec<bool>> =
+            match self.policies.slot_mut::<Reclaim>().manifest().running {
+                RunningScope::All => None,
+                RunningScope::Borrowed => Some(vcs.iter().map(borrows).collect()),
+            };
         if borrowing.as_ref().is_some_and(|b| !b.contains(&true)) {
             return;
         }
@@ -133,13 +135,13 @@ impl Scheduler {
         placed: &mut Placed,
         report: &mut RoundReport,
     ) {
-        let decided = self.policies.reclaim.decide(reclaim_view);
+        let decided = self.policies.slot_mut::<Reclaim>().decide(reclaim_view);
         if let Some(e) = decided.error {
             report.policy_errors.push(e);
             return;
         }
         if decided.decision.stop.is_empty() && decided.decision.start.is_empty() {
-            self.policies.reclaim.settle(Ok(()));
+            self.policies.slot_mut::<Reclaim>().settle(Ok(()));
             return;
         }
         let limits: HashMap<JobId, gangway_plugin_sdk::SpreadLimit> = reclaim_view
@@ -150,7 +152,7 @@ impl Scheduler {
         let outcome = self.apply_reclaim(now, &decided.decision, &limits, placed, report);
         report
             .policy_errors
-            .extend(self.policies.reclaim.settle(outcome));
+            .extend(self.policies.slot_mut::<Reclaim>().settle(outcome));
     }
 
     fn apply_reclaim(
@@ -249,7 +251,7 @@ impl Scheduler {
 mod tests {
     use std::sync::{Arc, Mutex};
 
-    use gangway_plugin_sdk::slots::Reclaim;
+    use gangway_plugin_sdk::Reclaim;
     use gangway_plugin_sdk::{ReclaimPolicy, RunningScope, VcId};
 
     use super::*;

@@ -1,6 +1,7 @@
 //! The retry step: what follows each attempt that failed since the last
 //! round.
 
+use gangway_plugin_sdk::Retry;
 use gangway_plugin_sdk::{FailedAttempt, RetryAction, RetryView, WaitReason};
 
 use super::RoundReport;
@@ -42,7 +43,7 @@ impl Scheduler {
             now_s: now,
             failures,
         };
-        let decided = self.policies.retry.decide_settled(&view);
+        let decided = self.policies.slot_mut::<Retry>().decide_settled(&view);
         report.policy_errors.extend(decided.error);
         for (f, action) in view.failures.iter().zip(decided.decision.actions) {
             let Some(job) = self.jobs.get_mut(&f.job) else {

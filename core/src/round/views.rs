@@ -1,7 +1,7 @@
 //! Building each slot's view from the scheduler's state.
 
 use gangway_plugin_sdk::{
-    JobId, Level, PendingJob, QueueOrder, RoundView, RunningJob, ServerState, VcId, VcUsage,
+    FairnessView, JobId, Level, PendingJob, QueueOrder, RunningJob, ServerState, VcId, VcUsage,
 };
 
 use crate::job::{JobRecord, JobState};
@@ -59,7 +59,7 @@ impl Scheduler {
     /// The fairness view: every pending job if the fairness policy shows no
     /// queue order (or the window is 0), else each VC's first jobs in that
     /// order; in (submit time, id) order either way.
-    pub(crate) fn round_view(&self, now: u64) -> RoundView {
+    pub(crate) fn fairness_view(&self, now: u64) -> FairnessView {
         let windowed = self.view_window > 0 && *self.queues.order() != QueueOrder::All;
         let jobs: Vec<PendingJob> = if windowed {
             // The queue entries hold the jobs as the view shows them.
@@ -71,7 +71,7 @@ impl Scheduler {
                 .map(|j| self.pending_job(j, now))
                 .collect()
         };
-        RoundView {
+        FairnessView {
             now_s: now,
             cluster: self.state.summary(),
             vcs: self.vc_usage(),

@@ -13,7 +13,7 @@ use super::direct::DirectInstance;
 use super::error::{WasmError, WasmErrorKind};
 use super::module::{Code, PolicyModule, SlotExport};
 use super::store::{HostState, classify, error_text, new_store};
-use crate::policy::{Backend, BoxedBackend, PolicyError, PolicyErrorKind, SlotRules};
+use crate::policy::{Backend, BoxedBackend, PolicyError, PolicyErrorKind};
 
 /// A live instance: its store, how to call the slot, and the view of its
 /// last answered call (the base of the next view change).
@@ -86,10 +86,10 @@ fn typed_slot_call<'a>(func: Func) -> SlotCall<'a> {
 pub(crate) struct WasmBackend<S: SlotContract> {
     module: PolicyModule,
     config: Arc<[u8]>,
-    /// The policy's manifest, without the glue's `view_deltas` (kept apart
-    /// in `view_deltas`: it is how the views travel, not what the policy sees).
+    /// The policy's manifest, without the glue's `view_changes` (kept apart
+    /// in `view_changes`: it is how the views travel, not what the policy sees).
     manifest: Manifest,
-    view_deltas: bool,
+    view_changes: bool,
     live: Option<Live<S::View>>,
     view: Vec<u8>,
     _slot: std::marker::PhantomData<S>,
@@ -109,7 +109,7 @@ impl<S: SlotContract> WasmBackend<S> {
             module,
             config: Arc::from(config),
             manifest: Manifest::default(),
-            view_deltas: false,
+            view_changes: false,
             live: None,
             view: Vec::new(),
             _slot: std::marker::PhantomData,
@@ -118,9 +118,9 @@ impl<S: SlotContract> WasmBackend<S> {
         match backend.instantiate() {
             Ok((live, manifest)) => {
                 backend.live = Some(live);
-                backend.view_deltas = manifest.view_deltas;
+                backend.view_changes = manifest.view_changes;
                 backend.manifest = Manifest {
-                    view_deltas: false,
+                    view_changes: false,
                     ..manifest
                 };
                 Ok(backend)
@@ -284,7 +284,7 @@ impl<S: SlotContract> Backend<S> for WasmBackend<S> {
         let Some(mut live) = self.live.take() else {
             return Err(self.error(PolicyErrorKind::Trap("no instance".into())));
         };
-        if self.view_deltas {
+        if self.view_changes {
             wire::encode_view_message::<S>(live.held.as_ref(), view, &mut self.view);
         } else {
             S::encode_view(view, &mut self.view);
@@ -292,7 +292,7 @@ impl<S: SlotContract> Backend<S> for WasmBackend<S> {
         if let Err(Failure::Kind(kind)) = self.arm(&mut live.store) {
             return Err(self.error(kind));
         }
-        let messages = self.view_deltas;
+        let messages = self.view_changes;
         let answer = live.call(&self.view, |bytes| {
             if messages {
                 wire::decode_reply_message::<S>(bytes, view)
@@ -302,7 +302,7 @@ impl<S: SlotContract> Backend<S> for WasmBackend<S> {
         });
         match answer {
             Ok(Ok(Ok(decision))) => {
-                if self.view_deltas && S::VIEW_CHANGES {
+                if self.view_changes && S::VIEW_CHANGES {
                     // The guest now holds `view`: the next view may be a
                     // change from it. A change is applied to the copy the
                     // way the guest applied it (kept entries advanced in
@@ -348,7 +348,7 @@ impl PolicyModule {
     ///
     /// ```no_run
     /// use gangway_core::wasm::{PolicyEngine, SandboxConfig};
-    /// use gangway_plugin_sdk::slots::Fairness;
+    /// use gangway_plugin_sdk::Fairness;
     ///
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// let engine = PolicyEngine::new(SandboxConfig::default())?;
@@ -357,7 +357,7 @@ impl PolicyModule {
     /// # Ok(())
     /// # }
     /// ```
-    pub fn backend<S: SlotRules>(&self, config: &[u8]) -> Result<BoxedBackend<S>, WasmError> {
+    pub fn backend<S: SlotContract>(&self, config: &[u8]) -> Result<BoxedBackend<S>, WasmError> {
         if !self.compiled.slots.contains(&S::SLOT) {
             return Err(WasmError::of(
                 &self.name,

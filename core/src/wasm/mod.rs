@@ -32,7 +32,7 @@
 //! ```no_run
 //! use gangway_core::wasm::{PolicyEngine, SandboxConfig};
 //! use gangway_core::{Scheduler, Topology};
-//! use gangway_plugin_sdk::slots::Fairness;
+//! use gangway_plugin_sdk::Fairness;
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let engine = PolicyEngine::new(SandboxConfig::default())?;

@@ -2,38 +2,31 @@
 //! called once on a small view, its reply decoded and validated, before the
 //! engine hands the module out.
 
-use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 use gangway_plugin_sdk::{
-    ClusterSummary, DefragView, Level, LevelSummary, QueueView, ReclaimView, RetryView, RoundView,
-    Slot, SlotContract, VcId, VcUsage,
+    ClusterSummary, DefragmentView, FairnessView, Level, LevelSummary, QueueView, ReclaimView,
+    RetryView, SlotContract, VcId, VcUsage, with_slot,
 };
+use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 
 use super::error::{WasmError, WasmErrorKind};
 use super::module::PolicyModule;
-use crate::policy::{PolicyError, SlotRules};
+use crate::policy::PolicyError;
 
 impl PolicyModule {
     /// Instantiates every slot with empty configuration and calls it once on
     /// an empty view, checking the reply decodes and validates.
     pub(crate) fn warm_up(&self) -> Result<(), WasmError> {
         for slot in self.slots() {
-            match slot {
-                Slot::Fairness => self.warm::<Fairness>(),
-                Slot::Locality => self.warm::<Locality>(),
-                Slot::Gang => self.warm::<Gang>(),
-                Slot::Reclaim => self.warm::<Reclaim>(),
-                Slot::Retry => self.warm::<Retry>(),
-                Slot::Defragment => self.warm::<Defragment>(),
-            }?;
+            with_slot!(slot, |S| self.warm::<S>())?;
         }
         Ok(())
     }
 
-    fn warm<S: SlotRules + WarmUp>(&self) -> Result<(), WasmError> {
+    fn warm<S: SlotContract + WarmUp>(&self) -> Result<(), WasmError> {
         let mut backend = self.backend::<S>(b"")?;
         let view = S::warm_up_view();
         let result = backend.decide(&view).and_then(|d| {
-            S::validate(&view, &d).map_err(|kind| PolicyError::new(S::SLOT, self.name(), kind))
+            S::validate(&view, &d).map_err(|e| PolicyError::new(S::SLOT, self.name(), e.into()))
         });
         result.map_err(|source| WasmError::of(&self.name, WasmErrorKind::WarmUp(source)))
     }
@@ -67,11 +60,11 @@ fn warm_vcs() -> Vec<VcUsage> {
 }
 
 impl WarmUp for Fairness {
-    fn warm_up_view() -> RoundView {
-        RoundView {
+    fn warm_up_view() -> FairnessView {
+        FairnessView {
             cluster: warm_cluster(),
             vcs: warm_vcs(),
-            ..RoundView::default()
+            ..FairnessView::default()
         }
     }
 }
@@ -108,10 +101,10 @@ impl WarmUp for Retry {
 }
 
 impl WarmUp for Defragment {
-    fn warm_up_view() -> DefragView {
-        DefragView {
+    fn warm_up_view() -> DefragmentView {
+        DefragmentView {
             cluster: warm_cluster(),
-            ..DefragView::default()
+            ..DefragmentView::default()
         }
     }
 }

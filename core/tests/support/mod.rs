@@ -2,10 +2,11 @@
 //! random event sequences, and a runner that applies them.
 #![allow(dead_code, clippy::unwrap_used)]
 
-use gangway_core::policy::{BoxedBackend, Native, PolicySet, SlotRules};
+use gangway_core::policy::{BoxedBackend, Native, PolicySet};
 use gangway_core::{AttemptEnd, JobSpec, RoundReport, Scheduler, ServerId, TopologyBuilder};
-use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
+use gangway_plugin_sdk::SlotContract;
 use gangway_plugin_sdk::{Configure, FailureClass, JobId, Policy};
+use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 use proptest::prelude::*;
 
 /// One event a host reports, or a round.
@@ -53,7 +54,7 @@ pub(crate) fn build(racks: &[Vec<u32>]) -> gangway_core::Topology {
     b.build().unwrap()
 }
 
-fn native<S: SlotRules, P: Policy<S> + Configure + Send + 'static>(
+fn native<S: SlotContract, P: Policy<S> + Configure + Send + 'static>(
     name: &str,
     config: &[u8],
 ) -> BoxedBackend<S> {

@@ -6,8 +6,8 @@
 
 use gangway_core::policy::PolicyErrorKind;
 use gangway_core::wasm::CallPath;
-use gangway_plugin_sdk::slots::Fairness;
-use gangway_plugin_sdk::{FairnessDecision, JobId, Ranked, RoundView, wire};
+use gangway_plugin_sdk::Fairness;
+use gangway_plugin_sdk::{FairnessDecision, FairnessView, JobId, Ranked, wire};
 use proptest::prelude::*;
 
 use crate::guests;
@@ -109,7 +109,7 @@ fn outcome(kind: PolicyErrorKind) -> Outcome {
     }
 }
 
-fn call(path: CallPath, bytes: &[u8], view: &RoundView) -> Outcome {
+fn call(path: CallPath, bytes: &[u8], view: &FairnessView) -> Outcome {
     let engine = guests::engine_on(path);
     let module = engine.load("reply", bytes).unwrap();
     assert_eq!(module.call_path(), path);
@@ -127,7 +127,7 @@ proptest! {
     fn both_paths_lift_any_reply_alike(r in reply()) {
         let bytes = guest(&r);
         // A view past the guest's 100-byte trigger.
-        let view = RoundView {
+        let view = FairnessView {
             now_s: 7,
             cluster: scheduler(0).state().summary(),
             jobs: vec![],

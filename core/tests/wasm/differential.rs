@@ -7,11 +7,12 @@
 use std::sync::OnceLock;
 
 use gangway_core::Slot;
-use gangway_core::policy::{BoxedBackend, Native, PolicySet, SlotRules};
+use gangway_core::policy::{BoxedBackend, Native, PolicySet};
 use gangway_core::wasm::{CallPath, PolicyEngine, PolicyModule, SandboxConfig};
-use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
+use gangway_plugin_sdk::SlotContract;
 use gangway_plugin_sdk::testing::strategy;
-use gangway_plugin_sdk::{Configure, JobId, Policy, QueueView, RoundView, SpreadLimit};
+use gangway_plugin_sdk::{Configure, FairnessView, JobId, Policy, QueueView, SpreadLimit};
+use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 use proptest::prelude::*;
 
 use crate::support::{accounted, run, scheduler};
@@ -37,7 +38,7 @@ pub(crate) fn modules(path: CallPath) -> &'static [PolicyModule] {
     })
 }
 
-fn native<S: SlotRules, P: Policy<S> + Configure + Send + 'static>() -> BoxedBackend<S> {
+fn native<S: SlotContract, P: Policy<S> + Configure + Send + 'static>() -> BoxedBackend<S> {
     Box::new(Native::new("native", P::from_config(b"").unwrap()))
 }
 
@@ -80,14 +81,13 @@ impl Twins {
 /// The native twins of `module`; `None` for a module this test does not know
 /// (which fails [`every_plugin_has_a_native_twin_with_the_same_slots`]).
 fn twins(module: &str) -> Option<Twins> {
-    use gangway_plugin_sdk::builtin;
     let t = Twins::default();
     Some(match module {
         "builtin" => Twins {
-            fairness: Some(native::<Fairness, builtin::FifoQuota>()),
-            locality: Some(native::<Locality, builtin::Strict>()),
-            gang: Some(native::<Gang, builtin::Backfill>()),
-            retry: Some(native::<Retry, builtin::Fixed>()),
+            fairness: Some(native::<Fairness, gangway_plugin_sdk::FifoQuota>()),
+            locality: Some(native::<Locality, gangway_plugin_sdk::Strict>()),
+            gang: Some(native::<Gang, gangway_plugin_sdk::Backfill>()),
+            retry: Some(native::<Retry, gangway_plugin_sdk::Fixed>()),
             ..t
         },
         "fifo" => Twins {
@@ -187,7 +187,7 @@ fn every_plugin_has_a_native_twin_with_the_same_slots() {
 }
 
 /// Asks the Wasm and the native backend of slot `S` about `view`.
-fn alike<S: SlotRules>(
+fn alike<S: SlotContract>(
     name: &str,
     wasm: &PolicyModule,
     native: &mut Option<BoxedBackend<S>>,
@@ -226,7 +226,7 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     #[test]
-    fn fairness_native_and_wasm_decide_alike(view in strategy::round_view()) {
+    fn fairness_native_and_wasm_decide_alike(view in strategy::fairness_view()) {
         every_module(|n, m, t| alike(n, m, &mut t.fairness, &view))?;
     }
 
@@ -245,7 +245,7 @@ proptest! {
     fn reclaim_retry_defragment_native_and_wasm_decide_alike(
         reclaim in strategy::reclaim_view(),
         retry in strategy::retry_view(),
-        defragment in strategy::defrag_view(),
+        defragment in strategy::defragment_view(),
     ) {
         every_module(|n, m, t| {
             alike(n, m, &mut t.reclaim, &reclaim)?;
@@ -258,7 +258,7 @@ proptest! {
 /// Asks one Wasm backend of slot `S`, kept across the steps, and the native
 /// one about each of `views` in turn: after the first, the Wasm backend
 /// sends each view as a change from the last.
-fn alike_in_turn<S: SlotRules>(
+fn alike_in_turn<S: SlotContract>(
     name: &str,
     wasm: &PolicyModule,
     native: &mut Option<BoxedBackend<S>>,
@@ -278,7 +278,7 @@ fn alike_in_turn<S: SlotRules>(
 
 /// `view`'s jobs over `steps` rounds of `dt` seconds each: each round some
 /// jobs leave (started), one changes, and one arrives at the back.
-fn in_turn(view: &RoundView, steps: &[(u64, u64)]) -> Vec<RoundView> {
+fn in_turn(view: &FairnessView, steps: &[(u64, u64)]) -> Vec<FairnessView> {
     let mut views = vec![view.clone()];
     for (k, &(dt, seed)) in steps.iter().enumerate() {
         let Some(last) = views.last() else { break };
@@ -303,7 +303,7 @@ fn in_turn(view: &RoundView, steps: &[(u64, u64)]) -> Vec<RoundView> {
 }
 
 /// The same views as each slot that takes a queue view sees them.
-fn queues(views: &[RoundView], with_limits: bool) -> Vec<QueueView> {
+fn queues(views: &[FairnessView], with_limits: bool) -> Vec<QueueView> {
     views
         .iter()
         .map(|v| QueueView {
@@ -329,7 +329,7 @@ proptest! {
     /// built-in still decides as its native twin, step by step.
     #[test]
     fn changing_views_decide_alike_round_after_round(
-        view in strategy::round_view(),
+        view in strategy::fairness_view(),
         steps in prop::collection::vec((0u64..5_000, any::<u64>()), 1..6),
     ) {
         let views = in_turn(&view, &steps);

@@ -5,10 +5,10 @@
 //! of a failed instance have their tests in `load.rs`, `structure.rs` and
 //! `hostile.rs`.
 
-use gangway_core::policy::{GuardPolicy, PolicyErrorKind};
+use gangway_core::policy::{GuardSettings, PolicyErrorKind};
 use gangway_core::wasm::{CallPath, PolicyEngine, SandboxConfig, WasmErrorKind};
 use gangway_core::{RoundReport, Scheduler};
-use gangway_plugin_sdk::slots::Fairness;
+use gangway_plugin_sdk::Fairness;
 
 use crate::guests::{self, WIT, componentize, fairness_wat};
 use crate::support::{run, scheduler};
@@ -17,7 +17,7 @@ use crate::support::{run, scheduler};
 /// never quarantining it, and returns the reports.
 fn rounds_with(module: &gangway_core::wasm::PolicyModule) -> (Scheduler, Vec<RoundReport>) {
     let mut sched = scheduler(60);
-    sched.policies_mut().set_guard(GuardPolicy {
+    sched.policies_mut().set_guard(GuardSettings {
         quarantine_after: u32::MAX,
         keep_previous: 2,
     });

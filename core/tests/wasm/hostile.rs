@@ -4,11 +4,11 @@
 //! guest that failed in any way (trap, budget, ABI, refusal, bad reply,
 //! invalid decision) gets a fresh instance, never the old one.
 
-use gangway_plugin_sdk::slots::Fairness;
+use gangway_plugin_sdk::Fairness;
 use std::time::Duration;
 
 use gangway_core::Slot;
-use gangway_core::policy::{GuardPolicy, PolicyErrorKind};
+use gangway_core::policy::{GuardSettings, PolicyErrorKind};
 use gangway_core::wasm::{Budget, CallPath, PolicyEngine, SandboxConfig, WasmErrorKind};
 
 use crate::guests;
@@ -49,7 +49,7 @@ fn check_on(
     let mut sched = scheduler(JOBS);
     let mut twin = scheduler(JOBS);
     // Never quarantined here: every round must reach the module.
-    sched.policies_mut().set_guard(GuardPolicy {
+    sched.policies_mut().set_guard(GuardSettings {
         quarantine_after: u32::MAX,
         keep_previous: 2,
     });

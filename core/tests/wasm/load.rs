@@ -4,7 +4,7 @@
 use gangway_core::Slot;
 use gangway_core::policy::PolicyErrorKind;
 use gangway_core::wasm::WasmErrorKind;
-use gangway_plugin_sdk::slots::Fairness;
+use gangway_plugin_sdk::Fairness;
 
 use crate::guests;
 

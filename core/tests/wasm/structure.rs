@@ -4,9 +4,9 @@
 
 use gangway_core::Slot;
 use gangway_core::wasm::{CONTRACT_VERSION, CallPath, WasmError, WasmErrorKind};
-use gangway_plugin_sdk::slots::Fairness;
-use gangway_plugin_sdk::slots::{Gang, Locality};
+use gangway_plugin_sdk::Fairness;
 use gangway_plugin_sdk::{FairnessDecision, JobId, Ranked, wire};
+use gangway_plugin_sdk::{Gang, Locality};
 
 use crate::guests::{self, WIT, componentize, fairness_wat};
 use crate::support::{accounted, empty_view, run, scheduler};

@@ -38,8 +38,8 @@ pub(crate) fn scheduler(jobs: u64) -> Scheduler {
 
 /// A fairness view of the [`scheduler`] cluster with no VCs and no jobs:
 /// short enough not to trigger the conditional guests.
-pub(crate) fn empty_view() -> gangway_plugin_sdk::RoundView {
-    gangway_plugin_sdk::RoundView {
+pub(crate) fn empty_view() -> gangway_plugin_sdk::FairnessView {
+    gangway_plugin_sdk::FairnessView {
         now_s: 0,
         cluster: scheduler(0).state().summary(),
         vcs: vec![],

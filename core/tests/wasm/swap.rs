@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use gangway_core::policy::{GuardPolicy, Native, PolicyErrorKind, SlotEvent};
+use gangway_core::policy::{GuardSettings, Native, PolicyErrorKind, SlotEvent};
 use gangway_core::wasm::{PolicyEngine, SandboxConfig};
 use gangway_core::{AttemptEnd, JobId, JobSpec, JobState, Scheduler, Slot, Topology};
-use gangway_plugin_sdk::slots::{Fairness, Gang, Locality};
+use gangway_plugin_sdk::{Fairness, Gang, Locality};
 
 use crate::guests;
 use crate::support::{accounted, run, scheduler};
@@ -25,7 +25,7 @@ fn a_failing_module_is_quarantined_and_the_last_good_one_restored() {
     let fifo = plugin(&engine, "fifo");
     let trap = engine.load("trap", &guests::hostile("trap")).unwrap();
     let mut sched = scheduler(80);
-    sched.policies_mut().set_guard(GuardPolicy {
+    sched.policies_mut().set_guard(GuardSettings {
         quarantine_after: 3,
         keep_previous: 2,
     });
@@ -92,7 +92,7 @@ fn keep_previous_bounds_the_rollback_stack() {
     let engine = guests::engine();
     let builtin = plugin(&engine, "builtin");
     let mut sched = scheduler(10);
-    sched.policies_mut().set_guard(GuardPolicy {
+    sched.policies_mut().set_guard(GuardSettings {
         quarantine_after: 3,
         keep_previous: 1,
     });
@@ -263,7 +263,10 @@ fn hot_swap_under_load_loses_no_job() {
 fn native_policies_are_quarantined_too() {
     struct Omits;
     impl gangway_plugin_sdk::FairnessPolicy for Omits {
-        fn order(&self, _: &gangway_plugin_sdk::RoundView) -> gangway_plugin_sdk::FairnessDecision {
+        fn order(
+            &self,
+            _: &gangway_plugin_sdk::FairnessView,
+        ) -> gangway_plugin_sdk::FairnessDecision {
             gangway_plugin_sdk::FairnessDecision::default()
         }
     }
@@ -291,7 +294,10 @@ fn native_policies_are_quarantined_too() {
 fn a_failing_baseline_gives_way_to_the_builtin() {
     struct Omits;
     impl gangway_plugin_sdk::FairnessPolicy for Omits {
-        fn order(&self, _: &gangway_plugin_sdk::RoundView) -> gangway_plugin_sdk::FairnessDecision {
+        fn order(
+            &self,
+            _: &gangway_plugin_sdk::FairnessView,
+        ) -> gangway_plugin_sdk::FairnessDecision {
             gangway_plugin_sdk::FairnessDecision::default()
         }
     }

@@ -2,13 +2,13 @@
 //! is refused with an error or gives a policy whose decisions pass every
 //! rule of the contract.
 
-use gangway_core::conformance::Views;
-use gangway_core::policy::SlotRules;
 use gangway_catalog::CatalogSlot;
+use gangway_core::conformance::Views;
+use gangway_plugin_sdk::SlotContract;
 
 use super::{by_slot, generate};
 
-fn one<S: CatalogSlot + SlotRules + Views>(pick: u8, config: &[u8]) {
+fn one<S: CatalogSlot + SlotContract + Views>(pick: u8, config: &[u8]) {
     let name = S::NAMES[usize::from(pick) % S::NAMES.len()];
     let Ok(mut policy) = S::native(name, config) else {
         return;

@@ -195,7 +195,7 @@ pub(crate) fn generate<T: std::fmt::Debug>(
 /// Calls `$f::<Slot>($args)` for the slot `$b` picks.
 macro_rules! by_slot {
     ($b:expr, $f:ident ( $($args:expr),* )) => {{
-        use gangway_plugin_sdk::slots::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
+        use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
         match $b % 6 {
             0 => $f::<Fairness>($($args),*),
             1 => $f::<Locality>($($args),*),
@@ -225,14 +225,14 @@ mod tests {
 
     #[test]
     fn generation_is_a_function_of_the_seed() {
-        use gangway_plugin_sdk::testing::strategy::round_view;
+        use gangway_plugin_sdk::testing::strategy::fairness_view;
         assert_eq!(
-            generate(round_view(), b"abc"),
-            generate(round_view(), b"abc")
+            generate(fairness_view(), b"abc"),
+            generate(fairness_view(), b"abc")
         );
         assert_ne!(
-            generate(round_view(), b"abc"),
-            generate(round_view(), b"abd")
+            generate(fairness_view(), b"abc"),
+            generate(fairness_view(), b"abd")
         );
     }
 }

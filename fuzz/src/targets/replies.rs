@@ -1,9 +1,9 @@
 //! The host's side of a guest's reply, without Wasm: the bounded decoder
 //! and the contract's rules, on raw bytes or on valid replies mutated.
 
-use gangway_core::conformance::Views;
-use gangway_core::policy::SlotRules;
 use gangway_catalog::CatalogSlot;
+use gangway_core::conformance::Views;
+use gangway_plugin_sdk::SlotContract;
 use gangway_plugin_sdk::wire;
 
 use super::{by_slot, generate};
@@ -40,7 +40,7 @@ pub(crate) fn reply_bytes<S: CatalogSlot + Views>(
 }
 
 /// Checks the host's reading of `bytes` as a reply to `view`.
-pub(crate) fn check_reply<S: SlotRules>(view: &S::View, bytes: &[u8]) {
+pub(crate) fn check_reply<S: SlotContract>(view: &S::View, bytes: &[u8]) {
     // As a reply message (what a module that takes view messages sends):
     // compact runs are bounded by the view, and validation never panics.
     if let Ok(decision) = wire::decode_reply_message::<S>(bytes, view) {

@@ -2,10 +2,10 @@
 //! preset (quota reclaim, delay scheduling, fixed retries) or the
 //! `tiresias` preset (LAS with preemption).
 
+use gangway_catalog as catalog;
 use gangway_core::{
     AttemptEnd, FailureClass, JobId, JobSpec, Scheduler, ServerId, TopologyBuilder,
 };
-use gangway_catalog as catalog;
 
 /// Byte 0 picks the policies; then each 3 bytes are one event (kind, job,
 /// argument). Every event is accepted or refused with a typed error, and

@@ -1,8 +1,8 @@
 //! Users' files: machine lists, topology files, the trace formats and
 //! preset files.
 
-use gangway_core::{RackGrouping, Topology, TopologyError};
 use gangway_catalog as catalog;
+use gangway_core::{RackGrouping, Topology, TopologyError};
 use gangway_replay::trace::{self, Format, Trace, TraceError};
 
 /// The checks every topology that loads must pass.

@@ -1,23 +1,170 @@
-//! The six slots of the contract, one file each: the slot's own view and
-//! decision, the trait a policy author implements, and the marker type that
-//! describes the slot to the host ([`crate::SlotContract`]).
+//! The slots of the contract, and the registry that lists them.
 //!
-//! A round consults them in this order: [`Retry`] (failed attempts since the
-//! last round), [`Fairness`], [`Locality`], placement with [`Gang`], then
-//! [`Reclaim`] and [`Defragment`] for the jobs still waiting.
+//! Each slot is one folder: `mod.rs` holds its view, its decision, the
+//! trait a policy author implements and the marker type that describes the
+//! slot to the host ([`crate::SlotContract`]); `rules.rs` the rules every
+//! decision is checked against; `wire.rs` how its view and decision cross
+//! the sandbox boundary; `fallback.rs` its built-in policy. The locality
+//! and gang slots share one view, in `queue_view/`.
+//!
+//! This file is the registry: [`Slot`] names every slot at run time, and
+//! [`with_slot!`](crate::with_slot) turns a [`Slot`] into its marker type,
+//! so that code which must do something for every slot (a policy set, the
+//! conformance kit, a host's configuration) is written once, generically,
+//! and iterates [`Slot::ALL`]. Adding a slot is a new folder, a variant
+//! here and a line in `with_slot!`.
+//!
+//! A round consults the slots in the order of [`Slot::ALL`]: [`Retry`]
+//! (failed attempts since the last round), [`Fairness`], [`Locality`],
+//! placement with [`Gang`], then [`Reclaim`] and [`Defragment`] for the jobs
+//! still waiting.
 
-mod defragment;
-mod fairness;
-mod gang;
-mod locality;
-mod reclaim;
+pub(crate) mod defragment;
+pub(crate) mod fairness;
+pub(crate) mod gang;
+pub(crate) mod locality;
+mod nothing;
+pub(crate) mod queue_view;
+pub(crate) mod reclaim;
 mod retry;
 
-pub use defragment::{DefragDecision, DefragView, Defragment, DefragmentPolicy, Move};
-pub use fairness::{Fairness, FairnessDecision, FairnessPolicy, Ranked, RoundView};
-pub use gang::{Gang, GangAction, GangDecision, GangPolicy};
-pub use locality::{Locality, LocalityDecision, LocalityPolicy, QueueView};
+use serde::{Deserialize, Serialize};
+
+pub use defragment::{Defragment, DefragmentDecision, DefragmentPolicy, DefragmentView, Move};
+pub use fairness::{Fairness, FairnessDecision, FairnessPolicy, FairnessView, FifoQuota, Ranked};
+pub use gang::{Backfill, Gang, GangAction, GangDecision, GangPolicy};
+pub use locality::{Locality, LocalityDecision, LocalityPolicy, Strict};
+pub use nothing::Nothing;
+pub use queue_view::QueueView;
 pub use reclaim::{Reclaim, ReclaimDecision, ReclaimPolicy, ReclaimView};
 pub use retry::{
-    FailedAttempt, FailureClass, Retry, RetryAction, RetryDecision, RetryPolicy, RetryView,
+    FailedAttempt, FailureClass, Fixed, Retry, RetryAction, RetryDecision, RetryPolicy, RetryView,
 };
+
+/// A policy slot, named at run time. Its marker type, which carries
+/// everything about it, is what [`with_slot!`](crate::with_slot) gives.
+///
+/// The variants' order is their wire order (snapshots and reports encode a
+/// slot by it); [`Slot::ALL`] is the order a round consults them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Slot {
+    /// Orders pending jobs and marks which may start now.
+    Fairness,
+    /// Gives each eligible job its spread limit.
+    Locality,
+    /// Decides what a job that does not fit does to the jobs behind it.
+    Gang,
+    /// Chooses running jobs to stop so that waiting ones can start.
+    Reclaim,
+    /// Decides what happens after an attempt fails.
+    Retry,
+    /// Proposes migrations of running jobs that free room for a waiting gang.
+    Defragment,
+}
+
+/// Runs `$body` with the type name `$S` bound to the marker type of the
+/// slot `$slot` (a [`Slot`] value): the one place that turns a slot named at
+/// run time into its type.
+///
+/// ```
+/// use gangway_plugin_sdk::{with_slot, Slot, SlotContract};
+/// let names: Vec<&str> = Slot::ALL.iter().map(|&s| with_slot!(s, |S| S::FALLBACK)).collect();
+/// assert_eq!(names, ["fixed", "fifo-quota", "strict", "backfill", "none", "none"]);
+/// ```
+#[macro_export]
+macro_rules! with_slot {
+    ($slot:expr, |$S:ident| $body:expr) => {
+        match $slot {
+            $crate::Slot::Fairness => {
+                type $S = $crate::Fairness;
+                $body
+            }
+            $crate::Slot::Locality => {
+                type $S = $crate::Locality;
+                $body
+            }
+            $crate::Slot::Gang => {
+                type $S = $crate::Gang;
+                $body
+            }
+            $crate::Slot::Reclaim => {
+                type $S = $crate::Reclaim;
+                $body
+            }
+            $crate::Slot::Retry => {
+                type $S = $crate::Retry;
+                $body
+            }
+            $crate::Slot::Defragment => {
+                type $S = $crate::Defragment;
+                $body
+            }
+        }
+    };
+}
+
+impl Slot {
+    /// How many slots there are.
+    pub const COUNT: usize = 6;
+
+    /// All slots, in the order a round consults them.
+    pub const ALL: [Slot; Slot::COUNT] = [
+        Slot::Retry,
+        Slot::Fairness,
+        Slot::Locality,
+        Slot::Gang,
+        Slot::Reclaim,
+        Slot::Defragment,
+    ];
+
+    /// The slot's name as used in WIT, configs and reports.
+    ///
+    /// ```
+    /// use gangway_plugin_sdk::Slot;
+    /// assert_eq!(Slot::Defragment.as_str(), "defragment");
+    /// assert_eq!(Slot::from_name("gang"), Some(Slot::Gang));
+    /// assert_eq!(Slot::Gang.call(), "on-blocked");
+    /// ```
+    pub const fn as_str(self) -> &'static str {
+        with_slot!(self, |S| <S as crate::SlotContract>::NAME)
+    }
+
+    /// The name of the slot's per-round function in its WIT interface.
+    pub const fn call(self) -> &'static str {
+        with_slot!(self, |S| <S as crate::SlotContract>::CALL)
+    }
+
+    /// The name of the slot's built-in policy.
+    pub const fn fallback(self) -> &'static str {
+        with_slot!(self, |S| <S as crate::SlotContract>::FALLBACK)
+    }
+
+    /// The slot called `name`, if any.
+    pub fn from_name(name: &str) -> Option<Slot> {
+        Slot::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
+    /// Its position in [`Slot::ALL`]: where it sits in a table indexed by
+    /// slot.
+    ///
+    /// ```
+    /// use gangway_plugin_sdk::Slot;
+    /// assert!(Slot::ALL.iter().enumerate().all(|(i, s)| s.index() == i));
+    /// ```
+    pub const fn index(self) -> usize {
+        let mut i = 0;
+        while i < Slot::COUNT {
+            if Slot::ALL[i] as u8 == self as u8 {
+                return i;
+            }
+            i += 1;
+        }
+        unreachable!()
+    }
+}
+
+impl std::fmt::Display for Slot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

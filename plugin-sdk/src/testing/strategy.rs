@@ -12,7 +12,7 @@ use proptest::prelude::*;
 
 use crate::ids::{JobId, Level, ServerId, VcId};
 use crate::slots::{
-    DefragView, FailedAttempt, FailureClass, QueueView, ReclaimView, RetryView, RoundView,
+    DefragmentView, FailedAttempt, FailureClass, FairnessView, QueueView, ReclaimView, RetryView,
 };
 use crate::view::{
     ClusterSummary, LevelSummary, PendingJob, RunningJob, ServerState, SpreadLimit, VcUsage,
@@ -188,7 +188,7 @@ pub fn pending_jobs(shape: Shape, vcs: u32, now: u64) -> impl Strategy<Value = V
 }
 
 /// A fairness view: a random cluster, 1 to 15 VCs, a random queue.
-pub fn round_view() -> impl Strategy<Value = RoundView> {
+pub fn fairness_view() -> impl Strategy<Value = FairnessView> {
     (shape(), 1usize..16, 0u64..10_000_000)
         .prop_flat_map(|(shape, nvcs, now)| {
             let total = shape.total_gpus();
@@ -207,7 +207,7 @@ pub fn round_view() -> impl Strategy<Value = RoundView> {
                     v.pending_jobs += 1;
                 }
             }
-            RoundView {
+            FairnessView {
                 now_s: now,
                 cluster: shape.summary(free),
                 vcs,
@@ -219,7 +219,7 @@ pub fn round_view() -> impl Strategy<Value = RoundView> {
 /// A locality or gang view: the eligible part of a random fairness view.
 /// `with_limits` fills `spread` (what the gang slot sees).
 pub fn queue_view(with_limits: bool) -> impl Strategy<Value = QueueView> {
-    (round_view(), any::<u64>()).prop_map(move |(round, seed)| {
+    (fairness_view(), any::<u64>()).prop_map(move |(round, seed)| {
         let jobs: Vec<PendingJob> = round
             .jobs
             .into_iter()
@@ -292,7 +292,7 @@ fn running_jobs(
 
 /// A reclaim view: running jobs, and waiting jobs with their reasons.
 pub fn reclaim_view() -> impl Strategy<Value = ReclaimView> {
-    (round_view(), 0usize..60, any::<u64>())
+    (fairness_view(), 0usize..60, any::<u64>())
         .prop_flat_map(|(round, n, seed)| {
             let shape = shape_of(&round.cluster);
             let nvcs = round.vcs.len() as u32;
@@ -363,8 +363,8 @@ pub fn retry_view() -> impl Strategy<Value = RetryView> {
 
 /// A defragment view: servers with their free GPUs, the jobs on them, and
 /// gangs waiting with fragmentation delay.
-pub fn defrag_view() -> impl Strategy<Value = DefragView> {
-    reclaim_view().prop_map(|r| DefragView {
+pub fn defragment_view() -> impl Strategy<Value = DefragmentView> {
+    reclaim_view().prop_map(|r| DefragmentView {
         now_s: r.now_s,
         cluster: r.cluster,
         servers: r.servers,

@@ -72,7 +72,7 @@ pub(crate) fn check_reply_len<T>(bytes: &[u8], max: usize) -> Result<(), WireErr
     Ok(())
 }
 
-/// `FairnessDecision` rather than `gangway_plugin_sdk::slots::fairness::FairnessDecision`.
+/// `FairnessDecision` rather than `gangway_plugin_sdk::fairness::FairnessDecision`.
 fn short_type_name<T>() -> &'static str {
     let full = std::any::type_name::<T>();
     match full.find('<') {

@@ -6,20 +6,20 @@
 //! bytes, about three times faster; every slot reaches the right codec
 //! through its [`crate::SlotContract`].
 
+pub(crate) mod change;
 pub(crate) mod codec;
 pub(crate) mod compact;
-pub(crate) mod delta;
-pub(crate) mod fast;
+pub(crate) mod postcard;
 
 pub use codec::{WireError, decode, encode, encode_into};
 
-use crate::slot::SlotContract;
+use crate::SlotContract;
 
 /// Encodes a view of slot `S` with the slot's codec.
 ///
 /// ```
-/// use gangway_plugin_sdk::{slots::Fairness, wire, RoundView};
-/// let view = RoundView { now_s: 7, ..RoundView::default() };
+/// use gangway_plugin_sdk::{Fairness, wire, FairnessView};
+/// let view = FairnessView { now_s: 7, ..FairnessView::default() };
 /// let bytes = wire::encode_view::<Fairness>(&view);
 /// assert_eq!(bytes, wire::encode(&view));
 /// assert_eq!(wire::decode_view::<Fairness>(&bytes).unwrap(), view);
@@ -44,17 +44,17 @@ pub const VIEW_FULL: u8 = 0;
 pub const VIEW_CHANGE: u8 = 1;
 
 /// Encodes the view message a host sends a module whose manifest asks for
-/// changes ([`crate::Manifest::view_deltas`]) into `out` (cleared first):
+/// changes ([`crate::Manifest::view_changes`]) into `out` (cleared first):
 /// `view` as a change from `base`, the view of the last call the instance
 /// answered, when the slot has a change encoding and it is shorter, else
 /// whole. The last byte says which ([`VIEW_CHANGE`] or [`VIEW_FULL`]).
 ///
 /// ```
-/// use gangway_plugin_sdk::{slots::Fairness, wire, PendingJob, JobId, RoundView};
-/// let base = RoundView {
+/// use gangway_plugin_sdk::{Fairness, wire, PendingJob, JobId, FairnessView};
+/// let base = FairnessView {
 ///     now_s: 10,
 ///     jobs: (0..100).map(|i| PendingJob { id: JobId(i), ..PendingJob::default() }).collect(),
-///     ..RoundView::default()
+///     ..FairnessView::default()
 /// };
 /// let mut next = base.clone();
 /// next.now_s = 11;
@@ -74,7 +74,7 @@ pub fn encode_view_message<S: SlotContract>(
     out: &mut Vec<u8>,
 ) {
     match base {
-        Some(base) if S::encode_view_delta(base, view, out) => out.push(VIEW_CHANGE),
+        Some(base) if S::encode_view_change(base, view, out) => out.push(VIEW_CHANGE),
         _ => {
             S::encode_view(view, out);
             out.push(VIEW_FULL);
@@ -91,7 +91,7 @@ pub fn decode_view_message<S: SlotContract>(
 ) -> Result<(), WireError> {
     match bytes.split_last() {
         Some((&VIEW_FULL, body)) => S::decode_view_into(body, view),
-        Some((&VIEW_CHANGE, body)) => S::apply_view_delta(body, view),
+        Some((&VIEW_CHANGE, body)) => S::apply_view_change(body, view),
         _ => Err(WireError {
             what: "view message",
             reason: "empty, or its last byte is neither 0 (whole view) nor 1 (change)".into(),
@@ -111,7 +111,7 @@ pub const REPLY_COMPACT: u8 = 1;
 /// which ([`REPLY_COMPACT`] or [`REPLY_PLAIN`]).
 ///
 /// ```
-/// use gangway_plugin_sdk::{slots::Gang, wire, GangAction, GangDecision, QueueView};
+/// use gangway_plugin_sdk::{Gang, wire, GangAction, GangDecision, QueueView};
 /// let view = QueueView { jobs: vec![Default::default(); 300], ..QueueView::default() };
 /// let backfill = GangDecision { on_blocked: vec![GangAction::Backfill; 300], max_reservations: 0 };
 /// let mut bytes = Vec::new();
@@ -161,8 +161,8 @@ pub fn encode_decision<S: SlotContract>(decision: &S::Decision) -> Vec<u8> {
 /// the view has jobs, is refused before anything is allocated.
 ///
 /// ```
-/// use gangway_plugin_sdk::{slots::Fairness, wire, RoundView};
-/// let view = RoundView::default(); // no jobs: the only answer is empty
+/// use gangway_plugin_sdk::{Fairness, wire, FairnessView};
+/// let view = FairnessView::default(); // no jobs: the only answer is empty
 /// assert!(wire::decode_decision::<Fairness>(&[0], &view).is_ok());
 /// let err = wire::decode_decision::<Fairness>(&[1, 5, 1], &view).unwrap_err();
 /// assert!(err.to_string().contains("more entries than the view has jobs"), "{err}");

@@ -1,6 +1,6 @@
 //! `builtin`: the core's built-in policies as one component that exports
 //! four slots, built from the very types the core runs natively
-//! ([`gangway_plugin_sdk::builtin`]): FIFO within virtual-cluster quotas
+//! (the fallbacks of `gangway_plugin_sdk`): FIFO within virtual-cluster quotas
 //! (`fifo-quota`), strict locality (`strict`), backfill (`backfill`) and
 //! retry every failure (`fixed` without options). These are the only
 //! implementations of those rules: the catalog names map to this module's
@@ -19,7 +19,7 @@
 //! assert!(Backfill::from_config(b"x = 1").is_err());
 //! ```
 
-pub use gangway_plugin_sdk::builtin::{Backfill, FifoQuota, Fixed, Strict};
+pub use gangway_plugin_sdk::{Backfill, FifoQuota, Fixed, Strict};
 
 gangway_plugin_sdk::export_fairness!(FifoQuota);
 gangway_plugin_sdk::export_locality!(Strict);

@@ -16,7 +16,7 @@
 //!     id: JobId(id), vc: VcId(0), user: 0, gpus, submitted_s: id, waiting_s,
 //!     attempts: 0, attained_gpu_s: 0, min_level: Level(2), min_servers: 1,
 //! };
-//! let view = RoundView {
+//! let view = FairnessView {
 //!     now_s: 5_000,
 //!     cluster: ClusterSummary { total_gpus: 16, free_gpus: 4, server_level: Level(2), levels: vec![] },
 //!     vcs: vec![],
@@ -28,7 +28,7 @@
 //! ```
 
 use gangway_plugin_sdk::{
-    ConfigError, Configure, FairnessDecision, FairnessPolicy, Ranked, RoundView, config_text,
+    ConfigError, Configure, FairnessDecision, FairnessPolicy, FairnessView, Ranked, config_text,
 };
 use serde::Deserialize;
 
@@ -67,7 +67,7 @@ impl Configure for SmallestFirst {
 
 /// The rule: a pure function of the view, so native and Wasm runs agree.
 impl FairnessPolicy for SmallestFirst {
-    fn order(&self, view: &RoundView) -> FairnessDecision {
+    fn order(&self, view: &FairnessView) -> FairnessDecision {
         let mut jobs: Vec<_> = view.jobs.iter().collect();
         jobs.sort_by_key(|j| {
             let starving = j.waiting_s >= self.config.starve_after_s;
@@ -96,8 +96,8 @@ mod tests {
     use gangway_plugin_sdk::{ClusterSummary, JobId, Level, PendingJob, VcId};
     use proptest::prelude::*;
 
-    fn view(jobs: &[(u32, u64)]) -> RoundView {
-        RoundView {
+    fn view(jobs: &[(u32, u64)]) -> FairnessView {
+        FairnessView {
             now_s: 0,
             cluster: ClusterSummary {
                 total_gpus: 64,

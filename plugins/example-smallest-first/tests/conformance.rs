@@ -2,7 +2,7 @@
 //! scheduler scenarios with liveness) on this crate's policies at their defaults.
 
 use gangway_core::conformance::{self, Options};
-use gangway_plugin_sdk::slots::*;
+use gangway_plugin_sdk::*;
 
 fn options() -> Options {
     Options {
@@ -27,12 +27,12 @@ fn fairness_smallestfirst_conforms() {
 #[test]
 fn a_broken_policy_fails_with_its_smallest_view() {
     use gangway_core::conformance::FailureKind;
-    use gangway_plugin_sdk::{FairnessDecision, FairnessPolicy, Ranked, RoundView};
+    use gangway_plugin_sdk::{FairnessDecision, FairnessPolicy, FairnessView, Ranked};
 
     #[derive(Clone)]
     struct Forgetful;
     impl FairnessPolicy for Forgetful {
-        fn order(&self, view: &RoundView) -> FairnessDecision {
+        fn order(&self, view: &FairnessView) -> FairnessDecision {
             let keep = if view.jobs.len() >= 3 {
                 view.jobs.len() - 1
             } else {
@@ -58,7 +58,9 @@ fn a_broken_policy_fails_with_its_smallest_view() {
     assert!(text.contains("an answer breaks the contract"), "{text}");
     let repro = failure.view.expect("the failing view");
     assert!(
-        repro.starts_with("let view = gangway_plugin_sdk::wire::decode_view::<gangway_plugin_sdk::slots::Fairness>(&["),
+        repro.starts_with(
+            "let view = gangway_plugin_sdk::wire::decode_view::<gangway_plugin_sdk::Fairness>(&["
+        ),
         "{repro}"
     );
     // The printed line really rebuilds a view of 3 jobs.

@@ -2,7 +2,7 @@
 //! scheduler scenarios with liveness) on this crate's policies at their defaults.
 
 use gangway_core::conformance::{self, Options};
-use gangway_plugin_sdk::slots::*;
+use gangway_plugin_sdk::*;
 
 fn options() -> Options {
     Options {

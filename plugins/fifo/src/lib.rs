@@ -18,7 +18,7 @@
 //!     id: JobId(id), vc: VcId(0), user: 0, gpus: 1, submitted_s, waiting_s: 0,
 //!     attempts: 0, attained_gpu_s: 0, min_level: Level(2), min_servers: 1,
 //! };
-//! let view = RoundView {
+//! let view = FairnessView {
 //!     now_s: 100,
 //!     cluster: ClusterSummary { total_gpus: 8, free_gpus: 8, server_level: Level(2), levels: vec![] },
 //!     vcs: vec![],
@@ -31,7 +31,7 @@
 //! ```
 
 use gangway_plugin_sdk::{
-    ConfigError, Configure, FairnessDecision, FairnessPolicy, QueueOrder, Ranked, RoundView,
+    ConfigError, Configure, FairnessDecision, FairnessPolicy, FairnessView, QueueOrder, Ranked,
     no_options,
 };
 
@@ -46,7 +46,7 @@ impl FairnessPolicy for Fifo {
         QueueOrder::Submit
     }
 
-    fn order(&self, view: &RoundView) -> FairnessDecision {
+    fn order(&self, view: &FairnessView) -> FairnessDecision {
         let mut jobs: Vec<_> = view.jobs.iter().map(|j| (j.submitted_s, j.id)).collect();
         jobs.sort_unstable();
         FairnessDecision {
@@ -76,8 +76,8 @@ mod tests {
     use gangway_plugin_sdk::{ClusterSummary, JobId, Level, PendingJob, VcId};
     use proptest::prelude::*;
 
-    fn view(jobs: &[(u32, u64)]) -> RoundView {
-        RoundView {
+    fn view(jobs: &[(u32, u64)]) -> FairnessView {
+        FairnessView {
             now_s: 0,
             cluster: ClusterSummary {
                 total_gpus: 8,

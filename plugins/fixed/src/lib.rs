@@ -6,7 +6,7 @@
 //! failure after `after_s` seconds until the job has had `max_attempts`
 //! attempts (0: as many as the host allows; a host marks its last allowed
 //! attempt as final), then give up. The rule itself is the core's built-in
-//! retry policy ([`gangway_plugin_sdk::builtin::Fixed`]); this crate adds its
+//! retry policy ([`gangway_plugin_sdk::Fixed`]); this crate adds its
 //! options.
 //!
 //! # Options (TOML)
@@ -26,7 +26,7 @@
 //! assert_eq!(p.retry(&view).actions, [RetryAction::Retry { after_s: 180 }, RetryAction::GiveUp]);
 //! ```
 
-use gangway_plugin_sdk::builtin::Fixed;
+use gangway_plugin_sdk::Fixed;
 use gangway_plugin_sdk::{
     ConfigError, Configure, RetryDecision, RetryPolicy, RetryView, config_text,
 };

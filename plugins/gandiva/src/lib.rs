@@ -36,7 +36,7 @@
 //!     .map(|i| ServerState { id: ServerId(i), domain: 0, gpus: 8, free: 4 })
 //!     .collect();
 //! let small = |id, s| RunningJob { id: JobId(id), gpus: 4, parts: vec![(ServerId(s), 4)], ..RunningJob::default() };
-//! let view = DefragView {
+//! let view = DefragmentView {
 //!     cluster: ClusterSummary { server_level: Level(1), ..ClusterSummary::default() },
 //!     servers,
 //!     running: vec![small(1, 0), small(2, 1)],
@@ -45,7 +45,7 @@
 //!         reason: WaitReason::Fragmentation,
 //!         limit: SpreadLimit::new(Level(1), 1),
 //!     }],
-//!     ..DefragView::default()
+//!     ..DefragmentView::default()
 //! };
 //! let d = Gandiva::from_config(b"").unwrap().plan(&view);
 //! assert_eq!(d.moves, vec![Move { job: JobId(1), to: vec![(ServerId(1), 4)] }]);
@@ -55,7 +55,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use gangway_plugin_sdk::{
-    ConfigError, Configure, DefragDecision, DefragView, DefragmentPolicy, Move, RunningJob,
+    ConfigError, Configure, DefragmentDecision, DefragmentPolicy, DefragmentView, Move, RunningJob,
     ServerId, WaitingJob, config_text,
 };
 use serde::Deserialize;
@@ -98,7 +98,7 @@ impl Gandiva {
     }
 
     /// The cheapest plan that gives `w` its servers, if any.
-    fn plan_for(&self, view: &DefragView, w: &WaitingJob) -> Option<Plan> {
+    fn plan_for(&self, view: &DefragmentView, w: &WaitingJob) -> Option<Plan> {
         let server_level = view.cluster.server_level;
         let largest = view.servers.iter().map(|s| s.gpus).max().unwrap_or(0);
         let k = if w.job.gpus <= largest {
@@ -155,7 +155,7 @@ impl Gandiva {
     /// free, each to one server outside it, fullest first.
     fn moves_for(
         &self,
-        view: &DefragView,
+        view: &DefragmentView,
         target: &[usize],
         small: &HashMap<ServerId, Vec<&RunningJob>>,
         gpus: u32,
@@ -200,16 +200,16 @@ impl Configure for Gandiva {
 }
 
 impl DefragmentPolicy for Gandiva {
-    fn plan(&self, view: &DefragView) -> DefragDecision {
+    fn plan(&self, view: &DefragmentView) -> DefragmentDecision {
         for w in view.waiting.iter().take(16) {
             if let Some(plan) = self.plan_for(view, w) {
-                return DefragDecision {
+                return DefragmentDecision {
                     moves: plan.moves,
                     start: Some(w.job.id),
                 };
             }
         }
-        DefragDecision::default()
+        DefragmentDecision::default()
     }
 }
 
@@ -225,8 +225,13 @@ mod tests {
     use proptest::prelude::*;
     use std::collections::HashSet;
 
-    fn view(free: &[u32], running: Vec<RunningJob>, gang: u32, limit: SpreadLimit) -> DefragView {
-        DefragView {
+    fn view(
+        free: &[u32],
+        running: Vec<RunningJob>,
+        gang: u32,
+        limit: SpreadLimit,
+    ) -> DefragmentView {
+        DefragmentView {
             cluster: ClusterSummary {
                 server_level: Level(2),
                 ..ClusterSummary::default()
@@ -253,7 +258,7 @@ mod tests {
                 reason: WaitReason::Fragmentation,
                 limit,
             }],
-            ..DefragView::default()
+            ..DefragmentView::default()
         }
     }
 
@@ -276,7 +281,7 @@ mod tests {
             SpreadLimit::new(Level(1), 2),
         );
         // Nothing outside rack 0 has room: no plan.
-        assert_eq!(Gandiva::default().plan(&v), DefragDecision::default());
+        assert_eq!(Gandiva::default().plan(&v), DefragmentDecision::default());
         let mut v = v;
         v.servers[3].free = 8;
         v.running.pop();
@@ -296,7 +301,7 @@ mod tests {
             SpreadLimit::new(Level(2), 1),
         );
         let p = Gandiva::from_config(b"max_move_gpus = 2").unwrap();
-        assert_eq!(p.plan(&v), DefragDecision::default());
+        assert_eq!(p.plan(&v), DefragmentDecision::default());
         assert!(Gandiva::from_config(b"max = 2").is_err());
     }
 
@@ -304,7 +309,7 @@ mod tests {
         /// Moves only running jobs, each once, onto other servers with room
         /// for them, with exactly their GPUs; a start whenever it moves.
         #[test]
-        fn plans_are_well_formed(view in strategy::defrag_view()) {
+        fn plans_are_well_formed(view in strategy::defragment_view()) {
             let d = Gandiva::default().plan(&view);
             prop_assert_eq!(d.moves.is_empty(), d.start.is_none());
             let mut free: HashMap<ServerId, u32> = view.servers.iter().map(|s| (s.id, s.free)).collect();

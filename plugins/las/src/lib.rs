@@ -42,7 +42,7 @@
 //!     id: JobId(id), vc: VcId(0), user: 0, gpus: 1, submitted_s: id, waiting_s: 0,
 //!     attempts: 1, attained_gpu_s, min_level: Level(2), min_servers: 1,
 //! };
-//! let view = RoundView {
+//! let view = FairnessView {
 //!     now_s: 100,
 //!     cluster: ClusterSummary { total_gpus: 8, free_gpus: 0, server_level: Level(2), levels: vec![] },
 //!     vcs: vec![],
@@ -54,8 +54,8 @@
 //! ```
 
 use gangway_plugin_sdk::{
-    ConfigError, Configure, FairnessDecision, FairnessPolicy, PendingJob, QueueOrder, Ranked,
-    RoundView, config_text,
+    ConfigError, Configure, FairnessDecision, FairnessPolicy, FairnessView, PendingJob, QueueOrder,
+    Ranked, config_text,
 };
 use serde::Deserialize;
 
@@ -145,7 +145,7 @@ impl FairnessPolicy for Las {
         }
     }
 
-    fn order(&self, view: &RoundView) -> FairnessDecision {
+    fn order(&self, view: &FairnessView) -> FairnessDecision {
         let mut jobs: Vec<(usize, &PendingJob)> =
             view.jobs.iter().map(|j| (self.queue(j), j)).collect();
         jobs.sort_by_key(|(q, j)| (*q, j.submitted_s, j.id));
@@ -188,8 +188,8 @@ mod tests {
         }
     }
 
-    fn view(jobs: Vec<PendingJob>) -> RoundView {
-        RoundView {
+    fn view(jobs: Vec<PendingJob>) -> FairnessView {
+        FairnessView {
             now_s: 1_000_000,
             cluster: ClusterSummary {
                 total_gpus: 8,

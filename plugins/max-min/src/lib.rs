@@ -41,7 +41,7 @@
 //!     id: JobId(id), vc: VcId(vc), user: 0, gpus, submitted_s: id, waiting_s: 0,
 //!     attempts: 0, attained_gpu_s: 0, min_level: Level(2), min_servers: 1,
 //! };
-//! let view = RoundView {
+//! let view = FairnessView {
 //!     now_s: 100,
 //!     cluster: ClusterSummary { total_gpus: 12, free_gpus: 0, server_level: Level(2), levels: vec![] },
 //!     // VC 0 (weight 2) wants 16, VC 1 (weight 1) wants 2: VC 1 gets its 2,
@@ -59,7 +59,7 @@
 use std::collections::BTreeMap;
 
 use gangway_plugin_sdk::{
-    ConfigError, Configure, FairnessDecision, FairnessPolicy, QueueOrder, RoundView, VcId,
+    ConfigError, Configure, FairnessDecision, FairnessPolicy, FairnessView, QueueOrder, VcId,
     config_text,
 };
 use serde::{Deserialize, Deserializer};
@@ -135,7 +135,7 @@ impl MaxMin {
         &self.config
     }
 
-    fn claims(&self, view: &RoundView, queues: &Queues<'_>) -> Vec<Claim> {
+    fn claims(&self, view: &FairnessView, queues: &Queues<'_>) -> Vec<Claim> {
         queues
             .vcs()
             .iter()
@@ -155,7 +155,7 @@ impl MaxMin {
 
     /// Each VC's weighted max-min fair share of the cluster's GPUs this round,
     /// by VC id (VCs of `view.vcs` and any other a pending job names).
-    pub fn fair_shares(&self, view: &RoundView) -> Vec<(VcId, u32)> {
+    pub fn fair_shares(&self, view: &FairnessView) -> Vec<(VcId, u32)> {
         let claims = with_queues(view, Cover::All, |queues| self.claims(view, queues));
         water_fill(&claims, u64::from(view.cluster.total_gpus))
             .into_iter()
@@ -211,7 +211,7 @@ impl FairnessPolicy for MaxMin {
         QueueOrder::Submit
     }
 
-    fn order(&self, view: &RoundView) -> FairnessDecision {
+    fn order(&self, view: &FairnessView) -> FairnessDecision {
         with_queues(view, Cover::All, |queues| {
             let claims = self.claims(view, queues);
             let shares = water_fill(&claims, u64::from(view.cluster.total_gpus));

@@ -29,12 +29,12 @@ fn job(id: u64, vc: u32, gpus: u32, submitted_s: u64) -> PendingJob {
     }
 }
 
-fn view(total: u32, free: u32, mut vcs: Vec<VcUsage>, mut jobs: Vec<PendingJob>) -> RoundView {
+fn view(total: u32, free: u32, mut vcs: Vec<VcUsage>, mut jobs: Vec<PendingJob>) -> FairnessView {
     jobs.sort_by_key(|j| (j.submitted_s, j.id));
     for v in &mut vcs {
         v.pending_gpus = jobs.iter().filter(|j| j.vc == v.id).map(|j| j.gpus).sum();
     }
-    RoundView {
+    FairnessView {
         now_s: 0,
         cluster: ClusterSummary {
             total_gpus: total,
@@ -51,7 +51,7 @@ fn ranked(d: &FairnessDecision) -> Vec<(u64, bool)> {
     d.order.iter().map(|r| (r.job.0, r.eligible)).collect()
 }
 
-fn shares(p: &MaxMin, v: &RoundView) -> Vec<u32> {
+fn shares(p: &MaxMin, v: &FairnessView) -> Vec<u32> {
     p.fair_shares(v).iter().map(|(_, s)| *s).collect()
 }
 
@@ -133,7 +133,7 @@ prop_compose! {
         jobs in proptest::collection::vec((0u32..6, prop_oneof![Just(1u32), Just(2), Just(4), Just(8), Just(16)], 0u64..500), 0..40),
         total in 16u32..128,
         free_pct in 0u32..=100,
-    ) -> RoundView {
+    ) -> FairnessView {
         let vcs: Vec<VcUsage> = vcs.iter().enumerate().map(|(i, (w, h))| vc(i as u32, *w, *h)).collect();
         let jobs = jobs.iter().enumerate().map(|(i, (v, g, s))| job(i as u64, *v, *g, *s)).collect();
         view(total, total * free_pct / 100, vcs, jobs)

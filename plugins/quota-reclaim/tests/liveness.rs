@@ -10,7 +10,7 @@
 use gangway_core::policy::{BoxedBackend, Native, PolicySet};
 use gangway_core::{AttemptEnd, JobId, JobSpec, JobState, Scheduler, Topology};
 use gangway_plugin_sdk::Configure;
-use gangway_plugin_sdk::slots::{Fairness, Gang, Reclaim};
+use gangway_plugin_sdk::{Fairness, Gang, Reclaim};
 use gangway_policy_quota_reclaim::QuotaReclaim;
 use gangway_policy_reserve::Reserve;
 use gangway_policy_vc_quota::VcQuota;

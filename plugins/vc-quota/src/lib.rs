@@ -53,7 +53,7 @@
 //!     id: JobId(id), vc: VcId(vc), user: 0, gpus: 8, submitted_s, waiting_s: 0,
 //!     attempts: 0, attained_gpu_s: 0, min_level: Level(2), min_servers: 1,
 //! };
-//! let view = RoundView {
+//! let view = FairnessView {
 //!     now_s: 100,
 //!     cluster: ClusterSummary { total_gpus: 64, free_gpus: 8, server_level: Level(2), levels: vec![] },
 //!     // VC 0 already uses its whole quota; VC 1 uses none of its own.
@@ -71,7 +71,7 @@
 use std::collections::BTreeMap;
 
 use gangway_plugin_sdk::{
-    ConfigError, Configure, FairnessDecision, FairnessPolicy, QueueOrder, RoundView, VcId,
+    ConfigError, Configure, FairnessDecision, FairnessPolicy, FairnessView, QueueOrder, VcId,
     config_text,
 };
 use serde::{Deserialize, Deserializer};
@@ -183,7 +183,7 @@ impl VcQuota {
 
     /// The quota of every VC of `view` (those listed in `view.vcs` and any
     /// other a pending job names), by VC id.
-    pub fn effective_quotas(&self, view: &RoundView) -> Vec<EffectiveQuota> {
+    pub fn effective_quotas(&self, view: &FairnessView) -> Vec<EffectiveQuota> {
         with_queues(view, Cover::All, |queues| {
             let mut out = Vec::with_capacity(queues.vcs().len());
             self.each_quota(view, queues.vcs_mut(), true, |q, quota_gpus, source| {
@@ -198,7 +198,7 @@ impl VcQuota {
     }
 
     /// The two passes over queues holding the VCs `cover` says.
-    fn order_covering(&self, view: &RoundView, cover: Cover) -> FairnessDecision {
+    fn order_covering(&self, view: &FairnessView, cover: Cover) -> FairnessDecision {
         self.order_covering_with(view, cover, true)
     }
 
@@ -206,7 +206,7 @@ impl VcQuota {
     /// for a second pass in which no load can change.
     fn order_covering_with(
         &self,
-        view: &RoundView,
+        view: &FairnessView,
         cover: Cover,
         shortcut: bool,
     ) -> FairnessDecision {
@@ -221,7 +221,7 @@ impl VcQuota {
 
     /// Whether some VC of `view` may get a demand share (it has neither a
     /// configured nor a host-set quota, and `unquoted` is demand-share).
-    fn may_share(&self, view: &RoundView) -> bool {
+    fn may_share(&self, view: &FairnessView) -> bool {
         let unquoted =
             |vc: VcId, host: Option<u32>| host.is_none() && !self.config.quota.contains_key(&vc.0);
         self.config.unquoted == Unquoted::DemandShare
@@ -233,7 +233,7 @@ impl VcQuota {
     }
 
     /// A VC's configured or host-set quota, or which rule sizes it.
-    fn source(&self, view: &RoundView, q: &VcQueue) -> (Option<u32>, QuotaSource) {
+    fn source(&self, view: &FairnessView, q: &VcQueue) -> (Option<u32>, QuotaSource) {
         if let Some(&n) = self.config.quota.get(&q.id.0) {
             return (Some(n), QuotaSource::Config);
         }
@@ -252,7 +252,7 @@ impl VcQuota {
     /// (GPUs held plus asked for), rounded down.
     fn each_quota(
         &self,
-        view: &RoundView,
+        view: &FairnessView,
         vcs: &mut [VcQueue],
         all: bool,
         mut each: impl FnMut(&mut VcQueue, Option<u32>, QuotaSource),
@@ -303,7 +303,7 @@ impl FairnessPolicy for VcQuota {
         QueueOrder::Submit
     }
 
-    fn order(&self, view: &RoundView) -> FairnessDecision {
+    fn order(&self, view: &FairnessView) -> FairnessDecision {
         // Demand shares split what explicit quotas leave over all VCs; only
         // then must every VC be looked at.
         let cover = if self.may_share(view) {

@@ -29,13 +29,13 @@ fn job(id: u64, vc: u32, gpus: u32, submitted_s: u64) -> PendingJob {
     }
 }
 
-fn view(total: u32, free: u32, vcs: Vec<VcUsage>, mut jobs: Vec<PendingJob>) -> RoundView {
+fn view(total: u32, free: u32, vcs: Vec<VcUsage>, mut jobs: Vec<PendingJob>) -> FairnessView {
     jobs.sort_by_key(|j| (j.submitted_s, j.id));
     let mut vcs = vcs;
     for v in &mut vcs {
         v.pending_gpus = jobs.iter().filter(|j| j.vc == v.id).map(|j| j.gpus).sum();
     }
-    RoundView {
+    FairnessView {
         now_s: 10_000,
         cluster: ClusterSummary {
             total_gpus: total,
@@ -224,7 +224,7 @@ prop_compose! {
         jobs in proptest::collection::vec((0u32..6, prop_oneof![Just(1u32), Just(2), Just(4), Just(8), Just(16)], 0u64..500), 0..40),
         total in 16u32..128,
         free_pct in 0u32..=100,
-    ) -> RoundView {
+    ) -> FairnessView {
         let vcs: Vec<VcUsage> = vcs.iter().enumerate().map(|(i, (q, h))| vc(i as u32, *q, *h)).collect();
         let jobs = jobs.iter().enumerate().map(|(i, (v, g, s))| job(i as u64, *v, *g, *s)).collect();
         view(total, total * free_pct / 100, vcs, jobs)

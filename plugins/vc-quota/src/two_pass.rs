@@ -17,7 +17,9 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 use std::collections::binary_heap::PeekMut;
 
-use gangway_plugin_sdk::{FairnessDecision, JobId, PendingJob, Ranked, RoundView, VcId, VcUsage};
+use gangway_plugin_sdk::{
+    FairnessDecision, FairnessView, JobId, PendingJob, Ranked, VcId, VcUsage,
+};
 
 /// One VC of a round: its usage, its quota (set by the policy) and its FIFO
 /// queue of pending jobs.
@@ -46,7 +48,7 @@ impl VcQueue {
     }
 
     /// Its usage record in `view`, if the host listed it.
-    pub(crate) fn usage<'v>(&self, view: &'v RoundView) -> Option<&'v VcUsage> {
+    pub(crate) fn usage<'v>(&self, view: &'v FairnessView) -> Option<&'v VcUsage> {
         self.usage.and_then(|i| view.vcs.get(i))
     }
 }
@@ -71,7 +73,7 @@ thread_local! {
 /// The VCs of a round in id order (see [`Cover`]), each with its pending
 /// jobs oldest first.
 pub(crate) struct Queues<'a> {
-    view: &'a RoundView,
+    view: &'a FairnessView,
     scratch: &'a mut Scratch,
 }
 
@@ -90,7 +92,7 @@ pub(crate) enum Cover {
 
 /// Runs `f` on the queues of `view` holding the VCs `cover` says.
 pub(crate) fn with_queues<R>(
-    view: &RoundView,
+    view: &FairnessView,
     cover: Cover,
     f: impl FnOnce(&mut Queues<'_>) -> R,
 ) -> R {
@@ -103,7 +105,7 @@ pub(crate) fn with_queues<R>(
 
 impl<'a> Queues<'a> {
     /// Groups the pending jobs of `view` by VC, oldest first.
-    fn build(view: &'a RoundView, cover: Cover, scratch: &'a mut Scratch) -> Queues<'a> {
+    fn build(view: &'a FairnessView, cover: Cover, scratch: &'a mut Scratch) -> Queues<'a> {
         // The host lists VCs indexed by id; then a job's VC is found by
         // index, and every listed VC gets a record (one without jobs is
         // never active, so covering it changes no answer). Otherwise (or
@@ -336,12 +338,12 @@ impl<'a> Queues<'a> {
 
 /// The usage record of `vc` in `view` (normally at index `vc`).
 #[allow(dead_code)] // `max-min` compiles this file too and has no use for it.
-pub(crate) fn usage_of(view: &RoundView, vc: VcId) -> Option<&VcUsage> {
+pub(crate) fn usage_of(view: &FairnessView, vc: VcId) -> Option<&VcUsage> {
     usage_index(view, vc).and_then(|i| view.vcs.get(i))
 }
 
 /// The index in `view.vcs` of the usage record of `vc` (normally `vc`).
-fn usage_index(view: &RoundView, vc: VcId) -> Option<usize> {
+fn usage_index(view: &FairnessView, vc: VcId) -> Option<usize> {
     match view.vcs.get(vc.0 as usize) {
         Some(v) if v.id == vc => Some(vc.0 as usize),
         _ => view.vcs.iter().position(|v| v.id == vc),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The figures of the README's "Gangway on Slurm" section, measured on a
+# The Slurm figures of docs/performance.md, measured on a
 # fresh loopback cluster (cluster.sh) with the daemon built in target/:
 #   1. submit to RUNNING through the daemon on an idle cluster (median of 20
 #      one-GPU jobs submitted one after another);

@@ -1,11 +1,11 @@
 //! Bulk views as changes from the last one: what the host sends a module
-//! whose glue asks for it (the manifest's `view_deltas`, which the SDK's
+//! whose glue asks for it (the manifest's `view_changes`, which the SDK's
 //! export glue sets). A backlog that stands from round to round then costs
 //! the jobs and VCs that changed, not every entry encoded by the host and
 //! decoded in the sandbox again. Views of fewer than 16 entries travel
 //! whole.
 //!
-//! A change of a fairness view ([`RoundView`]) is its `now_s` and `cluster`
+//! A change of a fairness view ([`FairnessView`]) is its `now_s` and `cluster`
 //! whole, then its `vcs` and its jobs as runs. A change of a locality or
 //! gang view ([`QueueView`]) is its `now_s` and `cluster`, a byte saying
 //! whether each job's spread limit travels with it (1: both views have one
@@ -40,13 +40,12 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use super::codec::{U32, U64, WireError};
-use super::fast::{JOB_MAX, RUNNING_MAX, Reader, VC_MAX, Writer, cluster_max, write_sized};
-use crate::slots::{QueueView, ReclaimView, RoundView};
+use super::postcard::{JOB_MAX, RUNNING_MAX, Reader, VC_MAX, Writer};
 use crate::view::{PendingJob, RunningJob, ServerState, SpreadLimit, VcUsage, WaitingJob};
 
 /// Where the entries of the new list come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Run {
+pub(crate) enum Run {
     /// The base's entries `from..from + count`.
     Keep { from: usize, count: usize },
     /// The new list's entries `from..from + count`, sent in full.
@@ -60,13 +59,13 @@ const LOOKAHEAD: usize = 16;
 thread_local! {
     /// The diff's scratch: its runs and the base's index by key (built
     /// only when an entry is not where the diff expects it).
-    static DIFF: RefCell<Scratch> = RefCell::new(Scratch::default());
+    pub(crate) static DIFF: RefCell<Scratch> = RefCell::new(Scratch::default());
 }
 
 /// The diff's scratch: its runs, and the base's positions by key.
 #[derive(Default)]
-struct Scratch {
-    runs: Vec<Run>,
+pub(crate) struct Scratch {
+    pub(crate) runs: Vec<Run>,
     index: HashMap<u64, usize, BuildHasherDefault<IdHasher>>,
 }
 
@@ -91,7 +90,7 @@ impl Hasher for IdHasher {
 }
 
 /// An entry of a list that a view change carries as runs.
-trait Kept: Default {
+pub(crate) trait Kept: Default {
     /// The fewest bytes it takes on the wire.
     const MIN_BYTES: usize;
     /// Its id: how the diff finds it when it moved.
@@ -262,9 +261,9 @@ impl Kept for WaitingJob {
 /// One side of a diff: a list, and its jobs' spread limits (one per entry
 /// when limits travel with the jobs; else unused).
 #[derive(Clone, Copy)]
-struct Side<'a, T> {
-    list: &'a [T],
-    spread: &'a [SpreadLimit],
+pub(crate) struct Side<'a, T> {
+    pub(crate) list: &'a [T],
+    pub(crate) spread: &'a [SpreadLimit],
 }
 
 /// How many entries at the start of `new` are those of `base`, `dt`
@@ -289,7 +288,7 @@ fn unchanged<T: Kept>(base: Side<'_, T>, new: Side<'_, T>, paired: bool, dt: u64
 /// Appends the runs that build `new` from `base` (with their limits when
 /// `paired`), `dt` seconds later, to `scratch.runs`; returns how many
 /// entries travel in full.
-fn diff<T: Kept>(
+pub(crate) fn diff<T: Kept>(
     base: Side<'_, T>,
     new: Side<'_, T>,
     paired: bool,
@@ -392,7 +391,7 @@ fn diff<T: Kept>(
 }
 
 /// [`diff`] of two lists without limits.
-fn diff_list<T: Kept>(base: &[T], new: &[T], dt: u64, scratch: &mut Scratch) -> usize {
+pub(crate) fn diff_list<T: Kept>(base: &[T], new: &[T], dt: u64, scratch: &mut Scratch) -> usize {
     let bare = |list| Side { list, spread: &[] };
     diff(bare(base), bare(new), false, dt, scratch)
 }
@@ -420,7 +419,12 @@ fn in_place(runs: &[Run]) -> bool {
 impl Writer<'_> {
     /// Writes `runs`, the entries of new runs in full (jobs with their
     /// limits when `spread` travels with them).
-    fn runs<T: Kept>(&mut self, runs: &[Run], list: &[T], spread: Option<&[SpreadLimit]>) {
+    pub(crate) fn runs<T: Kept>(
+        &mut self,
+        runs: &[Run],
+        list: &[T],
+        spread: Option<&[SpreadLimit]>,
+    ) {
         self.varint(((runs.len() as u64) << 1) | u64::from(in_place(runs)));
         for run in runs {
             match *run {
@@ -447,17 +451,17 @@ impl Writer<'_> {
 /// changes too (RFold's fairness views: about 11 VCs and a job or two)
 /// moved decoding out of the guest but as much diffing into the host: the
 /// replay's Wasm loop did not change measurably.
-const MIN_ENTRIES: usize = 16;
+pub(crate) const MIN_ENTRIES: usize = 16;
 
 /// Whether a change with `literal` of `entries` entries in full is worth
 /// sending rather than the whole view.
-fn worth(literal: usize, entries: usize) -> bool {
+pub(crate) fn worth(literal: usize, entries: usize) -> bool {
     entries >= MIN_ENTRIES && literal * 2 <= entries
 }
 
 /// The most bytes `runs` take, with the new entries of `list` in full
 /// (`extra` more bytes each).
-fn runs_max<T: Kept>(runs: &[Run], list: &[T], extra: usize) -> usize {
+pub(crate) fn runs_max<T: Kept>(runs: &[Run], list: &[T], extra: usize) -> usize {
     let new: usize = runs
         .iter()
         .map(|r| match *r {
@@ -471,233 +475,10 @@ fn runs_max<T: Kept>(runs: &[Run], list: &[T], extra: usize) -> usize {
     U64 + runs.len() * 2 * U64 + new
 }
 
-/// Encodes `view` as a change from `base` into `out` (cleared first), or
-/// returns `false` (leaving `out` unspecified) when the whole view is
-/// about as short (always for fewer than [`MIN_ENTRIES`] VCs and jobs).
-pub(crate) fn encode_round_view_delta(
-    base: &RoundView,
-    view: &RoundView,
-    out: &mut Vec<u8>,
-) -> bool {
-    let RoundView {
-        now_s,
-        cluster,
-        vcs,
-        jobs,
-    } = view;
-    let entries = vcs.len() + jobs.len();
-    if entries < MIN_ENTRIES {
-        return false;
-    }
-    let dt = now_s.wrapping_sub(base.now_s);
-    DIFF.with(|scratch| {
-        let scratch = &mut *scratch.borrow_mut();
-        scratch.runs.clear();
-        let literal = diff_list(&base.vcs, vcs, dt, scratch);
-        let split = scratch.runs.len();
-        let literal = literal + diff_list(&base.jobs, jobs, dt, scratch);
-        if !worth(literal, entries) {
-            return false;
-        }
-        let (vc_runs, job_runs) = scratch.runs.split_at(split);
-        let max =
-            U64 + cluster_max(cluster) + runs_max(vc_runs, vcs, 0) + runs_max(job_runs, jobs, 0);
-        write_sized(out, max, |w| {
-            w.varint(*now_s);
-            w.cluster_summary(cluster);
-            w.runs(vc_runs, vcs, None);
-            w.runs(job_runs, jobs, None);
-        })
-    })
-}
-
-/// Encodes `view` as a change from `base` into `out` (cleared first), or
-/// returns `false` (leaving `out` unspecified) when the whole view is
-/// about as short (always for fewer than [`MIN_ENTRIES`] jobs).
-pub(crate) fn encode_queue_view_delta(
-    base: &QueueView,
-    view: &QueueView,
-    out: &mut Vec<u8>,
-) -> bool {
-    let QueueView {
-        now_s,
-        cluster,
-        jobs,
-        spread,
-    } = view;
-    if jobs.len() < MIN_ENTRIES {
-        return false;
-    }
-    let dt = now_s.wrapping_sub(base.now_s);
-    let paired = spread.len() == jobs.len() && base.spread.len() == base.jobs.len();
-    DIFF.with(|scratch| {
-        let scratch = &mut *scratch.borrow_mut();
-        scratch.runs.clear();
-        let (old, new) = (
-            Side {
-                list: &base.jobs[..],
-                spread: &base.spread,
-            },
-            Side { list: jobs, spread },
-        );
-        let literal = diff(old, new, paired, dt, scratch);
-        if !worth(literal, jobs.len()) {
-            return false;
-        }
-        let runs = &scratch.runs;
-        let rest = if paired {
-            0
-        } else {
-            U64 + spread.len() * (1 + U32)
-        };
-        let max = U64 + cluster_max(cluster) + 1 + runs_max(runs, jobs, 1 + U32) + rest;
-        write_sized(out, max, |w| {
-            w.varint(*now_s);
-            w.cluster_summary(cluster);
-            w.byte(u8::from(paired));
-            if paired {
-                w.runs(runs, jobs, Some(spread));
-            } else {
-                w.runs(runs, jobs, None);
-                w.spread_limits(spread);
-            }
-        })
-    })
-}
-
-/// Encodes `view` as a change from `base` into `out` (cleared first), or
-/// returns `false` (leaving `out` unspecified) when the whole view is
-/// about as short (always for fewer than [`MIN_ENTRIES`] entries in all).
-pub(crate) fn encode_reclaim_view_delta(
-    base: &ReclaimView,
-    view: &ReclaimView,
-    out: &mut Vec<u8>,
-) -> bool {
-    let ReclaimView {
-        now_s,
-        cluster,
-        vcs,
-        servers,
-        running,
-        waiting,
-    } = view;
-    let entries = vcs.len() + servers.len() + running.len() + waiting.len();
-    if entries < MIN_ENTRIES {
-        return false;
-    }
-    let dt = now_s.wrapping_sub(base.now_s);
-    DIFF.with(|scratch| {
-        let scratch = &mut *scratch.borrow_mut();
-        scratch.runs.clear();
-        let mut literal = diff_list(&base.vcs, vcs, dt, scratch);
-        let a = scratch.runs.len();
-        literal += diff_list(&base.servers, servers, dt, scratch);
-        let b = scratch.runs.len();
-        literal += diff_list(&base.running, running, dt, scratch);
-        let c = scratch.runs.len();
-        literal += diff_list(&base.waiting, waiting, dt, scratch);
-        if !worth(literal, entries) {
-            return false;
-        }
-        let runs = &scratch.runs;
-        let (vc_runs, server_runs, running_runs, waiting_runs) =
-            (&runs[..a], &runs[a..b], &runs[b..c], &runs[c..]);
-        let max = U64
-            + cluster_max(cluster)
-            + runs_max(vc_runs, vcs, 0)
-            + runs_max(server_runs, servers, 0)
-            + runs_max(running_runs, running, 0)
-            + runs_max(waiting_runs, waiting, 0);
-        write_sized(out, max, |w| {
-            w.varint(*now_s);
-            w.cluster_summary(cluster);
-            w.runs(vc_runs, vcs, None);
-            w.runs(server_runs, servers, None);
-            w.runs(running_runs, running, None);
-            w.runs(waiting_runs, waiting, None);
-        })
-    })
-}
-
-/// Applies a change to `view`, which holds its base. After an error `view`
-/// holds a partial result and must not be used.
-pub(crate) fn apply_round_view_delta(bytes: &[u8], view: &mut RoundView) -> Result<(), WireError> {
-    let RoundView {
-        now_s,
-        cluster,
-        vcs,
-        jobs,
-    } = view;
-    let mut r = Reader::new(bytes, "RoundView change");
-    let now = r.u64()?;
-    let dt = now.wrapping_sub(*now_s);
-    *now_s = now;
-    r.cluster_summary(cluster)?;
-    apply_runs(&mut r, vcs, None, dt)?;
-    apply_runs(&mut r, jobs, None, dt)?;
-    r.finish()
-}
-
-/// Applies a change to `view`, which holds its base. After an error `view`
-/// holds a partial result and must not be used.
-pub(crate) fn apply_queue_view_delta(bytes: &[u8], view: &mut QueueView) -> Result<(), WireError> {
-    let QueueView {
-        now_s,
-        cluster,
-        jobs,
-        spread,
-    } = view;
-    let mut r = Reader::new(bytes, "QueueView change");
-    let now = r.u64()?;
-    let dt = now.wrapping_sub(*now_s);
-    *now_s = now;
-    r.cluster_summary(cluster)?;
-    match r.byte()? {
-        1 => {
-            if spread.len() != jobs.len() {
-                return Err(r.error("limits travel with jobs the base has no limits for"));
-            }
-            apply_runs(&mut r, jobs, Some(spread), dt)?;
-        }
-        0 => {
-            apply_runs(&mut r, jobs, None, dt)?;
-            r.spread_limits(spread, usize::MAX)?;
-        }
-        _ => return Err(r.error("bad bool")),
-    }
-    r.finish()
-}
-
-/// Applies a change to `view`, which holds its base. After an error `view`
-/// holds a partial result and must not be used.
-pub(crate) fn apply_reclaim_view_delta(
-    bytes: &[u8],
-    view: &mut ReclaimView,
-) -> Result<(), WireError> {
-    let ReclaimView {
-        now_s,
-        cluster,
-        vcs,
-        servers,
-        running,
-        waiting,
-    } = view;
-    let mut r = Reader::new(bytes, "ReclaimView change");
-    let now = r.u64()?;
-    let dt = now.wrapping_sub(*now_s);
-    *now_s = now;
-    r.cluster_summary(cluster)?;
-    apply_runs(&mut r, vcs, None, dt)?;
-    apply_runs(&mut r, servers, None, dt)?;
-    apply_runs(&mut r, running, None, dt)?;
-    apply_runs(&mut r, waiting, None, dt)?;
-    r.finish()
-}
-
 /// Rebuilds `list` (and `spread`, when limits travel with the jobs) from
 /// the runs `r` holds: in place when the runs say they allow it, else into
 /// a new list (kept entries moved out of the base, not copied).
-fn apply_runs<T: Kept>(
+pub(crate) fn apply_runs<T: Kept>(
     r: &mut Reader<'_>,
     list: &mut Vec<T>,
     spread: Option<&mut Vec<SpreadLimit>>,
@@ -846,8 +627,15 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::slots::fairness::wire as fairness_wire;
+
+    use crate::slots::queue_view::wire as queue_wire;
+    use crate::slots::reclaim::wire as reclaim_wire;
+    use crate::view::SpreadLimit;
+
     use crate::WaitReason;
     use crate::ids::{JobId, Level};
+    use crate::slots::{FairnessView, QueueView, ReclaimView};
     use crate::testing::strategy;
 
     /// How a view changes between two rounds: jobs leave, arrive, change,
@@ -922,7 +710,7 @@ mod tests {
         /// Whatever changed, the base plus the change is the new view.
         #[test]
         fn a_change_rebuilds_the_round_view(
-            base in strategy::round_view(),
+            base in strategy::fairness_view(),
             edits in edits(),
             vc_edits in prop::collection::vec((any::<usize>(), any::<u32>()), 0..4),
             dt in prop_oneof![Just(0u64), 1u64..100_000, Just(u64::MAX)],
@@ -935,11 +723,11 @@ mod tests {
                     v.held_gpus = *held;
                 }
             }
-            let view = RoundView { now_s: base.now_s.wrapping_add(dt), jobs, vcs, ..base.clone() };
+            let view = FairnessView { now_s: base.now_s.wrapping_add(dt), jobs, vcs, ..base.clone() };
             let mut bytes = vec![0xAA; 5];
-            if encode_round_view_delta(&base, &view, &mut bytes) {
+            if fairness_wire::encode_view_change(&base, &view, &mut bytes) {
                 let mut held = base.clone();
-                apply_round_view_delta(&bytes, &mut held).unwrap();
+                fairness_wire::apply_view_change(&bytes, &mut held).unwrap();
                 prop_assert_eq!(held, view);
             } else {
                 // Only a small view travels whole when nothing but time passed.
@@ -962,9 +750,9 @@ mod tests {
             let (jobs, spread) = edited(&base.jobs, &base.spread, &edits, dt);
             let view = QueueView { now_s: base.now_s.wrapping_add(dt), jobs, spread, ..base.clone() };
             let mut bytes = Vec::new();
-            if encode_queue_view_delta(&base, &view, &mut bytes) {
+            if queue_wire::encode_view_change(&base, &view, &mut bytes) {
                 let mut held = base.clone();
-                apply_queue_view_delta(&bytes, &mut held).unwrap();
+                queue_wire::apply_view_change(&bytes, &mut held).unwrap();
                 prop_assert_eq!(held, view);
             }
         }
@@ -999,9 +787,9 @@ mod tests {
                 view.servers[at].free += 1;
             }
             let mut bytes = Vec::new();
-            if encode_reclaim_view_delta(&base, &view, &mut bytes) {
+            if reclaim_wire::encode_view_change(&base, &view, &mut bytes) {
                 let mut held = base.clone();
-                apply_reclaim_view_delta(&bytes, &mut held).unwrap();
+                reclaim_wire::apply_view_change(&bytes, &mut held).unwrap();
                 prop_assert_eq!(held, view);
             } else {
                 let entries =
@@ -1009,7 +797,7 @@ mod tests {
                 prop_assert!(entries < MIN_ENTRIES, "{} entries", entries);
             }
             let mut held = base.clone();
-            let _ = apply_reclaim_view_delta(&bytes, &mut held);
+            let _ = reclaim_wire::apply_view_change(&bytes, &mut held);
         }
 
         /// On arbitrary bytes over any base the guest's side never panics,
@@ -1020,11 +808,11 @@ mod tests {
             bytes in prop::collection::vec(any::<u8>(), 0..200),
         ) {
             let mut held = base.clone();
-            if apply_queue_view_delta(&bytes, &mut held).is_ok() {
+            if queue_wire::apply_view_change(&bytes, &mut held).is_ok() {
                 prop_assert!(held.jobs.len() <= base.jobs.len() + bytes.len() / PendingJob::MIN_BYTES);
             }
-            let mut round = RoundView { jobs: base.jobs.clone(), ..RoundView::default() };
-            if apply_round_view_delta(&bytes, &mut round).is_ok() {
+            let mut round = FairnessView { jobs: base.jobs.clone(), ..FairnessView::default() };
+            if fairness_wire::apply_view_change(&bytes, &mut round).is_ok() {
                 prop_assert!(round.jobs.len() <= base.jobs.len() + bytes.len() / PendingJob::MIN_BYTES);
             }
         }
@@ -1062,10 +850,10 @@ mod tests {
             j.attained_gpu_s += 120;
         }
         let mut bytes = Vec::new();
-        assert!(encode_reclaim_view_delta(&base, &view, &mut bytes));
+        assert!(reclaim_wire::encode_view_change(&base, &view, &mut bytes));
         assert!(bytes.len() < 24, "{} bytes", bytes.len());
         let mut held = base.clone();
-        apply_reclaim_view_delta(&bytes, &mut held).unwrap();
+        reclaim_wire::apply_view_change(&bytes, &mut held).unwrap();
         assert_eq!(held, view);
     }
 
@@ -1073,7 +861,7 @@ mod tests {
     /// started leave a gap that the next keep run jumps.
     #[test]
     fn a_standing_backlog_costs_a_few_bytes() {
-        let base = RoundView {
+        let base = FairnessView {
             now_s: 100,
             jobs: (0..1_000)
                 .map(|i| PendingJob {
@@ -1083,7 +871,7 @@ mod tests {
                     ..PendingJob::default()
                 })
                 .collect(),
-            ..RoundView::default()
+            ..FairnessView::default()
         };
         let mut view = base.clone();
         view.now_s = 101;
@@ -1091,36 +879,36 @@ mod tests {
             j.waiting_s += 1;
         }
         let mut bytes = Vec::new();
-        assert!(encode_round_view_delta(&base, &view, &mut bytes));
+        assert!(fairness_wire::encode_view_change(&base, &view, &mut bytes));
         assert!(bytes.len() < 16, "{} bytes", bytes.len());
         view.jobs.drain(100..140);
-        assert!(encode_round_view_delta(&base, &view, &mut bytes));
+        assert!(fairness_wire::encode_view_change(&base, &view, &mut bytes));
         assert!(bytes.len() < 20, "{} bytes", bytes.len());
         let mut held = base.clone();
-        apply_round_view_delta(&bytes, &mut held).unwrap();
+        fairness_wire::apply_view_change(&bytes, &mut held).unwrap();
         assert_eq!(held, view);
         // A change whose keep runs copy more than the base holds is refused.
         // (now, cluster, no VC runs, then two runs that each keep job 0.)
         let bad = [0, 0, 0, 0, 0, 0, 4, 2, 0, 2, 0];
-        let mut small = RoundView {
+        let mut small = FairnessView {
             jobs: vec![PendingJob::default()],
-            ..RoundView::default()
+            ..FairnessView::default()
         };
-        let err = apply_round_view_delta(&bad, &mut small).unwrap_err();
+        let err = fairness_wire::apply_view_change(&bad, &mut small).unwrap_err();
         assert!(err.to_string().contains("past the base view"), "{err}");
         // One keep run copies it once.
-        let mut small = RoundView {
+        let mut small = FairnessView {
             jobs: vec![PendingJob::default()],
-            ..RoundView::default()
+            ..FairnessView::default()
         };
-        apply_round_view_delta(&[0, 0, 0, 0, 0, 0, 2, 2, 0], &mut small).unwrap();
+        fairness_wire::apply_view_change(&[0, 0, 0, 0, 0, 0, 2, 2, 0], &mut small).unwrap();
         // In place, a keep run that reaches back before the last one is refused.
-        let mut two = RoundView {
+        let mut two = FairnessView {
             jobs: vec![PendingJob::default(); 2],
-            ..RoundView::default()
+            ..FairnessView::default()
         };
         let back = [0, 0, 0, 0, 0, 0, 5, 2, 1, 2, 0];
-        let err = apply_round_view_delta(&back, &mut two).unwrap_err();
+        let err = fairness_wire::apply_view_change(&back, &mut two).unwrap_err();
         assert!(err.to_string().contains("out of place"), "{err}");
     }
 
@@ -1138,7 +926,7 @@ mod tests {
             attained_gpu_s: 1_000_000 + u64::from(i),
             pending_jobs: 0,
         };
-        let base = RoundView {
+        let base = FairnessView {
             now_s: 5_000,
             vcs: (0..15).map(vc).collect(),
             jobs: vec![PendingJob {
@@ -1146,7 +934,7 @@ mod tests {
                 gpus: 1,
                 ..PendingJob::default()
             }],
-            ..RoundView::default()
+            ..FairnessView::default()
         };
         let mut view = base.clone();
         view.now_s = 5_007;
@@ -1158,9 +946,9 @@ mod tests {
             ..PendingJob::default()
         });
         let mut whole = Vec::new();
-        crate::wire::fast::encode_round_view(&view, &mut whole);
+        fairness_wire::encode_view(&view, &mut whole);
         let mut bytes = Vec::new();
-        assert!(encode_round_view_delta(&base, &view, &mut bytes));
+        assert!(fairness_wire::encode_view_change(&base, &view, &mut bytes));
         assert!(
             bytes.len() * 3 < whole.len(),
             "{} of {} bytes",
@@ -1169,7 +957,7 @@ mod tests {
         );
         let mut held = base.clone();
         let memory = held.vcs.as_ptr();
-        apply_round_view_delta(&bytes, &mut held).unwrap();
+        fairness_wire::apply_view_change(&bytes, &mut held).unwrap();
         assert_eq!(held, view);
         assert_eq!(held.vcs.as_ptr(), memory, "rebuilt in place");
     }

@@ -1,17 +1,21 @@
 //! The defragment slot: migrate running jobs (checkpoint and restart them
 //! elsewhere) so that a waiting gang finds the local room it needs.
 
+mod rules;
+
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{JobId, ServerId};
-use crate::slot::{Policy, Slot, SlotContract};
+use crate::slot_contract::{InvalidDecision, Policy, SlotContract};
+use crate::slots::Nothing;
+use crate::slots::Slot;
 use crate::view::ServerState;
 use crate::view::{ClusterSummary, RunningJob, WaitingJob};
 use crate::wire::codec;
 
 /// What the defragment slot sees, after a round's placement and reclaim.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DefragView {
+pub struct DefragmentView {
     /// The host's clock (seconds).
     pub now_s: u64,
     /// Cluster capacity.
@@ -43,7 +47,7 @@ pub struct Move {
 /// the gang still does not fit, it refuses the whole decision and moves
 /// nothing.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DefragDecision {
+pub struct DefragmentDecision {
     /// Migrations, in order.
     pub moves: Vec<Move>,
     /// The waiting job the moves make room for (required when there are moves).
@@ -53,11 +57,11 @@ pub struct DefragDecision {
 /// The defragment slot: propose migrations that free room for a waiting gang.
 pub trait DefragmentPolicy {
     /// The moves, and the job they are for.
-    fn plan(&self, view: &DefragView) -> DefragDecision;
+    fn plan(&self, view: &DefragmentView) -> DefragmentDecision;
 }
 
 impl<P: DefragmentPolicy + ?Sized> Policy<Defragment> for P {
-    fn decide(&self, view: &DefragView) -> DefragDecision {
+    fn decide(&self, view: &DefragmentView) -> DefragmentDecision {
         self.plan(view)
     }
 }
@@ -68,10 +72,19 @@ pub struct Defragment;
 
 impl SlotContract for Defragment {
     const SLOT: Slot = Slot::Defragment;
-    type View = DefragView;
-    type Decision = DefragDecision;
+    const NAME: &'static str = "defragment";
+    const CALL: &'static str = "plan";
+    const FALLBACK: &'static str = "none";
+    const FALLBACK_DECIDES_NOTHING: bool = true;
+    type View = DefragmentView;
+    type Decision = DefragmentDecision;
+    type Fallback = Nothing;
 
-    fn max_reply_bytes(view: &DefragView) -> usize {
+    fn validate(view: &Self::View, d: &Self::Decision) -> Result<(), InvalidDecision> {
+        rules::validate(view, d)
+    }
+
+    fn max_reply_bytes(view: &DefragmentView) -> usize {
         let gpus: usize = view.running.iter().map(|j| j.gpus as usize).sum();
         2 * codec::LEN
             + 1

@@ -1,16 +1,22 @@
 //! The fairness slot: order the pending jobs and mark which may start now.
 
+mod fallback;
+mod rules;
+pub(crate) mod wire;
+
 use serde::{Deserialize, Serialize};
 
 use crate::ids::JobId;
-use crate::slot::{Manifest, Policy, QueueOrder, Slot, SlotContract};
+use crate::manifest::{Manifest, QueueOrder};
+use crate::slot_contract::{InvalidDecision, Policy, SlotContract};
+use crate::slots::Slot;
 use crate::view::{ClusterSummary, PendingJob, VcUsage};
 use crate::wire::codec::{self, WireError};
-use crate::wire::{compact, delta, fast};
 
+pub use fallback::FifoQuota;
 /// Everything the fairness slot sees.
 #[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RoundView {
+pub struct FairnessView {
     /// The host's clock for this round (seconds).
     pub now_s: u64,
     /// Cluster capacity.
@@ -24,9 +30,9 @@ pub struct RoundView {
     pub jobs: Vec<PendingJob>,
 }
 
-impl Clone for RoundView {
+impl Clone for FairnessView {
     fn clone(&self) -> Self {
-        RoundView {
+        FairnessView {
             now_s: self.now_s,
             cluster: self.cluster.clone(),
             vcs: self.vcs.clone(),
@@ -37,7 +43,7 @@ impl Clone for RoundView {
     /// Field by field, reusing the vectors' memory (a Wasm host keeps a
     /// copy of each view it sent, the base of the next view change).
     fn clone_from(&mut self, source: &Self) {
-        let RoundView {
+        let FairnessView {
             now_s,
             cluster,
             vcs,
@@ -73,7 +79,7 @@ pub struct FairnessDecision {
 /// The fairness slot: order pending jobs and mark which may start now.
 pub trait FairnessPolicy {
     /// Orders every job of `view` and marks eligibility.
-    fn order(&self, view: &RoundView) -> FairnessDecision;
+    fn order(&self, view: &FairnessView) -> FairnessDecision;
 
     /// The order within each VC this policy follows, so the host can show
     /// it only each VC's first jobs in that order (see [`QueueOrder`]). The
@@ -84,7 +90,7 @@ pub trait FairnessPolicy {
 }
 
 impl<P: FairnessPolicy + ?Sized> Policy<Fairness> for P {
-    fn decide(&self, view: &RoundView) -> FairnessDecision {
+    fn decide(&self, view: &FairnessView) -> FairnessDecision {
         self.order(view)
     }
     fn manifest(&self) -> Manifest {
@@ -101,39 +107,51 @@ pub struct Fairness;
 
 impl SlotContract for Fairness {
     const SLOT: Slot = Slot::Fairness;
+    const NAME: &'static str = "fairness";
+    const CALL: &'static str = "order";
+    const FALLBACK: &'static str = "fifo-quota";
     const VIEW_CHANGES: bool = true;
-    type View = RoundView;
+    type View = FairnessView;
     type Decision = FairnessDecision;
+    type Fallback = FifoQuota;
 
-    fn max_reply_bytes(view: &RoundView) -> usize {
+    fn validate(view: &Self::View, d: &Self::Decision) -> Result<(), InvalidDecision> {
+        rules::validate(view, d)
+    }
+
+    fn max_reply_bytes(view: &FairnessView) -> usize {
         codec::LEN + view.jobs.len() * (codec::U64 + 1)
     }
-    fn encode_view(view: &RoundView, out: &mut Vec<u8>) {
-        fast::encode_round_view(view, out);
+    fn encode_view(view: &FairnessView, out: &mut Vec<u8>) {
+        wire::encode_view(view, out);
     }
-    fn decode_view_into(bytes: &[u8], view: &mut RoundView) -> Result<(), WireError> {
-        fast::decode_round_view_into(bytes, view)
+    fn decode_view_into(bytes: &[u8], view: &mut FairnessView) -> Result<(), WireError> {
+        wire::decode_view_into(bytes, view)
     }
-    fn encode_view_delta(base: &RoundView, view: &RoundView, out: &mut Vec<u8>) -> bool {
-        delta::encode_round_view_delta(base, view, out)
+    fn encode_view_change(base: &FairnessView, view: &FairnessView, out: &mut Vec<u8>) -> bool {
+        wire::encode_view_change(base, view, out)
     }
-    fn apply_view_delta(bytes: &[u8], view: &mut RoundView) -> Result<(), WireError> {
-        delta::apply_round_view_delta(bytes, view)
+    fn apply_view_change(bytes: &[u8], view: &mut FairnessView) -> Result<(), WireError> {
+        wire::apply_view_change(bytes, view)
     }
-    fn encode_decision_compact(d: &FairnessDecision, view: &RoundView, out: &mut Vec<u8>) -> bool {
-        compact::encode_fairness(d, view, out)
+    fn encode_decision_compact(
+        d: &FairnessDecision,
+        view: &FairnessView,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        wire::encode_decision_compact(d, view, out)
     }
     fn decode_decision_compact(
         bytes: &[u8],
-        view: &RoundView,
+        view: &FairnessView,
     ) -> Result<FairnessDecision, WireError> {
-        compact::decode_fairness(bytes, view)
+        wire::decode_decision_compact(bytes, view)
     }
     fn encode_decision(d: &FairnessDecision, out: &mut Vec<u8>) {
-        fast::encode_fairness(d, out);
+        wire::encode_decision(d, out);
     }
-    fn decode_decision(bytes: &[u8], view: &RoundView) -> Result<FairnessDecision, WireError> {
+    fn decode_decision(bytes: &[u8], view: &FairnessView) -> Result<FairnessDecision, WireError> {
         codec::check_reply_len::<Self::Decision>(bytes, Self::max_reply_bytes(view))?;
-        fast::decode_fairness(bytes, view.jobs.len())
+        wire::decode_decision(bytes, view.jobs.len())
     }
 }

@@ -1,12 +1,18 @@
 //! The gang slot: what a job that does not fit does to the jobs behind it.
 
+mod fallback;
+mod rules;
+pub(crate) mod wire;
+
 use serde::{Deserialize, Serialize};
 
-use crate::slot::{Policy, Slot, SlotContract};
+use crate::slot_contract::{InvalidDecision, Policy, SlotContract};
 use crate::slots::QueueView;
+use crate::slots::Slot;
+use crate::slots::queue_view;
 use crate::wire::codec::{self, WireError};
-use crate::wire::{compact, delta, fast};
 
+pub use fallback::Backfill;
 /// What a job that cannot be placed does to the jobs behind it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum GangAction {
@@ -49,36 +55,44 @@ pub struct Gang;
 
 impl SlotContract for Gang {
     const SLOT: Slot = Slot::Gang;
+    const NAME: &'static str = "gang";
+    const CALL: &'static str = "on-blocked";
+    const FALLBACK: &'static str = "backfill";
     const VIEW_CHANGES: bool = true;
     type View = QueueView;
     type Decision = GangDecision;
+    type Fallback = Backfill;
+
+    fn validate(view: &Self::View, d: &Self::Decision) -> Result<(), InvalidDecision> {
+        rules::validate(view, d)
+    }
 
     fn max_reply_bytes(view: &QueueView) -> usize {
         codec::LEN + view.jobs.len() + codec::U32
     }
     fn encode_view(view: &QueueView, out: &mut Vec<u8>) {
-        fast::encode_queue_view(view, out);
+        queue_view::encode_view(view, out);
     }
     fn decode_view_into(bytes: &[u8], view: &mut QueueView) -> Result<(), WireError> {
-        fast::decode_queue_view_into(bytes, view)
+        queue_view::decode_view_into(bytes, view)
     }
-    fn encode_view_delta(base: &QueueView, view: &QueueView, out: &mut Vec<u8>) -> bool {
-        delta::encode_queue_view_delta(base, view, out)
+    fn encode_view_change(base: &QueueView, view: &QueueView, out: &mut Vec<u8>) -> bool {
+        queue_view::encode_view_change(base, view, out)
     }
-    fn apply_view_delta(bytes: &[u8], view: &mut QueueView) -> Result<(), WireError> {
-        delta::apply_queue_view_delta(bytes, view)
+    fn apply_view_change(bytes: &[u8], view: &mut QueueView) -> Result<(), WireError> {
+        queue_view::apply_view_change(bytes, view)
     }
     fn encode_decision_compact(d: &GangDecision, _view: &QueueView, out: &mut Vec<u8>) -> bool {
-        compact::encode_gang(d, out)
+        wire::encode_decision_compact(d, out)
     }
     fn decode_decision_compact(bytes: &[u8], view: &QueueView) -> Result<GangDecision, WireError> {
-        compact::decode_gang(bytes, view)
+        wire::decode_decision_compact(bytes, view)
     }
     fn encode_decision(d: &GangDecision, out: &mut Vec<u8>) {
-        fast::encode_gang(d, out);
+        wire::encode_decision(d, out);
     }
     fn decode_decision(bytes: &[u8], view: &QueueView) -> Result<GangDecision, WireError> {
         codec::check_reply_len::<Self::Decision>(bytes, Self::max_reply_bytes(view))?;
-        fast::decode_gang(bytes, view.jobs.len())
+        wire::decode_decision(bytes, view.jobs.len())
     }
 }

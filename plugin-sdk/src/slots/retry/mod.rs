@@ -1,12 +1,17 @@
 //! The retry slot: after an attempt fails, retry it now, later, on a smaller
 //! probe, or give up.
 
+mod fallback;
+mod rules;
+
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{JobId, VcId};
-use crate::slot::{Policy, Slot, SlotContract};
+use crate::slot_contract::{InvalidDecision, Policy, SlotContract};
+use crate::slots::Slot;
 use crate::wire::codec;
 
+pub use fallback::Fixed;
 /// Why an attempt failed: the failure reasons of the Philly study's Table 7
 /// (a rule-based classifier over the job's logs), as the host reports them.
 /// The host passes `Unknown` when it cannot tell.
@@ -230,8 +235,16 @@ pub struct Retry;
 
 impl SlotContract for Retry {
     const SLOT: Slot = Slot::Retry;
+    const NAME: &'static str = "retry";
+    const CALL: &'static str = "retry";
+    const FALLBACK: &'static str = "fixed";
     type View = RetryView;
     type Decision = RetryDecision;
+    type Fallback = Fixed;
+
+    fn validate(view: &Self::View, d: &Self::Decision) -> Result<(), InvalidDecision> {
+        rules::validate(view, d)
+    }
 
     fn max_reply_bytes(view: &RetryView) -> usize {
         codec::LEN + view.failures.len() * (1 + codec::U32 + 2 * codec::U64)

@@ -1,13 +1,18 @@
 //! The reclaim slot: stop running jobs whole so that waiting ones can start
 //! (preemption: quota reclaim, preemptive least-attained-service).
 
+mod rules;
+pub(crate) mod wire;
+
 use serde::{Deserialize, Serialize};
 
 use crate::ids::JobId;
-use crate::slot::{Manifest, Policy, RunningScope, Slot, SlotContract};
+use crate::manifest::{Manifest, RunningScope};
+use crate::slot_contract::{InvalidDecision, Policy, SlotContract};
+use crate::slots::Nothing;
+use crate::slots::Slot;
 use crate::view::{ClusterSummary, RunningJob, ServerState, VcUsage, WaitingJob};
 use crate::wire::codec::{self, WireError};
-use crate::wire::{delta, fast};
 
 /// What the reclaim slot sees, after a round's placement: the jobs running
 /// now and the jobs of the round's view that did not start, with why.
@@ -110,23 +115,32 @@ pub struct Reclaim;
 
 impl SlotContract for Reclaim {
     const SLOT: Slot = Slot::Reclaim;
+    const NAME: &'static str = "reclaim";
+    const CALL: &'static str = "reclaim";
+    const FALLBACK: &'static str = "none";
+    const FALLBACK_DECIDES_NOTHING: bool = true;
     const VIEW_CHANGES: bool = true;
     type View = ReclaimView;
     type Decision = ReclaimDecision;
+    type Fallback = Nothing;
+
+    fn validate(view: &Self::View, d: &Self::Decision) -> Result<(), InvalidDecision> {
+        rules::validate(view, d)
+    }
 
     fn max_reply_bytes(view: &ReclaimView) -> usize {
         2 * codec::LEN + (view.running.len() + view.waiting.len()) * codec::U64
     }
     fn encode_view(view: &ReclaimView, out: &mut Vec<u8>) {
-        fast::encode_reclaim_view(view, out);
+        wire::encode_view(view, out);
     }
     fn decode_view_into(bytes: &[u8], view: &mut ReclaimView) -> Result<(), WireError> {
-        fast::decode_reclaim_view_into(bytes, view)
+        wire::decode_view_into(bytes, view)
     }
-    fn encode_view_delta(base: &ReclaimView, view: &ReclaimView, out: &mut Vec<u8>) -> bool {
-        delta::encode_reclaim_view_delta(base, view, out)
+    fn encode_view_change(base: &ReclaimView, view: &ReclaimView, out: &mut Vec<u8>) -> bool {
+        wire::encode_view_change(base, view, out)
     }
-    fn apply_view_delta(bytes: &[u8], view: &mut ReclaimView) -> Result<(), WireError> {
-        delta::apply_reclaim_view_delta(bytes, view)
+    fn apply_view_change(bytes: &[u8], view: &mut ReclaimView) -> Result<(), WireError> {
+        wire::apply_view_change(bytes, view)
     }
 }

@@ -1,4 +1,4 @@
-//! Hand-written postcard codec for the bulk views ([`RoundView`],
+//! Hand-written postcard codec for the bulk views ([`FairnessView`],
 //! [`QueueView`], [`ReclaimView`]) and the fairness, locality and gang
 //! decisions: byte for
 //! byte what [`crate::codec::encode`] produces (the tests check it against
@@ -11,81 +11,13 @@
 //! Decisions are decoded bounded by the view they answer: a length above the
 //! view's number of jobs is refused before anything is allocated.
 
-use super::codec::{self, U32, U64, WireError};
+use super::codec::{U32, U64, WireError};
 use crate::ids::ServerId;
 use crate::ids::{JobId, Level, VcId};
-use crate::slots::{
-    FairnessDecision, GangAction, GangDecision, LocalityDecision, QueueView, Ranked, ReclaimView,
-    RoundView,
-};
 use crate::view::{
     ClusterSummary, LevelSummary, PendingJob, RunningJob, ServerState, SpreadLimit, VcUsage,
     WaitReason, WaitingJob,
 };
-
-/// Encodes a [`RoundView`] into `out` (cleared first), as postcard does.
-pub(crate) fn encode_round_view(view: &RoundView, out: &mut Vec<u8>) {
-    let RoundView {
-        now_s,
-        cluster,
-        vcs,
-        jobs,
-    } = view;
-    let max = U64 + cluster_max(cluster) + U64 + vcs.len() * VC_MAX + U64 + jobs.len() * JOB_MAX;
-    let fits = write_sized(out, max, |w| {
-        w.varint(*now_s);
-        w.cluster_summary(cluster);
-        w.vcs(vcs);
-        w.pending_jobs(jobs);
-    });
-    if !fits {
-        codec::encode_into(view, out);
-    }
-}
-
-/// Encodes a [`ReclaimView`] into `out` (cleared first), as postcard does.
-pub(crate) fn encode_reclaim_view(view: &ReclaimView, out: &mut Vec<u8>) {
-    let ReclaimView {
-        now_s,
-        cluster,
-        vcs,
-        servers,
-        running,
-        waiting,
-    } = view;
-    let parts: usize = running.iter().map(|j| j.parts.len()).sum();
-    let max = U64
-        + cluster_max(cluster)
-        + U64
-        + vcs.len() * VC_MAX
-        + U64
-        + servers.len() * 4 * U32
-        + U64
-        + running.len() * RUNNING_MAX
-        + parts * 2 * U32
-        + U64
-        + waiting.len() * (JOB_MAX + U32 + 1 + U32);
-    let fits = write_sized(out, max, |w| {
-        w.varint(*now_s);
-        w.cluster_summary(cluster);
-        w.vcs(vcs);
-        w.varint(servers.len() as u64);
-        for s in servers {
-            w.server_state(s);
-        }
-        w.varint(running.len() as u64);
-        for j in running {
-            w.running_job(j);
-        }
-        w.varint(waiting.len() as u64);
-        for wj in waiting {
-            w.waiting_job(wj);
-        }
-    });
-    if !fits {
-        codec::encode_into(view, out);
-    }
-}
 
 /// A [`WaitReason`]'s variant index, as serde numbers it (declaration order).
 fn reason_index(r: WaitReason) -> u64 {
@@ -114,85 +46,15 @@ fn reason_of(i: u32) -> Option<WaitReason> {
     })
 }
 
-/// Encodes a [`QueueView`] into `out` (cleared first), as postcard does.
-pub(crate) fn encode_queue_view(view: &QueueView, out: &mut Vec<u8>) {
-    let QueueView {
-        now_s,
-        cluster,
-        jobs,
-        spread,
-    } = view;
-    let max =
-        U64 + cluster_max(cluster) + U64 + jobs.len() * JOB_MAX + U64 + spread.len() * (1 + U32);
-    let fits = write_sized(out, max, |w| {
-        w.varint(*now_s);
-        w.cluster_summary(cluster);
-        w.pending_jobs(jobs);
-        w.spread_limits(spread);
-    });
-    if !fits {
-        codec::encode_into(view, out);
-    }
-}
-
-/// Encodes a [`FairnessDecision`] into `out` (cleared first), as postcard does.
-pub(crate) fn encode_fairness(d: &FairnessDecision, out: &mut Vec<u8>) {
-    let FairnessDecision { order } = d;
-    let fits = write_sized(out, U64 + order.len() * (U64 + 1), |w| {
-        w.varint(order.len() as u64);
-        for r in order {
-            let Ranked { job, eligible } = r;
-            w.varint(job.0);
-            w.byte(u8::from(*eligible));
-        }
-    });
-    if !fits {
-        codec::encode_into(d, out);
-    }
-}
-
-/// Encodes a [`LocalityDecision`] into `out` (cleared first), as postcard does.
-pub(crate) fn encode_locality(d: &LocalityDecision, out: &mut Vec<u8>) {
-    let LocalityDecision { limits } = d;
-    let fits = write_sized(out, U64 + limits.len() * (1 + U32), |w| {
-        w.spread_limits(limits);
-    });
-    if !fits {
-        codec::encode_into(d, out);
-    }
-}
-
-/// Encodes a [`GangDecision`] into `out` (cleared first), as postcard does.
-pub(crate) fn encode_gang(d: &GangDecision, out: &mut Vec<u8>) {
-    let GangDecision {
-        on_blocked,
-        max_reservations,
-    } = d;
-    let fits = write_sized(out, U64 + on_blocked.len() + U32, |w| {
-        w.varint(on_blocked.len() as u64);
-        for a in on_blocked {
-            w.byte(match a {
-                GangAction::Backfill => 0,
-                GangAction::Block => 1,
-                GangAction::Reserve => 2,
-            });
-        }
-        w.varint(u64::from(*max_reservations));
-    });
-    if !fits {
-        codec::encode_into(d, out);
-    }
-}
-
 /// The most bytes a [`VcUsage`] takes.
-pub(super) const VC_MAX: usize = U32 + 1 + U32 + U32 + U32 + U32 + U64 + U32;
+pub(crate) const VC_MAX: usize = U32 + 1 + U32 + U32 + U32 + U32 + U64 + U32;
 /// The most bytes a [`PendingJob`] takes.
-pub(super) const JOB_MAX: usize = 4 * U64 + 5 * U32 + 1;
+pub(crate) const JOB_MAX: usize = 4 * U64 + 5 * U32 + 1;
 /// The most bytes a [`RunningJob`] takes, but for its parts.
-pub(super) const RUNNING_MAX: usize = 4 * U64 + 4 * U32 + U64;
+pub(crate) const RUNNING_MAX: usize = 4 * U64 + 4 * U32 + U64;
 
 /// The most bytes a [`ClusterSummary`] takes.
-pub(super) fn cluster_max(c: &ClusterSummary) -> usize {
+pub(crate) fn cluster_max(c: &ClusterSummary) -> usize {
     U32 + U32 + 1 + U64 + c.levels.len() * 3 * U32
 }
 
@@ -203,7 +65,7 @@ pub(super) fn cluster_max(c: &ClusterSummary) -> usize {
 /// Memory the buffer had from an earlier message is overwritten, not zeroed
 /// again. Returns `false`, leaving `out` unspecified, if `max` was too small.
 #[inline(always)]
-pub(super) fn write_sized(
+pub(crate) fn write_sized(
     out: &mut Vec<u8>,
     max: usize,
     write: impl FnOnce(&mut Writer<'_>),
@@ -222,14 +84,14 @@ pub(super) fn write_sized(
 }
 
 /// The cursor of [`write_sized`].
-pub(super) struct Writer<'a> {
+pub(crate) struct Writer<'a> {
     buf: &'a mut [u8],
     at: usize,
 }
 
 impl Writer<'_> {
     #[inline(always)]
-    pub(super) fn byte(&mut self, b: u8) {
+    pub(crate) fn byte(&mut self, b: u8) {
         if let Some(slot) = self.buf.get_mut(self.at) {
             *slot = b;
         }
@@ -237,7 +99,7 @@ impl Writer<'_> {
     }
 
     #[inline(always)]
-    pub(super) fn varint(&mut self, mut v: u64) {
+    pub(crate) fn varint(&mut self, mut v: u64) {
         while v >= 0x80 {
             self.byte((v as u8) | 0x80);
             v >>= 7;
@@ -245,7 +107,7 @@ impl Writer<'_> {
         self.byte(v as u8);
     }
 
-    pub(super) fn cluster_summary(&mut self, c: &ClusterSummary) {
+    pub(crate) fn cluster_summary(&mut self, c: &ClusterSummary) {
         let ClusterSummary {
             total_gpus,
             free_gpus,
@@ -268,7 +130,7 @@ impl Writer<'_> {
         }
     }
 
-    pub(super) fn vcs(&mut self, vcs: &[VcUsage]) {
+    pub(crate) fn vcs(&mut self, vcs: &[VcUsage]) {
         self.varint(vcs.len() as u64);
         for v in vcs {
             self.vc(v);
@@ -276,7 +138,7 @@ impl Writer<'_> {
     }
 
     #[inline(always)]
-    pub(super) fn vc(&mut self, v: &VcUsage) {
+    pub(crate) fn vc(&mut self, v: &VcUsage) {
         let VcUsage {
             id,
             quota_gpus,
@@ -301,7 +163,7 @@ impl Writer<'_> {
         self.varint(u64::from(*pending_jobs));
     }
 
-    fn pending_jobs(&mut self, jobs: &[PendingJob]) {
+    pub(crate) fn pending_jobs(&mut self, jobs: &[PendingJob]) {
         self.varint(jobs.len() as u64);
         for j in jobs {
             self.pending_job(j);
@@ -309,7 +171,7 @@ impl Writer<'_> {
     }
 
     #[inline(always)]
-    pub(super) fn pending_job(&mut self, j: &PendingJob) {
+    pub(crate) fn pending_job(&mut self, j: &PendingJob) {
         let PendingJob {
             id,
             vc,
@@ -334,7 +196,7 @@ impl Writer<'_> {
         self.varint(u64::from(*min_servers));
     }
 
-    pub(super) fn server_state(&mut self, s: &ServerState) {
+    pub(crate) fn server_state(&mut self, s: &ServerState) {
         let ServerState {
             id,
             domain,
@@ -347,7 +209,7 @@ impl Writer<'_> {
         self.varint(u64::from(*free));
     }
 
-    pub(super) fn running_job(&mut self, j: &RunningJob) {
+    pub(crate) fn running_job(&mut self, j: &RunningJob) {
         let RunningJob {
             id,
             vc,
@@ -374,14 +236,14 @@ impl Writer<'_> {
         }
     }
 
-    pub(super) fn waiting_job(&mut self, wj: &WaitingJob) {
+    pub(crate) fn waiting_job(&mut self, wj: &WaitingJob) {
         let WaitingJob { job, reason, limit } = wj;
         self.pending_job(job);
         self.varint(reason_index(*reason));
         self.spread_limit(*limit);
     }
 
-    pub(super) fn spread_limits(&mut self, limits: &[SpreadLimit]) {
+    pub(crate) fn spread_limits(&mut self, limits: &[SpreadLimit]) {
         self.varint(limits.len() as u64);
         for l in limits {
             self.spread_limit(*l);
@@ -389,139 +251,11 @@ impl Writer<'_> {
     }
 
     #[inline(always)]
-    pub(super) fn spread_limit(&mut self, limit: SpreadLimit) {
+    pub(crate) fn spread_limit(&mut self, limit: SpreadLimit) {
         let SpreadLimit { level, max_servers } = limit;
         self.byte(level.0);
         self.varint(u64::from(max_servers));
     }
-}
-
-/// Decodes a [`FairnessDecision`] of at most `max_jobs` entries; trailing
-/// bytes are an error.
-pub(crate) fn decode_fairness(
-    bytes: &[u8],
-    max_jobs: usize,
-) -> Result<FairnessDecision, WireError> {
-    let mut r = Reader::new(bytes, "FairnessDecision");
-    let n = r.bounded_len(2, max_jobs)?;
-    let mut order = Vec::with_capacity(n);
-    for _ in 0..n {
-        let job = JobId(r.u64()?);
-        let eligible = match r.byte()? {
-            0 => false,
-            1 => true,
-            _ => return Err(r.error("bad bool")),
-        };
-        order.push(Ranked { job, eligible });
-    }
-    r.finish()?;
-    Ok(FairnessDecision { order })
-}
-
-/// Decodes a [`LocalityDecision`] of at most `max_jobs` limits; trailing
-/// bytes are an error.
-pub(crate) fn decode_locality(
-    bytes: &[u8],
-    max_jobs: usize,
-) -> Result<LocalityDecision, WireError> {
-    let mut r = Reader::new(bytes, "LocalityDecision");
-    let mut limits = Vec::new();
-    r.spread_limits(&mut limits, max_jobs)?;
-    r.finish()?;
-    Ok(LocalityDecision { limits })
-}
-
-/// Decodes a [`GangDecision`] of at most `max_jobs` actions; trailing bytes
-/// are an error.
-pub(crate) fn decode_gang(bytes: &[u8], max_jobs: usize) -> Result<GangDecision, WireError> {
-    let mut r = Reader::new(bytes, "GangDecision");
-    let n = r.bounded_len(1, max_jobs)?;
-    let mut on_blocked = Vec::with_capacity(n);
-    for _ in 0..n {
-        on_blocked.push(match r.u32()? {
-            0 => GangAction::Backfill,
-            1 => GangAction::Block,
-            2 => GangAction::Reserve,
-            _ => return Err(r.error("bad GangAction")),
-        });
-    }
-    let max_reservations = r.u32()?;
-    r.finish()?;
-    Ok(GangDecision {
-        on_blocked,
-        max_reservations,
-    })
-}
-
-/// Decodes a [`RoundView`] into `view`, reusing its vectors' memory (what
-/// the guest glue does every round). After an error `view` holds a partial
-/// decoding and must not be used.
-pub(crate) fn decode_round_view_into(bytes: &[u8], view: &mut RoundView) -> Result<(), WireError> {
-    let RoundView {
-        now_s,
-        cluster,
-        vcs,
-        jobs,
-    } = view;
-    let mut r = Reader::new(bytes, "RoundView");
-    *now_s = r.u64()?;
-    r.cluster_summary(cluster)?;
-    r.vcs(vcs)?;
-    r.pending_jobs(jobs)?;
-    r.finish()
-}
-
-/// Decodes a [`ReclaimView`] into `view`, reusing its vectors' memory. After
-/// an error `view` holds a partial decoding and must not be used.
-pub(crate) fn decode_reclaim_view_into(
-    bytes: &[u8],
-    view: &mut ReclaimView,
-) -> Result<(), WireError> {
-    let ReclaimView {
-        now_s,
-        cluster,
-        vcs,
-        servers,
-        running,
-        waiting,
-    } = view;
-    let mut r = Reader::new(bytes, "ReclaimView");
-    *now_s = r.u64()?;
-    r.cluster_summary(cluster)?;
-    r.vcs(vcs)?;
-    let n = r.len(4)?;
-    servers.resize(n, ServerState::default());
-    for s in servers.iter_mut() {
-        r.server_state_into(s)?;
-    }
-    let n = r.len(9)?;
-    running.resize(n, RunningJob::default());
-    for j in running.iter_mut() {
-        r.running_job_into(j)?;
-    }
-    let n = r.len(13)?;
-    waiting.resize(n, WaitingJob::default());
-    for w in waiting.iter_mut() {
-        r.waiting_job_into(w)?;
-    }
-    r.finish()
-}
-
-/// Decodes a [`QueueView`] into `view`, reusing its vectors' memory. After
-/// an error `view` holds a partial decoding and must not be used.
-pub(crate) fn decode_queue_view_into(bytes: &[u8], view: &mut QueueView) -> Result<(), WireError> {
-    let QueueView {
-        now_s,
-        cluster,
-        jobs,
-        spread,
-    } = view;
-    let mut r = Reader::new(bytes, "QueueView");
-    *now_s = r.u64()?;
-    r.cluster_summary(cluster)?;
-    r.pending_jobs(jobs)?;
-    r.spread_limits(spread, usize::MAX)?;
-    r.finish()
 }
 
 #[cold]
@@ -542,14 +276,14 @@ fn trailing(what: &'static str, at: usize, extra: usize) -> WireError {
     }
 }
 
-pub(super) struct Reader<'a> {
+pub(crate) struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
     what: &'static str,
 }
 
 impl<'a> Reader<'a> {
-    pub(super) fn new(bytes: &'a [u8], what: &'static str) -> Self {
+    pub(crate) fn new(bytes: &'a [u8], what: &'static str) -> Self {
         Reader { bytes, at: 0, what }
     }
 
@@ -558,12 +292,12 @@ impl<'a> Reader<'a> {
     /// taken and its cursor can live in a register (in Wasm, a reader in
     /// linear memory costs a store per byte read).
     #[inline(always)]
-    pub(super) fn error(&self, reason: &'static str) -> WireError {
+    pub(crate) fn error(&self, reason: &'static str) -> WireError {
         wire_error(self.what, self.at, reason)
     }
 
     #[inline]
-    pub(super) fn byte(&mut self) -> Result<u8, WireError> {
+    pub(crate) fn byte(&mut self) -> Result<u8, WireError> {
         match self.bytes.get(self.at) {
             Some(&b) => {
                 self.at += 1;
@@ -609,12 +343,12 @@ impl<'a> Reader<'a> {
     }
 
     #[inline(always)]
-    pub(super) fn u64(&mut self) -> Result<u64, WireError> {
+    pub(crate) fn u64(&mut self) -> Result<u64, WireError> {
         self.varint(10)
     }
 
     #[inline(always)]
-    pub(super) fn u32(&mut self) -> Result<u32, WireError> {
+    pub(crate) fn u32(&mut self) -> Result<u32, WireError> {
         let v = self.varint(5)?;
         match u32::try_from(v) {
             Ok(v) => Ok(v),
@@ -625,7 +359,7 @@ impl<'a> Reader<'a> {
     /// A sequence length; each element takes at least `min_bytes` bytes, so
     /// a length the remaining bytes cannot hold is refused before allocating.
     #[inline(always)]
-    pub(super) fn len(&mut self, min_bytes: usize) -> Result<usize, WireError> {
+    pub(crate) fn len(&mut self, min_bytes: usize) -> Result<usize, WireError> {
         let n = usize::try_from(self.u64()?).unwrap_or(usize::MAX);
         if n.saturating_mul(min_bytes) > self.bytes.len() - self.at {
             return Err(self.error("length past the end"));
@@ -636,7 +370,7 @@ impl<'a> Reader<'a> {
     /// Refuses `n` elements of at least `min_bytes` bytes each when the
     /// remaining bytes cannot hold them.
     #[inline(always)]
-    pub(super) fn room_for(&self, n: usize, min_bytes: usize) -> Result<(), WireError> {
+    pub(crate) fn room_for(&self, n: usize, min_bytes: usize) -> Result<(), WireError> {
         if n.saturating_mul(min_bytes) > self.bytes.len() - self.at {
             return Err(self.error("length past the end"));
         }
@@ -646,7 +380,7 @@ impl<'a> Reader<'a> {
     /// A sequence length as [`Reader::len`] does, and at most `max`: the
     /// number of entries the answered view allows.
     #[inline(always)]
-    fn bounded_len(&mut self, min_bytes: usize, max: usize) -> Result<usize, WireError> {
+    pub(crate) fn bounded_len(&mut self, min_bytes: usize, max: usize) -> Result<usize, WireError> {
         let n = self.len(min_bytes)?;
         if n > max {
             return Err(self.error("more entries than the view has jobs"));
@@ -655,7 +389,7 @@ impl<'a> Reader<'a> {
     }
 
     #[inline(always)]
-    pub(super) fn spread_limits(
+    pub(crate) fn spread_limits(
         &mut self,
         out: &mut Vec<SpreadLimit>,
         max: usize,
@@ -669,7 +403,7 @@ impl<'a> Reader<'a> {
     }
 
     #[inline(always)]
-    pub(super) fn spread_limit(&mut self) -> Result<SpreadLimit, WireError> {
+    pub(crate) fn spread_limit(&mut self) -> Result<SpreadLimit, WireError> {
         Ok(SpreadLimit {
             level: Level(self.byte()?),
             max_servers: self.u32()?,
@@ -677,7 +411,7 @@ impl<'a> Reader<'a> {
     }
 
     #[inline(always)]
-    pub(super) fn cluster_summary(&mut self, c: &mut ClusterSummary) -> Result<(), WireError> {
+    pub(crate) fn cluster_summary(&mut self, c: &mut ClusterSummary) -> Result<(), WireError> {
         c.total_gpus = self.u32()?;
         c.free_gpus = self.u32()?;
         c.server_level = Level(self.byte()?);
@@ -696,7 +430,7 @@ impl<'a> Reader<'a> {
     /// The VCs' usage, overwritten in place (the length is usually the
     /// last call's): no per-element length update as `push` would do.
     #[inline(always)]
-    pub(super) fn vcs(&mut self, vcs: &mut Vec<VcUsage>) -> Result<(), WireError> {
+    pub(crate) fn vcs(&mut self, vcs: &mut Vec<VcUsage>) -> Result<(), WireError> {
         let n = self.len(7)?;
         vcs.resize(n, VcUsage::default());
         for v in vcs.iter_mut() {
@@ -707,7 +441,7 @@ impl<'a> Reader<'a> {
 
     /// One VC's usage, over `v`.
     #[inline(always)]
-    pub(super) fn vc_into(&mut self, v: &mut VcUsage) -> Result<(), WireError> {
+    pub(crate) fn vc_into(&mut self, v: &mut VcUsage) -> Result<(), WireError> {
         *v = VcUsage {
             id: VcId(self.u32()?),
             quota_gpus: match self.byte()? {
@@ -725,7 +459,7 @@ impl<'a> Reader<'a> {
     }
 
     #[inline(always)]
-    fn pending_jobs(&mut self, jobs: &mut Vec<PendingJob>) -> Result<(), WireError> {
+    pub(crate) fn pending_jobs(&mut self, jobs: &mut Vec<PendingJob>) -> Result<(), WireError> {
         let n = self.len(10)?;
         jobs.resize(n, PendingJob::default());
         for j in jobs.iter_mut() {
@@ -734,7 +468,7 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
-    pub(super) fn server_state_into(&mut self, s: &mut ServerState) -> Result<(), WireError> {
+    pub(crate) fn server_state_into(&mut self, s: &mut ServerState) -> Result<(), WireError> {
         *s = ServerState {
             id: ServerId(self.u32()?),
             domain: self.u32()?,
@@ -745,7 +479,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Overwrites `j`, reusing the memory of its parts.
-    pub(super) fn running_job_into(&mut self, j: &mut RunningJob) -> Result<(), WireError> {
+    pub(crate) fn running_job_into(&mut self, j: &mut RunningJob) -> Result<(), WireError> {
         let mut parts = std::mem::take(&mut j.parts);
         *j = RunningJob {
             id: JobId(self.u64()?),
@@ -769,7 +503,7 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
-    pub(super) fn waiting_job_into(&mut self, w: &mut WaitingJob) -> Result<(), WireError> {
+    pub(crate) fn waiting_job_into(&mut self, w: &mut WaitingJob) -> Result<(), WireError> {
         let WaitingJob { job, reason, limit } = w;
         self.pending_job_into(job)?;
         *reason = match reason_of(self.u32()?) {
@@ -783,7 +517,7 @@ impl<'a> Reader<'a> {
     /// Overwrites `j` in place (no pending job is returned by value: in
     /// Wasm that costs a copy through linear memory per job).
     #[inline(always)]
-    pub(super) fn pending_job_into(&mut self, j: &mut PendingJob) -> Result<(), WireError> {
+    pub(crate) fn pending_job_into(&mut self, j: &mut PendingJob) -> Result<(), WireError> {
         *j = PendingJob {
             id: JobId(self.u64()?),
             vc: VcId(self.u32()?),
@@ -800,7 +534,7 @@ impl<'a> Reader<'a> {
     }
 
     #[inline(always)]
-    pub(super) fn finish(&self) -> Result<(), WireError> {
+    pub(crate) fn finish(&self) -> Result<(), WireError> {
         if self.at == self.bytes.len() {
             Ok(())
         } else {
@@ -814,7 +548,18 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::slots::fairness::wire as fairness_wire;
+    use crate::slots::gang::wire as gang_wire;
+    use crate::slots::locality::wire as locality_wire;
+    use crate::slots::queue_view::wire as queue_wire;
+    use crate::slots::reclaim::wire as reclaim_wire;
+    use crate::slots::{
+        FairnessDecision, FairnessView, GangAction, GangDecision, LocalityDecision, QueueView,
+        Ranked, ReclaimView,
+    };
     use crate::testing::strategy;
+    use crate::view::SpreadLimit;
+    use crate::wire::codec;
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
@@ -822,26 +567,26 @@ mod tests {
         /// The hand-written view codec is byte for byte postcard.
         #[test]
         fn the_view_codec_is_postcard(
-            round in strategy::round_view(),
+            round in strategy::fairness_view(),
             queue in strategy::queue_view(true),
             reclaim in strategy::reclaim_view(),
         ) {
             let mut buf = vec![0xAA; 3];
-            encode_round_view(&round, &mut buf);
+            fairness_wire::encode_view(&round, &mut buf);
             prop_assert_eq!(&buf, &codec::encode(&round));
-            let mut back = RoundView::default();
-            decode_round_view_into(&buf, &mut back).unwrap();
+            let mut back = FairnessView::default();
+            fairness_wire::decode_view_into(&buf, &mut back).unwrap();
             prop_assert_eq!(back, round);
-            encode_queue_view(&queue, &mut buf);
+            queue_wire::encode_view(&queue, &mut buf);
             prop_assert_eq!(&buf, &codec::encode(&queue));
             let mut back = QueueView::default();
-            decode_queue_view_into(&buf, &mut back).unwrap();
+            queue_wire::decode_view_into(&buf, &mut back).unwrap();
             prop_assert_eq!(back, queue);
-            encode_reclaim_view(&reclaim, &mut buf);
+            reclaim_wire::encode_view(&reclaim, &mut buf);
             prop_assert_eq!(&buf, &codec::encode(&reclaim));
             // Into a view that held another one: every field is overwritten.
             let mut back = strategy_sample();
-            decode_reclaim_view_into(&buf, &mut back).unwrap();
+            reclaim_wire::decode_view_into(&buf, &mut back).unwrap();
             prop_assert_eq!(back, reclaim);
         }
 
@@ -867,39 +612,39 @@ mod tests {
                 max_reservations,
             };
             let mut buf = Vec::new();
-            encode_fairness(&f, &mut buf);
+            fairness_wire::encode_decision(&f, &mut buf);
             prop_assert_eq!(&buf, &codec::encode(&f));
-            prop_assert_eq!(decode_fairness(&buf, usize::MAX).unwrap(), f);
-            encode_locality(&l, &mut buf);
+            prop_assert_eq!(fairness_wire::decode_decision(&buf, usize::MAX).unwrap(), f);
+            locality_wire::encode_decision(&l, &mut buf);
             prop_assert_eq!(&buf, &codec::encode(&l));
-            prop_assert_eq!(decode_locality(&buf, usize::MAX).unwrap(), l);
-            encode_gang(&g, &mut buf);
+            prop_assert_eq!(locality_wire::decode_decision(&buf, usize::MAX).unwrap(), l);
+            gang_wire::encode_decision(&g, &mut buf);
             prop_assert_eq!(&buf, &codec::encode(&g));
-            prop_assert_eq!(decode_gang(&buf, usize::MAX).unwrap(), g);
+            prop_assert_eq!(gang_wire::decode_decision(&buf, usize::MAX).unwrap(), g);
         }
 
         /// On arbitrary bytes (a hostile reply) the decoders never panic and
         /// accept exactly what postcard accepts, with the same value.
         #[test]
         fn the_decoders_agree_with_postcard_on_garbage(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
-            let mut round = RoundView::default();
+            let mut round = FairnessView::default();
             prop_assert_eq!(
-                decode_round_view_into(&bytes, &mut round).ok().map(|()| round),
-                codec::decode::<RoundView>(&bytes).ok()
+                fairness_wire::decode_view_into(&bytes, &mut round).ok().map(|()| round),
+                codec::decode::<FairnessView>(&bytes).ok()
             );
             let mut queue = QueueView::default();
             prop_assert_eq!(
-                decode_queue_view_into(&bytes, &mut queue).ok().map(|()| queue),
+                queue_wire::decode_view_into(&bytes, &mut queue).ok().map(|()| queue),
                 codec::decode::<QueueView>(&bytes).ok()
             );
             let mut reclaim = ReclaimView::default();
             prop_assert_eq!(
-                decode_reclaim_view_into(&bytes, &mut reclaim).ok().map(|()| reclaim),
+                reclaim_wire::decode_view_into(&bytes, &mut reclaim).ok().map(|()| reclaim),
                 codec::decode::<ReclaimView>(&bytes).ok()
             );
-            prop_assert_eq!(decode_fairness(&bytes, usize::MAX).ok(), codec::decode::<FairnessDecision>(&bytes).ok());
-            prop_assert_eq!(decode_locality(&bytes, usize::MAX).ok(), codec::decode::<LocalityDecision>(&bytes).ok());
-            prop_assert_eq!(decode_gang(&bytes, usize::MAX).ok(), codec::decode::<GangDecision>(&bytes).ok());
+            prop_assert_eq!(fairness_wire::decode_decision(&bytes, usize::MAX).ok(), codec::decode::<FairnessDecision>(&bytes).ok());
+            prop_assert_eq!(locality_wire::decode_decision(&bytes, usize::MAX).ok(), codec::decode::<LocalityDecision>(&bytes).ok());
+            prop_assert_eq!(gang_wire::decode_decision(&bytes, usize::MAX).ok(), codec::decode::<GangDecision>(&bytes).ok());
         }
 
         /// A decision naming more entries than the view has jobs is refused
@@ -910,8 +655,8 @@ mod tests {
                 order: (0..n + extra).map(|i| Ranked { job: JobId(i as u64), eligible: true }).collect(),
             };
             let bytes = codec::encode(&f);
-            prop_assert!(decode_fairness(&bytes, n).is_err());
-            prop_assert!(decode_fairness(&bytes, n + extra).is_ok());
+            prop_assert!(fairness_wire::decode_decision(&bytes, n).is_err());
+            prop_assert!(fairness_wire::decode_decision(&bytes, n + extra).is_ok());
         }
     }
 
@@ -937,11 +682,15 @@ mod tests {
         let mut view = QueueView::default();
         // A u32 varint past u32::MAX, a u64 varint of 11 bytes, trailing
         // bytes, a length longer than the input.
-        assert!(decode_queue_view_into(&[0, 0xff, 0xff, 0xff, 0xff, 0x7f], &mut view).is_err());
+        assert!(
+            queue_wire::decode_view_into(&[0, 0xff, 0xff, 0xff, 0xff, 0x7f], &mut view).is_err()
+        );
         let mut long = vec![0xffu8; 10];
         long.push(0x01);
-        assert!(decode_queue_view_into(&long, &mut view).is_err());
-        assert!(decode_queue_view_into(&[0, 0, 0, 1, 0, 0, 0, 0, 7], &mut view).is_err());
-        assert!(decode_queue_view_into(&[0, 0, 0, 1, 0, 0xff, 0xff, 0x03], &mut view).is_err());
+        assert!(queue_wire::decode_view_into(&long, &mut view).is_err());
+        assert!(queue_wire::decode_view_into(&[0, 0, 0, 1, 0, 0, 0, 0, 7], &mut view).is_err());
+        assert!(
+            queue_wire::decode_view_into(&[0, 0, 0, 1, 0, 0xff, 0xff, 0x03], &mut view).is_err()
+        );
     }
 }

@@ -1,0 +1,148 @@
+//! What a policy declares about itself when it is loaded: [`Manifest`],
+//! with the pending jobs a fairness policy needs to see ([`QueueOrder`]) and
+//! the running jobs a reclaim policy needs to see ([`RunningScope`]).
+
+use serde::{Deserialize, Serialize};
+
+use crate::wire::codec::{self, WireError};
+
+/// Which pending jobs the fairness policy needs to see: the core keeps each
+/// VC's pending jobs sorted by this key and a round's view holds only the
+/// first jobs of each VC (the host's window, e.g. 128), so a round costs what
+/// can start, not the whole backlog. A policy that orders the jobs *within
+/// each VC* by this key (whatever it does across VCs) then decides as it
+/// would over the full backlog whenever no VC has more pending jobs than the
+/// window; beyond it, a VC's later jobs wait with [`crate::WaitReason::Queued`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum QueueOrder {
+    /// Every pending job, every round (the cost grows with the backlog).
+    #[default]
+    All,
+    /// Oldest first: submit time, then id.
+    Submit,
+    /// Least attained service first, in bands: the number of these
+    /// thresholds (GPU-seconds, ascending) that the job's attained service
+    /// reaches, then submit time, then id (Tiresias's discretized LAS).
+    AttainedBands(Vec<u64>),
+    /// Smallest gang first: GPUs, then submit time, then id.
+    Smallest,
+}
+
+/// Which running jobs the reclaim policy needs to see.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RunningScope {
+    /// Every running job, every round in which a job waits.
+    #[default]
+    All,
+    /// Only the jobs of virtual clusters that borrow: that hold more GPUs
+    /// than their quota, or hold any without a quota. The host does not
+    /// call the policy in a round in which no VC borrows. The view's
+    /// `waiting` are only the jobs whose VC's quota covers them (held GPUs
+    /// plus the job's at most the quota; no call if there are none), and
+    /// its `servers` only those with free GPUs or running a shown job (no
+    /// other server can make room by stopping borrowed work). For policies that
+    /// only ever stop borrowed work (YARN's fair-share preemption, Volcano's
+    /// reclaim): a round then costs the borrowed jobs, not every running job.
+    Borrowed,
+}
+
+/// What a policy declares when it is loaded (the reply of `init` in WIT).
+///
+/// An empty reply means the default manifest. A manifest of an earlier
+/// layout (the queue order alone; then with the running scope) still
+/// decodes, with the defaults for the fields added since.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// The order of the pending jobs the fairness policy needs to see
+    /// (ignored for other slots).
+    pub queue_order: QueueOrder,
+    /// The running jobs the reclaim policy needs to see (ignored for other
+    /// slots).
+    pub running: RunningScope,
+    /// Whether the module takes each view as a message that may hold a
+    /// change from the view of its last answered call
+    /// (`wire::encode_view_message`) rather than the bare view.
+    /// The SDK's export glue sets it for every slot it exports; a policy
+    /// leaves it `false`, and native backends ignore it.
+    pub view_changes: bool,
+}
+
+/// The first layout of [`Manifest`]: the queue order alone.
+#[derive(Deserialize)]
+struct ManifestV1 {
+    queue_order: QueueOrder,
+}
+
+/// The second layout of [`Manifest`]: the queue order and running scope.
+#[derive(Deserialize)]
+struct ManifestV2 {
+    queue_order: QueueOrder,
+    running: RunningScope,
+}
+
+impl Manifest {
+    /// The manifest's bytes: empty for the default one.
+    ///
+    /// ```
+    /// use gangway_plugin_sdk::{Manifest, QueueOrder};
+    /// assert!(Manifest::default().encode().is_empty());
+    /// let m = Manifest {
+    ///     queue_order: QueueOrder::AttainedBands(vec![3600]),
+    ///     ..Manifest::default()
+    /// };
+    /// assert_eq!(Manifest::decode(&m.encode()).unwrap(), m);
+    /// assert_eq!(Manifest::decode(&[]).unwrap(), Manifest::default());
+    /// ```
+    pub fn encode(&self) -> Vec<u8> {
+        if *self == Manifest::default() {
+            Vec::new()
+        } else {
+            codec::encode(self)
+        }
+    }
+
+    /// Decodes a manifest; empty bytes are the default. Thresholds of an
+    /// [`QueueOrder::AttainedBands`] order must ascend and number at most 64.
+    pub fn decode(bytes: &[u8]) -> Result<Manifest, WireError> {
+        if bytes.is_empty() {
+            return Ok(Manifest::default());
+        }
+        if bytes.len() > 1024 {
+            return Err(WireError {
+                what: "Manifest",
+                reason: format!(
+                    "{} bytes, more than the 1024 a manifest may take",
+                    bytes.len()
+                ),
+            });
+        }
+        let m: Manifest = match codec::decode(bytes) {
+            Ok(m) => m,
+            Err(e) => match (
+                codec::decode::<ManifestV2>(bytes),
+                codec::decode::<ManifestV1>(bytes),
+            ) {
+                (Ok(v2), _) => Manifest {
+                    queue_order: v2.queue_order,
+                    running: v2.running,
+                    ..Manifest::default()
+                },
+                (_, Ok(v1)) => Manifest {
+                    queue_order: v1.queue_order,
+                    ..Manifest::default()
+                },
+                _ => return Err(e),
+            },
+        };
+        if let QueueOrder::AttainedBands(t) = &m.queue_order
+            && (t.len() > 64 || t.windows(2).any(|w| w[0] >= w[1]))
+        {
+            return Err(WireError {
+                what: "Manifest",
+                reason: "attained-service thresholds must ascend strictly and number at most 64"
+                    .into(),
+            });
+        }
+        Ok(m)
+    }
+}

@@ -1,0 +1,169 @@
+//! What every slot is to the host and to a policy: [`SlotContract`], the
+//! description of one slot (its view, decision, wire encoding, rules and
+//! built-in policy), and [`Policy`], a policy of any slot. The marker types
+//! of [`crate::slots`] implement the first; every type implementing a slot
+//! trait implements the second.
+
+use serde::{Serialize, de::DeserializeOwned};
+
+use crate::manifest::Manifest;
+use crate::slots::Slot;
+use crate::wire::codec::{self, WireError};
+
+/// Why a decision breaks its slot's rules ([`SlotContract::validate`]):
+/// what it names that it must not, e.g. "lists job 7 twice".
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct InvalidDecision {
+    reason: String,
+}
+
+impl InvalidDecision {
+    /// A broken rule, described for the policy's author.
+    pub fn new(reason: impl Into<String>) -> Self {
+        InvalidDecision {
+            reason: reason.into(),
+        }
+    }
+
+    /// What the decision broke.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// What the decision broke, owned.
+    pub fn into_reason(self) -> String {
+        self.reason
+    }
+}
+
+/// One slot of the contract, described once: its [`Slot`], its view and
+/// decision types, and their wire encoding. Implemented by the marker types
+/// of [`crate::slots`]; everything that handles "any slot" (the host's
+/// backends and validation, the guest glue) is generic over it.
+pub trait SlotContract: Copy + Default + Send + Sync + std::fmt::Debug + 'static {
+    /// Which slot.
+    const SLOT: Slot;
+    /// The slot's name as used in WIT, configs and reports.
+    const NAME: &'static str;
+    /// The name of the slot's per-round function in its WIT interface.
+    const CALL: &'static str;
+    /// The name of the slot's built-in policy ([`SlotContract::Fallback`]).
+    const FALLBACK: &'static str;
+    /// Whether the built-in policy never decides anything (the reclaim and
+    /// defragment slots' `none`): a host then neither builds the slot's
+    /// view nor calls it.
+    const FALLBACK_DECIDES_NOTHING: bool = false;
+    /// What the policy sees each round.
+    type View: Clone
+        + std::fmt::Debug
+        + Default
+        + PartialEq
+        + Serialize
+        + DeserializeOwned
+        + Send
+        + Sync;
+    /// What it answers.
+    type Decision: Clone
+        + std::fmt::Debug
+        + Default
+        + PartialEq
+        + Serialize
+        + DeserializeOwned
+        + Send;
+    /// The slot's built-in policy: what a host runs when no policy is
+    /// configured, and falls back on for a round when a configured one
+    /// fails.
+    type Fallback: Policy<Self> + Default + Send + Sync + 'static;
+
+    /// Checks a decision against the view it answers: the rules a policy
+    /// must keep whatever the cluster's state. (Rules that depend on the
+    /// state, e.g. that a reclaim frees room, are checked when the host
+    /// applies the decision.)
+    fn validate(view: &Self::View, decision: &Self::Decision) -> Result<(), InvalidDecision>;
+
+    /// The most bytes a well-formed reply to `view` can take. A longer reply
+    /// is refused before anything is decoded, so a reply can never make the
+    /// host allocate more than a bounded multiple of the view.
+    fn max_reply_bytes(view: &Self::View) -> usize;
+
+    /// Encodes a view into `out` (cleared first).
+    fn encode_view(view: &Self::View, out: &mut Vec<u8>) {
+        codec::encode_into(view, out);
+    }
+
+    /// Decodes a view into `view`, reusing its memory where it can.
+    fn decode_view_into(bytes: &[u8], view: &mut Self::View) -> Result<(), WireError> {
+        *view = codec::decode(bytes)?;
+        Ok(())
+    }
+
+    /// Whether the slot's views can travel as changes
+    /// ([`SlotContract::encode_view_change`]): a host keeps a copy of the last
+    /// view it sent only for such slots.
+    const VIEW_CHANGES: bool = false;
+
+    /// Encodes `view` as a change from `base`, the view of the instance's
+    /// last answered call, into `out` (cleared first); `false` (leaving
+    /// `out` unspecified) when the slot has no change encoding or the
+    /// whole view is about as short. See `wire::encode_view_message`.
+    fn encode_view_change(_base: &Self::View, _view: &Self::View, _out: &mut Vec<u8>) -> bool {
+        false
+    }
+
+    /// Applies a change written by [`SlotContract::encode_view_change`] to
+    /// `view`, which holds its base.
+    fn apply_view_change(_bytes: &[u8], _view: &mut Self::View) -> Result<(), WireError> {
+        Err(WireError {
+            what: "view change",
+            reason: format!("the {} slot's views travel whole", Self::SLOT),
+        })
+    }
+
+    /// Encodes `decision` as runs over the `view` it answers into `out`
+    /// (cleared first); `false` (leaving `out` unspecified) when the slot
+    /// has no compact encoding or it would not be shorter. See
+    /// `wire::encode_reply_message`.
+    fn encode_decision_compact(
+        _decision: &Self::Decision,
+        _view: &Self::View,
+        _out: &mut Vec<u8>,
+    ) -> bool {
+        false
+    }
+
+    /// Decodes a compact reply to `view`.
+    fn decode_decision_compact(
+        _bytes: &[u8],
+        _view: &Self::View,
+    ) -> Result<Self::Decision, WireError> {
+        Err(WireError {
+            what: "compact reply",
+            reason: format!("the {} slot's replies are plain", Self::SLOT),
+        })
+    }
+
+    /// Encodes a decision into `out` (cleared first).
+    fn encode_decision(decision: &Self::Decision, out: &mut Vec<u8>) {
+        codec::encode_into(decision, out);
+    }
+
+    /// Decodes the reply to `view`: refused unheard if longer than
+    /// [`SlotContract::max_reply_bytes`].
+    fn decode_decision(bytes: &[u8], view: &Self::View) -> Result<Self::Decision, WireError> {
+        codec::check_reply_len::<Self::Decision>(bytes, Self::max_reply_bytes(view))?;
+        codec::decode(bytes)
+    }
+}
+
+/// A policy for slot `S`, whichever slot that is: what the host calls. Every
+/// type implementing a slot trait ([`crate::FairnessPolicy`] and the others)
+/// implements it for that slot; implement the slot trait, not this.
+pub trait Policy<S: SlotContract> {
+    /// The policy's decision for `view`.
+    fn decide(&self, view: &S::View) -> S::Decision;
+    /// What the policy tells the host about itself once, when it is loaded.
+    fn manifest(&self) -> Manifest {
+        Manifest::default()
+    }
+}

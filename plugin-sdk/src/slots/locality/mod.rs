@@ -1,0 +1,87 @@
+//! The locality-relaxation slot: how widely each eligible gang may spread.
+
+mod fallback;
+mod rules;
+pub(crate) mod wire;
+
+use serde::{Deserialize, Serialize};
+
+use crate::slot_contract::{InvalidDecision, Policy, SlotContract};
+use crate::slots::QueueView;
+use crate::slots::Slot;
+use crate::slots::queue_view;
+use crate::view::SpreadLimit;
+use crate::wire::codec::{self, WireError};
+
+pub use fallback::Strict;
+/// The locality slot's answer: one spread limit per job of the
+/// [`QueueView`], in the same order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LocalityDecision {
+    /// `limits[i]` bounds where job `i` may go this round: no level deeper
+    /// than the server level.
+    pub limits: Vec<SpreadLimit>,
+}
+
+/// The locality-relaxation slot: a spread limit per eligible job.
+pub trait LocalityPolicy {
+    /// Returns one spread limit per job of `view`, in order.
+    fn spread(&self, view: &QueueView) -> LocalityDecision;
+}
+
+impl<P: LocalityPolicy + ?Sized> Policy<Locality> for P {
+    fn decide(&self, view: &QueueView) -> LocalityDecision {
+        self.spread(view)
+    }
+}
+
+/// The locality slot (WIT interface `locality`, function `spread`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Locality;
+
+impl SlotContract for Locality {
+    const SLOT: Slot = Slot::Locality;
+    const NAME: &'static str = "locality";
+    const CALL: &'static str = "spread";
+    const FALLBACK: &'static str = "strict";
+    const VIEW_CHANGES: bool = true;
+    type View = QueueView;
+    type Decision = LocalityDecision;
+    type Fallback = Strict;
+
+    fn validate(view: &Self::View, d: &Self::Decision) -> Result<(), InvalidDecision> {
+        rules::validate(view, d)
+    }
+
+    fn max_reply_bytes(view: &QueueView) -> usize {
+        codec::LEN + view.jobs.len() * (1 + codec::U32)
+    }
+    fn encode_view(view: &QueueView, out: &mut Vec<u8>) {
+        queue_view::encode_view(view, out);
+    }
+    fn decode_view_into(bytes: &[u8], view: &mut QueueView) -> Result<(), WireError> {
+        queue_view::decode_view_into(bytes, view)
+    }
+    fn encode_view_change(base: &QueueView, view: &QueueView, out: &mut Vec<u8>) -> bool {
+        queue_view::encode_view_change(base, view, out)
+    }
+    fn apply_view_change(bytes: &[u8], view: &mut QueueView) -> Result<(), WireError> {
+        queue_view::apply_view_change(bytes, view)
+    }
+    fn encode_decision_compact(d: &LocalityDecision, _view: &QueueView, out: &mut Vec<u8>) -> bool {
+        wire::encode_decision_compact(d, out)
+    }
+    fn decode_decision_compact(
+        bytes: &[u8],
+        view: &QueueView,
+    ) -> Result<LocalityDecision, WireError> {
+        wire::decode_decision_compact(bytes, view)
+    }
+    fn encode_decision(d: &LocalityDecision, out: &mut Vec<u8>) {
+        wire::encode_decision(d, out);
+    }
+    fn decode_decision(bytes: &[u8], view: &QueueView) -> Result<LocalityDecision, WireError> {
+        codec::check_reply_len::<Self::Decision>(bytes, Self::max_reply_bytes(view))?;
+        wire::decode_decision(bytes, view.jobs.len())
+    }
+}
