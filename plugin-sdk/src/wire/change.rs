@@ -627,10 +627,8 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::slots::fairness::wire as fairness_wire;
+    use crate::{Fairness, Locality, Reclaim, SlotContract};
 
-    use crate::slots::queue_view::wire as queue_wire;
-    use crate::slots::reclaim::wire as reclaim_wire;
     use crate::view::SpreadLimit;
 
     use crate::WaitReason;
@@ -725,9 +723,9 @@ mod tests {
             }
             let view = FairnessView { now_s: base.now_s.wrapping_add(dt), jobs, vcs, ..base.clone() };
             let mut bytes = vec![0xAA; 5];
-            if fairness_wire::encode_view_change(&base, &view, &mut bytes) {
+            if Fairness::encode_view_change(&base, &view, &mut bytes) {
                 let mut held = base.clone();
-                fairness_wire::apply_view_change(&bytes, &mut held).unwrap();
+                Fairness::apply_view_change(&bytes, &mut held).unwrap();
                 prop_assert_eq!(held, view);
             } else {
                 // Only a small view travels whole when nothing but time passed.
@@ -750,9 +748,9 @@ mod tests {
             let (jobs, spread) = edited(&base.jobs, &base.spread, &edits, dt);
             let view = QueueView { now_s: base.now_s.wrapping_add(dt), jobs, spread, ..base.clone() };
             let mut bytes = Vec::new();
-            if queue_wire::encode_view_change(&base, &view, &mut bytes) {
+            if Locality::encode_view_change(&base, &view, &mut bytes) {
                 let mut held = base.clone();
-                queue_wire::apply_view_change(&bytes, &mut held).unwrap();
+                Locality::apply_view_change(&bytes, &mut held).unwrap();
                 prop_assert_eq!(held, view);
             }
         }
@@ -787,9 +785,9 @@ mod tests {
                 view.servers[at].free += 1;
             }
             let mut bytes = Vec::new();
-            if reclaim_wire::encode_view_change(&base, &view, &mut bytes) {
+            if Reclaim::encode_view_change(&base, &view, &mut bytes) {
                 let mut held = base.clone();
-                reclaim_wire::apply_view_change(&bytes, &mut held).unwrap();
+                Reclaim::apply_view_change(&bytes, &mut held).unwrap();
                 prop_assert_eq!(held, view);
             } else {
                 let entries =
@@ -797,7 +795,7 @@ mod tests {
                 prop_assert!(entries < MIN_ENTRIES, "{} entries", entries);
             }
             let mut held = base.clone();
-            let _ = reclaim_wire::apply_view_change(&bytes, &mut held);
+            let _ = Reclaim::apply_view_change(&bytes, &mut held);
         }
 
         /// On arbitrary bytes over any base the guest's side never panics,
@@ -808,11 +806,11 @@ mod tests {
             bytes in prop::collection::vec(any::<u8>(), 0..200),
         ) {
             let mut held = base.clone();
-            if queue_wire::apply_view_change(&bytes, &mut held).is_ok() {
+            if Locality::apply_view_change(&bytes, &mut held).is_ok() {
                 prop_assert!(held.jobs.len() <= base.jobs.len() + bytes.len() / PendingJob::MIN_BYTES);
             }
             let mut round = FairnessView { jobs: base.jobs.clone(), ..FairnessView::default() };
-            if fairness_wire::apply_view_change(&bytes, &mut round).is_ok() {
+            if Fairness::apply_view_change(&bytes, &mut round).is_ok() {
                 prop_assert!(round.jobs.len() <= base.jobs.len() + bytes.len() / PendingJob::MIN_BYTES);
             }
         }
@@ -850,10 +848,10 @@ mod tests {
             j.attained_gpu_s += 120;
         }
         let mut bytes = Vec::new();
-        assert!(reclaim_wire::encode_view_change(&base, &view, &mut bytes));
+        assert!(Reclaim::encode_view_change(&base, &view, &mut bytes));
         assert!(bytes.len() < 24, "{} bytes", bytes.len());
         let mut held = base.clone();
-        reclaim_wire::apply_view_change(&bytes, &mut held).unwrap();
+        Reclaim::apply_view_change(&bytes, &mut held).unwrap();
         assert_eq!(held, view);
     }
 
@@ -879,13 +877,13 @@ mod tests {
             j.waiting_s += 1;
         }
         let mut bytes = Vec::new();
-        assert!(fairness_wire::encode_view_change(&base, &view, &mut bytes));
+        assert!(Fairness::encode_view_change(&base, &view, &mut bytes));
         assert!(bytes.len() < 16, "{} bytes", bytes.len());
         view.jobs.drain(100..140);
-        assert!(fairness_wire::encode_view_change(&base, &view, &mut bytes));
+        assert!(Fairness::encode_view_change(&base, &view, &mut bytes));
         assert!(bytes.len() < 20, "{} bytes", bytes.len());
         let mut held = base.clone();
-        fairness_wire::apply_view_change(&bytes, &mut held).unwrap();
+        Fairness::apply_view_change(&bytes, &mut held).unwrap();
         assert_eq!(held, view);
         // A change whose keep runs copy more than the base holds is refused.
         // (now, cluster, no VC runs, then two runs that each keep job 0.)
@@ -894,21 +892,21 @@ mod tests {
             jobs: vec![PendingJob::default()],
             ..FairnessView::default()
         };
-        let err = fairness_wire::apply_view_change(&bad, &mut small).unwrap_err();
+        let err = Fairness::apply_view_change(&bad, &mut small).unwrap_err();
         assert!(err.to_string().contains("past the base view"), "{err}");
         // One keep run copies it once.
         let mut small = FairnessView {
             jobs: vec![PendingJob::default()],
             ..FairnessView::default()
         };
-        fairness_wire::apply_view_change(&[0, 0, 0, 0, 0, 0, 2, 2, 0], &mut small).unwrap();
+        Fairness::apply_view_change(&[0, 0, 0, 0, 0, 0, 2, 2, 0], &mut small).unwrap();
         // In place, a keep run that reaches back before the last one is refused.
         let mut two = FairnessView {
             jobs: vec![PendingJob::default(); 2],
             ..FairnessView::default()
         };
         let back = [0, 0, 0, 0, 0, 0, 5, 2, 1, 2, 0];
-        let err = fairness_wire::apply_view_change(&back, &mut two).unwrap_err();
+        let err = Fairness::apply_view_change(&back, &mut two).unwrap_err();
         assert!(err.to_string().contains("out of place"), "{err}");
     }
 
@@ -946,9 +944,9 @@ mod tests {
             ..PendingJob::default()
         });
         let mut whole = Vec::new();
-        fairness_wire::encode_view(&view, &mut whole);
+        Fairness::encode_view(&view, &mut whole);
         let mut bytes = Vec::new();
-        assert!(fairness_wire::encode_view_change(&base, &view, &mut bytes));
+        assert!(Fairness::encode_view_change(&base, &view, &mut bytes));
         assert!(
             bytes.len() * 3 < whole.len(),
             "{} of {} bytes",
@@ -957,7 +955,7 @@ mod tests {
         );
         let mut held = base.clone();
         let memory = held.vcs.as_ptr();
-        fairness_wire::apply_view_change(&bytes, &mut held).unwrap();
+        Fairness::apply_view_change(&bytes, &mut held).unwrap();
         assert_eq!(held, view);
         assert_eq!(held.vcs.as_ptr(), memory, "rebuilt in place");
     }

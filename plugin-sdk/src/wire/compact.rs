@@ -87,18 +87,14 @@ pub(crate) fn run_count(
 mod tests {
     use proptest::prelude::*;
 
-    use crate::slots::fairness::wire as fairness_wire;
-    use crate::slots::gang::wire as gang_wire;
-    use crate::slots::locality::wire as locality_wire;
-
-    use crate::view::SpreadLimit;
-
     use crate::ids::{JobId, Level};
     use crate::slots::{
         FairnessDecision, FairnessView, GangAction, GangDecision, LocalityDecision, QueueView,
         Ranked,
     };
     use crate::testing::strategy;
+    use crate::view::SpreadLimit;
+    use crate::{Fairness, Gang, Locality, SlotContract};
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
@@ -126,8 +122,8 @@ mod tests {
             }
             let d = FairnessDecision { order };
             let mut out = Vec::new();
-            if fairness_wire::encode_decision_compact(&d, &view, &mut out) {
-                prop_assert_eq!(fairness_wire::decode_decision_compact(&out, &view).unwrap(), d.clone());
+            if Fairness::encode_decision_compact(&d, &view, &mut out) {
+                prop_assert_eq!(Fairness::decode_decision_compact(&out, &view).unwrap(), d.clone());
                 prop_assert!(out.len() <= crate::wire::codec::encode(&d).len());
             }
             let queue = QueueView { jobs: view.jobs.clone(), ..QueueView::default() };
@@ -137,8 +133,8 @@ mod tests {
                     SpreadLimit::new(Level(level), s)
                 }).collect(),
             };
-            if locality_wire::encode_decision_compact(&l, &mut out) {
-                prop_assert_eq!(locality_wire::decode_decision_compact(&out, &queue).unwrap(), l);
+            if Locality::encode_decision_compact(&l, &queue, &mut out) {
+                prop_assert_eq!(Locality::decode_decision_compact(&out, &queue).unwrap(), l);
             }
             let g = GangDecision {
                 on_blocked: view.jobs.iter().enumerate().map(|(i, _)| {
@@ -146,8 +142,8 @@ mod tests {
                 }).collect(),
                 max_reservations: 3,
             };
-            if gang_wire::encode_decision_compact(&g, &mut out) {
-                prop_assert_eq!(gang_wire::decode_decision_compact(&out, &queue).unwrap(), g);
+            if Gang::encode_decision_compact(&g, &queue, &mut out) {
+                prop_assert_eq!(Gang::decode_decision_compact(&out, &queue).unwrap(), g);
             }
         }
 
@@ -159,13 +155,13 @@ mod tests {
             bytes in prop::collection::vec(any::<u8>(), 0..64),
         ) {
             let queue = QueueView { jobs: view.jobs.clone(), ..QueueView::default() };
-            if let Ok(d) = fairness_wire::decode_decision_compact(&bytes, &view) {
+            if let Ok(d) = Fairness::decode_decision_compact(&bytes, &view) {
                 prop_assert!(d.order.len() <= view.jobs.len());
             }
-            if let Ok(d) = locality_wire::decode_decision_compact(&bytes, &queue) {
+            if let Ok(d) = Locality::decode_decision_compact(&bytes, &queue) {
                 prop_assert!(d.limits.len() <= view.jobs.len());
             }
-            if let Ok(d) = gang_wire::decode_decision_compact(&bytes, &queue) {
+            if let Ok(d) = Gang::decode_decision_compact(&bytes, &queue) {
                 prop_assert!(d.on_blocked.len() <= view.jobs.len());
             }
         }
@@ -195,26 +191,27 @@ mod tests {
                 .collect(),
         };
         let mut out = Vec::new();
-        assert!(fairness_wire::encode_decision_compact(
-            &fifo, &view, &mut out
-        ));
+        assert!(Fairness::encode_decision_compact(&fifo, &view, &mut out));
         assert_eq!(out, [1, 0xe9, 0x07, 0]);
         let mut reversed = fifo.clone();
         reversed.order.reverse();
-        assert!(!fairness_wire::encode_decision_compact(
+        assert!(!Fairness::encode_decision_compact(
             &reversed, &view, &mut out
         ));
         let gang = GangDecision {
             on_blocked: vec![GangAction::Backfill; 500],
             max_reservations: 1,
         };
-        assert!(gang_wire::encode_decision_compact(&gang, &mut out));
+        assert!(Gang::encode_decision_compact(
+            &gang,
+            &QueueView::default(),
+            &mut out
+        ));
         assert_eq!(out, [1, 0xf4, 0x03, 0, 1]);
         // Runs past the view, or covering more jobs than it has, do not decode.
-        let err = fairness_wire::decode_decision_compact(&[1, 0xe9, 0x07, 1], &view).unwrap_err();
+        let err = Fairness::decode_decision_compact(&[1, 0xe9, 0x07, 1], &view).unwrap_err();
         assert!(err.to_string().contains("past the view"), "{err}");
-        let err =
-            fairness_wire::decode_decision_compact(&[2, 0xe9, 0x07, 0, 2, 0], &view).unwrap_err();
+        let err = Fairness::decode_decision_compact(&[2, 0xe9, 0x07, 0, 2, 0], &view).unwrap_err();
         assert!(err.to_string().contains("more entries"), "{err}");
     }
 }

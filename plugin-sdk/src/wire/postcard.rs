@@ -548,11 +548,23 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::slots::fairness::wire as fairness_wire;
-    use crate::slots::gang::wire as gang_wire;
-    use crate::slots::locality::wire as locality_wire;
-    use crate::slots::queue_view::wire as queue_wire;
-    use crate::slots::reclaim::wire as reclaim_wire;
+    use crate::{Fairness, Gang, Locality, PendingJob, Reclaim, SlotContract};
+
+    /// A fairness view of `n` jobs: what bounds a decision's length.
+    fn fairness_of(n: usize) -> FairnessView {
+        FairnessView {
+            jobs: vec![PendingJob::default(); n],
+            ..FairnessView::default()
+        }
+    }
+
+    /// A queue view of `n` jobs.
+    fn queue_of(n: usize) -> QueueView {
+        QueueView {
+            jobs: vec![PendingJob::default(); n],
+            ..QueueView::default()
+        }
+    }
     use crate::slots::{
         FairnessDecision, FairnessView, GangAction, GangDecision, LocalityDecision, QueueView,
         Ranked, ReclaimView,
@@ -572,21 +584,21 @@ mod tests {
             reclaim in strategy::reclaim_view(),
         ) {
             let mut buf = vec![0xAA; 3];
-            fairness_wire::encode_view(&round, &mut buf);
+            Fairness::encode_view(&round, &mut buf);
             prop_assert_eq!(&buf, &codec::encode(&round));
             let mut back = FairnessView::default();
-            fairness_wire::decode_view_into(&buf, &mut back).unwrap();
+            Fairness::decode_view_into(&buf, &mut back).unwrap();
             prop_assert_eq!(back, round);
-            queue_wire::encode_view(&queue, &mut buf);
+            Locality::encode_view(&queue, &mut buf);
             prop_assert_eq!(&buf, &codec::encode(&queue));
             let mut back = QueueView::default();
-            queue_wire::decode_view_into(&buf, &mut back).unwrap();
+            Locality::decode_view_into(&buf, &mut back).unwrap();
             prop_assert_eq!(back, queue);
-            reclaim_wire::encode_view(&reclaim, &mut buf);
+            Reclaim::encode_view(&reclaim, &mut buf);
             prop_assert_eq!(&buf, &codec::encode(&reclaim));
             // Into a view that held another one: every field is overwritten.
             let mut back = strategy_sample();
-            reclaim_wire::decode_view_into(&buf, &mut back).unwrap();
+            Reclaim::decode_view_into(&buf, &mut back).unwrap();
             prop_assert_eq!(back, reclaim);
         }
 
@@ -612,15 +624,15 @@ mod tests {
                 max_reservations,
             };
             let mut buf = Vec::new();
-            fairness_wire::encode_decision(&f, &mut buf);
+            Fairness::encode_decision(&f, &mut buf);
             prop_assert_eq!(&buf, &codec::encode(&f));
-            prop_assert_eq!(fairness_wire::decode_decision(&buf, usize::MAX).unwrap(), f);
-            locality_wire::encode_decision(&l, &mut buf);
+            prop_assert_eq!(Fairness::decode_decision(&buf, &fairness_of(300)).unwrap(), f);
+            Locality::encode_decision(&l, &mut buf);
             prop_assert_eq!(&buf, &codec::encode(&l));
-            prop_assert_eq!(locality_wire::decode_decision(&buf, usize::MAX).unwrap(), l);
-            gang_wire::encode_decision(&g, &mut buf);
+            prop_assert_eq!(Locality::decode_decision(&buf, &queue_of(300)).unwrap(), l);
+            Gang::encode_decision(&g, &mut buf);
             prop_assert_eq!(&buf, &codec::encode(&g));
-            prop_assert_eq!(gang_wire::decode_decision(&buf, usize::MAX).unwrap(), g);
+            prop_assert_eq!(Gang::decode_decision(&buf, &queue_of(300)).unwrap(), g);
         }
 
         /// On arbitrary bytes (a hostile reply) the decoders never panic and
@@ -629,22 +641,22 @@ mod tests {
         fn the_decoders_agree_with_postcard_on_garbage(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
             let mut round = FairnessView::default();
             prop_assert_eq!(
-                fairness_wire::decode_view_into(&bytes, &mut round).ok().map(|()| round),
+                Fairness::decode_view_into(&bytes, &mut round).ok().map(|()| round),
                 codec::decode::<FairnessView>(&bytes).ok()
             );
             let mut queue = QueueView::default();
             prop_assert_eq!(
-                queue_wire::decode_view_into(&bytes, &mut queue).ok().map(|()| queue),
+                Locality::decode_view_into(&bytes, &mut queue).ok().map(|()| queue),
                 codec::decode::<QueueView>(&bytes).ok()
             );
             let mut reclaim = ReclaimView::default();
             prop_assert_eq!(
-                reclaim_wire::decode_view_into(&bytes, &mut reclaim).ok().map(|()| reclaim),
+                Reclaim::decode_view_into(&bytes, &mut reclaim).ok().map(|()| reclaim),
                 codec::decode::<ReclaimView>(&bytes).ok()
             );
-            prop_assert_eq!(fairness_wire::decode_decision(&bytes, usize::MAX).ok(), codec::decode::<FairnessDecision>(&bytes).ok());
-            prop_assert_eq!(locality_wire::decode_decision(&bytes, usize::MAX).ok(), codec::decode::<LocalityDecision>(&bytes).ok());
-            prop_assert_eq!(gang_wire::decode_decision(&bytes, usize::MAX).ok(), codec::decode::<GangDecision>(&bytes).ok());
+            prop_assert_eq!(Fairness::decode_decision(&bytes, &fairness_of(300)).ok(), codec::decode::<FairnessDecision>(&bytes).ok());
+            prop_assert_eq!(Locality::decode_decision(&bytes, &queue_of(300)).ok(), codec::decode::<LocalityDecision>(&bytes).ok());
+            prop_assert_eq!(Gang::decode_decision(&bytes, &queue_of(300)).ok(), codec::decode::<GangDecision>(&bytes).ok());
         }
 
         /// A decision naming more entries than the view has jobs is refused
@@ -655,8 +667,8 @@ mod tests {
                 order: (0..n + extra).map(|i| Ranked { job: JobId(i as u64), eligible: true }).collect(),
             };
             let bytes = codec::encode(&f);
-            prop_assert!(fairness_wire::decode_decision(&bytes, n).is_err());
-            prop_assert!(fairness_wire::decode_decision(&bytes, n + extra).is_ok());
+            prop_assert!(Fairness::decode_decision(&bytes, &fairness_of(n)).is_err());
+            prop_assert!(Fairness::decode_decision(&bytes, &fairness_of(n + extra)).is_ok());
         }
     }
 
@@ -682,15 +694,11 @@ mod tests {
         let mut view = QueueView::default();
         // A u32 varint past u32::MAX, a u64 varint of 11 bytes, trailing
         // bytes, a length longer than the input.
-        assert!(
-            queue_wire::decode_view_into(&[0, 0xff, 0xff, 0xff, 0xff, 0x7f], &mut view).is_err()
-        );
+        assert!(Locality::decode_view_into(&[0, 0xff, 0xff, 0xff, 0xff, 0x7f], &mut view).is_err());
         let mut long = vec![0xffu8; 10];
         long.push(0x01);
-        assert!(queue_wire::decode_view_into(&long, &mut view).is_err());
-        assert!(queue_wire::decode_view_into(&[0, 0, 0, 1, 0, 0, 0, 0, 7], &mut view).is_err());
-        assert!(
-            queue_wire::decode_view_into(&[0, 0, 0, 1, 0, 0xff, 0xff, 0x03], &mut view).is_err()
-        );
+        assert!(Locality::decode_view_into(&long, &mut view).is_err());
+        assert!(Locality::decode_view_into(&[0, 0, 0, 1, 0, 0, 0, 0, 7], &mut view).is_err());
+        assert!(Locality::decode_view_into(&[0, 0, 0, 1, 0, 0xff, 0xff, 0x03], &mut view).is_err());
     }
 }
