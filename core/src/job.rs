@@ -153,6 +153,19 @@ pub enum JobState {
     },
 }
 
+impl JobState {
+    /// The state's name in errors ("pending", "running", ...).
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            JobState::Pending { .. } => "pending",
+            JobState::AwaitingRetry(_) => "awaiting a retry decision",
+            JobState::Delayed { .. } => "waiting to be retried",
+            JobState::Running { .. } => "running",
+            JobState::Finished { .. } => "finished",
+        }
+    }
+}
+
 /// Everything the scheduler knows about one job.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobRecord {

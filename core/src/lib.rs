@@ -1,14 +1,46 @@
 //! # gangway-core
 //!
-//! The engine an existing GPU-cluster scheduler links to decide where deep
-//! learning jobs run: a topology graph of cluster > racks > servers > GPUs,
-//! allocation state with all-or-nothing gang allocation, a placement search
-//! that keeps gangs local and large holes free, and a scheduling round that
-//! runs pluggable fairness, locality and gang policies.
+//! The engine an existing GPU-cluster scheduler links to decide where
+//! deep-learning jobs run. The core owns the truth; policies only advise:
+//! whatever a policy answers, the core validates it, so no GPU is ever held
+//! twice, no gang half-started and no job lost.
 //!
-//! The core owns the truth; policies only advise. Whatever a policy answers,
-//! the core validates it, so no GPU is ever held twice, no gang half-started
-//! and no job lost.
+//! ## Core concepts
+//!
+//! * [`Topology`]: the cluster as a tree of levels, cluster > racks >
+//!   servers > GPUs, immutable once built ([`TopologyBuilder`], a Philly
+//!   machine list, or a TOML file).
+//! * [`ClusterState`]: who holds which GPU. All-or-nothing gang allocation
+//!   ([`Placement`]) and the locality-aware placement search
+//!   ([`PlacementChoice`], ties broken by a [`PlacementStrategy`]).
+//! * [`Scheduler`]: the facade a host drives. It takes events (submit,
+//!   [`Scheduler::end_attempt`], kill, server down, up and draining) for
+//!   jobs ([`JobSpec`], then a [`JobRecord`] in one [`JobState`]) of
+//!   virtual clusters ([`VirtualCluster`]), and runs a
+//!   [`round`](Scheduler::round) whenever the host likes. A refused event is
+//!   a [`SchedulerError`] and changes nothing.
+//! * [`RoundReport`]: what a round decided: the jobs it started ([`Start`])
+//!   and where, why each viewed job still waits ([`WaitReason`]),
+//!   [`Reservation`]s, [`Preemption`]s, [`Migration`]s, retries, policy swaps
+//!   and the policy errors it fell back on.
+//! * [`policy`]: a [`policy::PolicySet`] holds one policy per slot of the
+//!   contract (retry, fairness, locality, gang, reclaim, defragment; see
+//!   `gangway-plugin-sdk`), each [`policy::Guarded`]: every decision
+//!   validated, the built-in policy deciding when one fails, hot swap,
+//!   rollback and quarantine.
+//! * `wasm` (feature `wasm`, on by default): policies as sandboxed
+//!   WebAssembly components: a `PolicyEngine` loads and compiles them, a
+//!   `PolicyModule` makes a backend of any slot it exports.
+//! * [`snapshot`], [`reconcile`] and [`Scheduler::forget`]: what a
+//!   long-lived host needs: save and restore the whole state, bring it in
+//!   line with what the engine it drives says is true, and keep memory
+//!   bounded by the live jobs.
+//! * `conformance` (feature `conformance`): the kit a policy author runs:
+//!   every contract rule on generated views and scenarios.
+//!
+//! A round goes retry -> fairness -> locality -> placement with gang ->
+//! reclaim -> defragment; the core never reads a clock (time is always the
+//! host's) and the same events and policies give the same decisions.
 //!
 //! ```
 //! use gangway_core::{JobId, JobSpec, Scheduler, Topology};
@@ -28,34 +60,34 @@
 //! sched.check_invariants().unwrap();
 //! ```
 
+mod book;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 mod job;
-mod job_table;
 mod placement;
 mod placement_strategy;
 pub mod policy;
-mod queue;
 pub mod reconcile;
 mod retention;
 mod round;
 mod scheduler;
+mod scheduler_error;
 pub mod snapshot;
 mod state;
 mod topology;
 #[cfg(feature = "wasm")]
 pub mod wasm;
 
+pub use book::VirtualCluster;
 pub use gangway_plugin_sdk::{
     FailureClass, JobId, Level, QueueOrder, RetryAction, Slot, SpreadLimit, VcId, WaitReason,
 };
 pub use job::{AttemptEnd, Failure, FinalStatus, JobRecord, JobSpec, JobState, WaitBreakdown};
 pub use placement::PlacementChoice;
 pub use placement_strategy::PlacementStrategy;
-pub use reconcile::{Difference, EngineTruth};
 pub use round::{Migration, Preemption, Reservation, RoundReport, Start};
-pub use scheduler::{Scheduler, SchedulerError, VirtualCluster};
-pub use snapshot::{SNAPSHOT_VERSION, Snapshot, SnapshotError};
+pub use scheduler::Scheduler;
+pub use scheduler_error::SchedulerError;
 pub use state::{
     ClusterState, GpuMask, Health, InvariantViolation, Placement, ServerGpus, StateError,
 };

@@ -19,7 +19,8 @@
 //! (only the unresolved jobs are reported again); a property test checks it.
 //!
 //! ```
-//! use gangway_core::{EngineTruth, Difference, JobSpec, Scheduler, Topology, Placement, ServerGpus, ServerId};
+//! use gangway_core::reconcile::{Difference, EngineTruth};
+//! use gangway_core::{JobSpec, Placement, Scheduler, ServerGpus, ServerId, Topology};
 //! use gangway_plugin_sdk::JobId;
 //!
 //! let mut sched = Scheduler::new(Topology::uniform(1, 2, 8)?);
@@ -230,11 +231,12 @@ impl Scheduler {
                 }
             }
         }
-        let foreign_vc = foreign_vc.filter(|vc| (vc.0 as usize) < self.vcs.len());
+        let foreign_vc = foreign_vc.filter(|vc| (vc.0 as usize) < self.book.vcs.len());
 
         // 1. Running jobs the engine does not run where we think.
         let running: Vec<(JobId, Placement, VcId)> = self
-            .jobs
+            .book
+            .records()
             .iter()
             .filter_map(|(id, j)| match &j.state {
                 JobState::Running { choice, .. } => {
@@ -253,17 +255,17 @@ impl Scheduler {
                     moved.insert(id, ours);
                 }
                 None if unresolved.contains_key(&id) => {
-                    let _ = self.stop_running(id, now, true);
-                    self.enqueue(id, now);
+                    let _ = self.book.stop(&mut self.state, id, now, true);
+                    self.book.enqueue(id, now);
                 }
                 None if Some(vc) == foreign_vc => {
-                    let _ = self.stop_running(id, now, false);
-                    self.finish(id, FinalStatus::Passed, now);
+                    let _ = self.book.stop(&mut self.state, id, now, false);
+                    self.book.finish(id, FinalStatus::Passed, now);
                     diffs.push(Difference::ForeignEnded { job: id });
                 }
                 None => {
-                    let _ = self.stop_running(id, now, true);
-                    self.enqueue(id, now);
+                    let _ = self.book.stop(&mut self.state, id, now, true);
+                    self.book.enqueue(id, now);
                     diffs.push(Difference::NotRunning { job: id });
                 }
             }
@@ -297,7 +299,7 @@ impl Scheduler {
             if self.state.allocation(id) == Some(&placement) {
                 continue;
             }
-            let state = self.jobs.get(&id).map(|j| &j.state);
+            let state = self.book.get(&id).map(|j| &j.state);
             match state {
                 None => {
                     let Some(vc) = foreign_vc else {
@@ -321,8 +323,7 @@ impl Scheduler {
                             diffs.push(Difference::Foreign { job: id, placement });
                         }
                         Err(e) => {
-                            self.dequeue(id);
-                            self.jobs.remove(&id);
+                            self.book.withdraw(id);
                             unresolved.insert(id, e.to_string());
                         }
                     }
@@ -332,7 +333,7 @@ impl Scheduler {
                     | JobState::AwaitingRetry(_)
                     | JobState::Delayed { .. },
                 ) => {
-                    let gpus = self.jobs.get(&id).map_or(0, |j| j.next_gpus());
+                    let gpus = self.book.get(&id).map_or(0, |j| j.next_gpus());
                     if gpus != placement.gpu_count() {
                         unresolved.insert(
                             id,
@@ -348,7 +349,7 @@ impl Scheduler {
                             // A failed attempt the engine already retried:
                             // pending again first, whatever the retry slot
                             // would have said.
-                            self.make_pending(id, now);
+                            self.book.make_pending(id, now);
                             self.mark_running(id, &placement, now, true);
                             diffs.push(Difference::Started { job: id, placement });
                         }
@@ -359,7 +360,7 @@ impl Scheduler {
                 }
                 Some(JobState::Running { .. }) => {
                     let was = moved.remove(&id).unwrap_or_default();
-                    let gpus = self.jobs.get(&id).map_or(0, |j| j.next_gpus());
+                    let gpus = self.book.get(&id).map_or(0, |j| j.next_gpus());
                     let fits = if gpus == placement.gpu_count() {
                         self.allocate_as_engine(id, &placement)
                             .map_err(|e| e.to_string())
@@ -379,8 +380,8 @@ impl Scheduler {
                             });
                         }
                         Err(why) => {
-                            let _ = self.stop_running(id, now, true);
-                            self.enqueue(id, now);
+                            let _ = self.book.stop(&mut self.state, id, now, true);
+                            self.book.enqueue(id, now);
                             unresolved.insert(id, why);
                         }
                     }
@@ -393,9 +394,9 @@ impl Scheduler {
         // A moved job whose new placement was refused above is re-queued
         // there; any left here lost its GPUs to a server failure.
         for id in moved.into_keys() {
-            if self.jobs.get(&id).is_some_and(|j| j.is_running()) {
-                let _ = self.stop_running(id, now, true);
-                self.enqueue(id, now);
+            if self.book.get(&id).is_some_and(|j| j.is_running()) {
+                let _ = self.book.stop(&mut self.state, id, now, true);
+                self.book.enqueue(id, now);
             }
         }
         diffs.extend(
@@ -404,22 +405,6 @@ impl Scheduler {
                 .map(|(job, why)| Difference::Unresolved { job, why }),
         );
         diffs
-    }
-
-    /// Makes a job that awaits a retry decision or waits out a retry delay
-    /// pending now (a pending job stays as it is).
-    fn make_pending(&mut self, id: JobId, now: u64) {
-        match self.jobs.get(&id).map(|j| &j.state) {
-            Some(JobState::AwaitingRetry(_)) => {
-                self.awaiting_retry.remove(&id);
-                self.enqueue(id, now);
-            }
-            Some(JobState::Delayed { until_s, .. }) => {
-                self.delayed.remove(&(*until_s, id));
-                self.enqueue(id, now);
-            }
-            _ => {}
-        }
     }
 
     /// Allocates exactly the engine's placement, also on draining servers
@@ -452,11 +437,9 @@ impl Scheduler {
         };
         if new_attempt {
             // As the round starts a job (crate::round).
-            self.start(id, now, &choice);
-        } else if let Some(JobState::Running { choice: c, .. }) =
-            self.jobs.get_mut(&id).map(|j| &mut j.state)
-        {
-            *c = choice;
+            self.book.start(id, now, &choice);
+        } else {
+            self.book.relocate(id, choice);
         }
     }
 }

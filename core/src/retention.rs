@@ -28,37 +28,20 @@
 
 use gangway_plugin_sdk::JobId;
 
-use crate::job::{JobRecord, JobState};
-use crate::scheduler::{Scheduler, SchedulerError, state_name};
+use crate::job::JobRecord;
+use crate::scheduler::Scheduler;
+use crate::scheduler_error::SchedulerError;
 
 impl Scheduler {
     /// Drops a finished job's record and returns it. Pending and running
     /// jobs are refused ([`SchedulerError::WrongState`]).
     pub fn forget(&mut self, id: JobId) -> Result<JobRecord, SchedulerError> {
-        let job = self.jobs.get(&id).ok_or(SchedulerError::UnknownJob(id))?;
-        if !matches!(job.state, JobState::Finished { .. }) {
-            return Err(SchedulerError::WrongState {
-                job: id,
-                event: "forget",
-                state: state_name(&job.state),
-            });
-        }
-        self.last_view.remove(&id);
-        self.jobs.remove(&id).ok_or(SchedulerError::UnknownJob(id))
+        self.book.forget(id)
     }
 
     /// Drops every finished job's record; returns how many.
     pub fn forget_finished(&mut self) -> usize {
-        let before = self.jobs.len();
-        let last_view = &mut self.last_view;
-        self.jobs.retain(|id, j| {
-            let finished = matches!(j.state, JobState::Finished { .. });
-            if finished {
-                last_view.remove(id);
-            }
-            !finished
-        });
-        before - self.jobs.len()
+        self.book.forget_finished()
     }
 }
 

@@ -55,7 +55,8 @@
 //! views are built from is in the snapshot (a property test checks this).
 //!
 //! ```
-//! use gangway_core::{JobSpec, Scheduler, Snapshot, Topology};
+//! use gangway_core::snapshot::Snapshot;
+//! use gangway_core::{JobSpec, Scheduler, Topology};
 //! use gangway_core::policy::PolicySet;
 //! use gangway_plugin_sdk::JobId;
 //!
@@ -78,11 +79,12 @@
 use gangway_plugin_sdk::JobId;
 use serde::{Deserialize, Serialize};
 
+use crate::book::VirtualCluster;
 use crate::job::{JobRecord, JobState};
 use crate::placement::Scope;
 use crate::placement_strategy::PlacementStrategy;
 use crate::policy::PolicySet;
-use crate::scheduler::{Scheduler, VirtualCluster};
+use crate::scheduler::Scheduler;
 use crate::state::{Health, InvariantViolation};
 use crate::topology::{ServerId, Topology};
 
@@ -245,18 +247,19 @@ impl Scheduler {
             version: SNAPSHOT_VERSION,
             servers,
             strategy: self.state.strategy(),
-            vcs: self.vcs.clone(),
-            jobs: self.jobs.values().cloned().collect(),
-            reservations: self.reservations.iter().map(|(j, s)| (*j, *s)).collect(),
+            vcs: self.book.vcs.list().to_vec(),
+            jobs: self.book.records().values().cloned().collect(),
+            reservations: self
+                .book
+                .reservations
+                .iter()
+                .map(|(j, s)| (*j, *s))
+                .collect(),
             last_round_s: self.last_round_s,
             view_window: self.view_window as u64,
-            last_view: {
-                let mut ids: Vec<JobId> = self.last_view.keys().copied().collect();
-                ids.sort_unstable();
-                ids
-            },
+            last_view: self.book.last_view_ids(),
             rounds: self.rounds,
-            prev_view_round_s: self.prev_view_round_s,
+            prev_view_round_s: self.book.prev_view_round_s(),
         }
     }
 
@@ -288,23 +291,25 @@ impl Scheduler {
                 ));
             }
             let id = sched.virtual_cluster(&v.name);
-            if id.0 as usize != sched.vcs.len() - 1 {
+            if id.0 as usize != sched.book.vcs.len() - 1 {
                 return Err(SnapshotError::Invalid(format!(
                     "virtual cluster {:?} appears twice",
                     v.name
                 )));
             }
             // The pending counts are rebuilt from the pending jobs below.
-            sched.vcs[id.0 as usize] = VirtualCluster {
-                pending_gpus: 0,
-                pending_jobs: 0,
-                ..v
-            };
+            if let Some(slot) = sched.book.vcs.get_mut(id) {
+                *slot = VirtualCluster {
+                    pending_gpus: 0,
+                    pending_jobs: 0,
+                    ..v
+                };
+            }
         }
 
         for record in snapshot.jobs {
             let id = record.spec.id;
-            if sched.jobs.contains_key(&id) {
+            if sched.book.get(&id).is_some() {
                 return Err(invalid_job(id, "appears twice"));
             }
             if record.spec.gpus == 0 || record.spec.gpus > total {
@@ -313,47 +318,33 @@ impl Scheduler {
                     format!("asks for {} GPUs on a cluster of {total}", record.spec.gpus),
                 ));
             }
-            if record.spec.vc.0 as usize >= sched.vcs.len() {
+            if record.spec.vc.0 as usize >= sched.book.vcs.len() {
                 return Err(invalid_job(
                     id,
                     format!("unknown virtual cluster {:?}", record.spec.vc),
                 ));
             }
-            match &record.state {
-                JobState::Pending { since_s, .. } => {
-                    // Files it in every index; the record is put back whole below.
-                    let since_s = *since_s;
-                    sched.jobs.insert(id, record.clone());
-                    sched.enqueue(id, since_s);
+            if let JobState::Running { choice, .. } = &record.state {
+                let p = &choice.placement;
+                if p.gpu_count() != record.next_gpus() || choice.servers != p.server_count() {
+                    return Err(invalid_job(
+                        id,
+                        format!(
+                            "needs {} GPUs but its placement holds {} on {} servers (recorded {})",
+                            record.next_gpus(),
+                            p.gpu_count(),
+                            p.server_count(),
+                            choice.servers
+                        ),
+                    ));
                 }
-                JobState::AwaitingRetry(_) => {
-                    sched.awaiting_retry.insert(id);
-                }
-                JobState::Delayed { until_s, .. } => {
-                    sched.delayed.insert((*until_s, id));
-                }
-                JobState::Running { choice, .. } => {
-                    let p = &choice.placement;
-                    if p.gpu_count() != record.next_gpus() || choice.servers != p.server_count() {
-                        return Err(invalid_job(
-                            id,
-                            format!(
-                                "needs {} GPUs but its placement holds {} on {} servers (recorded {})",
-                                record.next_gpus(),
-                                p.gpu_count(),
-                                p.server_count(),
-                                choice.servers
-                            ),
-                        ));
-                    }
-                    sched
-                        .state
-                        .allocate(id, p)
-                        .map_err(|e| invalid_job(id, e.to_string()))?;
-                }
-                JobState::Finished { .. } => {}
+                sched
+                    .state
+                    .allocate(id, p)
+                    .map_err(|e| invalid_job(id, e.to_string()))?;
             }
-            sched.jobs.insert(id, record);
+            // Files it in the indexes of its state.
+            sched.book.insert_record(record);
         }
 
         for (i, server) in snapshot.servers.iter().enumerate() {
@@ -374,7 +365,7 @@ impl Scheduler {
         }
 
         for (job, scope) in snapshot.reservations {
-            if !sched.jobs.get(&job).is_some_and(JobRecord::is_pending) {
+            if !sched.book.get(&job).is_some_and(JobRecord::is_pending) {
                 return Err(invalid_job(job, "holds a reservation but is not pending"));
             }
             let valid = match scope {
@@ -387,27 +378,25 @@ impl Scheduler {
                     format!("reservation scope {scope:?} does not exist"),
                 ));
             }
-            sched.reservations.insert(job, scope);
+            sched.book.reservations.insert(job, scope);
         }
         sched.last_round_s = snapshot.last_round_s;
         sched.view_window = usize::try_from(snapshot.view_window).unwrap_or(usize::MAX);
-        for id in snapshot.last_view {
-            if !sched.jobs.contains_key(&id) {
-                return Err(invalid_job(
-                    id,
-                    "was in the last round's view but is unknown",
-                ));
-            }
-            // The reason it was shown with is the one its state holds.
-            if let Some(JobState::Pending {
-                reason: Some(r), ..
-            }) = sched.jobs.get(&id).map(|j| &j.state)
-            {
-                sched.last_view.insert(id, *r);
-            }
+        if let Some(id) = snapshot
+            .last_view
+            .iter()
+            .find(|id| sched.book.get(id).is_none())
+        {
+            return Err(invalid_job(
+                *id,
+                "was in the last round's view but is unknown",
+            ));
         }
+        // The reason each was shown with is the one its state holds.
+        sched
+            .book
+            .restore_last_view(&snapshot.last_view, snapshot.prev_view_round_s);
         sched.rounds = snapshot.rounds;
-        sched.prev_view_round_s = snapshot.prev_view_round_s;
         sched.check_invariants()?;
         Ok(sched)
     }

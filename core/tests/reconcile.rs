@@ -9,7 +9,8 @@ mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use gangway_core::{Difference, EngineTruth, Health, Placement, ServerGpus, ServerId};
+use gangway_core::reconcile::{Difference, EngineTruth};
+use gangway_core::{Health, Placement, ServerGpus, ServerId};
 use gangway_plugin_sdk::{JobId, VcId};
 use proptest::prelude::*;
 use support::{Host, apply, op, scheduler, topology};

@@ -6,7 +6,8 @@
 
 mod support;
 
-use gangway_core::{Scheduler, Snapshot};
+use gangway_core::Scheduler;
+use gangway_core::snapshot::Snapshot;
 use proptest::prelude::*;
 use support::{Host, apply, build, op, policies, scheduler, topology};
 

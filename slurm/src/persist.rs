@@ -2,7 +2,7 @@
 //! temporary file, synced, then renamed over the old one) after every cycle
 //! that changed something, and before every batch of launches.
 //!
-//! It holds the scheduler's snapshot ([`gangway_core::Snapshot`], itself
+//! It holds the scheduler's snapshot ([`gangway_core::snapshot::Snapshot`], itself
 //! versioned) and the daemon's own job table: each job's command, user,
 //! times, events and current launch. A launch whose `sbatch` had not
 //! answered when the state was written has no Slurm job id; on restart the

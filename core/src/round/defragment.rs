@@ -13,20 +13,17 @@ use std::collections::HashMap;
 
 use gangway_plugin_sdk::{DefragmentDecision, DefragmentView, JobId, WaitReason};
 
-use super::{Migration, Placed, RoundReport};
-use crate::job::JobState;
+use super::{Migration, Placed, Round, RoundReport};
 use crate::placement::{PlacementChoice, lowest_bits};
 use crate::policy::PolicyErrorKind;
 use crate::policy::invalid;
-use crate::scheduler::Scheduler;
 use crate::state::{Placement, ServerGpus};
 
-impl Scheduler {
+impl Round<'_> {
     /// Asks the defragment slot (unless it is `none` or no gang waits with
     /// fragmentation delay) and applies its decision if it is sound.
-    pub(crate) fn defragment_step(
+    pub(super) fn defragment(
         &mut self,
-        now: u64,
         view: &gangway_plugin_sdk::FairnessView,
         placed: &mut Placed,
         report: &mut RoundReport,
@@ -47,24 +44,23 @@ impl Scheduler {
         if waiting.is_empty() {
             return;
         }
-        let mut running = std::mem::take(&mut self.spare_running);
-        self.running_jobs_into(now, &report.starts, |_| true, &mut running);
+        let mut running = std::mem::take(&mut self.scratch.running);
+        self.running_jobs_into(&report.starts, |_| true, &mut running);
         let defrag_view = DefragmentView {
-            now_s: now,
+            now_s: self.now,
             cluster: self.state.summary(),
             servers: self.server_states(),
             running,
             waiting,
         };
-        self.defragment_with(now, &defrag_view, placed, report);
-        self.spare_running = defrag_view.running;
+        self.defragment_with(&defrag_view, placed, report);
+        self.scratch.running = defrag_view.running;
     }
 
     /// Asks the defragment slot about `defrag_view` and applies its decision
     /// if it is sound.
     fn defragment_with(
         &mut self,
-        now: u64,
         defrag_view: &DefragmentView,
         placed: &mut Placed,
         report: &mut RoundReport,
@@ -84,7 +80,7 @@ impl Scheduler {
             .find(|w| w.job.id == target)
             .map(|w| w.limit)
             .unwrap_or_default();
-        let outcome = self.apply_moves(now, &decided.decision, target, limit, placed, report);
+        let outcome = self.apply_moves(&decided.decision, target, limit, placed, report);
         report
             .policy_errors
             .extend(self.policies.slot_mut::<Defragment>().settle(outcome));
@@ -92,7 +88,6 @@ impl Scheduler {
 
     fn apply_moves(
         &mut self,
-        now: u64,
         d: &DefragmentDecision,
         target: JobId,
         limit: gangway_plugin_sdk::SpreadLimit,
@@ -140,7 +135,7 @@ impl Scheduler {
             };
             moved.push((m.job, choice));
         }
-        let Some(gpus) = self.jobs.get(&target).map(|j| j.next_gpus()) else {
+        let Some(gpus) = self.book.get(&target).map(|j| j.next_gpus()) else {
             self.undo(&released, &moved);
             return Err(invalid(format!("makes room for unknown {target}")));
         };
@@ -168,12 +163,7 @@ impl Scheduler {
         // Commit.
         let old: HashMap<JobId, Placement> = released.into_iter().collect();
         for (id, choice) in moved {
-            if let Some(job) = self.jobs.get_mut(&id)
-                && let JobState::Running { choice: c, .. } = &mut job.state
-            {
-                *c = choice.clone();
-                job.migrations += 1;
-            }
+            self.book.migrate(id, &choice);
             report.migrations.push(Migration {
                 job: id,
                 from: old.get(&id).cloned().unwrap_or(Placement { parts: vec![] }),
@@ -181,7 +171,7 @@ impl Scheduler {
             });
         }
         placed.reasons.remove(&target);
-        let start = self.start(target, now, &choice);
+        let start = self.start(target, &choice);
         report.starts.push(start);
         Ok(())
     }

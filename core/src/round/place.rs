@@ -8,22 +8,17 @@ use gangway_plugin_sdk::{
     FairnessView, GangAction, GangDecision, QueueView, SpreadLimit, WaitReason,
 };
 
-use super::{Placed, Reservation, RoundReport};
-use crate::scheduler::Scheduler;
+use super::{Placed, Reservation, Round, RoundReport};
 
-impl Scheduler {
+impl Round<'_> {
     /// Asks fairness and locality about the view's jobs and places them.
-    pub(crate) fn place_step(
-        &mut self,
-        now: u64,
-        view: &FairnessView,
-        report: &mut RoundReport,
-    ) -> Placed {
+    pub(super) fn place(&mut self, view: &FairnessView, report: &mut RoundReport) -> Placed {
+        let now = self.now;
         // 1. Fairness.
         let fairness = self.policies.slot_mut::<Fairness>().decide_settled(view);
         report.policy_errors.extend(fairness.error);
         // The last round's maps, emptied: their memory is reused.
-        let mut placed = std::mem::take(&mut self.spare_placed);
+        let mut placed = std::mem::take(&mut self.scratch.placed);
         placed.clear();
         placed
             .index
@@ -75,7 +70,7 @@ impl Scheduler {
             if let Some(choice) = found
                 && self.state.allocate(job.id, &choice.placement).is_ok()
             {
-                let start = self.start(job.id, now, &choice);
+                let start = self.start(job.id, &choice);
                 report.starts.push(start);
                 continue;
             }
@@ -104,11 +99,11 @@ impl Scheduler {
                 GangAction::Backfill => {}
                 GangAction::Block => blocked = true,
                 GangAction::Reserve if reserved_now < gang.max_reservations => {
-                    let sticky = self.reservations.get(&job.id).copied();
+                    let sticky = self.book.reservations.get(&job.id).copied();
                     if let Some(scope) = self.state.reservation_scope(job.gpus, limit.level, sticky)
                     {
                         let held = self.state.hold_in(scope, job.gpus, limit.max_servers);
-                        self.reservations.insert(job.id, scope);
+                        self.book.reservations.insert(job.id, scope);
                         placed.reserved.insert(job.id);
                         reserved_now += 1;
                         report.reservations.push(Reservation {

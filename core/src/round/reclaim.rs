@@ -12,16 +12,14 @@ use gangway_plugin_sdk::Reclaim;
 use rustc_hash::FxHashMap as HashMap;
 
 use gangway_plugin_sdk::{
-    FairnessView, JobId, ReclaimDecision, ReclaimView, RunningScope, VcUsage, WaitingJob,
+    FairnessView, JobId, ReclaimDecision, ReclaimView, RunningScope, VcUsage,
 };
 
-use super::{Placed, Preemption, RoundReport};
+use super::{Placed, Preemption, Round, RoundReport};
 use crate::ServerId;
-use crate::job::JobState;
 use crate::placement::PlacementChoice;
 use crate::policy::PolicyErrorKind;
 use crate::policy::invalid;
-use crate::scheduler::Scheduler;
 use crate::state::Placement;
 
 /// Whether a VC borrows: holds more GPUs than its quota, or any without one
@@ -33,35 +31,11 @@ fn borrows(vc: &VcUsage) -> bool {
     }
 }
 
-impl Scheduler {
-    /// The waiting jobs of the view, in fairness order, with their reasons
-    /// and limits. A job with a reason is still pending (a job that starts
-    /// loses its reason), and is as the round's view shows it.
-    pub(crate) fn waiting_jobs(&self, view: &FairnessView, placed: &Placed) -> Vec<WaitingJob> {
-        placed
-            .order
-            .iter()
-            .filter_map(|id| {
-                let reason = *placed.reasons.get(id)?;
-                let pending = *view.jobs.get(*placed.index.get(id)?)?;
-                let limit =
-                    placed.limits.get(id).copied().unwrap_or_else(|| {
-                        gangway_plugin_sdk::SpreadLimit::new(pending.min_level, 0)
-                    });
-                Some(WaitingJob {
-                    job: pending,
-                    reason,
-                    limit,
-                })
-            })
-            .collect()
-    }
-
+impl Round<'_> {
     /// Asks the reclaim slot (unless it is `none` or nothing waits) and
     /// applies its decision if it is sound.
-    pub(crate) fn reclaim_step(
+    pub(super) fn reclaim(
         &mut self,
-        now: u64,
         view: &FairnessView,
         placed: &mut Placed,
         report: &mut RoundReport,
@@ -69,7 +43,8 @@ impl Scheduler {
         if self.policies.slot_mut::<Reclaim>().is_noop() || placed.reasons.is_empty() {
             return;
         }
-        let vcs = self.vc_usage();
+        let now = self.now;
+        let vcs = self.book.vc_usage();
         // A policy that sees only borrowed work is not asked while no VC
         // borrows (it could stop nothing).
         let borrowing: Option<Vec<bool>> =
@@ -94,9 +69,8 @@ impl Scheduler {
         if waiting.is_empty() {
             return;
         }
-        let mut running = std::mem::take(&mut self.spare_running);
+        let mut running = std::mem::take(&mut self.scratch.running);
         self.running_jobs_into(
-            now,
             &report.starts,
             |vc| {
                 borrowing
@@ -122,15 +96,14 @@ impl Scheduler {
             running,
             waiting,
         };
-        self.reclaim_with(now, &reclaim_view, placed, report);
-        self.spare_running = reclaim_view.running;
+        self.reclaim_with(&reclaim_view, placed, report);
+        self.scratch.running = reclaim_view.running;
     }
 
     /// Asks the reclaim slot about `reclaim_view` and applies its decision
     /// if it is sound.
     fn reclaim_with(
         &mut self,
-        now: u64,
         reclaim_view: &ReclaimView,
         placed: &mut Placed,
         report: &mut RoundReport,
@@ -149,7 +122,7 @@ impl Scheduler {
             .iter()
             .map(|w| (w.job.id, w.limit))
             .collect();
-        let outcome = self.apply_reclaim(now, &decided.decision, &limits, placed, report);
+        let outcome = self.apply_reclaim(&decided.decision, &limits, placed, report);
         report
             .policy_errors
             .extend(self.policies.slot_mut::<Reclaim>().settle(outcome));
@@ -157,12 +130,12 @@ impl Scheduler {
 
     fn apply_reclaim(
         &mut self,
-        now: u64,
         d: &ReclaimDecision,
         limits: &HashMap<JobId, gangway_plugin_sdk::SpreadLimit>,
         placed: &mut Placed,
         report: &mut RoundReport,
     ) -> Result<(), PolicyErrorKind> {
+        let now = self.now;
         // Tentatively release the stopped jobs.
         let mut released: Vec<(JobId, Placement)> = Vec::with_capacity(d.stop.len());
         for id in &d.stop {
@@ -177,7 +150,7 @@ impl Scheduler {
         // Place the jobs to start, in order; skip those that do not fit.
         let mut started: Vec<(JobId, PlacementChoice)> = Vec::with_capacity(d.start.len());
         for id in &d.start {
-            let Some(job) = self.jobs.get(id) else {
+            let Some(job) = self.book.get(id) else {
                 continue;
             };
             let gpus = job.next_gpus();
@@ -196,23 +169,7 @@ impl Scheduler {
         let released = needed;
         // Commit: the stopped jobs are preempted and pending again.
         for (id, placement) in released {
-            let ran_s = match self.jobs.get(&id).map(|j| &j.state) {
-                Some(JobState::Running { started_s, .. }) => now.saturating_sub(*started_s),
-                _ => 0,
-            };
-            let gpus = placement.gpu_count();
-            // Book the attempt as `stop_running` does (its GPUs are released).
-            if let Some(job) = self.jobs.get_mut(&id) {
-                let used = u64::from(gpus) * ran_s;
-                job.attained_gpu_s += used;
-                job.preemptions += 1;
-                job.preempted_gpu_s += used;
-                if let Some(v) = self.vcs.get_mut(job.spec.vc.0 as usize) {
-                    v.held_gpus = v.held_gpus.saturating_sub(gpus);
-                    v.attained_gpu_s += used;
-                }
-            }
-            self.enqueue(id, now);
+            let ran_s = self.book.preempt(id, now, &placement);
             report.preempted.push(Preemption {
                 job: id,
                 placement,
@@ -221,29 +178,10 @@ impl Scheduler {
         }
         for (id, choice) in started {
             placed.reasons.remove(&id);
-            let start = self.start(id, now, &choice);
+            let start = self.start(id, &choice);
             report.starts.push(start);
         }
         Ok(())
-    }
-
-    /// Rolls a tentative reclaim or migration back: releases what was
-    /// allocated to `started` (jobs started or moved), gives the `released`
-    /// jobs their old GPUs again.
-    pub(crate) fn undo(
-        &mut self,
-        released: &[(JobId, Placement)],
-        started: &[(JobId, PlacementChoice)],
-    ) {
-        for (id, _) in started {
-            let _ = self.state.release(*id);
-        }
-        for (id, p) in released {
-            if let Err(e) = self.state.restore(*id, p) {
-                // Cannot happen: everything allocated since was released.
-                tracing::error!(%id, %e, "a rolled-back job could not get its GPUs back");
-            }
-        }
     }
 }
 
@@ -256,7 +194,7 @@ mod tests {
 
     use super::*;
     use crate::policy::{BoxedBackend, Native, PolicySet};
-    use crate::{JobSpec, Topology};
+    use crate::{JobSpec, Scheduler, Topology};
 
     /// Records the VCs of the running jobs and the servers of every view it
     /// is shown, and stops nothing.

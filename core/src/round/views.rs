@@ -1,86 +1,25 @@
-//! Building each slot's view from the scheduler's state.
+//! Building each slot's view from the round's state.
 
-use gangway_plugin_sdk::{
-    FairnessView, JobId, Level, PendingJob, QueueOrder, RunningJob, ServerState, VcId, VcUsage,
-};
+use gangway_plugin_sdk::{FairnessView, JobId, RunningJob, ServerState, VcId, WaitingJob};
 
-use crate::job::{JobRecord, JobState};
-use crate::queue::Queued;
-use crate::scheduler::Scheduler;
+use super::{Placed, Round};
+use crate::job::JobState;
 
-impl Scheduler {
-    /// Every VC's configuration and use.
-    pub(crate) fn vc_usage(&self) -> Vec<VcUsage> {
-        self.vcs
-            .iter()
-            .enumerate()
-            .map(|(i, v)| VcUsage {
-                id: VcId(u32::try_from(i).unwrap_or(u32::MAX)),
-                quota_gpus: v.quota_gpus,
-                weight: v.weight,
-                held_gpus: v.held_gpus,
-                pending_gpus: v.pending_gpus,
-                attained_gpu_s: v.attained_gpu_s,
-                pending_jobs: v.pending_jobs,
-            })
-            .collect()
-    }
-
-    /// A pending job as policies see it at `now`.
-    pub(crate) fn pending_job(&self, job: &JobRecord, now: u64) -> PendingJob {
-        self.queued(job).at(now)
-    }
-
-    /// A pending job's queue entry: as policies see it, and since when.
-    pub(crate) fn queued(&self, job: &JobRecord) -> Queued {
-        let topo = self.state.topology();
-        let gpus = job.next_gpus();
-        let since_s = match job.state {
-            JobState::Pending { since_s, .. } => since_s,
-            _ => self.last_round_s,
-        };
-        Queued {
-            since_s,
-            job: PendingJob {
-                id: job.spec.id,
-                vc: job.spec.vc,
-                user: job.spec.user,
-                gpus,
-                submitted_s: job.spec.submitted_s,
-                waiting_s: 0,
-                attempts: job.attempts,
-                attained_gpu_s: job.attained_gpu_s,
-                min_level: topo.min_level_for(gpus).unwrap_or(Level::ANY),
-                min_servers: topo.min_servers_for(gpus).unwrap_or(u32::MAX),
-            },
-        }
-    }
-
+impl Round<'_> {
     /// The fairness view: every pending job if the fairness policy shows no
     /// queue order (or the window is 0), else each VC's first jobs in that
     /// order; in (submit time, id) order either way.
-    pub(crate) fn fairness_view(&self, now: u64) -> FairnessView {
-        let windowed = self.view_window > 0 && *self.queues.order() != QueueOrder::All;
-        let jobs: Vec<PendingJob> = if windowed {
-            // The queue entries hold the jobs as the view shows them.
-            self.queues.heads_by_submit(self.view_window, now)
-        } else {
-            self.pending
-                .iter()
-                .filter_map(|(_, id)| self.jobs.get(id))
-                .map(|j| self.pending_job(j, now))
-                .collect()
-        };
+    pub(super) fn fairness_view(&self) -> FairnessView {
         FairnessView {
-            now_s: now,
+            now_s: self.now,
             cluster: self.state.summary(),
-            vcs: self.vc_usage(),
-            jobs,
+            vcs: self.book.vc_usage(),
+            jobs: self.book.pending_view(self.view_window, self.now),
         }
     }
 
     /// Every server with its free GPUs, by id.
-    pub(crate) fn server_states(&self) -> Vec<ServerState> {
+    pub(super) fn server_states(&self) -> Vec<ServerState> {
         self.state
             .topology()
             .servers()
@@ -98,18 +37,41 @@ impl Scheduler {
             .collect()
     }
 
+    /// The waiting jobs of the view, in fairness order, with their reasons
+    /// and limits. A job with a reason is still pending (a job that starts
+    /// loses its reason), and is as the round's view shows it.
+    pub(super) fn waiting_jobs(&self, view: &FairnessView, placed: &Placed) -> Vec<WaitingJob> {
+        placed
+            .order
+            .iter()
+            .filter_map(|id| {
+                let reason = *placed.reasons.get(id)?;
+                let pending = *view.jobs.get(*placed.index.get(id)?)?;
+                let limit =
+                    placed.limits.get(id).copied().unwrap_or_else(|| {
+                        gangway_plugin_sdk::SpreadLimit::new(pending.min_level, 0)
+                    });
+                Some(WaitingJob {
+                    job: pending,
+                    reason,
+                    limit,
+                })
+            })
+            .collect()
+    }
+
     /// Every running job of a VC that `shown` accepts, by id, as the reclaim
     /// and defragment slots see it, except those this round started
     /// (`started`): a round never stops or moves what it just started.
     /// Written over `out`, whose records (and their parts' memory) are
     /// reused: a reclaim view lists every running job, round after round.
-    pub(crate) fn running_jobs_into(
+    pub(super) fn running_jobs_into(
         &self,
-        now: u64,
         started: &[crate::Start],
         shown: impl Fn(VcId) -> bool,
         out: &mut Vec<RunningJob>,
     ) {
+        let now = self.now;
         let started: rustc_hash::FxHashSet<JobId> = started.iter().map(|s| s.job).collect();
         let mut n = 0;
         let running = self
@@ -117,9 +79,9 @@ impl Scheduler {
             .allocations()
             .iter()
             // The VC index first: the records of jobs not shown stay untouched.
-            .filter(|(id, _)| self.jobs.vc_of(id).is_some_and(&shown) && !started.contains(id))
+            .filter(|(id, _)| self.book.vc_of(id).is_some_and(&shown) && !started.contains(id))
             .filter_map(|(id, placement)| {
-                let job = self.jobs.get(id)?;
+                let job = self.book.get(id)?;
                 let JobState::Running { started_s, .. } = job.state else {
                     return None;
                 };

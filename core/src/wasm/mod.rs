@@ -27,7 +27,7 @@
 //!   [`crate::policy::PolicyError`]; the failing instance is dropped and a
 //!   fresh one is made for the next call, never reused. Hot swap, rollback,
 //!   quarantine and fallback are the slot's, the same for native and Wasm
-//!   policies ([`crate::policy::guard`]).
+//!   policies ([`crate::policy`]).
 //!
 //! ```no_run
 //! use gangway_core::wasm::{PolicyEngine, SandboxConfig};
