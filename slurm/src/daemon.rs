@@ -30,9 +30,10 @@ use std::os::unix::net::UnixListener;
 use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use gangway_core::reconcile::{Difference, EngineTruth};
+use gangway_core::snapshot::Snapshot;
 use gangway_core::{
-    AttemptEnd, Difference, EngineTruth, JobSpec, JobState, Placement, Scheduler, ServerGpus,
-    ServerId, Snapshot, WaitReason,
+    AttemptEnd, JobSpec, JobState, Placement, Scheduler, ServerGpus, ServerId, WaitReason,
 };
 use gangway_plugin_sdk::{FailureClass, JobId, VcId};
 
