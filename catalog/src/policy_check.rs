@@ -17,7 +17,7 @@
 use std::time::{Duration, Instant};
 
 use gangway_core::Slot;
-use gangway_core::conformance::{self, Failure, Options};
+use gangway_core::conformance::{self, Finding, Options};
 use gangway_core::wasm::{Budget, CallPath, PolicyEngine, SandboxConfig, WasmError};
 
 /// How hard to check.
@@ -87,7 +87,7 @@ pub enum CheckError {
     Load(WasmError),
     /// A slot broke a contract rule.
     #[error("{0}")]
-    Rule(Box<Failure>),
+    Rule(Box<Finding>),
     /// The whole check took too long.
     #[error("module {module} is too slow: the check took more than {limit:?}")]
     TooSlow {
@@ -137,7 +137,7 @@ pub fn check_module(
         ..Options::default()
     };
     let reports = conformance::module(&module, config, &kit).map_err(|f| match f.kind {
-        conformance::FailureKind::OutOfTime(limit) => CheckError::TooSlow {
+        conformance::FindingKind::OutOfTime(limit) => CheckError::TooSlow {
             module: name.to_string(),
             limit,
         },

@@ -103,7 +103,7 @@ impl WaitBreakdown {
 
 /// A failed attempt the retry slot has not decided about yet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Failure {
+pub struct AttemptFailure {
     /// When it failed.
     pub at_s: u64,
     /// Why.
@@ -127,7 +127,7 @@ pub enum JobState {
         reason: Option<WaitReason>,
     },
     /// Its attempt failed; the retry slot decides at the next round.
-    AwaitingRetry(Failure),
+    AwaitingRetry(AttemptFailure),
     /// Waiting out the delay its retry policy chose; pending from `until_s`.
     Delayed {
         /// When it failed.

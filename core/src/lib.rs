@@ -82,7 +82,9 @@ pub use book::VirtualCluster;
 pub use gangway_plugin_sdk::{
     FailureClass, JobId, Level, QueueOrder, RetryAction, Slot, SpreadLimit, VcId, WaitReason,
 };
-pub use job::{AttemptEnd, Failure, FinalStatus, JobRecord, JobSpec, JobState, WaitBreakdown};
+pub use job::{
+    AttemptEnd, AttemptFailure, FinalStatus, JobRecord, JobSpec, JobState, WaitBreakdown,
+};
 pub use placement::PlacementChoice;
 pub use placement_strategy::PlacementStrategy;
 pub use round::{Migration, Preemption, Reservation, RoundReport, Start};

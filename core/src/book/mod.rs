@@ -23,7 +23,7 @@ use gangway_plugin_sdk::{
 };
 use rustc_hash::FxHashMap;
 
-use crate::job::{AttemptEnd, Failure, FinalStatus, JobRecord, JobSpec, JobState};
+use crate::job::{AttemptEnd, AttemptFailure, FinalStatus, JobRecord, JobSpec, JobState};
 use crate::placement::{PlacementChoice, Scope};
 use crate::scheduler_error::SchedulerError;
 use crate::state::{ClusterState, Placement};
@@ -433,7 +433,7 @@ impl JobBook {
             AttemptEnd::Failed { last: true, .. } => self.finish(id, FinalStatus::Failed, now),
             AttemptEnd::Failed { class, last: false } => {
                 if let Some(job) = self.records.get_mut(&id) {
-                    job.state = JobState::AwaitingRetry(Failure {
+                    job.state = JobState::AwaitingRetry(AttemptFailure {
                         at_s: now,
                         class,
                         run_s: now.saturating_sub(started_s),

@@ -48,7 +48,7 @@ use gangway_plugin_sdk::{
 };
 use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 
-pub use run::{Failure, FailureKind, Report, check};
+pub use run::{Finding, FindingKind, Report, check};
 pub use views::Views;
 
 use crate::policy::{BoxedBackend, Native};
@@ -108,7 +108,7 @@ impl Options {
 
 /// Checks a native policy in slot `S`, making a fresh one with `make` when
 /// it needs a fresh instance.
-pub fn native<S, P>(name: &str, make: impl Fn() -> P, options: &Options) -> Result<Report, Failure>
+pub fn native<S, P>(name: &str, make: impl Fn() -> P, options: &Options) -> Result<Report, Finding>
 where
     S: SlotContract + Views,
     P: Policy<S> + Send + 'static,
@@ -120,7 +120,7 @@ where
     )
 }
 
-fn configured<S, P>(policy: P, options: &Options) -> Result<Report, Failure>
+fn configured<S, P>(policy: P, options: &Options) -> Result<Report, Finding>
 where
     S: SlotContract + Views,
     P: Policy<S> + Clone + Send + 'static,
@@ -133,7 +133,7 @@ where
 pub fn fairness<P: FairnessPolicy + Clone + Send + 'static>(
     policy: P,
     options: &Options,
-) -> Result<Report, Failure> {
+) -> Result<Report, Finding> {
     configured::<Fairness, P>(policy, options)
 }
 
@@ -141,7 +141,7 @@ pub fn fairness<P: FairnessPolicy + Clone + Send + 'static>(
 pub fn locality<P: LocalityPolicy + Clone + Send + 'static>(
     policy: P,
     options: &Options,
-) -> Result<Report, Failure> {
+) -> Result<Report, Finding> {
     configured::<Locality, P>(policy, options)
 }
 
@@ -149,7 +149,7 @@ pub fn locality<P: LocalityPolicy + Clone + Send + 'static>(
 pub fn gang<P: GangPolicy + Clone + Send + 'static>(
     policy: P,
     options: &Options,
-) -> Result<Report, Failure> {
+) -> Result<Report, Finding> {
     configured::<Gang, P>(policy, options)
 }
 
@@ -157,7 +157,7 @@ pub fn gang<P: GangPolicy + Clone + Send + 'static>(
 pub fn reclaim<P: ReclaimPolicy + Clone + Send + 'static>(
     policy: P,
     options: &Options,
-) -> Result<Report, Failure> {
+) -> Result<Report, Finding> {
     configured::<Reclaim, P>(policy, options)
 }
 
@@ -165,7 +165,7 @@ pub fn reclaim<P: ReclaimPolicy + Clone + Send + 'static>(
 pub fn retry<P: RetryPolicy + Clone + Send + 'static>(
     policy: P,
     options: &Options,
-) -> Result<Report, Failure> {
+) -> Result<Report, Finding> {
     configured::<Retry, P>(policy, options)
 }
 
@@ -173,13 +173,13 @@ pub fn retry<P: RetryPolicy + Clone + Send + 'static>(
 pub fn defragment<P: DefragmentPolicy + Clone + Send + 'static>(
     policy: P,
     options: &Options,
-) -> Result<Report, Failure> {
+) -> Result<Report, Finding> {
     configured::<Defragment, P>(policy, options)
 }
 
 /// Checks `P` built from its default configuration (empty bytes), as a
 /// policy crate's own test does.
-pub fn defaults<S, P>(options: &Options) -> Result<Report, Failure>
+pub fn defaults<S, P>(options: &Options) -> Result<Report, Finding>
 where
     S: SlotContract + Views,
     P: Policy<S> + Configure + Send + 'static,
@@ -190,7 +190,7 @@ where
         &mut || {
             P::from_config(b"")
                 .map(|p| Box::new(Native::new(name, p)) as BoxedBackend<S>)
-                .map_err(|e| Failure::config(S::SLOT, name, &e.to_string()))
+                .map_err(|e| Finding::config(S::SLOT, name, &e.to_string()))
         },
         options,
     )
@@ -203,7 +203,7 @@ pub fn module(
     module: &crate::wasm::PolicyModule,
     config: &[u8],
     options: &Options,
-) -> Result<Vec<Report>, Failure> {
+) -> Result<Vec<Report>, Finding> {
     module
         .slots()
         .into_iter()
@@ -218,13 +218,13 @@ fn wasm_slot<S: SlotContract + Views>(
     module: &crate::wasm::PolicyModule,
     config: &[u8],
     options: &Options,
-) -> Result<Report, Failure> {
+) -> Result<Report, Finding> {
     check::<S>(
         module.name(),
         &mut || {
             module
                 .backend::<S>(config)
-                .map_err(|e| Failure::config(S::SLOT, module.name(), &e.to_string()))
+                .map_err(|e| Finding::config(S::SLOT, module.name(), &e.to_string()))
         },
         options,
     )

@@ -34,7 +34,7 @@ pub struct Report {
 /// Which rule a policy broke.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum FailureKind {
+pub enum FindingKind {
     /// Its configuration was refused (or a fresh instance could not be made).
     Config(String),
     /// A call failed: a trap, an exhausted budget, a refusal, a reply that
@@ -68,54 +68,54 @@ pub enum FailureKind {
 /// A broken rule, with the smallest view that shows it.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{slot} policy {policy}: {}{}", describe(.kind), reproduce(.view))]
-pub struct Failure {
+pub struct Finding {
     /// The slot.
     pub slot: Slot,
     /// The policy (or module) name.
     pub policy: String,
     /// What went wrong.
-    pub kind: FailureKind,
+    pub kind: FindingKind,
     /// The smallest failing view as a line of Rust (decoding its bytes),
     /// to paste into a regression test; `None` for scenario failures.
     pub view: Option<String>,
 }
 
-impl Failure {
-    pub(crate) fn config(slot: Slot, policy: &str, message: &str) -> Failure {
-        Failure {
+impl Finding {
+    pub(crate) fn config(slot: Slot, policy: &str, message: &str) -> Finding {
+        Finding {
             slot,
             policy: policy.to_string(),
-            kind: FailureKind::Config(message.to_string()),
+            kind: FindingKind::Config(message.to_string()),
             view: None,
         }
     }
 }
 
-fn describe(kind: &FailureKind) -> String {
+fn describe(kind: &FindingKind) -> String {
     match kind {
-        FailureKind::Config(m) => format!("cannot be made: {m}"),
-        FailureKind::Failed(k) => format!("a call failed: {k}"),
-        FailureKind::Invalid(k) => format!("an answer breaks the contract: {k}"),
-        FailureKind::Nondeterministic { fresh: false } => {
+        FindingKind::Config(m) => format!("cannot be made: {m}"),
+        FindingKind::Failed(k) => format!("a call failed: {k}"),
+        FindingKind::Invalid(k) => format!("an answer breaks the contract: {k}"),
+        FindingKind::Nondeterministic { fresh: false } => {
             "the same view got a different answer when asked again; decisions must be a pure \
              function of the view"
                 .into()
         }
-        FailureKind::Nondeterministic { fresh: true } => {
+        FindingKind::Nondeterministic { fresh: true } => {
             "a fresh instance answered the same view differently; decisions must be a pure \
              function of the view"
                 .into()
         }
-        FailureKind::TooSlow {
+        FindingKind::TooSlow {
             took_us,
             allowed_us,
             jobs,
         } => format!(
             "a call over {jobs} jobs took {took_us} us, more than the {allowed_us} us allowed"
         ),
-        FailureKind::Scenario(m) => format!("in a scheduler scenario: {m}"),
-        FailureKind::Liveness(m) => format!("liveness: {m}"),
-        FailureKind::OutOfTime(d) => format!("the check took more than {d:?}"),
+        FindingKind::Scenario(m) => format!("in a scheduler scenario: {m}"),
+        FindingKind::Liveness(m) => format!("liveness: {m}"),
+        FindingKind::OutOfTime(d) => format!("the check took more than {d:?}"),
     }
 }
 
@@ -142,16 +142,16 @@ struct State<S: SlotContract> {
     backend: BoxedBackend<S>,
     report: Report,
     /// The failure behind the test case that failed, in full.
-    failure: Option<FailureKind>,
+    failure: Option<FindingKind>,
 }
 
 /// Checks slot `S` of the policy `factory` makes (a fresh instance per
 /// call), on generated views and in scheduler scenarios.
 pub fn check<S: SlotContract + Views>(
     name: &str,
-    factory: &mut dyn FnMut() -> Result<BoxedBackend<S>, Failure>,
+    factory: &mut dyn FnMut() -> Result<BoxedBackend<S>, Finding>,
     options: &Options,
-) -> Result<Report, Failure> {
+) -> Result<Report, Finding> {
     let state = RefCell::new(State {
         backend: factory()?,
         report: Report {
@@ -209,9 +209,9 @@ pub fn check<S: SlotContract + Views>(
         Err(TestError::Fail(reason, view)) => {
             let kind =
                 state.borrow_mut().failure.take().unwrap_or_else(|| {
-                    FailureKind::Failed(PolicyErrorKind::Trap(reason.to_string()))
+                    FindingKind::Failed(PolicyErrorKind::Trap(reason.to_string()))
                 });
-            return Err(Failure {
+            return Err(Finding {
                 slot: S::SLOT,
                 policy: name.to_string(),
                 kind,
@@ -219,18 +219,18 @@ pub fn check<S: SlotContract + Views>(
             });
         }
         Err(TestError::Abort(_)) if out_of_time.get() => {
-            return Err(Failure {
+            return Err(Finding {
                 slot: S::SLOT,
                 policy: name.to_string(),
-                kind: FailureKind::OutOfTime(options.time_limit.unwrap_or_default()),
+                kind: FindingKind::OutOfTime(options.time_limit.unwrap_or_default()),
                 view: None,
             });
         }
         Err(TestError::Abort(reason)) => {
-            return Err(Failure {
+            return Err(Finding {
                 slot: S::SLOT,
                 policy: name.to_string(),
-                kind: FailureKind::Failed(PolicyErrorKind::Trap(reason.to_string())),
+                kind: FindingKind::Failed(PolicyErrorKind::Trap(reason.to_string())),
                 view: None,
             });
         }
@@ -248,8 +248,8 @@ fn one_view<S: SlotContract + Views>(
     st: &mut State<S>,
     view: &S::View,
     options: &Options,
-    fresh: impl FnOnce() -> Result<BoxedBackend<S>, Failure>,
-) -> Result<(), FailureKind> {
+    fresh: impl FnOnce() -> Result<BoxedBackend<S>, Finding>,
+) -> Result<(), FindingKind> {
     let jobs = S::jobs(view);
     st.report.max_jobs = st.report.max_jobs.max(jobs);
     let allowed: Duration = options.time_base + options.time_per_job * jobs as u32;
@@ -262,27 +262,27 @@ fn one_view<S: SlotContract + Views>(
         (answer, took)
     };
     let (first, took) = call(&mut st.backend, &mut st.report);
-    let first = first.map_err(|e: PolicyError| FailureKind::Failed(e.kind))?;
-    S::validate(view, &first).map_err(|e| FailureKind::Invalid(e.into()))?;
+    let first = first.map_err(|e: PolicyError| FindingKind::Failed(e.kind))?;
+    S::validate(view, &first).map_err(|e| FindingKind::Invalid(e.into()))?;
     if took > allowed {
-        return Err(FailureKind::TooSlow {
+        return Err(FindingKind::TooSlow {
             took_us: took.as_micros(),
             allowed_us: allowed.as_micros(),
             jobs,
         });
     }
     let (again, _) = call(&mut st.backend, &mut st.report);
-    if again.map_err(|e| FailureKind::Failed(e.kind))? != first {
-        return Err(FailureKind::Nondeterministic { fresh: false });
+    if again.map_err(|e| FindingKind::Failed(e.kind))? != first {
+        return Err(FindingKind::Nondeterministic { fresh: false });
     }
     if st.report.views.is_multiple_of(16) {
         let mut other = fresh().map_err(|f| match f.kind {
-            FailureKind::Config(m) => FailureKind::Config(m),
+            FindingKind::Config(m) => FindingKind::Config(m),
             other => other,
         })?;
         let (answer, _) = call(&mut other, &mut st.report);
-        if answer.map_err(|e| FailureKind::Failed(e.kind))? != first {
-            return Err(FailureKind::Nondeterministic { fresh: true });
+        if answer.map_err(|e| FindingKind::Failed(e.kind))? != first {
+            return Err(FindingKind::Nondeterministic { fresh: true });
         }
     }
     Ok(())

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use gangway_plugin_sdk::{FailureClass, JobId};
 
-use super::run::{Failure, FailureKind};
+use super::run::{Finding, FindingKind};
 use super::{Options, Views};
 use crate::policy::{BoxedBackend, PolicySet};
 use crate::{AttemptEnd, JobSpec, JobState, Scheduler, TopologyBuilder};
@@ -102,14 +102,14 @@ const TAIL_ROUNDS: u64 = 2_000;
 /// how many ran and their rounds.
 pub(crate) fn run<S: SlotContract + Views>(
     name: &str,
-    factory: &mut dyn FnMut() -> Result<BoxedBackend<S>, Failure>,
+    factory: &mut dyn FnMut() -> Result<BoxedBackend<S>, Finding>,
     options: &Options,
-) -> Result<(usize, usize), Failure> {
+) -> Result<(usize, usize), Finding> {
     let mut rounds = 0;
     for k in 0..options.scenarios {
         let scenario = generate(options.seed ^ u64::from(k).wrapping_mul(0x5851_f42d_4c95_7f2d));
         rounds +=
-            one::<S>(name, factory()?, &scenario, options.liveness).map_err(|kind| Failure {
+            one::<S>(name, factory()?, &scenario, options.liveness).map_err(|kind| Finding {
                 slot: S::SLOT,
                 policy: name.to_string(),
                 kind,
@@ -119,8 +119,8 @@ pub(crate) fn run<S: SlotContract + Views>(
     Ok((options.scenarios as usize, rounds))
 }
 
-fn fail(scenario: &Scenario, t: u64, what: String) -> FailureKind {
-    FailureKind::Scenario(format!(
+fn fail(scenario: &Scenario, t: u64, what: String) -> FindingKind {
+    FindingKind::Scenario(format!(
         "at {t} s of a scenario of {} racks {:?}, {} jobs: {what}",
         scenario.racks.len(),
         scenario.racks,
@@ -134,7 +134,7 @@ pub(crate) fn one<S: SlotContract>(
     backend: BoxedBackend<S>,
     scenario: &Scenario,
     liveness: bool,
-) -> Result<usize, FailureKind> {
+) -> Result<usize, FindingKind> {
     let mut b = TopologyBuilder::new();
     let root = b.root();
     for (i, rack) in scenario.racks.iter().enumerate() {
@@ -258,7 +258,7 @@ pub(crate) fn one<S: SlotContract>(
             .map(|(id, _)| *id)
             .collect();
         if let Some(id) = never.first() {
-            return Err(FailureKind::Liveness(format!(
+            return Err(FindingKind::Liveness(format!(
                 "{id} ({} GPUs) never started in {rounds} rounds, {} of them after the last \
                  arrival, on a cluster of {total} GPUs ({name})",
                 sched.job(*id).map_or(0, |j| j.spec.gpus),

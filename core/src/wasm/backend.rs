@@ -96,7 +96,7 @@ pub(crate) struct WasmBackend<S: SlotContract> {
 }
 
 /// Why an instance could not be made.
-pub(crate) enum Failure {
+pub(crate) enum InstanceError {
     Kind(PolicyErrorKind),
     Signature { function: String, reason: String },
     Manifest(String),
@@ -128,19 +128,21 @@ impl<S: SlotContract> WasmBackend<S> {
             Err(e) => {
                 let module = backend.module.name().to_string();
                 let kind = match e {
-                    Failure::Kind(PolicyErrorKind::Refused(message)) => {
+                    InstanceError::Kind(PolicyErrorKind::Refused(message)) => {
                         WasmErrorKind::Config { slot, message }
                     }
-                    Failure::Kind(kind) => WasmErrorKind::Instantiate {
+                    InstanceError::Kind(kind) => WasmErrorKind::Instantiate {
                         slot,
                         source: PolicyError::new(slot, module.clone(), kind),
                     },
-                    Failure::Signature { function, reason } => WasmErrorKind::WrongSignature {
-                        slot,
-                        function,
-                        reason,
-                    },
-                    Failure::Manifest(reason) => WasmErrorKind::Manifest { slot, reason },
+                    InstanceError::Signature { function, reason } => {
+                        WasmErrorKind::WrongSignature {
+                            slot,
+                            function,
+                            reason,
+                        }
+                    }
+                    InstanceError::Manifest(reason) => WasmErrorKind::Manifest { slot, reason },
                 };
                 Err(WasmError::of(&module, kind))
             }
@@ -152,12 +154,12 @@ impl<S: SlotContract> WasmBackend<S> {
     }
 
     /// Arms the CPU budget for the next entry into the instance.
-    fn arm(&self, store: &mut Store<HostState>) -> Result<(), Failure> {
+    fn arm(&self, store: &mut Store<HostState>) -> Result<(), InstanceError> {
         let engine = &self.module.engine;
         if let Budget::Fuel(n) = engine.config.budget {
             store
                 .set_fuel(n)
-                .map_err(|e| Failure::Kind(PolicyErrorKind::Trap(error_text(&e))))?;
+                .map_err(|e| InstanceError::Kind(PolicyErrorKind::Trap(error_text(&e))))?;
         }
         if engine.deadline_ticks > 0 {
             store.set_epoch_deadline(engine.deadline_ticks);
@@ -167,7 +169,7 @@ impl<S: SlotContract> WasmBackend<S> {
     }
 
     /// A fresh instance with `init(config)` done, and the manifest it answered.
-    fn instantiate(&self) -> Result<(Live<S::View>, Manifest), Failure> {
+    fn instantiate(&self) -> Result<(Live<S::View>, Manifest), InstanceError> {
         let engine = &self.module.engine;
         self.module
             .compiled
@@ -175,7 +177,7 @@ impl<S: SlotContract> WasmBackend<S> {
             .fetch_add(1, Ordering::Relaxed);
         let mut store = new_store(&engine.engine, self.module.name(), &engine.config);
         self.arm(&mut store)?;
-        let classify = |e: &wasmtime::Error| Failure::Kind(classify(e, &engine.config));
+        let classify = |e: &wasmtime::Error| InstanceError::Kind(classify(e, &engine.config));
         let (entry, init) = match &self.module.compiled.code {
             Code::Component { pre, exports } => {
                 self.instantiate_component(&mut store, pre, exports)?
@@ -191,7 +193,7 @@ impl<S: SlotContract> WasmBackend<S> {
         match init {
             Ok(Ok(bytes)) => {
                 let manifest =
-                    Manifest::decode(&bytes).map_err(|e| Failure::Manifest(e.to_string()))?;
+                    Manifest::decode(&bytes).map_err(|e| InstanceError::Manifest(e.to_string()))?;
                 Ok((
                     Live {
                         store,
@@ -201,7 +203,7 @@ impl<S: SlotContract> WasmBackend<S> {
                     manifest,
                 ))
             }
-            Ok(Err(message)) => Err(Failure::Kind(PolicyErrorKind::Refused(message))),
+            Ok(Err(message)) => Err(InstanceError::Kind(PolicyErrorKind::Refused(message))),
             Err(e) => Err(classify(&e)),
         }
     }
@@ -213,18 +215,18 @@ impl<S: SlotContract> WasmBackend<S> {
         store: &mut Store<HostState>,
         pre: &InstancePre<HostState>,
         exports: &[SlotExport],
-    ) -> Result<(Entry, InitOutcome), Failure> {
+    ) -> Result<(Entry, InitOutcome), InstanceError> {
         let config = &self.module.engine.config;
         let export = exports.iter().find(|e| e.slot == S::SLOT).ok_or_else(|| {
-            Failure::Kind(PolicyErrorKind::Trap(format!(
+            InstanceError::Kind(PolicyErrorKind::Trap(format!(
                 "module does not export the {} slot",
                 S::SLOT
             )))
         })?;
         let instance = pre
             .instantiate(&mut *store)
-            .map_err(|e| Failure::Kind(classify(&e, config)))?;
-        let missing = |function: &str| Failure::Signature {
+            .map_err(|e| InstanceError::Kind(classify(&e, config)))?;
+        let missing = |function: &str| InstanceError::Signature {
             function: function.to_string(),
             reason: format!("not exported by {}", export.interface),
         };
@@ -234,13 +236,14 @@ impl<S: SlotContract> WasmBackend<S> {
         let call = instance
             .get_func(&mut *store, export.call)
             .ok_or_else(|| missing(S::SLOT.call()))?;
-        let typed_init: SlotCall<'_> = init.typed(&*store).map_err(|e| Failure::Signature {
-            function: "init".into(),
-            reason: error_text(&e),
-        })?;
+        let typed_init: SlotCall<'_> =
+            init.typed(&*store).map_err(|e| InstanceError::Signature {
+                function: "init".into(),
+                reason: error_text(&e),
+            })?;
         call.typed::<(&[u8],), (Result<Vec<u8>, String>,)>(&*store)
             .map(|_: SlotCall<'_>| ())
-            .map_err(|e| Failure::Signature {
+            .map_err(|e| InstanceError::Signature {
                 function: S::SLOT.call().into(),
                 reason: error_text(&e),
             })?;
@@ -270,13 +273,13 @@ impl<S: SlotContract> Backend<S> for WasmBackend<S> {
         if self.live.is_none() {
             match self.instantiate() {
                 Ok((live, _)) => self.live = Some(live),
-                Err(Failure::Kind(kind)) => return Err(self.error(kind)),
-                Err(Failure::Signature { function, reason }) => {
+                Err(InstanceError::Kind(kind)) => return Err(self.error(kind)),
+                Err(InstanceError::Signature { function, reason }) => {
                     return Err(self.error(PolicyErrorKind::Abi(format!(
                         "`{function}` has the wrong type: {reason}"
                     ))));
                 }
-                Err(Failure::Manifest(reason)) => {
+                Err(InstanceError::Manifest(reason)) => {
                     return Err(self.error(PolicyErrorKind::Decode(reason)));
                 }
             }
@@ -289,7 +292,7 @@ impl<S: SlotContract> Backend<S> for WasmBackend<S> {
         } else {
             S::encode_view(view, &mut self.view);
         }
-        if let Err(Failure::Kind(kind)) = self.arm(&mut live.store) {
+        if let Err(InstanceError::Kind(kind)) = self.arm(&mut live.store) {
             return Err(self.error(kind));
         }
         let messages = self.view_changes;

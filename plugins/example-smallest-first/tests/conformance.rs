@@ -26,7 +26,7 @@ fn fairness_smallestfirst_conforms() {
 /// the smallest failing view it could find as a line of Rust.
 #[test]
 fn a_broken_policy_fails_with_its_smallest_view() {
-    use gangway_core::conformance::FailureKind;
+    use gangway_core::conformance::FindingKind;
     use gangway_plugin_sdk::{FairnessDecision, FairnessPolicy, FairnessView, Ranked};
 
     #[derive(Clone)]
@@ -51,7 +51,7 @@ fn a_broken_policy_fails_with_its_smallest_view() {
     }
     let failure = conformance::fairness(Forgetful, &Options::quick()).unwrap_err();
     assert!(
-        matches!(&failure.kind, FailureKind::Invalid(k) if k.to_string().contains("omits 1 of 3 pending jobs")),
+        matches!(&failure.kind, FindingKind::Invalid(k) if k.to_string().contains("omits 1 of 3 pending jobs")),
         "shrunk to the smallest view: {failure}"
     );
     let text = failure.to_string();
