@@ -33,6 +33,7 @@ pub mod handles;
 pub mod logging;
 pub mod policy_check;
 pub mod resolve;
+pub mod slot_flags;
 
 use std::collections::BTreeMap;
 
@@ -287,17 +288,12 @@ impl PolicyChoice {
 
     /// Builds every slot natively (built-in names only).
     pub fn build_native(&self) -> Result<PolicySet, CatalogError> {
-        fn one<S: CatalogSlot>(c: &PolicyChoice) -> Result<BoxedBackend<S>, CatalogError> {
-            let s = c.slot(S::SLOT);
-            S::native(&s.policy, &s.config)
+        let mut set = PolicySet::builtin();
+        for slot in Slot::ALL {
+            let s = self.slot(slot);
+            set = with_slot!(slot, |S| set.with::<S>(S::native(&s.policy, &s.config)?));
         }
-        Ok(PolicySet::builtin()
-            .with::<Retry>(one(self)?)
-            .with::<Fairness>(one(self)?)
-            .with::<Locality>(one(self)?)
-            .with::<Gang>(one(self)?)
-            .with::<Reclaim>(one(self)?)
-            .with::<Defragment>(one(self)?))
+        Ok(set)
     }
 }
 
@@ -311,20 +307,18 @@ struct RawFile {
     preset: Vec<RawPreset>,
 }
 
+/// A preset as written: its name, description and placement, and each
+/// slot's policy under the slot's name (any other key is refused as an
+/// unknown slot).
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct RawPreset {
     name: String,
     #[serde(default)]
     description: String,
-    fairness: Option<RawSlot>,
-    locality: Option<RawSlot>,
-    gang: Option<RawSlot>,
-    reclaim: Option<RawSlot>,
-    retry: Option<RawSlot>,
-    defragment: Option<RawSlot>,
     #[serde(default)]
     placement: Option<String>,
+    #[serde(flatten)]
+    slots: BTreeMap<String, RawSlot>,
 }
 
 #[derive(Deserialize)]
@@ -354,7 +348,7 @@ struct RawSlot {
 pub fn parse_presets(text: &str) -> Result<Vec<PolicyChoice>, CatalogError> {
     let raw: RawFile = toml::from_str(text).map_err(|e| CatalogError::Presets(e.to_string()))?;
     let mut out: Vec<PolicyChoice> = Vec::with_capacity(raw.preset.len());
-    for p in raw.preset {
+    for mut p in raw.preset {
         if out.iter().any(|q| q.name == p.name) {
             return Err(CatalogError::Presets(format!(
                 "preset {:?} is defined twice",
@@ -362,15 +356,14 @@ pub fn parse_presets(text: &str) -> Result<Vec<PolicyChoice>, CatalogError> {
             )));
         }
         let mut slots = BTreeMap::new();
-        for (slot, raw) in [
-            (Slot::Fairness, p.fairness),
-            (Slot::Locality, p.locality),
-            (Slot::Gang, p.gang),
-            (Slot::Reclaim, p.reclaim),
-            (Slot::Retry, p.retry),
-            (Slot::Defragment, p.defragment),
-        ] {
-            let Some(s) = raw else { continue };
+        for (key, s) in std::mem::take(&mut p.slots) {
+            let slot = Slot::from_name(&key).ok_or_else(|| {
+                CatalogError::Presets(format!(
+                    "preset {:?}: unknown key {key:?} (name, description, placement or a slot: {})",
+                    p.name,
+                    Slot::ALL.map(Slot::as_str).join(", ")
+                ))
+            })?;
             if !names(slot).contains(&s.policy.as_str()) {
                 return Err(CatalogError::Presets(format!(
                     "preset {:?}: {}",

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use gangway_core::Slot;
 use gangway_core::policy::{BoxedBackend, PolicySet};
 use gangway_core::wasm::{Budget, PolicyEngine, PolicyModule, SandboxConfig};
-use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
+use gangway_plugin_sdk::with_slot;
 
 use crate as catalog;
 use crate::{CatalogSlot, PolicyChoice, SlotChoice};
@@ -169,12 +169,11 @@ impl Loader {
         choice: &PolicyChoice,
         native: bool,
     ) -> Result<PolicySet, PolicyResolveError> {
-        Ok(PolicySet::builtin()
-            .with::<Retry>(self.backend(&choice.slot(Slot::Retry), native)?)
-            .with::<Fairness>(self.backend(&choice.slot(Slot::Fairness), native)?)
-            .with::<Locality>(self.backend(&choice.slot(Slot::Locality), native)?)
-            .with::<Gang>(self.backend(&choice.slot(Slot::Gang), native)?)
-            .with::<Reclaim>(self.backend(&choice.slot(Slot::Reclaim), native)?)
-            .with::<Defragment>(self.backend(&choice.slot(Slot::Defragment), native)?))
+        let mut set = PolicySet::builtin();
+        for slot in Slot::ALL {
+            set = with_slot!(slot, |S| set
+                .with::<S>(self.backend::<S>(&choice.slot(slot), native)?));
+        }
+        Ok(set)
     }
 }

@@ -16,6 +16,7 @@ use crate::sim::{self, SimConfig, SimError};
 use crate::trace::{self, Format, Trace, TraceError};
 use crate::workload;
 use gangway_catalog::resolve::{self as policies, PolicyResolveError};
+use gangway_catalog::slot_flags::{PolicyOrModule, SlotFlags};
 use gangway_catalog::{PolicyChoice, SlotChoice};
 
 /// Replays a GPU-cluster job trace through Gangway's scheduler and policies.
@@ -61,24 +62,11 @@ pub struct Cli {
     /// `philly`, `philly+retry=failure-aware+reclaim=none`.
     #[arg(long, conflicts_with = "compare")]
     pub policies: Option<String>,
-    /// Fairness policy: a built-in name or a `.wasm` module (overrides the preset's).
-    #[arg(long)]
-    pub fairness: Option<String>,
-    /// Locality policy: a built-in name or a `.wasm` module.
-    #[arg(long)]
-    pub locality: Option<String>,
-    /// Gang policy: a built-in name or a `.wasm` module.
-    #[arg(long)]
-    pub gang: Option<String>,
-    /// Reclaim (preemption) policy: `none`, `quota-reclaim`, `las`, or a `.wasm` module.
-    #[arg(long)]
-    pub reclaim: Option<String>,
-    /// Retry policy: `fixed`, `failure-aware`, or a `.wasm` module.
-    #[arg(long)]
-    pub retry: Option<String>,
-    /// Defragment (migration) policy: `none`, `gandiva`, or a `.wasm` module.
-    #[arg(long)]
-    pub defragment: Option<String>,
+    /// One flag per slot (`--fairness`, `--locality`, `--gang`,
+    /// `--reclaim`, `--retry`, `--defragment`): a built-in name or a
+    /// `.wasm` module, replacing the preset's.
+    #[command(flatten)]
+    pub slots: SlotFlags<PolicyOrModule>,
     /// A configuration file for a slot, e.g. `--config fairness=vcs.toml` (repeatable).
     #[arg(long, value_name = "SLOT=FILE")]
     pub config: Vec<String>,
@@ -188,29 +176,18 @@ pub fn choices(cli: &Cli) -> Result<Vec<PolicyChoice>, PolicyResolveError> {
             .map_err(|e| PolicyResolveError::Choice(format!("{file}: cannot read: {e}")))?;
         configs.push((slot, bytes));
     }
-    use gangway_core::Slot;
-    let overrides = [
-        (Slot::Fairness, &cli.fairness),
-        (Slot::Locality, &cli.locality),
-        (Slot::Gang, &cli.gang),
-        (Slot::Reclaim, &cli.reclaim),
-        (Slot::Retry, &cli.retry),
-        (Slot::Defragment, &cli.defragment),
-    ];
     let mut out = Vec::new();
     for spec in specs {
         let mut choice = policies::parse_choice(&spec)?;
-        for (slot, policy) in overrides {
-            if let Some(p) = policy {
-                choice.slots.insert(
-                    slot,
-                    SlotChoice {
-                        policy: p.clone(),
-                        config: Vec::new(),
-                    },
-                );
-                choice.name = format!("{}+{slot}={p}", choice.name);
-            }
+        for (slot, p) in cli.slots.chosen() {
+            choice.slots.insert(
+                slot,
+                SlotChoice {
+                    policy: p.to_string(),
+                    config: Vec::new(),
+                },
+            );
+            choice.name = format!("{}+{slot}={p}", choice.name);
         }
         for (slot, bytes) in &configs {
             let mut s = choice.slot(*slot);

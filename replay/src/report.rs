@@ -59,7 +59,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use gangway_core::WaitReason;
+use gangway_core::{Slot, WaitReason};
 
 use crate::sim::RunResult;
 use crate::trace::{Outcome, SkippedJob};
@@ -107,39 +107,45 @@ pub struct TopologyInfo {
     pub shape: String,
 }
 
-/// Policies of a run.
-#[derive(Clone, Debug, Serialize)]
+/// Policies of a run: each slot's policy, then the placement tie-break.
+/// In `report.json` an object with a key per slot (`fairness`, `locality`,
+/// `gang`, `reclaim`, `retry`, `defragment`) and `placement`.
+#[derive(Clone, Debug)]
 pub struct Policies {
-    /// Fairness slot.
-    pub fairness: String,
-    /// Locality slot.
-    pub locality: String,
-    /// Gang slot.
-    pub gang: String,
-    /// Reclaim slot.
-    pub reclaim: String,
-    /// Retry slot.
-    pub retry: String,
-    /// Defragment slot.
-    pub defragment: String,
-    /// Placement tie-break (`best-fit` or `spread`).
+    /// Each slot's policy (a built-in name or a module path).
+    slots: BTreeMap<Slot, String>,
+    /// Placement tie-break (`best-fit`, `spread` or `heartbeat`).
     pub placement: String,
 }
 
 impl Policies {
     /// The policies of `choice`.
     pub fn of(choice: &gangway_catalog::PolicyChoice) -> Policies {
-        use gangway_core::Slot;
-        let name = |slot| choice.slot(slot).policy;
         Policies {
-            fairness: name(Slot::Fairness),
-            locality: name(Slot::Locality),
-            gang: name(Slot::Gang),
-            reclaim: name(Slot::Reclaim),
-            retry: name(Slot::Retry),
-            defragment: name(Slot::Defragment),
+            slots: Slot::ALL
+                .into_iter()
+                .map(|slot| (slot, choice.slot(slot).policy))
+                .collect(),
             placement: choice.placement.as_str().to_string(),
         }
+    }
+
+    /// The policy of `slot`.
+    pub fn slot(&self, slot: Slot) -> &str {
+        self.slots.get(&slot).map_or("", String::as_str)
+    }
+}
+
+impl Serialize for Policies {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.slots.len() + 1))?;
+        // In the slots' declaration order (a BTreeMap by slot), then placement.
+        for (slot, policy) in &self.slots {
+            map.serialize_entry(slot.as_str(), policy)?;
+        }
+        map.serialize_entry("placement", &self.placement)?;
+        map.end()
     }
 }
 
@@ -551,13 +557,18 @@ pub fn table(runs: &[Run]) -> String {
     row("fairness / locality / gang / placement", &|r| {
         format!(
             "{}/{}/{}/{}",
-            r.policies.fairness, r.policies.locality, r.policies.gang, r.policies.placement
+            r.policies.slot(Slot::Fairness),
+            r.policies.slot(Slot::Locality),
+            r.policies.slot(Slot::Gang),
+            r.policies.placement
         )
     });
     row("reclaim / retry / defragment", &|r| {
         format!(
             "{}/{}/{}",
-            r.policies.reclaim, r.policies.retry, r.policies.defragment
+            r.policies.slot(Slot::Reclaim),
+            r.policies.slot(Slot::Retry),
+            r.policies.slot(Slot::Defragment)
         )
     });
     row("jobs passed/failed/killed", &|r| {

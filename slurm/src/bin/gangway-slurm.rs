@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use gangway_catalog::slot_flags::{ModuleFile, SlotFlags};
 use gangway_slurm::config::{Config, socket_in};
 use gangway_slurm::{SlurmError, client, daemon};
 
@@ -75,24 +76,9 @@ enum Command {
     },
     /// Hot-swap a Wasm policy module into a slot, or roll a slot back.
     Swap {
-        /// Module for the fairness slot.
-        #[arg(long)]
-        fairness: Option<PathBuf>,
-        /// Module for the locality slot.
-        #[arg(long)]
-        locality: Option<PathBuf>,
-        /// Module for the gang slot.
-        #[arg(long)]
-        gang: Option<PathBuf>,
-        /// Module for the reclaim (preemption) slot.
-        #[arg(long)]
-        reclaim: Option<PathBuf>,
-        /// Module for the retry slot.
-        #[arg(long)]
-        retry: Option<PathBuf>,
-        /// Module for the defragment (migration) slot.
-        #[arg(long)]
-        defragment: Option<PathBuf>,
+        /// One flag per slot (`--fairness FILE`, ... `--defragment FILE`).
+        #[command(flatten)]
+        modules: SlotFlags<ModuleFile>,
         /// The module's configuration file (TOML).
         #[arg(long = "module-config")]
         module_config: Option<PathBuf>,
@@ -153,12 +139,7 @@ fn run(cli: Cli) -> Result<(), SlurmError> {
             Ok(())
         }
         Command::Swap {
-            fairness,
-            locality,
-            gang,
-            reclaim,
-            retry,
-            defragment,
+            modules,
             module_config,
             rollback,
         } => {
@@ -167,17 +148,10 @@ fn run(cli: Cli) -> Result<(), SlurmError> {
                 println!("{}", client::rollback(&socket, &slot)?);
                 return Ok(());
             }
-            let chosen: Vec<(&str, PathBuf)> = [
-                ("fairness", fairness),
-                ("locality", locality),
-                ("gang", gang),
-                ("reclaim", reclaim),
-                ("retry", retry),
-                ("defragment", defragment),
-            ]
-            .into_iter()
-            .filter_map(|(s, p)| p.map(|p| (s, p)))
-            .collect();
+            let chosen: Vec<(&str, PathBuf)> = modules
+                .chosen()
+                .map(|(slot, path)| (slot.as_str(), PathBuf::from(path)))
+                .collect();
             if chosen.is_empty() {
                 return Err(SlurmError::Refused(
                     "swap needs --SLOT FILE.wasm (fairness, locality, gang, reclaim, retry, defragment), or --rollback SLOT"
