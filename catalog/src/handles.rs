@@ -1,12 +1,14 @@
 //! Handles on every slot of a policy set, by slot: what a long-lived host
 //! (`gangway-slurm`, the Python bindings) keeps to stage, roll back and
-//! watch policies while the scheduler owns the set. The one place that turns
-//! a [`Slot`] named at run time into its typed handle.
+//! watch policies while the scheduler owns the set.
+
+use std::any::Any;
+use std::sync::Arc;
 
 use gangway_core::Slot;
 use gangway_core::policy::{PolicySet, SlotHandle, SlotStatus};
 use gangway_core::wasm::{PolicyModule, WasmError};
-use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
+use gangway_plugin_sdk::{SlotContract, with_slot};
 
 use crate::{CatalogError, CatalogSlot};
 
@@ -21,7 +23,7 @@ pub enum StageError {
     Module(#[from] WasmError),
 }
 
-/// Handles on the six guarded slots of a policy set.
+/// Handles on every guarded slot of a policy set, indexed by slot.
 ///
 /// ```
 /// use gangway_core::Slot;
@@ -34,44 +36,18 @@ pub enum StageError {
 /// ```
 #[derive(Clone, Debug)]
 pub struct SlotHandles {
-    fairness: SlotHandle<Fairness>,
-    locality: SlotHandle<Locality>,
-    gang: SlotHandle<Gang>,
-    reclaim: SlotHandle<Reclaim>,
-    retry: SlotHandle<Retry>,
-    defragment: SlotHandle<Defragment>,
+    /// `handles[slot.index()]` is slot `slot`'s `SlotHandle<S>`.
+    handles: [AnyHandle; Slot::COUNT],
 }
 
-/// Runs `$body` with `$h` bound to the typed handle of `$slot`.
-macro_rules! on_slot {
-    ($handles:expr, $slot:expr, |$h:ident| $body:expr) => {
-        match $slot {
-            Slot::Fairness => {
-                let $h = &$handles.fairness;
-                $body
-            }
-            Slot::Locality => {
-                let $h = &$handles.locality;
-                $body
-            }
-            Slot::Gang => {
-                let $h = &$handles.gang;
-                $body
-            }
-            Slot::Reclaim => {
-                let $h = &$handles.reclaim;
-                $body
-            }
-            Slot::Retry => {
-                let $h = &$handles.retry;
-                $body
-            }
-            Slot::Defragment => {
-                let $h = &$handles.defragment;
-                $body
-            }
-        }
-    };
+/// A slot's typed handle, whatever its slot.
+#[derive(Clone)]
+struct AnyHandle(Arc<dyn Any + Send + Sync>);
+
+impl std::fmt::Debug for AnyHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SlotHandle")
+    }
 }
 
 /// Stages in `handle` slot `S` of `module`, or the built-in policy `name`.
@@ -94,13 +70,17 @@ impl SlotHandles {
     /// Handles on every slot of `set` (which the scheduler then owns).
     pub fn of(set: &PolicySet) -> SlotHandles {
         SlotHandles {
-            fairness: set.slot::<Fairness>().handle(),
-            locality: set.slot::<Locality>().handle(),
-            gang: set.slot::<Gang>().handle(),
-            reclaim: set.slot::<Reclaim>().handle(),
-            retry: set.slot::<Retry>().handle(),
-            defragment: set.slot::<Defragment>().handle(),
+            handles: Slot::ALL
+                .map(|slot| with_slot!(slot, |S| AnyHandle(Arc::new(set.slot::<S>().handle())))),
         }
+    }
+
+    /// Slot `S`'s handle.
+    fn get<S: SlotContract>(&self) -> &SlotHandle<S> {
+        self.handles[S::SLOT.index()]
+            .0
+            .downcast_ref()
+            .expect("handles[S::SLOT.index()] holds a SlotHandle<S>")
     }
 
     /// Stages in `slot` its policy from `module`, or without one the
@@ -113,16 +93,16 @@ impl SlotHandles {
         name: &str,
         config: &[u8],
     ) -> Result<String, StageError> {
-        on_slot!(self, slot, |h| stage_in(h, module, name, config))
+        with_slot!(slot, |S| stage_in(self.get::<S>(), module, name, config))
     }
 
     /// Asks `slot` to go back to its previous policy at the next round.
     pub fn rollback(&self, slot: Slot) {
-        on_slot!(self, slot, |h| h.rollback())
+        with_slot!(slot, |S| self.get::<S>().rollback())
     }
 
     /// A snapshot of `slot`.
     pub fn status(&self, slot: Slot) -> SlotStatus {
-        on_slot!(self, slot, |h| h.status())
+        with_slot!(slot, |S| self.get::<S>().status())
     }
 }

@@ -22,7 +22,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::time::{Duration, Instant};
 
-use gangway_core::policy::PolicySet;
+use gangway_core::policy::{PolicySet, SlotEvent};
 use gangway_core::{
     AttemptEnd, JobId, JobSpec, PlacementStrategy, RetryAction, Scheduler, SchedulerError,
     ServerId, Topology, WaitReason,
@@ -320,28 +320,27 @@ struct Extra {
 }
 
 impl Replay<'_> {
-    /// Records the slots whose policy the round just quarantined.
-    fn note_quarantines(&mut self, t: u64, errors: &[gangway_core::policy::PolicyError]) {
-        for slot in gangway_core::Slot::ALL {
-            let policies = self.sched.policies();
-            let seen = self.quarantines.iter().filter(|q| q.slot == slot).count() as u64;
-            if policies.health(slot).quarantines <= seen {
-                continue;
-            }
-            if let Some(last) = errors.iter().rev().find(|e| e.slot == slot) {
-                let restored = policies.name(slot).to_string();
+    /// Records the policies the round just quarantined.
+    fn note_quarantines(&mut self, t: u64, events: &[(gangway_core::Slot, SlotEvent)]) {
+        for (slot, event) in events {
+            if let SlotEvent::Quarantined {
+                module,
+                restored,
+                error,
+            } = event
+            {
                 tracing::warn!(
                     slot = slot.as_str(),
-                    module = %last.module,
+                    module = %module,
                     restored = %restored,
-                    "quarantined at {t} s after repeated failures: {last}"
+                    "quarantined at {t} s after repeated failures: {error}"
                 );
                 self.quarantines.push(Quarantine {
                     at_s: t,
-                    slot,
-                    module: last.module.clone(),
-                    restored,
-                    error: last.kind.to_string(),
+                    slot: *slot,
+                    module: module.clone(),
+                    restored: restored.clone(),
+                    error: error.kind.to_string(),
                 });
             }
         }
@@ -506,9 +505,7 @@ impl Replay<'_> {
         self.in_rounds += started.elapsed();
         self.rounds += 1;
         self.policy_errors += report.policy_errors.len() as u64;
-        if !report.policy_errors.is_empty() {
-            self.note_quarantines(t, &report.policy_errors);
-        }
+        self.note_quarantines(t, &report.slot_events);
         for &(id, reason) in &report.waiting {
             let e = &mut self.extra[id.0 as usize];
             if e.last_reason != Some(reason) {

@@ -106,19 +106,15 @@ impl Policies {
         self.handles.rollback(slot)
     }
 
-    /// Every slot's status, fairness first (the order `gangway status` prints).
+    /// Every slot's status in the slots' declaration order, fairness first
+    /// (the order `gangway status` prints).
     pub fn status(&self) -> Vec<(Slot, SlotStatus)> {
-        [
-            Slot::Fairness,
-            Slot::Locality,
-            Slot::Gang,
-            Slot::Reclaim,
-            Slot::Retry,
-            Slot::Defragment,
-        ]
-        .into_iter()
-        .map(|slot| (slot, self.handles.status(slot)))
-        .collect()
+        let mut slots = Slot::ALL;
+        slots.sort();
+        slots
+            .into_iter()
+            .map(|slot| (slot, self.handles.status(slot)))
+            .collect()
     }
 }
 

@@ -40,7 +40,7 @@ pub struct SlotHealth {
 }
 
 /// Something that happened to a guarded slot.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum SlotEvent {
     /// A staged backend became active at the start of a round.
@@ -191,6 +191,8 @@ pub struct Guarded<S: SlotContract> {
     guard: GuardSettings,
     health: SlotHealth,
     shared: Arc<Mutex<Shared<S>>>,
+    /// What happened to the slot since the events were last taken.
+    round_events: Vec<SlotEvent>,
 }
 
 impl<S: SlotContract> std::fmt::Debug for Guarded<S> {
@@ -222,6 +224,7 @@ impl<S: SlotContract> Guarded<S> {
             fallback: fallback_backend::<S>(),
             guard,
             health: SlotHealth::default(),
+            round_events: Vec::new(),
             shared: Arc::new(Mutex::new(Shared {
                 staged: None,
                 rollback: false,
@@ -280,6 +283,12 @@ impl<S: SlotContract> Guarded<S> {
         self.handle().status()
     }
 
+    /// What happened to the slot (swaps, rollbacks, quarantines) since the
+    /// last call, oldest first.
+    pub(crate) fn take_events(&mut self) -> Vec<SlotEvent> {
+        std::mem::take(&mut self.round_events)
+    }
+
     /// Whether the active backend decides nothing (the round skips it).
     pub fn is_noop(&self) -> bool {
         self.active().is_noop()
@@ -305,7 +314,7 @@ impl<S: SlotContract> Guarded<S> {
         self.health.consecutive = 0;
         s.status.swaps += 1;
         tracing::info!(slot = %S::SLOT, from, to, "policy swapped in");
-        event(s, SlotEvent::Swapped { from, to });
+        event(s, &mut self.round_events, SlotEvent::Swapped { from, to });
     }
 
     fn sync_status(&self, s: &mut Shared<S>) {
@@ -336,6 +345,7 @@ impl<S: SlotContract> Guarded<S> {
                     tracing::info!(slot = %S::SLOT, from, to, "policy rolled back");
                     event(
                         &mut s,
+                        &mut self.round_events,
                         SlotEvent::RolledBack {
                             from: from.unwrap_or_default(),
                             to,
@@ -344,7 +354,11 @@ impl<S: SlotContract> Guarded<S> {
                     changed = true;
                 } else {
                     let active = self.name().to_string();
-                    event(&mut s, SlotEvent::RollbackRefused { active });
+                    event(
+                        &mut s,
+                        &mut self.round_events,
+                        SlotEvent::RollbackRefused { active },
+                    );
                 }
                 self.health.consecutive = 0;
             }
@@ -464,6 +478,7 @@ impl<S: SlotContract> Guarded<S> {
             );
             event(
                 &mut s,
+                &mut self.round_events,
                 SlotEvent::Quarantined {
                     module,
                     restored,
@@ -477,10 +492,13 @@ impl<S: SlotContract> Guarded<S> {
     }
 }
 
-fn event<S: SlotContract>(s: &mut Shared<S>, e: SlotEvent) {
+/// Records `e` in the slot's status (the last [`MAX_EVENTS`]) and among
+/// the events of the round in progress (`round_events`).
+fn event<S: SlotContract>(s: &mut Shared<S>, round_events: &mut Vec<SlotEvent>, e: SlotEvent) {
     if s.status.events.len() == MAX_EVENTS {
         s.status.events.remove(0);
     }
+    round_events.push(e.clone());
     s.status.events.push(e);
 }
 

@@ -5,7 +5,7 @@ use std::any::Any;
 use gangway_plugin_sdk::{Slot, SlotContract, with_slot};
 
 use super::backend::BoxedBackend;
-use super::guard::{GuardSettings, Guarded, SlotHealth};
+use super::guard::{GuardSettings, Guarded, SlotEvent, SlotHealth};
 
 /// The policies of every slot, each [`Guarded`], indexed by slot: by type
 /// (`set.slot::<Fairness>()`) or by name at run time (`set.name(slot)`).
@@ -77,6 +77,16 @@ impl PolicySet {
         }
     }
 
+    /// What happened to each slot (swaps, rollbacks, quarantines) since the
+    /// last call, slot by slot in round order.
+    pub(crate) fn take_events(&mut self) -> Vec<(Slot, SlotEvent)> {
+        let mut events = Vec::new();
+        for (slot, g) in Slot::ALL.into_iter().zip(&mut self.slots) {
+            events.extend(g.take_events().into_iter().map(|e| (slot, e)));
+        }
+        events
+    }
+
     /// Applies staged swaps and rollbacks of every slot; returns the slots
     /// whose active policy changed.
     pub(crate) fn prepare_round(&mut self) -> Vec<Slot> {
@@ -94,6 +104,7 @@ trait AnyGuarded: Send {
     fn health(&self) -> &SlotHealth;
     fn set_guard(&mut self, guard: GuardSettings);
     fn prepare_round(&mut self) -> bool;
+    fn take_events(&mut self) -> Vec<SlotEvent>;
     fn as_any(&self) -> &dyn Any;
     fn as_any_mut(&mut self) -> &mut dyn Any;
 }
@@ -110,6 +121,9 @@ impl<S: SlotContract> AnyGuarded for Guarded<S> {
     }
     fn prepare_round(&mut self) -> bool {
         Guarded::prepare_round(self)
+    }
+    fn take_events(&mut self) -> Vec<SlotEvent> {
+        Guarded::take_events(self)
     }
     fn as_any(&self) -> &dyn Any {
         self

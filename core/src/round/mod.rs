@@ -61,6 +61,7 @@ impl Round<'_> {
         self.book.release_delayed(self.now);
         if self.book.pending().is_empty() {
             self.book.clear_last_view();
+            report.slot_events = self.policies.take_events();
             return report;
         }
 
@@ -84,6 +85,7 @@ impl Round<'_> {
         // next round's placement).
         placed.reasons = self.book.charge_waits(self.now, placed.reasons);
         self.scratch.placed = placed;
+        report.slot_events = self.policies.take_events();
         report
     }
 
@@ -147,5 +149,71 @@ impl Placed {
         reserved.clear();
         order.clear();
         index.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use gangway_plugin_sdk::{Fairness, FairnessDecision, FairnessPolicy, FairnessView, FifoQuota};
+
+    use crate::policy::{Native, PolicySet, SlotEvent};
+    use crate::{JobId, JobSpec, Scheduler, Slot, Topology};
+
+    /// Names every job twice: always refused.
+    struct Twice;
+    impl FairnessPolicy for Twice {
+        fn order(&self, view: &FairnessView) -> FairnessDecision {
+            let mut d = FifoQuota.order(view);
+            d.order.extend(d.order.clone());
+            d
+        }
+    }
+
+    #[test]
+    fn the_report_hands_hosts_each_slots_events() {
+        let set = PolicySet::builtin().with::<Fairness>(Box::new(Native::new("twice", Twice)));
+        let mut sched = Scheduler::with_policies(Topology::uniform(1, 1, 8).unwrap(), set);
+        let vc = sched.virtual_cluster("a");
+        for i in 0..4 {
+            let spec = JobSpec {
+                id: JobId(i),
+                vc,
+                user: 0,
+                gpus: 8,
+                submitted_s: 0,
+            };
+            sched.submit(spec).unwrap();
+        }
+        // Three failed calls in a row quarantine the module, in the third
+        // round; the built-in policy is its baseline from then on.
+        let reports: Vec<_> = (1..=3).map(|t| sched.round(t).unwrap()).collect();
+        assert!(reports[0].slot_events.is_empty());
+        assert!(reports[1].slot_events.is_empty());
+        let [
+            (
+                slot,
+                SlotEvent::Quarantined {
+                    module, restored, ..
+                },
+            ),
+        ] = &reports[2].slot_events[..]
+        else {
+            panic!("expected one quarantine: {:?}", reports[2].slot_events);
+        };
+        assert_eq!(
+            (*slot, module.as_str(), restored.as_str()),
+            (Slot::Fairness, "twice", "fifo-quota")
+        );
+
+        // A staged swap is reported by the round it takes effect in.
+        let handle = sched.policies().slot::<Fairness>().handle();
+        handle.stage(Box::new(Native::new("next", FifoQuota)));
+        let report = sched.round(4).unwrap();
+        assert_eq!(report.swapped, [Slot::Fairness]);
+        assert!(matches!(
+            &report.slot_events[..],
+            [(Slot::Fairness, SlotEvent::Swapped { from, to })] if from == "fifo-quota" && to == "next"
+        ));
+        assert!(sched.round(5).unwrap().slot_events.is_empty());
     }
 }

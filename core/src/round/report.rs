@@ -4,7 +4,7 @@ use gangway_plugin_sdk::{JobId, RetryAction, Slot, WaitReason};
 use serde::{Deserialize, Serialize};
 
 use crate::placement::PlacementChoice;
-use crate::policy::PolicyError;
+use crate::policy::{PolicyError, SlotEvent};
 use crate::state::Placement;
 
 /// A job the round started. The host launches it on `choice.placement`.
@@ -75,6 +75,9 @@ pub struct RoundReport {
     pub retries: Vec<(JobId, RetryAction)>,
     /// Slots whose active policy changed at the start of the round.
     pub swapped: Vec<Slot>,
+    /// What happened to each slot since the last round: swaps and rollbacks
+    /// at its start, quarantines during it (slot by slot, oldest first).
+    pub slot_events: Vec<(Slot, SlotEvent)>,
     /// Policy calls that failed; the slot's built-in policy answered instead.
     pub policy_errors: Vec<PolicyError>,
 }
