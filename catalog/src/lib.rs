@@ -6,8 +6,9 @@
 //! ([`handles`]), `policy-check` ([`policy_check`]) and the hosts' log setup
 //! ([`logging`]).
 //!
-//! Every policy crate under `plugins/` is listed here by name and slot
-//! ([`names`]); [`CatalogSlot::native`] builds one natively from its
+//! Every policy crate under `plugins/` declares its policies' names and
+//! slots in its `Cargo.toml` (`[package.metadata.gangway]`), from which the
+//! build script makes the catalog ([`names`]); [`CatalogSlot::native`] builds one natively from its
 //! configuration bytes (TOML; empty means defaults), [`module_of`] names the
 //! Wasm module that holds it. Presets are [`PolicyChoice`]s read from
 //! `catalog/presets.toml` (data, not code); [`parse_presets`] reads the
@@ -40,7 +41,6 @@ use std::collections::BTreeMap;
 use gangway_core::policy::{BoxedBackend, Native, Noop, PolicySet};
 use gangway_core::{PlacementStrategy, Slot};
 use gangway_plugin_sdk::{ConfigError, Configure, Policy, SlotContract, with_slot};
-use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 use serde::Deserialize;
 
 /// The built-in policy names of `slot`. Names may repeat across slots when
@@ -58,27 +58,10 @@ pub fn names(slot: Slot) -> &'static [&'static str] {
 /// `name` of `slot`; `None` for `none`, which is not a module but the core's
 /// "do nothing".
 pub fn module_of(slot: Slot, name: &str) -> Option<&'static str> {
-    if !names(slot).contains(&name) {
-        return None;
-    }
-    Some(match name {
-        "none" => return None,
-        "fifo-quota" | "strict" | "backfill" => "builtin",
-        "vc-quota" => "vc-quota",
-        "max-min" => "max-min",
-        "las" => "las",
-        "fifo" => "fifo",
-        "example-smallest-first" => "example-smallest-first",
-        "delay" => "delay",
-        "greedy" => "greedy",
-        "fifo-block" => "fifo-block",
-        "reserve" => "reserve",
-        "quota-reclaim" => "quota-reclaim",
-        "fixed" => "fixed",
-        "failure-aware" => "failure-aware",
-        "gandiva" => "gandiva",
-        _ => return None,
-    })
+    MODULES
+        .iter()
+        .find(|(s, n, _)| *s == slot && *n == name)
+        .map(|(_, _, module)| *module)
 }
 
 /// A policy or preset the catalog cannot provide.
@@ -160,88 +143,9 @@ pub trait CatalogSlot: SlotContract {
     fn native(name: &str, config: &[u8]) -> Result<BoxedBackend<Self>, CatalogError>;
 }
 
-impl CatalogSlot for Fairness {
-    const NAMES: &'static [&'static str] = &[
-        "vc-quota",
-        "max-min",
-        "las",
-        "fifo",
-        "fifo-quota",
-        "example-smallest-first",
-    ];
-    fn native(name: &str, config: &[u8]) -> Result<BoxedBackend<Self>, CatalogError> {
-        use gangway_policy_example_smallest_first::SmallestFirst;
-        match name {
-            "vc-quota" => native::<Self, gangway_policy_vc_quota::VcQuota>(name, config),
-            "max-min" => native::<Self, gangway_policy_max_min::MaxMin>(name, config),
-            "las" => native::<Self, gangway_policy_las::Las>(name, config),
-            "fifo" => native::<Self, gangway_policy_fifo::Fifo>(name, config),
-            "fifo-quota" => native::<Self, gangway_plugin_sdk::FifoQuota>(name, config),
-            "example-smallest-first" => native::<Self, SmallestFirst>(name, config),
-            _ => Err(unknown(Self::SLOT, name)),
-        }
-    }
-}
-
-impl CatalogSlot for Locality {
-    const NAMES: &'static [&'static str] = &["delay", "strict", "greedy"];
-    fn native(name: &str, config: &[u8]) -> Result<BoxedBackend<Self>, CatalogError> {
-        match name {
-            "delay" => native::<Self, gangway_policy_delay::Delay>(name, config),
-            "strict" => native::<Self, gangway_plugin_sdk::Strict>(name, config),
-            "greedy" => native::<Self, gangway_policy_greedy::Greedy>(name, config),
-            _ => Err(unknown(Self::SLOT, name)),
-        }
-    }
-}
-
-impl CatalogSlot for Gang {
-    const NAMES: &'static [&'static str] = &["backfill", "fifo-block", "reserve"];
-    fn native(name: &str, config: &[u8]) -> Result<BoxedBackend<Self>, CatalogError> {
-        match name {
-            "backfill" => native::<Self, gangway_plugin_sdk::Backfill>(name, config),
-            "fifo-block" => native::<Self, gangway_policy_fifo_block::FifoBlock>(name, config),
-            "reserve" => native::<Self, gangway_policy_reserve::Reserve>(name, config),
-            _ => Err(unknown(Self::SLOT, name)),
-        }
-    }
-}
-
-impl CatalogSlot for Reclaim {
-    const NAMES: &'static [&'static str] = &["none", "quota-reclaim", "las"];
-    fn native(name: &str, config: &[u8]) -> Result<BoxedBackend<Self>, CatalogError> {
-        use gangway_policy_quota_reclaim::QuotaReclaim;
-        match name {
-            "none" => noop::<Self>(config),
-            "quota-reclaim" => native::<Self, QuotaReclaim>(name, config),
-            "las" => native::<Self, gangway_policy_las::LasPreempt>(name, config),
-            _ => Err(unknown(Self::SLOT, name)),
-        }
-    }
-}
-
-impl CatalogSlot for Retry {
-    const NAMES: &'static [&'static str] = &["fixed", "failure-aware"];
-    fn native(name: &str, config: &[u8]) -> Result<BoxedBackend<Self>, CatalogError> {
-        use gangway_policy_failure_aware::FailureAware;
-        match name {
-            "fixed" => native::<Self, gangway_policy_fixed::FixedRetry>(name, config),
-            "failure-aware" => native::<Self, FailureAware>(name, config),
-            _ => Err(unknown(Self::SLOT, name)),
-        }
-    }
-}
-
-impl CatalogSlot for Defragment {
-    const NAMES: &'static [&'static str] = &["none", "gandiva"];
-    fn native(name: &str, config: &[u8]) -> Result<BoxedBackend<Self>, CatalogError> {
-        match name {
-            "none" => noop::<Self>(config),
-            "gandiva" => native::<Self, gangway_policy_gandiva::Gandiva>(name, config),
-            _ => Err(unknown(Self::SLOT, name)),
-        }
-    }
-}
+// Each slot's built-in names and native constructors, and each name's
+// module: generated by build.rs from the plugins' `Cargo.toml`s.
+include!(concat!(env!("OUT_DIR"), "/registry.rs"));
 
 /// One slot of a [`PolicyChoice`]: a policy (a built-in name or a path to a
 /// `.wasm` module) and its configuration.
@@ -437,6 +341,7 @@ pub fn preset(name: &str) -> Result<PolicyChoice, CatalogError> {
 mod tests {
     use super::*;
     use gangway_core::{AttemptEnd, JobId, JobSpec, Scheduler, Topology};
+    use gangway_plugin_sdk::{Fairness, Gang, Locality, Reclaim};
     use proptest::prelude::*;
 
     #[test]
@@ -454,12 +359,9 @@ mod tests {
                 }
             }
         }
-        all::<Fairness>();
-        all::<Locality>();
-        all::<Gang>();
-        all::<Reclaim>();
-        all::<Retry>();
-        all::<Defragment>();
+        for slot in Slot::ALL {
+            with_slot!(slot, |S| all::<S>());
+        }
     }
 
     #[test]
