@@ -34,7 +34,7 @@ fn run() -> Result<String, Box<dyn std::error::Error>> {
     )?;
     // Philly's fairness (VC quotas, lending idle GPUs), natively; the other
     // slots keep the built-in policies.
-    let policies = PolicySet::builtin().with::<Fairness>(Box::new(Native::new(
+    let policies = PolicySet::fallbacks().with::<Fairness>(Box::new(Native::new(
         "vc-quota",
         VcQuota::from_config(b"")?,
     )));

@@ -33,7 +33,7 @@ impl FairnessPolicy for Forgets {
 fn run() -> Result<String, Box<dyn std::error::Error>> {
     let mut log = String::new();
     let trace = workload::generate(JOBS, 7);
-    let mut sched = Scheduler::with_policies(Topology::uniform(8, 8, 8)?, PolicySet::builtin());
+    let mut sched = Scheduler::with_policies(Topology::uniform(8, 8, 8)?, PolicySet::fallbacks());
     let fairness = sched.policies().slot::<Fairness>().handle();
     let reclaim = sched.policies().slot::<Reclaim>().handle();
 

@@ -70,7 +70,7 @@ fn run() -> Result<String, Box<dyn std::error::Error>> {
     ));
 
     // 3. Natively in a scheduler.
-    let policies = PolicySet::builtin().with::<Fairness>(Box::new(Native::new(
+    let policies = PolicySet::fallbacks().with::<Fairness>(Box::new(Native::new(
         "least-served-vc-first",
         LeastServedVcFirst::from_config(b"")?,
     )));

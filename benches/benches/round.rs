@@ -29,7 +29,7 @@ use gangway_core::policy::PolicySet;
 fn backlog(c: &mut Criterion, name: &str, topo: Topology, window: usize) {
     // Leave 64 GPUs free whatever the cluster's size.
     let fill = 1.0 - 64.0 / f64::from(topo.total_gpus());
-    let mut sched = loaded_scheduler(topo, fill, 1_000, PolicySet::builtin());
+    let mut sched = loaded_scheduler(topo, fill, 1_000, PolicySet::fallbacks());
     sched.set_view_window(window);
     let warm = sched.round(1_000).expect("round");
     assert!(sched.pending_len() > 500, "the backlog must stay pending");
@@ -77,7 +77,7 @@ fn rounds(c: &mut Criterion) {
         b.iter_batched(
             || {
                 let topo = philly_official().expect("topology");
-                loaded_scheduler(topo, 0.5, 1_000, PolicySet::builtin())
+                loaded_scheduler(topo, 0.5, 1_000, PolicySet::fallbacks())
             },
             |mut sched| sched.round(10_000).expect("round"),
             BatchSize::LargeInput,
@@ -88,7 +88,7 @@ fn rounds(c: &mut Criterion) {
     for pending in [1_000usize, 10_000, 100_000] {
         let topo = philly_official().expect("topology");
         let fill = 1.0 - 64.0 / f64::from(topo.total_gpus());
-        let mut sched = loaded_scheduler(topo, fill, pending, PolicySet::builtin());
+        let mut sched = loaded_scheduler(topo, fill, pending, PolicySet::fallbacks());
         sched.round(1_000).expect("round");
         let mut now = 1_000;
         group.bench_function(format!("{pending}_pending"), |b| {

@@ -24,7 +24,7 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use gangway_benches::{
-    builtin_module, builtin_wasm_policies, philly_backlog, philly_backlog_all_in_view,
+    fallback_wasm_policies, fallbacks_module, philly_backlog, philly_backlog_all_in_view,
 };
 use gangway_core::Scheduler;
 use gangway_core::policy::{Backend, PolicySet};
@@ -35,18 +35,18 @@ use gangway_plugin_sdk::{Fairness, Gang};
 fn rounds(c: &mut Criterion) {
     let mut group = c.benchmark_group("round_philly_1000_pending");
     let variants = [
-        ("native", PolicySet::builtin()),
+        ("native", PolicySet::fallbacks()),
         (
             "wasm",
-            builtin_wasm_policies(Budget::Fuel(Budget::DEFAULT_FUEL), CallPath::Direct),
+            fallback_wasm_policies(Budget::Fuel(Budget::DEFAULT_FUEL), CallPath::Direct),
         ),
         (
             "wasm_component_runtime",
-            builtin_wasm_policies(Budget::Fuel(Budget::DEFAULT_FUEL), CallPath::Component),
+            fallback_wasm_policies(Budget::Fuel(Budget::DEFAULT_FUEL), CallPath::Component),
         ),
         (
             "wasm_deadline",
-            builtin_wasm_policies(
+            fallback_wasm_policies(
                 Budget::Deadline(std::time::Duration::from_millis(50)),
                 CallPath::Direct,
             ),
@@ -80,10 +80,10 @@ fn bench_round(
 fn rounds_100k(c: &mut Criterion) {
     let mut group = c.benchmark_group("round_philly_100000_pending");
     let variants = [
-        ("native", PolicySet::builtin()),
+        ("native", PolicySet::fallbacks()),
         (
             "wasm",
-            builtin_wasm_policies(Budget::Fuel(Budget::DEFAULT_FUEL), CallPath::Direct),
+            fallback_wasm_policies(Budget::Fuel(Budget::DEFAULT_FUEL), CallPath::Direct),
         ),
     ];
     for (name, policies) in variants {
@@ -115,7 +115,7 @@ fn fairness_view() -> gangway_plugin_sdk::FairnessView {
         }
     }
     let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
-    let mut sched = philly_backlog_all_in_view(PolicySet::builtin());
+    let mut sched = philly_backlog_all_in_view(PolicySet::fallbacks());
     sched.swap::<Fairness>(Box::new(Capture(seen.clone())));
     sched.round(2_000).expect("round");
     seen.lock().ok().and_then(|mut v| v.take()).expect("view")
@@ -154,7 +154,7 @@ fn calls(c: &mut Criterion) {
             Budget::Deadline(std::time::Duration::from_millis(50)),
         ),
     ] {
-        let mut backend = builtin_module(SandboxConfig {
+        let mut backend = fallbacks_module(SandboxConfig {
             budget,
             ..SandboxConfig::default()
         })
@@ -173,7 +173,7 @@ fn calls(c: &mut Criterion) {
             .collect(),
         jobs: view.jobs.clone(),
     };
-    let mut gang = builtin_module(SandboxConfig::default())
+    let mut gang = fallbacks_module(SandboxConfig::default())
         .backend::<Gang>(b"")
         .expect("gang");
     group.bench_function("wasm_fuel_trivial_gang", |b| {
@@ -194,7 +194,7 @@ fn calls(c: &mut Criterion) {
         ("direct", CallPath::Direct),
         ("component_runtime", CallPath::Component),
     ] {
-        let mut gang = builtin_module(SandboxConfig {
+        let mut gang = fallbacks_module(SandboxConfig {
             call_path,
             ..SandboxConfig::default()
         })

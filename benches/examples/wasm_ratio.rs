@@ -11,7 +11,7 @@
 
 use std::time::{Duration, Instant};
 
-use gangway_benches::{builtin_wasm_policies, philly_backlog};
+use gangway_benches::{fallback_wasm_policies, philly_backlog};
 use gangway_core::Scheduler;
 use gangway_core::policy::PolicySet;
 use gangway_core::wasm::{Budget, CallPath};
@@ -37,9 +37,9 @@ fn main() {
     let rounds = args.next().and_then(Result::ok).unwrap_or(200);
     let pending = args.next().and_then(Result::ok).unwrap_or(1_000);
     let window = args.next().and_then(Result::ok).unwrap_or(0);
-    let mut native = philly_backlog(PolicySet::builtin(), pending.into(), window as usize);
+    let mut native = philly_backlog(PolicySet::fallbacks(), pending.into(), window as usize);
     let mut wasm = philly_backlog(
-        builtin_wasm_policies(Budget::Fuel(Budget::DEFAULT_FUEL), CallPath::Direct),
+        fallback_wasm_policies(Budget::Fuel(Budget::DEFAULT_FUEL), CallPath::Direct),
         pending.into(),
         window as usize,
     );

@@ -70,23 +70,23 @@ pub fn philly_backlog(policies: PolicySet, pending: u64, window: usize) -> Sched
 }
 
 /// The `builtin` plugin loaded on an engine with `sandbox`.
-pub fn builtin_module(sandbox: SandboxConfig) -> PolicyModule {
-    let bytes = gangway_plugin_artifacts::module("builtin").expect("builtin plugin");
+pub fn fallbacks_module(sandbox: SandboxConfig) -> PolicyModule {
+    let bytes = gangway_plugin_artifacts::module("fallbacks").expect("builtin plugin");
     PolicyEngine::new(sandbox)
         .expect("engine")
-        .load("builtin", bytes)
+        .load("fallbacks", bytes)
         .expect("load")
 }
 
 /// The built-in policies with the fairness, locality, gang and retry slots
 /// of the `builtin` module under `budget`, entered by `call_path`.
-pub fn builtin_wasm_policies(budget: Budget, call_path: CallPath) -> PolicySet {
-    let builtin = builtin_module(SandboxConfig {
+pub fn fallback_wasm_policies(budget: Budget, call_path: CallPath) -> PolicySet {
+    let builtin = fallbacks_module(SandboxConfig {
         budget,
         call_path,
         ..SandboxConfig::default()
     });
-    PolicySet::builtin()
+    PolicySet::fallbacks()
         .with::<Fairness>(builtin.backend::<Fairness>(b"").expect("fairness"))
         .with::<Locality>(builtin.backend::<Locality>(b"").expect("locality"))
         .with::<Gang>(builtin.backend::<Gang>(b"").expect("gang"))

@@ -3,7 +3,7 @@
 mod backlog;
 
 pub use backlog::{
-    builtin_module, builtin_wasm_policies, philly_backlog, philly_backlog_all_in_view,
+    fallback_wasm_policies, fallbacks_module, philly_backlog, philly_backlog_all_in_view,
 };
 
 use gangway_core::policy::PolicySet;

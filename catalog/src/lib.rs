@@ -158,8 +158,8 @@ pub struct SlotChoice {
 }
 
 impl SlotChoice {
-    /// The slot's built-in policy with its defaults.
-    pub fn builtin(slot: Slot) -> SlotChoice {
+    /// The slot's fallback policy with its defaults.
+    pub fn fallback(slot: Slot) -> SlotChoice {
         SlotChoice {
             policy: slot.fallback().to_string(),
             config: Vec::new(),
@@ -187,12 +187,12 @@ impl PolicyChoice {
         self.slots
             .get(&slot)
             .cloned()
-            .unwrap_or_else(|| SlotChoice::builtin(slot))
+            .unwrap_or_else(|| SlotChoice::fallback(slot))
     }
 
     /// Builds every slot natively (built-in names only).
     pub fn build_native(&self) -> Result<PolicySet, CatalogError> {
-        let mut set = PolicySet::builtin();
+        let mut set = PolicySet::fallbacks();
         for slot in Slot::ALL {
             let s = self.slot(slot);
             set = with_slot!(slot, |S| set.with::<S>(S::native(&s.policy, &s.config)?));
@@ -434,7 +434,7 @@ mod tests {
     /// Returns the step at which the gang started, if it did, and checks every
     /// reservation and the round invariant on the way.
     fn big_gang_under_a_stream(gang: BoxedBackend<Gang>, release: &[usize]) -> Option<usize> {
-        let set = PolicySet::builtin()
+        let set = PolicySet::fallbacks()
             .with::<Fairness>(Fairness::native("fifo", b"").unwrap())
             .with::<Locality>(Locality::native("strict", b"").unwrap())
             .with::<Gang>(gang);

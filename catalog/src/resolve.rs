@@ -169,7 +169,7 @@ impl Loader {
         choice: &PolicyChoice,
         native: bool,
     ) -> Result<PolicySet, PolicyResolveError> {
-        let mut set = PolicySet::builtin();
+        let mut set = PolicySet::fallbacks();
         for slot in Slot::ALL {
             set = with_slot!(slot, |S| set
                 .with::<S>(self.backend::<S>(&choice.slot(slot), native)?));

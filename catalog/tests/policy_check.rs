@@ -69,8 +69,8 @@ fn every_plugin_passes() {
 
 #[test]
 fn a_configuration_file_is_passed_to_init() {
-    let builtin = gangway_plugin_artifacts::path("builtin").unwrap();
-    let config = temp("builtin.toml", b"tuned = true\n");
+    let builtin = gangway_plugin_artifacts::path("fallbacks").unwrap();
+    let config = temp("fallbacks.toml", b"tuned = true\n");
     let (out, _) = policy_check(&[
         builtin.to_str().unwrap(),
         "--config",
@@ -80,7 +80,7 @@ fn a_configuration_file_is_passed_to_init() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         text.trim(),
-        "FAIL: retry policy builtin.wasm: cannot be made: module builtin.wasm: refused its retry \
+        "FAIL: retry policy fallbacks.wasm: cannot be made: module fallbacks.wasm: refused its retry \
          configuration: invalid policy configuration: fixed: takes no options, but line 1 is \
          `tuned = true`"
     );

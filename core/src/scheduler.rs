@@ -77,7 +77,7 @@ impl Scheduler {
 
     /// A scheduler over `topology` with the built-in policies.
     pub fn new(topology: Topology) -> Scheduler {
-        Scheduler::with_policies(topology, PolicySet::builtin())
+        Scheduler::with_policies(topology, PolicySet::fallbacks())
     }
 
     /// A scheduler with the given policies.

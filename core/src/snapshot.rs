@@ -68,7 +68,7 @@
 //!
 //! let restored = Scheduler::restore(
 //!     Topology::uniform(2, 2, 8)?,
-//!     PolicySet::builtin(),
+//!     PolicySet::fallbacks(),
 //!     Snapshot::from_bytes(&bytes)?,
 //! )?;
 //! assert_eq!(restored.jobs(), sched.jobs());
@@ -456,7 +456,7 @@ mod tests {
         assert_eq!(back, snap);
         let restored = Scheduler::restore(
             Topology::uniform(2, 2, 8).unwrap(),
-            PolicySet::builtin(),
+            PolicySet::fallbacks(),
             back,
         )
         .unwrap();
@@ -495,7 +495,7 @@ mod tests {
         let snap = busy().snapshot();
         let e = Scheduler::restore(
             Topology::uniform(2, 3, 8).unwrap(),
-            PolicySet::builtin(),
+            PolicySet::fallbacks(),
             snap.clone(),
         )
         .unwrap_err();
@@ -513,7 +513,7 @@ mod tests {
         clash.jobs[victim].spec.gpus = gpus;
         let e = Scheduler::restore(
             Topology::uniform(2, 2, 8).unwrap(),
-            PolicySet::builtin(),
+            PolicySet::fallbacks(),
             clash,
         )
         .unwrap_err();
@@ -534,7 +534,7 @@ mod tests {
         down.servers[server.0 as usize].health = Health::Down;
         let e = Scheduler::restore(
             Topology::uniform(2, 2, 8).unwrap(),
-            PolicySet::builtin(),
+            PolicySet::fallbacks(),
             down,
         )
         .unwrap_err();
@@ -545,7 +545,7 @@ mod tests {
         held.vcs[0].held_gpus += 1;
         let e = Scheduler::restore(
             Topology::uniform(2, 2, 8).unwrap(),
-            PolicySet::builtin(),
+            PolicySet::fallbacks(),
             held,
         )
         .unwrap_err();

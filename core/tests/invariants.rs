@@ -347,9 +347,9 @@ impl Backend<Defragment> for Eager {
 /// defragmentation, and eager reclaim for half the seeds.
 fn eager(seed: u64) -> PolicySet {
     let set = if seed % 4 == 1 {
-        PolicySet::builtin().with::<Reclaim>(Box::new(Eager))
+        PolicySet::fallbacks().with::<Reclaim>(Box::new(Eager))
     } else {
-        PolicySet::builtin()
+        PolicySet::fallbacks()
     };
     set.with::<Locality>(Box::new(gangway_core::policy::Native::new(
         "greedy-ish",
@@ -385,14 +385,14 @@ impl gangway_plugin_sdk::LocalityPolicy for AnyLevel {
 
 fn policies(chaos: Option<u64>) -> PolicySet {
     match chaos {
-        None => PolicySet::builtin(),
+        None => PolicySet::fallbacks(),
         Some(seed) if seed % 2 == 1 => eager(seed),
         Some(seed) => {
             let c = |k| Chaos {
                 seed: seed + k,
                 calls: 0,
             };
-            PolicySet::builtin()
+            PolicySet::fallbacks()
                 .with::<Fairness>(Box::new(c(0)))
                 .with::<Locality>(Box::new(c(1)))
                 .with::<Gang>(Box::new(c(2)))

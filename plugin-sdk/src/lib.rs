@@ -69,8 +69,9 @@
 //! code of the SDK. Turn default features off to bring your own
 //! `#[global_allocator]`.
 //!
-//! [`builtin`] holds the core's default policies, here so that they too run
-//! natively and as Wasm.
+//! Each slot's fallback policy ([`SlotContract::Fallback`]: what a host runs
+//! when no policy is configured, and falls back on when one fails) lives in
+//! its slot's folder, here so that it too runs natively and as Wasm.
 #![forbid(unsafe_code)]
 
 mod config;

@@ -259,7 +259,7 @@ impl PyScheduler {
                 let (set, choice) = policy::preset(name)?;
                 (set, choice.placement)
             }
-            None => (PolicySet::builtin(), PlacementStrategy::default()),
+            None => (PolicySet::fallbacks(), PlacementStrategy::default()),
         };
         let strategy = match placement {
             Some(p) => placement_strategy(p)?,

@@ -147,7 +147,7 @@ pub(crate) fn one<S: SlotContract>(
         }
     }
     let topo = b.build().map_err(|e| fail(scenario, 0, e.to_string()))?;
-    let mut sched = Scheduler::with_policies(topo, PolicySet::builtin().with::<S>(backend));
+    let mut sched = Scheduler::with_policies(topo, PolicySet::fallbacks().with::<S>(backend));
     let vcs: Vec<_> = scenario
         .quotas
         .iter()

@@ -186,7 +186,7 @@ pub struct Guarded<S: SlotContract> {
     /// `stack[0]` is the baseline; the last entry is active.
     stack: Vec<BoxedBackend<S>>,
     /// Whether `stack[0]` is the slot's built-in policy (never quarantined).
-    builtin_baseline: bool,
+    fallback_baseline: bool,
     fallback: BoxedBackend<S>,
     guard: GuardSettings,
     health: SlotHealth,
@@ -220,7 +220,7 @@ impl<S: SlotContract> Guarded<S> {
         };
         Guarded {
             stack: vec![baseline],
-            builtin_baseline: false,
+            fallback_baseline: false,
             fallback: fallback_backend::<S>(),
             guard,
             health: SlotHealth::default(),
@@ -233,10 +233,11 @@ impl<S: SlotContract> Guarded<S> {
         }
     }
 
-    /// The slot with its built-in policy.
-    pub fn builtin() -> Guarded<S> {
+    /// The slot with its fallback policy ([`SlotContract::Fallback`]) as
+    /// its baseline.
+    pub fn fallback_only() -> Guarded<S> {
         Guarded {
-            builtin_baseline: true,
+            fallback_baseline: true,
             ..Guarded::new(fallback_backend::<S>())
         }
     }
@@ -453,13 +454,13 @@ impl<S: SlotContract> Guarded<S> {
         let Ok(mut s) = shared.lock() else {
             return;
         };
-        let removable = self.stack.len() > 1 || !self.builtin_baseline;
+        let removable = self.stack.len() > 1 || !self.fallback_baseline;
         if self.health.consecutive >= self.guard.quarantine_after.max(1) && removable {
             let module = if self.stack.len() > 1 {
                 self.stack.pop().map(|b| b.name().to_string())
             } else {
                 // The baseline itself: the built-in policy replaces it.
-                self.builtin_baseline = true;
+                self.fallback_baseline = true;
                 Some(
                     std::mem::replace(&mut self.stack[0], fallback_backend::<S>())
                         .name()

@@ -14,7 +14,7 @@ use super::guard::{GuardSettings, Guarded, SlotEvent, SlotHealth};
 /// use gangway_core::policy::{Native, PolicySet};
 /// use gangway_plugin_sdk::{Backfill, Fairness, Gang, Slot};
 ///
-/// let set = PolicySet::builtin().with::<Gang>(Box::new(Native::new("mine", Backfill)));
+/// let set = PolicySet::fallbacks().with::<Gang>(Box::new(Native::new("mine", Backfill)));
 /// assert_eq!(set.slot::<Fairness>().name(), "fifo-quota");
 /// assert_eq!(set.name(Slot::Gang), "mine");
 /// assert_eq!(set.name(Slot::Reclaim), "none");
@@ -25,13 +25,13 @@ pub struct PolicySet {
 }
 
 impl PolicySet {
-    /// Every slot with its built-in policy ([`SlotContract::FALLBACK`]):
+    /// Every slot with its fallback policy ([`SlotContract::FALLBACK`]):
     /// retry every failure, FIFO within VC quotas, strict locality,
     /// backfill, no reclaim, no defragmentation.
-    pub fn builtin() -> PolicySet {
+    pub fn fallbacks() -> PolicySet {
         PolicySet {
             slots: Slot::ALL.map(|slot| {
-                with_slot!(slot, |S| Box::new(Guarded::<S>::builtin())
+                with_slot!(slot, |S| Box::new(Guarded::<S>::fallback_only())
                     as Box<dyn AnyGuarded>)
             }),
         }
@@ -135,7 +135,7 @@ impl<S: SlotContract> AnyGuarded for Guarded<S> {
 
 impl Default for PolicySet {
     fn default() -> Self {
-        PolicySet::builtin()
+        PolicySet::fallbacks()
     }
 }
 

@@ -171,7 +171,7 @@ mod tests {
 
     #[test]
     fn the_report_hands_hosts_each_slots_events() {
-        let set = PolicySet::builtin().with::<Fairness>(Box::new(Native::new("twice", Twice)));
+        let set = PolicySet::fallbacks().with::<Fairness>(Box::new(Native::new("twice", Twice)));
         let mut sched = Scheduler::with_policies(Topology::uniform(1, 1, 8).unwrap(), set);
         let vc = sched.virtual_cluster("a");
         for i in 0..4 {

@@ -231,7 +231,7 @@ mod tests {
             scope,
             seen: Arc::clone(&seen),
         };
-        let set = PolicySet::builtin()
+        let set = PolicySet::fallbacks()
             .with(Box::new(Native::new("recorder", recorder)) as BoxedBackend<Reclaim>);
         let mut sched = Scheduler::with_policies(Topology::uniform(1, 3, 8).unwrap(), set);
         let a = sched.virtual_cluster("a");

@@ -69,7 +69,7 @@ fn native<S: SlotContract, P: Policy<S> + Configure + Send + 'static>(
 /// Gandiva migrations and a fixed retry delay.
 pub(crate) fn policies(which: u8) -> PolicySet {
     match which {
-        1 => PolicySet::builtin()
+        1 => PolicySet::fallbacks()
             .with::<Fairness>(native::<_, gangway_policy_vc_quota::VcQuota>(
                 "vc-quota", b"",
             ))
@@ -89,7 +89,7 @@ pub(crate) fn policies(which: u8) -> PolicySet {
                 "failure-aware",
                 b"infra_after_s = 50\nprobe_s = 40",
             )),
-        2 => PolicySet::builtin()
+        2 => PolicySet::fallbacks()
             .with::<Fairness>(native::<_, gangway_policy_las::Las>("las", b""))
             .with::<Locality>(native::<_, gangway_policy_greedy::Greedy>("greedy", b""))
             .with::<Gang>(native::<_, gangway_policy_fifo_block::FifoBlock>(
@@ -102,7 +102,7 @@ pub(crate) fn policies(which: u8) -> PolicySet {
                 b"after_s = 30",
             ))
             .with::<Defragment>(native::<_, gangway_policy_gandiva::Gandiva>("gandiva", b"")),
-        _ => PolicySet::builtin(),
+        _ => PolicySet::fallbacks(),
     }
 }
 

@@ -83,7 +83,7 @@ impl Twins {
 fn twins(module: &str) -> Option<Twins> {
     let t = Twins::default();
     Some(match module {
-        "builtin" => Twins {
+        "fallbacks" => Twins {
             fairness: Some(native::<Fairness, gangway_plugin_sdk::FifoQuota>()),
             locality: Some(native::<Locality, gangway_plugin_sdk::Strict>()),
             gang: Some(native::<Gang, gangway_plugin_sdk::Backfill>()),
@@ -166,7 +166,7 @@ fn every_plugin_takes_the_call_path_asked_for() {
 fn every_plugin_has_a_native_twin_with_the_same_slots() {
     let names: Vec<&str> = modules(CallPath::Direct).iter().map(|m| m.name()).collect();
     for required in [
-        "builtin",
+        "fallbacks",
         "fifo",
         "las",
         "quota-reclaim",
@@ -349,9 +349,9 @@ fn a_scheduler_on_wasm_builtins_matches_the_native_one() {
     for path in crate::guests::PATHS {
         let builtin = modules(path)
             .iter()
-            .find(|m| m.name() == "builtin")
+            .find(|m| m.name() == "fallbacks")
             .unwrap();
-        let wasm = PolicySet::builtin()
+        let wasm = PolicySet::fallbacks()
             .with::<Fairness>(builtin.backend::<Fairness>(b"").unwrap())
             .with::<Locality>(builtin.backend::<Locality>(b"").unwrap())
             .with::<Gang>(builtin.backend::<Gang>(b"").unwrap())

@@ -22,8 +22,8 @@ fn real_plugins_load_with_their_slots() {
     assert_eq!(fifo.contract_version(), "2.0.0");
     let builtin = engine
         .load(
-            "builtin",
-            gangway_plugin_artifacts::module("builtin").unwrap(),
+            "fallbacks",
+            gangway_plugin_artifacts::module("fallbacks").unwrap(),
         )
         .unwrap();
     assert_eq!(

@@ -202,15 +202,15 @@ fn a_refused_configuration_names_the_module() {
     let engine = guests::engine();
     let builtin = engine
         .load(
-            "builtin",
-            gangway_plugin_artifacts::module("builtin").unwrap(),
+            "fallbacks",
+            gangway_plugin_artifacts::module("fallbacks").unwrap(),
         )
         .unwrap();
     let err = builtin.backend::<Gang>(b"reserve = true").err().unwrap();
     assert_eq!(
         err,
         WasmError {
-            module: Some("builtin".into()),
+            module: Some("fallbacks".into()),
             kind: WasmErrorKind::Config {
                 slot: Slot::Gang,
                 message: "invalid policy configuration: backfill: takes no options, but line 1 \

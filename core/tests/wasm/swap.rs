@@ -64,14 +64,14 @@ fn a_failing_module_is_quarantined_and_the_last_good_one_restored() {
 #[test]
 fn rollback_goes_back_one_step_and_never_past_the_baseline() {
     let engine = guests::engine();
-    let builtin = plugin(&engine, "builtin");
+    let builtin = plugin(&engine, "fallbacks");
     let mut sched = scheduler(20);
     let handle = sched.policies().slot::<Gang>().handle();
     handle.stage(builtin.backend::<Gang>(b"").unwrap());
     assert!(handle.is_pending());
     run(&mut sched, 100, 1);
     assert!(!handle.is_pending());
-    assert_eq!(handle.status().active, "builtin");
+    assert_eq!(handle.status().active, "fallbacks");
     assert_eq!(handle.status().previous, vec!["backfill".to_string()]);
     handle.rollback();
     run(&mut sched, 200, 1);
@@ -90,7 +90,7 @@ fn rollback_goes_back_one_step_and_never_past_the_baseline() {
 #[test]
 fn keep_previous_bounds_the_rollback_stack() {
     let engine = guests::engine();
-    let builtin = plugin(&engine, "builtin");
+    let builtin = plugin(&engine, "fallbacks");
     let mut sched = scheduler(10);
     sched.policies_mut().set_guard(GuardSettings {
         quarantine_after: 3,
@@ -106,7 +106,7 @@ fn keep_previous_bounds_the_rollback_stack() {
     // Active + one previous + the baseline.
     assert_eq!(
         status.previous,
-        vec!["builtin".to_string(), "strict".to_string()]
+        vec!["fallbacks".to_string(), "strict".to_string()]
     );
 }
 
@@ -118,11 +118,11 @@ fn keep_previous_bounds_the_rollback_stack() {
 #[test]
 fn hot_swap_under_load_loses_no_job() {
     let engine = PolicyEngine::new(SandboxConfig::default()).unwrap();
-    let fairness: Vec<_> = ["fifo", "builtin", "vc-quota", "max-min", "las"]
+    let fairness: Vec<_> = ["fifo", "fallbacks", "vc-quota", "max-min", "las"]
         .iter()
         .map(|n| plugin(&engine, n))
         .collect();
-    let locality: Vec<_> = ["delay", "greedy", "builtin"]
+    let locality: Vec<_> = ["delay", "greedy", "fallbacks"]
         .iter()
         .map(|n| plugin(&engine, n))
         .collect();
@@ -302,7 +302,7 @@ fn a_failing_baseline_gives_way_to_the_builtin() {
         }
     }
     let topology = gangway_core::Topology::uniform(2, 4, 8).unwrap();
-    let policies = gangway_core::policy::PolicySet::builtin()
+    let policies = gangway_core::policy::PolicySet::fallbacks()
         .with::<Fairness>(Box::new(Native::new("omits", Omits)));
     let mut sched = gangway_core::Scheduler::with_policies(topology, policies);
     let mut twin = scheduler(30);

@@ -25,7 +25,7 @@ pub(crate) fn scheduler_events(data: &[u8]) {
     }
     let topology = b.build().expect("the topology");
     let set = match which % 3 {
-        0 => gangway_core::policy::PolicySet::builtin(),
+        0 => gangway_core::policy::PolicySet::fallbacks(),
         1 => catalog::preset("philly")
             .and_then(|p| p.build_native())
             .expect("the philly preset"),

@@ -21,7 +21,7 @@ fn policies() -> PolicySet {
     let fairness = VcQuota::from_config(b"").expect("vc-quota defaults");
     let gang = Reserve::from_config(b"").expect("reserve defaults");
     let reclaim = QuotaReclaim::from_config(b"").expect("quota-reclaim defaults");
-    PolicySet::builtin()
+    PolicySet::fallbacks()
         .with(Box::new(Native::new("vc-quota", fairness)) as BoxedBackend<Fairness>)
         .with(Box::new(Native::new("reserve", gang)) as BoxedBackend<Gang>)
         .with(Box::new(Native::new("quota-reclaim", reclaim)) as BoxedBackend<Reclaim>)

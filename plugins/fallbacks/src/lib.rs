@@ -1,6 +1,6 @@
-//! `builtin`: the core's built-in policies as one component that exports
+//! `fallbacks`: the slots' fallback policies as one component that exports
 //! four slots, built from the very types the core runs natively
-//! (the fallbacks of `gangway_plugin_sdk`): FIFO within virtual-cluster quotas
+//! (`SlotContract::Fallback` of each slot in `gangway_plugin_sdk`): FIFO within virtual-cluster quotas
 //! (`fifo-quota`), strict locality (`strict`), backfill (`backfill`) and
 //! retry every failure (`fixed` without options). These are the only
 //! implementations of those rules: the catalog names map to this module's
@@ -11,7 +11,7 @@
 //!
 //! ```
 //! use gangway_plugin_sdk::Configure;
-//! use gangway_policy_builtin::{Backfill, FifoQuota, Fixed, Strict};
+//! use gangway_policy_fallbacks::{Backfill, FifoQuota, Fixed, Strict};
 //!
 //! assert!(FifoQuota::from_config(b"").is_ok());
 //! assert!(Strict::from_config(b"").is_ok());
