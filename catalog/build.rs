@@ -20,15 +20,14 @@ use std::path::{Path, PathBuf};
 
 type Result<T> = std::result::Result<T, Box<dyn Error>>;
 
-/// The slots in their declaration order, with their marker types.
-const SLOTS: [(&str, &str); 6] = [
-    ("fairness", "Fairness"),
-    ("locality", "Locality"),
-    ("gang", "Gang"),
-    ("reclaim", "Reclaim"),
-    ("retry", "Retry"),
-    ("defragment", "Defragment"),
-];
+use gangway_plugin_sdk::{Slot, SlotContract, with_slot};
+
+/// A slot's marker type's name: its name, capitalised (`Fairness`).
+fn marker(slot: Slot) -> String {
+    let mut name = slot.as_str().to_string();
+    name[..1].make_ascii_uppercase();
+    name
+}
 
 /// One built-in policy: its name, the module it is in, and its type.
 struct Policy {
@@ -61,7 +60,7 @@ fn run() -> Result<()> {
         .and_then(|d| d.as_table())
         .ok_or("catalog/Cargo.toml has no [dependencies]")?;
 
-    let mut by_slot: BTreeMap<&str, Vec<Policy>> = BTreeMap::new();
+    let mut by_slot: BTreeMap<Slot, Vec<Policy>> = BTreeMap::new();
     for (dir, manifest) in plugin_manifests(&plugins_dir)? {
         println!("cargo::rerun-if-changed={}", manifest.display());
         let doc: toml::Table = toml::from_str(&std::fs::read_to_string(&manifest)?)
@@ -98,7 +97,7 @@ fn run() -> Result<()> {
                 })
             };
             let (name, slot, ty) = (field("name")?, field("slot")?, field("type")?);
-            let Some((slot, _)) = SLOTS.iter().find(|(s, _)| *s == slot) else {
+            let Some(slot) = Slot::from_name(slot) else {
                 return Err(format!(
                     "{}: policy {name:?} names unknown slot {slot:?}",
                     manifest.display()
@@ -106,6 +105,7 @@ fn run() -> Result<()> {
                 .into());
             };
             let list = by_slot.entry(slot).or_default();
+            let slot = slot.as_str();
             if list.iter().any(|q| q.name == name) || name == "none" {
                 return Err(format!(
                     "{}: the {slot} policy name {name:?} is taken",
@@ -129,12 +129,17 @@ fn run() -> Result<()> {
         "/// Each built-in policy's Wasm module: (slot, name, module).\n\
          static MODULES: &[(Slot, &str, &str)] = &[\n",
     );
-    for (slot, marker) in SLOTS {
-        let list = by_slot.get(slot).map(Vec::as_slice).unwrap_or_default();
-        let nothing =
-            format!("<gangway_plugin_sdk::{marker} as SlotContract>::FALLBACK_DECIDES_NOTHING");
+    for slot in Slot::DECLARED {
+        let marker = marker(slot);
+        let list = by_slot.get(&slot).map(Vec::as_slice).unwrap_or_default();
+        let nothing = with_slot!(slot, |S| S::FALLBACK_DECIDES_NOTHING);
         let mut names: Vec<String> = list.iter().map(|p| format!("{:?}", p.name)).collect();
         let mut arms = String::new();
+        if nothing {
+            // `none`, the fallback that decides nothing, first.
+            names.insert(0, "\"none\"".into());
+            arms.push_str("            \"none\" => noop::<Self>(config),\n");
+        }
         for p in list {
             writeln!(
                 arms,
@@ -147,26 +152,19 @@ fn run() -> Result<()> {
                 p.name, p.module
             )?;
         }
-        // `none`, for a slot whose fallback decides nothing, first.
-        names.insert(0, String::new());
-        let names_expr = format!(
-            "if {nothing} {{ &[\"none\", {}] }} else {{ &[{}] }}",
-            names[1..].join(", "),
-            names[1..].join(", ")
-        );
         write!(
             code,
             "impl CatalogSlot for gangway_plugin_sdk::{marker} {{
-    const NAMES: &'static [&'static str] = {names_expr};
+    const NAMES: &'static [&'static str] = &[{}];
     fn native(name: &str, config: &[u8]) -> Result<BoxedBackend<Self>, CatalogError> {{
         match name {{
-            \"none\" if {nothing} => noop::<Self>(config),
 {arms}            _ => Err(unknown(Self::SLOT, name)),
         }}
     }}
 }}
 
-"
+",
+            names.join(", ")
         )?;
     }
     modules.push_str("];\n");

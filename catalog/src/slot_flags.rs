@@ -75,17 +75,9 @@ impl<K> SlotFlags<K> {
     }
 }
 
-/// The slots in their declaration order (fairness, locality, gang,
-/// reclaim, retry, defragment): the order of flags in help.
-fn declared() -> [Slot; Slot::COUNT] {
-    let mut slots = Slot::ALL;
-    slots.sort();
-    slots
-}
-
 impl<K: SlotFlagKind> Args for SlotFlags<K> {
     fn augment_args(cmd: Command) -> Command {
-        declared().into_iter().fold(cmd, |cmd, slot| {
+        Slot::DECLARED.into_iter().fold(cmd, |cmd, slot| {
             cmd.arg(
                 Arg::new(slot.as_str())
                     .long(slot.as_str())

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use gangway_catalog as catalog;
 use gangway_core::Slot;
-use gangway_core::conformance::Views;
-use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
+use gangway_plugin_sdk::testing::SlotViews;
+use gangway_plugin_sdk::with_slot;
 use gangway_plugin_sdk::{Manifest, QueueOrder, SlotContract};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
@@ -16,14 +16,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 /// The slots in the order the targets' first byte picks them.
-const SLOTS: [Slot; 6] = [
-    Slot::Fairness,
-    Slot::Locality,
-    Slot::Gang,
-    Slot::Reclaim,
-    Slot::Retry,
-    Slot::Defragment,
-];
+const SLOTS: [Slot; Slot::COUNT] = Slot::DECLARED;
 
 fn key(seed: &[u8]) -> [u8; 32] {
     let mut k = [0u8; 32];
@@ -33,7 +26,7 @@ fn key(seed: &[u8]) -> [u8; 32] {
     k
 }
 
-fn view_bytes<S: SlotContract + Views>(seed: &[u8]) -> Vec<u8> {
+fn view_bytes<S: SlotContract + SlotViews>(seed: &[u8]) -> Vec<u8> {
     let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &key(seed));
     let mut runner = TestRunner::new_with_rng(Config::default(), rng);
     let view = S::views()
@@ -96,14 +89,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (s, slot) in SLOTS.iter().enumerate() {
         for k in 0..4u8 {
             let seed = [k, s as u8, 7];
-            let bytes = match s {
-                0 => view_bytes::<Fairness>(&seed),
-                1 => view_bytes::<Locality>(&seed),
-                2 => view_bytes::<Gang>(&seed),
-                3 => view_bytes::<Reclaim>(&seed),
-                4 => view_bytes::<Retry>(&seed),
-                _ => view_bytes::<Defragment>(&seed),
-            };
+            let bytes = with_slot!(*slot, |S| view_bytes::<S>(&seed));
             let mut input = vec![s as u8];
             input.extend(bytes);
             w.put("view_decode", &format!("{slot}-{k}"), &input)?;

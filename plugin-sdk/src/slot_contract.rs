@@ -8,6 +8,7 @@ use serde::{Serialize, de::DeserializeOwned};
 
 use crate::manifest::Manifest;
 use crate::slots::Slot;
+use crate::view::{ClusterSummary, VcUsage};
 use crate::wire::codec::{self, WireError};
 
 /// Why a decision breaks its slot's rules ([`SlotContract::validate`]):
@@ -81,6 +82,14 @@ pub trait SlotContract: Copy + Default + Send + Sync + std::fmt::Debug + 'static
     /// state, e.g. that a reclaim frees room, are checked when the host
     /// applies the decision.)
     fn validate(view: &Self::View, decision: &Self::Decision) -> Result<(), InvalidDecision>;
+
+    /// How many jobs `view` holds: what a call's cost may grow with.
+    fn view_jobs(view: &Self::View) -> usize;
+
+    /// The view of an idle cluster summarised by `cluster`, with virtual
+    /// clusters `vcs`: no job waits, runs or failed (what a host calls a
+    /// module with once, to check it answers, before it uses it).
+    fn idle_view(cluster: &ClusterSummary, vcs: &[VcUsage]) -> Self::View;
 
     /// The most bytes a well-formed reply to `view` can take. A longer reply
     /// is refused before anything is decoded, so a reply can never make the

@@ -109,9 +109,7 @@ impl Policies {
     /// Every slot's status in the slots' declaration order, fairness first
     /// (the order `gangway status` prints).
     pub fn status(&self) -> Vec<(Slot, SlotStatus)> {
-        let mut slots = Slot::ALL;
-        slots.sort();
-        slots
+        Slot::DECLARED
             .into_iter()
             .map(|slot| (slot, self.handles.status(slot)))
             .collect()

@@ -38,7 +38,6 @@
 
 mod run;
 pub mod scenario;
-mod views;
 
 use std::time::Duration;
 
@@ -49,10 +48,10 @@ use gangway_plugin_sdk::{
 use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 
 pub use run::{Finding, FindingKind, Report, check};
-pub use views::Views;
 
 use crate::policy::{BoxedBackend, Native};
 use gangway_plugin_sdk::SlotContract;
+use gangway_plugin_sdk::testing::SlotViews;
 
 /// How hard to check.
 #[derive(Clone, Debug)]
@@ -110,7 +109,7 @@ impl Options {
 /// it needs a fresh instance.
 pub fn native<S, P>(name: &str, make: impl Fn() -> P, options: &Options) -> Result<Report, Finding>
 where
-    S: SlotContract + Views,
+    S: SlotContract + SlotViews,
     P: Policy<S> + Send + 'static,
 {
     check::<S>(
@@ -122,7 +121,7 @@ where
 
 fn configured<S, P>(policy: P, options: &Options) -> Result<Report, Finding>
 where
-    S: SlotContract + Views,
+    S: SlotContract + SlotViews,
     P: Policy<S> + Clone + Send + 'static,
 {
     let name = std::any::type_name::<P>();
@@ -181,7 +180,7 @@ pub fn defragment<P: DefragmentPolicy + Clone + Send + 'static>(
 /// policy crate's own test does.
 pub fn defaults<S, P>(options: &Options) -> Result<Report, Finding>
 where
-    S: SlotContract + Views,
+    S: SlotContract + SlotViews,
     P: Policy<S> + Configure + Send + 'static,
 {
     let name = std::any::type_name::<P>();
@@ -214,7 +213,7 @@ pub fn module(
 }
 
 #[cfg(feature = "wasm")]
-fn wasm_slot<S: SlotContract + Views>(
+fn wasm_slot<S: SlotContract + SlotViews>(
     module: &crate::wasm::PolicyModule,
     config: &[u8],
     options: &Options,

@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 use gangway_plugin_sdk::{Slot, wire};
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 
-use super::{Options, Views, scenario};
+use gangway_plugin_sdk::testing::SlotViews;
+
+use super::{Options, scenario};
 use crate::policy::{BoxedBackend, PolicyError, PolicyErrorKind};
 use gangway_plugin_sdk::SlotContract;
 
@@ -17,7 +19,7 @@ pub struct Report {
     pub policy: String,
     /// The slot checked.
     pub slot: Slot,
-    /// Views it was given.
+    /// SlotViews it was given.
     pub views: usize,
     /// Calls made (determinism re-calls included).
     pub calls: usize,
@@ -127,7 +129,7 @@ fn reproduce(view: &Option<String>) -> String {
 }
 
 /// The Rust line that rebuilds `view` of slot `S`.
-fn repro<S: Views>(view: &S::View) -> String {
+fn repro<S: SlotViews>(view: &S::View) -> String {
     let bytes = wire::encode_view::<S>(view);
     // The marker type's name: the slot's name, capitalised.
     let mut slot = S::NAME.to_string();
@@ -147,7 +149,7 @@ struct State<S: SlotContract> {
 
 /// Checks slot `S` of the policy `factory` makes (a fresh instance per
 /// call), on generated views and in scheduler scenarios.
-pub fn check<S: SlotContract + Views>(
+pub fn check<S: SlotContract + SlotViews>(
     name: &str,
     factory: &mut dyn FnMut() -> Result<BoxedBackend<S>, Finding>,
     options: &Options,
@@ -244,13 +246,13 @@ pub fn check<S: SlotContract + Views>(
 }
 
 /// Every per-view check of one view.
-fn one_view<S: SlotContract + Views>(
+fn one_view<S: SlotContract + SlotViews>(
     st: &mut State<S>,
     view: &S::View,
     options: &Options,
     fresh: impl FnOnce() -> Result<BoxedBackend<S>, Finding>,
 ) -> Result<(), FindingKind> {
-    let jobs = S::jobs(view);
+    let jobs = S::view_jobs(view);
     st.report.max_jobs = st.report.max_jobs.max(jobs);
     let allowed: Duration = options.time_base + options.time_per_job * jobs as u32;
     let call = |backend: &mut BoxedBackend<S>, report: &mut Report| {

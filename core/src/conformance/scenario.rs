@@ -8,7 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use gangway_plugin_sdk::{FailureClass, JobId};
 
 use super::run::{Finding, FindingKind};
-use super::{Options, Views};
+use gangway_plugin_sdk::testing::SlotViews;
+
+use super::Options;
 use crate::policy::{BoxedBackend, PolicySet};
 use crate::{AttemptEnd, JobSpec, JobState, Scheduler, TopologyBuilder};
 use gangway_plugin_sdk::SlotContract;
@@ -100,7 +102,7 @@ const TAIL_ROUNDS: u64 = 2_000;
 
 /// Runs `options.scenarios` scenarios with the policy in slot `S`; returns
 /// how many ran and their rounds.
-pub(crate) fn run<S: SlotContract + Views>(
+pub(crate) fn run<S: SlotContract + SlotViews>(
     name: &str,
     factory: &mut dyn FnMut() -> Result<BoxedBackend<S>, Finding>,
     options: &Options,

@@ -3,10 +3,8 @@
 //! engine hands the module out.
 
 use gangway_plugin_sdk::{
-    ClusterSummary, DefragmentView, FairnessView, Level, LevelSummary, QueueView, ReclaimView,
-    RetryView, SlotContract, VcId, VcUsage, with_slot,
+    ClusterSummary, Level, LevelSummary, SlotContract, VcId, VcUsage, with_slot,
 };
-use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 
 use super::error::{WasmError, WasmErrorKind};
 use super::module::PolicyModule;
@@ -22,9 +20,9 @@ impl PolicyModule {
         Ok(())
     }
 
-    fn warm<S: SlotContract + WarmUp>(&self) -> Result<(), WasmError> {
+    fn warm<S: SlotContract>(&self) -> Result<(), WasmError> {
         let mut backend = self.backend::<S>(b"")?;
-        let view = S::warm_up_view();
+        let view = S::idle_view(&warm_cluster(), &warm_vcs());
         let result = backend.decide(&view).and_then(|d| {
             S::validate(&view, &d).map_err(|e| PolicyError::new(S::SLOT, self.name(), e.into()))
         });
@@ -32,11 +30,7 @@ impl PolicyModule {
     }
 }
 
-/// The view a slot is warmed up with: a small cluster, one VC, no jobs.
-trait WarmUp: SlotContract {
-    fn warm_up_view() -> Self::View;
-}
-
+/// The cluster a slot is warmed up on: one rack of one 8-GPU server.
 fn warm_cluster() -> ClusterSummary {
     let level = LevelSummary {
         domains: 1,
@@ -51,60 +45,11 @@ fn warm_cluster() -> ClusterSummary {
     }
 }
 
+/// The one virtual cluster of the warm-up.
 fn warm_vcs() -> Vec<VcUsage> {
     vec![VcUsage {
         id: VcId(0),
         weight: 1,
         ..VcUsage::default()
     }]
-}
-
-impl WarmUp for Fairness {
-    fn warm_up_view() -> FairnessView {
-        FairnessView {
-            cluster: warm_cluster(),
-            vcs: warm_vcs(),
-            ..FairnessView::default()
-        }
-    }
-}
-
-impl WarmUp for Locality {
-    fn warm_up_view() -> QueueView {
-        QueueView {
-            cluster: warm_cluster(),
-            ..QueueView::default()
-        }
-    }
-}
-
-impl WarmUp for Gang {
-    fn warm_up_view() -> QueueView {
-        Locality::warm_up_view()
-    }
-}
-
-impl WarmUp for Reclaim {
-    fn warm_up_view() -> ReclaimView {
-        ReclaimView {
-            cluster: warm_cluster(),
-            vcs: warm_vcs(),
-            ..ReclaimView::default()
-        }
-    }
-}
-
-impl WarmUp for Retry {
-    fn warm_up_view() -> RetryView {
-        RetryView::default()
-    }
-}
-
-impl WarmUp for Defragment {
-    fn warm_up_view() -> DefragmentView {
-        DefragmentView {
-            cluster: warm_cluster(),
-            ..DefragmentView::default()
-        }
-    }
 }

@@ -3,12 +3,12 @@
 //! rule of the contract.
 
 use gangway_catalog::CatalogSlot;
-use gangway_core::conformance::Views;
 use gangway_plugin_sdk::SlotContract;
+use gangway_plugin_sdk::testing::SlotViews;
 
 use super::{by_slot, generate};
 
-fn one<S: CatalogSlot + SlotContract + Views>(pick: u8, config: &[u8]) {
+fn one<S: CatalogSlot + SlotContract + SlotViews>(pick: u8, config: &[u8]) {
     let name = S::NAMES[usize::from(pick) % S::NAMES.len()];
     let Ok(mut policy) = S::native(name, config) else {
         return;

@@ -192,18 +192,13 @@ pub(crate) fn generate<T: std::fmt::Debug>(
     strategy.new_tree(&mut runner).ok().map(|t| t.current())
 }
 
-/// Calls `$f::<Slot>($args)` for the slot `$b` picks.
+/// Calls `$f::<Slot>($args)` for the slot `$b` picks (in declaration
+/// order, as the committed corpora were written).
 macro_rules! by_slot {
     ($b:expr, $f:ident ( $($args:expr),* )) => {{
-        use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
-        match $b % 6 {
-            0 => $f::<Fairness>($($args),*),
-            1 => $f::<Locality>($($args),*),
-            2 => $f::<Gang>($($args),*),
-            3 => $f::<Reclaim>($($args),*),
-            4 => $f::<Retry>($($args),*),
-            _ => $f::<Defragment>($($args),*),
-        }
+        let slot = gangway_plugin_sdk::Slot::DECLARED
+            [usize::from($b) % gangway_plugin_sdk::Slot::COUNT];
+        gangway_plugin_sdk::with_slot!(slot, |S| $f::<S>($($args),*))
     }};
 }
 pub(crate) use by_slot;

@@ -2,15 +2,15 @@
 //! and the contract's rules, on raw bytes or on valid replies mutated.
 
 use gangway_catalog::CatalogSlot;
-use gangway_core::conformance::Views;
 use gangway_plugin_sdk::SlotContract;
+use gangway_plugin_sdk::testing::SlotViews;
 use gangway_plugin_sdk::wire;
 
 use super::{by_slot, generate};
 
 /// A reply for `view`: `tail` itself (even `mode`), or a built-in policy's
 /// valid decision with `tail`'s (position, byte) pairs written over it.
-pub(crate) fn reply_bytes<S: CatalogSlot + Views>(
+pub(crate) fn reply_bytes<S: CatalogSlot + SlotViews>(
     mode: u8,
     view: &S::View,
     tail: &[u8],
@@ -64,7 +64,7 @@ pub(crate) fn check_reply<S: SlotContract>(view: &S::View, bytes: &[u8]) {
     let _ = S::validate(view, &decision);
 }
 
-fn one<S: CatalogSlot + Views>(mode: u8, seed: &[u8], tail: &[u8]) {
+fn one<S: CatalogSlot + SlotViews>(mode: u8, seed: &[u8], tail: &[u8]) {
     let Some(view) = generate(S::views(), seed) else {
         return;
     };

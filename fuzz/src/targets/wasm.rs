@@ -8,10 +8,10 @@
 use std::cell::RefCell;
 
 use gangway_catalog::CatalogSlot;
-use gangway_core::conformance::Views;
 use gangway_core::policy::PolicyErrorKind;
 use gangway_core::wasm::{CallPath, PolicyEngine, PolicyModule, SandboxConfig};
 use gangway_plugin_sdk::SlotContract;
+use gangway_plugin_sdk::testing::SlotViews;
 
 use super::replies::reply_bytes;
 use super::{by_slot, generate};
@@ -160,7 +160,7 @@ fn echo(path: CallPath) -> PolicyModule {
     })
 }
 
-fn one<S: CatalogSlot + SlotContract + Views>(path: CallPath, seed: &[u8], config: &[u8]) {
+fn one<S: CatalogSlot + SlotContract + SlotViews>(path: CallPath, seed: &[u8], config: &[u8]) {
     let module = echo(path);
     assert_eq!(
         module.call_path(),

@@ -2,7 +2,7 @@
 //! whole or as changes), the fast codec against postcard, reply messages,
 //! and manifests.
 
-use gangway_core::conformance::Views;
+use gangway_plugin_sdk::testing::SlotViews;
 use gangway_plugin_sdk::{Manifest, SlotContract, wire};
 
 use super::{by_slot, generate};
@@ -39,7 +39,7 @@ pub(crate) fn view_decode(data: &[u8]) {
     by_slot!(slot, decode_view(bytes));
 }
 
-fn roundtrip<S: SlotContract + Views>(seed: &[u8]) {
+fn roundtrip<S: SlotContract + SlotViews>(seed: &[u8]) {
     let Some(view) = generate(S::views(), seed) else {
         return;
     };

@@ -117,6 +117,32 @@ impl Slot {
         Slot::Defragment,
     ];
 
+    /// All slots in their declaration order (fairness, locality, gang,
+    /// reclaim, retry, defragment): the order of their wire encoding, of a
+    /// report's keys and of a CLI's flags.
+    ///
+    /// ```
+    /// use gangway_plugin_sdk::Slot;
+    /// assert_eq!(Slot::DECLARED[0], Slot::Fairness);
+    /// assert!(Slot::DECLARED.windows(2).all(|w| w[0] < w[1]));
+    /// ```
+    pub const DECLARED: [Slot; Slot::COUNT] = {
+        // Slot::ALL sorted by variant (an insertion sort: const code).
+        let mut slots = Slot::ALL;
+        let mut i = 1;
+        while i < Slot::COUNT {
+            let mut j = i;
+            while j > 0 && slots[j - 1] as u8 > slots[j] as u8 {
+                let t = slots[j - 1];
+                slots[j - 1] = slots[j];
+                slots[j] = t;
+                j -= 1;
+            }
+            i += 1;
+        }
+        slots
+    };
+
     /// The slot's name as used in WIT, configs and reports.
     ///
     /// ```

@@ -10,7 +10,7 @@ use crate::slot_contract::{InvalidDecision, Policy, SlotContract};
 use crate::slots::Nothing;
 use crate::slots::Slot;
 use crate::view::ServerState;
-use crate::view::{ClusterSummary, RunningJob, WaitingJob};
+use crate::view::{ClusterSummary, RunningJob, VcUsage, WaitingJob};
 use crate::wire::codec;
 
 /// What the defragment slot sees, after a round's placement and reclaim.
@@ -83,6 +83,15 @@ impl SlotContract for Defragment {
     fn validate(view: &Self::View, d: &Self::Decision) -> Result<(), InvalidDecision> {
         rules::validate(view, d)
     }
+    fn view_jobs(view: &DefragmentView) -> usize {
+        view.running.len() + view.waiting.len() + view.servers.len()
+    }
+    fn idle_view(cluster: &ClusterSummary, _vcs: &[VcUsage]) -> DefragmentView {
+        DefragmentView {
+            cluster: cluster.clone(),
+            ..DefragmentView::default()
+        }
+    }
 
     fn max_reply_bytes(view: &DefragmentView) -> usize {
         let gpus: usize = view.running.iter().map(|j| j.gpus as usize).sum();
@@ -91,5 +100,13 @@ impl SlotContract for Defragment {
             + codec::U64
             + view.running.len() * (codec::U64 + codec::LEN)
             + gpus * 2 * codec::U32
+    }
+}
+
+#[cfg(any(test, feature = "testing"))]
+impl crate::testing::SlotViews for Defragment {
+    fn views() -> proptest::strategy::BoxedStrategy<Self::View> {
+        use proptest::strategy::Strategy;
+        crate::testing::strategy::defragment_view().boxed()
     }
 }

@@ -118,6 +118,16 @@ impl SlotContract for Fairness {
     fn validate(view: &Self::View, d: &Self::Decision) -> Result<(), InvalidDecision> {
         rules::validate(view, d)
     }
+    fn view_jobs(view: &FairnessView) -> usize {
+        view.jobs.len()
+    }
+    fn idle_view(cluster: &ClusterSummary, vcs: &[VcUsage]) -> FairnessView {
+        FairnessView {
+            cluster: cluster.clone(),
+            vcs: vcs.to_vec(),
+            ..FairnessView::default()
+        }
+    }
 
     fn max_reply_bytes(view: &FairnessView) -> usize {
         codec::LEN + view.jobs.len() * (codec::U64 + 1)
@@ -153,5 +163,13 @@ impl SlotContract for Fairness {
     fn decode_decision(bytes: &[u8], view: &FairnessView) -> Result<FairnessDecision, WireError> {
         codec::check_reply_len::<Self::Decision>(bytes, Self::max_reply_bytes(view))?;
         wire::decode_decision(bytes, view.jobs.len())
+    }
+}
+
+#[cfg(any(test, feature = "testing"))]
+impl crate::testing::SlotViews for Fairness {
+    fn views() -> proptest::strategy::BoxedStrategy<Self::View> {
+        use proptest::strategy::Strategy;
+        crate::testing::strategy::fairness_view().boxed()
     }
 }

@@ -10,6 +10,7 @@ use crate::slot_contract::{InvalidDecision, Policy, SlotContract};
 use crate::slots::QueueView;
 use crate::slots::Slot;
 use crate::slots::queue_view;
+use crate::view::{ClusterSummary, VcUsage};
 use crate::wire::codec::{self, WireError};
 
 pub use fallback::Backfill;
@@ -66,6 +67,15 @@ impl SlotContract for Gang {
     fn validate(view: &Self::View, d: &Self::Decision) -> Result<(), InvalidDecision> {
         rules::validate(view, d)
     }
+    fn view_jobs(view: &QueueView) -> usize {
+        view.jobs.len()
+    }
+    fn idle_view(cluster: &ClusterSummary, _vcs: &[VcUsage]) -> QueueView {
+        QueueView {
+            cluster: cluster.clone(),
+            ..QueueView::default()
+        }
+    }
 
     fn max_reply_bytes(view: &QueueView) -> usize {
         codec::LEN + view.jobs.len() + codec::U32
@@ -94,5 +104,13 @@ impl SlotContract for Gang {
     fn decode_decision(bytes: &[u8], view: &QueueView) -> Result<GangDecision, WireError> {
         codec::check_reply_len::<Self::Decision>(bytes, Self::max_reply_bytes(view))?;
         wire::decode_decision(bytes, view.jobs.len())
+    }
+}
+
+#[cfg(any(test, feature = "testing"))]
+impl crate::testing::SlotViews for Gang {
+    fn views() -> proptest::strategy::BoxedStrategy<Self::View> {
+        use proptest::strategy::Strategy;
+        crate::testing::strategy::queue_view(true).boxed()
     }
 }

@@ -10,7 +10,7 @@ use crate::slot_contract::{InvalidDecision, Policy, SlotContract};
 use crate::slots::QueueView;
 use crate::slots::Slot;
 use crate::slots::queue_view;
-use crate::view::SpreadLimit;
+use crate::view::{ClusterSummary, SpreadLimit, VcUsage};
 use crate::wire::codec::{self, WireError};
 
 pub use fallback::Strict;
@@ -52,6 +52,15 @@ impl SlotContract for Locality {
     fn validate(view: &Self::View, d: &Self::Decision) -> Result<(), InvalidDecision> {
         rules::validate(view, d)
     }
+    fn view_jobs(view: &QueueView) -> usize {
+        view.jobs.len()
+    }
+    fn idle_view(cluster: &ClusterSummary, _vcs: &[VcUsage]) -> QueueView {
+        QueueView {
+            cluster: cluster.clone(),
+            ..QueueView::default()
+        }
+    }
 
     fn max_reply_bytes(view: &QueueView) -> usize {
         codec::LEN + view.jobs.len() * (1 + codec::U32)
@@ -83,5 +92,13 @@ impl SlotContract for Locality {
     fn decode_decision(bytes: &[u8], view: &QueueView) -> Result<LocalityDecision, WireError> {
         codec::check_reply_len::<Self::Decision>(bytes, Self::max_reply_bytes(view))?;
         wire::decode_decision(bytes, view.jobs.len())
+    }
+}
+
+#[cfg(any(test, feature = "testing"))]
+impl crate::testing::SlotViews for Locality {
+    fn views() -> proptest::strategy::BoxedStrategy<Self::View> {
+        use proptest::strategy::Strategy;
+        crate::testing::strategy::queue_view(false).boxed()
     }
 }

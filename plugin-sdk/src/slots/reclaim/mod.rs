@@ -127,6 +127,16 @@ impl SlotContract for Reclaim {
     fn validate(view: &Self::View, d: &Self::Decision) -> Result<(), InvalidDecision> {
         rules::validate(view, d)
     }
+    fn view_jobs(view: &ReclaimView) -> usize {
+        view.running.len() + view.waiting.len()
+    }
+    fn idle_view(cluster: &ClusterSummary, vcs: &[VcUsage]) -> ReclaimView {
+        ReclaimView {
+            cluster: cluster.clone(),
+            vcs: vcs.to_vec(),
+            ..ReclaimView::default()
+        }
+    }
 
     fn max_reply_bytes(view: &ReclaimView) -> usize {
         2 * codec::LEN + (view.running.len() + view.waiting.len()) * codec::U64
@@ -142,5 +152,13 @@ impl SlotContract for Reclaim {
     }
     fn apply_view_change(bytes: &[u8], view: &mut ReclaimView) -> Result<(), WireError> {
         wire::apply_view_change(bytes, view)
+    }
+}
+
+#[cfg(any(test, feature = "testing"))]
+impl crate::testing::SlotViews for Reclaim {
+    fn views() -> proptest::strategy::BoxedStrategy<Self::View> {
+        use proptest::strategy::Strategy;
+        crate::testing::strategy::reclaim_view().boxed()
     }
 }

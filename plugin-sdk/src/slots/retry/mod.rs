@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::ids::{JobId, VcId};
 use crate::slot_contract::{InvalidDecision, Policy, SlotContract};
 use crate::slots::Slot;
+use crate::view::{ClusterSummary, VcUsage};
 use crate::wire::codec;
 
 pub use fallback::Fixed;
@@ -245,8 +246,22 @@ impl SlotContract for Retry {
     fn validate(view: &Self::View, d: &Self::Decision) -> Result<(), InvalidDecision> {
         rules::validate(view, d)
     }
+    fn view_jobs(view: &RetryView) -> usize {
+        view.failures.len()
+    }
+    fn idle_view(_cluster: &ClusterSummary, _vcs: &[VcUsage]) -> RetryView {
+        RetryView::default()
+    }
 
     fn max_reply_bytes(view: &RetryView) -> usize {
         codec::LEN + view.failures.len() * (1 + codec::U32 + 2 * codec::U64)
+    }
+}
+
+#[cfg(any(test, feature = "testing"))]
+impl crate::testing::SlotViews for Retry {
+    fn views() -> proptest::strategy::BoxedStrategy<Self::View> {
+        use proptest::strategy::Strategy;
+        crate::testing::strategy::retry_view().boxed()
     }
 }
