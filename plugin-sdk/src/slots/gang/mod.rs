@@ -10,7 +10,6 @@ use crate::slot_contract::{InvalidDecision, Policy, SlotContract};
 use crate::slots::QueueView;
 use crate::slots::Slot;
 use crate::slots::queue_view;
-use crate::view::{ClusterSummary, VcUsage};
 use crate::wire::codec::{self, WireError};
 
 pub use fallback::Backfill;
@@ -67,30 +66,10 @@ impl SlotContract for Gang {
     fn validate(view: &Self::View, d: &Self::Decision) -> Result<(), InvalidDecision> {
         rules::validate(view, d)
     }
-    fn view_jobs(view: &QueueView) -> usize {
-        view.jobs.len()
-    }
-    fn idle_view(cluster: &ClusterSummary, _vcs: &[VcUsage]) -> QueueView {
-        QueueView {
-            cluster: cluster.clone(),
-            ..QueueView::default()
-        }
-    }
+    queue_view::queue_view_methods!();
 
     fn max_reply_bytes(view: &QueueView) -> usize {
         codec::LEN + view.jobs.len() + codec::U32
-    }
-    fn encode_view(view: &QueueView, out: &mut Vec<u8>) {
-        queue_view::encode_view(view, out);
-    }
-    fn decode_view_into(bytes: &[u8], view: &mut QueueView) -> Result<(), WireError> {
-        queue_view::decode_view_into(bytes, view)
-    }
-    fn encode_view_change(base: &QueueView, view: &QueueView, out: &mut Vec<u8>) -> bool {
-        queue_view::encode_view_change(base, view, out)
-    }
-    fn apply_view_change(bytes: &[u8], view: &mut QueueView) -> Result<(), WireError> {
-        queue_view::apply_view_change(bytes, view)
     }
     fn encode_decision_compact(d: &GangDecision, _view: &QueueView, out: &mut Vec<u8>) -> bool {
         wire::encode_decision_compact(d, out)

@@ -7,7 +7,40 @@ use serde::{Deserialize, Serialize};
 
 use crate::view::{ClusterSummary, PendingJob, SpreadLimit};
 
-pub(crate) use wire::{apply_view_change, decode_view_into, encode_view, encode_view_change};
+/// The `SlotContract` methods of a slot whose view is the [`QueueView`]
+/// (its size, its idle form and its codecs), shared by locality and gang.
+macro_rules! queue_view_methods {
+    () => {
+        fn view_jobs(view: &QueueView) -> usize {
+            view.jobs.len()
+        }
+        fn idle_view(cluster: &$crate::ClusterSummary, _vcs: &[$crate::VcUsage]) -> QueueView {
+            QueueView {
+                cluster: cluster.clone(),
+                ..QueueView::default()
+            }
+        }
+        fn encode_view(view: &QueueView, out: &mut Vec<u8>) {
+            $crate::slots::queue_view::wire::encode_view(view, out);
+        }
+        fn decode_view_into(
+            bytes: &[u8],
+            view: &mut QueueView,
+        ) -> Result<(), $crate::wire::WireError> {
+            $crate::slots::queue_view::wire::decode_view_into(bytes, view)
+        }
+        fn encode_view_change(base: &QueueView, view: &QueueView, out: &mut Vec<u8>) -> bool {
+            $crate::slots::queue_view::wire::encode_view_change(base, view, out)
+        }
+        fn apply_view_change(
+            bytes: &[u8],
+            view: &mut QueueView,
+        ) -> Result<(), $crate::wire::WireError> {
+            $crate::slots::queue_view::wire::apply_view_change(bytes, view)
+        }
+    };
+}
+pub(crate) use queue_view_methods;
 
 /// What the locality and gang slots see: the jobs fairness made eligible, in
 /// fairness order.
