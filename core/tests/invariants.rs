@@ -11,7 +11,7 @@ use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 use gangway_plugin_sdk::{
     DefragmentDecision, DefragmentView, FairnessDecision, FairnessView, GangAction, GangDecision,
     JobId, Level, LocalityDecision, Move, QueueView, Ranked, ReclaimDecision, ReclaimView,
-    RetryAction, RetryDecision, RetryView, SpreadLimit,
+    RetryAction, RetryDecision, RetryView, SpreadLimit, WaitReason,
 };
 use proptest::prelude::*;
 
@@ -453,6 +453,35 @@ fn run(
                     let job = sched.job(p.job).unwrap();
                     prop_assert!(job.is_pending(), "a preempted job is pending again");
                     prop_assert!(job.preemptions >= 1 && job.attempts >= job.preemptions);
+                }
+                // When each reason of fairness may be given: fair share only
+                // to a job whose VC is at its quota with it (or has none),
+                // queued (held behind its own VC) only to one whose VC would
+                // stay within its quota.
+                for &(id, reason) in &report.waiting {
+                    let job = sched.job(id).unwrap();
+                    prop_assert!(job.is_pending(), "{id} waits but is not pending");
+                    let v = &sched.virtual_clusters()[job.spec.vc.0 as usize];
+                    let within = v.quota_gpus.is_some_and(|q| {
+                        u64::from(v.held_gpus) + u64::from(job.next_gpus()) <= u64::from(q)
+                    });
+                    match reason {
+                        WaitReason::FairShare => prop_assert!(
+                            !within,
+                            "{id} waits for fair share but its VC {} is within quota {:?} ({} held, {} asked)",
+                            v.name,
+                            v.quota_gpus,
+                            v.held_gpus,
+                            job.next_gpus()
+                        ),
+                        WaitReason::Queued => prop_assert!(
+                            within,
+                            "{id} is queued behind its VC but its VC {} is not within quota {:?}",
+                            v.name,
+                            v.quota_gpus
+                        ),
+                        _ => {}
+                    }
                 }
                 for m in &report.migrations {
                     let job = sched.job(m.job).unwrap();

@@ -156,7 +156,8 @@ impl std::fmt::Display for SpreadLimit {
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]
 pub enum WaitReason {
-    /// Fairness made it ineligible (its VC is over its share): *fair-share delay*.
+    /// Fairness made it ineligible and its VC is at its quota with it (or
+    /// has no quota, so fairness shares decide): *fair-share delay*.
     #[default]
     FairShare,
     /// Enough GPUs are free, but not within its spread limit: *fragmentation delay*.
@@ -167,8 +168,10 @@ pub enum WaitReason {
     HeldByPolicy,
     /// Fewer GPUs are free in the whole cluster than it needs.
     NoCapacity,
-    /// Its VC has more pending jobs than a round shows (the view's window),
-    /// and it is behind them in the fairness policy's declared queue order.
+    /// It waits behind earlier jobs of its own VC: beyond the jobs a round
+    /// shows (the view's window) in the fairness policy's declared queue
+    /// order, or made ineligible by fairness while its VC would stay within
+    /// its quota with it (an earlier job of the VC holds the VC's turn).
     Queued,
     /// It failed and waits out the delay its retry policy chose.
     RetryDelay,

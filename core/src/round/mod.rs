@@ -70,6 +70,7 @@ impl Round<'_> {
         let mut placed = self.place(&view, &mut report);
         self.reclaim(&view, &mut placed, &mut report);
         self.defragment(&view, &mut placed, &mut report);
+        self.held_or_fair_share(&view, &mut placed);
         self.state.clear_holds();
         self.book
             .reservations

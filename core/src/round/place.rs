@@ -117,4 +117,28 @@ impl Round<'_> {
         }
         placed
     }
+
+    /// Tells the two kinds of ineligible job apart, once the round has
+    /// started and stopped what it will: one whose virtual cluster would
+    /// stay within its quota with it waits behind an earlier job of its own VC, in the fairness
+    /// policy's order within the VC ([`WaitReason::Queued`]); only one whose
+    /// VC is at its quota, or has none, waits for its fair share.
+    pub(super) fn held_or_fair_share(&self, view: &FairnessView, placed: &mut Placed) {
+        let vcs = self.book.vcs.list();
+        for (id, reason) in placed.reasons.iter_mut() {
+            if *reason != WaitReason::FairShare {
+                continue;
+            }
+            let Some(job) = placed.index.get(id).and_then(|&i| view.jobs.get(i)) else {
+                continue;
+            };
+            let within = vcs.get(job.vc.0 as usize).is_some_and(|v| {
+                v.quota_gpus
+                    .is_some_and(|q| u64::from(v.held_gpus) + u64::from(job.gpus) <= u64::from(q))
+            });
+            if within {
+                *reason = WaitReason::Queued;
+            }
+        }
+    }
 }
