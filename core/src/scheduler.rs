@@ -293,6 +293,29 @@ impl Scheduler {
         self.book.end_attempt(&mut self.state, id, now, end)
     }
 
+    /// The host could not launch a job the round started, through no fault
+    /// of the job (its engine did not answer, or refused for a reason of its
+    /// own configuration): the job's GPUs are released and it is pending
+    /// again from `now`. The attempt is not a failure: no retry decision,
+    /// no GPU time counted as lost.
+    ///
+    /// ```
+    /// use gangway_core::{JobId, JobSpec, Scheduler, Topology};
+    /// let mut sched = Scheduler::new(Topology::uniform(1, 1, 8).unwrap());
+    /// let vc = sched.virtual_cluster("a");
+    /// sched.submit(JobSpec { id: JobId(1), vc, user: 0, gpus: 8, submitted_s: 0 }).unwrap();
+    /// assert_eq!(sched.round(0).unwrap().starts.len(), 1);
+    /// sched.requeue(JobId(1), 0).unwrap();
+    /// assert!(sched.job(JobId(1)).unwrap().is_pending());
+    /// assert_eq!(sched.state().free_gpus(), 8);
+    /// sched.check_invariants().unwrap();
+    /// ```
+    pub fn requeue(&mut self, id: JobId, now: u64) -> Result<(), SchedulerError> {
+        self.book.stop(&mut self.state, id, now, false)?;
+        self.book.enqueue(id, now);
+        Ok(())
+    }
+
     /// Kills a job that has not finished.
     pub fn kill(&mut self, id: JobId, now: u64) -> Result<(), SchedulerError> {
         self.book.kill(&mut self.state, id, now)

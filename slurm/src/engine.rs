@@ -3,9 +3,10 @@
 //! (`scontrol ... --json` does not). Parsing is separate from running, so it
 //! is tested on recorded output.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use gangway_core::Health;
 use serde::Deserialize;
@@ -14,10 +15,59 @@ use super::SlurmError;
 use super::hostlist;
 
 /// How to run Slurm's commands.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Slurm {
     bin_dir: Option<PathBuf>,
     conf: Option<PathBuf>,
+    timeout: Duration,
+}
+
+/// What Slurm's commands print on stderr when the controller cannot be
+/// reached (Slurm 22.05's wording).
+const UNREACHABLE: [&str; 9] = [
+    "Unable to contact slurm controller",
+    "Socket timed out",
+    "Connection refused",
+    "Zero Bytes were transmitted or received",
+    "Unable to establish connection",
+    "Communication connection failure",
+    "Transport endpoint is not connected",
+    "backup controller in standby mode",
+    "Slurm controller not responding",
+];
+
+/// What `sbatch` prints when it refuses for a reason of Slurm's own
+/// configuration rather than the job's.
+const MISCONFIGURED: [&str; 7] = [
+    "Invalid partition name",
+    "Required partition not available",
+    "Invalid account",
+    "Invalid qos",
+    "Invalid QOS",
+    "not permitted to use this partition",
+    "Access/permission denied",
+];
+
+/// The error of `command` (`line`), which exited with `status` and printed
+/// `stderr`: unreachable, misconfigured or plainly refused.
+fn classify(line: String, status: String, stderr: String) -> SlurmError {
+    if UNREACHABLE.iter().any(|m| stderr.contains(m)) {
+        SlurmError::Unreachable {
+            command: line,
+            message: stderr,
+        }
+    } else if MISCONFIGURED.iter().any(|m| stderr.contains(m)) {
+        SlurmError::Misconfigured {
+            command: line,
+            message: stderr,
+        }
+    } else {
+        SlurmError::CommandFailed {
+            command: line,
+            status,
+            stderr,
+        }
+    }
 }
 
 /// A node as `sinfo` reports it.
@@ -66,6 +116,21 @@ pub struct SlurmJob {
 struct SinfoOut {
     #[serde(default)]
     nodes: Vec<RawNode>,
+    #[serde(default)]
+    errors: Vec<serde_json::Value>,
+}
+
+/// Slurm's `errors` list, as one line (empty when there is none).
+fn errors_text(errors: &[serde_json::Value]) -> String {
+    errors
+        .iter()
+        .map(|e| {
+            e.get("error")
+                .and_then(|m| m.as_str())
+                .map_or_else(|| e.to_string(), str::to_string)
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 #[derive(Deserialize)]
@@ -83,6 +148,8 @@ struct RawNode {
 struct SqueueOut {
     #[serde(default)]
     jobs: Vec<RawJob>,
+    #[serde(default)]
+    errors: Vec<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -192,9 +259,23 @@ fn node_health(state: &str, flags: &[String]) -> Health {
     }
 }
 
+/// What a JSON command printed: its data, or Slurm's own error list in
+/// place of it (Slurm 22.05 exits 0 with `"errors"` and no data while the
+/// controller is down).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed<T> {
+    /// The data.
+    Data(T),
+    /// Slurm answered with errors instead (the controller is down).
+    SlurmErrors(String),
+}
+
 /// Parses `sinfo --json`.
-pub fn parse_sinfo(json: &str) -> Result<Vec<NodeInfo>, String> {
+pub fn parse_sinfo(json: &str) -> Result<Parsed<Vec<NodeInfo>>, String> {
     let out: SinfoOut = serde_json::from_str(json).map_err(|e| e.to_string())?;
+    if !out.errors.is_empty() {
+        return Ok(Parsed::SlurmErrors(errors_text(&out.errors)));
+    }
     let mut nodes: Vec<NodeInfo> = Vec::with_capacity(out.nodes.len());
     for n in out.nodes {
         if nodes.iter().any(|m| m.name == n.name) {
@@ -214,12 +295,15 @@ pub fn parse_sinfo(json: &str) -> Result<Vec<NodeInfo>, String> {
             state,
         });
     }
-    Ok(nodes)
+    Ok(Parsed::Data(nodes))
 }
 
 /// Parses `squeue --json`.
-pub fn parse_squeue(json: &str) -> Result<Vec<SlurmJob>, String> {
+pub fn parse_squeue(json: &str) -> Result<Parsed<Vec<SlurmJob>>, String> {
     let out: SqueueOut = serde_json::from_str(json).map_err(|e| e.to_string())?;
+    if !out.errors.is_empty() {
+        return Ok(Parsed::SlurmErrors(errors_text(&out.errors)));
+    }
     let mut jobs = Vec::with_capacity(out.jobs.len());
     for j in out.jobs {
         let mut names: Vec<String> = j
@@ -254,14 +338,29 @@ pub fn parse_squeue(json: &str) -> Result<Vec<SlurmJob>, String> {
             gpus,
         });
     }
-    Ok(jobs)
+    Ok(Parsed::Data(jobs))
 }
 
 impl Slurm {
+    /// How long a command may run, by default, before Slurm counts as
+    /// unreachable (Slurm's own `MessageTimeout` is 10 s).
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(20);
+
     /// Slurm commands from `bin_dir` (else `PATH`), with `SLURM_CONF=conf`
-    /// when given.
+    /// when given, each allowed [`Slurm::DEFAULT_TIMEOUT`].
     pub fn new(bin_dir: Option<PathBuf>, conf: Option<PathBuf>) -> Slurm {
-        Slurm { bin_dir, conf }
+        Slurm {
+            bin_dir,
+            conf,
+            timeout: Slurm::DEFAULT_TIMEOUT,
+        }
+    }
+
+    /// The same, each command allowed `timeout`.
+    #[must_use]
+    pub fn with_timeout(mut self, timeout: Duration) -> Slurm {
+        self.timeout = timeout;
+        self
     }
 
     fn command(&self, name: &str) -> Command {
@@ -276,9 +375,10 @@ impl Slurm {
         cmd
     }
 
-    /// Runs `name args`, feeding `stdin`; returns stdout.
+    /// Runs `name args`, feeding `stdin`; returns stdout. A command that
+    /// does not end within the timeout is killed and Slurm is unreachable.
     fn run(&self, name: &str, args: &[String], stdin: Option<&str>) -> Result<String, SlurmError> {
-        let line = format!("{name} {}", args.join(" "));
+        let line = format!("{name} {}", args.join(" ")).trim_end().to_string();
         let mut cmd = self.command(name);
         cmd.args(args)
             .stdin(if stdin.is_some() {
@@ -296,39 +396,57 @@ impl Slurm {
             pipe.write_all(text.as_bytes())
                 .map_err(|e| SlurmError::io(format!("writing to `{name}`"), e))?;
         }
-        let out = child
-            .wait_with_output()
-            .map_err(|e| SlurmError::io(format!("waiting for `{name}`"), e))?;
-        if !out.status.success() {
-            return Err(SlurmError::CommandFailed {
-                command: line,
-                status: out.status.to_string(),
-                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-            });
+        let (stdout, stderr) = (drain(child.stdout.take()), drain(child.stderr.take()));
+        let status = match wait_until(&mut child, Instant::now() + self.timeout) {
+            Ok(Some(status)) => status,
+            Ok(None) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(SlurmError::Unreachable {
+                    command: line,
+                    message: format!("no answer within {} s", self.timeout.as_secs()),
+                });
+            }
+            Err(e) => return Err(SlurmError::io(format!("waiting for `{name}`"), e)),
+        };
+        let stdout = stdout.join().unwrap_or_default();
+        let stderr = String::from_utf8_lossy(&stderr.join().unwrap_or_default())
+            .trim()
+            .to_string();
+        if !status.success() {
+            return Err(classify(line, status.to_string(), stderr));
         }
-        String::from_utf8(out.stdout).map_err(|e| SlurmError::Output {
+        String::from_utf8(stdout).map_err(|e| SlurmError::Output {
             command: name.to_string(),
             message: e.to_string(),
         })
     }
 
+    /// Runs a JSON command and parses it; Slurm's own error list means it
+    /// is unreachable.
+    fn json<T>(
+        &self,
+        name: &str,
+        parse: impl Fn(&str) -> Result<Parsed<T>, String>,
+    ) -> Result<T, SlurmError> {
+        let command = format!("{name} --json");
+        let out = self.run(name, &["--json".into()], None)?;
+        match parse(&out) {
+            Ok(Parsed::Data(data)) => Ok(data),
+            Ok(Parsed::SlurmErrors(message)) => Err(SlurmError::Unreachable { command, message }),
+            Err(message) => Err(SlurmError::Output { command, message }),
+        }
+    }
+
     /// Every node, from `sinfo --json`.
     pub fn nodes(&self) -> Result<Vec<NodeInfo>, SlurmError> {
-        let out = self.run("sinfo", &["--json".into()], None)?;
-        parse_sinfo(&out).map_err(|message| SlurmError::Output {
-            command: "sinfo --json".into(),
-            message,
-        })
+        self.json("sinfo", parse_sinfo)
     }
 
     /// Every job Slurm remembers (pending, running, recently ended), from
     /// `squeue --json`.
     pub fn jobs(&self) -> Result<Vec<SlurmJob>, SlurmError> {
-        let out = self.run("squeue", &["--json".into()], None)?;
-        parse_squeue(&out).map_err(|message| SlurmError::Output {
-            command: "squeue --json".into(),
-            message,
-        })
+        self.json("squeue", parse_squeue)
     }
 
     /// Submits a batch job (`sbatch --parsable ARGS`, script on stdin) and
@@ -347,6 +465,38 @@ impl Slurm {
     /// Cancels a job (all its components).
     pub fn scancel(&self, job: u64) -> Result<(), SlurmError> {
         self.run("scancel", &[job.to_string()], None).map(|_| ())
+    }
+}
+
+/// Reads a pipe to its end on a thread of its own (so a chatty command
+/// cannot block on a full pipe while it is waited for).
+fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut out = Vec::new();
+        if let Some(mut p) = pipe {
+            let _ = p.read_to_end(&mut out);
+        }
+        out
+    })
+}
+
+/// Waits for `child` until `deadline`: its status, or `None` if it is
+/// still running then.
+fn wait_until(
+    child: &mut Child,
+    deadline: Instant,
+) -> std::io::Result<Option<std::process::ExitStatus>> {
+    let mut pause = Duration::from_millis(1);
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Ok(None);
+        }
+        std::thread::sleep(pause.min(deadline - now));
+        pause = (pause * 2).min(Duration::from_millis(50));
     }
 }
 
@@ -401,7 +551,9 @@ mod tests {
 
     #[test]
     fn squeue_components_and_gpus() {
-        let jobs = parse_squeue(SQUEUE).unwrap();
+        let Parsed::Data(jobs) = parse_squeue(SQUEUE).unwrap() else {
+            panic!("no data")
+        };
         assert_eq!(jobs.len(), 4);
         assert_eq!(jobs[0].group, 7);
         assert_eq!(jobs[1].group, 7);
@@ -414,6 +566,60 @@ mod tests {
         assert_eq!(jobs[3].state, "NODE_FAIL");
         assert!(jobs[3].gpus.is_empty());
         assert!(parse_squeue("{\"jobs\": 3}").is_err());
+    }
+
+    #[test]
+    fn an_error_list_is_slurm_not_answering() {
+        // What Slurm 22.05's squeue --json prints while slurmctld is down.
+        let down = r#"{"meta": {}, "errors": [{"error": "Failed while looking for jobs", "error_number": 1007}], "jobs": []}"#;
+        assert_eq!(
+            parse_squeue(down).unwrap(),
+            Parsed::SlurmErrors("Failed while looking for jobs".into())
+        );
+        let down = r#"{"errors": [{"error_number": 5}], "nodes": []}"#;
+        assert!(matches!(parse_sinfo(down).unwrap(), Parsed::SlurmErrors(m) if m.contains("5")));
+        assert!(
+            matches!(parse_sinfo(r#"{"nodes": []}"#).unwrap(), Parsed::Data(n) if n.is_empty())
+        );
+    }
+
+    #[test]
+    fn failures_are_told_apart() {
+        let e = classify(
+            "sbatch x".into(),
+            "exit status: 1".into(),
+            "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)".into(),
+        );
+        assert!(matches!(e, SlurmError::Unreachable { .. }), "{e}");
+        let e = classify(
+            "sbatch x".into(),
+            "exit status: 1".into(),
+            "sbatch: error: invalid partition specified: nope\nsbatch: error: Batch job submission failed: Invalid partition name specified".into(),
+        );
+        assert!(matches!(e, SlurmError::Misconfigured { .. }), "{e}");
+        let e = classify(
+            "sbatch x".into(),
+            "exit status: 1".into(),
+            "sbatch: error: Batch job submission failed: Invalid node name specified".into(),
+        );
+        assert!(matches!(e, SlurmError::CommandFailed { .. }), "{e}");
+    }
+
+    #[test]
+    fn a_command_that_hangs_is_slurm_not_answering() {
+        let dir = std::env::temp_dir().join(format!("gw-engine-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let squeue = dir.join("squeue");
+        std::fs::write(&squeue, "#!/bin/sh\nsleep 5\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&squeue, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let slurm = Slurm::new(Some(dir.clone()), None).with_timeout(Duration::from_millis(200));
+        let t = Instant::now();
+        let e = slurm.jobs().unwrap_err();
+        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+        assert!(matches!(e, SlurmError::Unreachable { .. }), "{e}");
+        assert!(e.to_string().contains("no answer within"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

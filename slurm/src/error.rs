@@ -31,6 +31,28 @@ pub enum SlurmError {
         /// What it printed on stderr (trimmed).
         stderr: String,
     },
+    /// Slurm did not answer: a command timed out, could not reach the
+    /// controller, or answered with an error list instead of its data
+    /// (`squeue --json` exits 0 with `errors` while the controller is down).
+    /// The daemon holds every decision that depends on Slurm until it
+    /// answers again.
+    #[error("Slurm is unreachable: `{command}`: {message}")]
+    Unreachable {
+        /// The command line.
+        command: String,
+        /// What it said, or that it did not answer in time.
+        message: String,
+    },
+    /// Slurm refused a command for a reason of its own configuration (an
+    /// unknown partition, an invalid account or QOS): no job's fault, so the
+    /// daemon holds the queue and reports it instead of failing jobs.
+    #[error("Slurm refuses `{command}` for a reason of its configuration: {message}")]
+    Misconfigured {
+        /// The command line.
+        command: String,
+        /// Slurm's message.
+        message: String,
+    },
     /// A Slurm command printed something this daemon cannot read.
     #[error("`{command}` printed output that cannot be read: {message}")]
     Output {
