@@ -27,9 +27,13 @@ pub fn filter(verbose: u8) -> EnvFilter {
 
 /// Installs the subscriber for `verbose` (see [`filter`]); a second call, or
 /// a subscriber the embedding program installed first, is left alone.
+/// Colours only when stderr is a terminal (a log redirected to a file has
+/// no escape codes).
 pub fn init(verbose: u8) {
+    use std::io::IsTerminal;
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(filter(verbose))
         .with_target(false)
         .try_init();

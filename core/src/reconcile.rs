@@ -147,12 +147,11 @@ impl std::fmt::Display for Difference {
                 interrupted,
             } => write!(
                 f,
-                "server {} was {was:?}, engine says {now:?} (interrupted {})",
-                server.0,
+                "{server} was {was:?}, engine says {now:?} (interrupted {})",
                 interrupted.len()
             ),
             Difference::UnknownServer { server } => {
-                write!(f, "engine names unknown server {}", server.0)
+                write!(f, "engine names unknown {server}")
             }
             Difference::NotRunning { job } => {
                 write!(f, "{job} is not running in the engine; re-queued")
@@ -192,10 +191,21 @@ fn normalise(sched: &Scheduler, placement: &Placement) -> Result<Placement, Stri
             (1u64 << server.gpus) - 1
         };
         if part.gpus == 0 || part.gpus & !full != 0 {
-            return Err(format!(
-                "GPUs {:#x} do not exist on server {}",
-                part.gpus, server.name
-            ));
+            let missing = part.gpus & !full;
+            return Err(if part.gpus == 0 {
+                format!("holds no GPUs on server {}", server.name)
+            } else {
+                format!(
+                    "GPUs {} do not exist on server {} ({} GPUs)",
+                    (0..64)
+                        .filter(|g| missing & (1u64 << g) != 0)
+                        .map(|g: u32| g.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    server.name,
+                    server.gpus
+                )
+            });
         }
         if k > 0 && p.parts[k - 1].server == part.server {
             return Err(format!("names server {} twice", server.name));

@@ -72,7 +72,7 @@ pub enum StateError {
     #[error("{0} holds no GPUs")]
     NotAllocated(JobId),
     /// The placement names a server that does not exist.
-    #[error("server {0:?} does not exist")]
+    #[error("{0} does not exist")]
     UnknownServer(ServerId),
     /// The placement is empty, names a server twice, or has an empty part.
     #[error("malformed placement for {job}: {why}")]
@@ -83,18 +83,34 @@ pub enum StateError {
         why: &'static str,
     },
     /// A GPU of the placement is taken, held, or does not exist on the server.
-    #[error("{job}: GPUs {gpus:#x} of server {server:?} are not free")]
+    #[error("{job}: GPUs {} of server {name} are not free", gpu_list(*.gpus))]
     NotFree {
         /// The job.
         job: JobId,
         /// The server.
         server: ServerId,
+        /// The server's name.
+        name: String,
         /// The offending GPUs.
         gpus: GpuMask,
     },
     /// The server is draining or down.
-    #[error("server {0:?} is not taking new work")]
-    NotSchedulable(ServerId),
+    #[error("server {name} is not taking new work")]
+    NotSchedulable {
+        /// The server.
+        server: ServerId,
+        /// Its name.
+        name: String,
+    },
+}
+
+/// GPU indices of a mask, as `0, 1, 5`.
+fn gpu_list(gpus: GpuMask) -> String {
+    (0..64)
+        .filter(|g| gpus & (1 << g) != 0)
+        .map(|g: u32| g.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// An index found out of step with the ground truth.
@@ -282,6 +298,13 @@ impl ClusterState {
         }
     }
 
+    /// `server`'s name in the topology (its number if it has none).
+    fn server_name(&self, server: ServerId) -> String {
+        self.topology()
+            .server(server)
+            .map_or_else(|| server.0.to_string(), |s| s.name.clone())
+    }
+
     /// Gives `job` exactly the GPUs of `placement`, all or nothing.
     pub fn allocate(&mut self, job: JobId, placement: &Placement) -> Result<(), StateError> {
         if self.allocations.contains_key(&job) {
@@ -308,13 +331,17 @@ impl ClusterState {
                 });
             }
             if self.health[i] != Health::Up {
-                return Err(StateError::NotSchedulable(part.server));
+                return Err(StateError::NotSchedulable {
+                    server: part.server,
+                    name: self.server_name(part.server),
+                });
             }
             let bad = part.gpus & !(self.free[i] & !self.held[i]);
             if bad != 0 {
                 return Err(StateError::NotFree {
                     job,
                     server: part.server,
+                    name: self.server_name(part.server),
                     gpus: bad,
                 });
             }
@@ -349,6 +376,7 @@ impl ClusterState {
                 return Err(StateError::NotFree {
                     job,
                     server: part.server,
+                    name: self.server_name(part.server),
                     gpus: bad,
                 });
             }
@@ -629,6 +657,7 @@ mod tests {
             Err(StateError::NotFree {
                 job: JobId(2),
                 server: ServerId(0),
+                name: st.topology().servers()[0].name.clone(),
                 gpus: 0b10
             })
         );
@@ -704,7 +733,7 @@ mod tests {
                     parts: vec![part(1, 0x01)]
                 }
             ),
-            Err(StateError::NotSchedulable(_))
+            Err(StateError::NotSchedulable { .. })
         ));
         st.set_health(ServerId(0), Health::Up).unwrap();
         st.set_health(ServerId(1), Health::Up).unwrap();

@@ -117,6 +117,29 @@ fn waits(w: &[(String, u64)]) -> String {
 /// The status report as a table.
 pub fn format_status(r: &StatusReport) -> String {
     let mut out = String::new();
+    let ago = |since_ms: u64| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        now.saturating_sub(since_ms) / 1000
+    };
+    if let Some((since, why)) = &r.slurm_unreachable {
+        let _ = writeln!(
+            out,
+            "SLURM UNREACHABLE for {} s: {why}\n  holding: no job is re-queued, failed or launched until Slurm answers",
+            ago(*since)
+        );
+    }
+    if let Some((since, why)) = &r.queue_held {
+        let _ = writeln!(
+            out,
+            "QUEUE HELD for {} s: {why}\n  nothing is launched until the configuration is fixed (tried again every 30 s)",
+            ago(*since)
+        );
+    }
+    if let Some(note) = &r.state_note {
+        let _ = writeln!(out, "state: {note}");
+    }
     let free: u32 = r.nodes.iter().map(|n| n.free).sum();
     let total: u32 = r.nodes.iter().map(|n| n.gpus).sum();
     let _ = writeln!(

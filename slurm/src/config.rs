@@ -6,13 +6,16 @@
 //! # fairness = "my_fairness.wasm"        # ... with any slot replaced by a Wasm module
 //! poll_interval_ms = 500                 # how often Slurm is read and a round runs
 //! launch_timeout_s = 60                  # a launched job Slurm keeps pending longer is re-queued
-//! max_attempts = 3                       # launches that Slurm refuses or kills (node failure) before a job fails
+//! replace_pending_s = 15                 # ... or this long when it waits for resources (foreign load): placed again, not counted
+//! max_attempts = 3                       # launches that fail (the program, a refusal, a node failure) before a job fails
+//! ends_dir = "/shared/gangway-ends"      # where job scripts record how they ended (default: <state_dir>/ends; must be writable from the nodes)
 //! history = 1000                         # finished jobs kept for `status`
 //!
 //! [slurm]
 //! bin_dir = "/usr/bin"                   # where sinfo, squeue, sbatch, scancel are (default: PATH)
 //! conf = "/etc/slurm/slurm.conf"         # exported as SLURM_CONF (default: Slurm's own)
-//! partition = "gpu"                      # passed to sbatch -p (default: Slurm's default)
+//! partition = "gpu"                      # passed to sbatch -p (default: Slurm's default); checked at start
+//! timeout_s = 20                         # a Slurm command that takes longer means Slurm is unreachable
 //! topology_conf = "/etc/slurm/topology.conf"   # racks = leaf switches
 //!
 //! [racks]                                # or racks by hand (one of the two; default: one rack)
@@ -51,7 +54,7 @@ fn one() -> u32 {
 }
 
 /// Where the Slurm commands are and how to call them.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SlurmConfig {
     /// Folder of `sinfo`, `squeue`, `sbatch`, `scancel` (default: `PATH`).
@@ -66,6 +69,25 @@ pub struct SlurmConfig {
     /// A Slurm `topology.conf` whose leaf switches are the racks.
     #[serde(default)]
     pub topology_conf: Option<PathBuf>,
+    /// Seconds a Slurm command may take before Slurm counts as unreachable.
+    #[serde(default = "default_timeout")]
+    pub timeout_s: u64,
+}
+
+fn default_timeout() -> u64 {
+    20
+}
+
+impl Default for SlurmConfig {
+    fn default() -> Self {
+        SlurmConfig {
+            bin_dir: None,
+            conf: None,
+            partition: None,
+            topology_conf: None,
+            timeout_s: default_timeout(),
+        }
+    }
 }
 
 /// The whole configuration.
@@ -98,12 +120,26 @@ pub struct Config {
     /// Milliseconds between cycles (read Slurm, round, launch).
     #[serde(default = "default_poll")]
     pub poll_interval_ms: u64,
-    /// Seconds Slurm may keep a launched job pending before it is re-queued.
+    /// Seconds Slurm may keep a launched job pending before it is cancelled
+    /// and re-queued (a launch that counts against `max_attempts`).
     #[serde(default = "default_launch_timeout")]
     pub launch_timeout_s: u64,
-    /// Launches Slurm may refuse or lose (node failure) before the job fails.
+    /// Seconds Slurm may keep a launched job pending for resources or
+    /// priority (load Gangway does not see) before it is cancelled and
+    /// placed again; such a launch does not count against `max_attempts`.
+    #[serde(default = "default_replace_pending")]
+    pub replace_pending_s: u64,
+    /// Launches that may fail (the program failing, Slurm refusing it, a
+    /// node failure) before the job fails for good.
     #[serde(default = "default_attempts")]
     pub max_attempts: u32,
+    /// Where each job's batch script records how the job ended
+    /// (`gangway-<id>.<attempt>.exit`), so a job that ends and leaves
+    /// Slurm's memory while the daemon is away is not run again. Default
+    /// `<state_dir>/ends`; on a real cluster, a folder the nodes can write
+    /// (a shared filesystem).
+    #[serde(default)]
+    pub ends_dir: Option<PathBuf>,
     /// Finished jobs kept for `status` (older ones are forgotten).
     #[serde(default = "default_history")]
     pub history: usize,
@@ -129,6 +165,9 @@ fn default_poll() -> u64 {
 }
 fn default_launch_timeout() -> u64 {
     60
+}
+fn default_replace_pending() -> u64 {
+    15
 }
 fn default_attempts() -> u32 {
     3
@@ -169,6 +208,9 @@ impl Config {
             }
         };
         abs(&mut cfg.state_dir);
+        if let Some(p) = cfg.ends_dir.as_mut() {
+            abs(p);
+        }
         for p in [
             &mut cfg.fairness,
             &mut cfg.locality,
@@ -223,6 +265,13 @@ impl Config {
     /// The daemon's Unix socket.
     pub fn socket(&self) -> PathBuf {
         socket_in(&self.state_dir)
+    }
+
+    /// Where job scripts record how jobs ended.
+    pub fn ends_dir(&self) -> PathBuf {
+        self.ends_dir
+            .clone()
+            .unwrap_or_else(|| self.state_dir.join("ends"))
     }
 }
 

@@ -187,12 +187,139 @@ pub struct Daemon {
     history: VecDeque<JobEntry>,
     users: Vec<String>,
     next_id: u64,
+    /// Per live job, launches that do not count against `max_attempts`.
+    uncounted: BTreeMap<u64, u32>,
     stats: DaemonStats,
     started: Instant,
     last_error: Option<String>,
+    /// Since when (Unix ms) Slurm has not answered, and its last error.
+    outage: Option<(u64, String)>,
+    /// Since when (Unix ms) launches are held for a configuration refusal.
+    hold: Option<(u64, String)>,
+    /// How the state was recovered, when not from its newest file.
+    state_note: Option<String>,
+    /// Slurm jobs to cancel: (Gangway id, Slurm job id).
+    cancels: Vec<(u64, u64)>,
     dirty: bool,
     last_now: u64,
 }
+
+/// One launch to run with `sbatch`: made by a cycle, run on the Slurm I/O
+/// side, its outcome handed back ([`Daemon::on_launched`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchOrder {
+    /// Gangway's job id.
+    pub id: u64,
+    /// The attempt (launch) number.
+    pub attempt: u32,
+    /// `sbatch`'s arguments.
+    pub args: Vec<String>,
+    /// The batch script.
+    pub script: String,
+    /// Where it goes.
+    pub parts: Vec<Part>,
+}
+
+/// How a launch went.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LaunchOutcome {
+    /// Slurm took it as this job.
+    Launched(u64),
+    /// Slurm did not answer (this launch, or one before it in its batch).
+    Unreachable(String),
+    /// Slurm refused it for a reason of its own configuration.
+    Misconfigured(String),
+    /// Slurm refused it (the job's own problem, as far as can be told).
+    Refused(String),
+}
+
+/// Runs `orders` one by one; once Slurm does not answer or refuses for its
+/// configuration, the rest are not tried and get the same outcome.
+pub fn run_launches(slurm: &Slurm, orders: Vec<LaunchOrder>) -> Vec<(LaunchOrder, LaunchOutcome)> {
+    let mut stop: Option<LaunchOutcome> = None;
+    orders
+        .into_iter()
+        .map(|order| {
+            if let Some(outcome) = &stop {
+                return (order, outcome.clone());
+            }
+            let outcome = match slurm.sbatch(&order.args, &order.script) {
+                Ok(gid) => LaunchOutcome::Launched(gid),
+                Err(e @ (SlurmError::Unreachable { .. } | SlurmError::CommandMissing { .. })) => {
+                    LaunchOutcome::Unreachable(e.to_string())
+                }
+                Err(e @ SlurmError::Misconfigured { .. }) => {
+                    LaunchOutcome::Misconfigured(e.to_string())
+                }
+                Err(e) => LaunchOutcome::Refused(e.to_string()),
+            };
+            if matches!(
+                outcome,
+                LaunchOutcome::Unreachable(_) | LaunchOutcome::Misconfigured(_)
+            ) {
+                stop = Some(outcome.clone());
+            }
+            (order, outcome)
+        })
+        .collect()
+}
+
+/// Runs `scancel` for each (Gangway id, Slurm id); returns those Slurm did
+/// not answer for (to try again). Other refusals (the job is gone) are
+/// logged.
+pub fn run_cancels(slurm: &Slurm, cancels: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    let mut failed = Vec::new();
+    for (id, gid) in cancels {
+        match slurm.scancel(gid) {
+            Ok(()) => {}
+            Err(e @ SlurmError::Unreachable { .. }) => {
+                tracing::warn!(job = id, slurm_job = gid, "scancel: {e}; tried again");
+                failed.push((id, gid));
+            }
+            Err(e) => tracing::warn!(job = id, slurm_job = gid, "scancel: {e}"),
+        }
+    }
+    failed
+}
+
+/// Checks the setup before serving: `slurm.conf` readable, Slurm's
+/// commands runnable, the configured partition known to Slurm. Each
+/// problem is an error naming the file, command or partition.
+pub fn check_setup(cfg: &Config, slurm: &Slurm) -> Result<(), SlurmError> {
+    let conf = cfg
+        .slurm
+        .conf
+        .clone()
+        .or_else(|| std::env::var_os("SLURM_CONF").map(std::path::PathBuf::from));
+    if let Some(conf) = conf
+        && let Err(e) = std::fs::File::open(&conf)
+    {
+        return Err(SlurmError::Config {
+            file: cfg.file.clone(),
+            message: format!("slurm.conf {} cannot be read: {e}", conf.display()),
+        });
+    }
+    for command in ["sinfo", "squeue", "sbatch", "scancel", "scontrol"] {
+        slurm.version(command)?;
+    }
+    if let Some(partition) = &cfg.slurm.partition {
+        slurm
+            .partition_exists(partition)
+            .map_err(|e| SlurmError::Config {
+                file: cfg.file.clone(),
+                message: format!("partition {partition:?}: {e}"),
+            })?;
+    }
+    Ok(())
+}
+
+/// Seconds the queue stays held after a configuration refusal before a
+/// launch tries again.
+const HOLD_RETRY_S: u64 = 30;
+
+/// What Slurm says a launch waits for when it waits for resources Gangway
+/// does not see (load started in Slurm directly): not the job's fault.
+const WAITING_FOR_RESOURCES: [&str; 2] = ["Resources", "Priority"];
 
 impl std::fmt::Debug for Daemon {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -212,7 +339,9 @@ impl Daemon {
                 e,
             )
         })?;
-        let slurm = Slurm::new(cfg.slurm.bin_dir.clone(), cfg.slurm.conf.clone());
+        let slurm = Slurm::new(cfg.slurm.bin_dir.clone(), cfg.slurm.conf.clone())
+            .with_timeout(Duration::from_secs(cfg.slurm.timeout_s.max(1)));
+        check_setup(&cfg, &slurm)?;
         let nodes = slurm.nodes()?;
         let racks = match &cfg.slurm.topology_conf {
             Some(p) => topology::racks_from_topology_conf(p)?,
@@ -226,6 +355,11 @@ impl Daemon {
             file: file.clone(),
             message,
         };
+        let state_note = saved.as_ref().and_then(|l| l.fell_back.clone());
+        if let Some(note) = &state_note {
+            tracing::warn!("{note}");
+        }
+        let saved = saved.map(|l| l.state);
         let mut sched = match &saved {
             Some(st) => {
                 let snap =
@@ -257,13 +391,20 @@ impl Daemon {
             jobs: st.jobs.into_iter().map(|j| (j.id, j)).collect(),
             history: st.history.into(),
             users: st.users,
-            next_id: st.next_id.max(1),
+            // The previous state is one save behind, and a save covers at
+            // most one new submission: one id more is never one given out.
+            next_id: st.next_id.max(1) + u64::from(state_note.is_some()),
+            uncounted: st.uncounted,
             stats: DaemonStats {
                 recovered,
                 ..DaemonStats::default()
             },
             started: Instant::now(),
             last_error: None,
+            outage: None,
+            hold: None,
+            state_note,
+            cancels: Vec::new(),
             dirty: false,
             last_now,
             cfg,
@@ -294,6 +435,7 @@ impl Daemon {
             users: self.users.clone(),
             jobs: self.jobs.values().cloned().collect(),
             history: self.history.iter().cloned().collect(),
+            uncounted: self.uncounted.clone(),
         };
         persist::save(&self.cfg.state_dir, &state)?;
         self.dirty = false;
@@ -345,6 +487,11 @@ impl Daemon {
         (!parts.is_empty()).then_some(Placement { parts })
     }
 
+    /// A placement in Slurm's words: `n2:0,1 n3:5`.
+    fn gpus_text(&self, placement: &Placement) -> String {
+        launch::placement_text(&self.parts(placement))
+    }
+
     fn placement_of_launch(&self, launch: &Launch) -> Option<Placement> {
         self.placement_of(&launch.placement)
     }
@@ -361,17 +508,97 @@ impl Daemon {
         self.dirty = true;
     }
 
-    /// Cancels a launch in Slurm (errors are logged: the job may be gone).
+    /// Forgets a job's launch and cancels its Slurm job (on the Slurm I/O
+    /// side: see [`Daemon::take_cancels`]).
     fn cancel_launch(&mut self, id: u64) {
         let Some(launch) = self.jobs.get_mut(&id).and_then(|e| e.launch.take()) else {
             return;
         };
-        if let Some(gid) = launch.slurm_id
-            && let Err(e) = self.slurm.scancel(gid)
-        {
-            tracing::warn!(job = id, slurm_job = gid, "scancel: {e}");
+        if let Some(gid) = launch.slurm_id {
+            self.cancels.push((id, gid));
         }
         self.dirty = true;
+    }
+
+    /// The Slurm jobs to cancel since the last call: (Gangway id, Slurm id).
+    pub fn take_cancels(&mut self) -> Vec<(u64, u64)> {
+        std::mem::take(&mut self.cancels)
+    }
+
+    /// Cancels that Slurm did not take (it did not answer): tried again.
+    pub fn retry_cancels(&mut self, failed: Vec<(u64, u64)>) {
+        self.cancels.extend(failed);
+    }
+
+    /// Launches of job `id` that count against `max_attempts`.
+    fn counted(&self, id: u64) -> u32 {
+        let attempts = self.jobs.get(&id).map_or(0, |e| e.attempts);
+        attempts.saturating_sub(self.uncounted.get(&id).copied().unwrap_or(0))
+    }
+
+    /// Puts job `id`, whose launch went nowhere through no fault of its
+    /// own, back in the queue: its launch does not count.
+    fn requeue_uncounted(&mut self, id: u64, now: u64, why: String) {
+        if let Some(e) = self.jobs.get_mut(&id) {
+            e.launch = None;
+            push_event(e, why);
+        }
+        *self.uncounted.entry(id).or_insert(0) += 1;
+        if let Err(e) = self.sched.requeue(JobId(id), now) {
+            tracing::warn!(job = id, "requeue refused: {e}");
+        }
+        self.dirty = true;
+    }
+
+    /// Ends job `id`, whose Slurm job `gid` (launch `attempt`) is gone from
+    /// `squeue`, from its end record; without one it is not run again.
+    fn vanished(&mut self, id: u64, gid: Option<u64>, attempt: u32, last: bool, now: u64) {
+        let slurm_job =
+            gid.map_or_else(|| "its Slurm job".to_string(), |g| format!("Slurm job {g}"));
+        match self.recorded_end(id, attempt) {
+            Some(0) => self.end(
+                id,
+                now,
+                AttemptEnd::Passed,
+                format!("{slurm_job} completed (exit code 0, from its end record)"),
+            ),
+            Some(code) => self.end(
+                id,
+                now,
+                AttemptEnd::Failed {
+                    class: FailureClass::Unknown,
+                    last,
+                },
+                format!(
+                    "{slurm_job} failed (exit code {code}, from its end record){}",
+                    if last {
+                        "; no attempts left"
+                    } else {
+                        "; the retry policy decides"
+                    }
+                ),
+            ),
+            None => self.end(
+                id,
+                now,
+                AttemptEnd::Failed {
+                    class: FailureClass::Unknown,
+                    last: true,
+                },
+                format!(
+                    "{slurm_job} is gone from squeue and left no end record in {} (is it \
+                     shared with the nodes?): how it ended is unknown, so it is not run again",
+                    self.cfg.ends_dir().display()
+                ),
+            ),
+        }
+    }
+
+    /// What the batch script of job `id`'s `attempt` recorded on ending:
+    /// its exit status, if the record exists.
+    fn recorded_end(&self, id: u64, attempt: u32) -> Option<i64> {
+        let path = self.cfg.ends_dir().join(launch::end_record(id, attempt));
+        std::fs::read_to_string(path).ok()?.trim().parse().ok()
     }
 
     /// Steps 2 and 3 of a cycle: Slurm's view into the scheduler.
@@ -393,13 +620,14 @@ impl Daemon {
         let mut truth = EngineTruth::default();
         let mut claimed: BTreeSet<u64> = BTreeSet::new();
         let max = self.cfg.max_attempts;
-        let timeout_ms = self.cfg.launch_timeout_s * 1000;
+        let timeout_ms = self.cfg.launch_timeout_s.saturating_mul(1000);
+        let replace_ms = self.cfg.replace_pending_s.saturating_mul(1000);
         let ids: Vec<u64> = self.jobs.keys().copied().collect();
         for id in ids {
             let Some(launch) = self.jobs.get(&id).and_then(|e| e.launch.clone()) else {
                 continue;
             };
-            let attempts = self.jobs.get(&id).map_or(0, |e| e.attempts);
+            let counted = self.counted(id);
             let ours_place = self.placement_of_launch(&launch);
             let gid = match launch.slurm_id {
                 Some(g) => g,
@@ -415,16 +643,18 @@ impl Daemon {
                         *g
                     }
                     None if now_ms.saturating_sub(launch.launched_ms) > UNCONFIRMED_MS => {
-                        self.end(
-                            id,
-                            now,
-                            AttemptEnd::Failed {
-                                class: FailureClass::JobPreempted,
-                                last: false,
-                            },
-                            "launch never reached Slurm (daemon stopped during sbatch); retried"
-                                .into(),
-                        );
+                        if self.recorded_end(id, launch.attempt).is_some() {
+                            // It ran and ended while the daemon was away.
+                            self.vanished(id, None, launch.attempt, counted >= max, now);
+                        } else {
+                            self.requeue_uncounted(
+                                id,
+                                now,
+                                "launch never reached Slurm (the daemon stopped during sbatch); \
+                                 placed again (not counted)"
+                                    .into(),
+                            );
+                        }
                         continue;
                     }
                     None => {
@@ -437,7 +667,10 @@ impl Daemon {
             };
             claimed.insert(gid);
             let Some(comps) = groups.get(&gid) else {
-                // Not in squeue at all: reconcile re-queues it.
+                // Gone from squeue: it ended and Slurm forgot it (the daemon
+                // was away longer than MinJobAge). Never run again on
+                // absence alone.
+                self.vanished(id, Some(gid), launch.attempt, counted >= max, now);
                 continue;
             };
             match group_state(comps) {
@@ -461,19 +694,32 @@ impl Daemon {
                     }
                 }
                 GroupState::Pending(reason) => {
-                    if now_ms.saturating_sub(launch.launched_ms) > timeout_ms {
+                    let waited = now_ms.saturating_sub(launch.launched_ms);
+                    if WAITING_FOR_RESOURCES.contains(&reason.as_str()) && waited > replace_ms {
+                        // Load Gangway does not see holds the GPUs it
+                        // chose: placed again, elsewhere if it can.
+                        self.cancel_launch(id);
+                        self.requeue_uncounted(
+                            id,
+                            now,
+                            format!(
+                                "Slurm kept job {gid} pending ({reason}) over {} s; cancelled and placed again (not counted)",
+                                self.cfg.replace_pending_s
+                            ),
+                        );
+                    } else if waited > timeout_ms {
                         self.cancel_launch(id);
                         self.end(
                             id,
                             now,
                             AttemptEnd::Failed {
                                 class: FailureClass::JobPreempted,
-                                last: attempts >= max,
+                                last: counted >= max,
                             },
                             format!(
                                 "Slurm kept job {gid} pending ({reason}) over {} s; cancelled{}",
                                 self.cfg.launch_timeout_s,
-                                if attempts < max {
+                                if counted < max {
                                     " and re-queued"
                                 } else {
                                     "; no launches left"
@@ -485,7 +731,7 @@ impl Daemon {
                     }
                 }
                 GroupState::Ended { state, exit } => {
-                    let (end, why) = attempt_end(&state, exit, attempts >= max);
+                    let (end, why) = attempt_end(&state, exit, counted >= max);
                     self.end(id, now, end, format!("Slurm job {gid} {why}"));
                 }
             }
@@ -599,20 +845,26 @@ impl Daemon {
                 None => tracing::warn!("foreign Slurm job {}: {why}", job.0 & !FOREIGN_BIT),
             },
             Difference::Foreign { job, placement } => tracing::info!(
-                "foreign Slurm job {} holds {} GPUs",
+                "foreign Slurm job {} holds GPUs {}",
                 job.0 & !FOREIGN_BIT,
-                placement.gpu_count()
+                self.gpus_text(placement)
             ),
             Difference::ForeignEnded { job } => {
                 let _ = self.sched.forget(*job);
+            }
+            Difference::UnknownServer { server } => {
+                tracing::warn!("Slurm reports a node Gangway does not know ({server})")
             }
             other => tracing::warn!("{other}"),
         }
         self.dirty = true;
     }
 
-    /// Step 4: a round, and `sbatch` for each start.
-    fn round_and_launch(&mut self, now: u64) -> Result<(), SlurmError> {
+    /// Step 4: a round, and the launches of its starts, saved as intents
+    /// before any `sbatch` runs (see persist); returns them to be run. If
+    /// the intents cannot be saved, nothing is launched: the started jobs
+    /// go back to the queue, not counted.
+    fn round_and_plan(&mut self, now: u64) -> Result<Vec<LaunchOrder>, SlurmError> {
         let t = Instant::now();
         let report = self
             .sched
@@ -652,7 +904,7 @@ impl Daemon {
             .chain(moved)
             .collect();
         if launches.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let now_ms = unix_ms();
         let mut batch = Vec::with_capacity(launches.len());
@@ -673,7 +925,18 @@ impl Daemon {
             }
         }
         // The intent is saved before any sbatch runs (see persist).
-        self.save()?;
+        if let Err(e) = self.save() {
+            for (id, _, _) in &batch {
+                self.requeue_uncounted(
+                    *id,
+                    now,
+                    format!("not launched: the launch could not be saved first ({e}); pending again (not counted)"),
+                );
+            }
+            return Err(e);
+        }
+        let ends = self.cfg.ends_dir();
+        let mut orders = Vec::with_capacity(batch.len());
         for (id, attempt, parts) in batch {
             let Some(entry) = self.jobs.get(&id) else {
                 continue;
@@ -684,11 +947,37 @@ impl Daemon {
                 cmd: &entry.cmd,
                 cwd: &entry.cwd,
                 partition: self.cfg.slurm.partition.as_deref(),
+                ends_dir: &ends,
             };
-            let args = launch::sbatch_args(&spec, &parts);
-            let script = launch::script(&spec, &parts);
-            match self.slurm.sbatch(&args, &script) {
-                Ok(gid) => {
+            orders.push(LaunchOrder {
+                id,
+                attempt,
+                args: launch::sbatch_args(&spec, &parts),
+                script: launch::script(&spec, &parts),
+                parts,
+            });
+        }
+        Ok(orders)
+    }
+
+    /// What `sbatch` said of each launch of a cycle.
+    pub fn on_launched(&mut self, results: Vec<(LaunchOrder, LaunchOutcome)>) {
+        let now = self.now_s();
+        for (order, outcome) in results {
+            let LaunchOrder {
+                id, attempt, parts, ..
+            } = order;
+            let current = self
+                .jobs
+                .get(&id)
+                .and_then(|e| e.launch.as_ref())
+                .is_some_and(|l| l.attempt == attempt && l.slurm_id.is_none());
+            match outcome {
+                LaunchOutcome::Launched(gid) if !current => {
+                    // Cancelled (or re-queued) while its sbatch ran.
+                    self.cancels.push((id, gid));
+                }
+                LaunchOutcome::Launched(gid) => {
                     self.stats.launches += 1;
                     let text = launch::placement_text(&parts);
                     if let Some(e) = self.jobs.get_mut(&id) {
@@ -699,22 +988,44 @@ impl Daemon {
                     }
                     self.log_launch(id, attempt, gid, &parts);
                 }
-                Err(err) => {
+                _ if !current => {}
+                LaunchOutcome::Unreachable(why) => {
+                    self.note_unreachable(why.clone());
+                    self.requeue_uncounted(
+                        id,
+                        now,
+                        format!("not launched: {why}; pending again (not counted)"),
+                    );
+                }
+                LaunchOutcome::Misconfigured(why) => {
+                    if self.hold.is_none() {
+                        tracing::error!(
+                            "{why}: holding the queue; launches are tried again every {HOLD_RETRY_S} s"
+                        );
+                    }
+                    self.hold = Some((unix_ms(), why.clone()));
+                    self.requeue_uncounted(
+                        id,
+                        now,
+                        format!("not launched: {why}; the queue is held (not counted)"),
+                    );
+                }
+                LaunchOutcome::Refused(why) => {
                     self.stats.refusals += 1;
-                    let retry = attempt < self.cfg.max_attempts;
+                    let last = self.counted(id) >= self.cfg.max_attempts;
                     self.end(
                         id,
                         now,
                         AttemptEnd::Failed {
                             class: FailureClass::Unknown,
-                            last: !retry,
+                            last,
                         },
                         format!(
-                            "Slurm refused the launch: {err}{}",
-                            if retry {
-                                "; re-queued"
-                            } else {
+                            "Slurm refused the launch: {why}{}",
+                            if last {
                                 "; no launches left"
+                            } else {
+                                "; re-queued"
                             }
                         ),
                     );
@@ -722,7 +1033,22 @@ impl Daemon {
             }
         }
         self.dirty = true;
-        Ok(())
+        if let Err(e) = self.save() {
+            self.last_error = Some(e.to_string());
+        }
+    }
+
+    /// Slurm did not answer: noted (since when, and why) for `status`.
+    fn note_unreachable(&mut self, why: String) {
+        match &mut self.outage {
+            Some((_, last)) => *last = why,
+            None => {
+                tracing::error!(
+                    "{why}: holding every decision that depends on Slurm until it answers"
+                );
+                self.outage = Some((unix_ms(), why));
+            }
+        }
     }
 
     /// Appends one line to `<state_dir>/launches.jsonl`: what was launched
@@ -769,6 +1095,11 @@ impl Daemon {
                 entry.wait_s = wait_list(&record.wait.seconds);
             }
             entry.ended_ms = Some(unix_ms());
+            self.uncounted.remove(&id);
+            for attempt in 1..=entry.attempts {
+                let _ =
+                    std::fs::remove_file(self.cfg.ends_dir().join(launch::end_record(id, attempt)));
+            }
             let state = entry.final_state.clone().unwrap_or_else(|| "gone".into());
             push_event(&mut entry, format!("finished: {state}"));
             self.history.push_back(entry);
@@ -779,22 +1110,79 @@ impl Daemon {
         }
     }
 
-    /// One cycle; errors are kept for `status` and the next cycle tries again.
-    pub fn cycle(&mut self) -> Result<(), SlurmError> {
+    /// A cycle, given what Slurm said (`nodes` and `squeue`, or why it did
+    /// not answer, and how long it took): Slurm's view into the scheduler,
+    /// a round, the launches to run (see [`run_launches`]), finished jobs
+    /// retired, the state saved. While Slurm does not answer nothing is
+    /// decided: no job is re-queued, failed or launched.
+    pub fn on_read(
+        &mut self,
+        read: Result<(Vec<NodeInfo>, Vec<SlurmJob>), SlurmError>,
+        took: Duration,
+    ) -> Vec<LaunchOrder> {
         let t = Instant::now();
         self.stats.cycles += 1;
-        let nodes = self.slurm.nodes()?;
-        let sjobs = self.slurm.jobs()?;
-        self.stats.slurm_read_us += u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.stats.slurm_read_us += u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        let (nodes, sjobs) = match read {
+            Ok(read) => read,
+            Err(e) => {
+                self.note_unreachable(e.to_string());
+                self.last_error = Some(e.to_string());
+                return Vec::new();
+            }
+        };
+        if let Some((since, _)) = self.outage.take() {
+            tracing::warn!(
+                "Slurm answers again after {} s",
+                unix_ms().saturating_sub(since) / 1000
+            );
+        }
+        self.last_error = None;
         let now = self.now_s();
         self.apply_slurm(&nodes, &sjobs, now);
-        self.round_and_launch(now)?;
+        let held = self
+            .hold
+            .as_ref()
+            .is_some_and(|(since, _)| unix_ms().saturating_sub(*since) < HOLD_RETRY_S * 1000);
+        let orders = if held {
+            Vec::new()
+        } else {
+            match self.round_and_plan(now) {
+                Ok(orders) => orders,
+                Err(e) => {
+                    self.last_error = Some(e.to_string());
+                    Vec::new()
+                }
+            }
+        };
         self.retire();
-        if self.dirty {
-            self.save()?;
+        if self.dirty
+            && let Err(e) = self.save()
+        {
+            self.last_error = Some(e.to_string());
         }
         self.stats.cycle_us += u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX);
-        Ok(())
+        orders
+    }
+
+    /// One whole cycle on this thread: read Slurm, decide, launch, cancel.
+    /// (`serve` runs the same steps with Slurm's commands on a thread of
+    /// their own, so clients are answered while Slurm is slow.)
+    pub fn cycle(&mut self) -> Result<(), SlurmError> {
+        let t = Instant::now();
+        let read = self.slurm.nodes().and_then(|n| Ok((n, self.slurm.jobs()?)));
+        let orders = self.on_read(read, t.elapsed());
+        let results = run_launches(&self.slurm, orders);
+        if !results.is_empty() {
+            self.on_launched(results);
+        }
+        let cancels = self.take_cancels();
+        let failed = run_cancels(&self.slurm, cancels);
+        self.retry_cancels(failed);
+        match &self.last_error {
+            Some(e) => Err(SlurmError::Refused(e.clone())),
+            None => Ok(()),
+        }
     }
 
     fn user_number(&mut self, user: &str) -> u32 {
@@ -913,6 +1301,15 @@ impl Daemon {
         );
         self.jobs.insert(id, entry);
         self.dirty = true;
+        // Acknowledged means saved: a job that cannot be written is taken
+        // back and refused (its id is not given again in this run).
+        if let Err(e) = self.save() {
+            self.jobs.remove(&id);
+            let _ = self.sched.kill(JobId(id), now);
+            let _ = self.sched.forget(JobId(id));
+            self.last_error = Some(e.to_string());
+            return Err(format!("the job could not be saved ({e}); not submitted"));
+        }
         Ok(id)
     }
 
@@ -927,7 +1324,15 @@ impl Daemon {
             push_event(e, "cancelled by the user".into());
         }
         self.dirty = true;
-        Ok(format!("job {id} cancelled"))
+        match self.save() {
+            Ok(()) => Ok(format!("job {id} cancelled")),
+            Err(e) => {
+                self.last_error = Some(e.to_string());
+                Ok(format!(
+                    "job {id} cancelled (but the state could not be saved: {e})"
+                ))
+            }
+        }
     }
 
     fn job_report(&self, id: u64) -> Option<JobReport> {
@@ -1043,6 +1448,9 @@ impl Daemon {
                 .map_or(0, |v| v.held_gpus),
             stats,
             last_error: self.last_error.clone(),
+            slurm_unreachable: self.outage.clone(),
+            queue_held: self.hold.clone(),
+            state_note: self.state_note.clone(),
         }
     }
 }
@@ -1088,10 +1496,51 @@ fn history_report(e: &JobEntry) -> JobReport {
     }
 }
 
-type Envelope = (Request, mpsc::Sender<Response>);
+/// What Slurm's I/O thread is asked to do, in order.
+enum Work {
+    /// Read `sinfo` and `squeue`.
+    Read,
+    /// Run these launches.
+    Launch(Vec<LaunchOrder>),
+    /// Cancel these Slurm jobs.
+    Cancel(Vec<(u64, u64)>),
+}
+
+/// What the cycle thread hears: a client, or Slurm's I/O thread.
+enum Event {
+    /// A client's request, and where to answer.
+    Client(Request, mpsc::Sender<Response>),
+    /// What Slurm said, and how long it took.
+    Read(Result<(Vec<NodeInfo>, Vec<SlurmJob>), SlurmError>, Duration),
+    /// How launches went.
+    Launched(Vec<(LaunchOrder, LaunchOutcome)>),
+    /// Cancels Slurm did not answer for.
+    CancelFailed(Vec<(u64, u64)>),
+}
+
+/// Slurm's I/O thread: runs the work it is given, in order, and reports.
+/// Work runs in the order it was asked for, so a read asked after launches
+/// sees them.
+fn slurm_io(slurm: Slurm, work: mpsc::Receiver<Work>, events: mpsc::Sender<Event>) {
+    for w in work {
+        let event = match w {
+            Work::Read => {
+                let t = Instant::now();
+                let read = slurm.nodes().and_then(|n| Ok((n, slurm.jobs()?)));
+                Event::Read(read, t.elapsed())
+            }
+            Work::Launch(orders) => Event::Launched(run_launches(&slurm, orders)),
+            Work::Cancel(cancels) => Event::CancelFailed(run_cancels(&slurm, cancels)),
+        };
+        if events.send(event).is_err() {
+            return;
+        }
+    }
+}
 
 /// Runs the daemon until it is killed: binds the socket, then cycles every
-/// `poll_interval_ms`, answering clients in between.
+/// `poll_interval_ms`. Slurm's commands run on a thread of their own, so
+/// clients are answered at once whatever Slurm is doing.
 pub fn serve(cfg: Config) -> Result<(), SlurmError> {
     let poll = Duration::from_millis(cfg.poll_interval_ms);
     let socket = cfg.socket();
@@ -1105,11 +1554,12 @@ pub fn serve(cfg: Config) -> Result<(), SlurmError> {
     let _ = std::fs::remove_file(&socket);
     let listener = UnixListener::bind(&socket)
         .map_err(|e| SlurmError::io(format!("binding {}", socket.display()), e))?;
-    let (tx, rx) = mpsc::channel::<Envelope>();
+    let (tx, rx) = mpsc::channel::<Event>();
+    let clients = tx.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
-            let tx = tx.clone();
+            let tx = clients.clone();
             std::thread::spawn(move || {
                 let request: Request = match read_message(&mut stream) {
                     Ok(r) => r,
@@ -1119,7 +1569,7 @@ pub fn serve(cfg: Config) -> Result<(), SlurmError> {
                     }
                 };
                 let (reply_tx, reply_rx) = mpsc::channel();
-                if tx.send((request, reply_tx)).is_err() {
+                if tx.send(Event::Client(request, reply_tx)).is_err() {
                     return;
                 }
                 if let Ok(response) = reply_rx.recv() {
@@ -1128,6 +1578,9 @@ pub fn serve(cfg: Config) -> Result<(), SlurmError> {
             });
         }
     });
+    let (work, work_rx) = mpsc::channel::<Work>();
+    let io_slurm = daemon.slurm.clone();
+    std::thread::spawn(move || slurm_io(io_slurm, work_rx, tx));
     tracing::info!(
         "gangway-slurm serving on {} ({} nodes, {} GPUs{})",
         socket.display(),
@@ -1139,35 +1592,52 @@ pub fn serve(cfg: Config) -> Result<(), SlurmError> {
             ""
         }
     );
+    let stopped = || SlurmError::Protocol("a thread of the daemon stopped".into());
+    let mut reading = false;
+    let mut next_read = Instant::now();
     loop {
-        match daemon.cycle() {
-            Ok(()) => daemon.last_error = None,
-            Err(e) => {
-                tracing::error!("cycle failed: {e}");
-                daemon.last_error = Some(e.to_string());
-            }
+        if !reading && Instant::now() >= next_read {
+            work.send(Work::Read).map_err(|_| stopped())?;
+            reading = true;
         }
-        let deadline = Instant::now() + poll;
-        loop {
-            let wait = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(wait) {
-                Ok((request, reply)) => {
-                    let (response, urgent) = daemon.handle(request);
-                    if daemon.dirty
-                        && let Err(e) = daemon.save()
-                    {
-                        tracing::error!("saving state: {e}");
-                    }
-                    let _ = reply.send(response);
-                    if urgent {
-                        break;
-                    }
+        let cancels = daemon.take_cancels();
+        if !cancels.is_empty() {
+            work.send(Work::Cancel(cancels)).map_err(|_| stopped())?;
+        }
+        let wait = if reading {
+            poll.max(Duration::from_millis(100))
+        } else {
+            next_read.saturating_duration_since(Instant::now())
+        };
+        match rx.recv_timeout(wait) {
+            Ok(Event::Client(request, reply)) => {
+                let (response, urgent) = daemon.handle(request);
+                if daemon.dirty
+                    && let Err(e) = daemon.save()
+                {
+                    tracing::error!("saving state: {e}");
+                    daemon.last_error = Some(e.to_string());
                 }
-                Err(mpsc::RecvTimeoutError::Timeout) => break,
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(SlurmError::Protocol("the socket thread stopped".into()));
+                let _ = reply.send(response);
+                if urgent && !reading {
+                    next_read = Instant::now();
                 }
             }
+            Ok(Event::Read(read, took)) => {
+                reading = false;
+                next_read = Instant::now() + poll;
+                if let Err(e) = &read {
+                    tracing::error!("cycle: {e}");
+                }
+                let orders = daemon.on_read(read, took);
+                if !orders.is_empty() {
+                    work.send(Work::Launch(orders)).map_err(|_| stopped())?;
+                }
+            }
+            Ok(Event::Launched(results)) => daemon.on_launched(results),
+            Ok(Event::CancelFailed(failed)) => daemon.retry_cancels(failed),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Err(stopped()),
         }
     }
 }

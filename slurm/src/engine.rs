@@ -466,6 +466,19 @@ impl Slurm {
     pub fn scancel(&self, job: u64) -> Result<(), SlurmError> {
         self.run("scancel", &[job.to_string()], None).map(|_| ())
     }
+
+    /// Runs `command --version`: whether the command is there and runs.
+    pub fn version(&self, command: &str) -> Result<String, SlurmError> {
+        self.run(command, &["--version".into()], None)
+            .map(|v| v.trim().to_string())
+    }
+
+    /// Whether Slurm knows `partition` (`scontrol show partition`): an
+    /// error saying what Slurm answered if it does not.
+    pub fn partition_exists(&self, partition: &str) -> Result<(), SlurmError> {
+        let args = ["show".into(), "partition".into(), partition.to_string()];
+        self.run("scontrol", &args, None).map(|_| ())
+    }
 }
 
 /// Reads a pipe to its end on a thread of its own (so a chatty command

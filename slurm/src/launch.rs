@@ -23,6 +23,15 @@ pub struct LaunchSpec<'a> {
     pub cwd: &'a str,
     /// Slurm partition, if any.
     pub partition: Option<&'a str>,
+    /// Where the script records how the job ended ([`end_record`]).
+    pub ends_dir: &'a std::path::Path,
+}
+
+/// The name of the file in which the batch script of job `id`'s `attempt`
+/// records its exit status when the command ends: how the daemon learns
+/// how a job ended after Slurm has forgotten it.
+pub fn end_record(id: u64, attempt: u32) -> String {
+    format!("gangway-{id}.{attempt}.exit")
 }
 
 /// One node of a placement: name, GPU indices and their GRES types.
@@ -118,16 +127,40 @@ pub fn sbatch_args(spec: &LaunchSpec<'_>, parts: &[Part]) -> Vec<String> {
     args
 }
 
-/// The batch script: exports `GANGWAY_JOB_ID`, `GANGWAY_ATTEMPT` and
-/// `GANGWAY_PLACEMENT`, then runs the user's command on the first node.
-/// Multi-node jobs reach the others with `srun` as usual.
+/// The batch script: exports `GANGWAY_JOB_ID`, `GANGWAY_ATTEMPT`,
+/// `GANGWAY_PLACEMENT` and `GANGWAY_SRUN_ARGS` (`--het-group=0-N` for a
+/// heterogeneous gang, so `srun $GANGWAY_SRUN_ARGS ...` reaches every node
+/// whatever the placement's shape; empty otherwise), runs the user's
+/// command on the first node (multi-node jobs reach the others with
+/// `srun`), then records the command's exit status in the ends folder
+/// (written to a temporary name and renamed, so a record is whole) and
+/// exits with it.
 pub fn script(spec: &LaunchSpec<'_>, parts: &[Part]) -> String {
     let cmd: Vec<String> = spec.cmd.iter().map(|w| shell_quote(w)).collect();
+    let uniform = parts.windows(2).all(|w| w[0].types == w[1].types);
+    let srun_args = if uniform {
+        String::new()
+    } else {
+        format!("--het-group=0-{}", parts.len().saturating_sub(1))
+    };
+    let dir = shell_quote(&spec.ends_dir.display().to_string());
+    let record = shell_quote(&end_record(spec.id, spec.attempt));
     format!(
-        "#!/bin/sh\n# Gangway job {id}, attempt {attempt}\nGANGWAY_JOB_ID={id}; export GANGWAY_JOB_ID\nGANGWAY_ATTEMPT={attempt}; export GANGWAY_ATTEMPT\nGANGWAY_PLACEMENT={placement}; export GANGWAY_PLACEMENT\nexec {cmd}\n",
+        "#!/bin/sh\n\
+         # Gangway job {id}, attempt {attempt}\n\
+         GANGWAY_JOB_ID={id}; export GANGWAY_JOB_ID\n\
+         GANGWAY_ATTEMPT={attempt}; export GANGWAY_ATTEMPT\n\
+         GANGWAY_PLACEMENT={placement}; export GANGWAY_PLACEMENT\n\
+         GANGWAY_SRUN_ARGS={srun_args}; export GANGWAY_SRUN_ARGS\n\
+         {cmd}\n\
+         status=$?\n\
+         mkdir -p {dir} 2>/dev/null\n\
+         echo \"$status\" > {dir}/{record}.tmp && mv -f {dir}/{record}.tmp {dir}/{record}\n\
+         exit \"$status\"\n",
         id = spec.id,
         attempt = spec.attempt,
         placement = shell_quote(&placement_text(parts)),
+        srun_args = shell_quote(&srun_args),
         cmd = cmd.join(" ")
     )
 }
@@ -153,6 +186,7 @@ mod tests {
             cmd: &cmd,
             cwd: "/w",
             partition: Some("gpu"),
+            ends_dir: std::path::Path::new("/st/ends"),
         };
         let even = sbatch_args(&spec, &[part("n1", &[0, 1]), part("n2", &[0, 1])]);
         assert!(even.contains(&"--nodelist=n1,n2".to_string()));
@@ -164,8 +198,15 @@ mod tests {
         assert!(uneven[split..].contains(&"--gres=gpu:g5:1".to_string()));
         assert!(uneven.contains(&"--comment=gangway:12:2".to_string()));
         let s = script(&spec, &[part("n1", &[0, 1])]);
-        assert!(s.contains("exec 'train' 'it'\\''s'\n"), "{s}");
+        assert!(s.contains("\n'train' 'it'\\''s'\nstatus=$?\n"), "{s}");
         assert!(s.contains("GANGWAY_PLACEMENT='n1:0,1'"), "{s}");
+        assert!(s.contains("GANGWAY_SRUN_ARGS=''"), "{s}");
+        assert!(
+            s.contains("mv -f '/st/ends'/'gangway-12.2.exit'.tmp '/st/ends'/'gangway-12.2.exit'"),
+            "{s}"
+        );
+        let het = script(&spec, &[part("n1", &[0, 1, 2]), part("n2", &[5])]);
+        assert!(het.contains("GANGWAY_SRUN_ARGS='--het-group=0-1'"), "{het}");
     }
 
     #[test]

@@ -178,8 +178,17 @@ pub struct StatusReport {
     pub foreign_gpus: u32,
     /// The daemon's figures.
     pub stats: DaemonStats,
-    /// The last error talking to Slurm, if the last cycle failed.
+    /// The last error of a cycle (reading Slurm, saving the state), if the
+    /// last cycle failed.
     pub last_error: Option<String>,
+    /// Since when (Unix ms) Slurm has not answered, and what it said: the
+    /// daemon holds every decision that depends on Slurm meanwhile.
+    pub slurm_unreachable: Option<(u64, String)>,
+    /// Since when (Unix ms) the queue is held because Slurm refuses
+    /// launches for a reason of its configuration, and the refusal.
+    pub queue_held: Option<(u64, String)>,
+    /// How this run recovered its state, when not from its newest file.
+    pub state_note: Option<String>,
 }
 
 /// Writes one length-prefixed postcard message.
@@ -193,12 +202,24 @@ pub fn write_message<T: Serialize>(stream: &mut UnixStream, msg: &T) -> Result<(
         .map_err(|e| SlurmError::io("writing to the socket", e))
 }
 
+/// A read from the socket that failed: the other side closing it before a
+/// whole message arrived says so.
+fn closed(e: std::io::Error) -> SlurmError {
+    if e.kind() == std::io::ErrorKind::UnexpectedEof {
+        SlurmError::Protocol(
+            "the other side closed the connection before a whole message arrived \
+             (did the daemon stop? see its log)"
+                .into(),
+        )
+    } else {
+        SlurmError::io("reading from the socket", e)
+    }
+}
+
 /// Reads one length-prefixed postcard message.
 pub fn read_message<T: DeserializeOwned>(stream: &mut UnixStream) -> Result<T, SlurmError> {
     let mut len = [0u8; 4];
-    stream
-        .read_exact(&mut len)
-        .map_err(|e| SlurmError::io("reading from the socket", e))?;
+    stream.read_exact(&mut len).map_err(closed)?;
     let len = u32::from_le_bytes(len) as usize;
     if len > MAX_MESSAGE {
         return Err(SlurmError::Protocol(format!(
@@ -206,9 +227,7 @@ pub fn read_message<T: DeserializeOwned>(stream: &mut UnixStream) -> Result<T, S
         )));
     }
     let mut buf = vec![0u8; len];
-    stream
-        .read_exact(&mut buf)
-        .map_err(|e| SlurmError::io("reading from the socket", e))?;
+    stream.read_exact(&mut buf).map_err(closed)?;
     postcard::from_bytes(&buf).map_err(|e| SlurmError::Protocol(e.to_string()))
 }
 

@@ -4,8 +4,7 @@
 //! two virtual clusters with quotas; a node is set DOWN and RESUMEd, the
 //! daemon is killed with SIGKILL and started again, a job is started in
 //! Slurm directly, one job fails at once (and is retried by the retry slot), bad submissions are refused, a
-//! Wasm module is hot-swapped in and rolled back, and Slurm refusing the
-//! daemon's launches (an unknown partition) fails a job with Slurm's reason.
+//! Wasm module is hot-swapped in and rolled back.
 //!
 //! Every job writes, from its own environment on every node it runs on,
 //! `SLURMD_NODENAME`, `CUDA_VISIBLE_DEVICES` and heartbeats; the batch step
@@ -15,6 +14,11 @@
 //! once and no job ran twice at once; interrupted gangs were re-queued and
 //! finished; wait reasons were reported; every socket of the cluster, the
 //! jobs and the daemon is on loopback (`ss -tnp`).
+//!
+//! A second test puts the daemon through the faults an operator sees: a
+//! controller outage, the daemon down longer than Slurm remembers ended
+//! jobs, a corrupt state file, a full state disk, a bad setup, and a job
+//! held behind its own VC's gang (see `gangway_slurm_faults`).
 //!
 //! Without Slurm's packages (or not as root, which fake GPU devices and
 //! slurmd need) it prints `SKIPPED: ...` and passes, unless
@@ -72,11 +76,20 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
+/// One cluster test at a time: each starts its own Slurm, and two on two
+/// cores would make each other's timings meaningless.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Stops the daemon and the cluster whatever happens.
 struct Cluster {
     dir: PathBuf,
     daemon: Option<Child>,
     starts: u32,
+    /// The daemon's config file and its state folder.
+    config: PathBuf,
+    state_dir: PathBuf,
+    /// A tmpfs mounted for the test, unmounted at the end.
+    mounted: Option<PathBuf>,
     /// Set when every check passed: the folder is then removed; after a
     /// failure it is kept (logs, job outputs, state) for a look.
     passed: bool,
@@ -88,7 +101,7 @@ impl Cluster {
     }
 
     fn state(&self) -> PathBuf {
-        self.dir.join("gangway")
+        self.state_dir.clone()
     }
 
     fn slurm(&self, args: &[&str]) -> String {
@@ -111,7 +124,7 @@ impl Cluster {
             std::fs::File::create(self.dir.join(format!("daemon-{}.log", self.starts))).unwrap();
         let child = Command::new(BIN)
             .args(["serve", "--config"])
-            .arg(self.dir.join("gangway.toml"))
+            .arg(&self.config)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -169,6 +182,9 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         self.kill_daemon();
+        if let Some(m) = self.mounted.take() {
+            let _ = Command::new("umount").arg(&m).status();
+        }
         let _ = Command::new("bash")
             .arg(SCRIPT)
             .arg("stop")
@@ -240,8 +256,10 @@ fn median(mut v: Vec<u64>) -> u64 {
 /// (node, GPU) to the intervals (start, end, job, attempt) measured by beats.
 type Beats = BTreeMap<(String, u32), Vec<(f64, f64, u64, u32)>>;
 
-#[test]
-fn gangway_slurm_end_to_end() {
+/// Whether a real Slurm can run here: `Err(why)` when it cannot. Where
+/// `GANGWAY_REQUIRE_SLURM` is set (CI) that is a failure, else the test
+/// prints `SKIPPED` and passes.
+fn slurm_here(test: &str) -> bool {
     let missing: Vec<&str> = [
         "munged",
         "slurmctld",
@@ -255,46 +273,61 @@ fn gangway_slurm_end_to_end() {
     .into_iter()
     .filter(|b| find(b).is_none())
     .collect();
-    let skip = |why: String| {
-        // CI installs Slurm and sets this: there a skip would hide a failure.
-        assert!(
-            std::env::var_os("GANGWAY_REQUIRE_SLURM").is_none(),
-            "GANGWAY_REQUIRE_SLURM is set but the Slurm test cannot run: {why}"
-        );
-        println!("SKIPPED: gangway-slurm end-to-end test: {why}");
-    };
-    if !missing.is_empty() {
-        skip(format!(
+    let why = if !missing.is_empty() {
+        format!(
             "Slurm is not installed (missing {}; apt-get install munge slurmctld slurmd slurm-client)",
             missing.join(", ")
-        ));
-        return;
-    }
-    if !is_root() {
-        skip("needs root (fake GPU devices with mknod, slurmd)".into());
-        return;
-    }
-    let t0 = Instant::now();
-    let dir = std::env::temp_dir().join(format!("gangway-slurm-e2e-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let mut cluster = Cluster {
-        dir: dir.clone(),
-        daemon: None,
-        starts: 0,
-        passed: false,
+        )
+    } else if !is_root() {
+        "needs root (fake GPU devices with mknod, slurmd)".into()
+    } else {
+        return true;
     };
-    let up = Command::new("bash")
-        .arg(SCRIPT)
-        .arg("start")
-        .arg(&dir)
-        .output()
-        .unwrap();
+    // CI installs Slurm and sets this: there a skip would hide a failure.
+    assert!(
+        std::env::var_os("GANGWAY_REQUIRE_SLURM").is_none(),
+        "GANGWAY_REQUIRE_SLURM is set but the Slurm test cannot run: {why}"
+    );
+    println!("SKIPPED: {test}: {why}");
+    false
+}
+
+/// Starts a cluster (`cluster.sh start`, with `MIN_JOB_AGE` when given)
+/// under `dir`.
+fn start_cluster(dir: &Path, min_job_age: Option<u32>) {
+    let mut cmd = Command::new("bash");
+    cmd.arg(SCRIPT).arg("start").arg(dir);
+    if let Some(age) = min_job_age {
+        cmd.env("MIN_JOB_AGE", age.to_string());
+    }
+    let up = cmd.output().unwrap();
     assert!(
         up.status.success(),
         "cluster.sh start failed: {}{}",
         String::from_utf8_lossy(&up.stdout),
         String::from_utf8_lossy(&up.stderr)
     );
+}
+
+#[test]
+fn gangway_slurm_end_to_end() {
+    if !slurm_here("gangway-slurm end-to-end test") {
+        return;
+    }
+    let t0 = Instant::now();
+    let dir = std::env::temp_dir().join(format!("gangway-slurm-e2e-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cluster = Cluster {
+        dir: dir.clone(),
+        daemon: None,
+        starts: 0,
+        config: dir.join("gangway.toml"),
+        state_dir: dir.join("gangway"),
+        mounted: None,
+        passed: false,
+    };
+    start_cluster(&dir, None);
     let out = dir.join("out");
     std::fs::create_dir_all(&out).unwrap();
     std::fs::create_dir_all(dir.join("work")).unwrap();
@@ -744,36 +777,6 @@ fn gangway_slurm_end_to_end() {
         "{status_text}"
     );
 
-    // Slurm refusing the daemon's launches (here: a partition that does not
-    // exist): each refusal re-queues the job, the last fails it with Slurm's
-    // own message. A restart on a state with no live job.
-    cluster.kill_daemon();
-    let toml = std::fs::read_to_string(dir.join("gangway.toml")).unwrap();
-    let toml = toml.replace("[slurm]\n", "[slurm]\npartition = \"nope\"\n");
-    std::fs::write(dir.join("gangway.toml"), toml).unwrap();
-    cluster.start_daemon();
-    let refused_job = cluster.submit(1, "prod", "bob", &["true"]);
-    let t = Instant::now();
-    let report = loop {
-        let r = client::why(&socket_in(&cluster.state()), refused_job).unwrap();
-        if r.state == "failed" {
-            break r;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "refused job not failed: {r:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert_eq!(report.attempts, 3, "{:?}", report.events);
-    let refusals = report
-        .events
-        .iter()
-        .filter(|e| e.contains("Slurm refused the launch") && e.contains("Invalid partition"))
-        .count();
-    assert_eq!(refusals, 3, "{:?}", report.events);
-    assert!(report.events.iter().any(|e| e.contains("no launches left")));
-
     // The figures the issue asks for.
     let to_running: Vec<u64> = status
         .finished
@@ -817,6 +820,411 @@ fn gangway_slurm_end_to_end() {
             .checked_div(status.stats.rounds)
             .unwrap_or(0),
         status.stats.rss_kib,
+    );
+    cluster.passed = true;
+}
+
+/// What a faults-test job runs: records each attempt's start, sleeps, then
+/// records its end (`OUT/ID.ATTEMPT.start`, `.done`).
+const SHORT_SH: &str = r#"#!/bin/sh
+# short.sh OUTDIR SECONDS [marker]
+touch "$1/$GANGWAY_JOB_ID.$GANGWAY_ATTEMPT.start"
+sleep "$2"
+touch "$1/$GANGWAY_JOB_ID.$GANGWAY_ATTEMPT.done"
+"#;
+
+impl Cluster {
+    /// Waits until `done` says so of the status, for at most `secs`.
+    fn wait_for(
+        &self,
+        secs: u64,
+        what: &str,
+        mut done: impl FnMut(&StatusReport) -> bool,
+    ) -> StatusReport {
+        let t = Instant::now();
+        loop {
+            if let Ok(s) = client::status(&socket_in(&self.state())) {
+                if done(&s) {
+                    return s;
+                }
+                assert!(
+                    t.elapsed() < Duration::from_secs(secs),
+                    "{what} after {secs} s: {}",
+                    client::format_status(&s)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// The attempts of job `id` that started (`OUT/ID.N.start` files).
+    fn starts_of(&self, id: u64) -> usize {
+        (1..10)
+            .filter(|a| self.dir.join(format!("out/{id}.{a}.start")).exists())
+            .count()
+    }
+
+    /// A copy of the cluster's config with `edit` applied, as `name`.
+    fn config_with(&self, name: &str, edit: impl Fn(String) -> String) -> PathBuf {
+        let text = std::fs::read_to_string(self.dir.join("gangway.toml")).unwrap();
+        let path = self.dir.join(name);
+        std::fs::write(&path, edit(text)).unwrap();
+        path
+    }
+
+    /// `gangway-slurm serve` with `config`, which must refuse to start: its
+    /// stderr, and how long it took.
+    fn refused_start(&self, config: &Path) -> (String, Duration) {
+        let t = Instant::now();
+        let out = Command::new(BIN)
+            .args(["serve", "--config"])
+            .arg(config)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "serve with {config:?} started");
+        (
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+            t.elapsed(),
+        )
+    }
+
+    /// Slurm job ids in `squeue` (all states).
+    fn squeue_ids(&self) -> BTreeSet<u64> {
+        let v: serde_json::Value =
+            serde_json::from_str(&self.slurm(&["squeue", "--json"])).unwrap();
+        v["jobs"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|j| j["job_id"].as_u64()).collect())
+            .unwrap_or_default()
+    }
+}
+
+#[test]
+fn gangway_slurm_faults() {
+    if !slurm_here("gangway-slurm faults test") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("gangway-slurm-faults-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cluster = Cluster {
+        dir: dir.clone(),
+        daemon: None,
+        starts: 0,
+        config: dir.join("gangway.toml"),
+        state_dir: dir.join("gangway"),
+        mounted: None,
+        passed: false,
+    };
+    // Slurm forgets an ended job 3 s after it ends (purged within a minute).
+    start_cluster(&dir, Some(3));
+    std::fs::create_dir_all(dir.join("out")).unwrap();
+    std::fs::create_dir_all(dir.join("work")).unwrap();
+    let short = dir.join("short.sh");
+    std::fs::write(&short, SHORT_SH).unwrap();
+    let (short, out) = (
+        short.display().to_string(),
+        dir.join("out").display().to_string(),
+    );
+    let job =
+        |secs: &str| -> Vec<String> { vec!["sh".into(), short.clone(), out.clone(), secs.into()] };
+    let submit = |cluster: &Cluster, gpus: u32, vc: &str, cmd: &[String]| {
+        let cmd: Vec<&str> = cmd.iter().map(String::as_str).collect();
+        cluster.submit(gpus, vc, "ops", &cmd)
+    };
+
+    // 1. A broken setup is refused before serving, at once and clearly.
+    let bad = cluster.config_with("nope.toml", |t| {
+        t.replace("[slurm]\n", "[slurm]\npartition = \"nope\"\n")
+    });
+    let (err, took) = cluster.refused_start(&bad);
+    assert!(err.contains("partition \"nope\""), "{err}");
+    assert!(took < Duration::from_secs(15), "{took:?}");
+    let noconf = cluster.config_with("noconf.toml", |t| {
+        let conf = dir.join("etc/slurm.conf").display().to_string();
+        t.replace(&conf, "/nonexistent/slurm.conf")
+    });
+    let (err, took) = cluster.refused_start(&noconf);
+    assert!(
+        err.contains("slurm.conf /nonexistent/slurm.conf cannot be read"),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    println!("faults: bad partition and missing slurm.conf refused at start ({took:?})");
+
+    cluster.start_daemon();
+
+    // 2. A job held behind its own VC's gang, the VC under its quota, is
+    // not waiting for fair share. prod fills 24 of 32 GPUs; research (quota
+    // 20, holding nothing) asks for 16, then 8, then 1: vc-quota keeps FIFO
+    // within research, so the 8 and the 1 wait behind the 16.
+    let prod: Vec<u64> = (0..3)
+        .map(|_| submit(&cluster, 8, "prod", &job("40")))
+        .collect();
+    cluster.wait_for(30, "prod's jobs running", |s| {
+        prod.iter().all(|id| {
+            s.running
+                .iter()
+                .any(|j| j.id == *id && j.state == "running")
+        })
+    });
+    let gang = submit(&cluster, 16, "research", &job("1"));
+    let eight = submit(&cluster, 8, "research", &job("1"));
+    let one = submit(&cluster, 1, "research", &job("1"));
+    let s = cluster.wait_for(15, "research's jobs given reasons", |s| {
+        [gang, eight, one]
+            .iter()
+            .all(|id| s.pending.iter().any(|j| j.id == *id && j.reason.is_some()))
+    });
+    let reason = |id: u64| {
+        s.pending
+            .iter()
+            .find(|j| j.id == id)
+            .and_then(|j| j.reason.clone())
+            .unwrap()
+    };
+    assert_eq!(reason(one), "queued", "{}", client::format_status(&s));
+    assert_eq!(reason(eight), "queued", "{}", client::format_status(&s));
+    assert_ne!(reason(gang), "fair-share");
+    for id in prod.iter().chain(&[gang, eight, one]) {
+        cluster.gangway(&["cancel", &id.to_string()]);
+    }
+    cluster.wait_for(30, "the cluster empty", |s| {
+        s.running.is_empty() && s.pending.is_empty()
+    });
+    println!(
+        "faults: a job behind its VC's gang waits as {:?}, the gang as {:?}",
+        reason(one),
+        reason(gang)
+    );
+
+    // 3. A controller outage longer than the cycle's patience: no job that
+    // completed is failed or re-queued, none runs twice, status shows the
+    // outage, and clients are answered meanwhile.
+    let jobs: Vec<u64> = (0..6)
+        .map(|i| submit(&cluster, 2 + (i % 3), "prod", &job("4")))
+        .collect();
+    cluster.wait_for(30, "the jobs running", |s| {
+        jobs.iter().all(|id| {
+            s.running
+                .iter()
+                .any(|j| j.id == *id && j.state == "running")
+        })
+    });
+    let down = Command::new("bash")
+        .args([SCRIPT, "ctld-stop"])
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(down.success());
+    let t = Instant::now();
+    let outage = cluster.wait_for(60, "the outage shown", |s| s.slurm_unreachable.is_some());
+    let shown_after = t.elapsed();
+    let asked = Instant::now();
+    let during = submit(&cluster, 1, "prod", &job("1"));
+    let submit_took = asked.elapsed();
+    let asked = Instant::now();
+    let _ = cluster.status();
+    let status_took = asked.elapsed();
+    assert!(submit_took < Duration::from_secs(3), "{submit_took:?}");
+    assert!(status_took < Duration::from_secs(3), "{status_took:?}");
+    let text = client::format_status(&outage);
+    assert!(text.contains("SLURM UNREACHABLE"), "{text}");
+    // Longer than a cycle's patience, and than the jobs run.
+    std::thread::sleep(Duration::from_secs(20).saturating_sub(t.elapsed()));
+    let mid = cluster.status();
+    for id in &jobs {
+        let r = client::why(&socket_in(&cluster.state()), *id).unwrap();
+        assert!(
+            !r.events
+                .iter()
+                .any(|e| e.contains("re-queued") || e.contains("failed")),
+            "job {id} during the outage: {:?}",
+            r.events
+        );
+    }
+    assert!(mid.slurm_unreachable.is_some());
+    let outage_s = t.elapsed();
+    let up = Command::new("bash")
+        .args([SCRIPT, "ctld-start"])
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(up.success());
+    let all: Vec<u64> = jobs.iter().copied().chain([during]).collect();
+    let s = cluster.wait_for(90, "every job of the outage ended", |s| {
+        s.slurm_unreachable.is_none() && all.iter().all(|id| s.finished.iter().any(|j| j.id == *id))
+    });
+    for id in &all {
+        let j = s.finished.iter().find(|j| j.id == *id).unwrap();
+        assert_eq!(j.state, "passed", "job {id}: {:?}", j.events);
+        assert_eq!(
+            cluster.starts_of(*id),
+            1,
+            "job {id} ran {} times",
+            cluster.starts_of(*id)
+        );
+        assert_eq!(j.attempts, 1, "job {id}: {:?}", j.events);
+    }
+    println!(
+        "faults: controller down {:.0} s (shown after {:.1} s); submit answered in {submit_took:?}, \
+         status in {status_took:?}; {} jobs passed, each ran once",
+        outage_s.as_secs_f64(),
+        shown_after.as_secs_f64(),
+        all.len()
+    );
+
+    // 4. The daemon down longer than Slurm remembers ended jobs: none runs
+    // twice; their end records say how they ended.
+    let late: Vec<u64> = (0..2)
+        .map(|_| submit(&cluster, 4, "prod", &job("2")))
+        .collect();
+    let s = cluster.wait_for(30, "the late jobs running", |s| {
+        late.iter().all(|id| {
+            s.running
+                .iter()
+                .any(|j| j.id == *id && j.state == "running")
+        })
+    });
+    let slurm_ids: Vec<u64> = s
+        .running
+        .iter()
+        .filter(|j| late.contains(&j.id))
+        .filter_map(|j| j.slurm_job)
+        .collect();
+    cluster.kill_daemon();
+    let t = Instant::now();
+    while slurm_ids.iter().any(|g| cluster.squeue_ids().contains(g)) {
+        assert!(
+            t.elapsed() < Duration::from_secs(150),
+            "Slurm never forgot jobs {slurm_ids:?}"
+        );
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let forgotten_after = t.elapsed();
+    cluster.start_daemon();
+    let s = cluster.wait_for(30, "the late jobs ended", |s| {
+        late.iter().all(|id| s.finished.iter().any(|j| j.id == *id))
+    });
+    for id in &late {
+        let j = s.finished.iter().find(|j| j.id == *id).unwrap();
+        assert_eq!(j.state, "passed", "job {id}: {:?}", j.events);
+        assert!(
+            j.events.iter().any(|e| e.contains("from its end record")),
+            "{:?}",
+            j.events
+        );
+        assert_eq!(cluster.starts_of(*id), 1, "job {id} ran again");
+    }
+    println!(
+        "faults: daemon down {:.0} s, Slurm forgot the jobs meanwhile; both ended from their end records, none ran twice",
+        forgotten_after.as_secs_f64()
+    );
+
+    // 5. One byte flipped inside a job's command in the state file: the
+    // previous state is used (and said), the command is never changed.
+    let flip = submit(
+        &cluster,
+        1,
+        "prod",
+        &["sh".into(), "-c".into(), "echo flipme; sleep 30".into()],
+    );
+    cluster.wait_for(30, "the flip job running", |s| {
+        s.running
+            .iter()
+            .any(|j| j.id == flip && j.state == "running")
+    });
+    // Saved since its submission (its launch, its start): the previous
+    // state holds it too.
+    cluster.kill_daemon();
+    let file = cluster.state().join("state.bin");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let at = bytes
+        .windows(6)
+        .position(|w| w == b"flipme")
+        .expect("the command is in the state");
+    bytes[at] ^= 0x01;
+    std::fs::write(&file, &bytes).unwrap();
+    cluster.start_daemon();
+    let s = cluster.status();
+    let note = s.state_note.clone().unwrap_or_default();
+    assert!(
+        note.contains("corrupt") && note.contains("checksum"),
+        "{note:?}"
+    );
+    let r = client::why(&socket_in(&cluster.state()), flip).unwrap();
+    assert!(
+        r.cmd.iter().any(|w| w.contains("echo flipme")),
+        "the command changed: {:?}",
+        r.cmd
+    );
+    assert!(
+        client::format_status(&s).contains("state: "),
+        "status does not say how the state was recovered"
+    );
+    cluster.gangway(&["cancel", &flip.to_string()]);
+    println!("faults: a flipped byte was caught: {note}");
+
+    // 6. A full state disk: a submit is refused with the error (not
+    // acknowledged and lost), nothing is lost, no id is given twice.
+    cluster.kill_daemon();
+    let small = dir.join("small-state");
+    std::fs::create_dir_all(&small).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=512k", "tmpfs"])
+        .arg(&small)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mounting a tmpfs for the state folder");
+    cluster.mounted = Some(small.clone());
+    cluster.config = cluster.config_with("small.toml", |t| {
+        let state = dir.join("gangway").display().to_string();
+        t.replace(&state, &small.display().to_string())
+    });
+    cluster.state_dir = small.clone();
+    cluster.start_daemon();
+    let before = submit(&cluster, 1, "prod", &job("1"));
+    // Fill the disk.
+    let _ = Command::new("dd")
+        .args(["if=/dev/zero", "bs=4k"])
+        .arg(format!("of={}", small.join("filler").display()))
+        .output();
+    let refused = cluster.gangway(&[
+        "submit", "--gpus", "1", "--vc", "prod", "--user", "ops", "--", "true",
+    ]);
+    let err = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert!(
+        !refused.status.success(),
+        "a submit on a full disk was accepted"
+    );
+    assert!(
+        err.contains("could not be saved") && err.contains("No space left"),
+        "{err}"
+    );
+    assert!(cluster.status().last_error.is_some());
+    std::fs::remove_file(small.join("filler")).unwrap();
+    let after = submit(&cluster, 1, "prod", &job("1"));
+    assert!(after > before, "ids {before} then {after}");
+    cluster.kill_daemon();
+    cluster.start_daemon();
+    let s = cluster.status();
+    let known: BTreeSet<u64> = s
+        .pending
+        .iter()
+        .chain(&s.running)
+        .chain(&s.finished)
+        .map(|j| j.id)
+        .collect();
+    assert!(
+        known.contains(&before) && known.contains(&after),
+        "a job was lost: {known:?}"
+    );
+    let next = submit(&cluster, 1, "prod", &job("1"));
+    assert!(next > after, "id {next} given again after {after}");
+    println!(
+        "faults: on a full disk the submit was refused ({}); jobs {before} and {after} kept, next id {next}",
+        err.trim()
     );
     cluster.passed = true;
 }

@@ -6,6 +6,11 @@
 #   cluster.sh start DIR [NODES] [GPUS]   # default 4 nodes x 8 GPUs
 #   cluster.sh stop DIR
 #   cluster.sh env DIR                    # prints: export SLURM_CONF=...
+#   cluster.sh ctld-stop DIR              # stops slurmctld alone (a controller outage)
+#   cluster.sh ctld-start DIR             # starts it again, recovering its saved jobs
+#
+# MIN_JOB_AGE (seconds, default 3600) is how long Slurm remembers an ended
+# job: a test that restarts the daemon after Slurm forgot a job sets it low.
 #
 # Needs Debian's `munge slurmctld slurmd slurm-client` (Slurm 22.05). No
 # systemd: the daemons are started directly and stopped by their pid files.
@@ -55,11 +60,34 @@ stop() {
   done
 }
 
+ctld_stop() {
+  local d="$1" pid
+  pid="$(cat "$d/run/slurmctld.pid" 2>/dev/null || true)"
+  [ -n "$pid" ] || die "no slurmctld pid in $d/run"
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -9 "$pid" 2>/dev/null || true
+  rm -f "$d/run/slurmctld.pid"
+}
+
+ctld_start() {
+  local d="$1"
+  PATH="$PATH:/usr/sbin" slurmctld -f "$d/etc/slurm.conf" \
+    || die "slurmctld did not start (see $d/log/slurmctld.log)"
+  for _ in $(seq 200); do
+    SLURM_CONF="$d/etc/slurm.conf" timeout 5 sinfo -h >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  die "slurmctld does not answer after 20 s (see $d/log/slurmctld.log)"
+}
+
 case "$cmd" in
   stop) stop "$dir"; exit 0 ;;
   env) echo "export SLURM_CONF=$(cd "$dir" && pwd)/etc/slurm.conf"; exit 0 ;;
+  ctld-stop) ctld_stop "$dir"; exit 0 ;;
+  ctld-start) ctld_start "$dir"; exit 0 ;;
   start) ;;
-  *) die "unknown command $cmd (start, stop or env)" ;;
+  *) die "unknown command $cmd (start, stop, env, ctld-stop or ctld-start)" ;;
 esac
 
 nodes="${3:-4}"
@@ -150,7 +178,7 @@ MailProg=/bin/true
 ReturnToService=1
 SlurmdParameters=config_overrides
 SchedulerParameters=bf_interval=1,batch_sched_delay=0
-MinJobAge=3600
+MinJobAge=${MIN_JOB_AGE:-3600}
 KillWait=2
 NodeName=n[1-$nodes] NodeHostname=$host NodeAddr=127.0.0.1 Port=[$first_node_port-$last_node_port] CPUs=16 RealMemory=1000 Gres=$gres State=UNKNOWN
 PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP
