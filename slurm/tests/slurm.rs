@@ -1166,7 +1166,38 @@ fn gangway_slurm_faults() {
     cluster.gangway(&["cancel", &flip.to_string()]);
     println!("faults: a flipped byte was caught: {note}");
 
-    // 6. A full state disk: a submit is refused with the error (not
+    // 6. Slurm refusing launches for a reason of its configuration (the
+    // partition made INACTIVE): the queue is held and shown, no attempt is
+    // used, and the job runs once the partition is back.
+    cluster.slurm(&["scontrol", "update", "PartitionName=gpu", "State=INACTIVE"]);
+    let held = submit(&cluster, 1, "prod", &job("1"));
+    let s = cluster.wait_for(30, "the queue held", |s| s.queue_held.is_some());
+    let text = client::format_status(&s);
+    assert!(text.contains("QUEUE HELD"), "{text}");
+    let r = client::why(&socket_in(&cluster.state()), held).unwrap();
+    assert!(
+        r.state == "pending"
+            && r.events
+                .iter()
+                .any(|e| e.contains("the queue is held (not counted)"))
+            && !r
+                .events
+                .iter()
+                .any(|e| e.contains("Slurm refused the launch")),
+        "{r:?}"
+    );
+    cluster.slurm(&["scontrol", "update", "PartitionName=gpu", "State=UP"]);
+    let s = cluster.wait_for(90, "the held job ended", |s| {
+        s.finished.iter().any(|j| j.id == held)
+    });
+    let j = s.finished.iter().find(|j| j.id == held).unwrap();
+    assert_eq!(j.state, "passed", "{:?}", j.events);
+    println!(
+        "faults: launches refused for an inactive partition held the queue; the job passed after it came back ({} launches)",
+        j.attempts
+    );
+
+    // 7. A full state disk: a submit is refused with the error (not
     // acknowledged and lost), nothing is lost, no id is given twice.
     cluster.kill_daemon();
     let small = dir.join("small-state");
