@@ -290,6 +290,16 @@ impl ClusterState {
         })
     }
 
+    /// Whether any GPU of `placement` is held now by a job other than `job`.
+    pub(crate) fn owned_by_other(&self, placement: &Placement, job: JobId) -> bool {
+        placement.parts.iter().any(|part| {
+            (0..64u32).any(|g| {
+                part.gpus >> g & 1 == 1
+                    && self.owner(part.server, g).is_some_and(|owner| owner != job)
+            })
+        })
+    }
+
     fn check_server(&self, s: ServerId) -> Result<usize, StateError> {
         if (s.0 as usize) < self.free.len() {
             Ok(s.0 as usize)

@@ -487,6 +487,7 @@ fn run(
                     let job = sched.job(m.job).unwrap();
                     prop_assert!(job.is_running() && job.migrations >= 1);
                     prop_assert_eq!(m.from.gpu_count(), m.to.placement.gpu_count());
+                    prop_assert_ne!(&m.from, &m.to.placement, "a migration that did not move");
                 }
                 reports.push(report);
             }

@@ -363,7 +363,7 @@ impl Replay<'_> {
     fn grid(&self, t: u64) -> u64 {
         match self.cfg.round_interval_s {
             0 => t,
-            i => t.div_ceil(i) * i,
+            i => t.div_ceil(i).saturating_mul(i),
         }
     }
 
@@ -417,8 +417,10 @@ impl Replay<'_> {
                     live.generation += 1;
                     live.probe = None;
                 }
-                self.heap
-                    .push(Reverse((t + self.cfg.server_repair_s, Event::ServerUp(s))));
+                self.heap.push(Reverse((
+                    t.saturating_add(self.cfg.server_repair_s),
+                    Event::ServerUp(s),
+                )));
                 let at = self.grid(t);
                 self.schedule_round(at);
             }
@@ -426,7 +428,8 @@ impl Replay<'_> {
                 self.sched.server_up(ServerId(s))?;
                 if let Some(mtbf) = self.cfg.server_mtbf_s {
                     let next = exp_sample(&mut self.rng, mtbf);
-                    self.heap.push(Reverse((t + next, Event::ServerDown(s))));
+                    self.heap
+                        .push(Reverse((t.saturating_add(next), Event::ServerDown(s))));
                 }
                 let at = self.grid(t);
                 self.schedule_round(at);
@@ -447,7 +450,7 @@ impl Replay<'_> {
                 {
                     self.skipped_rounds += 1;
                     if self.cfg.idle_tick_s > 0 {
-                        self.schedule_round(t + self.cfg.idle_tick_s);
+                        self.schedule_round(t.saturating_add(self.cfg.idle_tick_s));
                     }
                     return Ok(());
                 }
@@ -546,7 +549,7 @@ impl Replay<'_> {
             self.live[i].generation += 1;
             self.live[i].gpus = m.to.placement.gpu_count();
             self.extra[i].restart_gpu_s += u64::from(m.to.placement.gpu_count()) * restart;
-            let at = self.live[i].ends_at + restart;
+            let at = self.live[i].ends_at.saturating_add(restart);
             self.end_event(i, at);
         }
         for s in &report.starts {
@@ -574,7 +577,7 @@ impl Replay<'_> {
                     // Resumed after a preemption: the rest, after a restart.
                     Some(left) => {
                         self.extra[i].restart_gpu_s += u64::from(gpus) * restart;
-                        left + restart
+                        left.saturating_add(restart)
                     }
                     None => {
                         let scaled = (a.run_s as f64 * slow).round() as u64;
@@ -584,13 +587,15 @@ impl Replay<'_> {
                     }
                 },
             };
-            self.end_event(i, t + run);
+            // A probe's time is the policy's (bounded by the contract); the
+            // clock saturates rather than wraps whatever it is.
+            self.end_event(i, t.saturating_add(run));
         }
         if self.sched.pending_len() > 0 && self.cfg.idle_tick_s > 0 {
-            self.schedule_round(t + self.cfg.idle_tick_s);
+            self.schedule_round(t.saturating_add(self.cfg.idle_tick_s));
         }
         if let Some(next) = self.sched.next_retry_s() {
-            let at = self.grid(next.max(t + 1));
+            let at = self.grid(next.max(t.saturating_add(1)));
             self.schedule_round(at);
         }
         Ok(())

@@ -523,3 +523,55 @@ fn the_default_run_shows_the_studys_contention() {
     assert!(vcs.values().any(|v| held(v) < quota(v)), "some VC lends");
     assert!(run["gpu_allocation_mean"].as_f64().unwrap() > 0.85);
 }
+
+/// A retry policy answering every failure with one action.
+struct Always(gangway_plugin_sdk::RetryAction);
+
+impl gangway_plugin_sdk::RetryPolicy for Always {
+    fn retry(&self, view: &gangway_plugin_sdk::RetryView) -> gangway_plugin_sdk::RetryDecision {
+        gangway_plugin_sdk::RetryDecision {
+            actions: vec![self.0; view.failures.len()],
+        }
+    }
+}
+
+#[test]
+fn retry_delays_at_or_beyond_the_contracts_limit_cannot_end_a_replay() {
+    use gangway_core::policy::{Native, PolicySet};
+    use gangway_plugin_sdk::{Retry, RetryAction};
+    use gangway_replay::sim::{self, SimConfig};
+    use gangway_replay::workload;
+
+    let trace = workload::generate(600, 3);
+    let failures = trace.jobs.iter().filter(|j| j.attempts.len() > 1).count();
+    assert!(failures > 0, "the workload has failed attempts to retry");
+    for (action, refused) in [
+        (RetryAction::Retry { after_s: u64::MAX }, true),
+        (
+            RetryAction::Probe {
+                gpus: 1,
+                run_s: u64::MAX,
+                after_s: 0,
+            },
+            true,
+        ),
+        (
+            RetryAction::Retry {
+                after_s: RetryAction::MAX_DELAY_S,
+            },
+            false,
+        ),
+    ] {
+        let set =
+            PolicySet::fallbacks().with::<Retry>(Box::new(Native::new("always", Always(action))));
+        let topo = workload::philly_topology().unwrap();
+        let result = sim::run(topo, &trace, set, &SimConfig::default(), || {})
+            .unwrap_or_else(|e| panic!("{action:?}: the replay ended: {e}"));
+        assert_eq!(result.jobs.len(), trace.jobs.len(), "{action:?}");
+        assert!(
+            result.jobs.iter().all(|j| j.status.is_some()),
+            "{action:?}: a job never ended"
+        );
+        assert_eq!(result.policy_errors > 0, refused, "{action:?}");
+    }
+}

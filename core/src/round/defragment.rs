@@ -4,9 +4,9 @@
 //! The core applies the moves in order, each onto GPUs free at that point
 //! (the lowest free GPUs of each named server), then starts the waiting gang
 //! within its spread limit. If a move does not fit, the gang still does not
-//! fit, or a moved job's old GPUs end up used by nobody (the move freed
-//! nothing anyone needed), everything is rolled back and the decision counts
-//! as the policy's failure.
+//! fit, or a moved job's old GPUs end up used by no other job (the move
+//! freed nothing anyone needed), everything is rolled back and the decision
+//! counts as the policy's failure.
 
 use gangway_plugin_sdk::Defragment;
 use std::collections::HashMap;
@@ -152,11 +152,14 @@ impl Round<'_> {
             )));
         }
         for (id, old) in &released {
-            if !self.state.any_owned(old) {
+            // Room freed for the plan: taken by the waiting gang or another
+            // moved job, not by the moved job itself (a move onto its own
+            // GPUs frees nothing).
+            if !self.state.owned_by_other(old, *id) {
                 let _ = self.state.release(target);
                 self.undo(&released, &moved);
                 return Err(invalid(format!(
-                    "moving {id} frees GPUs that nobody then uses"
+                    "moving {id} frees GPUs that no other job then uses"
                 )));
             }
         }
@@ -174,5 +177,85 @@ impl Round<'_> {
         let start = self.start(target, &choice);
         report.starts.push(start);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use gangway_plugin_sdk::{
+        Defragment, DefragmentDecision, DefragmentPolicy, DefragmentView, Move, ServerId,
+    };
+
+    use crate::policy::{Native, PolicySet};
+    use crate::{JobId, JobSpec, Scheduler, Topology};
+
+    /// Moves the first running job onto the servers it already runs on,
+    /// beside whatever `also` adds, for the first waiting gang.
+    struct InPlace {
+        also: Vec<Move>,
+    }
+
+    impl DefragmentPolicy for InPlace {
+        fn plan(&self, view: &DefragmentView) -> DefragmentDecision {
+            let (Some(r), Some(w)) = (view.running.first(), view.waiting.first()) else {
+                return DefragmentDecision::default();
+            };
+            let mut moves = vec![Move {
+                job: r.id,
+                to: r.parts.clone(),
+            }];
+            moves.extend(self.also.iter().cloned());
+            DefragmentDecision {
+                moves,
+                start: Some(w.job.id),
+            }
+        }
+    }
+
+    #[test]
+    fn a_move_onto_the_gpus_a_job_holds_is_no_migration() {
+        // 3 servers of 8 GPUs in one rack: job 1 holds 6 GPUs of server 0,
+        // job 2 6 of server 1, job 4 4 of server 2; job 3 (8 GPUs, one
+        // server) waits with fragmentation delay. Moving job 4 onto servers
+        // 0 and 1 would make room; moving job 1 onto its own server is no
+        // move, so the plan that has both is refused whole.
+        let topo = Topology::uniform(1, 3, 8).unwrap();
+        let policy = InPlace {
+            also: vec![Move {
+                job: JobId(4),
+                to: vec![(ServerId(0), 2), (ServerId(1), 2)],
+            }],
+        };
+        let set =
+            PolicySet::fallbacks().with::<Defragment>(Box::new(Native::new("in-place", policy)));
+        let mut sched = Scheduler::with_policies(topo, set);
+        let vc = sched.virtual_cluster("a");
+        let spec = |id, gpus, t| JobSpec {
+            id: JobId(id),
+            vc,
+            user: 0,
+            gpus,
+            submitted_s: t,
+        };
+        for (id, gpus) in [(1, 6), (2, 6), (4, 4)] {
+            sched.submit(spec(id, gpus, 0)).unwrap();
+        }
+        assert_eq!(sched.round(0).unwrap().starts.len(), 3);
+        sched.submit(spec(3, 8, 1)).unwrap();
+        let r = sched.round(1).unwrap();
+        assert!(r.migrations.is_empty(), "{:?}", r.migrations);
+        assert!(r.starts.is_empty(), "{:?}", r.starts);
+        assert_eq!(r.policy_errors.len(), 1, "{:?}", r.policy_errors);
+        assert!(
+            r.policy_errors[0]
+                .to_string()
+                .contains("onto the servers it runs on"),
+            "{}",
+            r.policy_errors[0]
+        );
+        for id in [1, 4] {
+            assert_eq!(sched.job(JobId(id)).unwrap().migrations, 0);
+        }
+        sched.check_invariants().unwrap();
     }
 }

@@ -1,6 +1,7 @@
 //! The defragment slot's rules: move only running jobs, each once, onto
-//! servers of the view with exactly their GPUs, for a waiting job. (That the
-//! moves fit and make room is checked when the round applies them.)
+//! servers of the view with exactly their GPUs and somewhere else than they
+//! run, for a waiting job. (That the moves fit and make room is checked
+//! when the round applies them.)
 
 use std::collections::{HashMap, HashSet};
 
@@ -12,11 +13,11 @@ pub(super) fn validate(
     view: &DefragmentView,
     d: &DefragmentDecision,
 ) -> Result<(), InvalidDecision> {
-    let running: HashMap<_, _> = view.running.iter().map(|j| (j.id, j.gpus)).collect();
+    let running: HashMap<_, _> = view.running.iter().map(|j| (j.id, j)).collect();
     let servers: HashSet<_> = view.servers.iter().map(|s| s.id).collect();
     let mut moved = HashSet::new();
     for m in &d.moves {
-        let Some(&gpus) = running.get(&m.job) else {
+        let Some(&job) = running.get(&m.job) else {
             return Err(InvalidDecision::new(format!(
                 "moves {}, which is not running",
                 m.job
@@ -24,6 +25,17 @@ pub(super) fn validate(
         };
         if !moved.insert(m.job) {
             return Err(InvalidDecision::new(format!("moves {} twice", m.job)));
+        }
+        let gpus = job.gpus;
+        let mut here: Vec<_> = job.parts.clone();
+        let mut there: Vec<_> = m.to.clone();
+        here.sort_unstable();
+        there.sort_unstable();
+        if here == there {
+            return Err(InvalidDecision::new(format!(
+                "moves {} onto the servers it runs on, with the GPUs it has there",
+                m.job
+            )));
         }
         let mut to = HashSet::new();
         let mut total = 0u64;
@@ -55,5 +67,48 @@ pub(super) fn validate(
             format!("makes room for {id}, which does not wait with fragmentation delay"),
         )),
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{JobId, Move, RunningJob, ServerId, ServerState, SpreadLimit, WaitingJob};
+
+    #[test]
+    fn a_move_must_go_somewhere_else() {
+        let view = DefragmentView {
+            servers: (0..3)
+                .map(|i| ServerState {
+                    id: ServerId(i),
+                    gpus: 8,
+                    ..ServerState::default()
+                })
+                .collect(),
+            running: vec![RunningJob {
+                id: JobId(1),
+                gpus: 4,
+                parts: vec![(ServerId(0), 2), (ServerId(1), 2)],
+                ..RunningJob::default()
+            }],
+            waiting: vec![WaitingJob {
+                job: crate::PendingJob {
+                    id: JobId(9),
+                    ..crate::PendingJob::default()
+                },
+                reason: crate::WaitReason::Fragmentation,
+                limit: SpreadLimit::default(),
+            }],
+            ..DefragmentView::default()
+        };
+        let plan = |to: Vec<(ServerId, u32)>| DefragmentDecision {
+            moves: vec![Move { job: JobId(1), to }],
+            start: Some(JobId(9)),
+        };
+        // Its own servers with its own counts, in any order: no move at all.
+        let e = validate(&view, &plan(vec![(ServerId(1), 2), (ServerId(0), 2)])).unwrap_err();
+        assert!(e.reason().contains("onto the servers it runs on"), "{e}");
+        assert!(validate(&view, &plan(vec![(ServerId(2), 4)])).is_ok());
+        assert!(validate(&view, &plan(vec![(ServerId(0), 4)])).is_ok());
     }
 }

@@ -205,6 +205,15 @@ pub enum RetryAction {
     GiveUp,
 }
 
+impl RetryAction {
+    /// The longest retry delay (`after_s`) a policy may ask for: 366 days.
+    /// A longer one is invalid (the slot's fallback decides instead); a
+    /// policy that means "never" gives up.
+    pub const MAX_DELAY_S: u64 = 366 * 86_400;
+    /// The longest probe (`run_s`) a policy may ask for: 366 days.
+    pub const MAX_PROBE_S: u64 = 366 * 86_400;
+}
+
 impl Default for RetryAction {
     fn default() -> Self {
         RetryAction::Retry { after_s: 0 }
