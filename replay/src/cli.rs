@@ -106,7 +106,9 @@ pub struct Cli {
     /// Seconds between scheduling passes (0: a round at every event).
     #[arg(long, default_value_t = 10)]
     pub round_interval: u64,
-    /// Mean time between failures of one server, in hours (off by default).
+    /// Mean time between failures of one server, in hours (off by default):
+    /// a failed server is down for a while, and the jobs it held resume on
+    /// other GPUs from their last checkpoint (`--checkpoint-s`).
     #[arg(long)]
     pub server_mtbf_hours: Option<f64>,
     /// Placement tie-break, overriding the preset's: `best-fit` keeps large
@@ -121,6 +123,12 @@ pub struct Cli {
     /// Seconds a preempted or migrated job loses restarting from its checkpoint.
     #[arg(long, default_value_t = 60)]
     pub restart_s: u64,
+    /// How often a running job checkpoints, in seconds of its run: a server
+    /// failure (`--server-mtbf-hours`) loses the run since the last one, and
+    /// the job resumes after `--restart-s` (0: no checkpoints, it runs again
+    /// from the start).
+    #[arg(long, default_value_t = sim::DEFAULT_CHECKPOINT_S)]
+    pub checkpoint_s: u64,
     /// Skip the SVG plots.
     #[arg(long)]
     pub no_plots: bool,
@@ -554,7 +562,7 @@ fn file_name(run: &str) -> String {
 /// let trace = workload::generate(50, 1);
 /// let topo = gangway_core::Topology::uniform(1, 4, 8).unwrap();
 /// let set = gangway_catalog::preset("fifo").unwrap().build_native().unwrap();
-/// let r = sim::run(topo, &trace, set, &sim::SimConfig::default(), || {}).unwrap();
+/// let r = sim::run(topo, &trace, set, &sim::SimConfig::default(), |_| {}).unwrap();
 /// let csv = replay_cli::jobs_csv(&trace, &r);
 /// assert_eq!(csv.lines().count(), 51);
 /// assert!(csv.starts_with("id,vc,gpus,submit_s,first_start_s,end_s,status,attempts,servers,wait_fair-share_s"));
@@ -645,10 +653,19 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
         seed: cli.seed,
         quotas,
         restart_s: cli.restart_s,
+        checkpoint_s: cli.checkpoint_s,
         view_window: cli.view_window,
         locality_cost: !cli.without.contains(&Feature::LocalityCost),
         ..SimConfig::default()
     };
+    if let (Some(mtbf), 0) = (cfg.server_mtbf_s, cfg.checkpoint_s) {
+        tracing::warn!(
+            "--checkpoint-s 0 with --server-mtbf-hours: an interrupted job runs again from \
+             the start, so a gang longer than its servers' time between failures ({} h per \
+             server) may never finish; the progress bar shows whether jobs still end",
+            mtbf / 3600
+        );
+    }
     std::fs::create_dir_all(&cli.out).map_err(|source| ReplayError::Write {
         file: cli.out.display().to_string(),
         source,
@@ -681,13 +698,21 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
             ProgressBar::hidden()
         };
         bar.set_style(
-            ProgressStyle::with_template("{prefix:>12} [{bar:40}] {pos}/{len} jobs ({eta})")
+            ProgressStyle::with_template("{prefix:>12} [{bar:40}] {pos}/{len} jobs done, {msg}")
                 .unwrap_or_else(|_| ProgressStyle::default_bar())
                 .progress_chars("=> "),
         );
         bar.set_prefix(choice.name.clone());
         let cpu_start = crate::cpu_time::process_cpu();
-        let result = sim::run(topo.clone(), &trace, set, &cfg, || bar.inc(1))?;
+        let mut day = u64::MAX;
+        let progress = |p: sim::Progress| {
+            bar.set_position(p.finished as u64);
+            if p.now_s / 86_400 != day {
+                day = p.now_s / 86_400;
+                bar.set_message(format!("{} arrived, simulated day {day}", p.arrived));
+            }
+        };
+        let result = sim::run(topo.clone(), &trace, set, &cfg, progress)?;
         let cpu = crate::cpu_time::since(cpu_start);
         bar.finish_and_clear();
         println!(

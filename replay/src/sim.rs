@@ -16,7 +16,11 @@
 //!   checkpointed job does, after a restart of `restart_s`; a migrated one
 //!   (defragment) restarts on its new GPUs, also losing `restart_s`. Those
 //!   restarts are the GPU time lost to preemption and migration;
-//! * a server failure interrupts an attempt, which runs again from the start.
+//! * a server failure interrupts an attempt, which resumes from its last
+//!   checkpoint (one every `checkpoint_s` of its run; 0: none, it runs again
+//!   from the start), after a restart of `restart_s`. The attempt is counted
+//!   as lost in the scheduler (its GPU time so far as failed), and the run
+//!   since its last checkpoint is lost work.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -32,6 +36,22 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use crate::trace::{Outcome, Trace};
+
+/// How often a job checkpoints by default: every 30 minutes of its run, a
+/// common setting of training frameworks' periodic checkpoints (the study
+/// lists checkpoint errors among failures but gives no interval).
+pub const DEFAULT_CHECKPOINT_S: u64 = 1800;
+
+/// How far a replay has got, for progress reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// Jobs arrived so far.
+    pub arrived: usize,
+    /// Jobs ended for good so far.
+    pub finished: usize,
+    /// Simulated time, in seconds.
+    pub now_s: u64,
+}
 
 /// Knobs of one replay.
 #[derive(Clone, Debug, PartialEq)]
@@ -55,6 +75,10 @@ pub struct SimConfig {
     pub placement: PlacementStrategy,
     /// Seconds a preempted or migrated job loses restarting from its checkpoint.
     pub restart_s: u64,
+    /// How often a running job checkpoints, in seconds of its run: a server
+    /// failure loses the run since the last one (0: no checkpoints, an
+    /// interrupted attempt runs again from the start).
+    pub checkpoint_s: u64,
     /// Pending jobs per VC a round shows a fairness policy that declares its
     /// queue order (0: all).
     pub view_window: usize,
@@ -107,6 +131,7 @@ impl Default for SimConfig {
             quotas: BTreeMap::new(),
             placement: PlacementStrategy::BestFit,
             restart_s: 60,
+            checkpoint_s: DEFAULT_CHECKPOINT_S,
             view_window: Scheduler::DEFAULT_VIEW_WINDOW,
             locality_cost: false,
         }
@@ -283,6 +308,8 @@ struct Live {
     gpus: u32,
     /// When the running attempt started (or last moved).
     started_s: u64,
+    /// When its current run (from the start, a checkpoint or a move) began.
+    run_from_s: u64,
 }
 
 struct Replay<'t> {
@@ -292,6 +319,8 @@ struct Replay<'t> {
     heap: BinaryHeap<Reverse<(u64, Event)>>,
     live: Vec<Live>,
     finish: Vec<Option<(u64, Outcome)>>,
+    /// Jobs ended for good (entries of `finish` set).
+    finished: usize,
     extra: Vec<Extra>,
     round_at: Option<u64>,
     rng: ChaCha8Rng,
@@ -411,11 +440,23 @@ impl Replay<'_> {
             }
             Event::ServerDown(s) => {
                 let hit = self.sched.server_down(ServerId(s), t)?;
+                let every = self.cfg.checkpoint_s;
                 for id in hit {
                     self.charge_use(id.0 as usize, t);
                     let live = &mut self.live[id.0 as usize];
                     live.generation += 1;
-                    live.probe = None;
+                    let probe = live.probe.take().is_some();
+                    // What is left of the run from its last checkpoint (a
+                    // probe, and a job without checkpoints, starts over).
+                    let run = live.ends_at.saturating_sub(live.run_from_s);
+                    let done = t.saturating_sub(live.run_from_s).min(run);
+                    let kept = if every == 0 || probe {
+                        0
+                    } else {
+                        done - done % every
+                    };
+                    live.remaining =
+                        (kept > 0 || live.remaining.is_some()).then(|| run.saturating_sub(kept));
                 }
                 self.heap.push(Reverse((
                     t.saturating_add(self.cfg.server_repair_s),
@@ -498,6 +539,7 @@ impl Replay<'_> {
         self.sched.end_attempt(id, t, end)?;
         if let Some(status) = self.sched.job(id).and_then(|j| j.final_status()) {
             self.finish[i] = Some((t, Outcome::from(status)));
+            self.finished += 1;
         }
         Ok(())
     }
@@ -532,6 +574,7 @@ impl Replay<'_> {
                 e.saved_gpu_s += rest.iter().map(|a| a.run_s * gpus).sum::<u64>();
                 e.passing_lost = rest.last().is_some_and(|a| a.outcome == Outcome::Passed);
                 self.finish[i] = Some((t, Outcome::Failed));
+                self.finished += 1;
             }
         }
         for p in &report.preempted {
@@ -550,6 +593,7 @@ impl Replay<'_> {
             self.live[i].gpus = m.to.placement.gpu_count();
             self.extra[i].restart_gpu_s += u64::from(m.to.placement.gpu_count()) * restart;
             let at = self.live[i].ends_at.saturating_add(restart);
+            self.live[i].run_from_s = t;
             self.end_event(i, at);
         }
         for s in &report.starts {
@@ -559,6 +603,7 @@ impl Replay<'_> {
             let gpus = s.choice.placement.gpu_count();
             self.live[i].gpus = gpus;
             self.live[i].started_s = t;
+            self.live[i].run_from_s = t;
             self.extra[i].last_reason = None;
             let slow = if self.cfg.locality_cost {
                 let min = gpus.div_ceil(self.max_server_gpus.max(1));
@@ -612,14 +657,15 @@ fn exp_sample(rng: &mut ChaCha8Rng, mean: u64) -> u64 {
         .max(1.0) as u64
 }
 
-/// Replays `trace` on `topology` with `policies`. `on_arrival` is called once
-/// per job as it arrives (for progress bars).
+/// Replays `trace` on `topology` with `policies`. `on_progress` is told how
+/// far the replay has got whenever a job arrives or ends (for progress
+/// bars: a slow run shows its simulated time moving).
 pub fn run(
     topology: Topology,
     trace: &Trace,
     policies: PolicySet,
     cfg: &SimConfig,
-    mut on_arrival: impl FnMut(),
+    mut on_progress: impl FnMut(Progress),
 ) -> Result<RunResult, SimError> {
     let clock = Instant::now();
     let n = trace.jobs.len();
@@ -633,6 +679,7 @@ pub fn run(
         heap: BinaryHeap::new(),
         live: vec![Live::default(); n],
         finish: vec![None; n],
+        finished: 0,
         extra: vec![Extra::default(); n],
         round_at: None,
         rng: ChaCha8Rng::seed_from_u64(cfg.seed),
@@ -667,6 +714,7 @@ pub fn run(
     let mut last_t = 0u64;
     let mut next_arrival = 0usize;
     let mut rounds_at_idle = 0u64;
+    let mut reported = (0usize, 0usize);
     loop {
         let heap_t = sim.heap.peek().map(|Reverse((t, _))| *t);
         let arrival_t = trace.jobs.get(next_arrival).map(|j| j.submit_s);
@@ -717,7 +765,6 @@ pub fn run(
             .is_some_and(|j| j.submit_s == t)
         {
             sim.handle(t, Event::Arrival(next_arrival as u32))?;
-            on_arrival();
             next_arrival += 1;
         }
         while let Some(Reverse((ht, ev))) = sim.heap.peek().copied() {
@@ -726,6 +773,15 @@ pub fn run(
             }
             sim.heap.pop();
             sim.handle(t, ev)?;
+        }
+        let finished = sim.finished;
+        if (next_arrival, finished) != reported {
+            reported = (next_arrival, finished);
+            on_progress(Progress {
+                arrived: next_arrival,
+                finished,
+                now_s: t,
+            });
         }
         if sim.heap.is_empty() && next_arrival >= n {
             break;

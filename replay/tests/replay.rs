@@ -565,7 +565,7 @@ fn retry_delays_at_or_beyond_the_contracts_limit_cannot_end_a_replay() {
         let set =
             PolicySet::fallbacks().with::<Retry>(Box::new(Native::new("always", Always(action))));
         let topo = workload::philly_topology().unwrap();
-        let result = sim::run(topo, &trace, set, &SimConfig::default(), || {})
+        let result = sim::run(topo, &trace, set, &SimConfig::default(), |_| {})
             .unwrap_or_else(|e| panic!("{action:?}: the replay ended: {e}"));
         assert_eq!(result.jobs.len(), trace.jobs.len(), "{action:?}");
         assert!(
@@ -574,4 +574,33 @@ fn retry_delays_at_or_beyond_the_contracts_limit_cannot_end_a_replay() {
         );
         assert_eq!(result.policy_errors > 0, refused, "{action:?}");
     }
+}
+
+#[test]
+fn frequent_server_failures_end_with_every_job_resumed_from_checkpoints() {
+    use gangway_core::policy::PolicySet;
+    use gangway_replay::sim::{self, SimConfig};
+    use gangway_replay::workload;
+
+    let trace = workload::generate(1500, 5);
+    let cfg = SimConfig {
+        server_mtbf_s: Some(50 * 3600),
+        ..SimConfig::default()
+    };
+    assert!(cfg.checkpoint_s > 0);
+    let run = || {
+        let topo = workload::philly_topology().unwrap();
+        sim::run(topo, &trace, PolicySet::fallbacks(), &cfg, |_| {}).unwrap()
+    };
+    let result = run();
+    assert!(
+        result.jobs.iter().all(|j| j.status.is_some()),
+        "a job never ended under server failures"
+    );
+    let interrupted = result.jobs.iter().filter(|j| j.failed_gpu_s > 0).count();
+    assert!(interrupted > 0, "no job was ever interrupted");
+    // The same failures, the same outcome.
+    let again = run();
+    let finish = |r: &sim::RunResult| r.jobs.iter().map(|j| j.finish_s).collect::<Vec<_>>();
+    assert_eq!(finish(&result), finish(&again));
 }

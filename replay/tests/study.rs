@@ -70,7 +70,7 @@ fn replay(trace: &Trace, name: &str) -> (RunResult, Run) {
         ..SimConfig::default()
     };
     let set = choice.build_native().unwrap();
-    let result = sim::run(topo, trace, set, &cfg, || {}).unwrap();
+    let result = sim::run(topo, trace, set, &cfg, |_| {}).unwrap();
     let run = report::summarize(name, Policies::of(&choice), &result);
     (result, run)
 }
@@ -291,7 +291,7 @@ fn tiresias_preset_matches_tiresias_own_simulator() {
             ..SimConfig::default()
         };
         let topo = gangway_core::Topology::uniform(1, 96, 8).unwrap();
-        let result = sim::run(topo, &trace, choice.build_native().unwrap(), &cfg, || {}).unwrap();
+        let result = sim::run(topo, &trace, choice.build_native().unwrap(), &cfg, |_| {}).unwrap();
         let run = report::summarize(spec, Policies::of(&choice), &result);
         assert_eq!(run.jobs.never_started, 0, "{spec}");
         (run.jct_s.mean, run.reclaim.preemptions)
