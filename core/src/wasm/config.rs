@@ -116,6 +116,13 @@ pub struct SandboxConfig {
     pub call_path: CallPath,
     /// Bounds on the modules this engine compiles.
     pub limits: LoadLimits,
+    /// Where compiled modules are kept across processes (`None`: nowhere,
+    /// every process compiles its modules again). By default
+    /// `$GANGWAY_MODULE_CACHE`, else `$XDG_CACHE_HOME/gangway/modules`,
+    /// else `~/.cache/gangway/modules`; `GANGWAY_MODULE_CACHE=off` turns it
+    /// off. An entry is used only if it is whole and made by an engine
+    /// configured as this one; anything else is compiled again.
+    pub module_cache: Option<std::path::PathBuf>,
 }
 
 /// How the host enters a policy's code on each call.
@@ -149,6 +156,7 @@ impl Default for SandboxConfig {
             log_call_fuel: 10_000,
             call_path: CallPath::default(),
             limits: LoadLimits::default(),
+            module_cache: super::disk_cache::default_folder(),
         }
     }
 }

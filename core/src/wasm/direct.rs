@@ -42,6 +42,7 @@ use wit_component::DecodedWasm;
 use wit_parser::{Function, Resolve, Type, TypeDefKind, WorldItem};
 
 use super::contract::{bounded_utf8, check_version, is_log, parse_name};
+use super::disk_cache::DiskCache;
 use super::store::{HostState, charge_log, record_log, take_log_slot};
 use super::wiring::Wiring;
 
@@ -73,6 +74,8 @@ impl DirectCode {
     /// uses the component runtime, which gives the authoritative answer.
     pub(crate) fn prepare(
         engine: &Engine,
+        disk: &DiskCache,
+        deadline: std::time::Instant,
         component: &[u8],
         top: &TopLevel<'_>,
         slots: &[(Slot, &str)],
@@ -120,7 +123,7 @@ impl DirectCode {
             return None;
         }
         let range = top.modules.get(main as usize)?.clone();
-        let module = Module::new(engine, component.get(range)?).ok()?;
+        let module = disk.module(engine, component.get(range)?, deadline).ok()?;
         let linker = core_linker(engine, &module)?;
         if !has_func(&module, &realloc, 4, 1) {
             return None;

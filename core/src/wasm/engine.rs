@@ -9,12 +9,13 @@ use std::time::Duration;
 use gangway_plugin_sdk::Slot;
 use sha2::{Digest, Sha256};
 use wasmparser::{Parser, Payload, Validator};
-use wasmtime::component::{Component, ComponentType, Lift, Linker, WasmStr};
+use wasmtime::component::{ComponentType, Lift, Linker, WasmStr};
 use wasmtime::{Config, Engine, StoreContextMut};
 
 use super::config::{Budget, CallPath, LoadLimits, SandboxConfig};
 use super::contract::{self, check_version, is_log, slot_export};
 use super::direct::{DirectCode, TopLevel};
+use super::disk_cache::DiskCache;
 use super::error::{WasmError, WasmErrorKind};
 use super::module::{Code, Compiled, EngineInner, PolicyModule, SlotExport};
 use super::store::{HostState, charge_log, error_text, record_log, take_log_slot};
@@ -118,6 +119,7 @@ impl PolicyEngine {
             }
             None => (0, None),
         };
+        let disk = DiskCache::new(config.module_cache.clone());
         Ok(PolicyEngine {
             inner: Arc::new(EngineInner {
                 engine,
@@ -125,6 +127,7 @@ impl PolicyEngine {
                 config,
                 deadline_ticks,
                 cache: Mutex::new(HashMap::new()),
+                disk,
                 ticker_stop,
             }),
         })
@@ -205,13 +208,14 @@ impl PolicyEngine {
         hash: [u8; 32],
     ) -> Result<Compiled, WasmError> {
         let limit = self.inner.config.limits.compile_time;
+        let deadline = std::time::Instant::now() + limit;
         let (tx, rx) = std::sync::mpsc::channel();
         let engine = self.clone();
         let (owned_name, owned) = (name.to_string(), bytes.to_vec());
         std::thread::Builder::new()
             .name("gangway-compile".into())
             .spawn(move || {
-                let _ = tx.send(engine.compile(&owned_name, &owned, hash));
+                let _ = tx.send(engine.compile(&owned_name, &owned, hash, deadline));
             })
             .map_err(|e| {
                 WasmError::engine(WasmErrorKind::Engine(format!(
@@ -227,7 +231,13 @@ impl PolicyEngine {
         }
     }
 
-    fn compile(&self, name: &str, bytes: &[u8], hash: [u8; 32]) -> Result<Compiled, WasmError> {
+    fn compile(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        hash: [u8; 32],
+        deadline: std::time::Instant,
+    ) -> Result<Compiled, WasmError> {
         let of = |kind| WasmError::of(name, kind);
         let engine = &self.inner.engine;
         let top = TopLevel::read(bytes).ok_or_else(|| {
@@ -268,7 +278,8 @@ impl PolicyEngine {
         let version = versions.swap_remove(0);
         let slot_list = slots.iter().map(|(s, _)| *s).collect();
         if self.inner.config.call_path == CallPath::Direct
-            && let Some(code) = DirectCode::prepare(engine, bytes, &top, &slots)
+            && let Some(code) =
+                DirectCode::prepare(engine, &self.inner.disk, deadline, bytes, &top, &slots)
         {
             return Ok(Compiled {
                 code: Code::Direct(code),
@@ -278,7 +289,10 @@ impl PolicyEngine {
                 instantiations: AtomicU64::new(0),
             });
         }
-        let component = Component::new(engine, bytes)
+        let component = self
+            .inner
+            .disk
+            .component(engine, bytes, deadline)
             .map_err(|e| of(WasmErrorKind::Compile(error_text(&e))))?;
         let mut exports = Vec::new();
         for (slot, interface) in &slots {

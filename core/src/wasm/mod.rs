@@ -52,6 +52,7 @@ mod backend;
 mod config;
 mod contract;
 mod direct;
+mod disk_cache;
 mod engine;
 mod error;
 mod module;

@@ -13,6 +13,7 @@ use wasmtime::component::{ComponentExportIndex, InstancePre, Linker};
 
 use super::config::{CallPath, SandboxConfig};
 use super::direct::DirectCode;
+use super::disk_cache::DiskCache;
 use super::store::HostState;
 
 /// The engine's state shared by every module it loaded.
@@ -23,6 +24,8 @@ pub(crate) struct EngineInner {
     /// Epoch ticks per call (0: no epoch deadline).
     pub(crate) deadline_ticks: u64,
     pub(crate) cache: Mutex<HashMap<[u8; 32], Arc<Compiled>>>,
+    /// Compiled code kept on disk across processes.
+    pub(crate) disk: DiskCache,
     pub(crate) ticker_stop: Option<Arc<AtomicBool>>,
 }
 

@@ -145,3 +145,58 @@ fn a_manifest_out_of_bounds_fails_the_load() {
         );
     }
 }
+
+/// A compiled module outlives the process: a second engine (as a later run
+/// would make) takes it from the disk cache, decides exactly as the first,
+/// and a damaged entry is compiled again, never trusted.
+#[test]
+fn compiled_modules_are_kept_on_disk_across_engines() {
+    use gangway_core::policy::Backend;
+    use gangway_core::wasm::{CallPath, PolicyEngine, SandboxConfig};
+    use gangway_plugin_sdk::testing::strategy;
+    use proptest::strategy::{Strategy, ValueTree};
+    use proptest::test_runner::TestRunner;
+
+    let dir = std::env::temp_dir().join(format!("gw-module-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let bytes = gangway_plugin_artifacts::module("las").unwrap();
+    let mut runner = TestRunner::deterministic();
+    let views: Vec<_> = (0..20)
+        .map(|_| {
+            strategy::fairness_view()
+                .new_tree(&mut runner)
+                .unwrap()
+                .current()
+        })
+        .collect();
+    for path in [CallPath::Direct, CallPath::Component] {
+        let config = SandboxConfig {
+            module_cache: Some(dir.clone()),
+            call_path: path,
+            ..SandboxConfig::default()
+        };
+        let decide = || {
+            let engine = PolicyEngine::new(config.clone()).unwrap();
+            let module = engine.load("las.wasm", bytes).unwrap();
+            let mut backend = module.backend::<Fairness>(b"").unwrap();
+            views
+                .iter()
+                .map(|v| backend.decide(v).unwrap())
+                .collect::<Vec<_>>()
+        };
+        let first = decide();
+        let entries = std::fs::read_dir(&dir).unwrap().count();
+        assert!(entries > 0, "{path:?}: nothing kept");
+        assert_eq!(decide(), first, "{path:?}: from the cache");
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), entries);
+        // Every entry damaged: compiled again, the same decisions.
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let mut b = std::fs::read(e.path()).unwrap();
+            let mid = b.len() / 2;
+            b[mid] ^= 0xff;
+            std::fs::write(e.path(), b).unwrap();
+        }
+        assert_eq!(decide(), first, "{path:?}: after damage");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

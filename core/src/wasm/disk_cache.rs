@@ -1,0 +1,295 @@
+//! Compiled code kept on disk across processes, so a run does not compile
+//! again the modules an earlier run compiled.
+//!
+//! Each entry is one file in the cache folder, named by a SHA-256 key over
+//! the kind of code (component or core module), the engine's compatibility
+//! hash (wasmtime's version and every setting that changes compiled code)
+//! and the module's bytes. The file holds a magic number, the SHA-256 of
+//! the compiled artifact and the artifact. An entry is used only if its
+//! magic and digest check out and wasmtime accepts it for this engine;
+//! anything else (a corrupt, truncated or foreign file) is compiled again
+//! and the entry rewritten. Writes go to a temporary file renamed into
+//! place, so a reader never sees half an entry, and a folder that cannot be
+//! written only means nothing is kept. Code whose compiling outlasted its
+//! deadline (the engine's compile time limit) is not kept: a module the
+//! limit refuses stays refused.
+//!
+//! The folder is `SandboxConfig::module_cache`: by default
+//! `$GANGWAY_MODULE_CACHE`, else `$XDG_CACHE_HOME/gangway/modules`, else
+//! `~/.cache/gangway/modules`; `GANGWAY_MODULE_CACHE=off` turns it off.
+
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::Component;
+use wasmtime::{Engine, Module};
+
+/// The first bytes of an entry (the format's version is its last byte).
+const MAGIC: &[u8; 8] = b"GWCWASM\x01";
+
+/// The default cache folder, from the environment (see the module docs);
+/// `None` when it is turned off or no home is known.
+pub(crate) fn default_folder() -> Option<PathBuf> {
+    match std::env::var_os("GANGWAY_MODULE_CACHE") {
+        Some(v) if v == "off" || v.is_empty() => return None,
+        Some(v) => return Some(PathBuf::from(v)),
+        None => {}
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("gangway").join("modules"))
+}
+
+/// A [`Hasher`] that feeds SHA-256, for a key stable across processes.
+struct ShaHasher(Sha256);
+
+impl Hasher for ShaHasher {
+    fn finish(&self) -> u64 {
+        let d = self.0.clone().finalize();
+        u64::from_le_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]])
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+}
+
+/// Compiled code of one kind, as the cache stores it.
+trait Kind: Sized {
+    const NAME: &'static str;
+    fn precompile(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Vec<u8>>;
+    /// Code from an artifact whose digest matched: see [`load`].
+    fn load(engine: &Engine, artifact: &[u8]) -> wasmtime::Result<Self>;
+}
+
+impl Kind for Component {
+    const NAME: &'static str = "component";
+    fn precompile(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Vec<u8>> {
+        engine.precompile_component(bytes)
+    }
+    #[allow(unsafe_code)]
+    fn load(engine: &Engine, artifact: &[u8]) -> wasmtime::Result<Self> {
+        // SAFETY: `artifact` is what this engine's `precompile_component`
+        // wrote: the entry's key includes the engine's compatibility hash and
+        // its SHA-256 digest matched the bytes, so they are unchanged since;
+        // wasmtime checks the header against the engine as well.
+        unsafe { Component::deserialize(engine, artifact) }
+    }
+}
+
+impl Kind for Module {
+    const NAME: &'static str = "module";
+    fn precompile(engine: &Engine, bytes: &[u8]) -> wasmtime::Result<Vec<u8>> {
+        engine.precompile_module(bytes)
+    }
+    #[allow(unsafe_code)]
+    fn load(engine: &Engine, artifact: &[u8]) -> wasmtime::Result<Self> {
+        // SAFETY: as for components: this engine's own artifact, its digest
+        // checked against the bytes.
+        unsafe { Module::deserialize(engine, artifact) }
+    }
+}
+
+/// The on-disk cache of one engine.
+#[derive(Debug)]
+pub(crate) struct DiskCache {
+    folder: Option<PathBuf>,
+}
+
+impl DiskCache {
+    /// A cache in `folder` (`None`: no cache, everything is compiled).
+    pub(crate) fn new(folder: Option<PathBuf>) -> DiskCache {
+        DiskCache { folder }
+    }
+
+    /// `bytes` compiled as a component, from the cache or compiled now
+    /// (and kept if that ended by `deadline`).
+    pub(crate) fn component(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+        deadline: Instant,
+    ) -> wasmtime::Result<Component> {
+        self.get(engine, bytes, deadline)
+    }
+
+    /// `bytes` compiled as a core module, from the cache or compiled now
+    /// (and kept if that ended by `deadline`).
+    pub(crate) fn module(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+        deadline: Instant,
+    ) -> wasmtime::Result<Module> {
+        self.get(engine, bytes, deadline)
+    }
+
+    fn get<K: Kind>(
+        &self,
+        engine: &Engine,
+        bytes: &[u8],
+        deadline: Instant,
+    ) -> wasmtime::Result<K> {
+        let Some(folder) = &self.folder else {
+            let artifact = K::precompile(engine, bytes)?;
+            return K::load(engine, &artifact);
+        };
+        let path = folder.join(format!("{}.cwasm", key::<K>(engine, bytes)));
+        if let Some(code) = read(&path).and_then(|artifact| K::load(engine, &artifact).ok()) {
+            return Ok(code);
+        }
+        let artifact = K::precompile(engine, bytes)?;
+        let code = K::load(engine, &artifact)?;
+        if Instant::now() > deadline {
+            return Ok(code);
+        }
+        if let Err(e) = write(folder, &path, &artifact) {
+            tracing::debug!("module cache {}: {e}", folder.display());
+        }
+        Ok(code)
+    }
+}
+
+/// The entry name of `bytes` compiled as `K` by `engine`.
+fn key<K: Kind>(engine: &Engine, bytes: &[u8]) -> String {
+    let mut h = ShaHasher(Sha256::new());
+    h.write(MAGIC);
+    h.write(K::NAME.as_bytes());
+    engine.precompile_compatibility_hash().hash(&mut h);
+    h.write(&Sha256::digest(bytes));
+    h.0.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The artifact of the entry at `path`, if the file is whole and unchanged.
+fn read(path: &Path) -> Option<Vec<u8>> {
+    let file = std::fs::read(path).ok()?;
+    let rest = file.strip_prefix(&MAGIC[..])?;
+    let (digest, artifact) = rest.split_at_checked(32)?;
+    (Sha256::digest(artifact).as_slice() == digest).then(|| artifact.to_vec())
+}
+
+/// Writes the entry at `path` (a temporary file renamed into place).
+fn write(folder: &Path, path: &Path, artifact: &[u8]) -> std::io::Result<()> {
+    std::fs::create_dir_all(folder)?;
+    let mut entry = Vec::with_capacity(MAGIC.len() + 32 + artifact.len());
+    entry.extend_from_slice(MAGIC);
+    entry.extend_from_slice(&Sha256::digest(artifact));
+    entry.extend_from_slice(artifact);
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, &entry)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WAT: &str = r#"(module (func (export "f") (result i32) i32.const 7))"#;
+
+    fn later() -> Instant {
+        Instant::now() + std::time::Duration::from_secs(60)
+    }
+
+    fn folder(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("gw-cache-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn f(engine: &Engine, module: &Module) -> i32 {
+        let mut store = wasmtime::Store::new(engine, ());
+        let instance = wasmtime::Instance::new(&mut store, module, &[]).unwrap();
+        let f = instance.get_typed_func::<(), i32>(&mut store, "f").unwrap();
+        f.call(&mut store, ()).unwrap()
+    }
+
+    #[test]
+    fn entries_are_reused_and_damaged_ones_compiled_again() {
+        let engine = Engine::default();
+        let bytes = wat::parse_str(WAT).unwrap();
+        let dir = folder("reuse");
+        let cache = DiskCache::new(Some(dir.clone()));
+        assert_eq!(
+            f(&engine, &cache.module(&engine, &bytes, later()).unwrap()),
+            7
+        );
+        let entries: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+        assert_eq!(entries.len(), 1, "one entry");
+        let path = entries[0].path();
+        let written = std::fs::read(&path).unwrap();
+        // Read back as it was written.
+        assert!(read(&path).is_some());
+        assert_eq!(
+            f(&engine, &cache.module(&engine, &bytes, later()).unwrap()),
+            7
+        );
+        // One byte flipped: refused, compiled again, rewritten whole.
+        let mut damaged = written.clone();
+        let last = damaged.len() - 1;
+        damaged[last] ^= 0x40;
+        std::fs::write(&path, &damaged).unwrap();
+        assert!(read(&path).is_none());
+        assert_eq!(
+            f(&engine, &cache.module(&engine, &bytes, later()).unwrap()),
+            7
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), written);
+        // A foreign file under the name, a truncated one: the same.
+        for junk in [&b"not an entry"[..], &written[..20]] {
+            std::fs::write(&path, junk).unwrap();
+            assert_eq!(
+                f(&engine, &cache.module(&engine, &bytes, later()).unwrap()),
+                7
+            );
+            assert_eq!(std::fs::read(&path).unwrap(), written);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn another_engine_configuration_has_its_own_entries() {
+        let bytes = wat::parse_str(WAT).unwrap();
+        let mut fuel = wasmtime::Config::new();
+        fuel.consume_fuel(true);
+        let (a, b) = (Engine::default(), Engine::new(&fuel).unwrap());
+        assert_ne!(key::<Module>(&a, &bytes), key::<Module>(&b, &bytes));
+        assert_ne!(key::<Module>(&a, &bytes), key::<Component>(&a, &bytes));
+        let dir = folder("engines");
+        let cache = DiskCache::new(Some(dir.clone()));
+        cache.module(&a, &bytes, later()).unwrap();
+        cache.module(&b, &bytes, later()).unwrap();
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn code_compiled_past_its_deadline_is_not_kept() {
+        let engine = Engine::default();
+        let bytes = wat::parse_str(WAT).unwrap();
+        let dir = folder("late");
+        let cache = DiskCache::new(Some(dir.clone()));
+        let late = cache.module(&engine, &bytes, Instant::now()).unwrap();
+        assert_eq!(f(&engine, &late), 7);
+        assert!(!dir.exists() || std::fs::read_dir(&dir).unwrap().count() == 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_unwritable_folder_only_means_nothing_is_kept() {
+        let engine = Engine::default();
+        let bytes = wat::parse_str(WAT).unwrap();
+        let file = folder("file");
+        std::fs::write(&file, b"a file, not a folder").unwrap();
+        let cache = DiskCache::new(Some(file.join("sub")));
+        assert_eq!(
+            f(&engine, &cache.module(&engine, &bytes, later()).unwrap()),
+            7
+        );
+        std::fs::remove_file(&file).unwrap();
+    }
+}
