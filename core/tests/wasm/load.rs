@@ -151,7 +151,6 @@ fn a_manifest_out_of_bounds_fails_the_load() {
 /// and a damaged entry is compiled again, never trusted.
 #[test]
 fn compiled_modules_are_kept_on_disk_across_engines() {
-    use gangway_core::policy::Backend;
     use gangway_core::wasm::{CallPath, PolicyEngine, SandboxConfig};
     use gangway_plugin_sdk::testing::strategy;
     use proptest::strategy::{Strategy, ValueTree};
