@@ -25,8 +25,8 @@
 //! | key | type | default | meaning |
 //! |---|---|---|---|
 //! | `max_attempts` | count | `5` | never more attempts than this (the public trace never shows more than 5) |
-//! | `infra_after_s` | seconds | `180` | wait before retrying an infrastructure failure (the trace's retry gaps cluster at 180-195 s) |
-//! | `probe_s` | seconds, 0 = never probe | `600` | how long a one-GPU probe must survive |
+//! | `infra_after_s` | seconds, at most 366 days | `180` | wait before retrying an infrastructure failure (the trace's retry gaps cluster at 180-195 s) |
+//! | `probe_s` | seconds, 0 = never probe, at most 366 days | `600` | how long a one-GPU probe must survive |
 //!
 //! ```
 //! use gangway_plugin_sdk::*;
@@ -155,6 +155,20 @@ impl Configure for FailureAware {
                 "failure-aware: max_attempts must be at least 1".into(),
             ));
         }
+        for (key, value, max) in [
+            (
+                "infra_after_s",
+                config.infra_after_s,
+                RetryAction::MAX_DELAY_S,
+            ),
+            ("probe_s", config.probe_s, RetryAction::MAX_PROBE_S),
+        ] {
+            if value > max {
+                return Err(ConfigError(format!(
+                    "failure-aware: {key} = {value} is longer than the {max} s (366 days) the contract allows"
+                )));
+            }
+        }
         Ok(FailureAware { config })
     }
 }
@@ -220,6 +234,10 @@ mod tests {
         let f = failure(FailureClass::MpiRuntimeFailure, 8, 2, false);
         assert_eq!(p.action(&f), RetryAction::GiveUp);
         assert!(FailureAware::from_config(b"max_attempts = 0").is_err());
+        let e = FailureAware::from_config(b"infra_after_s = 31622401").unwrap_err();
+        assert!(e.0.contains("infra_after_s = 31622401"), "{e}");
+        let e = FailureAware::from_config(b"probe_s = 18446744073709551615").unwrap_err();
+        assert!(e.0.contains("probe_s"), "{e}");
         assert!(FailureAware::from_config(b"probe = 1").is_err());
     }
 

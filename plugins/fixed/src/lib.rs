@@ -14,7 +14,7 @@
 //! | key | type | default | meaning |
 //! |---|---|---|---|
 //! | `max_attempts` | count, 0 = the host's limit | `0` | give up after this many attempts |
-//! | `after_s` | seconds | `0` | wait before a retry is queued |
+//! | `after_s` | seconds, at most 366 days | `0` | wait before a retry is queued |
 //!
 //! ```
 //! use gangway_plugin_sdk::*;
@@ -28,7 +28,7 @@
 
 use gangway_plugin_sdk::Fixed;
 use gangway_plugin_sdk::{
-    ConfigError, Configure, RetryDecision, RetryPolicy, RetryView, config_text,
+    ConfigError, Configure, RetryAction, RetryDecision, RetryPolicy, RetryView, config_text,
 };
 use serde::Deserialize;
 
@@ -51,6 +51,13 @@ impl Configure for FixedRetry {
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
         let c: FixedConfig =
             toml::from_str(config_text(config)?).map_err(|e| ConfigError(format!("fixed: {e}")))?;
+        if c.after_s > RetryAction::MAX_DELAY_S {
+            return Err(ConfigError(format!(
+                "fixed: after_s = {} is longer than the {} s (366 days) the contract allows a retry delay",
+                c.after_s,
+                RetryAction::MAX_DELAY_S
+            )));
+        }
         Ok(FixedRetry(Fixed {
             max_attempts: c.max_attempts,
             after_s: c.after_s,
@@ -69,7 +76,6 @@ gangway_plugin_sdk::export_retry!(FixedRetry);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gangway_plugin_sdk::RetryAction;
     use gangway_plugin_sdk::testing::strategy;
     use proptest::prelude::*;
 
@@ -78,6 +84,9 @@ mod tests {
         assert_eq!(FixedRetry::from_config(b"").unwrap(), FixedRetry::default());
         let e = FixedRetry::from_config(b"retries = 2").unwrap_err();
         assert!(e.0.starts_with("fixed:") && e.0.contains("retries"), "{e}");
+        let e = FixedRetry::from_config(b"after_s = 31622401").unwrap_err();
+        assert!(e.0.contains("after_s = 31622401"), "{e}");
+        assert!(FixedRetry::from_config(b"after_s = 31622400").is_ok());
     }
 
     proptest! {
