@@ -49,3 +49,37 @@ pub fn no_options(policy: &str, config: &[u8]) -> Result<(), ConfigError> {
         ))),
     }
 }
+
+/// Parses a policy's options from TOML into `T`, usually a struct with
+/// `#[serde(default, deny_unknown_fields)]`; a refusal starts with `policy:`
+/// and says what is wrong (an unknown or mistyped key by name, a syntax
+/// error by line and column).
+///
+/// The parser is [`basic_toml`], chosen for size: a policy compiled to Wasm
+/// with it is about 50 KB smaller, and quicker to compile, than with the
+/// `toml` crate. It reads TOML 0.5 (every table, array and scalar a policy's
+/// options use) but not dates and times.
+///
+/// ```
+/// use gangway_plugin_sdk::parse_options;
+///
+/// #[derive(serde::Deserialize, Debug, Default, PartialEq)]
+/// #[serde(default, deny_unknown_fields)]
+/// struct Options {
+///     after_s: u64,
+/// }
+///
+/// let o: Options = parse_options("fixed", b"after_s = 60").unwrap();
+/// assert_eq!(o, Options { after_s: 60 });
+/// assert_eq!(parse_options::<Options>("fixed", b"").unwrap(), Options::default());
+/// let e = parse_options::<Options>("fixed", b"\nretries = 2").unwrap_err();
+/// assert!(e.0.starts_with("fixed: unknown field `retries`, expected `after_s`"), "{e}");
+/// let e = parse_options::<Options>("fixed", b"after_s = ").unwrap_err();
+/// assert!(e.0.contains("at line 1 column 11"), "{e}");
+/// ```
+pub fn parse_options<T: serde::de::DeserializeOwned>(
+    policy: &str,
+    config: &[u8],
+) -> Result<T, ConfigError> {
+    basic_toml::from_str(config_text(config)?).map_err(|e| ConfigError(format!("{policy}: {e}")))
+}

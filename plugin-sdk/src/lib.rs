@@ -91,7 +91,7 @@ pub mod testing;
 mod view;
 pub mod wire;
 
-pub use config::{ConfigError, Configure, config_text, no_options};
+pub use config::{ConfigError, Configure, config_text, no_options, parse_options};
 pub use ids::{JobId, Level, ServerId, VcId};
 pub use log::{LogLevel, log};
 pub use manifest::{Manifest, QueueOrder, RunningScope};

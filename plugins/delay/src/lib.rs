@@ -51,7 +51,7 @@
 
 use gangway_plugin_sdk::{
     ConfigError, Configure, Level, LocalityDecision, LocalityPolicy, PendingJob, QueueView,
-    SpreadLimit, config_text,
+    SpreadLimit, parse_options,
 };
 use serde::Deserialize;
 
@@ -168,9 +168,7 @@ impl Delay {
 
 impl Configure for Delay {
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
-        let text = config_text(config)?;
-        let config: DelayConfig =
-            toml::from_str(text).map_err(|e| ConfigError(format!("delay: {e}")))?;
+        let config: DelayConfig = parse_options("delay", config)?;
         Delay::new(config)
     }
 }

@@ -28,7 +28,7 @@
 //! ```
 
 use gangway_plugin_sdk::{
-    ConfigError, Configure, FairnessDecision, FairnessPolicy, FairnessView, Ranked, config_text,
+    ConfigError, Configure, FairnessDecision, FairnessPolicy, FairnessView, Ranked, parse_options,
 };
 use serde::Deserialize;
 
@@ -58,9 +58,7 @@ pub struct SmallestFirst {
 /// Load-time construction: empty bytes give the defaults.
 impl Configure for SmallestFirst {
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
-        let text = config_text(config)?;
-        let config = toml::from_str(text)
-            .map_err(|e| ConfigError(format!("example-smallest-first: {e}")))?;
+        let config = parse_options("example-smallest-first", config)?;
         Ok(SmallestFirst { config })
     }
 }

@@ -54,7 +54,7 @@
 
 use gangway_plugin_sdk::{
     ConfigError, Configure, FailedAttempt, FailureClass, RetryAction, RetryDecision, RetryPolicy,
-    RetryView, config_text,
+    RetryView, parse_options,
 };
 use serde::Deserialize;
 
@@ -148,8 +148,7 @@ impl FailureAware {
 
 impl Configure for FailureAware {
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
-        let config: FailureAwareConfig = toml::from_str(config_text(config)?)
-            .map_err(|e| ConfigError(format!("failure-aware: {e}")))?;
+        let config: FailureAwareConfig = parse_options("failure-aware", config)?;
         if config.max_attempts == 0 {
             return Err(ConfigError(
                 "failure-aware: max_attempts must be at least 1".into(),
@@ -236,7 +235,7 @@ mod tests {
         assert!(FailureAware::from_config(b"max_attempts = 0").is_err());
         let e = FailureAware::from_config(b"infra_after_s = 31622401").unwrap_err();
         assert!(e.0.contains("infra_after_s = 31622401"), "{e}");
-        let e = FailureAware::from_config(b"probe_s = 18446744073709551615").unwrap_err();
+        let e = FailureAware::from_config(b"probe_s = 40000000").unwrap_err();
         assert!(e.0.contains("probe_s"), "{e}");
         assert!(FailureAware::from_config(b"probe = 1").is_err());
     }

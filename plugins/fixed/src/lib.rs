@@ -28,7 +28,7 @@
 
 use gangway_plugin_sdk::Fixed;
 use gangway_plugin_sdk::{
-    ConfigError, Configure, RetryAction, RetryDecision, RetryPolicy, RetryView, config_text,
+    ConfigError, Configure, RetryAction, RetryDecision, RetryPolicy, RetryView, parse_options,
 };
 use serde::Deserialize;
 
@@ -49,8 +49,7 @@ pub struct FixedRetry(Fixed);
 
 impl Configure for FixedRetry {
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
-        let c: FixedConfig =
-            toml::from_str(config_text(config)?).map_err(|e| ConfigError(format!("fixed: {e}")))?;
+        let c: FixedConfig = parse_options("fixed", config)?;
         if c.after_s > RetryAction::MAX_DELAY_S {
             return Err(ConfigError(format!(
                 "fixed: after_s = {} is longer than the {} s (366 days) the contract allows a retry delay",

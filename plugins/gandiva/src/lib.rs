@@ -56,7 +56,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use gangway_plugin_sdk::{
     ConfigError, Configure, DefragmentDecision, DefragmentPolicy, DefragmentView, Move, RunningJob,
-    ServerId, WaitingJob, config_text,
+    ServerId, WaitingJob, parse_options,
 };
 use serde::Deserialize;
 
@@ -193,8 +193,7 @@ impl Gandiva {
 
 impl Configure for Gandiva {
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
-        let config: GandivaConfig = toml::from_str(config_text(config)?)
-            .map_err(|e| ConfigError(format!("gandiva: {e}")))?;
+        let config: GandivaConfig = parse_options("gandiva", config)?;
         Ok(Gandiva { config })
     }
 }

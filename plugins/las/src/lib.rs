@@ -55,7 +55,7 @@
 
 use gangway_plugin_sdk::{
     ConfigError, Configure, FairnessDecision, FairnessPolicy, FairnessView, PendingJob, QueueOrder,
-    Ranked, config_text,
+    Ranked, parse_options,
 };
 use serde::Deserialize;
 
@@ -127,9 +127,7 @@ impl Las {
 
 impl Configure for Las {
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
-        let text = config_text(config)?;
-        let config: LasConfig =
-            toml::from_str(text).map_err(|e| ConfigError(format!("las: {e}")))?;
+        let config: LasConfig = parse_options("las", config)?;
         Las::new(config)
     }
 }

@@ -60,7 +60,7 @@ use std::collections::BTreeMap;
 
 use gangway_plugin_sdk::{
     ConfigError, Configure, FairnessDecision, FairnessPolicy, FairnessView, QueueOrder, VcId,
-    config_text,
+    parse_options,
 };
 use serde::{Deserialize, Deserializer};
 
@@ -197,9 +197,7 @@ fn water_fill(claims: &[Claim], capacity: u64) -> Vec<u64> {
 
 impl Configure for MaxMin {
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
-        let text = config_text(config)?;
-        let config: MaxMinConfig =
-            toml::from_str(text).map_err(|e| ConfigError(format!("max-min: {e}")))?;
+        let config: MaxMinConfig = parse_options("max-min", config)?;
         Ok(MaxMin::new(config))
     }
 }

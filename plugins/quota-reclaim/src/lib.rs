@@ -62,7 +62,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use gangway_plugin_sdk::room::Room;
 use gangway_plugin_sdk::{
     ConfigError, Configure, JobId, ReclaimDecision, ReclaimPolicy, ReclaimView, RunningJob,
-    RunningScope, SpreadLimit, VcId, WaitReason, WaitingJob, config_text,
+    RunningScope, SpreadLimit, VcId, WaitReason, WaitingJob, parse_options,
 };
 use serde::Deserialize;
 
@@ -100,8 +100,7 @@ impl QuotaReclaim {
 
 impl Configure for QuotaReclaim {
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
-        let config: QuotaReclaimConfig = toml::from_str(config_text(config)?)
-            .map_err(|e| ConfigError(format!("quota-reclaim: {e}")))?;
+        let config: QuotaReclaimConfig = parse_options("quota-reclaim", config)?;
         Ok(QuotaReclaim { config })
     }
 }

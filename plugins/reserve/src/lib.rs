@@ -53,7 +53,7 @@
 
 use gangway_plugin_sdk::{
     ConfigError, Configure, GangAction, GangDecision, GangPolicy, PendingJob, QueueView,
-    config_text,
+    parse_options,
 };
 use serde::Deserialize;
 
@@ -108,9 +108,7 @@ impl Reserve {
 
 impl Configure for Reserve {
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
-        let text = config_text(config)?;
-        let config: ReserveConfig =
-            toml::from_str(text).map_err(|e| ConfigError(format!("reserve: {e}")))?;
+        let config: ReserveConfig = parse_options("reserve", config)?;
         Ok(Reserve::new(config))
     }
 }

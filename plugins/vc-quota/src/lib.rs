@@ -72,7 +72,7 @@ use std::collections::BTreeMap;
 
 use gangway_plugin_sdk::{
     ConfigError, Configure, FairnessDecision, FairnessPolicy, FairnessView, QueueOrder, VcId,
-    config_text,
+    parse_options,
 };
 use serde::{Deserialize, Deserializer};
 
@@ -289,9 +289,7 @@ impl VcQuota {
 
 impl Configure for VcQuota {
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
-        let text = config_text(config)?;
-        let config: VcQuotaConfig =
-            toml::from_str(text).map_err(|e| ConfigError(format!("vc-quota: {e}")))?;
+        let config: VcQuotaConfig = parse_options("vc-quota", config)?;
         Ok(VcQuota::new(config))
     }
 }
