@@ -89,7 +89,7 @@ impl JobBook {
             return fail("a job is in no state or in two".into());
         }
         if !self.records.index_matches() {
-            return fail("the jobs' VC index disagrees with their records".into());
+            return fail("the running jobs' index disagrees with their records".into());
         }
         let sizes: u32 = self.pending_sizes.values().sum();
         if sizes as usize != pending {

@@ -18,9 +18,7 @@ mod waits;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use gangway_plugin_sdk::{
-    JobId, Level, PendingJob, QueueOrder, RetryAction, VcId, VcUsage, WaitReason,
-};
+use gangway_plugin_sdk::{JobId, Level, PendingJob, QueueOrder, RetryAction, VcUsage, WaitReason};
 use rustc_hash::FxHashMap;
 
 use crate::job::{AttemptEnd, AttemptFailure, FinalStatus, JobRecord, JobSpec, JobState};
@@ -93,9 +91,10 @@ impl JobBook {
         self.records.get(id)
     }
 
-    /// The VC of job `id`, if known.
-    pub(crate) fn vc_of(&self, id: &JobId) -> Option<VcId> {
-        self.records.vc_of(id)
+    /// The running jobs by id, each with the GPU time it attained before
+    /// its current attempt (see [`JobTable::running`]).
+    pub(crate) fn running(&self) -> &BTreeMap<JobId, gangway_plugin_sdk::RunningJob> {
+        self.records.running()
     }
 
     /// Pending jobs by (submit time, id).
@@ -238,7 +237,7 @@ impl JobBook {
 
     /// Makes `id` pending since `since` and files it in every index.
     pub(crate) fn enqueue(&mut self, id: JobId, since: u64) {
-        let Some(job) = self.records.get_mut(&id) else {
+        let Some(mut job) = self.records.get_mut(&id) else {
             return;
         };
         job.state = JobState::Pending {
@@ -248,6 +247,7 @@ impl JobBook {
         job.charged_to_s = job.charged_to_s.max(since);
         let gpus = job.next_gpus();
         let (vc, submitted_s) = (job.spec.vc, job.spec.submitted_s);
+        drop(job);
         self.pending.insert((submitted_s, id));
         if let Some(job) = self.records.get(&id) {
             let queued = self.queued(job);
@@ -284,7 +284,7 @@ impl JobBook {
     /// time if the attempt is a retry policy's probe.
     pub(crate) fn start(&mut self, id: JobId, now: u64, choice: &PlacementChoice) -> Option<u64> {
         self.dequeue(id);
-        let job = self.records.get_mut(&id)?;
+        let mut job = self.records.get_mut(&id)?;
         if let JobState::Pending { reason, .. } = job.state {
             job.charge(reason, now);
         }
@@ -305,7 +305,7 @@ impl JobBook {
 
     /// Moves running `id` onto `choice` (the caller has moved its GPUs).
     pub(crate) fn migrate(&mut self, id: JobId, choice: &PlacementChoice) {
-        if let Some(job) = self.records.get_mut(&id)
+        if let Some(mut job) = self.records.get_mut(&id)
             && let JobState::Running { choice: c, .. } = &mut job.state
         {
             *c = choice.clone();
@@ -316,8 +316,8 @@ impl JobBook {
     /// Records that running `id` now runs on `choice`, as the engine says
     /// (the caller has moved its GPUs).
     pub(crate) fn relocate(&mut self, id: JobId, choice: PlacementChoice) {
-        if let Some(JobState::Running { choice: c, .. }) =
-            self.records.get_mut(&id).map(|j| &mut j.state)
+        if let Some(mut job) = self.records.get_mut(&id)
+            && let JobState::Running { choice: c, .. } = &mut job.state
         {
             *c = choice;
         }
@@ -355,7 +355,7 @@ impl JobBook {
         }
         let vc = job.spec.vc;
         let used = u64::from(gpus) * now.saturating_sub(started_s);
-        if let Some(job) = self.records.get_mut(&id) {
+        if let Some(mut job) = self.records.get_mut(&id) {
             job.attained_gpu_s += used;
             if lost {
                 job.failed_gpu_s += used;
@@ -374,7 +374,7 @@ impl JobBook {
             _ => 0,
         };
         let gpus = placement.gpu_count();
-        if let Some(job) = self.records.get_mut(&id) {
+        if let Some(mut job) = self.records.get_mut(&id) {
             let used = u64::from(gpus) * ran_s;
             job.attained_gpu_s += used;
             job.preemptions += 1;
@@ -388,7 +388,7 @@ impl JobBook {
 
     /// Ends `id` with `status` at `now`.
     pub(crate) fn finish(&mut self, id: JobId, status: FinalStatus, now: u64) {
-        if let Some(job) = self.records.get_mut(&id) {
+        if let Some(mut job) = self.records.get_mut(&id) {
             job.state = JobState::Finished { status, at_s: now };
             job.probe = None;
         }
@@ -423,7 +423,7 @@ impl JobBook {
         match end {
             AttemptEnd::Passed if probe_s.is_some() => {
                 // The probe survived: the whole gang is next.
-                if let Some(job) = self.records.get_mut(&id) {
+                if let Some(mut job) = self.records.get_mut(&id) {
                     job.probe = None;
                 }
                 self.enqueue(id, now);
@@ -432,7 +432,7 @@ impl JobBook {
             AttemptEnd::Killed => self.finish(id, FinalStatus::Killed, now),
             AttemptEnd::Failed { last: true, .. } => self.finish(id, FinalStatus::Failed, now),
             AttemptEnd::Failed { class, last: false } => {
-                if let Some(job) = self.records.get_mut(&id) {
+                if let Some(mut job) = self.records.get_mut(&id) {
                     job.state = JobState::AwaitingRetry(AttemptFailure {
                         at_s: now,
                         class,
@@ -462,13 +462,13 @@ impl JobBook {
         match job.state {
             JobState::Pending { reason, .. } => {
                 self.dequeue(id);
-                if let Some(job) = self.records.get_mut(&id) {
+                if let Some(mut job) = self.records.get_mut(&id) {
                     job.charge(reason, now);
                 }
             }
             JobState::Delayed { until_s, .. } => {
                 self.delayed.remove(&(until_s, id));
-                if let Some(job) = self.records.get_mut(&id) {
+                if let Some(mut job) = self.records.get_mut(&id) {
                     job.charge(Some(WaitReason::RetryDelay), now);
                 }
             }
@@ -501,7 +501,7 @@ impl JobBook {
     /// gives up, or makes it pending now or after a delay. Returns whether
     /// `id` had a failed attempt to decide about.
     pub(crate) fn retry(&mut self, id: JobId, now: u64, action: RetryAction) -> bool {
-        let Some(job) = self.records.get_mut(&id) else {
+        let Some(mut job) = self.records.get_mut(&id) else {
             return false;
         };
         let JobState::AwaitingRetry(failure) = job.state else {
@@ -533,6 +533,7 @@ impl JobBook {
         let until = now.saturating_add(after_s).max(failure.at_s);
         if until <= now {
             job.charge(Some(WaitReason::RetryDelay), now);
+            drop(job);
             self.enqueue(id, now);
         } else {
             job.state = JobState::Delayed {
@@ -551,7 +552,7 @@ impl JobBook {
                 break;
             }
             self.delayed.remove(&(until, id));
-            if let Some(job) = self.records.get_mut(&id) {
+            if let Some(mut job) = self.records.get_mut(&id) {
                 job.charge(Some(WaitReason::RetryDelay), until);
             }
             self.enqueue(id, until);

@@ -1,22 +1,92 @@
-//! Every job record the scheduler knows, by id, with each job's VC indexed
-//! on the side: a round picks out the running jobs of some VCs (the reclaim
-//! view of borrowed work) without touching the records of the others.
+//! Every job record the scheduler knows, by id, with each running job kept
+//! on the side as the reclaim and defragment views show it. A round builds
+//! those views from the running index alone, so their cost follows the
+//! running jobs, not every record ever submitted.
 
 use std::collections::BTreeMap;
-use std::ops::Deref;
+use std::ops::{Deref, DerefMut};
 
-use gangway_plugin_sdk::{JobId, VcId};
-use rustc_hash::FxHashMap;
+use gangway_plugin_sdk::{JobId, RunningJob};
 
-use crate::job::JobRecord;
+use crate::job::{JobRecord, JobState};
 
-/// The job records by id (read through `Deref`), and each job's VC. A job's
-/// spec, and so its VC, never changes after it is submitted; every change
-/// to the set of records goes through this type, which keeps both in step.
+/// The job records by id (read through `Deref`) and the running jobs.
+/// Every change to a record goes through this type (a [`RecordMut`] brings
+/// the running index up to date when it is dropped), which keeps the two in
+/// step.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct JobTable {
     records: BTreeMap<JobId, JobRecord>,
-    vcs: FxHashMap<JobId, VcId>,
+    running: BTreeMap<JobId, RunningJob>,
+}
+
+/// Write access to one record; when dropped, files the job in the running
+/// index (or takes it out) as its state now says.
+pub(crate) struct RecordMut<'a> {
+    id: JobId,
+    record: &'a mut JobRecord,
+    running: &'a mut BTreeMap<JobId, RunningJob>,
+}
+
+impl Deref for RecordMut<'_> {
+    type Target = JobRecord;
+
+    fn deref(&self) -> &JobRecord {
+        self.record
+    }
+}
+
+impl DerefMut for RecordMut<'_> {
+    fn deref_mut(&mut self) -> &mut JobRecord {
+        self.record
+    }
+}
+
+impl Drop for RecordMut<'_> {
+    fn drop(&mut self) {
+        file_running(self.running, self.id, self.record);
+    }
+}
+
+/// Job `id` as the running index holds it: its attempt's placement and
+/// start, and the GPU time it attained before this attempt. `None` unless
+/// it is running.
+fn running_entry(id: JobId, record: &JobRecord) -> Option<RunningJob> {
+    let JobState::Running {
+        started_s, choice, ..
+    } = &record.state
+    else {
+        return None;
+    };
+    Some(RunningJob {
+        id,
+        vc: record.spec.vc,
+        user: record.spec.user,
+        gpus: choice.placement.gpu_count(),
+        submitted_s: record.spec.submitted_s,
+        started_s: *started_s,
+        attempts: record.attempts,
+        attained_gpu_s: record.attained_gpu_s,
+        parts: choice
+            .placement
+            .parts
+            .iter()
+            .map(|p| (p.server, p.gpus.count_ones()))
+            .collect(),
+    })
+}
+
+/// Files `id` in `running` as `record` says: in it (up to date) if it is
+/// running, out of it otherwise.
+fn file_running(running: &mut BTreeMap<JobId, RunningJob>, id: JobId, record: &JobRecord) {
+    match running_entry(id, record) {
+        Some(entry) => {
+            running.insert(id, entry);
+        }
+        None => {
+            running.remove(&id);
+        }
+    }
 }
 
 impl Deref for JobTable {
@@ -28,55 +98,63 @@ impl Deref for JobTable {
 }
 
 impl JobTable {
-    /// The VC of job `id`, if known.
-    pub(crate) fn vc_of(&self, id: &JobId) -> Option<VcId> {
-        self.vcs.get(id).copied()
+    /// The running jobs by id, each with the GPU time it attained before
+    /// its current attempt.
+    pub(crate) fn running(&self) -> &BTreeMap<JobId, RunningJob> {
+        &self.running
     }
 
     /// Job `id`'s record, to change its state (not its spec).
-    pub(crate) fn get_mut(&mut self, id: &JobId) -> Option<&mut JobRecord> {
-        self.records.get_mut(id)
+    pub(crate) fn get_mut(&mut self, id: &JobId) -> Option<RecordMut<'_>> {
+        let record = self.records.get_mut(id)?;
+        Some(RecordMut {
+            id: *id,
+            record,
+            running: &mut self.running,
+        })
     }
 
     /// Adds (or replaces) job `id`'s record.
     pub(crate) fn insert(&mut self, id: JobId, record: JobRecord) -> Option<JobRecord> {
-        self.vcs.insert(id, record.spec.vc);
+        file_running(&mut self.running, id, &record);
         self.records.insert(id, record)
     }
 
     /// Drops job `id`'s record.
     pub(crate) fn remove(&mut self, id: &JobId) -> Option<JobRecord> {
-        self.vcs.remove(id);
+        self.running.remove(id);
         self.records.remove(id)
     }
 
     /// Keeps only the records `keep` accepts.
-    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&JobId, &mut JobRecord) -> bool) {
-        let vcs = &mut self.vcs;
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&JobId, &JobRecord) -> bool) {
+        let running = &mut self.running;
         self.records.retain(|id, j| {
             let kept = keep(id, j);
             if !kept {
-                vcs.remove(id);
+                running.remove(id);
             }
             kept
         });
     }
 
-    /// Whether the VC index matches the records: one entry per record, with
-    /// its spec's VC.
+    /// Whether the running index matches the records: one entry per
+    /// running record, equal to what its record says.
     pub(crate) fn index_matches(&self) -> bool {
-        self.vcs.len() == self.records.len()
-            && self
-                .records
-                .iter()
-                .all(|(id, j)| self.vcs.get(id) == Some(&j.spec.vc))
+        self.records
+            .iter()
+            .filter_map(|(id, j)| running_entry(*id, j))
+            .eq(self.running.values().cloned())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::JobSpec;
+    use crate::placement::PlacementChoice;
+    use crate::state::{Placement, ServerGpus};
+    use crate::{JobSpec, ServerId};
+    use gangway_plugin_sdk::{Level, VcId};
 
     fn record(id: u64, vc: u32) -> JobRecord {
         JobRecord::submitted(JobSpec {
@@ -88,19 +166,69 @@ mod tests {
         })
     }
 
+    /// Starts `id` on `gpus` GPUs of server `server` at `at`.
+    fn run(t: &mut JobTable, id: u64, server: u32, gpus: u32, at: u64) {
+        let placement = Placement {
+            parts: vec![ServerGpus {
+                server: ServerId(server),
+                gpus: (1 << gpus) - 1,
+            }],
+        };
+        if let Some(mut job) = t.get_mut(&JobId(id)) {
+            job.attempts += 1;
+            job.state = JobState::Running {
+                started_s: at,
+                choice: PlacementChoice {
+                    placement,
+                    locality: Level(1),
+                    servers: 1,
+                },
+                probe_s: None,
+            };
+        }
+    }
+
     #[test]
-    fn the_vc_index_follows_every_change() {
+    fn the_running_index_follows_every_change() {
         let mut t = JobTable::default();
         for i in 0..6 {
             t.insert(JobId(i), record(i, (i % 3) as u32));
         }
-        assert_eq!(t.vc_of(&JobId(4)), Some(VcId(1)));
-        t.remove(&JobId(4));
-        assert_eq!(t.vc_of(&JobId(4)), None);
-        t.retain(|id, _| id.0 % 2 == 0);
-        assert_eq!(t.len(), 2);
-        assert_eq!(t.vc_of(&JobId(5)), None);
-        assert_eq!(t.vc_of(&JobId(2)), Some(VcId(2)));
+        assert!(t.running().is_empty());
+        run(&mut t, 1, 0, 2, 10);
+        run(&mut t, 4, 1, 1, 20);
+        run(&mut t, 5, 2, 1, 30);
+        let ids: Vec<JobId> = t.running().keys().copied().collect();
+        assert_eq!(ids, vec![JobId(1), JobId(4), JobId(5)]);
+        let one = &t.running()[&JobId(1)];
+        assert_eq!(
+            (one.vc, one.gpus, one.started_s, one.attempts),
+            (VcId(1), 2, 10, 1)
+        );
+        assert_eq!(one.parts, vec![(ServerId(0), 2)]);
+        // A change to a running record shows; leaving the running state
+        // takes the job out.
+        if let Some(mut job) = t.get_mut(&JobId(1)) {
+            job.attained_gpu_s = 500;
+        }
+        assert_eq!(t.running()[&JobId(1)].attained_gpu_s, 500);
+        if let Some(mut job) = t.get_mut(&JobId(4)) {
+            job.state = JobState::Finished {
+                status: crate::FinalStatus::Passed,
+                at_s: 40,
+            };
+        }
+        assert!(!t.running().contains_key(&JobId(4)));
+        t.remove(&JobId(5));
+        assert!(!t.running().contains_key(&JobId(5)));
+        // A record inserted running (a restored snapshot) is filed.
+        let mut restored = record(9, 0);
+        restored.state = t[&JobId(1)].state.clone();
+        t.insert(JobId(9), restored);
+        assert!(t.running().contains_key(&JobId(9)));
+        t.retain(|id, _| id.0 != 9);
+        assert!(!t.running().contains_key(&JobId(9)));
+        assert_eq!(t.len(), 5);
         assert!(t.index_matches());
     }
 }

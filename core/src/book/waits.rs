@@ -29,7 +29,7 @@ impl JobBook {
             if previous.get(id) == Some(reason) {
                 continue;
             }
-            let Some(job) = self.records.get_mut(id) else {
+            let Some(mut job) = self.records.get_mut(id) else {
                 continue;
             };
             let JobState::Pending {
@@ -53,7 +53,7 @@ impl JobBook {
         // Jobs shown last round and still pending but not shown now: their
         // interval so far goes to their last reason, the rest to Queued.
         for id in previous.keys().filter(|id| !reasons.contains_key(id)) {
-            if let Some(job) = self.records.get_mut(id)
+            if let Some(mut job) = self.records.get_mut(id)
                 && let JobState::Pending { reason, .. } = &mut job.state
             {
                 let last = *reason;

@@ -16,7 +16,6 @@ use gangway_plugin_sdk::{
 };
 
 use super::{Placed, Preemption, Round, RoundReport};
-use crate::ServerId;
 use crate::placement::PlacementChoice;
 use crate::policy::PolicyErrorKind;
 use crate::policy::invalid;
@@ -82,11 +81,14 @@ impl Round<'_> {
         let mut servers = self.server_states();
         if borrowing.is_some() {
             // Only servers with free GPUs or a shown job can make room.
-            let hosting: rustc_hash::FxHashSet<ServerId> = running
-                .iter()
-                .flat_map(|j| j.parts.iter().map(|(s, _)| *s))
-                .collect();
-            servers.retain(|s| s.free > 0 || hosting.contains(&s.id));
+            let mut hosting = vec![false; servers.len()];
+            for (s, _) in running.iter().flat_map(|j| &j.parts) {
+                if let Some(h) = hosting.get_mut(s.0 as usize) {
+                    *h = true;
+                }
+            }
+            servers
+                .retain(|s| s.free > 0 || hosting.get(s.id.0 as usize).copied().unwrap_or(false));
         }
         let reclaim_view = ReclaimView {
             now_s: now,
@@ -194,7 +196,7 @@ mod tests {
 
     use super::*;
     use crate::policy::{BoxedBackend, Native, PolicySet};
-    use crate::{JobSpec, Scheduler, Topology};
+    use crate::{JobSpec, Scheduler, ServerId, Topology};
 
     /// Records the VCs of the running jobs and the servers of every view it
     /// is shown, and stops nothing.

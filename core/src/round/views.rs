@@ -3,7 +3,6 @@
 use gangway_plugin_sdk::{FairnessView, JobId, RunningJob, ServerState, VcId, WaitingJob};
 
 use super::{Placed, Round};
-use crate::job::JobState;
 
 impl Round<'_> {
     /// The fairness view: every pending job if the fairness policy shows no
@@ -72,46 +71,24 @@ impl Round<'_> {
         out: &mut Vec<RunningJob>,
     ) {
         let now = self.now;
-        let started: rustc_hash::FxHashSet<JobId> = started.iter().map(|s| s.job).collect();
+        let mut started: Vec<JobId> = started.iter().map(|s| s.job).collect();
+        started.sort_unstable();
         let mut n = 0;
         let running = self
-            .state
-            .allocations()
-            .iter()
-            // The VC index first: the records of jobs not shown stay untouched.
-            .filter(|(id, _)| self.book.vc_of(id).is_some_and(&shown) && !started.contains(id))
-            .filter_map(|(id, placement)| {
-                let job = self.book.get(id)?;
-                let JobState::Running { started_s, .. } = job.state else {
-                    return None;
-                };
-                Some((id, placement, job, started_s))
-            });
-        for (id, placement, job, started_s) in running {
+            .book
+            .running()
+            .values()
+            .filter(|r| shown(r.vc) && started.binary_search(&r.id).is_err());
+        for r in running {
             if n == out.len() {
                 out.push(RunningJob::default());
             }
-            let gpus = placement.gpu_count();
-            let mut parts = std::mem::take(&mut out[n].parts);
-            parts.clear();
-            parts.extend(
-                placement
-                    .parts
-                    .iter()
-                    .map(|p| (p.server, p.gpus.count_ones())),
-            );
-            out[n] = RunningJob {
-                id: *id,
-                vc: job.spec.vc,
-                user: job.spec.user,
-                gpus,
-                submitted_s: job.spec.submitted_s,
-                started_s,
-                attempts: job.attempts,
-                attained_gpu_s: job.attained_gpu_s
-                    + u64::from(gpus) * now.saturating_sub(started_s),
-                parts,
-            };
+            let job = &mut out[n];
+            job.clone_from(r);
+            // The index holds what the job attained before this attempt.
+            job.attained_gpu_s = r
+                .attained_gpu_s
+                .saturating_add(u64::from(r.gpus).saturating_mul(now.saturating_sub(r.started_s)));
             n += 1;
         }
         out.truncate(n);
