@@ -161,31 +161,45 @@ impl Room {
         candidates: &[&RunningJob],
     ) -> Option<Vec<JobId>> {
         let grouping = self.grouping(limit);
-        // The candidates whose every part is in one group, by group.
-        let mut inside: HashMap<u64, Vec<(usize, &RunningJob)>> = HashMap::default();
-        for (at, j) in candidates.iter().enumerate() {
-            let mut keys = j
-                .parts
-                .iter()
-                .map(|(s, _)| self.index.get(s).map(|i| self.key(i, grouping)));
-            let Some(Some(first)) = keys.next() else {
-                continue;
-            };
-            if keys.all(|k| k == Some(first)) {
-                inside.entry(first).or_default().push((at, j));
+        let (servers, groups) = self.groups(grouping);
+        // Each server's group, by position in `groups`.
+        let mut group_of = vec![usize::MAX; self.free.len()];
+        for (g, (_, range)) in groups.iter().enumerate() {
+            for i in &servers[range.clone()] {
+                group_of[*i] = g;
             }
         }
+        // The candidates whose every part is in one group, by group and then
+        // in the order given (positions are unique, so the order is total).
+        let mut inside: Vec<(usize, usize, &RunningJob)> = Vec::with_capacity(candidates.len());
+        for (at, j) in candidates.iter().enumerate() {
+            let mut gs = j
+                .parts
+                .iter()
+                .map(|(s, _)| self.index.get(s).map(|i| group_of[i]));
+            let Some(Some(first)) = gs.next() else {
+                continue;
+            };
+            if gs.all(|g| g == Some(first)) {
+                inside.push((first, at, j));
+            }
+        }
+        inside.sort_unstable_by_key(|(g, at, _)| (*g, *at));
         let need = u64::from(gpus);
         let bound = limit.max_servers as usize;
         type Choice = (usize, u64, usize, u64, Vec<JobId>, HashMap<usize, u32>);
         let mut best: Option<Choice> = None;
-        let (servers, groups) = self.groups(grouping);
         let mut chosen_group = None;
-        for (key, range) in &groups {
+        let mut cursor = 0;
+        for (g, (key, range)) in groups.iter().enumerate() {
             let members = &servers[range.clone()];
             let bounded = bound != 0 && members.len() > bound;
             let base: u64 = members.iter().map(|i| u64::from(self.free[*i])).sum();
-            let jobs = inside.get(key).map(Vec::as_slice).unwrap_or_default();
+            let first = cursor;
+            while inside.get(cursor).is_some_and(|(h, _, _)| *h == g) {
+                cursor += 1;
+            }
+            let jobs = &inside[first..cursor];
             if jobs.is_empty() && base < need {
                 continue;
             }
@@ -226,7 +240,7 @@ impl Room {
                 values.iter().take(bound).sum::<u64>() >= need
             };
             let mut fit = fits(&extra, parts);
-            for (at, j) in jobs {
+            for (_, at, j) in jobs {
                 if fit {
                     break;
                 }

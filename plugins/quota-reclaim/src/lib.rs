@@ -57,7 +57,7 @@
 //! assert_eq!(d.start, vec![JobId(3)]);
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use gangway_plugin_sdk::room::Room;
 use gangway_plugin_sdk::{
@@ -114,12 +114,12 @@ impl ReclaimPolicy for QuotaReclaim {
 
     fn reclaim(&self, view: &ReclaimView) -> ReclaimDecision {
         let quota = |vc: VcId| view.vcs.get(vc.0 as usize).and_then(|v| v.quota_gpus);
-        let mut held: BTreeMap<VcId, u64> = view
+        let mut held: FxHashMap<VcId, u64> = view
             .vcs
             .iter()
             .map(|v| (v.id, u64::from(v.held_gpus)))
             .collect();
-        let share = |vc: VcId, held: &BTreeMap<VcId, u64>| -> (u64, u64) {
+        let share = |vc: VcId, held: &FxHashMap<VcId, u64>| -> (u64, u64) {
             // (used, quota) compared as fractions by cross-multiplying.
             (
                 held.get(&vc).copied().unwrap_or(0),
@@ -169,15 +169,16 @@ impl ReclaimPolicy for QuotaReclaim {
             .iter()
             .filter(|j| view.now_s.saturating_sub(j.started_s) >= self.config.min_run_s)
             .collect();
-        running.sort_by_key(|j| (std::cmp::Reverse(j.started_s), std::cmp::Reverse(j.id)));
+        // (Ids are unique, so the order is total and an unstable sort gives it.)
+        running.sort_unstable_by_key(|j| (std::cmp::Reverse(j.started_s), std::cmp::Reverse(j.id)));
         let mut room = Room::new(&view.servers, view.cluster.server_level);
-        let mut taken: BTreeSet<JobId> = BTreeSet::new();
+        let mut taken: FxHashSet<JobId> = FxHashSet::default();
         let mut d = ReclaimDecision::default();
         // Jobs that stay at or above their VC's quota without them (newest
         // first), counting what this round already takes back. A VC with
         // entitled work is within its quota, so none of its own jobs is
         // ever among them; the list changes only when a job starts.
-        let reclaimable = |held: &BTreeMap<VcId, u64>, taken: &BTreeSet<JobId>| {
+        let reclaimable = |held: &FxHashMap<VcId, u64>, taken: &FxHashSet<JobId>| {
             let mut over = held.clone();
             running
                 .iter()
