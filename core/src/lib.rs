@@ -80,7 +80,8 @@ pub mod wasm;
 
 pub use book::VirtualCluster;
 pub use gangway_plugin_sdk::{
-    FailureClass, JobId, Level, QueueOrder, RetryAction, Slot, SpreadLimit, VcId, WaitReason,
+    FailureClass, JobId, Level, QueueOrder, RetryAction, RunningJob, Slot, SpreadLimit, VcId,
+    WaitReason,
 };
 pub use job::{
     AttemptEnd, AttemptFailure, FinalStatus, JobRecord, JobSpec, JobState, WaitBreakdown,

@@ -232,6 +232,38 @@ impl Scheduler {
         self.book.records()
     }
 
+    /// Every running job by id, as the reclaim and defragment slots see
+    /// it: its VC, user, GPUs and their servers, when its attempt started,
+    /// and the GPU-seconds it has received with the current attempt counted
+    /// up to `now_s`. Its cost is one copy per running job (the scheduler
+    /// keeps them indexed), not a walk over every job it knows.
+    ///
+    /// ```
+    /// use gangway_core::{JobId, JobSpec, Scheduler, Topology};
+    ///
+    /// let mut sched = Scheduler::new(Topology::uniform(1, 2, 8)?);
+    /// let vc = sched.virtual_cluster("speech");
+    /// sched.submit(JobSpec { id: JobId(7), vc, user: 3, gpus: 4, submitted_s: 0 })?;
+    /// sched.round(10)?;
+    /// let running = sched.running_jobs(110);
+    /// assert_eq!(running.len(), 1);
+    /// assert_eq!((running[0].id, running[0].gpus, running[0].started_s), (JobId(7), 4, 10));
+    /// assert_eq!(running[0].attained_gpu_s, 4 * 100);
+    /// assert_eq!(running[0].parts.iter().map(|(_, g)| g).sum::<u32>(), 4);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn running_jobs(&self, now_s: u64) -> Vec<gangway_plugin_sdk::RunningJob> {
+        self.book
+            .running()
+            .values()
+            .map(|r| {
+                let mut job = r.clone();
+                job.attained_gpu_s = crate::book::attained_at(r, now_s);
+                job
+            })
+            .collect()
+    }
+
     /// The time of the last round run (0 before the first): the host's
     /// "now" as far as the scheduler knows, e.g. for
     /// [`JobRecord::wait_at`](crate::JobRecord::wait_at).

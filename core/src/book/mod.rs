@@ -30,6 +30,7 @@ use crate::topology::Topology;
 use queue::QueueIndex;
 pub(crate) use queue::Queued;
 use table::JobTable;
+pub(crate) use table::attained_at;
 pub(crate) use vcs::Vcs;
 pub use vcs::VirtualCluster;
 

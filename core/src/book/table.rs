@@ -76,6 +76,13 @@ fn running_entry(id: JobId, record: &JobRecord) -> Option<RunningJob> {
     })
 }
 
+/// The GPU-seconds running job `r` (as the index holds it) has received by
+/// `now`: before its attempt, and in it since it started.
+pub(crate) fn attained_at(r: &RunningJob, now: u64) -> u64 {
+    r.attained_gpu_s
+        .saturating_add(u64::from(r.gpus).saturating_mul(now.saturating_sub(r.started_s)))
+}
+
 /// Files `id` in `running` as `record` says: in it (up to date) if it is
 /// running, out of it otherwise.
 fn file_running(running: &mut BTreeMap<JobId, RunningJob>, id: JobId, record: &JobRecord) {

@@ -193,6 +193,9 @@ pub struct Guarded<S: SlotContract> {
     shared: Arc<Mutex<Shared<S>>>,
     /// What happened to the slot since the events were last taken.
     round_events: Vec<SlotEvent>,
+    /// Whether [`Guarded::swap`] changed the active backend since the last
+    /// round began (the next round reports the slot as swapped).
+    swapped_between_rounds: bool,
 }
 
 impl<S: SlotContract> std::fmt::Debug for Guarded<S> {
@@ -225,6 +228,7 @@ impl<S: SlotContract> Guarded<S> {
             guard,
             health: SlotHealth::default(),
             round_events: Vec::new(),
+            swapped_between_rounds: false,
             shared: Arc::new(Mutex::new(Shared {
                 staged: None,
                 rollback: false,
@@ -302,6 +306,7 @@ impl<S: SlotContract> Guarded<S> {
         if let Ok(mut s) = shared.lock() {
             self.push(backend, &mut s);
             self.sync_status(&mut s);
+            self.swapped_between_rounds = true;
         }
     }
 
@@ -336,7 +341,7 @@ impl<S: SlotContract> Guarded<S> {
     /// changes nothing only copies the health counters to the status (no
     /// allocation: this runs for every slot every round).
     pub(crate) fn prepare_round(&mut self) -> bool {
-        let mut changed = false;
+        let mut changed = std::mem::take(&mut self.swapped_between_rounds);
         let shared = Arc::clone(&self.shared);
         if let Ok(mut s) = shared.lock() {
             if std::mem::take(&mut s.rollback) {

@@ -57,5 +57,9 @@ mod set;
 pub use backend::{Backend, BoxedBackend, Native, Noop};
 pub(crate) use error::invalid;
 pub use error::{PolicyError, PolicyErrorKind};
+/// The slot markers, to name a slot in [`Scheduler::swap`](crate::Scheduler::swap),
+/// [`PolicySet::slot`] or a module's `backend::<S>()` without depending on
+/// `gangway-plugin-sdk`.
+pub use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry, SlotContract};
 pub use guard::{GuardSettings, Guarded, SlotEvent, SlotHandle, SlotHealth, SlotStatus};
 pub use set::PolicySet;

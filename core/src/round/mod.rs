@@ -216,5 +216,15 @@ mod tests {
             [(Slot::Fairness, SlotEvent::Swapped { from, to })] if from == "fifo-quota" && to == "next"
         ));
         assert!(sched.round(5).unwrap().slot_events.is_empty());
+
+        // So is a swap made between rounds, by the next round.
+        sched.swap::<Fairness>(Box::new(Native::new("direct", FifoQuota)));
+        let report = sched.round(6).unwrap();
+        assert_eq!(report.swapped, [Slot::Fairness]);
+        assert!(matches!(
+            &report.slot_events[..],
+            [(Slot::Fairness, SlotEvent::Swapped { from, to })] if from == "next" && to == "direct"
+        ));
+        assert!(sched.round(7).unwrap().swapped.is_empty());
     }
 }

@@ -73,7 +73,9 @@ pub struct RoundReport {
     pub migrations: Vec<Migration>,
     /// What the retry slot chose for each failed attempt it saw.
     pub retries: Vec<(JobId, RetryAction)>,
-    /// Slots whose active policy changed at the start of the round.
+    /// Slots whose active policy changed since the last round: by
+    /// [`Scheduler::swap`](crate::Scheduler::swap) between rounds, or by a
+    /// staged swap or rollback at the start of this one.
     pub swapped: Vec<Slot>,
     /// What happened to each slot since the last round: swaps and rollbacks
     /// at its start, quarantines during it (slot by slot, oldest first).

@@ -86,9 +86,7 @@ impl Round<'_> {
             let job = &mut out[n];
             job.clone_from(r);
             // The index holds what the job attained before this attempt.
-            job.attained_gpu_s = r
-                .attained_gpu_s
-                .saturating_add(u64::from(r.gpus).saturating_mul(now.saturating_sub(r.started_s)));
+            job.attained_gpu_s = crate::book::attained_at(r, now);
             n += 1;
         }
         out.truncate(n);

@@ -191,6 +191,33 @@ impl PolicyEngine {
         Ok(module)
     }
 
+    /// Reads the module at `path` and [loads](PolicyEngine::load) it under
+    /// its file name (`las.wasm`). A file that cannot be read is a
+    /// [`WasmErrorKind::Unreadable`] naming the path.
+    ///
+    /// ```
+    /// use gangway_core::wasm::{PolicyEngine, SandboxConfig, WasmErrorKind};
+    ///
+    /// let engine = PolicyEngine::new(SandboxConfig::default()).unwrap();
+    /// let err = engine.load_file("no/such/policy.wasm").unwrap_err();
+    /// assert_eq!(err.module.as_deref(), Some("no/such/policy.wasm"));
+    /// assert!(matches!(err.kind, WasmErrorKind::Unreadable(_)));
+    /// ```
+    pub fn load_file(&self, path: impl AsRef<std::path::Path>) -> Result<PolicyModule, WasmError> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|e| {
+            WasmError::of(
+                &path.display().to_string(),
+                WasmErrorKind::Unreadable(e.to_string()),
+            )
+        })?;
+        let name = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        self.load(&name, &bytes)
+    }
+
     fn module(&self, name: &str, compiled: Arc<Compiled>) -> PolicyModule {
         PolicyModule {
             name: Arc::from(name),

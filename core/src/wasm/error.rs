@@ -173,6 +173,9 @@ pub enum WasmErrorKind {
         #[source]
         source: PolicyError,
     },
+    /// The module's file could not be read ([`PolicyEngine::load_file`](crate::wasm::PolicyEngine::load_file)).
+    #[error("cannot be read: {0}")]
+    Unreadable(String),
     /// The warm-up call at load time failed.
     #[error("failed its warm-up call: {0}")]
     WarmUp(#[source] PolicyError),
