@@ -37,9 +37,14 @@ pub enum PolicyResolveError {
     Module(String),
 }
 
-/// Parses `preset[+slot=policy...]`, e.g. `philly+retry=failure-aware`:
-/// the preset with the named slots replaced (their configuration reset to
-/// defaults), named as written.
+/// Parses `preset[+slot=policy[@config.toml]...]`, e.g.
+/// `philly+retry=failure-aware`: the preset with the named slots replaced,
+/// named as written. A replaced slot runs with its defaults unless a
+/// configuration file follows `@` (`philly+fairness=my.wasm@my.toml`);
+/// `slot@config.toml` keeps the preset's policy and gives it that
+/// configuration instead of the preset's (`philly+fairness@strict.toml`).
+/// The file is read here; one that cannot be read is an error naming it
+/// and the entry.
 ///
 /// ```
 /// use gangway_core::Slot;
@@ -50,25 +55,53 @@ pub enum PolicyResolveError {
 /// assert_eq!(c.slot(Slot::Retry).policy, "failure-aware");
 /// assert_eq!(c.slot(Slot::Fairness).policy, "vc-quota");
 /// assert!(parse_choice("philly+color=red").is_err());
+///
+/// let dir = std::env::temp_dir().join(format!("gangway-choice-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir).unwrap();
+/// let strict = dir.join("strict.toml");
+/// std::fs::write(&strict, "lend = false\n").unwrap();
+/// let c = parse_choice(&format!("philly+fairness@{}", strict.display())).unwrap();
+/// assert_eq!(c.slot(Slot::Fairness).policy, "vc-quota");
+/// assert_eq!(c.slot(Slot::Fairness).config, b"lend = false\n");
+/// let c = parse_choice(&format!("philly+fairness=las@{}", strict.display())).unwrap();
+/// assert_eq!(c.slot(Slot::Fairness).policy, "las");
+/// let err = parse_choice("philly+fairness=las@no/such.toml").unwrap_err();
+/// assert!(err.to_string().contains("no/such.toml"), "{err}");
+/// # std::fs::remove_dir_all(&dir).unwrap();
 /// ```
 pub fn parse_choice(spec: &str) -> Result<PolicyChoice, PolicyResolveError> {
     let mut parts = spec.split('+');
     let base = parts.next().unwrap_or_default();
     let mut choice = catalog::preset(base)?;
     for part in parts {
-        let (slot, policy) = part.split_once('=').ok_or_else(|| {
-            PolicyResolveError::Choice(format!(
-                "{spec:?}: {part:?} is not SLOT=POLICY (e.g. retry=failure-aware)"
-            ))
-        })?;
+        let (head, config_file) = match part.split_once('@') {
+            Some((head, file)) => (head, Some(file)),
+            None => (part, None),
+        };
+        let (slot, policy) = match head.split_once('=') {
+            Some((slot, policy)) => (slot, Some(policy)),
+            None if config_file.is_some() => (head, None),
+            None => {
+                return Err(PolicyResolveError::Choice(format!(
+                    "{spec:?}: {part:?} is not SLOT=POLICY, SLOT=POLICY@CONFIG.toml or \
+                     SLOT@CONFIG.toml (e.g. retry=failure-aware)"
+                )));
+            }
+        };
         let slot = slot_named(slot, spec)?;
-        choice.slots.insert(
-            slot,
-            SlotChoice {
-                policy: policy.to_string(),
-                config: Vec::new(),
-            },
-        );
+        let config = match config_file {
+            Some(file) => std::fs::read(file).map_err(|e| {
+                PolicyResolveError::Choice(format!(
+                    "{spec:?}: the {slot} configuration {file}: cannot read: {e}"
+                ))
+            })?,
+            None => Vec::new(),
+        };
+        let policy = match policy {
+            Some(p) => p.to_string(),
+            None => choice.slot(slot).policy,
+        };
+        choice.slots.insert(slot, SlotChoice { policy, config });
     }
     choice.name = spec.to_string();
     Ok(choice)

@@ -94,7 +94,10 @@ def replay(
     """Runs ``replay`` with these arguments and returns its :class:`Report`.
 
     Arguments are the command's (see :func:`replay_help`); e.g.
-    ``replay(jobs=5000, compare=["philly", "fifo"], time_scale=0.5)``. With
+    ``replay(jobs=5000, compare=["philly", "fifo"], time_scale=0.5)``. An
+    entry of ``compare`` (or ``policies``) may replace and configure slots on
+    its own: ``"philly+fairness=my.wasm@my.toml"``, or ``"philly+fairness@strict.toml"``
+    for the preset's own policy with another configuration. With
     ``out=None`` the report is written to a temporary directory that is
     removed afterwards, and no plots are drawn (pass ``out=`` to keep
     ``report.json`` and the SVG plots, as the command does). ``echo=False``

@@ -58,8 +58,9 @@ pub struct Cli {
     /// A topology file (TOML) naming racks and servers.
     #[arg(long)]
     pub topology: Option<PathBuf>,
-    /// A preset (a named policy per slot), optionally with slots replaced:
-    /// `philly`, `philly+retry=failure-aware+reclaim=none`.
+    /// A preset (a named policy per slot), optionally with slots replaced
+    /// or configured: `philly`, `philly+retry=failure-aware+reclaim=none`,
+    /// `philly+fairness=las@las.toml`.
     #[arg(long, conflicts_with = "compare")]
     pub policies: Option<String>,
     /// One flag per slot (`--fairness`, `--locality`, `--gang`,
@@ -67,12 +68,16 @@ pub struct Cli {
     /// `.wasm` module, replacing the preset's.
     #[command(flatten)]
     pub slots: SlotFlags<PolicyOrModule>,
-    /// A configuration file for a slot, e.g. `--config fairness=vcs.toml` (repeatable).
+    /// A configuration file for a slot, e.g. `--config fairness=vcs.toml`
+    /// (repeatable), for every policy set; an entry's own
+    /// `SLOT=POLICY@FILE` or `SLOT@FILE` takes precedence for its slot.
     #[arg(long, value_name = "SLOT=FILE")]
     pub config: Vec<String>,
     /// Policy sets to compare side by side on the same workload: presets,
-    /// each optionally with slots replaced, e.g.
-    /// `philly,philly+retry=failure-aware,fifo`.
+    /// each optionally with slots replaced and configured, e.g.
+    /// `philly,philly+retry=failure-aware,fifo` or
+    /// `philly,philly+fairness=my.wasm@my.toml` (`SLOT@FILE` configures
+    /// the preset's own policy: `philly+fairness@strict.toml`).
     #[arg(long, value_delimiter = ',')]
     pub compare: Vec<String>,
     /// Seed for the generator and the failure process.
@@ -198,6 +203,10 @@ pub fn choices(cli: &Cli) -> Result<Vec<PolicyChoice>, PolicyResolveError> {
             choice.name = format!("{}+{slot}={p}", choice.name);
         }
         for (slot, bytes) in &configs {
+            if configured_in(&spec, *slot) {
+                // The entry's own `SLOT...@FILE` is more specific.
+                continue;
+            }
             let mut s = choice.slot(*slot);
             s.config = bytes.clone();
             choice.slots.insert(*slot, s);
@@ -205,6 +214,15 @@ pub fn choices(cli: &Cli) -> Result<Vec<PolicyChoice>, PolicyResolveError> {
         out.push(choice);
     }
     Ok(out)
+}
+
+/// Whether the `--compare` or `--policies` entry `spec` gives `slot` a
+/// configuration file of its own (`+slot=policy@file` or `+slot@file`).
+fn configured_in(spec: &str, slot: gangway_core::Slot) -> bool {
+    spec.split('+').skip(1).any(|part| {
+        part.split_once('@')
+            .is_some_and(|(head, _)| head.split('=').next() == Some(slot.as_str()))
+    })
 }
 
 /// `--placement`: the names of [`PlacementStrategy::NAMES`] (listed in
@@ -285,6 +303,16 @@ pub enum ReplayError {
     /// Bad policy choice or module.
     #[error(transparent)]
     Policy(#[from] PolicyResolveError),
+    /// One policy set of several (`--compare`) cannot be built.
+    #[error("policy set {set:?}: {source}{hint}")]
+    PolicySet {
+        /// The set's name as given.
+        set: String,
+        /// Why.
+        source: PolicyResolveError,
+        /// What to do about it, if there is a likely remedy ("" if not).
+        hint: &'static str,
+    },
     /// The replay failed.
     #[error(transparent)]
     Sim(#[from] SimError),
@@ -682,7 +710,22 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
         apply_features(&mut choice, &cli.without, cli.seed)?;
         let choice = &choice;
         let policy_clock = Instant::now();
-        let set = loader.build(choice, cli.native)?;
+        let set = loader.build(choice, cli.native).map_err(|source| {
+            if choices.len() == 1 {
+                return ReplayError::Policy(source);
+            }
+            let hint = if cli.config.is_empty() {
+                ""
+            } else {
+                " (--config applies to every set; give one set its own configuration with \
+                 SLOT=POLICY@FILE or SLOT@FILE)"
+            };
+            ReplayError::PolicySet {
+                set: choice.name.clone(),
+                source,
+                hint,
+            }
+        })?;
         let names = Policies::of(choice);
         let policy_time = policy_clock.elapsed();
         let cfg = SimConfig {

@@ -604,3 +604,85 @@ fn frequent_server_failures_end_with_every_job_resumed_from_checkpoints() {
     let finish = |r: &sim::RunResult| r.jobs.iter().map(|j| j.finish_s).collect::<Vec<_>>();
     assert_eq!(finish(&result), finish(&again));
 }
+
+#[test]
+fn each_compared_set_can_have_its_own_configuration() {
+    let d = dir("per-entry-config");
+    let las = file(
+        &d,
+        "las.toml",
+        "thresholds_gpu_s = [60]\npromote_after_s = 600\n",
+    );
+    let base = [
+        "--jobs",
+        "1200",
+        "--seed",
+        "3",
+        "--time-scale",
+        "0.3",
+        "--native",
+        "--no-plots",
+    ];
+    // The global --config reaches every set, and vc-quota refuses LAS's keys:
+    // the error names the set and says how to configure one set alone.
+    let mut args = base.to_vec();
+    let both = d.join("both");
+    let global = format!("fairness={las}");
+    args.extend([
+        "--compare",
+        "philly,philly+fairness=las",
+        "--config",
+        &global,
+        "--out",
+        both.to_str().unwrap(),
+    ]);
+    let err = failed(&replay(&args));
+    assert!(err.contains("policy set \"philly\""), "{err}");
+    assert!(err.contains("SLOT=POLICY@FILE"), "{err}");
+
+    // Per entry: only the LAS set gets the file, and it decides as the same
+    // set run alone with --config.
+    let mut args = base.to_vec();
+    let entry = format!("philly+fairness=las@{las}");
+    let cmp = d.join("cmp");
+    let spec = format!("philly,{entry}");
+    args.extend(["--compare", &spec, "--out", cmp.to_str().unwrap()]);
+    ok(&replay(&args));
+    let mut args = base.to_vec();
+    let alone = d.join("alone");
+    args.extend([
+        "--policies",
+        "philly+fairness=las",
+        "--config",
+        &global,
+        "--out",
+        alone.to_str().unwrap(),
+    ]);
+    ok(&replay(&args));
+    // A run as reported, but for its name (which spells its entry).
+    let run = |r: &Value, i: usize| {
+        let mut run = r["runs"][i].clone();
+        run.as_object_mut().unwrap().remove("name");
+        run
+    };
+    let (cmp, alone) = (report(&cmp), report(&alone));
+    assert_eq!(cmp["runs"][1]["policies"]["fairness"], "las");
+    assert_eq!(run(&cmp, 1), run(&alone, 0));
+    // The default thresholds decide differently from the file's.
+    let mut args = base.to_vec();
+    let defaults = d.join("defaults");
+    args.extend([
+        "--policies",
+        "philly+fairness=las",
+        "--out",
+        defaults.to_str().unwrap(),
+    ]);
+    ok(&replay(&args));
+    assert_ne!(run(&report(&defaults), 0), run(&alone, 0));
+
+    // A file that cannot be read is named.
+    let mut args = base.to_vec();
+    args.extend(["--compare", "philly,philly+fairness=las@no/such.toml"]);
+    let err = failed(&replay(&args));
+    assert!(err.contains("no/such.toml"), "{err}");
+}
