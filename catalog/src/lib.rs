@@ -116,7 +116,7 @@ fn native<S: SlotContract, P: Policy<S> + Configure + Send + 'static>(
     config: &[u8],
 ) -> Result<BoxedBackend<S>, CatalogError> {
     P::from_config(config)
-        .map(|p| Box::new(Native::new(name, p)) as BoxedBackend<S>)
+        .map(|p| Box::new(Native::new(name, p).with_config(config)) as BoxedBackend<S>)
         .map_err(|source| CatalogError::Config {
             slot: S::SLOT,
             name: name.to_string(),

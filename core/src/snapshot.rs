@@ -9,11 +9,14 @@
 //! view showed, and the time of the last round. Failed attempts awaiting a
 //! retry decision and retries waiting out a delay are job states, so they
 //! are in it too; the per-VC queues are rebuilt from the pending jobs in the
-//! order the restored fairness policy declares. It does not hold
-//! the topology or the policies: the host passes both to
-//! [`Scheduler::restore`] again, and restore checks that the topology is the
-//! one the snapshot was taken on (same servers, same names, same GPU counts,
-//! in the same order).
+//! order the restored fairness policy declares. It records what each slot's
+//! policy was ([`PolicyOrigin`]: name, the SHA-256 of its Wasm module,
+//! configuration) but holds neither the topology nor the policies
+//! themselves: the host passes both to [`Scheduler::restore`] again (with
+//! `PolicyEngine::policies_of` rebuilding the set from the record and the
+//! modules' bytes), and restore checks that the topology is the one the
+//! snapshot was taken on (same servers, same names, same GPU counts, in the
+//! same order).
 //!
 //! # Encoding
 //!
@@ -25,7 +28,7 @@
 //! | bytes | what |
 //! |---|---|
 //! | 6 | magic `GWSNAP` |
-//! | varint | format version ([`SNAPSHOT_VERSION`], now 1) |
+//! | varint | format version ([`SNAPSHOT_VERSION`], now 2) |
 //! | varint + (string, varint, enum) each | servers: name, GPU count, health |
 //! | enum | placement strategy |
 //! | varint + records | virtual clusters in [`VcId`](gangway_plugin_sdk::VcId) order |
@@ -36,10 +39,12 @@
 //! | varint + ids | the jobs of the last round's fairness view |
 //! | varint | rounds run |
 //! | option of varint | the time of the last round that showed fairness a view |
+//! | varint + (enum, record) each | each slot's policy: slot, name, module SHA-256 (option of string), configuration (bytes) |
 //!
 //! A change of any of these fields makes a new version; [`Snapshot::from_bytes`]
-//! refuses versions it does not know with [`SnapshotError::UnsupportedVersion`]
-//! rather than guessing. The struct is also plain serde, so a host may store
+//! reads version 1 (the same without the policies, which it reads as none
+//! recorded) and refuses versions it does not know with
+//! [`SnapshotError::UnsupportedVersion`] rather than guessing. The struct is also plain serde, so a host may store
 //! it as JSON for people to read.
 //!
 //! # Restore
@@ -58,7 +63,7 @@
 //! use gangway_core::snapshot::Snapshot;
 //! use gangway_core::{JobSpec, Scheduler, Topology};
 //! use gangway_core::policy::PolicySet;
-//! use gangway_plugin_sdk::JobId;
+//! use gangway_plugin_sdk::{JobId, Slot};
 //!
 //! let mut sched = Scheduler::new(Topology::uniform(2, 2, 8)?);
 //! let vc = sched.virtual_cluster("nlp");
@@ -76,20 +81,23 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use gangway_plugin_sdk::JobId;
+use gangway_plugin_sdk::{JobId, Slot};
 use serde::{Deserialize, Serialize};
 
 use crate::book::VirtualCluster;
 use crate::job::{JobRecord, JobState};
 use crate::placement::Scope;
 use crate::placement_strategy::PlacementStrategy;
-use crate::policy::PolicySet;
+use crate::policy::{PolicyOrigin, PolicySet};
 use crate::scheduler::Scheduler;
 use crate::state::{Health, InvariantViolation};
 use crate::topology::{ServerId, Topology};
 
 /// The snapshot format this build writes and reads.
-pub const SNAPSHOT_VERSION: u32 = 1;
+pub const SNAPSHOT_VERSION: u32 = 2;
+
+/// The oldest snapshot format this build reads (without policies).
+const OLDEST_VERSION: u32 = 1;
 
 /// The first bytes of an encoded snapshot.
 pub const SNAPSHOT_MAGIC: [u8; 6] = *b"GWSNAP";
@@ -120,6 +128,7 @@ pub struct Snapshot {
     last_view: Vec<JobId>,
     rounds: u64,
     prev_view_round_s: Option<u64>,
+    policies: Vec<(Slot, PolicyOrigin)>,
 }
 
 /// Why a snapshot could not be encoded, decoded or restored.
@@ -159,6 +168,14 @@ pub enum SnapshotError {
     /// A virtual cluster, server or reservation entry is inconsistent.
     #[error("snapshot: {0}")]
     Invalid(String),
+    /// A slot's recorded policy cannot be built again.
+    #[error("snapshot: cannot rebuild the {slot} policy: {why}")]
+    Policy {
+        /// The slot.
+        slot: Slot,
+        /// What is wrong.
+        why: String,
+    },
     /// The restored scheduler failed its invariant check.
     #[error("snapshot restores to an inconsistent scheduler: {0}")]
     Invariant(#[from] InvariantViolation),
@@ -185,6 +202,12 @@ impl Snapshot {
         &self.servers
     }
 
+    /// What each slot's policy was when the snapshot was taken, in round
+    /// order (empty for a version-1 snapshot, which did not record them).
+    pub fn policies(&self) -> &[(Slot, PolicyOrigin)] {
+        &self.policies
+    }
+
     /// Encodes the snapshot: magic, then postcard.
     pub fn to_bytes(&self) -> Result<Vec<u8>, SnapshotError> {
         let mut out = SNAPSHOT_MAGIC.to_vec();
@@ -201,12 +224,22 @@ impl Snapshot {
             .ok_or(SnapshotError::NotASnapshot)?;
         let (version, _) = postcard::take_from_bytes::<u32>(body)
             .map_err(|e| SnapshotError::Decode(format!("format version: {e}")))?;
-        if version != SNAPSHOT_VERSION {
-            return Err(SnapshotError::UnsupportedVersion {
-                found: version,
-                supported: SNAPSHOT_VERSION,
-            });
-        }
+        let v1_body;
+        let body = match version {
+            SNAPSHOT_VERSION => body,
+            OLDEST_VERSION => {
+                // Version 1 is version 2 without its last field, the
+                // policies: an empty list is the one byte 0.
+                v1_body = [body, &[0]].concat();
+                &v1_body[..]
+            }
+            _ => {
+                return Err(SnapshotError::UnsupportedVersion {
+                    found: version,
+                    supported: SNAPSHOT_VERSION,
+                });
+            }
+        };
         let (snapshot, rest) = postcard::take_from_bytes::<Snapshot>(body)
             .map_err(|e| SnapshotError::Decode(e.to_string()))?;
         if !rest.is_empty() {
@@ -260,6 +293,7 @@ impl Scheduler {
             last_view: self.book.last_view_ids(),
             rounds: self.rounds,
             prev_view_round_s: self.book.prev_view_round_s(),
+            policies: self.policies.origins(),
         }
     }
 
@@ -272,7 +306,7 @@ impl Scheduler {
         policies: PolicySet,
         snapshot: Snapshot,
     ) -> Result<Scheduler, SnapshotError> {
-        if snapshot.version != SNAPSHOT_VERSION {
+        if !(OLDEST_VERSION..=SNAPSHOT_VERSION).contains(&snapshot.version) {
             return Err(SnapshotError::UnsupportedVersion {
                 found: snapshot.version,
                 supported: SNAPSHOT_VERSION,
@@ -475,12 +509,12 @@ mod tests {
             Snapshot::from_bytes(&bytes[..bytes.len() - 3]),
             Err(SnapshotError::Decode(_))
         ));
-        let mut v2 = bytes.clone();
-        v2[6] = 2;
-        let e = Snapshot::from_bytes(&v2).unwrap_err();
+        let mut v3 = bytes.clone();
+        v3[6] = 3;
+        let e = Snapshot::from_bytes(&v3).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "snapshot format version 2 is not supported (this build reads version 1)"
+            "snapshot format version 3 is not supported (this build reads version 2)"
         );
         let mut long = bytes;
         long.push(0);

@@ -1,6 +1,7 @@
 //! A slot's policy as the scheduler calls it: one trait for every slot.
 
 use gangway_plugin_sdk::{Manifest, Policy, SlotContract};
+use serde::{Deserialize, Serialize};
 
 use super::PolicyError;
 
@@ -31,12 +32,36 @@ pub trait Backend<S: SlotContract>: Send {
         let _ = outcome;
     }
 
+    /// What this policy is, for a snapshot to record: its name, the
+    /// SHA-256 of its Wasm module (none for a native policy) and its
+    /// configuration bytes. The default records the name alone.
+    fn origin(&self) -> PolicyOrigin {
+        PolicyOrigin {
+            name: self.name().to_string(),
+            ..PolicyOrigin::default()
+        }
+    }
+
     /// Whether this backend never decides anything (the built-in `none` of
     /// the reclaim and defragment slots): the round then neither builds its
     /// view nor calls it.
     fn is_noop(&self) -> bool {
         false
     }
+}
+
+/// What a slot's policy is, as a [snapshot](crate::snapshot::Snapshot)
+/// records it ([`Backend::origin`]): enough for a host to build the same
+/// policy again after a restart, given the module's bytes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyOrigin {
+    /// The policy's name (a built-in name or the module's name).
+    pub name: String,
+    /// The SHA-256 of its Wasm module in hex, or `None` for a native policy.
+    pub module_sha256: Option<String>,
+    /// The configuration it was started with (TOML for the built-ins; empty
+    /// for defaults or when unknown).
+    pub config: Vec<u8>,
 }
 
 /// A boxed backend of slot `S`.
@@ -68,6 +93,7 @@ pub(crate) fn fallback_backend<S: SlotContract>() -> BoxedBackend<S> {
 pub struct Native<P> {
     name: String,
     policy: P,
+    config: Vec<u8>,
 }
 
 impl<P> Native<P> {
@@ -76,7 +102,15 @@ impl<P> Native<P> {
         Native {
             name: name.into(),
             policy,
+            config: Vec::new(),
         }
+    }
+
+    /// Records `config` as the configuration `policy` was made from (what
+    /// [`Backend::origin`] reports; the policy is already configured).
+    pub fn with_config(mut self, config: &[u8]) -> Self {
+        self.config = config.to_vec();
+        self
     }
 
     /// The policy.
@@ -94,6 +128,13 @@ impl<S: SlotContract, P: Policy<S> + Send> Backend<S> for Native<P> {
     }
     fn manifest(&self) -> Manifest {
         self.policy.manifest()
+    }
+    fn origin(&self) -> PolicyOrigin {
+        PolicyOrigin {
+            name: self.name.clone(),
+            module_sha256: None,
+            config: self.config.clone(),
+        }
     }
 }
 

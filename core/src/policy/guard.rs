@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use gangway_plugin_sdk::{Manifest, SlotContract};
 
-use super::backend::{BoxedBackend, fallback_backend};
+use super::backend::{BoxedBackend, PolicyOrigin, fallback_backend};
 use super::{PolicyError, PolicyErrorKind};
 
 /// When a guarded slot gives up on a policy.
@@ -276,6 +276,11 @@ impl<S: SlotContract> Guarded<S> {
     /// What the active backend declared when it was loaded.
     pub fn manifest(&self) -> Manifest {
         self.active().manifest()
+    }
+
+    /// What the active backend is: name, module hash and configuration.
+    pub fn origin(&self) -> PolicyOrigin {
+        self.active().origin()
     }
 
     /// Failure counters.

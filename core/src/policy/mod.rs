@@ -54,7 +54,7 @@ mod error;
 mod guard;
 mod set;
 
-pub use backend::{Backend, BoxedBackend, Native, Noop};
+pub use backend::{Backend, BoxedBackend, Native, Noop, PolicyOrigin};
 pub(crate) use error::invalid;
 pub use error::{PolicyError, PolicyErrorKind};
 /// The slot markers, to name a slot in [`Scheduler::swap`](crate::Scheduler::swap),

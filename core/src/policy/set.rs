@@ -4,7 +4,7 @@ use std::any::Any;
 
 use gangway_plugin_sdk::{Slot, SlotContract, with_slot};
 
-use super::backend::BoxedBackend;
+use super::backend::{BoxedBackend, PolicyOrigin};
 use super::guard::{GuardSettings, Guarded, SlotEvent, SlotHealth};
 
 /// The policies of every slot, each [`Guarded`], indexed by slot: by type
@@ -65,6 +65,15 @@ impl PolicySet {
         self.slots[slot.index()].name()
     }
 
+    /// What each slot's active policy is, in round order ([`Slot::ALL`]).
+    pub fn origins(&self) -> Vec<(Slot, PolicyOrigin)> {
+        Slot::ALL
+            .into_iter()
+            .zip(&self.slots)
+            .map(|(slot, g)| (slot, g.origin()))
+            .collect()
+    }
+
     /// The failure counters of `slot`.
     pub fn health(&self, slot: Slot) -> &SlotHealth {
         self.slots[slot.index()].health()
@@ -101,6 +110,7 @@ impl PolicySet {
 /// What every guarded slot offers whatever its slot: for the set's loops.
 trait AnyGuarded: Send {
     fn name(&self) -> &str;
+    fn origin(&self) -> PolicyOrigin;
     fn health(&self) -> &SlotHealth;
     fn set_guard(&mut self, guard: GuardSettings);
     fn prepare_round(&mut self) -> bool;
@@ -112,6 +122,9 @@ trait AnyGuarded: Send {
 impl<S: SlotContract> AnyGuarded for Guarded<S> {
     fn name(&self) -> &str {
         Guarded::name(self)
+    }
+    fn origin(&self) -> PolicyOrigin {
+        Guarded::origin(self)
     }
     fn health(&self) -> &SlotHealth {
         Guarded::health(self)

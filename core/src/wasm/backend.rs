@@ -13,7 +13,7 @@ use super::direct::DirectInstance;
 use super::error::{WasmError, WasmErrorKind};
 use super::module::{Code, PolicyModule, SlotExport};
 use super::store::{HostState, classify, error_text, new_store};
-use crate::policy::{Backend, BoxedBackend, PolicyError, PolicyErrorKind};
+use crate::policy::{Backend, BoxedBackend, PolicyError, PolicyErrorKind, PolicyOrigin};
 
 /// A live instance: its store, how to call the slot, and the view of its
 /// last answered call (the base of the next view change).
@@ -267,6 +267,14 @@ impl<S: SlotContract> Backend<S> for WasmBackend<S> {
 
     fn manifest(&self) -> Manifest {
         self.manifest.clone()
+    }
+
+    fn origin(&self) -> PolicyOrigin {
+        PolicyOrigin {
+            name: self.module.name().to_string(),
+            module_sha256: Some(self.module.hash()),
+            config: self.config.to_vec(),
+        }
     }
 
     fn decide(&mut self, view: &S::View) -> Result<S::Decision, PolicyError> {

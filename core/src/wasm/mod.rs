@@ -56,6 +56,7 @@ mod disk_cache;
 mod engine;
 mod error;
 mod module;
+mod restore;
 mod store;
 mod warm_up;
 mod wiring;
