@@ -1,6 +1,7 @@
 //! `policy-check` end to end: the real plugins pass; hostile and malformed
-//! modules fail with one clear line and a non-zero exit, quickly, without a
-//! panic.
+//! modules fail with one clear line (and, for a rule broken on a view, the
+//! smallest failing view as a regression test after it) and a non-zero
+//! exit, quickly, without a panic.
 #![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
@@ -34,7 +35,8 @@ fn stdout(out: &Output) -> String {
 }
 
 /// Runs policy-check on `bytes` saved as `name` and expects a failure whose
-/// single line starts with `FAIL: ` and contains `reason`.
+/// first line starts with `FAIL: ` and contains `reason`; any further lines
+/// are the regression test of the smallest failing view.
 fn expect_failure(name: &str, bytes: &[u8], extra: &[&str], reason: &str) {
     let path = temp(name, bytes);
     let mut args = vec![path.to_str().unwrap()];
@@ -42,9 +44,15 @@ fn expect_failure(name: &str, bytes: &[u8], extra: &[&str], reason: &str) {
     let (out, took) = policy_check(&args);
     let text = stdout(&out);
     assert_eq!(out.status.code(), Some(1), "{name}: {text}");
-    assert_eq!(text.lines().count(), 1, "{name}: one line, got {text:?}");
-    assert!(text.starts_with("FAIL: "), "{name}: {text}");
-    assert!(text.contains(reason), "{name}: {text:?} lacks {reason:?}");
+    let first = text.lines().next().unwrap_or_default();
+    assert!(first.starts_with("FAIL: "), "{name}: {text}");
+    assert!(first.contains(reason), "{name}: {text:?} lacks {reason:?}");
+    if text.lines().count() > 1 {
+        assert!(
+            text.contains("#[test]") && text.contains("check_view"),
+            "{name}: {text}"
+        );
+    }
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("panicked"), "{name}: {err}");
     assert!(took < Duration::from_secs(20), "{name} took {took:?}");

@@ -9,7 +9,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use gangway_catalog::policy_check::{CheckOptions, check_module};
+use gangway_catalog::policy_check::{CheckError, CheckOptions, check_module};
+use gangway_core::conformance;
 use gangway_core::wasm::{Budget, CallPath, SandboxConfig};
 
 /// Check a Gangway policy module (a gangway:policy@2.x Wasm component).
@@ -99,6 +100,19 @@ fn main() -> ExitCode {
                 r.views, r.max_jobs, r.calls, r.scenarios, r.slowest_us
             );
             ExitCode::SUCCESS
+        }
+        Err(CheckError::Rule(finding)) => {
+            // The regression test loads the module and its configuration
+            // from the paths given here.
+            let config = match &args.config {
+                Some(path) => format!("&std::fs::read({:?}).unwrap()", path.display().to_string()),
+                None => "&[]".to_string(),
+            };
+            let module = args.module.display().to_string();
+            let slot = finding.slot;
+            let finding = finding.with_maker(conformance::module_maker(&module, slot, &config));
+            println!("FAIL: {finding}");
+            ExitCode::from(1)
         }
         Err(e) => {
             println!("FAIL: {}", e.headline());

@@ -33,8 +33,10 @@
 //! [`Options::liveness`], the oldest job that could start does start once
 //! the arrivals stop.
 //!
-//! A failure names the check, and the smallest failing view proptest could
-//! find, printed as a line of Rust to paste into a regression test.
+//! A failure names the check and the smallest failing view (proptest's
+//! shrinking, then the slot's one step smaller views until none fails the
+//! same way), printed as a complete regression test to paste: the view, what
+//! the policy answered and [`check_view`] on it.
 
 mod run;
 pub mod scenario;
@@ -47,7 +49,7 @@ use gangway_plugin_sdk::{
 };
 use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 
-pub use run::{Finding, FindingKind, Report, check};
+pub use run::{Finding, FindingKind, Report, Repro, check, check_view};
 
 use crate::policy::{BoxedBackend, Native};
 use gangway_plugin_sdk::SlotContract;
@@ -117,6 +119,7 @@ where
         &mut || Ok(Box::new(Native::new(name, make())) as BoxedBackend<S>),
         options,
     )
+    .map_err(|f| f.with_maker(run::given_maker::<P>(name)))
 }
 
 fn configured<S, P>(policy: P, options: &Options) -> Result<Report, Finding>
@@ -193,6 +196,12 @@ where
         },
         options,
     )
+    .map_err(|f| {
+        f.with_maker(format!(
+            "Box::new(gangway_core::policy::Native::new({name:?}, \
+             <{name} as gangway_plugin_sdk::Configure>::from_config(b\"\").unwrap()))"
+        ))
+    })
 }
 
 /// Checks every slot of a Wasm module (feature `wasm`), configured with
@@ -226,5 +235,22 @@ fn wasm_slot<S: SlotContract + SlotViews>(
                 .map_err(|e| Finding::config(S::SLOT, module.name(), &e.to_string()))
         },
         options,
+    )
+    .map_err(|f| {
+        let maker = module_maker(module.name(), S::SLOT, &format!("&{config:?}"));
+        f.with_maker(maker)
+    })
+}
+
+/// The expression that loads module file `path` and makes its `slot`
+/// backend with the configuration bytes expression `config` (`&[]`,
+/// `&std::fs::read("las.toml").unwrap()`), for a regression test.
+#[cfg(feature = "wasm")]
+pub fn module_maker(path: &str, slot: gangway_plugin_sdk::Slot, config: &str) -> String {
+    let mut marker = slot.as_str().to_string();
+    marker[..1].make_ascii_uppercase();
+    format!(
+        "gangway_core::wasm::PolicyEngine::new(Default::default()).unwrap().load_file({path:?}).unwrap()\
+         .backend::<gangway_plugin_sdk::{marker}>({config}).unwrap()"
     )
 }

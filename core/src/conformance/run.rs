@@ -69,7 +69,7 @@ pub enum FindingKind {
 
 /// A broken rule, with the smallest view that shows it.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{slot} policy {policy}: {}{}", describe(.kind), reproduce(.view))]
+#[error("{slot} policy {policy}: {}{}", describe(.kind), reproduce(self))]
 pub struct Finding {
     /// The slot.
     pub slot: Slot,
@@ -77,9 +77,24 @@ pub struct Finding {
     pub policy: String,
     /// What went wrong.
     pub kind: FindingKind,
-    /// The smallest failing view as a line of Rust (decoding its bytes),
-    /// to paste into a regression test; `None` for scenario failures.
-    pub view: Option<String>,
+    /// The smallest failing view and how to check it again; `None` for a
+    /// failure without a view (a scenario, a configuration).
+    pub repro: Option<Box<Repro>>,
+}
+
+/// What reproduces a [`Finding`]: the smallest failing view, what the policy
+/// answered on it, and how to make the policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Repro {
+    /// The view as a line of Rust (decoding its bytes).
+    pub view: String,
+    /// What the policy answered on it (its `Debug` form), if it answered.
+    pub decision: Option<String>,
+    /// A Rust expression that makes the policy as a `BoxedBackend` of the
+    /// slot: exact for a module and for a policy built from its default
+    /// configuration, a `todo!()` naming the type for a policy value given
+    /// to the kit.
+    pub maker: String,
 }
 
 impl Finding {
@@ -88,9 +103,56 @@ impl Finding {
             slot,
             policy: policy.to_string(),
             kind: FindingKind::Config(message.to_string()),
-            view: None,
+            repro: None,
         }
     }
+
+    /// The smallest failing view as a line of Rust, to paste into a test.
+    pub fn view(&self) -> Option<&str> {
+        self.repro.as_ref().map(|r| r.view.as_str())
+    }
+
+    /// The same finding, its regression test making the policy with
+    /// `maker` (a Rust expression of type `BoxedBackend<S>`), as
+    /// `policy-check` does with the module's path and configuration file.
+    #[must_use]
+    pub fn with_maker(mut self, maker: impl Into<String>) -> Finding {
+        if let Some(r) = &mut self.repro {
+            r.maker = maker.into();
+        }
+        self
+    }
+
+    /// A complete test that fails as the policy failed, on the smallest
+    /// failing view: the view, what the policy answered, and the check
+    /// through [`super::check_view`]. `None` for a failure without a view.
+    pub fn regression_test(&self) -> Option<String> {
+        let repro = self.repro.as_ref()?;
+        let marker = marker(self.slot);
+        let answered = match &repro.decision {
+            Some(d) => format!("    // It answered: {d}\n"),
+            None => String::new(),
+        };
+        Some(format!(
+            "#[test]\n\
+             fn smallest_failing_{slot}_view() {{\n\
+             \x20   {view}\n\
+             {answered}\
+             \x20   let policy = {maker};\n\
+             \x20   gangway_core::conformance::check_view::<gangway_plugin_sdk::{marker}>(policy, &view).unwrap();\n\
+             }}",
+            slot = self.slot,
+            view = repro.view,
+            maker = repro.maker,
+        ))
+    }
+}
+
+/// The SDK's marker type of `slot`: its name, capitalised.
+fn marker(slot: Slot) -> String {
+    let mut name = slot.as_str().to_string();
+    name[..1].make_ascii_uppercase();
+    name
 }
 
 fn describe(kind: &FindingKind) -> String {
@@ -121,9 +183,11 @@ fn describe(kind: &FindingKind) -> String {
     }
 }
 
-fn reproduce(view: &Option<String>) -> String {
-    match view {
-        Some(v) => format!("\n  smallest failing view (paste into a test):\n  {v}"),
+fn reproduce(finding: &Finding) -> String {
+    match finding.regression_test() {
+        Some(test) => {
+            format!("\n  smallest failing view, as a regression test to paste:\n\n{test}")
+        }
         None => String::new(),
     }
 }
@@ -131,11 +195,17 @@ fn reproduce(view: &Option<String>) -> String {
 /// The Rust line that rebuilds `view` of slot `S`.
 fn repro<S: SlotViews>(view: &S::View) -> String {
     let bytes = wire::encode_view::<S>(view);
-    // The marker type's name: the slot's name, capitalised.
-    let mut slot = S::NAME.to_string();
-    slot[..1].make_ascii_uppercase();
     format!(
-        "let view = gangway_plugin_sdk::wire::decode_view::<gangway_plugin_sdk::{slot}>(&{bytes:?}).unwrap();"
+        "let view = gangway_plugin_sdk::wire::decode_view::<gangway_plugin_sdk::{}>(&{bytes:?}).unwrap();",
+        marker(S::SLOT)
+    )
+}
+
+/// The maker of a policy value given to the kit, of type `P`.
+pub(crate) fn given_maker<P>(name: &str) -> String {
+    format!(
+        "Box::new(gangway_core::policy::Native::new({name:?}, todo!(\"your {} as given to the kit\")))",
+        std::any::type_name::<P>()
     )
 }
 
@@ -148,7 +218,9 @@ struct State<S: SlotContract> {
 }
 
 /// Checks slot `S` of the policy `factory` makes (a fresh instance per
-/// call), on generated views and in scheduler scenarios.
+/// call), on generated views and in scheduler scenarios. A failing view is
+/// shrunk, by proptest and then by the slot's one step smaller views
+/// ([`SlotViews::smaller`]), to the smallest that fails the same way.
 pub fn check<S: SlotContract + SlotViews>(
     name: &str,
     factory: &mut dyn FnMut() -> Result<BoxedBackend<S>, Finding>,
@@ -156,16 +228,7 @@ pub fn check<S: SlotContract + SlotViews>(
 ) -> Result<Report, Finding> {
     let state = RefCell::new(State {
         backend: factory()?,
-        report: Report {
-            policy: name.to_string(),
-            slot: S::SLOT,
-            views: 0,
-            calls: 0,
-            slowest_us: 0,
-            max_jobs: 0,
-            scenarios: 0,
-            rounds: 0,
-        },
+        report: empty_report::<S>(name),
         failure: None,
     });
     let factory = RefCell::new(factory);
@@ -213,27 +276,35 @@ pub fn check<S: SlotContract + SlotViews>(
                 state.borrow_mut().failure.take().unwrap_or_else(|| {
                     FindingKind::Failed(PolicyErrorKind::Trap(reason.to_string()))
                 });
+            let factory = factory.into_inner();
+            let (view, kind) = smallest::<S>(name, view, kind, factory, options, shrink);
+            let decision = factory()
+                .ok()
+                .and_then(|mut b| b.decide(&view).ok())
+                .map(|d| format!("{d:?}"));
             return Err(Finding {
                 slot: S::SLOT,
                 policy: name.to_string(),
                 kind,
-                view: Some(repro::<S>(&view)),
+                repro: Some(Box::new(Repro {
+                    view: repro::<S>(&view),
+                    decision,
+                    maker: format!(
+                        "Box::new(gangway_core::policy::Native::new({name:?}, todo!(\"your policy\")))"
+                    ),
+                })),
             });
         }
         Err(TestError::Abort(_)) if out_of_time.get() => {
             return Err(Finding {
-                slot: S::SLOT,
-                policy: name.to_string(),
                 kind: FindingKind::OutOfTime(options.time_limit.unwrap_or_default()),
-                view: None,
+                ..Finding::config(S::SLOT, name, "")
             });
         }
         Err(TestError::Abort(reason)) => {
             return Err(Finding {
-                slot: S::SLOT,
-                policy: name.to_string(),
                 kind: FindingKind::Failed(PolicyErrorKind::Trap(reason.to_string())),
-                view: None,
+                ..Finding::config(S::SLOT, name, "")
             });
         }
     }
@@ -243,6 +314,104 @@ pub fn check<S: SlotContract + SlotViews>(
     report.scenarios = scenarios;
     report.rounds = rounds;
     Ok(report)
+}
+
+/// A report of no calls yet.
+fn empty_report<S: SlotContract>(name: &str) -> Report {
+    Report {
+        policy: name.to_string(),
+        slot: S::SLOT,
+        views: 0,
+        calls: 0,
+        slowest_us: 0,
+        max_jobs: 0,
+        scenarios: 0,
+        rounds: 0,
+    }
+}
+
+/// What a finding says without its numbers (ids, counts, times): two
+/// failures with the same signature broke the same rule the same way.
+fn signature(kind: &FindingKind) -> String {
+    describe(kind)
+        .chars()
+        .filter(|c| !c.is_ascii_digit())
+        .collect()
+}
+
+/// Shrinks failing `view` further, greedily: the first of the slot's one
+/// step smaller views that fails the same way (the same [`signature`], on a
+/// fresh instance) replaces it, until none does or `budget` runs out.
+fn smallest<S: SlotContract + SlotViews>(
+    name: &str,
+    mut view: S::View,
+    mut kind: FindingKind,
+    factory: &mut dyn FnMut() -> Result<BoxedBackend<S>, Finding>,
+    options: &Options,
+    budget: Duration,
+) -> (S::View, FindingKind) {
+    let started = Instant::now();
+    let same = signature(&kind);
+    'smaller: loop {
+        for candidate in S::smaller(&view) {
+            if started.elapsed() > budget {
+                break 'smaller;
+            }
+            let Ok(backend) = factory() else {
+                break 'smaller;
+            };
+            let mut st = State {
+                backend,
+                report: empty_report::<S>(name),
+                failure: None,
+            };
+            if let Err(k) = one_view::<S>(&mut st, &candidate, options, &mut *factory)
+                && signature(&k) == same
+            {
+                (view, kind) = (candidate, k);
+                continue 'smaller;
+            }
+        }
+        break;
+    }
+    (view, kind)
+}
+
+/// Checks one view as the kit does, for a regression test: `backend`
+/// answers it, the answer must pass the slot's rules, and the same view
+/// asked again must get the same answer. Returns the decision.
+///
+/// ```
+/// use gangway_core::conformance::check_view;
+/// use gangway_core::policy::Native;
+/// use gangway_plugin_sdk::{Fairness, FairnessView, FifoQuota};
+///
+/// let decision = check_view::<Fairness>(Box::new(Native::new("fifo", FifoQuota)), &FairnessView::default()).unwrap();
+/// assert!(decision.order.is_empty());
+/// ```
+pub fn check_view<S: SlotContract>(
+    mut backend: BoxedBackend<S>,
+    view: &S::View,
+) -> Result<S::Decision, Finding> {
+    let fail = |backend: &BoxedBackend<S>, kind| Finding {
+        kind,
+        ..Finding::config(S::SLOT, backend.name(), "")
+    };
+    let first = match backend.decide(view) {
+        Ok(d) => d,
+        Err(e) => return Err(fail(&backend, FindingKind::Failed(e.kind))),
+    };
+    if let Err(e) = S::validate(view, &first) {
+        return Err(fail(&backend, FindingKind::Invalid(e.into())));
+    }
+    match backend.decide(view) {
+        Ok(again) if again == first => Ok(first),
+        Ok(_) => Err(fail(
+            &backend,
+            FindingKind::Nondeterministic { fresh: false },
+        )),
+        Err(e) => Err(fail(&backend, FindingKind::Failed(e.kind))),
+    }
 }
 
 /// Every per-view check of one view.

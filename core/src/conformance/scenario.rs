@@ -112,10 +112,8 @@ pub(crate) fn run<S: SlotContract + SlotViews>(
         let scenario = generate(options.seed ^ u64::from(k).wrapping_mul(0x5851_f42d_4c95_7f2d));
         rounds +=
             one::<S>(name, factory()?, &scenario, options.liveness).map_err(|kind| Finding {
-                slot: S::SLOT,
-                policy: name.to_string(),
                 kind,
-                view: None,
+                ..Finding::config(S::SLOT, name, "")
             })?;
     }
     Ok((options.scenarios as usize, rounds))

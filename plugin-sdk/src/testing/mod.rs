@@ -1,6 +1,8 @@
 //! The conformance kit for policy authors (feature `testing`): proptest
-//! strategies for realistic views of every slot ([`strategy`]), and each
-//! slot's views as one strategy ([`SlotViews`]).
+//! strategies for realistic views of every slot ([`strategy`]), each
+//! slot's views as one strategy ([`SlotViews`]), and the one step smaller
+//! views a failing view shrinks through ([`shrink`]).
+pub mod shrink;
 pub mod strategy;
 
 use proptest::strategy::BoxedStrategy;
@@ -12,4 +14,10 @@ use crate::SlotContract;
 pub trait SlotViews: SlotContract {
     /// Realistic views of the slot.
     fn views() -> BoxedStrategy<Self::View>;
+
+    /// Views one step smaller than `view`, the largest steps first: a
+    /// virtual cluster with its jobs, half of a list, one job or server.
+    /// The kit tries them in order and keeps the first that still fails the
+    /// same way, until none does (see [`shrink`]).
+    fn smaller(view: &Self::View) -> Vec<Self::View>;
 }

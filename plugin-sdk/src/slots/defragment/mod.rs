@@ -109,4 +109,28 @@ impl crate::testing::SlotViews for Defragment {
         use proptest::strategy::Strategy;
         crate::testing::strategy::defragment_view().boxed()
     }
+
+    fn smaller(view: &DefragmentView) -> Vec<DefragmentView> {
+        use crate::testing::shrink;
+        let mut out = Vec::new();
+        for running in shrink::smaller_lists(&view.running) {
+            out.push(DefragmentView {
+                running,
+                ..view.clone()
+            });
+        }
+        for waiting in shrink::smaller_lists(&view.waiting) {
+            out.push(DefragmentView {
+                waiting,
+                ..view.clone()
+            });
+        }
+        for servers in shrink::unused_servers_dropped(&view.servers, &view.running) {
+            out.push(DefragmentView {
+                servers,
+                ..view.clone()
+            });
+        }
+        out
+    }
 }

@@ -172,4 +172,25 @@ impl crate::testing::SlotViews for Fairness {
         use proptest::strategy::Strategy;
         crate::testing::strategy::fairness_view().boxed()
     }
+
+    fn smaller(view: &FairnessView) -> Vec<FairnessView> {
+        use crate::testing::shrink;
+        let mut out = Vec::new();
+        for (dropped, vcs) in shrink::without_each_vc(&view.vcs, |v| v.id, |v, id| v.id = id) {
+            let mut v = view.clone();
+            v.vcs = vcs;
+            v.jobs.retain(|j| j.vc != dropped);
+            for j in &mut v.jobs {
+                j.vc = shrink::renumbered(j.vc, dropped);
+            }
+            out.push(v);
+        }
+        for jobs in shrink::smaller_lists(&view.jobs) {
+            out.push(FairnessView {
+                jobs,
+                ..view.clone()
+            });
+        }
+        out
+    }
 }

@@ -92,4 +92,8 @@ impl crate::testing::SlotViews for Gang {
         use proptest::strategy::Strategy;
         crate::testing::strategy::queue_view(true).boxed()
     }
+
+    fn smaller(view: &QueueView) -> Vec<QueueView> {
+        crate::slots::queue_view::smaller(view)
+    }
 }

@@ -81,4 +81,8 @@ impl crate::testing::SlotViews for Locality {
         use proptest::strategy::Strategy;
         crate::testing::strategy::queue_view(false).boxed()
     }
+
+    fn smaller(view: &QueueView) -> Vec<QueueView> {
+        crate::slots::queue_view::smaller(view)
+    }
 }

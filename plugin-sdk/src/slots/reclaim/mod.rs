@@ -161,4 +161,42 @@ impl crate::testing::SlotViews for Reclaim {
         use proptest::strategy::Strategy;
         crate::testing::strategy::reclaim_view().boxed()
     }
+
+    fn smaller(view: &ReclaimView) -> Vec<ReclaimView> {
+        use crate::testing::shrink;
+        let mut out = Vec::new();
+        for (dropped, vcs) in shrink::without_each_vc(&view.vcs, |v| v.id, |v, id| v.id = id) {
+            let mut v = view.clone();
+            v.vcs = vcs;
+            v.running.retain(|j| j.vc != dropped);
+            v.waiting.retain(|w| w.job.vc != dropped);
+            for j in &mut v.running {
+                j.vc = shrink::renumbered(j.vc, dropped);
+            }
+            for w in &mut v.waiting {
+                w.job.vc = shrink::renumbered(w.job.vc, dropped);
+            }
+            out.push(v);
+        }
+        for running in shrink::smaller_lists(&view.running) {
+            out.push(ReclaimView {
+                running,
+                ..view.clone()
+            });
+        }
+        for waiting in shrink::smaller_lists(&view.waiting) {
+            out.push(ReclaimView {
+                waiting,
+                ..view.clone()
+            });
+        }
+        for servers in crate::testing::shrink::unused_servers_dropped(&view.servers, &view.running)
+        {
+            out.push(ReclaimView {
+                servers,
+                ..view.clone()
+            });
+        }
+        out
+    }
 }

@@ -273,4 +273,14 @@ impl crate::testing::SlotViews for Retry {
         use proptest::strategy::Strategy;
         crate::testing::strategy::retry_view().boxed()
     }
+
+    fn smaller(view: &RetryView) -> Vec<RetryView> {
+        crate::testing::shrink::smaller_lists(&view.failures)
+            .into_iter()
+            .map(|failures| RetryView {
+                failures,
+                ..view.clone()
+            })
+            .collect()
+    }
 }
