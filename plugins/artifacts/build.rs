@@ -63,8 +63,9 @@ fn run() -> Result<()> {
 
     let mut deps = BTreeSet::new();
     let mut code = String::from(
-        "/// Every policy module: (name, component bytes), sorted by name.\n\
-         static ALL: &[(&str, &str, &[u8])] = &[\n",
+        "/// Every policy module: (name, component path, component bytes, core\n\
+         /// module path), sorted by name.\n\
+         static ALL: &[(&str, &str, &[u8], &str)] = &[\n",
     );
     for p in &plugins {
         let core = target_dir
@@ -87,8 +88,9 @@ fn run() -> Result<()> {
         let file = out_dir.join(format!("{}.wasm", p.name));
         std::fs::write(&file, component)?;
         let file = file.to_str().ok_or("OUT_DIR is not UTF-8")?;
+        let core = core.to_str().ok_or("the target directory is not UTF-8")?;
         code.push_str(&format!(
-            "    ({:?}, {file:?}, include_bytes!({file:?})),\n",
+            "    ({:?}, {file:?}, include_bytes!({file:?}), {core:?}),\n",
             p.name
         ));
     }

@@ -146,7 +146,9 @@ impl PolicyEngine {
     /// Loads a policy module under `name` (used in every error and report).
     ///
     /// A module already in the cache (same bytes) is returned at once.
-    /// Otherwise the bytes must be a component within the engine's
+    /// Otherwise the bytes must be a component, or a core module built for
+    /// `wasm32-unknown-unknown` with the SDK (whose export macros embed the
+    /// component type; it is made a component here), within the engine's
     /// [`LoadLimits`], using only the WebAssembly features a policy may use;
     /// its imports must be at most `gangway:policy/log@2.x`; it must export
     /// at least one slot interface of `gangway:policy@2.x`, each at most
@@ -170,10 +172,29 @@ impl PolicyEngine {
             return Err(of(WasmErrorKind::NotWasm));
         }
         // The preamble's layer field (bytes 6..8) is 0 for a core module, 1
-        // for a component.
-        if bytes.get(6..8) == Some(&[0, 0]) {
-            return Err(of(WasmErrorKind::NotAComponent));
-        }
+        // for a component. A core module built with the SDK carries its
+        // component type (the export macros embed it): it is made a
+        // component here, as `wasm-tools component new` would.
+        let componentized;
+        let bytes = if bytes.get(6..8) == Some(&[0, 0]) {
+            check_limits(bytes, &self.inner.config.limits).map_err(of)?;
+            let typed = Parser::new(0).parse_all(bytes).any(|p| {
+                matches!(p, Ok(Payload::CustomSection(c)) if c.name().starts_with("component-type"))
+            });
+            if !typed {
+                return Err(of(WasmErrorKind::NotAComponent(
+                    "it carries no component type".into(),
+                )));
+            }
+            componentized = wit_component::ComponentEncoder::default()
+                .validate(true)
+                .module(bytes)
+                .and_then(|mut encoder| encoder.encode())
+                .map_err(|e| of(WasmErrorKind::NotAComponent(format!("{e:#}"))))?;
+            &componentized[..]
+        } else {
+            bytes
+        };
         check_limits(bytes, &self.inner.config.limits).map_err(of)?;
         let mut validator = Validator::new_with_features(contract::features());
         validator.validate_all(bytes).map_err(|e| {

@@ -62,12 +62,14 @@ pub enum WasmErrorKind {
     /// The bytes are not WebAssembly at all.
     #[error("not WebAssembly (no \\0asm header)")]
     NotWasm,
-    /// A core module where a component is expected.
+    /// A core module that cannot be made a component: it lacks the
+    /// component type the SDK's export macros embed, or does not match it.
     #[error(
-        "a core Wasm module, not a component; build it for wasm32-unknown-unknown and \
-         componentize it with wit-component (plugins/artifacts does both)"
+        "a core Wasm module that cannot be made a component ({0}); build the policy with \
+         gangway-plugin-sdk and its export macro (e.g. `export_fairness!`) for \
+         wasm32-unknown-unknown, or give a component"
     )]
-    NotAComponent,
+    NotAComponent(String),
     /// The module exceeds a bound of [`super::LoadLimits`].
     #[error("too large to compile safely: {what} is {found}, the limit is {limit}")]
     TooLarge {

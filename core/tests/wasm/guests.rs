@@ -14,6 +14,17 @@ pub(crate) const TRIGGER_BYTES: u32 = 100;
 /// Embeds `world` of `wit` (plus any `deps` packages pushed first) into the
 /// core module and encodes a component.
 pub(crate) fn componentize(core_wat: &str, deps: &[&str], wit: &str, world: &str) -> Vec<u8> {
+    wit_component::ComponentEncoder::default()
+        .validate(true)
+        .module(&with_metadata(core_wat, deps, wit, world))
+        .unwrap()
+        .encode()
+        .unwrap()
+}
+
+/// The core module of `core_wat` with `world` of `wit` (plus any `deps`)
+/// embedded as its component type, as the SDK's export macros leave it.
+pub(crate) fn with_metadata(core_wat: &str, deps: &[&str], wit: &str, world: &str) -> Vec<u8> {
     let mut module = wat::parse_str(core_wat).unwrap();
     let mut resolve = wit_parser::Resolve::default();
     resolve.push_str("policy.wit", WIT).unwrap();
@@ -41,12 +52,7 @@ pub(crate) fn componentize(core_wat: &str, deps: &[&str], wit: &str, world: &str
         wit_component::StringEncoding::UTF8,
     )
     .unwrap();
-    wit_component::ComponentEncoder::default()
-        .validate(true)
-        .module(&module)
-        .unwrap()
-        .encode()
-        .unwrap()
+    module
 }
 
 /// Embeds `world` of a doctored contract `wit` (built alone, so it cannot

@@ -24,19 +24,52 @@ fn engine_still_serves(engine: &gangway_core::wasm::PolicyEngine) {
 }
 
 #[test]
-fn not_wasm_and_core_modules_are_refused() {
+fn not_wasm_and_core_modules_without_a_component_type_are_refused() {
     let engine = guests::engine();
     let err = engine.load("notes.txt", b"hello").unwrap_err();
     assert_eq!(err.module.as_deref(), Some("notes.txt"));
     assert_eq!(err.kind, WasmErrorKind::NotWasm);
     let core = wat::parse_str(fairness_wat("2.0.0", 0, "(unreachable)", "")).unwrap();
     let err = engine.load("core.wasm", &core).unwrap_err();
-    assert_eq!(err.kind, WasmErrorKind::NotAComponent);
-    assert!(err.to_string().starts_with(
-        "module core.wasm: a core Wasm module, not a component; build it for wasm32-unknown-unknown"
-    ));
+    assert!(matches!(err.kind, WasmErrorKind::NotAComponent(_)), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("module core.wasm: a core Wasm module that cannot be made a component ("),
+        "{err}"
+    );
+    assert!(err.to_string().contains("export macro"), "{err}");
     assert_eq!(engine.cached_modules(), 0);
     engine_still_serves(&engine);
+}
+
+/// A core module as the SDK leaves it (the component type embedded) is
+/// made a component at load and decides as the component does: the `fifo`
+/// plugin as cargo built it against its component.
+#[test]
+fn a_core_module_with_its_component_type_is_componentized_at_load() {
+    let engine = guests::engine();
+    let core = std::fs::read(gangway_plugin_artifacts::core_path("fifo").unwrap()).unwrap();
+    assert_eq!(&core[4..8], &[1, 0, 0, 0], "a core module");
+    let module = engine.load("fifo.wasm", &core).unwrap();
+    assert_eq!(module.slots(), vec![Slot::Fairness]);
+    let component = gangway_plugin_artifacts::module("fifo").unwrap();
+    assert_ne!(component, &core[..]);
+    let from_component = engine.load("fifo.wasm", component).unwrap();
+    let mut a = scheduler(20);
+    let mut b = scheduler(20);
+    a.swap::<Fairness>(module.backend::<Fairness>(b"").unwrap());
+    b.swap::<Fairness>(from_component.backend::<Fairness>(b"").unwrap());
+    let (ra, rb) = (run(&mut a, 100, 3), run(&mut b, 100, 3));
+    assert!(ra.iter().all(|r| r.policy_errors.is_empty()), "{ra:?}");
+    assert_eq!(format!("{ra:?}"), format!("{rb:?}"));
+    assert_eq!(a.jobs(), b.jobs());
+    // A WAT guest with its component type embedded loads too.
+    let wat = fairness_wat("2.0.0", 0, "", "");
+    let typed = guests::with_metadata(&wat, &[], WIT, "fairness-policy");
+    assert_eq!(
+        engine.load("typed.wasm", &typed).unwrap().slots(),
+        vec![Slot::Fairness]
+    );
 }
 
 #[test]

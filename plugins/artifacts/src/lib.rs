@@ -22,22 +22,33 @@ include!(concat!(env!("OUT_DIR"), "/artifacts.rs"));
 /// Every policy module as `(name, component bytes)`, sorted by name.
 pub fn all() -> &'static [(&'static str, &'static [u8])] {
     static LIST: OnceLock<Vec<(&'static str, &'static [u8])>> = OnceLock::new();
-    LIST.get_or_init(|| ALL.iter().map(|(n, _, b)| (*n, *b)).collect())
+    LIST.get_or_init(|| ALL.iter().map(|(n, _, b, _)| (*n, *b)).collect())
 }
 
 /// The component bytes of the module called `name`.
 pub fn module(name: &str) -> Option<&'static [u8]> {
-    ALL.iter().find(|(n, _, _)| *n == name).map(|(_, _, b)| *b)
+    ALL.iter()
+        .find(|(n, _, _, _)| *n == name)
+        .map(|(_, _, b, _)| *b)
 }
 
 /// Where the build wrote the module called `name` (for tools that take a file).
 pub fn path(name: &str) -> Option<&'static Path> {
     ALL.iter()
-        .find(|(n, _, _)| *n == name)
-        .map(|(_, p, _)| Path::new(*p))
+        .find(|(n, _, _, _)| *n == name)
+        .map(|(_, p, _, _)| Path::new(*p))
+}
+
+/// Where cargo wrote the core module of `name`, before it was made a
+/// component: what a policy author's own `cargo build --target
+/// wasm32-unknown-unknown` leaves (hosts load it as it is).
+pub fn core_path(name: &str) -> Option<&'static Path> {
+    ALL.iter()
+        .find(|(n, _, _, _)| *n == name)
+        .map(|(_, _, _, c)| Path::new(*c))
 }
 
 /// The names of every module, sorted.
 pub fn names() -> impl Iterator<Item = &'static str> {
-    ALL.iter().map(|(n, _, _)| *n)
+    ALL.iter().map(|(n, _, _, _)| *n)
 }
