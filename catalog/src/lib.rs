@@ -32,6 +32,7 @@
 
 pub mod handles;
 pub mod logging;
+pub mod new_policy;
 pub mod policy_check;
 pub mod resolve;
 pub mod slot_flags;

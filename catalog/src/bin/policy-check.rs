@@ -1,24 +1,38 @@
 //! `policy-check MODULE.wasm [--config FILE]`: loads a policy module under the
-//! sandbox, reports its slots and contract version, runs it against many
-//! generated views with the checks every decision must pass, and exits 0 only
-//! if it is well-behaved. Otherwise it prints one line saying why and exits 1
-//! (2 for a usage or file error).
+//! sandbox (a component, or a core module built with the SDK), reports its
+//! slots and contract version, runs it against many generated views with the
+//! checks every decision must pass, and exits 0 only if it is well-behaved.
+//! Otherwise it says why (for a broken rule, with the smallest failing view
+//! as a regression test to paste) and exits 1 (2 for a usage or file error).
+//!
+//! `policy-check new NAME [--dir DIR]`: makes a policy crate of its own
+//! (see `gangway_catalog::new_policy`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
+use gangway_catalog::new_policy;
 use gangway_catalog::policy_check::{CheckError, CheckOptions, check_module};
 use gangway_core::conformance;
 use gangway_core::wasm::{Budget, CallPath, SandboxConfig};
 
-/// Check a Gangway policy module (a gangway:policy@2.x Wasm component).
+/// Check a Gangway policy module (a gangway:policy@2.x Wasm component, or a
+/// core module built with the SDK), or make a new policy crate.
 #[derive(Parser, Debug)]
-#[command(name = "policy-check", version)]
+#[command(
+    name = "policy-check",
+    version,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// The module to check.
-    module: PathBuf,
+    #[arg(required = true)]
+    module: Option<PathBuf>,
     /// Configuration passed to every slot's `init` (empty if absent).
     #[arg(long)]
     config: Option<PathBuf>,
@@ -46,18 +60,55 @@ struct Args {
     verbose: u8,
 }
 
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Make a policy crate NAME of its own (a fairness policy, its
+    /// conformance test, the toolchain and target it builds with).
+    New {
+        /// The crate's name (lowercase, digits and '-').
+        name: String,
+        /// Where to make it (the crate is DIR/NAME).
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// The Gangway clone to depend on (default: the one this binary was
+        /// built from).
+        #[arg(long)]
+        gangway: Option<PathBuf>,
+    },
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     gangway_catalog::logging::init(args.verbose);
-    let name = args
-        .module
+    if let Some(Command::New { name, dir, gangway }) = &args.command {
+        let gangway = gangway.clone().unwrap_or_else(new_policy::built_from);
+        return match new_policy::create(dir, name, &gangway) {
+            Ok(root) => {
+                let ident = name.replace('-', "_");
+                println!("made {}", root.display());
+                println!("  cd {} && cargo test", root.display());
+                println!("  cargo build --release --target wasm32-unknown-unknown");
+                println!("  policy-check target/wasm32-unknown-unknown/release/{ident}.wasm");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("policy-check new: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    let Some(module_path) = args.module.clone() else {
+        eprintln!("policy-check: give a module to check, or `new NAME`");
+        return ExitCode::from(2);
+    };
+    let name = module_path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| args.module.display().to_string());
-    let bytes = match std::fs::read(&args.module) {
+        .unwrap_or_else(|| module_path.display().to_string());
+    let bytes = match std::fs::read(&module_path) {
         Ok(b) => b,
         Err(e) => {
-            eprintln!("policy-check: cannot read {}: {e}", args.module.display());
+            eprintln!("policy-check: cannot read {}: {e}", module_path.display());
             return ExitCode::from(2);
         }
     };
@@ -108,7 +159,7 @@ fn main() -> ExitCode {
                 Some(path) => format!("&std::fs::read({:?}).unwrap()", path.display().to_string()),
                 None => "&[]".to_string(),
             };
-            let module = args.module.display().to_string();
+            let module = module_path.display().to_string();
             let slot = finding.slot;
             let finding = finding.with_maker(conformance::module_maker(&module, slot, &config));
             println!("FAIL: {finding}");
