@@ -143,7 +143,8 @@ fn malformed_modules_fail_with_one_line() {
         "core.wasm",
         &core,
         &[],
-        "module core.wasm: a core Wasm module, not a component",
+        "module core.wasm: a core Wasm module that cannot be made a component (it carries no \
+         component type)",
     );
     let wasi =
         "package wasi:cli@0.2.0;\ninterface environment { get-arguments: func() -> list<string>; }";
