@@ -39,6 +39,9 @@ enum Func {
         realloc: Option<u32>,
         post_return: Option<u32>,
         memory: Option<u32>,
+        /// Whether its strings are UTF-8 (the default), the only encoding
+        /// the direct path reads.
+        utf8: bool,
     },
     /// Another function index this one re-exports.
     Alias(u32),
@@ -63,7 +66,9 @@ enum CompInstance {
     Other,
 }
 
-/// One lifted export function, resolved to core code.
+/// One lifted export function, resolved to core code (lifted with UTF-8
+/// strings: a lift in another encoding is not resolved, and the component
+/// takes the component runtime's path).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Lifted {
     /// The core instance the function is exported from.
@@ -243,6 +248,12 @@ impl Wiring {
                                         CanonicalOption::Memory(i) => Some(*i),
                                         _ => None,
                                     }),
+                                    utf8: !options.iter().any(|o| {
+                                        matches!(
+                                            o,
+                                            CanonicalOption::UTF16 | CanonicalOption::CompactUTF16
+                                        )
+                                    }),
                                 });
                             }
                             _ => w.core_funcs.push(CoreItem::Other),
@@ -336,11 +347,14 @@ impl Wiring {
         let (core, realloc, post_return, memory) = loop {
             match self.funcs.get(func as usize)? {
                 Func::Alias(f) => func = *f,
+                // Strings in another encoding: the component runtime reads them.
+                Func::Lift { utf8: false, .. } => return None,
                 Func::Lift {
                     core,
                     realloc,
                     post_return,
                     memory,
+                    utf8: true,
                 } => break (*core, *realloc, *post_return, *memory),
                 Func::Other => return None,
             }

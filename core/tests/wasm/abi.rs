@@ -186,3 +186,59 @@ proptest! {
         }
     }
 }
+
+/// A component whose slot functions lift their strings as UTF-16 or
+/// latin1+UTF-16 (valid canonical options) is not read as UTF-8 by the
+/// direct path: it takes the component runtime on an engine set to the
+/// direct path, and answers there exactly as on the component runtime.
+#[test]
+fn strings_in_another_encoding_are_read_as_the_component_says() {
+    use wit_component::StringEncoding;
+    // Refuses with 5 code units of text at address 300.
+    let body = "(i32.store8 (i32.const 16) (i32.const 1))
+                (i32.store (i32.const 20) (i32.const 300))
+                (i32.store (i32.const 24) (i32.const 5))
+                (return (i32.const 16))";
+    let data = r#"(data (i32.const 300) "no opinion")"#;
+    let wat = guests::fairness_wat("2.0.0", 100, body, data);
+    let view = FairnessView {
+        now_s: 7,
+        cluster: scheduler(0).state().summary(),
+        jobs: vec![],
+        vcs: (0..20)
+            .map(|i| gangway_plugin_sdk::VcUsage {
+                id: gangway_plugin_sdk::VcId(i),
+                weight: 1,
+                ..gangway_plugin_sdk::VcUsage::default()
+            })
+            .collect(),
+    };
+    let answer = |path: CallPath, bytes: &[u8]| {
+        let module = guests::engine_on(path).load("encoded", bytes).unwrap();
+        let taken = module.call_path();
+        let mut backend = module.backend::<Fairness>(b"").unwrap();
+        (taken, backend.decide(&view).map_err(|e| e.kind))
+    };
+    for encoding in [StringEncoding::UTF16, StringEncoding::CompactUTF16] {
+        let core = guests::with_metadata_in(&wat, &[], guests::WIT, "fairness-policy", encoding);
+        let component = wit_component::ComponentEncoder::default()
+            .validate(true)
+            .module(&core)
+            .unwrap()
+            .encode()
+            .unwrap();
+        let (direct_path, direct) = answer(CallPath::Direct, &component);
+        let (_, runtime) = answer(CallPath::Component, &component);
+        assert_eq!(direct_path, CallPath::Component, "{encoding:?}");
+        assert_eq!(direct, runtime, "{encoding:?}");
+        assert!(
+            matches!(runtime, Err(PolicyErrorKind::Refused(_))),
+            "{encoding:?}: {runtime:?}"
+        );
+    }
+    // The same guest in UTF-8 takes the direct path and is read as UTF-8.
+    let utf8 = guests::componentize(&wat, &[], guests::WIT, "fairness-policy");
+    let (path, answer) = answer(CallPath::Direct, &utf8);
+    assert_eq!(path, CallPath::Direct);
+    assert_eq!(answer, Err(PolicyErrorKind::Refused("no op".into())));
+}

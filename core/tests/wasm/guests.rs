@@ -25,6 +25,23 @@ pub(crate) fn componentize(core_wat: &str, deps: &[&str], wit: &str, world: &str
 /// The core module of `core_wat` with `world` of `wit` (plus any `deps`)
 /// embedded as its component type, as the SDK's export macros leave it.
 pub(crate) fn with_metadata(core_wat: &str, deps: &[&str], wit: &str, world: &str) -> Vec<u8> {
+    with_metadata_in(
+        core_wat,
+        deps,
+        wit,
+        world,
+        wit_component::StringEncoding::UTF8,
+    )
+}
+
+/// [`with_metadata`] with its strings lifted and lowered in `encoding`.
+pub(crate) fn with_metadata_in(
+    core_wat: &str,
+    deps: &[&str],
+    wit: &str,
+    world: &str,
+    encoding: wit_component::StringEncoding,
+) -> Vec<u8> {
     let mut module = wat::parse_str(core_wat).unwrap();
     let mut resolve = wit_parser::Resolve::default();
     resolve.push_str("policy.wit", WIT).unwrap();
@@ -45,13 +62,7 @@ pub(crate) fn with_metadata(core_wat: &str, deps: &[&str], wit: &str, world: &st
         resolve.push_str("main.wit", wit).unwrap()
     };
     let world = resolve.select_world(&[pkg], Some(world)).unwrap();
-    wit_component::embed_component_metadata(
-        &mut module,
-        &resolve,
-        world,
-        wit_component::StringEncoding::UTF8,
-    )
-    .unwrap();
+    wit_component::embed_component_metadata(&mut module, &resolve, world, encoding).unwrap();
     module
 }
 
