@@ -124,11 +124,28 @@ pub struct Loader {
 }
 
 impl Loader {
+    /// The fuel one module may use in one slot over a whole replay by
+    /// default: about a minute of guest CPU here (the built-in policies use
+    /// at most 44 G units in the heaviest runs measured, `las` reclaiming on
+    /// 20,000 jobs).
+    pub const DEFAULT_FUEL_PER_BACKEND: u64 = 1_000_000_000_000;
+
     /// A loader with a deterministic fuel budget per call (replays reproduce
-    /// exactly) and the default memory cap.
+    /// exactly), [`Loader::DEFAULT_FUEL_PER_BACKEND`] over a run, and the
+    /// default memory cap.
     pub fn new() -> Result<Loader, PolicyResolveError> {
+        Loader::with_fuel_per_backend(Some(Loader::DEFAULT_FUEL_PER_BACKEND))
+    }
+
+    /// A loader as [`Loader::new`], each module in each slot allowed
+    /// `fuel_per_backend` over its run (`None`: no bound; see
+    /// `SandboxConfig::fuel_per_backend`).
+    pub fn with_fuel_per_backend(
+        fuel_per_backend: Option<u64>,
+    ) -> Result<Loader, PolicyResolveError> {
         let engine = PolicyEngine::new(SandboxConfig {
             budget: Budget::Fuel(Budget::DEFAULT_FUEL),
+            fuel_per_backend,
             ..SandboxConfig::default()
         })
         .map_err(|e| PolicyResolveError::Module(e.to_string()))?;

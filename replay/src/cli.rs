@@ -134,6 +134,14 @@ pub struct Cli {
     /// from the start).
     #[arg(long, default_value_t = sim::DEFAULT_CHECKPOINT_S)]
     pub checkpoint_s: u64,
+    /// The fuel a Wasm module may use in one slot over the whole replay
+    /// (instructions, roughly; 0: no bound). A module past it falls back to
+    /// the slot's built-in policy and is quarantined, and the report says
+    /// so: a policy slow within each call's budget cannot make a replay
+    /// take hours. The default is about a minute of guest CPU; the built-in
+    /// policies use at most a twentieth of it.
+    #[arg(long, default_value_t = policies::Loader::DEFAULT_FUEL_PER_BACKEND)]
+    pub policy_fuel: u64,
     /// Skip the SVG plots.
     #[arg(long)]
     pub no_plots: bool,
@@ -700,7 +708,8 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
     })?;
     let mut runs = Vec::new();
     let mut written = Vec::new();
-    let mut loader = policies::Loader::new()?;
+    let mut loader =
+        policies::Loader::with_fuel_per_backend((cli.policy_fuel > 0).then_some(cli.policy_fuel))?;
     for choice in &choices {
         let mut choice = choice.clone();
         if let Some(p) = cli.placement {

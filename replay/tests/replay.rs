@@ -686,3 +686,43 @@ fn each_compared_set_can_have_its_own_configuration() {
     let err = failed(&replay(&args));
     assert!(err.contains("no/such.toml"), "{err}");
 }
+
+/// A module's fuel over the whole run is bounded: past `--policy-fuel` its
+/// slot falls back to the built-in policy and the module is quarantined;
+/// the replay ends with every job, reports it, and does so identically
+/// every time (fuel is deterministic).
+#[test]
+fn a_module_past_its_fuel_for_the_run_is_quarantined_and_the_replay_ends() {
+    let d = dir("policy-fuel");
+    let run = |name: &str| {
+        let out = d.join(name);
+        ok(&replay(&[
+            "--jobs",
+            "1500",
+            "--policy-fuel",
+            "100000000",
+            "--no-plots",
+            "--out",
+            out.to_str().unwrap(),
+        ]));
+        std::fs::read(out.join("report.json")).unwrap()
+    };
+    let (a, b) = (run("a"), run("b"));
+    assert_eq!(a, b, "the same bound quarantines at the same time");
+    let r: Value = serde_json::from_slice(&a).unwrap();
+    let run = &r["runs"][0];
+    let quarantines = run["quarantines"].as_array().unwrap();
+    assert_eq!(quarantines.len(), 1, "{quarantines:?}");
+    assert_eq!(quarantines[0]["module"], "quota-reclaim");
+    assert!(
+        quarantines[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("used up its fuel for the whole run"),
+        "{quarantines:?}"
+    );
+    let jobs = &run["jobs"];
+    assert_eq!(jobs["unfinished"], 0);
+    assert_eq!(jobs["never_started"], 0);
+    assert_eq!(jobs["submitted"], 1500);
+}

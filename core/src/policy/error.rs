@@ -39,6 +39,11 @@ pub enum PolicyErrorKind {
     /// The module is quarantined after repeated failures.
     #[error("quarantined after {0} consecutive failures")]
     Quarantined(u32),
+    /// The module used up the fuel it may use over its whole life in this
+    /// slot ([`crate::wasm::SandboxConfig::fuel_per_backend`]): every
+    /// further call fails at once.
+    #[error("used up its fuel for the whole run ({0} units)")]
+    RunBudget(u64),
 }
 
 /// A failed policy call: which slot, which module, what happened.

@@ -92,6 +92,9 @@ pub(crate) struct WasmBackend<S: SlotContract> {
     view_changes: bool,
     live: Option<Live<S::View>>,
     view: Vec<u8>,
+    /// Fuel used so far by every instance of this backend (see
+    /// `SandboxConfig::fuel_per_backend`).
+    spent_fuel: u64,
     _slot: std::marker::PhantomData<S>,
 }
 
@@ -112,6 +115,7 @@ impl<S: SlotContract> WasmBackend<S> {
             view_changes: false,
             live: None,
             view: Vec::new(),
+            spent_fuel: 0,
             _slot: std::marker::PhantomData,
         };
         let slot = S::SLOT;
@@ -166,6 +170,16 @@ impl<S: SlotContract> WasmBackend<S> {
         }
         store.data_mut().logs_left = engine.config.log_messages_per_call;
         Ok(())
+    }
+
+    /// Adds the fuel `store`'s last call (or instantiation) used to what
+    /// this backend has spent.
+    fn spend(&mut self, store: &Store<HostState>) {
+        if let Budget::Fuel(n) = self.module.engine.config.budget
+            && let Ok(left) = store.get_fuel()
+        {
+            self.spent_fuel = self.spent_fuel.saturating_add(n.saturating_sub(left));
+        }
     }
 
     /// A fresh instance with `init(config)` done, and the manifest it answered.
@@ -278,9 +292,18 @@ impl<S: SlotContract> Backend<S> for WasmBackend<S> {
     }
 
     fn decide(&mut self, view: &S::View) -> Result<S::Decision, PolicyError> {
+        if let Some(limit) = self.module.engine.config.fuel_per_backend
+            && self.spent_fuel >= limit
+        {
+            self.live = None;
+            return Err(self.error(PolicyErrorKind::RunBudget(limit)));
+        }
         if self.live.is_none() {
             match self.instantiate() {
-                Ok((live, _)) => self.live = Some(live),
+                Ok((live, _)) => {
+                    self.spend(&live.store);
+                    self.live = Some(live);
+                }
                 Err(InstanceError::Kind(kind)) => return Err(self.error(kind)),
                 Err(InstanceError::Signature { function, reason }) => {
                     return Err(self.error(PolicyErrorKind::Abi(format!(
@@ -311,6 +334,7 @@ impl<S: SlotContract> Backend<S> for WasmBackend<S> {
                 S::decode_decision(bytes, view)
             }
         });
+        self.spend(&live.store);
         match answer {
             Ok(Ok(Ok(decision))) => {
                 if self.view_changes && S::VIEW_CHANGES {

@@ -102,6 +102,14 @@ pub struct SandboxConfig {
     /// interruption), a backstop should fuel ever miss host work: `None`
     /// for none. Ignored with a deadline budget.
     pub wall_clock_cap: Option<Duration>,
+    /// With a fuel budget, the most fuel one backend (a module serving one
+    /// slot) may use over its whole life, instantiations included: once it
+    /// is spent every call fails with
+    /// [`crate::policy::PolicyErrorKind::RunBudget`], so the slot's
+    /// built-in policy decides and the guard quarantines the module. A
+    /// bound on a whole replay for a policy slow within each call's budget;
+    /// deterministic, as fuel is. `None`: no bound (the default).
+    pub fuel_per_backend: Option<u64>,
     /// The most Wasm stack one call may use, in bytes (deep recursion traps).
     pub stack_bytes: usize,
     /// The most `log` messages one call may send; further ones are dropped.
@@ -150,6 +158,7 @@ impl Default for SandboxConfig {
             memory_bytes: 64 << 20,
             budget: Budget::default(),
             wall_clock_cap: Some(Duration::from_secs(10)),
+            fuel_per_backend: None,
             stack_bytes: 512 << 10,
             log_messages_per_call: 16,
             log_message_bytes: 1024,
