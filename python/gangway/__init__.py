@@ -39,14 +39,23 @@ from ._native import (
     policy_module_names,
     presets,
 )
-from .replay import Report, replay, replay_args, replay_help
+from .replay import (
+    Report,
+    ReplayArgumentError,
+    ReplayFileNotFoundError,
+    replay,
+    replay_args,
+    replay_help,
+)
 from .sweep import SweepResult, sweep
 
 __all__ = [
     "GangwayError",
     "InvariantViolation",
     "PolicyError",
+    "ReplayArgumentError",
     "ReplayError",
+    "ReplayFileNotFoundError",
     "Report",
     "Round",
     "Scheduler",

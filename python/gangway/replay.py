@@ -1,11 +1,11 @@
 """``gangway.replay``: the ``replay`` simulator, from Python.
 
-Keyword arguments become the command's own arguments (``time_scale=0.5`` is
+Each keyword argument is one of the command's flags (``time_scale=0.5`` is
 ``--time-scale 0.5``, ``native=True`` is ``--native``, a list repeats the
-flag, a dict gives ``KEY=VALUE`` values), which go through the command's own
-parser and run; the result is the ``report.json`` it wrote, byte for byte.
-So every flag of ``replay --help`` works here, errors carry the command's
-messages, and the same arguments give the same bytes as the command.
+flag, a dict gives ``KEY=VALUE`` values), typed so editors complete them and
+checked before the run; they then go through the command's own parser and
+run, and the result is the ``report.json`` it wrote, byte for byte: the same
+arguments give the same bytes as the command.
 """
 
 from __future__ import annotations
@@ -19,8 +19,16 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Optional, Union
 
 from . import _native
+from ._native import ReplayError
 
-__all__ = ["Report", "replay", "replay_args", "replay_help"]
+__all__ = [
+    "Report",
+    "ReplayArgumentError",
+    "ReplayFileNotFoundError",
+    "replay",
+    "replay_args",
+    "replay_help",
+]
 
 
 def _flag(name: str) -> str:
@@ -79,41 +87,171 @@ def _stdout_to_devnull() -> Iterator[None]:
         os.close(devnull)
 
 
+class ReplayArgumentError(ReplayError, ValueError):
+    """An argument of :func:`replay` of the wrong type or out of range,
+    named as the Python argument (``replay(jobs=-5)``), raised before the
+    run starts."""
+
+
+class ReplayFileNotFoundError(ReplayError, FileNotFoundError):
+    """An input file given to :func:`replay` that does not exist, raised
+    before the run starts (an :class:`OSError`, as ``open`` raises)."""
+
+
+PathArg = Union[str, "os.PathLike[str]"]
+
+# What each keyword of replay() takes, checked before the run:
+# path (an existing file), module (a policy name or an existing .wasm file),
+# str, count (int >= 0), positive (int >= 1), number (float > 0),
+# flag (bool), strs (list of str), configs (dict or list of SLOT=FILE).
+_KINDS: Dict[str, str] = dict(
+    trace="path", format="str", vcs="path", machines="path", cluster="str",
+    rack_grouping="str", rack_size="positive", topology="path", policies="str",
+    fairness="module", locality="module", gang="module", reclaim="module",
+    retry="module", defragment="module", config="configs", compare="strs",
+    seed="count", jobs="positive", skip="count", time_scale="number",
+    native="flag", quotas="str", round_interval="positive",
+    server_mtbf_hours="number", placement="str", view_window="count",
+    restart_s="count", checkpoint_s="count", policy_fuel="count",
+    no_plots="flag", jobs_csv="flag", without="strs", verbose="count",
+)
+
+
+def _check(name: str, value: Any) -> None:
+    """Raises :class:`ReplayArgumentError` or :class:`ReplayFileNotFoundError`
+    if ``value`` is not what keyword ``name`` takes."""
+    kind = _KINDS[name]
+
+    def bad(what: str) -> ReplayArgumentError:
+        return ReplayArgumentError(f"replay({name}={value!r}): {name} must be {what}")
+
+    def exists(path: Any, what: str) -> None:
+        if not isinstance(path, (str, os.PathLike)):
+            raise bad(f"{what} (a str or path)")
+        if not Path(path).is_file():
+            raise ReplayFileNotFoundError(
+                2, f"replay({name}=...): no such file", os.fspath(path)
+            )
+
+    if kind == "path":
+        exists(value, "a file")
+    elif kind == "module":
+        if not isinstance(value, (str, os.PathLike)):
+            raise bad("a policy name or a .wasm file")
+        if os.fspath(value).endswith(".wasm"):
+            exists(value, "a .wasm file")
+    elif kind == "str":
+        if not isinstance(value, str):
+            raise bad("a str")
+    elif kind in ("count", "positive"):
+        least = 0 if kind == "count" else 1
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise bad(f"a whole number of at least {least}")
+    elif kind == "number":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise bad("a number above 0")
+    elif kind == "flag":
+        if not isinstance(value, bool):
+            raise bad("True or False")
+    elif kind == "strs":
+        if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+            raise bad("a list of str")
+    elif kind == "configs":
+        items = list(value.items()) if isinstance(value, dict) else None
+        if items is None:
+            if isinstance(value, str) or not all(isinstance(v, str) and "=" in v for v in value):
+                raise bad("a dict {slot: file} or a list of 'SLOT=FILE'")
+            items = [tuple(v.split("=", 1)) for v in value]
+        for _, file in items:
+            exists(file, "a configuration file per slot")
+
+
 def replay(
-    trace: Union[str, "os.PathLike[str]", None] = None,
+    trace: Optional[PathArg] = None,
     format: Optional[str] = None,
-    machines: Union[str, "os.PathLike[str]", None] = None,
+    machines: Optional[PathArg] = None,
     policies: Optional[str] = None,
     compare: Optional[List[str]] = None,
     seed: Optional[int] = None,
     *,
-    out: Union[str, "os.PathLike[str]", None] = None,
+    jobs: Optional[int] = None,
+    skip: Optional[int] = None,
+    time_scale: Optional[float] = None,
+    native: bool = False,
+    vcs: Optional[PathArg] = None,
+    cluster: Optional[str] = None,
+    rack_grouping: Optional[str] = None,
+    rack_size: Optional[int] = None,
+    topology: Optional[PathArg] = None,
+    fairness: Optional[PathArg] = None,
+    locality: Optional[PathArg] = None,
+    gang: Optional[PathArg] = None,
+    reclaim: Optional[PathArg] = None,
+    retry: Optional[PathArg] = None,
+    defragment: Optional[PathArg] = None,
+    config: Union[Dict[str, PathArg], List[str], None] = None,
+    quotas: Optional[str] = None,
+    round_interval: Optional[int] = None,
+    server_mtbf_hours: Optional[float] = None,
+    placement: Optional[str] = None,
+    view_window: Optional[int] = None,
+    restart_s: Optional[int] = None,
+    checkpoint_s: Optional[int] = None,
+    policy_fuel: Optional[int] = None,
+    without: Optional[List[str]] = None,
+    jobs_csv: bool = False,
+    no_plots: bool = False,
+    verbose: int = 0,
+    out: Optional[PathArg] = None,
     echo: bool = True,
-    **options: Any,
 ) -> "Report":
     """Runs ``replay`` with these arguments and returns its :class:`Report`.
 
-    Arguments are the command's (see :func:`replay_help`); e.g.
-    ``replay(jobs=5000, compare=["philly", "fifo"], time_scale=0.5)``. An
-    entry of ``compare`` (or ``policies``) may replace and configure slots on
-    its own: ``"philly+fairness=my.wasm@my.toml"``, or ``"philly+fairness@strict.toml"``
-    for the preset's own policy with another configuration. With
-    ``out=None`` the report is written to a temporary directory that is
-    removed afterwards, and no plots are drawn (pass ``out=`` to keep
+    Each keyword is the command's flag of the same name (``time_scale=0.5``
+    is ``--time-scale 0.5``; see :func:`replay_help` for what each means);
+    e.g. ``replay(jobs=5000, compare=["philly", "fifo"], time_scale=0.5)``.
+    An entry of ``compare`` (or ``policies``) may replace and configure
+    slots on its own: ``"philly+fairness=my.wasm@my.toml"``, or
+    ``"philly+fairness@strict.toml"`` for the preset's own policy with
+    another configuration. ``config`` is ``{slot: file}``.
+
+    Arguments are checked before the run: a wrong type or value raises
+    :class:`ReplayArgumentError` (a :class:`ReplayError` and a
+    :class:`ValueError`) naming the argument, a missing input file
+    :class:`ReplayFileNotFoundError` (a :class:`FileNotFoundError`), and a
+    misspelt keyword Python's own :class:`TypeError`. What only the command
+    can check (a malformed trace, an unknown preset) raises
+    :class:`ReplayError` with the command's message.
+
+    With ``out=None`` the report is written to a temporary directory that
+    is removed afterwards, and no plots are drawn (pass ``out=`` to keep
     ``report.json`` and the SVG plots, as the command does). ``echo=False``
     silences what the command prints on stdout (its summary table and
-    timings). The replay releases the GIL while it runs and shows a progress
-    bar on stderr when stderr is a terminal. A bad argument or input raises
-    :class:`gangway.ReplayError` with the command's message.
+    timings). The replay releases the GIL while it runs and shows a
+    progress bar on stderr when stderr is a terminal.
     """
-    given: Dict[str, Any] = dict(trace=trace, format=format, machines=machines, policies=policies)
-    given.update(compare=compare, seed=seed)
+    given: Dict[str, Any] = dict(
+        trace=trace, format=format, machines=machines, policies=policies,
+        compare=compare, seed=seed, jobs=jobs, skip=skip, time_scale=time_scale,
+        native=native, vcs=vcs, cluster=cluster, rack_grouping=rack_grouping,
+        rack_size=rack_size, topology=topology, fairness=fairness,
+        locality=locality, gang=gang, reclaim=reclaim, retry=retry,
+        defragment=defragment, config=config, quotas=quotas,
+        round_interval=round_interval, server_mtbf_hours=server_mtbf_hours,
+        placement=placement, view_window=view_window, restart_s=restart_s,
+        checkpoint_s=checkpoint_s, policy_fuel=policy_fuel, without=without,
+        jobs_csv=jobs_csv, no_plots=no_plots, verbose=verbose,
+    )
     named = {k: v for k, v in given.items() if v is not None}
+    for name, value in named.items():
+        _check(name, value)
+    # `verbose=N` is the command's `-v` N times.
+    count = named.pop("verbose", 0)
     with contextlib.ExitStack() as stack:
         if out is None:
             out = stack.enter_context(tempfile.TemporaryDirectory(prefix="gangway-replay-"))
-            options.setdefault("no_plots", True)
-        argv = replay_args(**named, **options) + ["--out", os.fspath(out)]
+            named["no_plots"] = True
+        argv = replay_args(**named) + ["-v"] * count + ["--out", os.fspath(out)]
         if not echo:
             stack.enter_context(_stdout_to_devnull())
         text = _native.replay_json(argv)

@@ -71,22 +71,54 @@ def test_same_arguments_give_the_same_bytes_and_the_seed_matters() -> None:
 
 
 def test_errors_are_the_commands_messages(tmp_path: Path) -> None:
-    missing = tmp_path / "no-such-trace.csv"
-    done = run_replay_cli(["--trace", str(missing), "--format", "csv", "--out", str(tmp_path / "o")])
+    bad = tmp_path / "bad.csv"
+    bad.write_text("id,submit_s,gpus,vc,user,attempts,status\n1,0,many,vc1,u1,60,Pass\n")
+    done = run_replay_cli(["--trace", str(bad), "--format", "csv", "--out", str(tmp_path / "o")])
     assert done.returncode != 0
     with pytest.raises(gangway.ReplayError) as err:
-        gangway.replay(trace=missing, format="csv", echo=False)
+        gangway.replay(trace=bad, format="csv", echo=False)
     assert f"replay: {err.value}" == done.stderr.strip()
-    assert str(missing) in str(err.value)
-
-    done = run_replay_cli(["--no-such-flag", "--out", str(tmp_path / "o")])
-    with pytest.raises(gangway.ReplayError) as err:
-        gangway.replay(no_such_flag=True, echo=False)
-    assert str(err.value).strip() == done.stderr.strip()
-    assert "--no-such-flag" in str(err.value)
+    assert str(bad) in str(err.value)
 
     with pytest.raises(gangway.ReplayError, match="unknown preset|no preset|philly"):
         gangway.replay(policies="no-such-preset", jobs=10, echo=False)
+
+
+def test_arguments_are_typed_and_checked_before_the_run(tmp_path: Path) -> None:
+    import inspect
+
+    params = inspect.signature(gangway.replay).parameters
+    assert {"jobs", "time_scale", "compare", "native", "policy_fuel", "without"} <= set(params)
+
+    # A misspelt keyword: Python's own error, naming it.
+    with pytest.raises(TypeError, match="time_scal"):
+        gangway.replay(time_scal=0.5, echo=False)  # type: ignore[call-arg]
+
+    # A bad value: named as the Python argument, in the package's hierarchy.
+    for kwargs, name in [
+        (dict(jobs=-5), "jobs"),
+        (dict(jobs="many"), "jobs"),
+        (dict(time_scale=0), "time_scale"),
+        (dict(native="yes"), "native"),
+        (dict(compare="philly"), "compare"),
+    ]:
+        with pytest.raises(gangway.ReplayArgumentError) as err:
+            gangway.replay(echo=False, **kwargs)  # type: ignore[arg-type]
+        assert isinstance(err.value, gangway.GangwayError)
+        assert isinstance(err.value, ValueError)
+        assert f"replay({name}=" in str(err.value)
+
+    # A missing input file: a FileNotFoundError naming the file.
+    missing = tmp_path / "no-such-trace.csv"
+    with pytest.raises(FileNotFoundError) as err:
+        gangway.replay(trace=missing, format="csv", echo=False)
+    assert isinstance(err.value, gangway.ReplayFileNotFoundError)
+    assert isinstance(err.value, gangway.ReplayError)
+    assert err.value.filename == str(missing)
+    with pytest.raises(FileNotFoundError):
+        gangway.replay(fairness=tmp_path / "mine.wasm", echo=False)
+    with pytest.raises(FileNotFoundError):
+        gangway.replay(config={"fairness": tmp_path / "mine.toml"}, echo=False)
 
 
 def test_report_tables(monkeypatch: pytest.MonkeyPatch) -> None:
