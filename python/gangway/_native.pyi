@@ -1,7 +1,7 @@
 """Types of gangway._native, the Rust half of the gangway package."""
 
 from os import PathLike
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 __version__: str
 
@@ -23,8 +23,12 @@ class PolicyError(GangwayError):
 class InvariantViolation(GangwayError):
     """The scheduler's state disagrees with itself (a bug: please report it)."""
 
-def replay_json(args: List[str]) -> str:
-    """Runs `replay` with `args` and returns the report.json it wrote to `--out`."""
+def replay_json(
+    args: List[str], progress: Optional[Callable[[int, str, int, int, int], Any]] = None
+) -> str:
+    """Runs `replay` with `args` and returns the report.json it wrote to `--out`;
+    about every 0.1 s lets Python handle signals (Ctrl-C stops it) and calls
+    `progress(set_index, set_name, jobs_done, jobs, simulated_s)` if given."""
 
 def replay_help() -> str:
     """The text of `replay --help`."""

@@ -16,7 +16,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from . import _native
 from ._native import ReplayError
@@ -204,6 +204,7 @@ def replay(
     verbose: int = 0,
     out: Optional[PathArg] = None,
     echo: bool = True,
+    progress: Union[bool, Callable[[int, str, int, int, int], Any], None] = None,
 ) -> "Report":
     """Runs ``replay`` with these arguments and returns its :class:`Report`.
 
@@ -229,6 +230,13 @@ def replay(
     silences what the command prints on stdout (its summary table and
     timings). The replay releases the GIL while it runs and shows a
     progress bar on stderr when stderr is a terminal.
+
+    About every 0.1 s the running replay lets Python handle signals, so
+    Ctrl-C stops it with :class:`KeyboardInterrupt`, and calls ``progress``
+    if given: a callable ``progress(set_index, set_name, jobs_done, jobs,
+    simulated_s)`` (an exception from it stops the replay and is raised), or
+    ``True`` for a tqdm bar per policy set (``tqdm.auto``: in a notebook
+    too; needs tqdm installed).
     """
     given: Dict[str, Any] = dict(
         trace=trace, format=format, machines=machines, policies=policies,
@@ -245,6 +253,15 @@ def replay(
     named = {k: v for k, v in given.items() if v is not None}
     for name, value in named.items():
         _check(name, value)
+    close: Callable[[], None] = lambda: None
+    if progress is True:
+        progress, close = _tqdm_bars()
+    elif progress is False:
+        progress = None
+    elif progress is not None and not callable(progress):
+        raise ReplayArgumentError(
+            f"replay(progress={progress!r}): progress must be a callable, True or None"
+        )
     # `verbose=N` is the command's `-v` N times.
     count = named.pop("verbose", 0)
     with contextlib.ExitStack() as stack:
@@ -254,8 +271,40 @@ def replay(
         argv = replay_args(**named) + ["-v"] * count + ["--out", os.fspath(out)]
         if not echo:
             stack.enter_context(_stdout_to_devnull())
-        text = _native.replay_json(argv)
+        try:
+            text = _native.replay_json(argv, progress)
+        finally:
+            close()
     return Report(text, argv=argv)
+
+
+def _tqdm_bars() -> Tuple[Callable[[int, str, int, int, int], None], Callable[[], None]]:
+    """A progress callback drawing one tqdm bar per policy set, and the
+    function that closes them."""
+    try:
+        from tqdm.auto import tqdm
+    except ImportError as e:
+        raise ReplayArgumentError(
+            "replay(progress=True): progress bars need tqdm (pip install tqdm); "
+            "or pass a callable"
+        ) from e
+    bars: Dict[int, Any] = {}
+
+    def update(index: int, name: str, done: int, jobs: int, now_s: int) -> None:
+        bar = bars.get(index)
+        if bar is None:
+            for other in bars.values():
+                other.close()
+            bar = bars[index] = tqdm(total=jobs, desc=name, unit="job")
+        bar.n = done
+        bar.set_postfix(day=now_s // 86_400, refresh=False)
+        bar.refresh()
+
+    def close() -> None:
+        for bar in bars.values():
+            bar.close()
+
+    return update, close
 
 
 Row = Dict[str, Any]

@@ -184,3 +184,52 @@ def test_replay_args_and_help() -> None:
         "gang=g.toml",
     ]
     assert "--time-scale" in gangway.replay_help()
+
+
+def test_progress_is_reported_and_a_raising_callback_stops_the_replay() -> None:
+    calls = []
+
+    def progress(index: int, name: str, done: int, jobs: int, now_s: int) -> None:
+        calls.append((index, name, done, jobs, now_s))
+
+    gangway.replay(jobs=20000, compare=["philly", "fifo"], native=True, echo=False, progress=progress)
+    assert calls, "a replay of 20,000 jobs reports progress"
+    assert {c[1] for c in calls} <= {"philly", "fifo"}
+    # (The workload's jobs include the warm start's lead-in.)
+    assert all(0 <= done <= jobs and jobs >= 20000 for _, _, done, jobs, _ in calls)
+    times = [c[4] for c in calls if c[0] == calls[0][0]]
+    assert times == sorted(times), "simulated time moves forward"
+
+    class Stop(Exception):
+        pass
+
+    def stop(*_: object) -> None:
+        raise Stop()
+
+    with pytest.raises(Stop):
+        gangway.replay(jobs=20000, native=True, echo=False, progress=stop)
+    with pytest.raises(gangway.ReplayArgumentError):
+        gangway.replay(jobs=10, echo=False, progress="yes")  # type: ignore[arg-type]
+
+
+def test_ctrl_c_stops_a_running_replay_within_a_second() -> None:
+    import os
+    import signal
+    import threading
+    import time
+
+    timer = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    started = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        gangway.replay(jobs=400000, native=True, echo=False)
+    stopped = time.monotonic() - started
+    timer.join()
+    assert stopped < 0.5 + 1.0, f"stopped {stopped:.2f} s after the start, the signal came at 0.5 s"
+
+
+def test_progress_true_draws_tqdm_bars(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("tqdm")
+    report = gangway.replay(jobs=20000, native=True, echo=False, progress=True)
+    assert report.json
+    assert "philly" in capsys.readouterr().err, "a tqdm bar named after the set, on stderr"

@@ -651,6 +651,28 @@ fn write(path: &Path, bytes: &[u8]) -> Result<(), ReplayError> {
 
 /// Runs the replay the command line asks for.
 pub fn run(cli: &Cli) -> Result<(), ReplayError> {
+    run_observed(cli, &mut |_, _| std::ops::ControlFlow::Continue(()))
+}
+
+/// How far one policy set's replay has got, for a host watching it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Watched<'a> {
+    /// The policy set (its name as reported).
+    pub set: &'a str,
+    /// Jobs in the workload.
+    pub jobs: usize,
+    /// How far it has got.
+    pub progress: sim::Progress,
+}
+
+/// [`run`], telling `observer` how far each policy set's replay has got
+/// whenever a job arrives or ends, together with the set's index among
+/// those compared; a [`std::ops::ControlFlow::Break`] stops the replay with
+/// [`sim::SimError::Interrupted`] (a host's Ctrl-C or cancel button).
+pub fn run_observed(
+    cli: &Cli,
+    observer: &mut dyn FnMut(usize, Watched<'_>) -> std::ops::ControlFlow<()>,
+) -> Result<(), ReplayError> {
     let load_clock = Instant::now();
     let (topo, topo_source, grouping) = topology(cli)?;
     if let Some(scale) = cli.time_scale
@@ -757,14 +779,24 @@ pub fn run(cli: &Cli) -> Result<(), ReplayError> {
         bar.set_prefix(choice.name.clone());
         let cpu_start = crate::cpu_time::process_cpu();
         let mut day = u64::MAX;
+        let jobs = trace.jobs.len();
+        let index = runs.len();
         let progress = |p: sim::Progress| {
             bar.set_position(p.finished as u64);
             if p.now_s / 86_400 != day {
                 day = p.now_s / 86_400;
                 bar.set_message(format!("{} arrived, simulated day {day}", p.arrived));
             }
+            observer(
+                index,
+                Watched {
+                    set: &choice.name,
+                    jobs,
+                    progress: p,
+                },
+            )
         };
-        let result = sim::run(topo.clone(), &trace, set, &cfg, progress)?;
+        let result = sim::run_until(topo.clone(), &trace, set, &cfg, progress)?;
         let cpu = crate::cpu_time::since(cpu_start);
         bar.finish_and_clear();
         println!(

@@ -53,10 +53,24 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
+    replay_json_observed(args, &mut |_, _| std::ops::ControlFlow::Continue(()))
+}
+
+/// [`replay_json`], with `observer` told how far each policy set's replay
+/// has got (see [`replay_cli::run_observed`]); a `Break` stops it with
+/// an interrupted error.
+pub fn replay_json_observed<I, T>(
+    args: I,
+    observer: &mut dyn FnMut(usize, replay_cli::Watched<'_>) -> std::ops::ControlFlow<()>,
+) -> Result<String, ReplayJsonError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
     let argv =
         std::iter::once(std::ffi::OsString::from("replay")).chain(args.into_iter().map(Into::into));
     let cli = Cli::try_parse_from(argv).map_err(|e| ReplayJsonError::Args(e.to_string()))?;
-    replay_cli::run(&cli)?;
+    replay_cli::run_observed(&cli, observer)?;
     let path: PathBuf = cli.out.join("report.json");
     std::fs::read_to_string(&path).map_err(|source| ReplayJsonError::Read {
         file: path.display().to_string(),

@@ -24,6 +24,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use gangway_core::policy::{PolicySet, SlotEvent};
@@ -272,6 +273,12 @@ pub enum SimError {
         job: String,
         /// The scheduler's reason.
         source: SchedulerError,
+    },
+    /// The host asked the replay to stop (e.g. Ctrl-C from Python).
+    #[error("interrupted at simulated time {at_s} s")]
+    Interrupted {
+        /// The simulated time when it stopped.
+        at_s: u64,
     },
     /// An event the scheduler refused: a replay bug, reported rather than hidden.
     #[error("replay event refused: {0}")]
@@ -667,6 +674,21 @@ pub fn run(
     cfg: &SimConfig,
     mut on_progress: impl FnMut(Progress),
 ) -> Result<RunResult, SimError> {
+    run_until(topology, trace, policies, cfg, |p| {
+        on_progress(p);
+        ControlFlow::Continue(())
+    })
+}
+
+/// [`run`], stopping with [`SimError::Interrupted`] as soon as
+/// `on_progress` answers [`ControlFlow::Break`] (a host's Ctrl-C).
+pub fn run_until(
+    topology: Topology,
+    trace: &Trace,
+    policies: PolicySet,
+    cfg: &SimConfig,
+    mut on_progress: impl FnMut(Progress) -> ControlFlow<()>,
+) -> Result<RunResult, SimError> {
     let clock = Instant::now();
     let n = trace.jobs.len();
     let servers = topology.servers().len();
@@ -777,11 +799,14 @@ pub fn run(
         let finished = sim.finished;
         if (next_arrival, finished) != reported {
             reported = (next_arrival, finished);
-            on_progress(Progress {
+            let progress = Progress {
                 arrived: next_arrival,
                 finished,
                 now_s: t,
-            });
+            };
+            if on_progress(progress).is_break() {
+                return Err(SimError::Interrupted { at_s: t });
+            }
         }
         if sim.heap.is_empty() && next_arrival >= n {
             break;
