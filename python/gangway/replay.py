@@ -11,8 +11,11 @@ arguments give the same bytes as the command.
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
 import json
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -199,7 +202,7 @@ def replay(
     checkpoint_s: Optional[int] = None,
     policy_fuel: Optional[int] = None,
     without: Optional[List[str]] = None,
-    jobs_csv: bool = False,
+    jobs_csv: Optional[bool] = None,
     no_plots: bool = False,
     verbose: int = 0,
     out: Optional[PathArg] = None,
@@ -226,7 +229,10 @@ def replay(
 
     With ``out=None`` the report is written to a temporary directory that
     is removed afterwards, and no plots are drawn (pass ``out=`` to keep
-    ``report.json`` and the SVG plots, as the command does). ``echo=False``
+    ``report.json`` and the SVG plots, as the command does). The per-job
+    rows (:meth:`Report.jobs`) are kept unless ``jobs_csv=False``; with
+    ``out=`` they are written there too (``<set>-jobs.csv``) when
+    ``jobs_csv=True``. ``echo=False``
     silences what the command prints on stdout (its summary table and
     timings). The replay releases the GIL while it runs and shows a
     progress bar on stderr when stderr is a terminal.
@@ -250,6 +256,8 @@ def replay(
         checkpoint_s=checkpoint_s, policy_fuel=policy_fuel, without=without,
         jobs_csv=jobs_csv, no_plots=no_plots, verbose=verbose,
     )
+    if jobs_csv is None:
+        given["jobs_csv"] = out is None
     named = {k: v for k, v in given.items() if v is not None}
     for name, value in named.items():
         _check(name, value)
@@ -275,7 +283,14 @@ def replay(
             text = _native.replay_json(argv, progress)
         finally:
             close()
-    return Report(text, argv=argv)
+        report = Report(text, argv=argv)
+        if named.get("jobs_csv"):
+            for run in report.runs:
+                name = str(run.get("name", ""))
+                path = Path(out) / (re.sub(r"[^A-Za-z0-9-]", "_", name) + "-jobs.csv")
+                if path.is_file():
+                    report._jobs[name] = path.read_text(encoding="utf-8")
+    return report
 
 
 def _tqdm_bars() -> Tuple[Callable[[int, str, int, int, int], None], Callable[[], None]]:
@@ -308,6 +323,18 @@ def _tqdm_bars() -> Tuple[Callable[[int, str, int, int, int], None], Callable[[]
 
 
 Row = Dict[str, Any]
+
+
+def _number(text: Optional[str]) -> Any:
+    """``text`` as an int or float if it is one, else as it is ("" is None)."""
+    if text is None or text == "":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def _scalar(v: Any) -> bool:
@@ -344,6 +371,35 @@ class Report:
         self.json: str = text
         self.data: Dict[str, Any] = json.loads(text)
         self.argv: List[str] = list(argv or [])
+        # Each run's per-job CSV (the command's --jobs-csv), by run name.
+        self._jobs: Dict[str, str] = {}
+
+    def jobs(self, run: Union[str, int] = 0) -> Any:
+        """Run ``run``'s jobs (its name, or its index among the runs), one
+        row each (the command's ``--jobs-csv`` columns: ``id``, ``vc``,
+        ``gpus``, ``submit_s``, ``first_start_s``, ``end_s``, ``status``,
+        ``attempts``, ``servers`` and ``wait_<reason>_s``), as a pandas
+        DataFrame when pandas is installed, else a list of dicts with
+        numbers parsed. Kept by :func:`replay` unless ``jobs_csv=False``."""
+        names = [str(r.get("name", "")) for r in self.runs]
+        if isinstance(run, int):
+            if not 0 <= run < len(names):
+                raise IndexError(f"run {run}: this report has {len(names)} runs")
+            run = names[run]
+        if run not in names:
+            raise KeyError(f"no run {run!r} (runs: {', '.join(names)})")
+        text = self._jobs.get(run)
+        if text is None:
+            raise KeyError(
+                f"run {run!r}: no per-job rows kept; call replay(..., jobs_csv=True) to keep them"
+            )
+        try:
+            import pandas  # noqa: PLC0415 (optional dependency)
+        except ImportError:
+            return [
+                {k: _number(v) for k, v in row.items()} for row in csv.DictReader(io.StringIO(text))
+            ]
+        return pandas.read_csv(io.StringIO(text))
 
     @property
     def runs(self) -> List[Dict[str, Any]]:

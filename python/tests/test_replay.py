@@ -233,3 +233,17 @@ def test_progress_true_draws_tqdm_bars(capsys: pytest.CaptureFixture[str]) -> No
     report = gangway.replay(jobs=20000, native=True, echo=False, progress=True)
     assert report.json
     assert "philly" in capsys.readouterr().err, "a tqdm bar named after the set, on stderr"
+
+
+def test_per_job_rows_of_each_run() -> None:
+    report = gangway.replay(jobs=3000, compare=["philly", "fifo"], native=True, echo=False)
+    philly = report.jobs(0)
+    rows = philly.to_dict("records") if hasattr(philly, "to_dict") else philly
+    assert len(rows) == report.runs[0]["jobs"]["submitted"]
+    assert {"id", "vc", "gpus", "status", "first_start_s", "wait_fragmentation_s"} <= set(rows[0])
+    fifo = report.jobs("fifo")
+    assert len(fifo) == len(philly)
+    with pytest.raises(KeyError, match="no run"):
+        report.jobs("tiresias")
+    with pytest.raises(KeyError, match="jobs_csv=True"):
+        gangway.replay(jobs=300, native=True, echo=False, jobs_csv=False).jobs(0)
