@@ -92,8 +92,8 @@ pub struct Repro {
     pub decision: Option<String>,
     /// A Rust expression that makes the policy as a `BoxedBackend` of the
     /// slot: exact for a module and for a policy built from its default
-    /// configuration, a `todo!()` naming the type for a policy value given
-    /// to the kit.
+    /// configuration; for a policy value given to the kit, a call to a
+    /// `your_policy()` for the test's author to write, its type named.
     pub maker: String,
 }
 
@@ -204,7 +204,7 @@ fn repro<S: SlotViews>(view: &S::View) -> String {
 /// The maker of a policy value given to the kit, of type `P`.
 pub(crate) fn given_maker<P>(name: &str) -> String {
     format!(
-        "Box::new(gangway_core::policy::Native::new({name:?}, todo!(\"your {} as given to the kit\")))",
+        "Box::new(gangway_core::policy::Native::new({name:?}, your_policy() /* -> {}, as given to the kit */))",
         std::any::type_name::<P>()
     )
 }
@@ -290,7 +290,7 @@ pub fn check<S: SlotContract + SlotViews>(
                     view: repro::<S>(&view),
                     decision,
                     maker: format!(
-                        "Box::new(gangway_core::policy::Native::new({name:?}, todo!(\"your policy\")))"
+                        "Box::new(gangway_core::policy::Native::new({name:?}, your_policy()))"
                     ),
                 })),
             });
