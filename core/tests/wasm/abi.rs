@@ -109,6 +109,22 @@ fn outcome(kind: PolicyErrorKind) -> Outcome {
     }
 }
 
+/// A view past the guests' 100-byte trigger (20 VCs, no jobs).
+fn past_trigger() -> FairnessView {
+    FairnessView {
+        now_s: 7,
+        cluster: scheduler(0).state().summary(),
+        jobs: vec![],
+        vcs: (0..20)
+            .map(|i| gangway_plugin_sdk::VcUsage {
+                id: gangway_plugin_sdk::VcId(i),
+                weight: 1,
+                ..gangway_plugin_sdk::VcUsage::default()
+            })
+            .collect(),
+    }
+}
+
 fn call(path: CallPath, bytes: &[u8], view: &FairnessView) -> Outcome {
     let engine = guests::engine_on(path);
     let module = engine.load("reply", bytes).unwrap();
@@ -126,23 +142,7 @@ proptest! {
     #[test]
     fn both_paths_lift_any_reply_alike(r in reply()) {
         let bytes = guest(&r);
-        // A view past the guest's 100-byte trigger.
-        let view = FairnessView {
-            now_s: 7,
-            cluster: scheduler(0).state().summary(),
-            jobs: vec![],
-            vcs: (0..20)
-                .map(|i| gangway_plugin_sdk::VcUsage {
-                    id: gangway_plugin_sdk::VcId(i),
-                    quota_gpus: None,
-                    weight: 1,
-                    held_gpus: 0,
-                    pending_gpus: 0,
-                    attained_gpu_s: 0,
-                    pending_jobs: 0,
-                })
-                .collect(),
-        };
+        let view = past_trigger();
         let direct = call(CallPath::Direct, &bytes, &view);
         let component = call(CallPath::Component, &bytes, &view);
         prop_assert_eq!(direct, component, "{:?}", r);
@@ -201,18 +201,7 @@ fn strings_in_another_encoding_are_read_as_the_component_says() {
                 (return (i32.const 16))";
     let data = r#"(data (i32.const 300) "no opinion")"#;
     let wat = guests::fairness_wat("2.0.0", 100, body, data);
-    let view = FairnessView {
-        now_s: 7,
-        cluster: scheduler(0).state().summary(),
-        jobs: vec![],
-        vcs: (0..20)
-            .map(|i| gangway_plugin_sdk::VcUsage {
-                id: gangway_plugin_sdk::VcId(i),
-                weight: 1,
-                ..gangway_plugin_sdk::VcUsage::default()
-            })
-            .collect(),
-    };
+    let view = past_trigger();
     let answer = |path: CallPath, bytes: &[u8]| {
         let module = guests::engine_on(path).load("encoded", bytes).unwrap();
         let taken = module.call_path();
