@@ -324,6 +324,9 @@ def _tqdm_bars() -> Tuple[Callable[[int, str, int, int, int], None], Callable[[]
 
 Row = Dict[str, Any]
 
+# What the key of each per-key table of a run is, as its column's name.
+_KEY_COLUMNS = {"by_size": "size", "per_vc": "vc"}
+
 
 def _number(text: Optional[str]) -> Any:
     """``text`` as an int or float if it is one, else as it is ("" is None)."""
@@ -343,7 +346,11 @@ def _scalar(v: Any) -> bool:
 
 def _flatten(prefix: str, value: Any, row: Row) -> None:
     if isinstance(value, dict):
-        for k, v in value.items():
+        items = list(value.items())
+        if items and all(str(k).isdigit() for k, _ in items):
+            # Counts by a number (servers_spanned.1, .2, ..., .10): in order.
+            items.sort(key=lambda kv: int(kv[0]))
+        for k, v in items:
             _flatten(f"{prefix}.{k}" if prefix else str(k), v, row)
     elif _scalar(value):
         row[prefix] = value
@@ -361,10 +368,13 @@ class Report:
     command's), the parsed data (``.data``), and its metric tables.
 
     Tables (:meth:`rows`, :meth:`table`) are derived from the schema
-    generically: ``runs`` has one row per policy set with every scalar metric
-    flattened (``jobs.passed``, ``jct_s.p50``, ...); each per-key map of a run
-    (``by_size``, ``per_vc``) is a table of its own with one row per run and
-    key. :meth:`table` gives a pandas DataFrame when pandas is installed.
+    generically: ``runs`` has one row per policy set (its name in the
+    ``run`` column) with every scalar metric flattened (``jobs.passed``,
+    ``jct_s.p50``, ...; counts by a number, such as ``servers_spanned.N``,
+    in numeric order); each per-key map of a run is a table of its own with
+    one row per run and key: ``by_size`` (columns ``run``, ``size``, ...),
+    ``per_vc`` (``run``, ``vc``, ...), any other (``run``, ``key``, ...).
+    :meth:`table` gives a pandas DataFrame when pandas is installed.
     """
 
     def __init__(self, text: str, argv: Optional[List[str]] = None) -> None:
@@ -429,14 +439,15 @@ class Report:
         out: List[Row] = []
         for run in self.runs:
             if name == "runs":
-                row: Row = {}
+                row: Row = {"run": run.get("name")}
                 for k, v in run.items():
-                    if not _is_table(v):
+                    if k != "name" and not _is_table(v):
                         _flatten(k, v, row)
                 out.append(row)
             else:
+                column = _KEY_COLUMNS.get(name, "key")
                 for key, value in run.get(name, {}).items():
-                    row = {"run": run.get("name"), "key": key}
+                    row = {"run": run.get("name"), column: key}
                     _flatten("", value, row)
                     out.append(row)
         return out

@@ -125,13 +125,18 @@ def test_report_tables(monkeypatch: pytest.MonkeyPatch) -> None:
     report = gangway.replay(jobs=1000, compare=["philly", "tiresias"], native=True, echo=False)
     assert set(report.table_names()) >= {"runs", "by_size", "per_vc"}
     runs = report.rows("runs")
-    assert [r["name"] for r in runs] == ["philly", "tiresias"]
+    assert [r["run"] for r in runs] == ["philly", "tiresias"]
+    assert "name" not in runs[0], "one name for the run: `run`, in every table"
     assert runs[0]["jobs.submitted"] == 1000
     assert runs[0]["jct_s.p50"] == report.runs[0]["jct_s"]["p50"]
     by_size = report.rows("by_size")
-    assert {(r["run"], r["key"]) for r in by_size} == {
+    assert {(r["run"], r["size"]) for r in by_size} == {
         (n, b) for n in ("philly", "tiresias") for b in report.runs[0]["by_size"]
     }
+    assert {r["vc"] for r in report.rows("per_vc")} == set(report.runs[0]["per_vc"])
+    spanned = [c for c in by_size[-1] if c.startswith("servers_spanned.")]
+    numbers = [int(c.split(".")[1]) for c in spanned]
+    assert numbers == sorted(numbers), f"servers_spanned columns in order: {spanned}"
     assert sum(r["jobs"] for r in by_size if r["run"] == "philly") == 1000
     with pytest.raises(KeyError, match="no table"):
         report.rows("nope")

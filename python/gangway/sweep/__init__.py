@@ -101,8 +101,7 @@ class SweepResult:
                 row: Dict[str, Any] = {
                     k: (json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in point.items()
                 }
-                row["run"] = run.get("name")
-                row.update({k: v for k, v in run.items() if k != "name"})
+                row.update(run)
                 out.append(row)
         return out
 
