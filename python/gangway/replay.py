@@ -466,6 +466,111 @@ class Report:
         """Every table by name (see :meth:`table`)."""
         return {n: self.table(n) for n in self.table_names()}
 
+    #: The plots :meth:`plot` draws.
+    PLOTS = ("queue_delay", "waits", "locality", "vc_share")
+
+    def plot(self, kind: str = "queue_delay", ax: Any = None) -> Any:
+        """Draws one of the standard plots of the report, every run on the
+        same axes, with matplotlib, and returns the axes (a new figure's
+        unless ``ax`` is given):
+
+        * ``queue_delay``: the CDF of each job's first queueing delay
+          (submit to first start), in minutes on a log scale (the study's
+          Figure 3; from :meth:`jobs`);
+        * ``waits``: hours waited per job size, by reason (fair-share,
+          fragmentation, queued, retry delay, ...), one bar per run and size;
+        * ``locality``: the share of jobs of each size that ran on 1, 2, 3
+          or more servers (the study's Table 3);
+        * ``vc_share``: each virtual cluster's mean GPUs held against its
+          quota.
+        """
+        if kind not in self.PLOTS:
+            raise ValueError(f"no plot {kind!r} (plots: {', '.join(self.PLOTS)})")
+        try:
+            import matplotlib.pyplot as plt  # noqa: PLC0415 (optional dependency)
+        except ImportError as e:
+            raise ImportError("Report.plot needs matplotlib (pip install matplotlib)") from e
+        if ax is None:
+            _, ax = plt.subplots(figsize=(8, 4.5))
+        names = [str(r.get("name", "")) for r in self.runs]
+        if kind == "queue_delay":
+            for i, name in enumerate(names):
+                rows = self.jobs(i)
+                rows = rows.to_dict("records") if hasattr(rows, "to_dict") else rows
+                delays = sorted(
+                    max(r["first_start_s"] - r["submit_s"], 0) / 60
+                    for r in rows
+                    if r.get("first_start_s") not in (None, "") and r["first_start_s"] == r["first_start_s"]
+                )
+                if delays:
+                    ys = [(k + 1) / len(delays) for k in range(len(delays))]
+                    ax.step([max(d, 1 / 60) for d in delays], ys, where="post", label=name)
+            ax.set_xscale("log")
+            ax.set_xlabel("first queueing delay (minutes)")
+            ax.set_ylabel("share of jobs")
+        elif kind in ("waits", "locality"):
+            from matplotlib.patches import Patch  # noqa: PLC0415
+
+            sizes = list(self.runs[0].get("by_size", {})) if self.runs else []
+            width = 0.8 / max(len(names), 1)
+            # One colour per reason (or span) across runs; runs by hatching.
+            colours: Dict[str, str] = {}
+            hatches = ["", "//", "..", "xx", "\\\\", "++"]
+            for i, run in enumerate(self.runs):
+                xs = [k + i * width for k in range(len(sizes))]
+                bottom = [0.0] * len(sizes)
+                stacks: Dict[str, List[float]] = {}
+                for k, size in enumerate(sizes):
+                    bucket = run.get("by_size", {}).get(size, {})
+                    if kind == "waits":
+                        parts = {r: v / 3600 for r, v in bucket.get("wait_s", {}).items()}
+                    else:
+                        spans = bucket.get("servers_spanned", {})
+                        total = sum(spans.values()) or 1
+                        parts = {"1 server": 0.0, "2 servers": 0.0, "3+ servers": 0.0}
+                        for n, count in spans.items():
+                            key = "1 server" if n == "1" else "2 servers" if n == "2" else "3+ servers"
+                            parts[key] += count / total
+                    for part, value in parts.items():
+                        stacks.setdefault(part, [0.0] * len(sizes))[k] = value
+                for part, values in stacks.items():
+                    if not any(values):
+                        continue
+                    colour = colours.setdefault(part, f"C{len(colours)}")
+                    ax.bar(
+                        xs, values, width, bottom=bottom, color=colour,
+                        hatch=hatches[i % len(hatches)], edgecolor="white",
+                    )
+                    bottom = [b + v for b, v in zip(bottom, values)]
+            ax.set_xticks([k + 0.4 - width / 2 for k in range(len(sizes))], [f"{s} GPUs" for s in sizes])
+            ax.set_ylabel("hours waited" if kind == "waits" else "share of jobs")
+            handles = [Patch(facecolor=c, label=p) for p, c in colours.items()]
+            handles += [
+                Patch(facecolor="white", edgecolor="gray", hatch=hatches[i % len(hatches)], label=n)
+                for i, n in enumerate(names)
+            ]
+            ax.set_title(kind)
+            ax.legend(handles=handles, fontsize="small")
+            return ax
+        else:
+            vcs = sorted({vc for run in self.runs for vc in run.get("per_vc", {})})
+            width = 0.8 / max(len(names), 1)
+            for i, run in enumerate(self.runs):
+                per_vc = run.get("per_vc", {})
+                xs = [k + i * width for k in range(len(vcs))]
+                ax.bar(xs, [per_vc.get(vc, {}).get("mean_gpus_held", 0) for vc in vcs], width, label=names[i])
+            quotas = [self.runs[0].get("per_vc", {}).get(vc, {}).get("quota_gpus") for vc in vcs] if self.runs else []
+            ax.scatter(
+                [k + 0.4 - width / 2 for k, q in enumerate(quotas) if q is not None],
+                [q for q in quotas if q is not None],
+                marker="_", s=400, color="black", label="quota",
+            )
+            ax.set_xticks([k + 0.4 - width / 2 for k in range(len(vcs))], vcs, rotation=45)
+            ax.set_ylabel("mean GPUs held")
+        ax.set_title(kind.replace("_", " "))
+        ax.legend(fontsize="small")
+        return ax
+
     def write(self, path: Union[str, "os.PathLike[str]"]) -> None:
         """Writes the report's text to ``path`` (the same bytes the command writes)."""
         Path(path).write_text(self.json, encoding="utf-8")

@@ -252,3 +252,17 @@ def test_per_job_rows_of_each_run() -> None:
         report.jobs("tiresias")
     with pytest.raises(KeyError, match="jobs_csv=True"):
         gangway.replay(jobs=300, native=True, echo=False, jobs_csv=False).jobs(0)
+
+
+def test_the_standard_plots_draw_every_run() -> None:
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    report = gangway.replay(jobs=3000, compare=["philly", "fifo"], native=True, echo=False)
+    for kind in gangway.Report.PLOTS:
+        ax = report.plot(kind)
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert any(l.startswith("philly") for l in labels), (kind, labels)
+        assert any(l.startswith("fifo") for l in labels), (kind, labels)
+        assert ax.lines or ax.patches, kind
+    with pytest.raises(ValueError, match="no plot"):
+        report.plot("pie")
