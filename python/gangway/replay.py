@@ -76,18 +76,22 @@ def replay_help() -> str:
 
 
 @contextlib.contextmanager
-def _stdout_to_devnull() -> Iterator[None]:
-    """Sends file descriptor 1 (where the Rust side prints) to /dev/null."""
+def _stdout_captured() -> Iterator[List[str]]:
+    """Sends file descriptor 1 (where the Rust side prints) to a temporary
+    file while the block runs; the list it yields holds the text afterwards
+    (to print through Python's ``sys.stdout``, which a notebook shows)."""
     sys.stdout.flush()
     saved = os.dup(1)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(devnull)
+    captured: List[str] = []
+    with tempfile.TemporaryFile() as sink:
+        try:
+            os.dup2(sink.fileno(), 1)
+            yield captured
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+            sink.seek(0)
+            captured.append(sink.read().decode("utf-8", errors="replace"))
 
 
 class ReplayArgumentError(ReplayError, ValueError):
@@ -234,7 +238,9 @@ def replay(
     ``out=`` they are written there too (``<set>-jobs.csv``) when
     ``jobs_csv=True``. ``echo=False``
     silences what the command prints on stdout (its summary table and
-    timings). The replay releases the GIL while it runs and shows a
+    timings), which is printed through Python's ``sys.stdout`` once the
+    run ends (so a notebook shows it), without the ``wrote`` lines of a
+    temporary folder. The replay releases the GIL while it runs and shows a
     progress bar on stderr when stderr is a terminal.
 
     About every 0.1 s the running replay lets Python handle signals, so
@@ -272,25 +278,40 @@ def replay(
         )
     # `verbose=N` is the command's `-v` N times.
     count = named.pop("verbose", 0)
-    with contextlib.ExitStack() as stack:
-        if out is None:
-            out = stack.enter_context(tempfile.TemporaryDirectory(prefix="gangway-replay-"))
-            named["no_plots"] = True
-        argv = replay_args(**named) + ["-v"] * count + ["--out", os.fspath(out)]
-        if not echo:
-            stack.enter_context(_stdout_to_devnull())
-        try:
-            text = _native.replay_json(argv, progress)
-        finally:
-            close()
-        report = Report(text, argv=argv)
-        if named.get("jobs_csv"):
-            for run in report.runs:
-                name = str(run.get("name", ""))
-                path = Path(out) / (re.sub(r"[^A-Za-z0-9-]", "_", name) + "-jobs.csv")
-                if path.is_file():
-                    report._jobs[name] = path.read_text(encoding="utf-8")
+    temporary = None
+    printed: List[str] = []
+    try:
+        with contextlib.ExitStack() as stack:
+            if out is None:
+                out = temporary = stack.enter_context(
+                    tempfile.TemporaryDirectory(prefix="gangway-replay-")
+                )
+                named["no_plots"] = True
+            argv = replay_args(**named) + ["-v"] * count + ["--out", os.fspath(out)]
+            with _stdout_captured() as printed:
+                text = _native.replay_json(argv, progress)
+            report = Report(text, argv=argv)
+            if named.get("jobs_csv"):
+                for run in report.runs:
+                    name = str(run.get("name", ""))
+                    path = Path(out) / (re.sub(r"[^A-Za-z0-9-]", "_", name) + "-jobs.csv")
+                    if path.is_file():
+                        report._jobs[name] = path.read_text(encoding="utf-8")
+    finally:
+        close()
+        if echo:
+            _echo("".join(printed), temporary)
     return report
+
+
+def _echo(text: str, temporary: Optional[str]) -> None:
+    """Prints what the command printed, without the lines naming files in
+    the `temporary` folder (removed by now)."""
+    for line in text.splitlines(keepends=True):
+        if temporary is not None and line.startswith("wrote ") and temporary in line:
+            continue
+        sys.stdout.write(line)
+    sys.stdout.flush()
 
 
 def _tqdm_bars() -> Tuple[Callable[[int, str, int, int, int], None], Callable[[], None]]:

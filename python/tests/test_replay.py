@@ -266,3 +266,17 @@ def test_the_standard_plots_draw_every_run() -> None:
         assert ax.lines or ax.patches, kind
     with pytest.raises(ValueError, match="no plot"):
         report.plot("pie")
+
+
+def test_what_the_command_prints_goes_through_sys_stdout(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    gangway.replay(jobs=500, native=True)
+    out = capsys.readouterr().out
+    assert ": replayed " in out, out
+    assert "wrote" not in out, "no line names the temporary folder, gone by now"
+    kept = tmp_path / "kept"
+    gangway.replay(jobs=500, native=True, out=kept, no_plots=True)
+    assert f"wrote {kept}" in capsys.readouterr().out
+    gangway.replay(jobs=500, native=True, echo=False)
+    assert capsys.readouterr().out == ""

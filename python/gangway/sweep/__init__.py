@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from .. import _native
-from ..replay import Report, _stdout_to_devnull, replay_args
+from ..replay import Report, _stdout_captured, replay_args
 
 __all__ = ["SweepResult", "sweep", "points_of", "main"]
 
@@ -64,7 +64,8 @@ def run_point(argv: List[str]) -> Tuple[Optional[str], Optional[str], float]:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="gangway-sweep-") as out:
         try:
-            with _stdout_to_devnull():
+            # What the command prints is dropped: a sweep reports its rows.
+            with _stdout_captured():
                 text = _native.replay_json(argv + ["--out", out])
         except _native.GangwayError as e:
             return None, str(e), time.perf_counter() - start
