@@ -42,6 +42,46 @@ pub fn built_from() -> PathBuf {
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
 
+/// Makes sure rustup's toolchain `channel` of the clone (the one the
+/// crate's `rust-toolchain.toml` names) has the `wasm32-unknown-unknown`
+/// standard library, adding it with `rustup target add` if it is missing
+/// (rustup installs a toolchain file's targets only with the toolchain
+/// itself). Returns what it did, or why it could not: without rustup the
+/// target must come from the Rust installation's own packages.
+pub fn ensure_wasm_target() -> Result<String, String> {
+    use std::process::Command;
+    const TARGET: &str = "wasm32-unknown-unknown";
+    let channel = channel();
+    let installed = Command::new("rustup")
+        .args(["target", "list", "--installed", "--toolchain", channel])
+        .output()
+        .map_err(|e| {
+            format!("rustup is not available ({e}): install the {TARGET} target for your Rust")
+        })?;
+    if !installed.status.success() {
+        return Err(format!(
+            "rustup has no toolchain {channel} yet; the first cargo command in the crate installs it with {TARGET}"
+        ));
+    }
+    if String::from_utf8_lossy(&installed.stdout)
+        .lines()
+        .any(|l| l.trim() == TARGET)
+    {
+        return Ok(format!("toolchain {channel} has the {TARGET} target"));
+    }
+    let status = Command::new("rustup")
+        .args(["target", "add", "--toolchain", channel, TARGET])
+        .status()
+        .map_err(|e| format!("rustup target add {TARGET}: {e}"))?;
+    if status.success() {
+        Ok(format!("added the {TARGET} target to toolchain {channel}"))
+    } else {
+        Err(format!(
+            "rustup target add --toolchain {channel} {TARGET} failed ({status})"
+        ))
+    }
+}
+
 /// The toolchain channel of the clone's `rust-toolchain.toml`.
 fn channel() -> &'static str {
     include_str!("../../rust-toolchain.toml")

@@ -41,6 +41,8 @@ fn a_new_policy_crate_tests_builds_checks_and_replays() {
     let target = tmp.join("template-target");
     let _ = std::fs::remove_dir_all(&dir);
     let root = new_policy::create(&dir, "wait-longest", &new_policy::built_from()).unwrap();
+    // As `policy-check new` does: the Wasm target for the crate's toolchain.
+    new_policy::ensure_wasm_target().unwrap();
 
     cargo(&root, &target, &["test"]);
     cargo(

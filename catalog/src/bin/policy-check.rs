@@ -86,6 +86,10 @@ fn main() -> ExitCode {
             Ok(root) => {
                 let ident = name.replace('-', "_");
                 println!("made {}", root.display());
+                match new_policy::ensure_wasm_target() {
+                    Ok(done) => println!("{done}"),
+                    Err(why) => eprintln!("policy-check new: note: {why}"),
+                }
                 println!("  cd {} && cargo test", root.display());
                 println!("  cargo build --release --target wasm32-unknown-unknown");
                 println!("  policy-check target/wasm32-unknown-unknown/release/{ident}.wasm");
