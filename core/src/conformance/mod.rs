@@ -247,8 +247,7 @@ fn wasm_slot<S: SlotContract + SlotViews>(
 /// `&std::fs::read("las.toml").unwrap()`), for a regression test.
 #[cfg(feature = "wasm")]
 pub fn module_maker(path: &str, slot: gangway_plugin_sdk::Slot, config: &str) -> String {
-    let mut marker = slot.as_str().to_string();
-    marker[..1].make_ascii_uppercase();
+    let marker = run::marker(slot);
     format!(
         "gangway_core::wasm::PolicyEngine::new(Default::default()).unwrap().load_file({path:?}).unwrap()\
          .backend::<gangway_plugin_sdk::{marker}>({config}).unwrap()"

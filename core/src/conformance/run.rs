@@ -149,7 +149,7 @@ impl Finding {
 }
 
 /// The SDK's marker type of `slot`: its name, capitalised.
-fn marker(slot: Slot) -> String {
+pub(crate) fn marker(slot: Slot) -> String {
     let mut name = slot.as_str().to_string();
     name[..1].make_ascii_uppercase();
     name
