@@ -276,6 +276,26 @@ impl Scheduler {
         self.book.pending().len()
     }
 
+    /// The pending jobs, in submit order (then id): those a round may start,
+    /// including those beyond their VC's view window. Its cost is the walk
+    /// over the pending jobs only.
+    ///
+    /// ```
+    /// use gangway_core::{JobId, JobSpec, Scheduler, Topology};
+    ///
+    /// let mut sched = Scheduler::new(Topology::uniform(1, 1, 8)?);
+    /// let vc = sched.virtual_cluster("speech");
+    /// sched.submit(JobSpec { id: JobId(2), vc, user: 0, gpus: 8, submitted_s: 0 })?;
+    /// sched.submit(JobSpec { id: JobId(1), vc, user: 0, gpus: 8, submitted_s: 5 })?;
+    /// assert_eq!(sched.pending_jobs().collect::<Vec<_>>(), [JobId(2), JobId(1)]);
+    /// sched.round(10)?;
+    /// assert_eq!(sched.pending_jobs().collect::<Vec<_>>(), [JobId(1)]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn pending_jobs(&self) -> impl Iterator<Item = JobId> + '_ {
+        self.book.pending().iter().map(|(_, id)| *id)
+    }
+
     /// Jobs that are neither pending nor finished but will be again: failed
     /// attempts awaiting a retry decision and jobs waiting out a retry delay.
     pub fn retrying_len(&self) -> usize {

@@ -73,6 +73,11 @@ pub struct Cli {
     /// `SLOT=POLICY@FILE` or `SLOT@FILE` takes precedence for its slot.
     #[arg(long, value_name = "SLOT=FILE")]
     pub config: Vec<String>,
+    /// One option of a slot's policy, for every policy set, e.g. `--set locality.widen_after_s=[300,1800]`
+    /// or `--set fairness.lend=false` (repeatable; the value is TOML; it
+    /// overrides the preset's and `--config`'s value of that key).
+    #[arg(long = "set", value_name = "SLOT.KEY=VALUE")]
+    pub set: Vec<String>,
     /// Policy sets to compare side by side on the same workload: presets,
     /// each optionally with slots replaced and configured, e.g.
     /// `philly,philly+retry=failure-aware,fifo` or
@@ -152,9 +157,21 @@ pub struct Cli {
     /// Also write one CSV per run with a line per job (`<run>-jobs.csv`).
     #[arg(long)]
     pub jobs_csv: bool,
+    /// Print nothing on stdout (report.json and plots are still written).
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Compare each run with observed targets and add the fit to
+    /// report.json: `philly` (the study's figures, built in) or a targets
+    /// file (TOML; see `replay calibrate --help`).
+    #[arg(long, value_name = "philly|FILE")]
+    pub fit: Option<String>,
+    /// The arguments as given (after the program name), for report.json's
+    /// `reproduce`; set by the binary and by `json::replay_json`.
+    #[arg(skip)]
+    pub argv: Vec<String>,
     /// Model features to switch off (comma-separated; all are on by
     /// default): `heartbeat-placement`, `server-ladder`, `locality-cost`,
-    /// `status-runtimes`, `retry-gap`, `warm-start`.
+    /// `status-runtimes`, `retry-gap`, `warm-start`, `varied-deadlines`.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub without: Vec<Feature>,
 }
@@ -178,6 +195,9 @@ pub enum Feature {
     RetryGap,
     /// A `--skip` window, or a generated workload, starts on an empty cluster.
     WarmStart,
+    /// The `delay` locality policy relaxes every job after the same waits
+    /// (`deadline_spread = 0`) instead of after waits drawn per job.
+    VariedDeadlines,
 }
 
 /// The policy sets the command line asks for, in order.
@@ -218,6 +238,12 @@ pub fn choices(cli: &Cli) -> Result<Vec<PolicyChoice>, PolicyResolveError> {
             let mut s = choice.slot(*slot);
             s.config = bytes.clone();
             choice.slots.insert(*slot, s);
+        }
+        for arg in &cli.set {
+            let (slot, key, value) =
+                parse_set(arg).map_err(|e| PolicyResolveError::Choice(e.to_string()))?;
+            set_option(&mut choice, slot, &key, value)
+                .map_err(|e| PolicyResolveError::Choice(e.to_string()))?;
         }
         out.push(choice);
     }
@@ -265,21 +291,19 @@ pub fn apply_features(
     }
     let gap_set = String::from_utf8_lossy(&choice.slot(Slot::Retry).config).contains("after_s");
     let mut set = |slot: Slot, policy: &str, key: &str, value: toml::Value| {
-        let mut s = choice.slot(slot);
-        if s.policy != policy {
+        if choice.slot(slot).policy != policy {
             return Ok(());
         }
-        let text = String::from_utf8(s.config.clone())
-            .map_err(|_| ReplayError::Usage(format!("{slot} config is not UTF-8")))?;
-        let mut table: toml::Table =
-            toml::from_str(&text).map_err(|e| ReplayError::Usage(format!("{slot} config: {e}")))?;
-        table.insert(key.to_string(), value);
-        s.config = toml::to_string(&table)
-            .map_err(|e| ReplayError::Usage(format!("{slot} config: {e}")))?
-            .into_bytes();
-        choice.slots.insert(slot, s);
-        Ok::<(), ReplayError>(())
+        set_option(choice, slot, key, value)
     };
+    if without.contains(&Feature::VariedDeadlines) {
+        set(
+            Slot::Locality,
+            "delay",
+            "deadline_spread",
+            toml::Value::Float(0.0),
+        )?;
+    }
     if without.contains(&Feature::ServerLadder) {
         let factors = toml::Value::Array(vec![toml::Value::Integer(1), toml::Value::Integer(0)]);
         set(Slot::Locality, "delay", "server_factors", factors)?;
@@ -297,6 +321,59 @@ pub fn apply_features(
         )?;
     }
     Ok(())
+}
+
+/// Sets option `key` of `slot`'s policy in `choice` to `value`, keeping
+/// the rest of its configuration.
+pub fn set_option(
+    choice: &mut PolicyChoice,
+    slot: gangway_core::Slot,
+    key: &str,
+    value: toml::Value,
+) -> Result<(), ReplayError> {
+    let mut s = choice.slot(slot);
+    let text = String::from_utf8(s.config.clone())
+        .map_err(|_| ReplayError::Usage(format!("{slot} config is not UTF-8")))?;
+    let mut table: toml::Table =
+        toml::from_str(&text).map_err(|e| ReplayError::Usage(format!("{slot} config: {e}")))?;
+    table.insert(key.to_string(), value);
+    s.config = toml::to_string(&table)
+        .map_err(|e| ReplayError::Usage(format!("{slot} config: {e}")))?
+        .into_bytes();
+    choice.slots.insert(slot, s);
+    Ok(())
+}
+
+/// One `--set SLOT.KEY=VALUE`: the slot, the key and the TOML value.
+///
+/// ```
+/// use gangway_replay::cli::parse_set;
+/// let (slot, key, value) = parse_set("locality.widen_after_s=[300, 1800]").unwrap();
+/// assert_eq!((slot.as_str(), key.as_str()), ("locality", "widen_after_s"));
+/// assert_eq!(value, toml::Value::Array(vec![300.into(), 1800.into()]));
+/// assert!(parse_set("locality.widen_after_s").is_err());
+/// assert!(parse_set("nowhere.x=1").is_err());
+/// ```
+pub fn parse_set(arg: &str) -> Result<(gangway_core::Slot, String, toml::Value), ReplayError> {
+    let usage = |why: &str| ReplayError::Usage(format!("--set {arg:?}: {why}"));
+    let (path, value) = arg
+        .split_once('=')
+        .ok_or_else(|| usage("expected SLOT.KEY=VALUE"))?;
+    let (slot, key) = path
+        .trim()
+        .split_once('.')
+        .ok_or_else(|| usage("expected SLOT.KEY=VALUE"))?;
+    let slot = policies::slot_named(slot, &format!("--set {arg}"))?;
+    if key.is_empty() {
+        return Err(usage("the key is empty"));
+    }
+    let table: toml::Table = toml::from_str(&format!("v = {}", value.trim()))
+        .map_err(|e| usage(&format!("the value is not TOML: {}", e.message())))?;
+    let value = table
+        .get("v")
+        .cloned()
+        .ok_or_else(|| usage("the value is missing"))?;
+    Ok((slot, key.to_string(), value))
 }
 
 /// Anything that stops a replay.
@@ -649,6 +726,43 @@ fn write(path: &Path, bytes: &[u8]) -> Result<(), ReplayError> {
     })
 }
 
+/// The `reproduce` record of `cli`: its arguments, seed, time scale and
+/// the input files it names.
+fn reproduce_of(cli: &Cli) -> Result<crate::reproduce::Reproduce, ReplayError> {
+    let time_scale = cli.time_scale.unwrap_or(if cli.trace.is_some() {
+        1.0
+    } else {
+        DEFAULT_GENERATED_TIME_SCALE
+    });
+    let mut r = crate::reproduce::Reproduce::new(
+        crate::reproduce::result_args(cli.argv.iter().cloned()),
+        cli.seed,
+        time_scale,
+    );
+    let quota_file = (!matches!(cli.quotas.as_str(), "none" | "demand")
+        && !cli.quotas.starts_with("demand:"))
+    .then(|| PathBuf::from(&cli.quotas));
+    let fit_file = cli
+        .fit
+        .as_ref()
+        .filter(|f| crate::calibrate::targets::Targets::builtin(f).is_none())
+        .map(PathBuf::from);
+    for (role, path) in [
+        ("trace", &cli.trace),
+        ("vcs", &cli.vcs),
+        ("machines", &cli.machines),
+        ("topology", &cli.topology),
+        ("quotas", &quota_file),
+        ("fit targets", &fit_file),
+    ] {
+        if let Some(p) = path {
+            r.add_file(role, p)
+                .map_err(|e| ReplayError::Usage(format!("{}: cannot read: {e}", p.display())))?;
+        }
+    }
+    Ok(r)
+}
+
 /// Runs the replay the command line asks for.
 pub fn run(cli: &Cli) -> Result<(), ReplayError> {
     run_observed(cli, &mut |_, _| std::ops::ControlFlow::Continue(()))
@@ -686,11 +800,16 @@ pub fn run_observed(
     if trace.jobs.is_empty() {
         return Err(ReplayError::Usage("the workload has no jobs".into()));
     }
-    println!("workload: {source}");
-    println!(
+    let say = |line: &str| {
+        if !cli.quiet {
+            println!("{line}");
+        }
+    };
+    say(&format!("workload: {source}"));
+    say(&format!(
         "topology: {topo_source}: {}",
         shape_line(&topo, grouping.as_deref())
-    );
+    ));
     for s in &trace.skipped {
         eprintln!("replay: not replayable: {}: {}", s.at, s.reason);
     }
@@ -704,6 +823,11 @@ pub fn run_observed(
     }
     let quotas = quotas(&cli.quotas, &trace, topo.total_gpus())?;
     let choices: Vec<PolicyChoice> = choices(cli)?;
+    let targets = match &cli.fit {
+        Some(spec) => Some(crate::calibrate::targets::Targets::named_or_file(spec)?),
+        None => None,
+    };
+    let mut reproduce = reproduce_of(cli)?;
     let load_time = load_clock.elapsed();
     let cfg = SimConfig {
         round_interval_s: cli.round_interval,
@@ -739,6 +863,19 @@ pub fn run_observed(
             choice.placement = p;
         }
         apply_features(&mut choice, &cli.without, cli.seed)?;
+        for slot in gangway_core::Slot::ALL {
+            let s = choice.slot(slot);
+            if s.policy.ends_with(".wasm") {
+                let role = format!("module of {slot} in {}", choice.name);
+                reproduce
+                    .add_file(&role, Path::new(&s.policy))
+                    .map_err(|e| ReplayError::Usage(format!("{}: cannot read: {e}", s.policy)))?;
+            }
+            if !s.config.is_empty() {
+                let role = format!("configuration of {slot} in {}", choice.name);
+                reproduce.add_bytes(&role, "(as applied)", &s.config);
+            }
+        }
         let choice = &choice;
         let policy_clock = Instant::now();
         let set = loader.build(choice, cli.native).map_err(|source| {
@@ -799,7 +936,7 @@ pub fn run_observed(
         let result = sim::run_until(topo.clone(), &trace, set, &cfg, progress)?;
         let cpu = crate::cpu_time::since(cpu_start);
         bar.finish_and_clear();
-        println!(
+        say(&format!(
             "{}: replayed {} jobs in {:.2} s{} ({} rounds, {} skipped as no gang could fit, {:.2} s in rounds; inputs loaded in {:.2} s; {} ready in {:.2} s)",
             choice.name,
             trace.jobs.len(),
@@ -815,8 +952,17 @@ pub fn run_observed(
                 "policies as Wasm modules"
             },
             policy_time.as_secs_f64(),
-        );
-        let run = report::summarize(&choice.name, names, &result);
+        ));
+        let mut run = report::summarize(&choice.name, names, &result);
+        if let Some(targets) = &targets {
+            run.fit = Some(crate::calibrate::fit::fit(
+                targets,
+                &trace,
+                &result,
+                &run,
+                cfg.round_interval_s,
+            ));
+        }
         if cli.jobs_csv {
             let path = cli
                 .out
@@ -830,6 +976,7 @@ pub fn run_observed(
         runs.push(run);
     }
     let report = Report {
+        reproduce,
         workload: Workload {
             source,
             jobs: trace.jobs.len(),
@@ -846,16 +993,20 @@ pub fn run_observed(
         },
         runs,
     };
-    println!();
-    print!("{}", report::table(&report.runs));
+    say("");
+    say(report::table(&report.runs).trim_end());
+    if targets.is_some() {
+        say("");
+        say(crate::calibrate::fit::table(&report.runs).trim_end());
+    }
     let json = serde_json::to_vec_pretty(&report)
         .map_err(|e| ReplayError::Usage(format!("cannot encode the report: {e}")))?;
     let path = cli.out.join("report.json");
     write(&path, &json)?;
-    println!();
-    println!("wrote {}", path.display());
+    say("");
+    say(&format!("wrote {}", path.display()));
     for f in written {
-        println!("wrote {}", f.display());
+        say(&format!("wrote {}", f.display()));
     }
     Ok(())
 }

@@ -69,7 +69,13 @@ where
 {
     let argv =
         std::iter::once(std::ffi::OsString::from("replay")).chain(args.into_iter().map(Into::into));
-    let cli = Cli::try_parse_from(argv).map_err(|e| ReplayJsonError::Args(e.to_string()))?;
+    let argv: Vec<std::ffi::OsString> = argv.collect();
+    let mut cli = Cli::try_parse_from(&argv).map_err(|e| ReplayJsonError::Args(e.to_string()))?;
+    cli.argv = argv
+        .iter()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     replay_cli::run_observed(&cli, observer)?;
     let path: PathBuf = cli.out.join("report.json");
     std::fs::read_to_string(&path).map_err(|source| ReplayJsonError::Read {

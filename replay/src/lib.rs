@@ -7,16 +7,20 @@
 //! - [`trace`] reads traces (Philly's `cluster_job_log`, Gangway CSV, RFold,
 //!   AdaptDL) and [`workload`] generates the built-in Philly-calibrated one;
 //! - [`sim`] replays a trace on a topology with one policy set;
-//! - [`report`] is `report.json` and the console table, [`plots`] the SVGs;
+//! - [`report`] is `report.json` and the console table, [`plots`] the SVGs,
+//!   [`reproduce`] what reproduces a report;
 //! - [`cli`] is the `replay` command line, [`json`] the same run driven by
-//!   JSON arguments (what the Python package calls).
+//!   JSON arguments (what the Python package calls);
+//! - [`calibrate`] fits the model's knobs to observed targets (`replay calibrate`).
 
+pub mod calibrate;
 pub mod cli;
 pub mod cluster_shape;
 pub mod cpu_time;
 pub mod json;
 pub mod plots;
 pub mod report;
+pub mod reproduce;
 pub mod sim;
 pub mod trace;
 pub mod workload;

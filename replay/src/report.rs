@@ -2,6 +2,8 @@
 //!
 //! ```text
 //! {
+//!   "reproduce": {"gangway_version", "commit", "args": [...], "seed",
+//!                 "time_scale", "inputs": [{"role", "path", "sha256"}]},
 //!   "workload": {"source", "jobs", "warm", "skipped": [{"at", "reason"}]},
 //!   "topology": {"source", "servers", "gpus", "racks", "grouping", "shape"},
 //!   "runs": [{
@@ -17,20 +19,34 @@
 //!     "retry": {"attempts_avoided", "saved_gpu_s", "passing_jobs_lost", "probes"},
 //!     "per_vc": {VC: {"quota_gpus", "mean_gpus_held", "jobs"}},
 //!     "policy_errors",
-//!     "quarantines": [{"at_s", "slot", "module", "restored", "error"}]
+//!     "quarantines": [{"at_s", "slot", "module", "restored", "error"}],
+//!     "fit": {"targets", "score", "met", "items",
+//!             "detail": [{"name", "observed", "model", "error", "met"}]}
 //!   }]
 //! }
 //! B = {"jobs", "queue_delay_s": {"p50", "p90", "p99", "mean"},
+//!      "total_wait_s": {"p50", "p90", "p99", "mean"},
 //!      "fair_share_delay_s", "fragmentation_delay_s",
 //!      "jobs_with_fair_share_delay", "jobs_with_fragmentation_delay",
 //!      "fair_share_events", "fragmentation_events",
+//!      "fragmentation_share_of_events", "fragmentation_share_of_time",
 //!      "wait_s": {REASON: seconds, ...},
+//!      "queued_behind_s": {REASON | "starts" | "unattributed": seconds, ...},
 //!      "servers_spanned": {"1": n, "2": n, ...}}
 //! ```
 //!
 //! Definitions. Size buckets are the study's (1, 2-4, 5-8, >8 GPUs). Queueing
 //! delay is the notebook's: first attempt start minus submit, over jobs that
-//! started. `fair_share_delay_s` and `fragmentation_delay_s` are the bucket's
+//! started; it flatters preemptive policies, whose jobs wait again after
+//! being stopped, so `total_wait_s` gives each job's waiting over all its
+//! attempts (every reason, until the replay's end for a job that never
+//! started). `fragmentation_share_of_events` is Table 2's share (by delay
+//! events) and `fragmentation_share_of_time` the same share of delay
+//! seconds, both as fractions. `queued_behind_s` splits the `queued` wait
+//! (a job behind earlier jobs of its own VC, often beyond the jobs a round
+//! shows) by what its VC's queue waited for, round by round: the reason of
+//! the VC's earliest job shown that round, or `starts` when the jobs ahead
+//! of it started; the split of each job adds up to its `queued` seconds. `fair_share_delay_s` and `fragmentation_delay_s` are the bucket's
 //! *total* seconds of each kind of wait over all of a job's waits (retries
 //! included), as attributed by the scheduler's wait reasons; a job "has" a
 //! delay kind if it spent at least one second in it. A delay *event* is a
@@ -61,12 +77,15 @@ use serde::Serialize;
 
 use gangway_core::{Slot, WaitReason};
 
-use crate::sim::RunResult;
+use crate::sim::{QueuedBehind, RunResult};
 use crate::trace::{Outcome, SkippedJob};
 
 /// The whole report.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
+    /// What reproduces it: version, commit, arguments, seed, time scale,
+    /// input files' hashes.
+    pub reproduce: crate::reproduce::Reproduce,
     /// What was replayed.
     pub workload: Workload,
     /// On what.
@@ -257,8 +276,22 @@ pub struct Bucket {
     /// Fragmentation delay events: stretches of waiting with quota free but
     /// no placement local enough.
     pub fragmentation_events: u64,
+    /// Each job's total waiting over all its attempts (every wait reason,
+    /// waits after a preemption, interruption or failure included).
+    pub total_wait_s: Delay,
+    /// Fragmentation's share of the bucket's delay events (Table 2's
+    /// count; `null` without any event).
+    pub fragmentation_share_of_events: Option<f64>,
+    /// Fragmentation's share of the bucket's fair-share plus fragmentation
+    /// delay time (`null` without any).
+    pub fragmentation_share_of_time: Option<f64>,
     /// Total wait by reason.
     pub wait_s: BTreeMap<String, u64>,
+    /// The `queued` wait split by what the job's VC queue waited for:
+    /// the wait reason of the earliest job its VC showed the fairness
+    /// policy that round, `starts` when the jobs ahead of it started,
+    /// `unattributed` for queued time no round saw.
+    pub queued_behind_s: BTreeMap<String, u64>,
     /// First attempts by servers spanned.
     pub servers_spanned: BTreeMap<u32, usize>,
 }
@@ -355,6 +388,9 @@ pub struct Run {
     pub policy_errors: u64,
     /// Policies quarantined after repeated failures, in order.
     pub quarantines: Vec<QuarantineRecord>,
+    /// Its fit to observed targets (`--fit`; absent without).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fit: Option<crate::calibrate::fit::Fit>,
 }
 
 /// A policy the scheduler quarantined during a run.
@@ -394,6 +430,10 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
+fn round4(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0
+}
+
 fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
@@ -425,6 +465,7 @@ pub fn summarize(name: &str, policies: Policies, r: &RunResult) -> Run {
         .map(|b| (b.to_string(), Bucket::default()))
         .collect();
     let mut delays: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let mut total_waits: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     let mut jcts = Vec::new();
     let mut jcts_passed = Vec::new();
     let mut reclaim = ReclaimStats::default();
@@ -485,6 +526,15 @@ pub fn summarize(name: &str, policies: Policies, r: &RunResult) -> Run {
         for r in WaitReason::ALL {
             *b.wait_s.entry(r.as_str().to_string()).or_default() += j.waited(r);
         }
+        for behind in QueuedBehind::ALL {
+            *b.queued_behind_s
+                .entry(behind.as_str().to_string())
+                .or_default() += j.queued_behind_s[behind.index()];
+        }
+        total_waits
+            .entry(name)
+            .or_default()
+            .push(j.wait_s.iter().sum::<u64>() as f64);
         if let Some(start) = j.first_start_s {
             delays
                 .entry(name)
@@ -497,6 +547,9 @@ pub fn summarize(name: &str, policies: Policies, r: &RunResult) -> Run {
     }
     for (name, b) in &mut by_size {
         b.queue_delay_s = delay(delays.remove(name.as_str()).unwrap_or_default());
+        b.total_wait_s = delay(total_waits.remove(name.as_str()).unwrap_or_default());
+        b.fragmentation_share_of_events = b.fragmentation_share().map(round4);
+        b.fragmentation_share_of_time = b.fragmentation_time_share().map(round4);
     }
     let per_vc = r
         .vcs
@@ -540,6 +593,7 @@ pub fn summarize(name: &str, policies: Policies, r: &RunResult) -> Run {
                 error: q.error.clone(),
             })
             .collect(),
+        fit: None,
     }
 }
 

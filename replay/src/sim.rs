@@ -157,6 +157,9 @@ pub struct JobOutcome {
     /// Seconds of waiting by reason (all its waits), indexed like
     /// [`WaitReason::ALL`].
     pub wait_s: [u64; 7],
+    /// Its `queued` seconds split by what its VC's queue waited for,
+    /// indexed like [`QueuedBehind::ALL`]; they add up to its `queued` wait.
+    pub queued_behind_s: [u64; QueuedBehind::COUNT],
     /// Servers its first attempt spanned.
     pub first_servers: Option<u32>,
     /// GPU-seconds of attempts that failed or were interrupted.
@@ -338,6 +341,11 @@ struct Replay<'t> {
     in_rounds: Duration,
     reclaim_active: bool,
     max_server_gpus: u32,
+    /// Jobs the last round left waiting `queued`, with what they waited
+    /// behind; charged the time until the next round.
+    queued_now: Vec<(u32, QueuedBehind)>,
+    /// When that round ran.
+    queued_at: u64,
 }
 
 /// Per-job counters the scheduler does not keep.
@@ -353,6 +361,94 @@ struct Extra {
     used_gpu_s: u64,
     /// The wait reason of its last round, while it waits.
     last_reason: Option<WaitReason>,
+    /// The round (count) that last showed it to fairness.
+    shown_round: u64,
+    /// Its virtual cluster's index.
+    vc: u32,
+    /// Seconds it waited `queued`, by what its VC's queue waited for
+    /// ([`QueuedBehind`]), attributed round by round.
+    behind_s: [u64; QueuedBehind::COUNT],
+}
+
+/// What a job waiting `queued` (behind earlier jobs of its own virtual
+/// cluster) waited behind: the wait reason of the earliest job its VC
+/// showed the fairness policy that round, or that round's starts when
+/// every job shown either started or was itself queued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueuedBehind {
+    /// Its VC's first shown job waited for this reason.
+    Reason(WaitReason),
+    /// Its VC's queue moved: the jobs ahead of it started.
+    Starts,
+    /// Queued time no round attributed (it waited through skipped rounds only).
+    Unattributed,
+}
+
+impl QueuedBehind {
+    /// Number of kinds: every wait reason but `queued`, starts, unattributed.
+    pub const COUNT: usize = 9;
+
+    /// Every kind, in the order of [`QueuedBehind::index`].
+    pub const ALL: [QueuedBehind; QueuedBehind::COUNT] = [
+        QueuedBehind::Reason(WaitReason::FairShare),
+        QueuedBehind::Reason(WaitReason::Fragmentation),
+        QueuedBehind::Reason(WaitReason::Reserved),
+        QueuedBehind::Reason(WaitReason::HeldByPolicy),
+        QueuedBehind::Reason(WaitReason::NoCapacity),
+        QueuedBehind::Reason(WaitReason::Queued),
+        QueuedBehind::Reason(WaitReason::RetryDelay),
+        QueuedBehind::Starts,
+        QueuedBehind::Unattributed,
+    ];
+
+    /// Its place in [`QueuedBehind::ALL`].
+    pub fn index(self) -> usize {
+        match self {
+            QueuedBehind::Reason(r) => r.index(),
+            QueuedBehind::Starts => 7,
+            QueuedBehind::Unattributed => 8,
+        }
+    }
+
+    /// Its name in `report.json`: the wait reason's, `starts` or `unattributed`.
+    ///
+    /// ```
+    /// use gangway_replay::sim::QueuedBehind;
+    /// assert_eq!(QueuedBehind::ALL.map(|b| b.index()), [0, 1, 2, 3, 4, 5, 6, 7, 8]);
+    /// assert_eq!(QueuedBehind::Starts.as_str(), "starts");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QueuedBehind::Reason(r) => r.as_str(),
+            QueuedBehind::Starts => "starts",
+            QueuedBehind::Unattributed => "unattributed",
+        }
+    }
+}
+
+/// Splits `total` seconds in proportion to `weights` (largest share gets
+/// the rounding remainder); all of it to `Unattributed` without weights.
+fn split_queued(total: u64, weights: &[u64; QueuedBehind::COUNT]) -> [u64; QueuedBehind::COUNT] {
+    let mut out = [0u64; QueuedBehind::COUNT];
+    let sum: u128 = weights.iter().map(|w| u128::from(*w)).sum();
+    if total == 0 {
+        return out;
+    }
+    if sum == 0 {
+        out[QueuedBehind::Unattributed.index()] = total;
+        return out;
+    }
+    let mut given = 0u64;
+    for (o, w) in out.iter_mut().zip(weights) {
+        // total * w / sum <= total: fits in u64.
+        *o = u64::try_from(u128::from(total) * u128::from(*w) / sum).unwrap_or(0);
+        given = given.saturating_add(*o);
+    }
+    let largest = (0..QueuedBehind::COUNT)
+        .max_by_key(|&i| (weights[i], std::cmp::Reverse(i)))
+        .unwrap_or(0);
+    out[largest] = out[largest].saturating_add(total.saturating_sub(given));
+    out
 }
 
 impl Replay<'_> {
@@ -420,6 +516,7 @@ impl Replay<'_> {
             Event::Arrival(i) => {
                 let job = &self.trace.jobs[i as usize];
                 let vc = self.sched.virtual_cluster(&job.vc);
+                self.extra[i as usize].vc = vc.0;
                 let spec = JobSpec {
                     id: JobId(u64::from(i)),
                     vc,
@@ -551,6 +648,37 @@ impl Replay<'_> {
         Ok(())
     }
 
+    /// Charges the jobs the last round left `queued` the time since it ran.
+    fn charge_queued(&mut self, t: u64) {
+        let dt = t.saturating_sub(self.queued_at);
+        for &(j, behind) in &self.queued_now {
+            let e = &mut self.extra[j as usize];
+            e.behind_s[behind.index()] = e.behind_s[behind.index()].saturating_add(dt);
+        }
+        self.queued_now.clear();
+        self.queued_at = t;
+    }
+
+    /// Notes, after a round at `t`, each pending job that waits `queued`
+    /// (beyond its VC's view window, or shown as queued) and what its VC's
+    /// queue waits for (`vc_head`, by VC index).
+    fn note_queued(&mut self, t: u64, vc_head: &[Option<WaitReason>]) {
+        let round = self.rounds;
+        for id in self.sched.pending_jobs() {
+            let j = id.0 as usize;
+            let e = &self.extra[j];
+            if e.shown_round == round && e.last_reason != Some(WaitReason::Queued) {
+                continue; // shown, waiting for a reason of its own
+            }
+            let behind = match vc_head.get(e.vc as usize).copied().flatten() {
+                Some(r) => QueuedBehind::Reason(r),
+                None => QueuedBehind::Starts,
+            };
+            self.queued_now.push((id.0 as u32, behind));
+        }
+        self.queued_at = t;
+    }
+
     fn round(&mut self, t: u64) -> Result<(), SimError> {
         let started = Instant::now();
         let report = self.sched.round(t)?;
@@ -558,6 +686,8 @@ impl Replay<'_> {
         self.rounds += 1;
         self.policy_errors += report.policy_errors.len() as u64;
         self.note_quarantines(t, &report.slot_events);
+        self.charge_queued(t);
+        let mut vc_head: Vec<Option<WaitReason>> = Vec::new();
         for &(id, reason) in &report.waiting {
             let e = &mut self.extra[id.0 as usize];
             if e.last_reason != Some(reason) {
@@ -568,7 +698,18 @@ impl Replay<'_> {
                 }
             }
             e.last_reason = Some(reason);
+            e.shown_round = self.rounds;
+            // The VC's earliest shown job (ids follow submit order) that
+            // waits for a reason of its own.
+            if reason != WaitReason::Queued {
+                let vc = e.vc as usize;
+                if vc_head.len() <= vc {
+                    vc_head.resize(vc + 1, None);
+                }
+                vc_head[vc].get_or_insert(reason);
+            }
         }
+        self.note_queued(t, &vc_head);
         let restart = self.cfg.restart_s;
         for (id, action) in &report.retries {
             let i = id.0 as usize;
@@ -707,6 +848,8 @@ pub fn run_until(
         rng: ChaCha8Rng::seed_from_u64(cfg.seed),
         rounds: 0,
         skipped_rounds: 0,
+        queued_now: Vec::new(),
+        queued_at: 0,
         policy_errors: 0,
         quarantines: Vec::new(),
         in_rounds: Duration::ZERO,
@@ -828,6 +971,7 @@ pub fn run_until(
     let span = arrival_end.max(1) as f64;
     // Jobs still waiting at the end have accrued since their last charge.
     let end_s = sim.sched.last_round_s();
+    sim.charge_queued(end_s);
     let jobs = trace
         .jobs
         .iter()
@@ -835,6 +979,7 @@ pub fn run_until(
         .map(|(i, tj)| {
             let rec = sim.sched.job(JobId(i as u64));
             let e = sim.extra[i];
+            let wait_s = rec.map_or([0; 7], |r| r.wait_at(end_s).seconds);
             JobOutcome {
                 gpus: tj.gpus,
                 vc: rec.map_or(0, |r| r.spec.vc.0 as usize),
@@ -842,7 +987,8 @@ pub fn run_until(
                 first_start_s: rec.and_then(|r| r.first_start_s),
                 finish_s: sim.finish[i].map(|f| f.0),
                 status: sim.finish[i].map(|f| f.1),
-                wait_s: rec.map_or([0; 7], |r| r.wait_at(end_s).seconds),
+                wait_s,
+                queued_behind_s: split_queued(wait_s[WaitReason::Queued.index()], &e.behind_s),
                 first_servers: rec.and_then(|r| r.first_placement.map(|p| p.0)),
                 failed_gpu_s: rec.map_or(0, |r| r.failed_gpu_s),
                 preemptions: rec.map_or(0, |r| r.preemptions),

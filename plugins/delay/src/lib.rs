@@ -19,6 +19,15 @@
 //! | `widen_after_s` | list of seconds, non-decreasing | `[60, 600]` | wait after which the limit is 1, 2, ... levels wider than `min_level` |
 //! | `widest` | level (0 = whole cluster) | `0` | the widest level ever allowed |
 //! | `server_factors` | list of factors (0 = no bound) | `[1, 2, 4]` | after 0, 1, 2, ... thresholds the gang may span `min_servers` times this many servers (the last factor applies to all later steps) |
+//! | `deadline_spread` | number in `[0, 1]` | `0` | how much each job's thresholds vary: every threshold of a job is multiplied by its own factor `(1 - s) + s * u / (1 - u)`, `u` uniform in (0, 1) drawn from its id and attempt (so the same job always draws the same); `0` relaxes every job after the same waits, `1` draws log-logistic factors with median 1 |
+//!
+//! With `deadline_spread` above 0 the waits after which jobs relax are
+//! spread out instead of sitting at the same thresholds: a scheduler's
+//! relaxation is not a clock shared by every job (Philly's waits form a
+//! smooth CDF, the study's Figure 3, PHILLY.md §2.2, not steps at the
+//! thresholds; its first-attempt waits of large jobs have a long tail,
+//! §5.4). The factor uses only exact floating-point arithmetic, so native
+//! and Wasm runs decide alike.
 //!
 //! # How the defaults were chosen
 //!
@@ -56,7 +65,7 @@ use gangway_plugin_sdk::{
 use serde::Deserialize;
 
 /// Configuration of [`Delay`], parsed from TOML by [`Configure::from_config`].
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DelayConfig {
     /// Cumulative waits (seconds since the job last became pending) after
@@ -71,6 +80,11 @@ pub struct DelayConfig {
     /// `min_servers` times this factor servers (0: no bound); the last
     /// factor holds for every later step. Default `[1, 2, 4]`.
     pub server_factors: Vec<u32>,
+    /// How much each job's thresholds vary, in `[0, 1]`: a job's thresholds
+    /// are all multiplied by `(1 - s) + s * u / (1 - u)` with `u` drawn
+    /// uniformly from its id and attempt ([`deadline_factor`]). Default `0`
+    /// (every job relaxes after the same waits).
+    pub deadline_spread: f64,
 }
 
 impl Default for DelayConfig {
@@ -79,8 +93,41 @@ impl Default for DelayConfig {
             widen_after_s: vec![60, 600],
             widest: 0,
             server_factors: vec![1, 2, 4],
+            deadline_spread: 0.0,
         }
     }
+}
+
+/// The factor on every threshold of the job with `id` on attempt
+/// `attempts` (0 before its first) for spread `s`: `(1 - s) + s * u / (1 -
+/// u)`, `u` uniform in `[1/2048, 2047/2048]` from a hash of both. Its
+/// median is 1; with `s = 1` it is log-logistic (P(factor > x) = 1 / (1 +
+/// x)), with `s = 0` always 1. Only exact IEEE operations: native and Wasm
+/// give the same bits.
+///
+/// ```
+/// use gangway_policy_delay::deadline_factor;
+/// assert_eq!(deadline_factor(7, 0, 0.0), 1.0);
+/// let f: Vec<f64> = (0..1000).map(|id| deadline_factor(id, 0, 1.0)).collect();
+/// assert!(f.iter().all(|x| (0.0..=2048.0).contains(x)));
+/// let below = f.iter().filter(|x| **x < 1.0).count();
+/// assert!((400..600).contains(&below), "median about 1: {below} of 1000 below");
+/// assert_eq!(deadline_factor(7, 0, 0.5), deadline_factor(7, 0, 0.5));
+/// assert_ne!(deadline_factor(7, 0, 0.5), deadline_factor(7, 1, 0.5));
+/// ```
+pub fn deadline_factor(id: u64, attempts: u32, spread: f64) -> f64 {
+    if spread <= 0.0 {
+        return 1.0;
+    }
+    // splitmix64 of the id and attempt.
+    let mut z = id ^ (u64::from(attempts) << 48) ^ 0x9E37_79B9_7F4A_7C15;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    // 11 bits: u = (k + 0.5) / 2048 with k in 0..2048, never 0 or 1.
+    let k = f64::from(u32::try_from(z >> 53).unwrap_or(0));
+    let u = (k + 0.5) / 2048.0;
+    (1.0 - spread) + spread * (u / (1.0 - u))
 }
 
 /// Delay scheduling for gangs: narrow first, wider level by level as the job
@@ -106,7 +153,7 @@ impl Default for DelayConfig {
 ///     vec![SpreadLimit::new(Level(2), 1), SpreadLimit::new(Level(1), 2), SpreadLimit::new(Level(0), 4)]
 /// );
 /// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Delay {
     config: DelayConfig,
 }
@@ -131,6 +178,12 @@ impl Delay {
                 w[0], w[1]
             )));
         }
+        if !(0.0..=1.0).contains(&config.deadline_spread) {
+            return Err(ConfigError(format!(
+                "delay: deadline_spread must be between 0 and 1, not {}",
+                config.deadline_spread
+            )));
+        }
         Ok(Delay { config })
     }
 
@@ -142,11 +195,17 @@ impl Delay {
     /// The spread limit for one job with the cluster's server level `server_level`.
     pub fn limit(&self, job: &PendingJob, server_level: Level) -> SpreadLimit {
         let start = job.min_level.min(server_level);
+        let stretch = deadline_factor(job.id.0, job.attempts, self.config.deadline_spread);
+        // u64 -> f64 is exact below 2^53 s; beyond, a job has waited past
+        // every threshold anyway.
+        #[allow(clippy::cast_precision_loss)]
+        let waited = job.waiting_s as f64;
+        #[allow(clippy::cast_precision_loss)]
         let steps = self
             .config
             .widen_after_s
             .iter()
-            .take_while(|w| job.waiting_s >= **w)
+            .take_while(|w| waited >= **w as f64 * stretch)
             .count();
         let factor = self
             .config

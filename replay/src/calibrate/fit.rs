@@ -1,0 +1,244 @@
+//! How well a replay matches observed [`Targets`]: each target's observed
+//! and modelled value, a normalized error (at most 1 when the target is
+//! met) and one score over all of them.
+
+use serde::Serialize;
+
+use super::targets::Targets;
+use crate::report::Run;
+use crate::sim::RunResult;
+use crate::trace::{Outcome, Trace};
+
+/// One run's fit to a targets set (`report.json`'s `runs[].fit`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Fit {
+    /// The targets' name.
+    pub targets: String,
+    /// The mean of the items' squared errors: 0 is a perfect fit, and a
+    /// fit with every item met scores at most 1. Lower is better.
+    pub score: f64,
+    /// Items met.
+    pub met: usize,
+    /// Items compared.
+    pub items: usize,
+    /// Every item.
+    pub detail: Vec<FitItem>,
+}
+
+/// One compared figure.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FitItem {
+    /// What it is: `first wait 5-8 p90 (min)`, `table2 >8 (%)`, ...
+    pub name: String,
+    /// The observed value.
+    pub observed: f64,
+    /// The replay's value (`null` when the replay has no such job).
+    pub model: Option<f64>,
+    /// The normalized error: |ln(model / observed)| / ln(factor) for waits,
+    /// |model - observed| / points for shares, share / limit for the
+    /// largest single-wait bin; at most 1 when met. A missing value counts 3.
+    pub error: f64,
+    /// Within its tolerance.
+    pub met: bool,
+}
+
+/// The error a missing model value counts as.
+const MISSING: f64 = 3.0;
+
+fn item(name: String, observed: f64, model: Option<f64>, error: Option<f64>) -> FitItem {
+    let error = error.filter(|e| e.is_finite()).unwrap_or(MISSING);
+    FitItem {
+        name,
+        observed,
+        model: model.map(round4),
+        error: round4(error),
+        met: error <= 1.0,
+    }
+}
+
+fn round4(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0
+}
+
+/// Nearest-rank percentile of sorted values.
+fn percentile(sorted: &[u64], p: u8) -> Option<u64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = (f64::from(p) / 100.0 * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
+/// Compares one replay (`result` of `trace`, rounds every
+/// `round_interval_s`) with `targets`, and summarizes it as `run` did.
+pub fn fit(
+    targets: &Targets,
+    trace: &Trace,
+    result: &RunResult,
+    run: &Run,
+    round_interval_s: u64,
+) -> Fit {
+    let tol = &targets.tolerance;
+    let mut detail = Vec::new();
+    let own = || result.jobs.iter().zip(&trace.jobs).skip(result.warm);
+    for w in &targets.first_wait {
+        let mut waits: Vec<u64> = own()
+            .filter(|(j, tj)| {
+                (w.gpus[0]..=w.gpus[1]).contains(&j.gpus)
+                    && tj.attempts.iter().map(|a| a.run_s).sum::<u64>() >= w.min_run_s
+            })
+            .filter_map(|(j, _)| j.first_start_s.map(|s| s.saturating_sub(j.submit_s)))
+            .collect();
+        waits.sort_unstable();
+        for (p, observed) in w.quantiles() {
+            let factor = if p >= 99 {
+                tol.wait_factor_p99
+            } else {
+                tol.wait_factor
+            };
+            // A wait under a second counts as one: ratios need a floor.
+            let model = percentile(&waits, p).map(|s| s.max(1) as f64 / 60.0);
+            let error = model.map(|m| (m / observed).ln().abs() / factor.ln());
+            detail.push(item(
+                format!("first wait {} p{p} (min)", w.name),
+                observed,
+                model,
+                error,
+            ));
+        }
+        // The largest share of the group's jobs whose waits fall in one
+        // round interval, after the first (jobs started at once).
+        let bin = round_interval_s.max(1);
+        let mut largest = 0usize;
+        let mut i = 0;
+        while i < waits.len() {
+            let b = waits[i] / bin;
+            let n = waits[i..].iter().take_while(|x| *x / bin == b).count();
+            if b > 0 {
+                largest = largest.max(n);
+            }
+            i += n;
+        }
+        let share = (!waits.is_empty()).then(|| largest as f64 / waits.len() as f64 * 100.0);
+        detail.push(item(
+            format!("first wait {} largest {bin}-s bin (%)", w.name),
+            tol.single_wait_percent,
+            share,
+            share.map(|s| s / tol.single_wait_percent),
+        ));
+    }
+    for t in &targets.table2 {
+        let model = run
+            .by_size
+            .get(&t.bucket)
+            .and_then(|b| b.fragmentation_share())
+            .map(|s| s * 100.0);
+        detail.push(item(
+            format!("table2 {} fragmentation (% of events)", t.bucket),
+            t.fragmentation_share,
+            model,
+            model.map(|m| (m - t.fragmentation_share).abs() / tol.share_points),
+        ));
+    }
+    for o in &targets.one_server {
+        let spans: Vec<u32> = own()
+            .filter(|(j, _)| (o.gpus[0]..=o.gpus[1]).contains(&j.gpus))
+            .filter_map(|(j, _)| j.first_servers)
+            .collect();
+        let model = (!spans.is_empty())
+            .then(|| spans.iter().filter(|s| **s == 1).count() as f64 / spans.len() as f64 * 100.0);
+        detail.push(item(
+            format!("one server {}-{} GPUs (%)", o.gpus[0], o.gpus[1]),
+            o.share,
+            model,
+            model.map(|m| (m - o.share).abs() / tol.share_points),
+        ));
+    }
+    let has_statuses = own().any(|(_, tj)| {
+        tj.attempts
+            .last()
+            .is_some_and(|a| a.outcome != Outcome::Passed)
+    });
+    if let (Some(g), true) = (&targets.gpu_time_by_status, has_statuses) {
+        let total: u64 = run.gpu_s_by_status.values().sum();
+        for (status, observed) in [
+            ("passed", g.passed),
+            ("killed", g.killed),
+            ("failed", g.failed),
+        ] {
+            let model = (total > 0).then(|| {
+                run.gpu_s_by_status.get(status).copied().unwrap_or(0) as f64 / total as f64 * 100.0
+            });
+            detail.push(item(
+                format!("GPU time {status} (%)"),
+                observed,
+                model,
+                model.map(|m| (m - observed).abs() / tol.share_points),
+            ));
+        }
+    }
+    let score = if detail.is_empty() {
+        0.0
+    } else {
+        detail.iter().map(|i| i.error * i.error).sum::<f64>() / detail.len() as f64
+    };
+    Fit {
+        targets: targets.name.clone(),
+        score: round4(score),
+        met: detail.iter().filter(|i| i.met).count(),
+        items: detail.len(),
+        detail,
+    }
+}
+
+/// The fit of each run as a console table: a row per item, a column per
+/// run (`model (error)`), `*` where met.
+pub fn table(runs: &[Run]) -> String {
+    let fits: Vec<(&str, &Fit)> = runs
+        .iter()
+        .filter_map(|r| r.fit.as_ref().map(|f| (r.name.as_str(), f)))
+        .collect();
+    let Some((_, first)) = fits.first() else {
+        return String::new();
+    };
+    let mut rows: Vec<Vec<String>> = vec![{
+        let mut h = vec![format!("fit to {}", first.targets), "observed".into()];
+        h.extend(fits.iter().map(|(n, _)| n.to_string()));
+        h
+    }];
+    for (i, it) in first.detail.iter().enumerate() {
+        let mut row = vec![it.name.clone(), fmt(it.observed)];
+        for (_, f) in &fits {
+            row.push(f.detail.get(i).map_or(String::new(), cell));
+        }
+        rows.push(row);
+    }
+    let mut last = vec!["score (mean squared error; met)".into(), String::new()];
+    last.extend(
+        fits.iter()
+            .map(|(_, f)| format!("{:.3}; {}/{}", f.score, f.met, f.items)),
+    );
+    rows.push(last);
+    crate::calibrate::text_table(&rows)
+}
+
+fn cell(i: &FitItem) -> String {
+    match i.model {
+        Some(m) => format!(
+            "{}{} ({:.2})",
+            if i.met { "*" } else { "" },
+            fmt(m),
+            i.error
+        ),
+        None => "n/a".into(),
+    }
+}
+
+/// A figure with 3 significant digits.
+pub(crate) fn fmt(x: f64) -> String {
+    if x == 0.0 {
+        return "0".into();
+    }
+    let digits = (2 - x.abs().log10().floor() as i32).max(0) as usize;
+    format!("{x:.digits$}")
+}

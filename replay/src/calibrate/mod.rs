@@ -1,0 +1,54 @@
+//! `replay calibrate`: fits the model's knobs to observed targets by a
+//! seeded search over candidate replays, and validates the best on a
+//! held-out window.
+//!
+//! - [`targets`]: what to match (the study's figures are built in);
+//! - [`fit`]: how one replay matches them (`replay --fit`);
+//! - [`knobs`]: the model's knobs and the arguments that set them;
+//! - [`search`]: the candidates, the run and its report;
+//! - [`command`]: `replay calibrate`.
+//!
+//! The search is a Latin hypercube over the knobs' ranges (every knob's
+//! range cut into as many strata as candidates, each stratum used once),
+//! then a second Latin hypercube in a box around the best of the first.
+//! It suits a handful of knobs and replays that take seconds: the
+//! candidates of a stage are independent, so they run at once (threads in
+//! process, or Ray tasks from Python), and it needs no model of the score,
+//! which is noisy in the knobs (a replay is a discrete simulation).
+//! Candidate 0 is the starting point, so the best fit is never worse than
+//! the start. Everything is seeded: the same inputs give the same search
+//! and the same report.
+
+pub mod command;
+pub mod fit;
+pub mod knobs;
+pub mod search;
+pub mod targets;
+
+/// Lays out rows of cells as an aligned text table (first column left,
+/// the rest right-aligned).
+pub(crate) fn text_table(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        for (c, cell) in r.iter().enumerate() {
+            let w = widths[c];
+            if c == 0 {
+                out.push_str(&format!("{cell:<w$}"));
+            } else {
+                out.push_str(&format!("  {cell:>w$}"));
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
