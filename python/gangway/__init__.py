@@ -10,7 +10,8 @@ Rust engine in-process:
 * :class:`Scheduler` and :class:`Topology` embed the scheduler in a Python
   host: submit, round, end_attempt, server_down, wait reasons, policy swaps.
 * :mod:`gangway.ray` launches gangs on a Ray cluster where Gangway placed
-  them; :func:`sweep` runs a grid of replays as Ray tasks.
+  them; :func:`sweep` runs a grid of replays as Ray tasks;
+  :func:`calibrate` fits the model to observed targets (on Ray with an address).
 
 >>> import gangway
 >>> topo = gangway.Topology.uniform(2, 4, 8)
@@ -47,9 +48,11 @@ from .replay import (
     replay_args,
     replay_help,
 )
+from .calibrate import Calibration, calibrate
 from .sweep import SweepResult, sweep
 
 __all__ = [
+    "Calibration",
     "GangwayError",
     "InvariantViolation",
     "PolicyError",
@@ -68,6 +71,7 @@ __all__ = [
     "TopologyError",
     "__version__",
     "builtin_policies",
+    "calibrate",
     "policy_module",
     "policy_module_names",
     "presets",

@@ -33,6 +33,15 @@ def replay_json(
 def replay_help() -> str:
     """The text of `replay --help`."""
 
+def calibrate_json(
+    args: List[str],
+    evaluate: Optional[Callable[[List[List[str]]], List[Tuple[Optional[str], Optional[str]]]]] = None,
+) -> str:
+    """Runs `replay calibrate` with `args` (after `calibrate`) and returns the
+    calibrate.json it wrote; `evaluate(argvs)`, if given, runs each batch of
+    candidate replays (e.g. as Ray tasks) and returns `(report_text, None)` or
+    `(None, error)` per replay, else they run on threads in-process."""
+
 def presets() -> List[str]:
     """The names of the presets in the built-in catalog."""
 

@@ -64,3 +64,60 @@ pub(crate) fn replay_json(
 pub(crate) fn replay_help() -> String {
     gangway_replay::json::replay_help()
 }
+
+/// Runs `replay calibrate` with `args` (the arguments after `calibrate`)
+/// and returns the text of the `calibrate.json` it wrote. Without
+/// `evaluate`, candidate replays run on threads in this process (the GIL
+/// released); with it, each batch of replays is handed to
+/// `evaluate(argvs)` (a list of argument lists, without `--out`), which
+/// returns one `(report_json_text, None)` or `(None, error)` per replay,
+/// e.g. by running them as Ray tasks.
+#[pyfunction]
+#[pyo3(signature = (args, evaluate=None))]
+pub(crate) fn calibrate_json(
+    py: Python<'_>,
+    args: Vec<String>,
+    evaluate: Option<Py<PyAny>>,
+) -> PyResult<String> {
+    use gangway_replay::calibrate::command::{self, CalibrateCli};
+    let cli = CalibrateCli::from_args(args).map_err(ReplayError::new_err)?;
+    let Some(evaluate) = evaluate else {
+        return py
+            .detach(|| command::run_local(&cli))
+            .map_err(|e| ReplayError::new_err(e.to_string()));
+    };
+    let mut raised: Option<PyErr> = None;
+    let result = py.detach(|| {
+        let mut hand_over = |argvs: &[Vec<String>]| -> Vec<Result<String, String>> {
+            let outcome = Python::attach(|py| -> PyResult<Vec<Result<String, String>>> {
+                py.check_signals()?;
+                let answer = evaluate.call1(py, (argvs.to_vec(),))?;
+                let pairs: Vec<(Option<String>, Option<String>)> = answer.extract(py)?;
+                Ok(pairs
+                    .into_iter()
+                    .map(|(text, error)| match (text, error) {
+                        (Some(t), None) => Ok(t),
+                        (_, Some(e)) => Err(e),
+                        (None, None) => {
+                            Err("the evaluator gave neither a report nor an error".into())
+                        }
+                    })
+                    .collect())
+            });
+            match outcome {
+                Ok(v) => v,
+                Err(e) => {
+                    let message = e.to_string();
+                    raised.get_or_insert(e);
+                    argvs.iter().map(|_| Err(message.clone())).collect()
+                }
+            }
+        };
+        command::run(&cli, &mut hand_over)
+    });
+    match (result, raised) {
+        (_, Some(e)) => Err(e),
+        (Ok(json), None) => Ok(json),
+        (Err(e), None) => Err(ReplayError::new_err(e.to_string())),
+    }
+}

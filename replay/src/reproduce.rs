@@ -15,9 +15,11 @@ pub struct Reproduce {
     pub gangway_version: String,
     /// The commit it was built from (`unknown` outside a git checkout).
     pub commit: String,
-    /// The command's arguments after the program name, without those that
-    /// only choose where and how output goes or how policies are run
-    /// ([`OUTPUT_ONLY`]): the same arguments give the same report.
+    /// The command's arguments that shape the results, in a canonical form
+    /// ([`result_args`]: the order of `--help`, `--name=value`), without
+    /// those that only choose where and how output goes or how policies are
+    /// run ([`OUTPUT_ONLY`]): the same arguments, in any order, give the
+    /// same report.
     pub args: Vec<String>,
     /// The seed (generator, heartbeat placement, failures).
     pub seed: u64,
@@ -50,29 +52,54 @@ pub const OUTPUT_ONLY: [(&str, bool); 6] = [
     ("--quiet", false),
 ];
 
-/// `argv` (after the program name) without the flags of [`OUTPUT_ONLY`].
+/// `argv` (after the program name) in a canonical form: each option given
+/// on the command line, in the order `replay --help` lists them (whatever
+/// order they were given in), as `--name` or `--name=value` (one per value),
+/// without the flags of [`OUTPUT_ONLY`]. Arguments that do not parse are
+/// kept as given.
 ///
 /// ```
 /// use gangway_replay::reproduce::result_args;
-/// let argv = ["--jobs", "300", "--out", "/tmp/x", "--native", "-vv", "--out=/y", "--seed", "2"];
-/// assert_eq!(result_args(argv.map(String::from)), ["--jobs", "300", "--seed", "2"]);
+/// let a = ["--seed", "2", "--jobs", "300", "--out", "/tmp/x", "--native", "-vv", "--compare", "philly,fifo"];
+/// let b = ["--jobs=300", "--compare", "philly,fifo", "--seed=2", "--no-plots"];
+/// assert_eq!(result_args(a.map(String::from)), ["--compare=philly", "--compare=fifo", "--seed=2", "--jobs=300"]);
+/// assert_eq!(result_args(a.map(String::from)), result_args(b.map(String::from)));
 /// ```
 pub fn result_args(argv: impl IntoIterator<Item = String>) -> Vec<String> {
+    use clap::CommandFactory;
+    let argv: Vec<String> = argv.into_iter().collect();
+    let mut cmd = crate::cli::Cli::command();
+    cmd.build();
+    let Ok(matches) = cmd
+        .clone()
+        .try_get_matches_from(std::iter::once("replay".to_string()).chain(argv.iter().cloned()))
+    else {
+        return argv;
+    };
     let mut out = Vec::new();
-    let mut skip_value = false;
-    for a in argv {
-        if std::mem::take(&mut skip_value) {
+    for arg in cmd.get_arguments() {
+        let id = arg.get_id().as_str();
+        let Some(long) = arg.get_long() else {
+            continue;
+        };
+        let flag = format!("--{long}");
+        if OUTPUT_ONLY.iter().any(|(f, _)| *f == flag)
+            || matches.value_source(id) != Some(clap::parser::ValueSource::CommandLine)
+        {
             continue;
         }
-        if a.starts_with('-') && !a.starts_with("--") && a.chars().skip(1).all(|c| c == 'v') {
-            continue; // -v, -vv
+        let takes_values = arg.get_action().takes_values();
+        match matches.get_raw(id) {
+            Some(values) if takes_values => {
+                for v in values {
+                    out.push(format!("{flag}={}", v.to_string_lossy()));
+                }
+            }
+            _ => {
+                // A switch, or a count (-v is output-only, dropped above).
+                out.push(flag);
+            }
         }
-        let name = a.split_once('=').map_or(a.as_str(), |(n, _)| n);
-        if let Some((_, takes_value)) = OUTPUT_ONLY.iter().find(|(f, _)| *f == name) {
-            skip_value = *takes_value && !a.contains('=');
-            continue;
-        }
-        out.push(a);
     }
     out
 }

@@ -55,6 +55,26 @@ pub struct CalibrateCli {
     pub replay_args: Vec<String>,
 }
 
+impl CalibrateCli {
+    /// Parses the arguments after `calibrate`; the error is clap's message.
+    ///
+    /// ```
+    /// use gangway_replay::calibrate::command::CalibrateCli;
+    /// let cli = CalibrateCli::from_args(["--candidates", "5", "--", "--jobs", "300"]).unwrap();
+    /// assert_eq!((cli.candidates, cli.replay_args.len()), (Some(5), 2));
+    /// assert!(CalibrateCli::from_args(["--candidate", "5"]).is_err());
+    /// ```
+    pub fn from_args<I, T>(args: I) -> Result<CalibrateCli, String>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let argv = std::iter::once(std::ffi::OsString::from("calibrate"))
+            .chain(args.into_iter().map(Into::into));
+        CalibrateCli::try_parse_from(argv).map_err(|e| e.to_string())
+    }
+}
+
 /// Runs `replay calibrate` with `evaluate` running each batch of replays,
 /// writes `calibrate.json` to `--out` and returns its text.
 pub fn run(cli: &CalibrateCli, evaluate: &mut Evaluate<'_>) -> Result<String, ReplayError> {
