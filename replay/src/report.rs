@@ -39,8 +39,8 @@
 //! delay is the notebook's: first attempt start minus submit, over jobs that
 //! started; it flatters preemptive policies, whose jobs wait again after
 //! being stopped, so `total_wait_s` gives each job's waiting over all its
-//! attempts (every reason, until the replay's end for a job that never
-//! started). `fragmentation_share_of_events` is Table 2's share (by delay
+//! attempts: the time from submit to its end that it did not run (until the
+//! replay's end for a job that never finished). `fragmentation_share_of_events` is Table 2's share (by delay
 //! events) and `fragmentation_share_of_time` the same share of delay
 //! seconds, both as fractions. `queued_behind_s` splits the `queued` wait
 //! (a job behind earlier jobs of its own VC, often beyond the jobs a round
@@ -276,8 +276,9 @@ pub struct Bucket {
     /// Fragmentation delay events: stretches of waiting with quota free but
     /// no placement local enough.
     pub fragmentation_events: u64,
-    /// Each job's total waiting over all its attempts (every wait reason,
-    /// waits after a preemption, interruption or failure included).
+    /// Each job's total waiting: the time from its submission to its end
+    /// (or the replay's) that it did not run, over all its attempts (waits
+    /// after a preemption, interruption or failure, and retry gaps, included).
     pub total_wait_s: Delay,
     /// Fragmentation's share of the bucket's delay events (Table 2's
     /// count; `null` without any event).
@@ -531,10 +532,7 @@ pub fn summarize(name: &str, policies: Policies, r: &RunResult) -> Run {
                 .entry(behind.as_str().to_string())
                 .or_default() += j.queued_behind_s[behind.index()];
         }
-        total_waits
-            .entry(name)
-            .or_default()
-            .push(j.wait_s.iter().sum::<u64>() as f64);
+        total_waits.entry(name).or_default().push(j.waited_s as f64);
         if let Some(start) = j.first_start_s {
             delays
                 .entry(name)

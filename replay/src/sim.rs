@@ -157,6 +157,10 @@ pub struct JobOutcome {
     /// Seconds of waiting by reason (all its waits), indexed like
     /// [`WaitReason::ALL`].
     pub wait_s: [u64; 7],
+    /// Seconds between its submission and its end (or the replay's end)
+    /// that it did not run: every wait of every attempt, the time until
+    /// the scheduler's next pass and retry gaps included.
+    pub waited_s: u64,
     /// Its `queued` seconds split by what its VC's queue waited for,
     /// indexed like [`QueuedBehind::ALL`]; they add up to its `queued` wait.
     pub queued_behind_s: [u64; QueuedBehind::COUNT],
@@ -368,6 +372,8 @@ struct Extra {
     /// Seconds it waited `queued`, by what its VC's queue waited for
     /// ([`QueuedBehind`]), attributed round by round.
     behind_s: [u64; QueuedBehind::COUNT],
+    /// Seconds its attempts ran (charged when an attempt ends or stops).
+    ran_s: u64,
 }
 
 /// What a job waiting `queued` (behind earlier jobs of its own virtual
@@ -482,6 +488,7 @@ impl Replay<'_> {
     fn charge_use(&mut self, i: usize, t: u64) {
         let live = &mut self.live[i];
         self.extra[i].used_gpu_s += t.saturating_sub(live.started_s) * u64::from(live.gpus);
+        self.extra[i].ran_s += t.saturating_sub(live.started_s);
         live.started_s = t;
     }
 
@@ -988,6 +995,19 @@ pub fn run_until(
                 finish_s: sim.finish[i].map(|f| f.0),
                 status: sim.finish[i].map(|f| f.1),
                 wait_s,
+                waited_s: {
+                    let until = sim.finish[i].map_or(end_s, |f| f.0);
+                    let running = match rec.map(|r| &r.state) {
+                        Some(gangway_core::JobState::Running { .. }) if sim.finish[i].is_none() => {
+                            end_s.saturating_sub(sim.live[i].started_s)
+                        }
+                        _ => 0,
+                    };
+                    until
+                        .saturating_sub(tj.submit_s)
+                        .saturating_sub(e.ran_s)
+                        .saturating_sub(running)
+                },
                 queued_behind_s: split_queued(wait_s[WaitReason::Queued.index()], &e.behind_s),
                 first_servers: rec.and_then(|r| r.first_placement.map(|p| p.0)),
                 failed_gpu_s: rec.map_or(0, |r| r.failed_gpu_s),

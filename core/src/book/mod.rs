@@ -286,7 +286,15 @@ impl JobBook {
     pub(crate) fn start(&mut self, id: JobId, now: u64, choice: &PlacementChoice) -> Option<u64> {
         self.dequeue(id);
         let mut job = self.records.get_mut(&id)?;
-        if let JobState::Pending { reason, .. } = job.state {
+        if let JobState::Pending { reason, since_s } = job.state {
+            // Never shown before but pending through an earlier round: it
+            // waited behind its VC's view window, as `charge_waits` counts it.
+            let reason = match reason {
+                None if self.prev_view_round_s.is_some_and(|p| since_s < p) => {
+                    Some(WaitReason::Queued)
+                }
+                r => r,
+            };
             job.charge(reason, now);
         }
         job.attempts += 1;

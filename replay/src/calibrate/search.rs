@@ -211,11 +211,9 @@ fn around(ranges: &BTreeMap<Knob, Range>, best: &Setting) -> BTreeMap<Knob, Rang
         .map(|(k, r)| {
             let narrowed = match (r, best.get(k)) {
                 (Range::Between(lo, hi), Some(Value::Number(b))) => {
-                    let (f, inv): (fn(f64) -> f64, fn(f64) -> f64) = if k.log_scale() {
-                        (f64::ln, f64::exp)
-                    } else {
-                        (|x| x, |x| x)
-                    };
+                    let log = k.log_scale();
+                    let f = |x: f64| if log { x.ln() } else { x };
+                    let inv = |x: f64| if log { x.exp() } else { x };
                     let half = (f(*hi) - f(*lo)) / 8.0;
                     let c = f(*b).clamp(f(*lo) + half, f(*hi) - half);
                     Range::Between(inv(c - half).max(*lo), inv(c + half).min(*hi))
@@ -264,7 +262,7 @@ impl Plan {
     /// use gangway_replay::calibrate::search::Plan;
     /// let args = ["--trace", "t.csv", "--format", "rfold", "--skip", "100", "--jobs", "1001"];
     /// let p = Plan::new(args.map(String::from).to_vec(), "philly", true).unwrap();
-    /// assert_eq!(p.base, ["--trace", "t.csv", "--format", "rfold"]);
+    /// assert_eq!(p.base, ["--trace", "t.csv", "--format", "rfold", "--native"]);
     /// assert_eq!(p.train, ["--skip", "100", "--jobs", "500"]);
     /// assert_eq!(p.holdout.unwrap(), ["--skip", "600", "--jobs", "501"]);
     /// ```

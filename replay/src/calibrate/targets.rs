@@ -166,7 +166,11 @@ impl Targets {
                     w.name, w.gpus
                 ));
             }
-            if let Some((p, v)) = w.quantiles().into_iter().find(|(_, v)| !(*v > 0.0)) {
+            if let Some((p, v)) = w
+                .quantiles()
+                .into_iter()
+                .find(|(_, v)| v.is_nan() || *v <= 0.0)
+            {
                 return bad(format!(
                     "first_wait {:?}: p{p} = {v} must be a positive number of minutes",
                     w.name
@@ -180,7 +184,7 @@ impl Targets {
             ("share_points", t.share_points, 0.0),
             ("single_wait_percent", t.single_wait_percent, 0.0),
         ] {
-            if !(v > min && v.is_finite()) {
+            if v.is_nan() || v <= min || v.is_infinite() {
                 return bad(format!(
                     "tolerance {name} = {v} must be a number above {min}"
                 ));
