@@ -19,6 +19,7 @@
 //! | `widen_after_s` | list of seconds, non-decreasing | `[60, 600]` | wait after which the limit is 1, 2, ... levels wider than `min_level` |
 //! | `widest` | level (0 = whole cluster) | `0` | the widest level ever allowed |
 //! | `server_factors` | list of factors (0 = no bound) | `[1, 2, 4]` | after 0, 1, 2, ... thresholds the gang may span `min_servers` times this many servers (the last factor applies to all later steps) |
+//! | `gang_deadline_factor` | number in `(0, 1]` | `1` | the thresholds of a gang that needs more than one server (`min_servers > 1`) are multiplied by this: large gangs relax sooner |
 //! | `deadline_spread` | number in `[0, 1]` | `0` | how much each job's thresholds vary: every threshold of a job is multiplied by its own factor `(1 - s) + s * u / (1 - u)`, `u` uniform in (0, 1) drawn from its id and attempt (so the same job always draws the same); `0` relaxes every job after the same waits, `1` draws log-logistic factors with median 1 |
 //!
 //! With `deadline_spread` above 0 the waits after which jobs relax are
@@ -85,6 +86,9 @@ pub struct DelayConfig {
     /// uniformly from its id and attempt ([`deadline_factor`]). Default `0`
     /// (every job relaxes after the same waits).
     pub deadline_spread: f64,
+    /// Multiplies the thresholds of a gang needing more than one server
+    /// (`min_servers > 1`), in `(0, 1]`. Default `1`.
+    pub gang_deadline_factor: f64,
 }
 
 impl Default for DelayConfig {
@@ -94,6 +98,7 @@ impl Default for DelayConfig {
             widest: 0,
             server_factors: vec![1, 2, 4],
             deadline_spread: 0.0,
+            gang_deadline_factor: 1.0,
         }
     }
 }
@@ -184,6 +189,12 @@ impl Delay {
                 config.deadline_spread
             )));
         }
+        if !(config.gang_deadline_factor > 0.0 && config.gang_deadline_factor <= 1.0) {
+            return Err(ConfigError(format!(
+                "delay: gang_deadline_factor must be above 0 and at most 1, not {}",
+                config.gang_deadline_factor
+            )));
+        }
         Ok(Delay { config })
     }
 
@@ -195,7 +206,10 @@ impl Delay {
     /// The spread limit for one job with the cluster's server level `server_level`.
     pub fn limit(&self, job: &PendingJob, server_level: Level) -> SpreadLimit {
         let start = job.min_level.min(server_level);
-        let stretch = deadline_factor(job.id.0, job.attempts, self.config.deadline_spread);
+        let mut stretch = deadline_factor(job.id.0, job.attempts, self.config.deadline_spread);
+        if job.min_servers > 1 {
+            stretch *= self.config.gang_deadline_factor;
+        }
         // u64 -> f64 is exact below 2^53 s; beyond, a job has waited past
         // every threshold anyway.
         #[allow(clippy::cast_precision_loss)]
@@ -285,6 +299,27 @@ mod tests {
     /// The levels of the limits `d` gives the jobs of `v`.
     fn levels(d: &Delay, v: &QueueView) -> Vec<Level> {
         d.spread(v).limits.iter().map(|l| l.level).collect()
+    }
+
+    #[test]
+    fn varied_deadlines_spread_the_waits_and_gangs_can_relax_sooner() {
+        // With a spread, jobs waiting the same 60 s are not all widened:
+        // some deadlines come before, some after.
+        let d = Delay::from_config(b"deadline_spread = 1.0").unwrap();
+        let v = view((0..200).map(|i| job(i, 2, 60)).collect());
+        let widened = levels(&d, &v).iter().filter(|l| **l < Level(2)).count();
+        assert!((60..140).contains(&widened), "{widened} of 200");
+        assert_eq!(levels(&d, &v), levels(&d, &v), "the same draw each round");
+        // A multi-server gang's deadlines shrink by gang_deadline_factor.
+        let d = Delay::from_config(b"gang_deadline_factor = 0.5").unwrap();
+        let mut gang = job(1, 1, 30);
+        gang.min_servers = 2;
+        let alone = job(2, 2, 30);
+        assert_eq!(d.limit(&gang, Level(2)).level, Level(0));
+        assert_eq!(d.limit(&alone, Level(2)).level, Level(2));
+        for bad in [&b"deadline_spread = 1.5"[..], b"gang_deadline_factor = 0.0"] {
+            assert!(Delay::from_config(bad).is_err());
+        }
     }
 
     #[test]

@@ -21,8 +21,8 @@ use crate::cli::ReplayError;
 /// file of yours. Knobs and ranges: the built-in specification
 /// (`replay/src/calibrate/philly-calibration.toml`) or `--spec FILE`.
 /// Knobs: time_scale, quota_factor, lend, first_widen_s,
-/// second_widen_ratio, deadline_spread, placement, round_interval_s,
-/// view_window.
+/// second_widen_ratio, deadline_spread, gang_deadline_factor, placement,
+/// round_interval_s, view_window.
 #[derive(Debug, Parser)]
 #[command(name = "replay calibrate", version)]
 pub struct CalibrateCli {

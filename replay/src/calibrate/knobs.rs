@@ -20,6 +20,9 @@ pub enum Knob {
     /// `--set locality.deadline_spread=S`: how much each job's relaxation
     /// deadlines vary (model feature `varied-deadlines`).
     DeadlineSpread,
+    /// `--set locality.gang_deadline_factor=F`: the deadlines of gangs that
+    /// need more than one server, as a fraction of the others'.
+    GangDeadlineFactor,
     /// `--placement`: `heartbeat` (YARN-like, model feature
     /// `heartbeat-placement`), `spread` or `best-fit`.
     Placement,
@@ -31,13 +34,14 @@ pub enum Knob {
 
 impl Knob {
     /// Every knob, in the order arguments are written.
-    pub const ALL: [Knob; 9] = [
+    pub const ALL: [Knob; 10] = [
         Knob::TimeScale,
         Knob::QuotaFactor,
         Knob::Lend,
         Knob::FirstWidenS,
         Knob::SecondWidenRatio,
         Knob::DeadlineSpread,
+        Knob::GangDeadlineFactor,
         Knob::Placement,
         Knob::RoundIntervalS,
         Knob::ViewWindow,
@@ -52,6 +56,7 @@ impl Knob {
             Knob::FirstWidenS => "first_widen_s",
             Knob::SecondWidenRatio => "second_widen_ratio",
             Knob::DeadlineSpread => "deadline_spread",
+            Knob::GangDeadlineFactor => "gang_deadline_factor",
             Knob::Placement => "placement",
             Knob::RoundIntervalS => "round_interval_s",
             Knob::ViewWindow => "view_window",
@@ -67,7 +72,7 @@ impl Knob {
     /// `philly` preset's and `replay`'s defaults).
     pub fn default_value(self) -> Value {
         match self {
-            Knob::TimeScale | Knob::QuotaFactor => Value::Number(1.0),
+            Knob::TimeScale | Knob::QuotaFactor | Knob::GangDeadlineFactor => Value::Number(1.0),
             Knob::Lend => Value::Choice("true".into()),
             Knob::FirstWidenS => Value::Number(600.0),
             Knob::SecondWidenRatio => Value::Number(6.0),
@@ -90,7 +95,11 @@ impl Knob {
     pub fn log_scale(self) -> bool {
         matches!(
             self,
-            Knob::FirstWidenS | Knob::SecondWidenRatio | Knob::RoundIntervalS | Knob::ViewWindow
+            Knob::FirstWidenS
+                | Knob::SecondWidenRatio
+                | Knob::RoundIntervalS
+                | Knob::ViewWindow
+                | Knob::GangDeadlineFactor
         )
     }
 
@@ -174,6 +183,9 @@ pub fn args_of(setting: &Setting) -> Vec<String> {
             }
             Knob::DeadlineSpread => {
                 out.extend(["--set".into(), format!("locality.deadline_spread={v}")])
+            }
+            Knob::GangDeadlineFactor => {
+                out.extend(["--set".into(), format!("locality.gang_deadline_factor={v}")])
             }
             Knob::Placement => out.extend(["--placement".into(), v]),
             Knob::RoundIntervalS => out.extend(["--round-interval".into(), v]),

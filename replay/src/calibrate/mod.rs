@@ -10,7 +10,8 @@
 //!
 //! The search is a Latin hypercube over the knobs' ranges (every knob's
 //! range cut into as many strata as candidates, each stratum used once),
-//! then a second Latin hypercube in a box around the best of the first.
+//! then refining Latin hypercubes in boxes around the best so far, each
+//! half as wide as the last.
 //! It suits a handful of knobs and replays that take seconds: the
 //! candidates of a stage are independent, so they run at once (threads in
 //! process, or Ray tasks from Python), and it needs no model of the score,

@@ -23,8 +23,10 @@ pub const PHILLY_CALIBRATION: &str = include_str!("philly-calibration.toml");
 pub struct Spec {
     /// Candidate replays on the training window, the start included.
     pub candidates: usize,
-    /// The share of candidates spent refining around the first stage's best.
+    /// The share of candidates spent refining around the best so far.
     pub refine_share: f64,
+    /// How many refining stages share them, each in a box half as wide.
+    pub refine_stages: usize,
     /// Seeds the search.
     pub seed: u64,
     /// The knobs searched and their ranges.
@@ -49,6 +51,7 @@ impl Spec {
         let mut spec = Spec {
             candidates: 50,
             refine_share: 0.4,
+            refine_stages: 1,
             seed: 1,
             knobs: BTreeMap::new(),
             start: Setting::new(),
@@ -62,6 +65,10 @@ impl Spec {
                     spec.refine_share = *f;
                 }
                 ("refine_share", toml::Value::Integer(0)) => spec.refine_share = 0.0,
+                ("refine_stages", toml::Value::Integer(n)) if *n >= 1 => {
+                    spec.refine_stages =
+                        usize::try_from(*n).map_err(|_| bad("refine_stages".into()))?;
+                }
                 ("seed", toml::Value::Integer(n)) if *n >= 0 => {
                     spec.seed = u64::try_from(*n).map_err(|_| bad("seed".into()))?;
                 }
@@ -79,7 +86,7 @@ impl Spec {
                 }
                 (k, v) => {
                     return Err(bad(format!(
-                        "unexpected {k} = {v} (expected candidates >= 1, refine_share in [0, 1), \
+                        "unexpected {k} = {v} (expected candidates >= 1, refine_share in [0, 1), refine_stages >= 1, \
                          seed >= 0, [knobs], [start])"
                     )));
                 }
@@ -202,10 +209,10 @@ pub fn latin_hypercube(
     out
 }
 
-/// The ranges of a refining stage: a quarter of each numeric range's width
+/// The ranges of a refining stage: `fraction` of each numeric range's width
 /// (on its scale) centred on `best`'s value, inside the range; choices
 /// fixed at `best`'s.
-fn around(ranges: &BTreeMap<Knob, Range>, best: &Setting) -> BTreeMap<Knob, Range> {
+fn around(ranges: &BTreeMap<Knob, Range>, best: &Setting, fraction: f64) -> BTreeMap<Knob, Range> {
     ranges
         .iter()
         .map(|(k, r)| {
@@ -214,7 +221,7 @@ fn around(ranges: &BTreeMap<Knob, Range>, best: &Setting) -> BTreeMap<Knob, Rang
                     let log = k.log_scale();
                     let f = |x: f64| if log { x.ln() } else { x };
                     let inv = |x: f64| if log { x.exp() } else { x };
-                    let half = (f(*hi) - f(*lo)) / 8.0;
+                    let half = (f(*hi) - f(*lo)) * fraction / 2.0;
                     let c = f(*b).clamp(f(*lo) + half, f(*hi) - half);
                     Range::Between(inv(c - half).max(*lo), inv(c + half).min(*hi))
                 }
@@ -530,16 +537,28 @@ pub fn calibrate(
         score_str(candidates[b].score),
         score_str(candidates[0].score)
     ));
-    if refine > 0 {
-        let box_ = around(&spec.knobs, &candidates[b].setting);
-        let fixed = candidates[b].setting.clone();
-        let stage2 = latin_hypercube(&box_, &fixed, refine, &mut rng);
-        run_stage(2, stage2, &mut candidates)?;
+    // Each refining stage searches a box half as wide as the last (a
+    // quarter of each range, then an eighth...) around the best so far.
+    let stages = spec.refine_stages.max(1);
+    let mut fraction = 0.25;
+    for stage in 0..stages {
+        let n = refine / stages + usize::from(stage < refine % stages);
+        if n == 0 {
+            continue;
+        }
+        let centre = best_of(&candidates);
+        let box_ = around(&spec.knobs, &candidates[centre].setting, fraction);
+        let fixed = candidates[centre].setting.clone();
+        let settings = latin_hypercube(&box_, &fixed, n, &mut rng);
+        let number = u8::try_from(stage + 2).unwrap_or(u8::MAX);
+        run_stage(number, settings, &mut candidates)?;
         let b = best_of(&candidates);
         progress(&format!(
-            "stage 2: {refine} candidates around it, best #{b} score {}",
+            "stage {number}: {n} candidates around #{centre} ({:.1} % of each range), best #{b} score {}",
+            fraction * 100.0,
             score_str(candidates[b].score)
         ));
+        fraction /= 2.0;
     }
     let b = best_of(&candidates);
     // The start and the best on both windows: training fits again from
