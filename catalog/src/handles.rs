@@ -40,6 +40,13 @@ pub struct SlotHandles {
     handles: [AnyHandle; Slot::COUNT],
 }
 
+/// Makes a backend for any slot: how a host stages a kind of policy the
+/// catalog does not know (see [`SlotHandles::stage_from`]).
+pub trait BackendFactory {
+    /// A backend for slot `S`.
+    fn make<S: SlotContract>(&self) -> gangway_core::policy::BoxedBackend<S>;
+}
+
 /// A slot's typed handle, whatever its slot.
 #[derive(Clone)]
 struct AnyHandle(Arc<dyn Any + Send + Sync>);
@@ -94,6 +101,18 @@ impl SlotHandles {
         config: &[u8],
     ) -> Result<String, StageError> {
         with_slot!(slot, |S| stage_in(self.get::<S>(), module, name, config))
+    }
+
+    /// Stages in `slot` the backend `factory` makes for it (a host's own
+    /// kind of policy, e.g. one written in Python): it becomes active at the
+    /// start of the next round. Returns the staged backend's name.
+    pub fn stage_from<F: BackendFactory>(&self, slot: Slot, factory: &F) -> String {
+        with_slot!(slot, |S| {
+            let backend = factory.make::<S>();
+            let name = backend.name().to_string();
+            self.get::<S>().stage(backend);
+            name
+        })
     }
 
     /// Asks `slot` to go back to its previous policy at the next round.

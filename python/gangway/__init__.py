@@ -11,7 +11,9 @@ Rust engine in-process:
   host: submit, round, end_attempt, server_down, wait reasons, policy swaps.
 * :mod:`gangway.ray` launches gangs on a Ray cluster where Gangway placed
   them; :func:`sweep` runs a grid of replays as Ray tasks;
-  :func:`calibrate` fits the model to observed targets (on Ray with an address).
+  :func:`calibrate` fits the model to observed targets (on Ray with an address);
+* :mod:`gangway.policy`: policies written in Python fill any slot of a
+  :class:`Scheduler` natively; :func:`check_policy` runs the conformance kit.
 
 >>> import gangway
 >>> topo = gangway.Topology.uniform(2, 4, 8)
@@ -49,6 +51,7 @@ from .replay import (
     replay_help,
 )
 from .calibrate import Calibration, calibrate
+from .policy import check_policy
 from .sweep import SweepResult, sweep
 
 __all__ = [
@@ -72,6 +75,7 @@ __all__ = [
     "__version__",
     "builtin_policies",
     "calibrate",
+    "check_policy",
     "policy_module",
     "policy_module_names",
     "presets",

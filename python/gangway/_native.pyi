@@ -42,6 +42,9 @@ def calibrate_json(
     candidate replays (e.g. as Ray tasks) and returns `(report_text, None)` or
     `(None, error)` per replay, else they run on threads in-process."""
 
+def check_policy(slot: str, policy: Any, cases: int = 64, scenarios: int = 4, seed: int = 1) -> Optional[str]:
+    """Runs the conformance kit on a Python policy; None if it passed, else the finding."""
+
 def presets() -> List[str]:
     """The names of the presets in the built-in catalog."""
 
@@ -145,7 +148,7 @@ class Round:
     @property
     def policy_errors(self) -> List[str]: ...
 
-_Policy = Union[str, PathLike[str], bytes]
+_Policy = Union[str, bytes, PathLike[str], Any]  # a built-in name, a .wasm path or bytes, or a Python policy object
 
 class Scheduler:
     """Gangway's scheduler, embedded in a Python host."""

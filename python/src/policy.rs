@@ -15,14 +15,18 @@ use pyo3::types::PyDict;
 
 use crate::errors;
 
-/// A policy as Python gives it: a Wasm module's bytes, or text that is a
-/// built-in policy name or a path to a `.wasm` file.
+/// A policy as Python gives it: a Wasm module's bytes, text that is a
+/// built-in policy name or a path to a `.wasm` file, or a Python object
+/// (a policy written in Python, run natively).
 #[derive(FromPyObject)]
 pub(crate) enum PolicyArg {
     /// Component bytes.
     Bytes(Vec<u8>),
     /// A built-in name, or a path ending in `.wasm`.
     Text(std::path::PathBuf),
+    /// A Python policy: an object with the slot's method (or `decide`), or
+    /// a function of the view.
+    Object(Py<PyAny>),
 }
 
 /// A slot configuration as Python gives it: TOML text or bytes.
@@ -144,7 +148,7 @@ impl Slots {
                 })?;
                 (name, bytes)
             }
-            PolicyArg::Text(_) => return Ok(None),
+            PolicyArg::Text(_) | PolicyArg::Object(_) => return Ok(None),
         };
         let module = self.engine()?.load(&name, &bytes).map_err(errors::policy)?;
         if !module.slots().contains(&slot) {
@@ -159,11 +163,23 @@ impl Slots {
     /// Loads `arg` for `slot` with `config` and stages it: it becomes active
     /// at the start of the next round. Returns the staged backend's name.
     pub(crate) fn stage(&mut self, slot: Slot, arg: &PolicyArg, config: &[u8]) -> PyResult<String> {
+        if let PolicyArg::Object(object) = arg {
+            if !config.is_empty() {
+                return Err(PyValueError::new_err(
+                    "a Python policy takes no config: configure the object itself",
+                ));
+            }
+            let factory = Python::attach(|py| crate::py_policy::PyFactory {
+                name: crate::py_policy::name_of(object.bind(py)),
+                policy: object.clone_ref(py),
+            });
+            return Ok(self.handles.stage_from(slot, &factory));
+        }
         let module = self.module(slot, arg)?;
         let module = module.as_ref();
         let name = match arg {
             PolicyArg::Text(p) => p.display().to_string(),
-            PolicyArg::Bytes(_) => String::new(),
+            PolicyArg::Bytes(_) | PolicyArg::Object(_) => String::new(),
         };
         self.handles
             .stage(slot, module, &name, config)

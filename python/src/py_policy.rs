@@ -1,0 +1,123 @@
+//! Policies written in Python, run natively: a Python object fills a slot of
+//! the scheduler like any other backend. Each call hands the slot's view to
+//! `gangway.policy._call` as JSON (serde's form of the SDK's types), which
+//! gives the policy the view as objects and returns its decision as JSON;
+//! the scheduler validates the decision by the slot's rules, and a policy
+//! that raises, answers what does not decode or breaks a rule falls back
+//! to the built-in policy for that round and is quarantined after repeated
+//! failures, as a Wasm module is.
+
+use gangway_catalog::handles::BackendFactory;
+use gangway_core::policy::{Backend, BoxedBackend, PolicyError, PolicyErrorKind};
+use gangway_plugin_sdk::SlotContract;
+use pyo3::prelude::*;
+
+/// A slot backend calling a Python policy object.
+pub(crate) struct PyBackend<S> {
+    name: String,
+    policy: Py<PyAny>,
+    _slot: std::marker::PhantomData<fn() -> S>,
+}
+
+impl<S: SlotContract> PyBackend<S> {
+    fn error(&self, kind: PolicyErrorKind) -> PolicyError {
+        PolicyError::new(S::SLOT, self.name.clone(), kind)
+    }
+}
+
+impl<S: SlotContract> Backend<S> for PyBackend<S> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn decide(&mut self, view: &S::View) -> Result<S::Decision, PolicyError> {
+        let view = serde_json::to_string(view)
+            .map_err(|e| self.error(PolicyErrorKind::Abi(format!("view does not encode: {e}"))))?;
+        let answer = Python::attach(|py| -> PyResult<String> {
+            let call = py.import("gangway.policy")?.getattr("_call")?;
+            call.call1((self.policy.clone_ref(py), S::NAME, S::CALL, view))?
+                .extract()
+        })
+        .map_err(|e| self.error(PolicyErrorKind::Refused(format!("raised {e}"))))?;
+        serde_json::from_str(&answer).map_err(|e| {
+            self.error(PolicyErrorKind::Decode(format!(
+                "the {} decision does not read: {e}",
+                S::NAME
+            )))
+        })
+    }
+}
+
+/// Makes a [`PyBackend`] for any slot from one Python object.
+pub(crate) struct PyFactory {
+    pub(crate) name: String,
+    pub(crate) policy: Py<PyAny>,
+}
+
+impl BackendFactory for PyFactory {
+    fn make<S: SlotContract>(&self) -> BoxedBackend<S> {
+        let policy = Python::attach(|py| self.policy.clone_ref(py));
+        Box::new(PyBackend::<S> {
+            name: self.name.clone(),
+            policy,
+            _slot: std::marker::PhantomData,
+        })
+    }
+}
+
+/// The name a Python policy object goes by: its `name` attribute, else its
+/// class's (or function's) name, prefixed `python:`.
+pub(crate) fn name_of(policy: &Bound<'_, PyAny>) -> String {
+    let own = policy
+        .getattr("name")
+        .ok()
+        .and_then(|n| n.extract::<String>().ok());
+    let name = own.or_else(|| {
+        let named = if policy.is_callable() && policy.hasattr("__name__").unwrap_or(false) {
+            policy.clone()
+        } else {
+            policy.get_type().into_any()
+        };
+        named
+            .getattr("__name__")
+            .ok()
+            .and_then(|n| n.extract::<String>().ok())
+    });
+    format!("python:{}", name.unwrap_or_else(|| "policy".into()))
+}
+
+/// Runs the conformance kit on a Python policy for `slot`: `cases`
+/// generated views (and scheduler scenarios), shrinking a failure to the
+/// smallest view. Returns `None` if it passed, else the finding as text
+/// (with the smallest failing view).
+#[pyfunction]
+#[pyo3(signature = (slot, policy, cases = 64, scenarios = 4, seed = 1))]
+pub(crate) fn check_policy(
+    py: Python<'_>,
+    slot: &str,
+    policy: Py<PyAny>,
+    cases: u32,
+    scenarios: u32,
+    seed: u64,
+) -> PyResult<Option<String>> {
+    use gangway_core::conformance::{self, Options};
+    let slot = crate::policy::slot(slot)?;
+    let factory = PyFactory {
+        name: name_of(policy.bind(py)),
+        policy,
+    };
+    let options = Options {
+        cases,
+        scenarios,
+        seed,
+        // Python is slower than the kit's Rust budget assumes.
+        time_per_job: std::time::Duration::from_millis(20),
+        time_base: std::time::Duration::from_secs(2),
+        ..Options::default()
+    };
+    let outcome = gangway_plugin_sdk::with_slot!(slot, |S| {
+        let mut make = || Ok(factory.make::<S>());
+        conformance::check::<S>(&factory.name, &mut make, &options).map(|_| ())
+    });
+    Ok(outcome.err().map(|finding| finding.to_string()))
+}
