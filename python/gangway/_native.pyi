@@ -24,11 +24,14 @@ class InvariantViolation(GangwayError):
     """The scheduler's state disagrees with itself (a bug: please report it)."""
 
 def replay_json(
-    args: List[str], progress: Optional[Callable[[int, str, int, int, int], Any]] = None
+    args: List[str],
+    progress: Optional[Callable[[int, str, int, int, int], Any]] = None,
+    policies: Optional[Dict[str, Any]] = None,
 ) -> str:
     """Runs `replay` with `args` and returns the report.json it wrote to `--out`;
     about every 0.1 s lets Python handle signals (Ctrl-C stops it) and calls
-    `progress(set_index, set_name, jobs_done, jobs, simulated_s)` if given."""
+    `progress(set_index, set_name, jobs_done, jobs, simulated_s)` if given;
+    `policies` maps slots to Python policy objects replacing them in every set."""
 
 def replay_help() -> str:
     """The text of `replay --help`."""

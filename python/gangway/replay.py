@@ -106,6 +106,8 @@ class ReplayFileNotFoundError(ReplayError, FileNotFoundError):
 
 
 PathArg = Union[str, "os.PathLike[str]"]
+#: A slot's policy: a built-in name, a ``.wasm`` file, or a Python policy.
+PolicyArg = Union[str, "os.PathLike[str]", Any]
 
 # What each keyword of replay() takes, checked before the run:
 # path (an existing file), module (a policy name or an existing .wasm file),
@@ -122,6 +124,9 @@ _KINDS: Dict[str, str] = dict(
     restart_s="count", checkpoint_s="count", policy_fuel="count",
     no_plots="flag", jobs_csv="flag", without="strs", verbose="count",
 )
+
+
+_SLOTS = ("fairness", "locality", "gang", "reclaim", "retry", "defragment")
 
 
 def _check(name: str, value: Any) -> None:
@@ -190,12 +195,12 @@ def replay(
     rack_grouping: Optional[str] = None,
     rack_size: Optional[int] = None,
     topology: Optional[PathArg] = None,
-    fairness: Optional[PathArg] = None,
-    locality: Optional[PathArg] = None,
-    gang: Optional[PathArg] = None,
-    reclaim: Optional[PathArg] = None,
-    retry: Optional[PathArg] = None,
-    defragment: Optional[PathArg] = None,
+    fairness: Optional[PolicyArg] = None,
+    locality: Optional[PolicyArg] = None,
+    gang: Optional[PolicyArg] = None,
+    reclaim: Optional[PolicyArg] = None,
+    retry: Optional[PolicyArg] = None,
+    defragment: Optional[PolicyArg] = None,
     config: Union[Dict[str, PathArg], List[str], None] = None,
     quotas: Optional[str] = None,
     round_interval: Optional[int] = None,
@@ -221,7 +226,10 @@ def replay(
     An entry of ``compare`` (or ``policies``) may replace and configure
     slots on its own: ``"philly+fairness=my.wasm@my.toml"``, or
     ``"philly+fairness@strict.toml"`` for the preset's own policy with
-    another configuration. ``config`` is ``{slot: file}``.
+    another configuration. ``config`` is ``{slot: file}``. A slot keyword
+    (``fairness=``, ...) takes a built-in name, a ``.wasm`` file, or a
+    policy written in Python (an object or function, see
+    :mod:`gangway.policy`), which then replaces that slot in every set.
 
     Arguments are checked before the run: a wrong type or value raises
     :class:`ReplayArgumentError` (a :class:`ReplayError` and a
@@ -264,6 +272,12 @@ def replay(
     )
     if jobs_csv is None:
         given["jobs_csv"] = out is None
+    # A slot given a Python object runs that policy natively (gangway.policy).
+    python_policies = {
+        slot: given.pop(slot)
+        for slot in _SLOTS
+        if given[slot] is not None and not isinstance(given[slot], (str, os.PathLike))
+    }
     named = {k: v for k, v in given.items() if v is not None}
     for name, value in named.items():
         _check(name, value)
@@ -289,7 +303,7 @@ def replay(
                 named["no_plots"] = True
             argv = replay_args(**named) + ["-v"] * count + ["--out", os.fspath(out)]
             with _stdout_captured() as printed:
-                text = _native.replay_json(argv, progress)
+                text = _native.replay_json(argv, progress, python_policies or None)
             report = Report(text, argv=argv)
             if named.get("jobs_csv"):
                 for run in report.runs:

@@ -12,23 +12,43 @@ use crate::errors::ReplayError;
 const WATCH_EVERY: Duration = Duration::from_millis(100);
 
 /// Runs the `replay` command with `args` (the arguments after the program
-/// name) and returns the text of the `report.json` it wrote to `--out`. The
+/// name) and returns the text of the `report.json` it wrote to `--out`;
+/// `policies` maps slots to Python policy objects that replace the slot in
+/// every policy set. The
 /// GIL is released while it runs; the progress bar shows on stderr when
 /// stderr is a terminal. About every 0.1 s it takes the GIL to let Python
 /// handle signals (Ctrl-C stops the replay with `KeyboardInterrupt`) and
 /// calls `progress(set_index, set_name, jobs_done, jobs, simulated_s)` if
 /// given; an exception from it stops the replay and is raised.
 #[pyfunction]
-#[pyo3(signature = (args, progress=None))]
+#[pyo3(signature = (args, progress=None, policies=None))]
 pub(crate) fn replay_json(
     py: Python<'_>,
     args: Vec<String>,
     progress: Option<Py<PyAny>>,
+    policies: Option<std::collections::BTreeMap<String, Py<PyAny>>>,
 ) -> PyResult<String> {
+    let mut overrides = Vec::new();
+    for (slot, policy) in policies.unwrap_or_default() {
+        let slot = crate::policy::slot(&slot)?;
+        let factory = std::sync::Arc::new(crate::py_policy::PyFactory {
+            name: crate::py_policy::name_of(policy.bind(py)),
+            policy,
+        });
+        let name = factory.name.clone();
+        overrides.push(gangway_replay::cli::PolicyOverride {
+            slot,
+            name,
+            apply: std::sync::Arc::new(move |set: gangway_core::policy::PolicySet| {
+                use gangway_catalog::handles::BackendFactory;
+                gangway_plugin_sdk::with_slot!(slot, |S| set.with::<S>(factory.make::<S>()))
+            }),
+        });
+    }
     let mut raised: Option<PyErr> = None;
     let mut last = Instant::now();
     let result = py.detach(|| {
-        gangway_replay::json::replay_json_observed(args, &mut |index, w| {
+        gangway_replay::json::replay_json_with(args, overrides, &mut |index, w| {
             if last.elapsed() < WATCH_EVERY {
                 return ControlFlow::Continue(());
             }

@@ -169,11 +169,39 @@ pub struct Cli {
     /// `reproduce`; set by the binary and by `json::replay_json`.
     #[arg(skip)]
     pub argv: Vec<String>,
+    /// Policies a host supplies beside the command line (e.g. written in
+    /// Python), each replacing its slot in every policy set.
+    #[arg(skip)]
+    pub policy_overrides: Vec<PolicyOverride>,
     /// Model features to switch off (comma-separated; all are on by
     /// default): `heartbeat-placement`, `server-ladder`, `locality-cost`,
     /// `status-runtimes`, `retry-gap`, `warm-start`, `varied-deadlines`.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub without: Vec<Feature>,
+}
+
+/// A policy a host supplies for one slot of every policy set (a policy
+/// object of the host's language), replacing the slot's policy after the
+/// set is built.
+#[derive(Clone)]
+pub struct PolicyOverride {
+    /// The slot.
+    pub slot: gangway_core::Slot,
+    /// The name reports give it (`python:SmallestFirst`).
+    pub name: String,
+    /// Puts the policy into a set.
+    pub apply: std::sync::Arc<
+        dyn Fn(gangway_core::policy::PolicySet) -> gangway_core::policy::PolicySet + Send + Sync,
+    >,
+}
+
+impl std::fmt::Debug for PolicyOverride {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyOverride")
+            .field("slot", &self.slot)
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The Philly model's features (`docs/philly-model.md`); each is on unless
@@ -894,6 +922,20 @@ pub fn run_observed(
                 hint,
             }
         })?;
+        let mut set = set;
+        let mut shown = choice.clone();
+        for o in &cli.policy_overrides {
+            set = (o.apply)(set);
+            shown.slots.insert(
+                o.slot,
+                SlotChoice {
+                    policy: o.name.clone(),
+                    config: Vec::new(),
+                },
+            );
+            shown.name = format!("{}+{}={}", shown.name, o.slot, o.name);
+        }
+        let choice = &shown;
         let names = Policies::of(choice);
         let policy_time = policy_clock.elapsed();
         let cfg = SimConfig {

@@ -67,6 +67,20 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
+    replay_json_with(args, Vec::new(), observer)
+}
+
+/// [`replay_json_observed`], with policies the host supplies for some
+/// slots of every policy set ([`replay_cli::PolicyOverride`]).
+pub fn replay_json_with<I, T>(
+    args: I,
+    overrides: Vec<replay_cli::PolicyOverride>,
+    observer: &mut dyn FnMut(usize, replay_cli::Watched<'_>) -> std::ops::ControlFlow<()>,
+) -> Result<String, ReplayJsonError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
     let argv =
         std::iter::once(std::ffi::OsString::from("replay")).chain(args.into_iter().map(Into::into));
     let argv: Vec<std::ffi::OsString> = argv.collect();
@@ -76,6 +90,7 @@ where
         .skip(1)
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
+    cli.policy_overrides = overrides;
     replay_cli::run_observed(&cli, observer)?;
     let path: PathBuf = cli.out.join("report.json");
     std::fs::read_to_string(&path).map_err(|source| ReplayJsonError::Read {
