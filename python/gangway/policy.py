@@ -10,6 +10,12 @@ decision as a dict (or an object with the same fields), in the form of the
 Rust SDK's types (see plugin-sdk/CONTRACT.md): ids and levels are integers,
 enums their variant names (``"Backfill"``).
 
+A fairness policy that orders each VC's jobs by a fixed rule may say so
+with a ``queue_order`` attribute (``"Submit"``, ``"Smallest"`` or
+``{"AttainedBands": [3600, 36000]}``; default ``"All"``): a round then
+shows it only each VC's first jobs in that order, as for a Rust policy. A
+reclaim policy may set ``running = "Borrowing"``.
+
 The scheduler checks every decision by the slot's rules, as for a Wasm
 module: a policy that raises, answers what does not read as the slot's
 decision or breaks a rule falls back to the built-in policy for that round

@@ -9,13 +9,14 @@
 
 use gangway_catalog::handles::BackendFactory;
 use gangway_core::policy::{Backend, BoxedBackend, PolicyError, PolicyErrorKind};
-use gangway_plugin_sdk::SlotContract;
+use gangway_plugin_sdk::{Manifest, QueueOrder, RunningScope, SlotContract};
 use pyo3::prelude::*;
 
 /// A slot backend calling a Python policy object.
 pub(crate) struct PyBackend<S> {
     name: String,
     policy: Py<PyAny>,
+    manifest: Manifest,
     _slot: std::marker::PhantomData<fn() -> S>,
 }
 
@@ -28,6 +29,10 @@ impl<S: SlotContract> PyBackend<S> {
 impl<S: SlotContract> Backend<S> for PyBackend<S> {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn manifest(&self) -> Manifest {
+        self.manifest.clone()
     }
 
     fn decide(&mut self, view: &S::View) -> Result<S::Decision, PolicyError> {
@@ -56,12 +61,33 @@ pub(crate) struct PyFactory {
 
 impl BackendFactory for PyFactory {
     fn make<S: SlotContract>(&self) -> BoxedBackend<S> {
-        let policy = Python::attach(|py| self.policy.clone_ref(py));
+        let (policy, manifest) =
+            Python::attach(|py| (self.policy.clone_ref(py), manifest_of(self.policy.bind(py))));
         Box::new(PyBackend::<S> {
             name: self.name.clone(),
             policy,
+            manifest,
             _slot: std::marker::PhantomData,
         })
+    }
+}
+
+/// What a Python policy declares beside its decisions: its `queue_order`
+/// (`"All"`, `"Submit"`, `"Smallest"` or `{"AttainedBands": [...]}`: a
+/// fairness policy that follows it sees only each VC's first jobs in that
+/// order) and `running` (`"All"` or `"Borrowing"`, for reclaim). Missing or
+/// unreadable attributes keep the defaults (every job).
+fn manifest_of(policy: &Bound<'_, PyAny>) -> Manifest {
+    fn read<T: serde::de::DeserializeOwned>(policy: &Bound<'_, PyAny>, attr: &str) -> Option<T> {
+        let value = policy.getattr(attr).ok()?;
+        let json = policy.py().import("json").ok()?.getattr("dumps").ok()?;
+        let text: String = json.call1((value,)).ok()?.extract().ok()?;
+        serde_json::from_str(&text).ok()
+    }
+    Manifest {
+        queue_order: read::<QueueOrder>(policy, "queue_order").unwrap_or_default(),
+        running: read::<RunningScope>(policy, "running").unwrap_or_default(),
+        view_changes: false,
     }
 }
 

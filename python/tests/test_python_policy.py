@@ -77,7 +77,11 @@ def test_the_conformance_kit_runs_on_python_policies() -> None:
 
 
 class PyFifo:
-    """The `fifo` fairness policy, in Python: arrival order, all eligible."""
+    """The `fifo` fairness policy, in Python: arrival order, all eligible;
+    like the Rust one it declares that order, so a round shows it only each
+    VC's oldest jobs."""
+
+    queue_order = "Submit"
 
     def order(self, view):
         jobs = sorted(view.jobs, key=lambda j: (j.submitted_s, j.id))
@@ -85,17 +89,12 @@ class PyFifo:
 
 
 def test_a_python_policy_replays_like_its_rust_twin() -> None:
-    base = dict(jobs=400, cluster="2x4x8", policies="fifo", native=True, echo=False)
+    base = dict(jobs=3000, policies="fifo", native=True, echo=False)
     rust = gangway.replay(**base)
     python = gangway.replay(fairness=PyFifo(), **base)
     assert python.runs[0]["name"] == "fifo+fairness=python:PyFifo"
     assert python.runs[0]["policies"]["fairness"] == "python:PyFifo"
     assert python.runs[0]["policy_errors"] == 0
-    # The same decisions: the same starts, so the same outcomes. (Wait
-    # reasons may differ: the Rust `fifo` declares its queue order, so a
-    # round shows it only each VC's first jobs; a Python policy sees all.)
-    for key in ("jobs", "jct_s", "gpu_allocation_mean", "reclaim"):
+    # The same views and decisions: the same report but for the names.
+    for key in ("jobs", "by_size", "jct_s", "gpu_allocation_mean", "reclaim", "per_vc"):
         assert python.runs[0][key] == rust.runs[0][key], key
-    for size, bucket in rust.runs[0]["by_size"].items():
-        for key in ("jobs", "queue_delay_s", "total_wait_s", "servers_spanned"):
-            assert python.runs[0]["by_size"][size][key] == bucket[key], (size, key)
