@@ -502,7 +502,7 @@ class Report:
         return {n: self.table(n) for n in self.table_names()}
 
     #: The plots :meth:`plot` draws.
-    PLOTS = ("queue_delay", "waits", "locality", "vc_share")
+    PLOTS = ("queue_delay", "waits", "locality", "vc_share", "gpus")
 
     def plot(self, kind: str = "queue_delay", ax: Any = None) -> Any:
         """Draws one of the standard plots of the report, every run on the
@@ -517,7 +517,9 @@ class Report:
         * ``locality``: the share of jobs of each size that ran on 1, 2, 3
           or more servers (the study's Table 3);
         * ``vc_share``: each virtual cluster's mean GPUs held against its
-          quota.
+          quota;
+        * ``gpus``: GPUs allocated over simulated days, with the online
+          GPUs as the capacity line.
         """
         if kind not in self.PLOTS:
             raise ValueError(f"no plot {kind!r} (plots: {', '.join(self.PLOTS)})")
@@ -543,6 +545,15 @@ class Report:
             ax.set_xscale("log")
             ax.set_xlabel("first queueing delay (minutes)")
             ax.set_ylabel("share of jobs")
+        elif kind == "gpus":
+            for i, (name, run) in enumerate(zip(names, self.runs)):
+                series = run.get("gpus_over_time", {})
+                days = [t / 86400 for t in series.get("t_s", [])]
+                ax.plot(days, series.get("allocated", []), label=name, color=f"C{i}")
+                if i == 0:
+                    ax.plot(days, series.get("online", []), label="online", color="gray", linestyle="--")
+            ax.set_xlabel("simulated days")
+            ax.set_ylabel("GPUs allocated")
         elif kind in ("waits", "locality"):
             from matplotlib.patches import Patch  # noqa: PLC0415
 

@@ -20,6 +20,7 @@
 //!     "per_vc": {VC: {"quota_gpus", "mean_gpus_held", "jobs"}},
 //!     "policy_errors",
 //!     "quarantines": [{"at_s", "slot", "module", "restored", "error"}],
+//!     "gpus_over_time": {"t_s": [...], "allocated": [...], "online": [...]},
 //!     "fit": {"targets", "score", "met", "items",
 //!             "detail": [{"name", "observed", "model", "error", "met"}]}
 //!   }]
@@ -389,9 +390,51 @@ pub struct Run {
     pub policy_errors: u64,
     /// Policies quarantined after repeated failures, in order.
     pub quarantines: Vec<QuarantineRecord>,
+    /// GPUs allocated and online over the arrival window, sampled.
+    pub gpus_over_time: GpusOverTime,
     /// Its fit to observed targets (`--fit`; absent without).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fit: Option<crate::calibrate::fit::Fit>,
+}
+
+/// The cluster's allocated and online GPUs over time: at most
+/// [`GpusOverTime::MAX_POINTS`] evenly spaced samples of the replay's
+/// (the GPUs-allocated plot's data).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct GpusOverTime {
+    /// Simulated seconds of each sample.
+    pub t_s: Vec<u64>,
+    /// GPUs allocated then.
+    pub allocated: Vec<u32>,
+    /// GPUs on servers that were up then.
+    pub online: Vec<u32>,
+}
+
+impl GpusOverTime {
+    /// The most samples kept.
+    pub const MAX_POINTS: usize = 500;
+
+    /// Every `ceil(n / MAX_POINTS)`-th sample of `samples`.
+    ///
+    /// ```
+    /// use gangway_replay::report::GpusOverTime;
+    /// use gangway_replay::sim::Sample;
+    /// let s: Vec<Sample> = (0..1200)
+    ///     .map(|i| Sample { t_s: i * 60, allocated: 5, online: 8, per_vc: vec![] })
+    ///     .collect();
+    /// let g = GpusOverTime::of(&s);
+    /// assert_eq!(g.t_s.len(), 400);
+    /// assert_eq!((g.t_s[1], g.allocated[1], g.online[1]), (180, 5, 8));
+    /// ```
+    pub fn of(samples: &[crate::sim::Sample]) -> GpusOverTime {
+        let every = samples.len().div_ceil(Self::MAX_POINTS).max(1);
+        let kept = samples.iter().step_by(every);
+        GpusOverTime {
+            t_s: kept.clone().map(|s| s.t_s).collect(),
+            allocated: kept.clone().map(|s| s.allocated).collect(),
+            online: kept.map(|s| s.online).collect(),
+        }
+    }
 }
 
 /// A policy the scheduler quarantined during a run.
@@ -591,6 +634,7 @@ pub fn summarize(name: &str, policies: Policies, r: &RunResult) -> Run {
                 error: q.error.clone(),
             })
             .collect(),
+        gpus_over_time: GpusOverTime::of(&r.samples),
         fit: None,
     }
 }
