@@ -7,6 +7,9 @@
 //! from round to round, and builds the [`RoundReport`] the scheduler hands
 //! the host.
 
+// Decisions are policy-given numbers: no unchecked arithmetic in a round.
+#![warn(clippy::arithmetic_side_effects)]
+
 mod defragment;
 mod place;
 mod reclaim;
@@ -66,7 +69,7 @@ impl Round<'_> {
         }
 
         let view = self.fairness_view();
-        report.queued = self.book.pending().len() - view.jobs.len();
+        report.queued = self.book.pending().len().saturating_sub(view.jobs.len());
         let mut placed = self.place(&view, &mut report);
         self.reclaim(&view, &mut placed, &mut report);
         self.defragment(&view, &mut placed, &mut report);

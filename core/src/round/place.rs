@@ -78,7 +78,7 @@ impl Round<'_> {
             let free = self.state.free_gpus();
             let reason = if free >= job.gpus {
                 WaitReason::Fragmentation
-            } else if reserved_now > 0 && free + self.state.held_gpus() >= job.gpus {
+            } else if reserved_now > 0 && free.saturating_add(self.state.held_gpus()) >= job.gpus {
                 WaitReason::Reserved
             } else {
                 WaitReason::NoCapacity
@@ -105,7 +105,7 @@ impl Round<'_> {
                         let held = self.state.hold_in(scope, job.gpus, limit.max_servers);
                         self.book.reservations.insert(job.id, scope);
                         placed.reserved.insert(job.id);
-                        reserved_now += 1;
+                        reserved_now = reserved_now.saturating_add(1);
                         report.reservations.push(Reservation {
                             job: job.id,
                             held_gpus: held,
@@ -133,8 +133,9 @@ impl Round<'_> {
                 continue;
             };
             let within = vcs.get(job.vc.0 as usize).is_some_and(|v| {
-                v.quota_gpus
-                    .is_some_and(|q| u64::from(v.held_gpus) + u64::from(job.gpus) <= u64::from(q))
+                v.quota_gpus.is_some_and(|q| {
+                    u64::from(v.held_gpus).saturating_add(u64::from(job.gpus)) <= u64::from(q)
+                })
             });
             if within {
                 *reason = WaitReason::Queued;

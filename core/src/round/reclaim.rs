@@ -61,7 +61,7 @@ impl Round<'_> {
                 vcs.get(w.job.vc.0 as usize)
                     .and_then(|v| v.quota_gpus.map(|q| (v.held_gpus, q)))
                     .is_some_and(|(held, q)| {
-                        u64::from(held) + u64::from(w.job.gpus) <= u64::from(q)
+                        u64::from(held).saturating_add(u64::from(w.job.gpus)) <= u64::from(q)
                     })
             });
         }

@@ -87,7 +87,7 @@ impl Round<'_> {
             job.clone_from(r);
             // The index holds what the job attained before this attempt.
             job.attained_gpu_s = crate::book::attained_at(r, now);
-            n += 1;
+            n = n.saturating_add(1);
         }
         out.truncate(n);
     }

@@ -3,6 +3,9 @@
 //! run, for a waiting job. (That the moves fit and make room is checked
 //! when the round applies them.)
 
+// The rules read policy-given numbers: no unchecked arithmetic here.
+#![warn(clippy::arithmetic_side_effects)]
+
 use std::collections::{HashMap, HashSet};
 
 use super::{DefragmentDecision, DefragmentView};
@@ -52,7 +55,7 @@ pub(super) fn validate(
                     m.job
                 )));
             }
-            total += u64::from(*g);
+            total = total.saturating_add(u64::from(*g));
         }
         if total != u64::from(gpus) {
             return Err(InvalidDecision::new(format!(

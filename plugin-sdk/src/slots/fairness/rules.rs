@@ -1,5 +1,8 @@
 //! The fairness slot's rules: a permutation of exactly the view's jobs.
 
+// The rules read policy-given numbers: no unchecked arithmetic here.
+#![warn(clippy::arithmetic_side_effects)]
+
 use rustc_hash::FxHashMap;
 
 use super::{FairnessDecision, FairnessView};

@@ -1,5 +1,8 @@
 //! The gang slot's rules: one action per job.
 
+// The rules read policy-given numbers: no unchecked arithmetic here.
+#![warn(clippy::arithmetic_side_effects)]
+
 use super::GangDecision;
 use crate::slot_contract::InvalidDecision;
 use crate::slots::QueueView;

@@ -1,6 +1,9 @@
 //! The locality slot's rules: one spread limit per job, no level below the
 //! servers, no server bound below what the gang needs.
 
+// The rules read policy-given numbers: no unchecked arithmetic here.
+#![warn(clippy::arithmetic_side_effects)]
+
 use super::LocalityDecision;
 use crate::slot_contract::InvalidDecision;
 use crate::slots::QueueView;

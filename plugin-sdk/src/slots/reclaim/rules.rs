@@ -3,6 +3,9 @@
 //! (That the stops make room for the starts, and that every stopped job's
 //! GPUs are used, is checked when the round applies the decision.)
 
+// The rules read policy-given numbers: no unchecked arithmetic here.
+#![warn(clippy::arithmetic_side_effects)]
+
 use rustc_hash::FxHashSet as HashSet;
 
 use super::{ReclaimDecision, ReclaimView};

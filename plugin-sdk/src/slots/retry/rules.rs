@@ -3,6 +3,9 @@
 //! [`RetryAction::MAX_DELAY_S`], no probe longer than
 //! [`RetryAction::MAX_PROBE_S`] (so a host's clock cannot wrap).
 
+// The rules read policy-given numbers: no unchecked arithmetic here.
+#![warn(clippy::arithmetic_side_effects)]
+
 use super::{RetryAction, RetryDecision, RetryView};
 use crate::slot_contract::InvalidDecision;
 
