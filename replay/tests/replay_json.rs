@@ -82,3 +82,62 @@ fn help_lists_the_flags() {
         assert!(help.contains(flag), "{flag} missing from:\n{help}");
     }
 }
+
+/// `reproduce.args` run again give the same report, byte for byte, and so
+/// do the same options in another order.
+#[test]
+fn the_reproduce_record_reproduces_the_report() {
+    let dir = |tag: &str| {
+        std::env::temp_dir()
+            .join(format!("gangway-reproduce-{tag}-{}", std::process::id()))
+            .display()
+            .to_string()
+    };
+    let (a, b, c) = (dir("a"), dir("b"), dir("c"));
+    let first = replay_json([
+        "--jobs",
+        "600",
+        "--compare",
+        "philly,fifo",
+        "--seed",
+        "3",
+        "--without",
+        "retry-gap,warm-start",
+        "--native",
+        "--no-plots",
+        "--quiet",
+        "--out",
+        &a,
+    ])
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&first).unwrap();
+    let mut args: Vec<String> = v["reproduce"]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap().to_string())
+        .collect();
+    assert!(!args.iter().any(|a| a.starts_with("--out")), "{args:?}");
+    args.extend(["--out".into(), b.clone()]);
+    assert_eq!(replay_json(args).unwrap(), first);
+    let reordered = replay_json([
+        "--out",
+        &c,
+        "--quiet",
+        "--without",
+        "retry-gap,warm-start",
+        "--seed=3",
+        "--no-plots",
+        "--compare",
+        "philly,fifo",
+        "--jobs",
+        "600",
+    ])
+    .unwrap();
+    // Options in another order (a list's values keep theirs: `--compare`
+    // orders the runs, a later `--set` wins), `--native` left out.
+    assert_eq!(reordered, first);
+    for d in [a, b, c] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
