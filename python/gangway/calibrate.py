@@ -18,7 +18,7 @@ import tempfile
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from . import _native
-from .replay import _stdout_captured, replay_args
+from .replay import _frame, _stdout_captured, replay_args
 from .sweep import run_point
 
 __all__ = ["Calibration", "calibrate"]
@@ -73,12 +73,7 @@ class Calibration:
 
     def table(self) -> Any:
         """:meth:`fit_rows` as a pandas DataFrame, or the list without pandas."""
-        rows = self.fit_rows()
-        try:
-            import pandas  # noqa: PLC0415 (optional dependency)
-        except ImportError:
-            return rows
-        return pandas.DataFrame(rows)
+        return _frame(self.fit_rows())
 
     def __repr__(self) -> str:
         held = self.score("best", "holdout")

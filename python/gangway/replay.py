@@ -318,6 +318,15 @@ def replay(
     return report
 
 
+def _frame(rows: List[Dict[str, Any]]) -> Any:
+    """``rows`` as a pandas DataFrame, or as they are without pandas."""
+    try:
+        import pandas  # noqa: PLC0415 (optional dependency)
+    except ImportError:
+        return rows
+    return pandas.DataFrame(rows)
+
+
 def _echo(text: str, temporary: Optional[str]) -> None:
     """Prints what the command printed, without the lines naming files in
     the `temporary` folder (removed by now)."""
@@ -490,12 +499,7 @@ class Report:
     def table(self, name: str = "runs") -> Any:
         """Table ``name`` as a pandas DataFrame, or as a list of dicts when
         pandas is not installed."""
-        rows = self.rows(name)
-        try:
-            import pandas  # noqa: PLC0415 (optional dependency)
-        except ImportError:
-            return rows
-        return pandas.DataFrame(rows)
+        return _frame(self.rows(name))
 
     def tables(self) -> Dict[str, Any]:
         """Every table by name (see :meth:`table`)."""

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from .. import _native
-from ..replay import Report, _stdout_captured, replay_args
+from ..replay import Report, _frame, _stdout_captured, replay_args
 
 __all__ = ["SweepResult", "sweep", "points_of", "main"]
 
@@ -108,12 +108,7 @@ class SweepResult:
 
     def table(self) -> Any:
         """The rows as a pandas DataFrame, or as a list of dicts without pandas."""
-        rows = self.rows()
-        try:
-            import pandas  # noqa: PLC0415 (optional dependency)
-        except ImportError:
-            return rows
-        return pandas.DataFrame(rows)
+        return _frame(self.rows())
 
     def write_csv(self, path: Union[str, "os.PathLike[str]"]) -> None:
         """Writes the rows as CSV."""

@@ -2,7 +2,7 @@
 //! and modelled value, a normalized error (at most 1 when the target is
 //! met) and one score over all of them.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::targets::Targets;
 use crate::report::Run;
@@ -10,7 +10,7 @@ use crate::sim::RunResult;
 use crate::trace::{Outcome, Trace};
 
 /// One run's fit to a targets set (`report.json`'s `runs[].fit`).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Fit {
     /// The targets' name.
     pub targets: String,
@@ -26,7 +26,7 @@ pub struct Fit {
 }
 
 /// One compared figure.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FitItem {
     /// What it is: `first wait 5-8 p90 (min)`, `table2 >8 (%)`, ...
     pub name: String,

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use rand::{Rng, SeedableRng, seq::SliceRandom};
 use rand_chacha::ChaCha8Rng;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::fit::{Fit, fmt};
 use super::knobs::{self, Knob, Range, Setting, Value};
@@ -423,44 +423,7 @@ fn fit_of(report: &str) -> Result<Fit, String> {
     let fit = v
         .pointer("/runs/0/fit")
         .ok_or("report.json has no fit (was --fit given?)")?;
-    fit_from_json(fit)
-}
-
-fn fit_from_json(v: &serde_json::Value) -> Result<Fit, String> {
-    #[derive(serde::Deserialize)]
-    struct F {
-        targets: String,
-        score: f64,
-        met: usize,
-        items: usize,
-        detail: Vec<I>,
-    }
-    #[derive(serde::Deserialize)]
-    struct I {
-        name: String,
-        observed: f64,
-        model: Option<f64>,
-        error: f64,
-        met: bool,
-    }
-    let f: F = serde_json::from_value(v.clone()).map_err(|e| format!("fit: {e}"))?;
-    Ok(Fit {
-        targets: f.targets,
-        score: f.score,
-        met: f.met,
-        items: f.items,
-        detail: f
-            .detail
-            .into_iter()
-            .map(|i| super::fit::FitItem {
-                name: i.name,
-                observed: i.observed,
-                model: i.model,
-                error: i.error,
-                met: i.met,
-            })
-            .collect(),
-    })
+    Fit::deserialize(fit).map_err(|e| format!("fit: {e}"))
 }
 
 /// Runs the calibration `spec` over `plan`, each batch of replays through
