@@ -26,7 +26,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(policy::builtin_policies, m)?)?;
     m.add_function(wrap_pyfunction!(policy::policy_module_names, m)?)?;
     m.add_function(wrap_pyfunction!(policy::policy_module, m)?)?;
-    m.add_function(wrap_pyfunction!(py_policy::check_policy, m)?)?;
+    m.add_function(wrap_pyfunction!(policy::check_policy, m)?)?;
     m.add_class::<topology::PyTopology>()?;
     m.add_class::<topology::PyTopologyBuilder>()?;
     m.add_class::<topology::PyServer>()?;

@@ -14,6 +14,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::errors;
+use crate::py_policy::{PyFactory, name_of};
+use gangway_catalog::handles::BackendFactory;
 
 /// A policy as Python gives it: a Wasm module's bytes, text that is a
 /// built-in policy name or a path to a `.wasm` file, or a Python object
@@ -169,8 +171,8 @@ impl Slots {
                     "a Python policy takes no config: configure the object itself",
                 ));
             }
-            let factory = Python::attach(|py| crate::py_policy::PyFactory {
-                name: crate::py_policy::name_of(object.bind(py)),
+            let factory = Python::attach(|py| PyFactory {
+                name: name_of(object.bind(py)),
                 policy: object.clone_ref(py),
             });
             return Ok(self.handles.stage_from(slot, &factory));
@@ -256,4 +258,40 @@ pub(crate) fn status_dict<'py>(py: Python<'py>, s: &SlotStatus) -> PyResult<Boun
     }
     d.set_item("events", events)?;
     Ok(d)
+}
+
+/// Runs the conformance kit on a Python policy for `slot`: `cases`
+/// generated views (and scheduler scenarios), shrinking a failure to the
+/// smallest view. Returns `None` if it passed, else the finding as text
+/// (with the smallest failing view).
+#[pyfunction]
+#[pyo3(signature = (slot, policy, cases = 64, scenarios = 4, seed = 1))]
+pub(crate) fn check_policy(
+    py: Python<'_>,
+    slot: &str,
+    policy: Py<PyAny>,
+    cases: u32,
+    scenarios: u32,
+    seed: u64,
+) -> PyResult<Option<String>> {
+    use gangway_core::conformance::{self, Options};
+    let slot = self::slot(slot)?;
+    let factory = PyFactory {
+        name: name_of(policy.bind(py)),
+        policy,
+    };
+    let options = Options {
+        cases,
+        scenarios,
+        seed,
+        // Python is slower than the kit's Rust budget assumes.
+        time_per_job: std::time::Duration::from_millis(20),
+        time_base: std::time::Duration::from_secs(2),
+        ..Options::default()
+    };
+    let outcome = gangway_plugin_sdk::with_slot!(slot, |S| {
+        let mut make = || Ok(BackendFactory::make::<S>(&factory));
+        conformance::check::<S>(&factory.name, &mut make, &options).map(|_| ())
+    });
+    Ok(outcome.err().map(|finding| finding.to_string()))
 }

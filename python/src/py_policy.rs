@@ -111,39 +111,3 @@ pub(crate) fn name_of(policy: &Bound<'_, PyAny>) -> String {
     });
     format!("python:{}", name.unwrap_or_else(|| "policy".into()))
 }
-
-/// Runs the conformance kit on a Python policy for `slot`: `cases`
-/// generated views (and scheduler scenarios), shrinking a failure to the
-/// smallest view. Returns `None` if it passed, else the finding as text
-/// (with the smallest failing view).
-#[pyfunction]
-#[pyo3(signature = (slot, policy, cases = 64, scenarios = 4, seed = 1))]
-pub(crate) fn check_policy(
-    py: Python<'_>,
-    slot: &str,
-    policy: Py<PyAny>,
-    cases: u32,
-    scenarios: u32,
-    seed: u64,
-) -> PyResult<Option<String>> {
-    use gangway_core::conformance::{self, Options};
-    let slot = crate::policy::slot(slot)?;
-    let factory = PyFactory {
-        name: name_of(policy.bind(py)),
-        policy,
-    };
-    let options = Options {
-        cases,
-        scenarios,
-        seed,
-        // Python is slower than the kit's Rust budget assumes.
-        time_per_job: std::time::Duration::from_millis(20),
-        time_base: std::time::Duration::from_secs(2),
-        ..Options::default()
-    };
-    let outcome = gangway_plugin_sdk::with_slot!(slot, |S| {
-        let mut make = || Ok(factory.make::<S>());
-        conformance::check::<S>(&factory.name, &mut make, &options).map(|_| ())
-    });
-    Ok(outcome.err().map(|finding| finding.to_string()))
-}

@@ -432,6 +432,9 @@ pub enum ReplayError {
     /// A plot failed.
     #[error(transparent)]
     Plot(#[from] PlotError),
+    /// A bad targets file (`--fit`, `replay calibrate --targets`).
+    #[error(transparent)]
+    Targets(#[from] crate::calibrate::targets::TargetsError),
     /// A bad argument.
     #[error("{0}")]
     Usage(String),
@@ -763,7 +766,10 @@ fn reproduce_of(cli: &Cli) -> Result<crate::reproduce::Reproduce, ReplayError> {
         DEFAULT_GENERATED_TIME_SCALE
     });
     let mut r = crate::reproduce::Reproduce::new(
-        crate::reproduce::result_args(cli.argv.iter().cloned()),
+        crate::reproduce::result_args(
+            <Cli as clap::CommandFactory>::command(),
+            cli.argv.iter().cloned(),
+        ),
         cli.seed,
         time_scale,
     );

@@ -394,7 +394,7 @@ pub struct Run {
     pub gpus_over_time: GpusOverTime,
     /// Its fit to observed targets (`--fit`; absent without).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub fit: Option<crate::calibrate::fit::Fit>,
+    pub fit: Option<crate::calibrate::fit_record::Fit>,
 }
 
 /// The cluster's allocated and online GPUs over time: at most

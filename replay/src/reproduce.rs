@@ -52,23 +52,24 @@ pub const OUTPUT_ONLY: [(&str, bool); 6] = [
     ("--quiet", false),
 ];
 
-/// `argv` (after the program name) in a canonical form: each option given
+/// `argv` (after the program name) of the command `cmd` (`replay`'s:
+/// `Cli::command()`) in a canonical form: each option given
 /// on the command line, in the order `replay --help` lists them (whatever
 /// order they were given in), as `--name` or `--name=value` (one per value),
 /// without the flags of [`OUTPUT_ONLY`]. Arguments that do not parse are
 /// kept as given.
 ///
 /// ```
-/// use gangway_replay::reproduce::result_args;
+/// use clap::CommandFactory;
+/// use gangway_replay::{cli::Cli, reproduce::result_args};
+/// let result_args = |argv: &[&str]| result_args(Cli::command(), argv.iter().map(|a| a.to_string()));
 /// let a = ["--seed", "2", "--jobs", "300", "--out", "/tmp/x", "--native", "-vv", "--compare", "philly,fifo"];
 /// let b = ["--jobs=300", "--compare", "philly,fifo", "--seed=2", "--no-plots"];
-/// assert_eq!(result_args(a.map(String::from)), ["--compare=philly", "--compare=fifo", "--seed=2", "--jobs=300"]);
-/// assert_eq!(result_args(a.map(String::from)), result_args(b.map(String::from)));
+/// assert_eq!(result_args(&a), ["--compare=philly", "--compare=fifo", "--seed=2", "--jobs=300"]);
+/// assert_eq!(result_args(&a), result_args(&b));
 /// ```
-pub fn result_args(argv: impl IntoIterator<Item = String>) -> Vec<String> {
-    use clap::CommandFactory;
+pub fn result_args(mut cmd: clap::Command, argv: impl IntoIterator<Item = String>) -> Vec<String> {
     let argv: Vec<String> = argv.into_iter().collect();
-    let mut cmd = crate::cli::Cli::command();
     cmd.build();
     let Ok(matches) = cmd
         .clone()

@@ -3,7 +3,8 @@
 //! held-out window.
 //!
 //! - [`targets`]: what to match (the study's figures are built in);
-//! - [`fit`]: how one replay matches them (`replay --fit`);
+//! - [`fit`]: how one replay matches them (`replay --fit`), recorded as a
+//!   [`fit_record::Fit`];
 //! - [`knobs`]: the model's knobs and the arguments that set them;
 //! - [`search`]: the candidates, the run and its report;
 //! - [`command`]: `replay calibrate`.
@@ -22,6 +23,7 @@
 
 pub mod command;
 pub mod fit;
+pub mod fit_record;
 pub mod knobs;
 pub mod search;
 pub mod targets;

@@ -694,5 +694,5 @@ fn run_one(argv: &[String]) -> Result<String, String> {
 
 /// The targets named by `spec` (for early errors before any replay).
 pub fn check_targets(spec: &str) -> Result<Targets, ReplayError> {
-    Targets::named_or_file(spec)
+    Ok(Targets::named_or_file(spec)?)
 }

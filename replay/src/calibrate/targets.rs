@@ -5,7 +5,15 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cli::ReplayError;
+/// A targets file that cannot be used: what is wrong and where.
+#[derive(Debug, thiserror::Error)]
+#[error("{origin}: {what}")]
+pub struct TargetsError {
+    /// The file (or built-in name).
+    pub origin: String,
+    /// What is wrong with it.
+    pub what: String,
+}
 
 /// What a replay should reproduce.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
@@ -141,15 +149,22 @@ impl Targets {
     /// let e = Targets::parse("name = 'x'\n[[table2]]\nbucket = '3-4'\nfragmentation_share = 5.0", "t.toml");
     /// assert!(e.unwrap_err().to_string().contains("t.toml: table2 bucket \"3-4\""));
     /// ```
-    pub fn parse(text: &str, origin: &str) -> Result<Targets, ReplayError> {
-        let t: Targets = toml::from_str(text)
-            .map_err(|e| ReplayError::Usage(format!("{origin}: targets: {e}")))?;
+    pub fn parse(text: &str, origin: &str) -> Result<Targets, TargetsError> {
+        let t: Targets = toml::from_str(text).map_err(|e| TargetsError {
+            origin: origin.to_string(),
+            what: format!("targets: {e}"),
+        })?;
         t.check(origin)?;
         Ok(t)
     }
 
-    fn check(&self, origin: &str) -> Result<(), ReplayError> {
-        let bad = |what: String| Err(ReplayError::Usage(format!("{origin}: {what}")));
+    fn check(&self, origin: &str) -> Result<(), TargetsError> {
+        let bad = |what: String| {
+            Err(TargetsError {
+                origin: origin.to_string(),
+                what,
+            })
+        };
         for b in &self.table2 {
             if !crate::report::BUCKETS.contains(&b.bucket.as_str()) {
                 return bad(format!(
@@ -202,15 +217,14 @@ impl Targets {
     }
 
     /// A built-in set by name, else the file at `spec`.
-    pub fn named_or_file(spec: &str) -> Result<Targets, ReplayError> {
+    pub fn named_or_file(spec: &str) -> Result<Targets, TargetsError> {
         if let Some(t) = Targets::builtin(spec) {
             return Ok(t);
         }
         let path = Path::new(spec);
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            ReplayError::Usage(format!(
-                "{spec}: cannot read targets ({e}); the built-in targets are `philly`"
-            ))
+        let text = std::fs::read_to_string(path).map_err(|e| TargetsError {
+            origin: spec.to_string(),
+            what: format!("cannot read targets ({e}); the built-in targets are `philly`"),
         })?;
         Targets::parse(&text, spec)
     }
