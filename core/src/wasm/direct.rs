@@ -5,12 +5,15 @@
 //! to wrap it) is a thin component around one core module that exports each
 //! slot function under its canonical name (`gangway:policy/fairness@2.0.0#order`),
 //! `cabi_realloc`, the `cabi_post_*` functions and its memory, and imports at
-//! most `gangway:policy/log@2.x`'s `log`. The component adds adapter modules
-//! and type information, nothing that runs in a call (a `log` trampoline
-//! aside). Which core module and instance each slot function really comes
-//! from, and with which realloc, post-return and memory, is read from the
-//! component's own wiring ([`super::wiring`]), so the path runs exactly what
-//! the component runtime would run. Entering the core module directly skips the component runtime's
+//! most `gangway:policy/log@2.x`'s `log`. The component adds helper modules
+//! (a shim and fixup that wire `log` to the main module's memory, a start
+//! shim that calls `_initialize`) and type information, nothing else that
+//! runs. Which core module and instance each slot function really comes
+//! from, with which canonical options (string encoding, realloc,
+//! post-return, memory), how the main module's `log` import is wired and
+//! what the helpers do are read from the component's own wiring
+//! ([`super::wiring`]), so the path runs exactly what the component runtime
+//! would run. Entering the core module directly skips the component runtime's
 //! per-call bookkeeping: on wasmtime 48 a whole empty slot call (encoding,
 //! the guest's work and decoding included) takes 471 ns through the
 //! component runtime and 229 ns this way (`cargo bench --bench wasm_round`,
@@ -26,9 +29,16 @@
 //! their first bytes are copied out, and a `log` costs fuel for the host's
 //! work, as it does through the component runtime.
 //!
-//! Only a component of exactly this shape takes the path; anything else, and
-//! any engine configured with [`super::CallPath::Component`], runs through
-//! the component runtime.
+//! Only a component of exactly this shape takes the path; anything else
+//! (strings in UTF-16, `log` lowered with another memory or wired to
+//! another function, a nested policy component, any other core instance,
+//! ...) is declined with the reason, said at info level (`-v` in the hosts), and runs through
+//! the component runtime, as on any engine configured with
+//! [`super::CallPath::Component`].
+
+// Numbers here come from the guest or its component: no wrapping
+// arithmetic, no `as` casts.
+#![warn(clippy::arithmetic_side_effects, clippy::as_conversions)]
 
 use std::ops::Range;
 
@@ -44,7 +54,7 @@ use wit_parser::{Function, Resolve, Type, TypeDefKind, WorldItem};
 use super::contract::{bounded_utf8, check_version, is_log, parse_name};
 use super::disk_cache::DiskCache;
 use super::store::{HostState, charge_log, record_log, take_log_slot};
-use super::wiring::Wiring;
+use super::wiring::{Checked, Decline, Lifted, Wiring};
 
 /// A slot's core exports.
 pub(crate) struct DirectSlot {
@@ -60,7 +70,8 @@ pub(crate) struct DirectCode {
     pre: InstancePre<HostState>,
     realloc: String,
     memory: String,
-    initialize: bool,
+    /// The export the component calls once at instantiation, if any.
+    initialize: Option<String>,
     slots: Vec<DirectSlot>,
 }
 
@@ -68,9 +79,11 @@ impl DirectCode {
     /// Finds the core module `component` (whose top level is `top`) lifts
     /// its slot functions from and prepares it to serve `slots` (each with
     /// its exported interface name, e.g. `gangway:policy/fairness@2.0.0`).
-    /// `None` if the component is not of the standard shape: every slot
-    /// function and `init` lifted from one instance of one top-level module
-    /// under its canonical name, with one realloc and one memory; the caller
+    /// Declines, with the reason, if the component is not of the standard
+    /// shape: every slot function and `init` lifted from one instance of one
+    /// top-level module under its canonical name, with one realloc and one
+    /// memory and UTF-8 strings, and that instance's `log` import served by
+    /// the imported `log` lowered with the same memory; the caller then
     /// uses the component runtime, which gives the authoritative answer.
     pub(crate) fn prepare(
         engine: &Engine,
@@ -79,35 +92,45 @@ impl DirectCode {
         component: &[u8],
         top: &TopLevel<'_>,
         slots: &[(Slot, &str)],
-    ) -> Option<DirectCode> {
+    ) -> Checked<DirectCode> {
         if !contract_types(component, slots) {
-            return None;
+            return Err(Decline(
+                "the component's types are not exactly the contract's".into(),
+            ));
         }
-        let wiring = Wiring::read(component)?;
-        let mut instance = None;
-        let mut realloc: Option<String> = None;
-        let mut memory: Option<String> = None;
+        let wiring = Wiring::read(component)
+            .ok_or_else(|| Decline("the component does not parse".into()))?;
+        let mut main: Option<Lifted> = None;
         let mut direct = Vec::new();
         for (slot, interface) in slots {
             let mut names = Vec::new();
             for function in ["init", slot.call()] {
                 let lifted = wiring.lifted(interface, function)?;
-                if *instance.get_or_insert((lifted.instance, lifted.module))
-                    != (lifted.instance, lifted.module)
-                    || lifted.name != format!("{interface}#{function}")
-                    || lifted.realloc.is_none()
+                let first = main.get_or_insert_with(|| lifted.clone());
+                if (first.instance, first.module) != (lifted.instance, lifted.module) {
+                    return Err(Decline(format!(
+                        "{interface}#{function} is lifted from another core instance than the other slot functions"
+                    )));
+                }
+                if lifted.name != format!("{interface}#{function}") {
+                    return Err(Decline(format!(
+                        "{interface}#{function} is lifted from the core export {}, not its canonical name",
+                        lifted.name
+                    )));
+                }
+                if lifted.realloc.is_none()
                     || lifted.memory.is_none()
-                    || *realloc.get_or_insert_with(|| lifted.realloc.clone().unwrap_or_default())
-                        != lifted.realloc.clone().unwrap_or_default()
-                    || *memory.get_or_insert_with(|| lifted.memory.clone().unwrap_or_default())
-                        != lifted.memory.clone().unwrap_or_default()
+                    || first.realloc != lifted.realloc
+                    || first.memory != lifted.memory
                 {
-                    return None;
+                    return Err(Decline(format!(
+                        "{interface}#{function} is lifted without the realloc and memory the other slot functions use"
+                    )));
                 }
                 names.push((lifted.name, lifted.post_return));
             }
-            let (call, post_call) = names.pop()?;
-            let (init, post_init) = names.pop()?;
+            let (call, post_call) = names.pop().ok_or_else(|| Decline("no call".into()))?;
+            let (init, post_init) = names.pop().ok_or_else(|| Decline("no init".into()))?;
             direct.push(DirectSlot {
                 slot: *slot,
                 init,
@@ -116,29 +139,45 @@ impl DirectCode {
                 post_call,
             });
         }
-        let (_, main) = instance?;
-        let (realloc, memory) = (realloc?, memory?);
-        // `log` reads the guest's memory by this name, as wit-component exports it.
-        if memory != "memory" {
-            return None;
-        }
-        let range = top.modules.get(main as usize)?.clone();
-        let module = disk.module(engine, component.get(range)?, deadline).ok()?;
-        let linker = core_linker(engine, &module)?;
+        let main = main.ok_or_else(|| Decline("no slot functions".into()))?;
+        let modules: Vec<&[u8]> = top
+            .modules
+            .iter()
+            .map(|range| component.get(range.clone()).unwrap_or_default())
+            .collect();
+        let plan = wiring.core_plan(&main, &modules)?;
+        let (Some(realloc), Some(memory)) = (main.realloc.clone(), main.memory.clone()) else {
+            return Err(Decline(
+                "the slot functions have no realloc or memory".into(),
+            ));
+        };
+        let bytes = modules
+            .get(usize::try_from(main.module).unwrap_or(usize::MAX))
+            .ok_or_else(|| Decline("the main module is missing".into()))?;
+        let module = disk
+            .module(engine, bytes, deadline)
+            .map_err(|e| Decline(format!("the main module does not compile: {e}")))?;
+        let linker = core_linker(engine, &module, &memory)?;
         if !has_func(&module, &realloc, 4, 1) {
-            return None;
+            return Err(Decline(format!(
+                "the realloc {realloc} has another signature"
+            )));
         }
         if !matches!(
             module.get_export(&memory),
             Some(ExternType::Memory(m)) if !m.is_64() && !m.is_shared()
         ) {
-            return None;
+            return Err(Decline(format!(
+                "the memory {memory} is not an unshared 32-bit memory"
+            )));
         }
-        let initialize = match module.get_export("_initialize") {
-            None => false,
-            Some(_) if has_func(&module, "_initialize", 0, 0) => true,
-            Some(_) => return None,
-        };
+        if let Some(initialize) = &plan.initialize
+            && !has_func(&module, initialize, 0, 0)
+        {
+            return Err(Decline(format!(
+                "the start shim calls {initialize}, which is not a function of no arguments"
+            )));
+        }
         for s in &direct {
             let post_ok =
                 |name: &Option<String>| name.as_deref().is_none_or(|n| has_func(&module, n, 1, 0));
@@ -147,15 +186,20 @@ impl DirectCode {
                 || !post_ok(&s.post_init)
                 || !post_ok(&s.post_call)
             {
-                return None;
+                return Err(Decline(format!(
+                    "the {} slot's core functions have other signatures than the contract's",
+                    s.slot
+                )));
             }
         }
-        let pre = linker.instantiate_pre(&module).ok()?;
-        Some(DirectCode {
+        let pre = linker
+            .instantiate_pre(&module)
+            .map_err(|e| Decline(format!("the main module does not link: {e}")))?;
+        Ok(DirectCode {
             pre,
             realloc,
             memory,
-            initialize,
+            initialize: plan.initialize,
             slots: direct,
         })
     }
@@ -172,9 +216,9 @@ impl DirectCode {
             .find(|s| s.slot == slot)
             .ok_or_else(|| wasmtime::Error::msg(format!("the {slot} slot is not exported")))?;
         let instance = self.pre.instantiate(&mut *store)?;
-        if self.initialize {
+        if let Some(initialize) = &self.initialize {
             instance
-                .get_typed_func::<(), ()>(&mut *store, "_initialize")?
+                .get_typed_func::<(), ()>(&mut *store, initialize)?
                 .call(&mut *store, ())?;
         }
         let post = |store: &mut Store<HostState>, name: &Option<String>| {
@@ -222,7 +266,7 @@ impl DirectInstance {
             config,
             |memory, payload| {
                 let bytes = bytes(memory, payload)?;
-                Ok(bytes[..bytes.len().min(max + 1)].to_vec())
+                Ok(bytes[..bytes.len().min(max.saturating_add(1))].to_vec())
             },
         )
     }
@@ -284,7 +328,7 @@ impl DirectInstance {
             self.realloc.call(&mut *store, (0, 0, 1, len))
         })?;
         let memory = self.memory.data_mut(&mut *store);
-        let target = span(ptr as u32, bytes.len())
+        let target = span(ptr.cast_unsigned(), bytes.len())
             .and_then(|r| memory.get_mut(r))
             .ok_or_else(|| wasmtime::Error::msg("realloc return: beyond end of memory"))?;
         target.copy_from_slice(bytes);
@@ -295,16 +339,16 @@ impl DirectInstance {
 /// The discriminant and the two payload words (a pointer and a length,
 /// unchecked) of a `result` in the return area at `ret` of `memory`.
 fn result_area(memory: &[u8], ret: i32) -> wasmtime::Result<(u8, (u32, u32))> {
-    let ret = ret as u32;
+    let ret = ret.cast_unsigned();
     if !ret.is_multiple_of(4) {
         return Err(wasmtime::Error::msg("return pointer not aligned"));
     }
     let area = span(ret, 12)
         .and_then(|r| memory.get(r))
         .ok_or_else(|| wasmtime::Error::msg("pointer out of bounds of memory"))?;
-    let word = |i: usize| u32::from_le_bytes([area[i], area[i + 1], area[i + 2], area[i + 3]]);
+    let word = |w: &[u8]| u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
     match area[0] {
-        tag @ (0 | 1) => Ok((tag, (word(4), word(8)))),
+        tag @ (0 | 1) => Ok((tag, (word(&area[4..8]), word(&area[8..12])))),
         tag => Err(wasmtime::Error::msg(format!(
             "unexpected discriminant: {tag}"
         ))),
@@ -313,7 +357,7 @@ fn result_area(memory: &[u8], ret: i32) -> wasmtime::Result<(u8, (u32, u32))> {
 
 /// The `len` bytes at `ptr` in `memory`.
 fn bytes(memory: &[u8], (ptr, len): (u32, u32)) -> wasmtime::Result<&[u8]> {
-    span(ptr, len as usize)
+    span(ptr, usize::try_from(len).unwrap_or(usize::MAX))
         .and_then(|r| memory.get(r))
         .ok_or_else(|| wasmtime::Error::msg("list pointer/length out of bounds of memory"))
 }
@@ -340,7 +384,7 @@ fn forbid_leaving<R>(
 
 /// `[start, start + len)` if it does not overflow.
 fn span(start: u32, len: usize) -> Option<Range<usize>> {
-    let start = start as usize;
+    let start = usize::try_from(start).ok()?;
     Some(start..start.checked_add(len)?)
 }
 
@@ -514,22 +558,33 @@ impl<'a> TopLevel<'a> {
 }
 
 /// A linker that gives `module` its one allowed import, `log` of
-/// `gangway:policy/log@2.x`, or `None` if it imports anything else.
-fn core_linker(engine: &Engine, module: &Module) -> Option<Linker<HostState>> {
+/// `gangway:policy/log@2.x`, reading messages from the memory exported as
+/// `memory`; declines if it imports anything else.
+fn core_linker(engine: &Engine, module: &Module, memory: &str) -> Checked<Linker<HostState>> {
     let mut linker = Linker::new(engine);
     for import in module.imports() {
         let interface = import.module();
         let compatible = parse_name(interface)
             .is_some_and(|(iface, v)| iface == "log" && check_version(interface, v).is_ok());
-        let ExternType::Func(ty) = import.ty() else {
-            return None;
-        };
-        if !compatible || import.name() != "log" || !i32_signature(&ty, 3, 0) {
-            return None;
+        let is_log_func = matches!(import.ty(), ExternType::Func(ty) if i32_signature(&ty, 3, 0));
+        if !compatible || import.name() != "log" || !is_log_func {
+            return Err(Decline(format!(
+                "the main module imports {interface}.{}, not the contract's log",
+                import.name()
+            )));
         }
-        linker.func_wrap(interface, "log", core_log).ok()?;
+        let memory = memory.to_string();
+        linker
+            .func_wrap(
+                interface,
+                "log",
+                move |caller: Caller<'_, HostState>, level: i32, ptr: i32, len: i32| {
+                    core_log(caller, &memory, level, ptr, len)
+                },
+            )
+            .map_err(|e| Decline(format!("log does not link: {e}")))?;
     }
-    Some(linker)
+    Ok(linker)
 }
 
 /// `log(level, message)` lowered to `(i32, ptr, len)`: checked as the
@@ -537,6 +592,7 @@ fn core_linker(engine: &Engine, module: &Module) -> Option<Linker<HostState>> {
 /// per-call limit dropped after the checks.
 fn core_log(
     mut caller: Caller<'_, HostState>,
+    memory: &str,
     level: i32,
     ptr: i32,
     len: i32,
@@ -555,11 +611,11 @@ fn core_log(
             )));
         }
     };
-    let Some(wasmtime::Extern::Memory(memory)) = caller.get_export("memory") else {
+    let Some(wasmtime::Extern::Memory(memory)) = caller.get_export(memory) else {
         return Err(wasmtime::Error::msg("no memory export"));
     };
-    let len = len as u32 as usize;
-    let range = span(ptr as u32, len)
+    let len = usize::try_from(len.cast_unsigned()).unwrap_or(usize::MAX);
+    let range = span(ptr.cast_unsigned(), len)
         .filter(|r| r.end <= memory.data_size(&caller))
         .ok_or_else(|| wasmtime::Error::msg("string pointer/length out of bounds of memory"))?;
     charge_log(&mut caller, len)?;

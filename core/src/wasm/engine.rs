@@ -260,10 +260,15 @@ impl PolicyEngine {
         let (tx, rx) = std::sync::mpsc::channel();
         let engine = self.clone();
         let (owned_name, owned) = (name.to_string(), bytes.to_vec());
+        // What the compile says goes where the caller's events go, also
+        // under a subscriber scoped to the caller's thread.
+        let dispatch = tracing::dispatcher::get_default(|d| d.clone());
         std::thread::Builder::new()
             .name("gangway-compile".into())
             .spawn(move || {
-                let _ = tx.send(engine.compile(&owned_name, &owned, hash, deadline));
+                tracing::dispatcher::with_default(&dispatch, || {
+                    let _ = tx.send(engine.compile(&owned_name, &owned, hash, deadline));
+                });
             })
             .map_err(|e| {
                 WasmError::engine(WasmErrorKind::Engine(format!(
@@ -325,17 +330,22 @@ impl PolicyEngine {
         versions.sort();
         let version = versions.swap_remove(0);
         let slot_list = slots.iter().map(|(s, _)| *s).collect();
-        if self.inner.config.call_path == CallPath::Direct
-            && let Some(code) =
-                DirectCode::prepare(engine, &self.inner.disk, deadline, bytes, &top, &slots)
-        {
-            return Ok(Compiled {
-                code: Code::Direct(code),
-                slots: slot_list,
-                version,
-                hash,
-                instantiations: AtomicU64::new(0),
-            });
+        if self.inner.config.call_path == CallPath::Direct {
+            match DirectCode::prepare(engine, &self.inner.disk, deadline, bytes, &top, &slots) {
+                Ok(code) => {
+                    return Ok(Compiled {
+                        code: Code::Direct(code),
+                        slots: slot_list,
+                        version,
+                        hash,
+                        instantiations: AtomicU64::new(0),
+                    });
+                }
+                Err(decline) => tracing::info!(
+                    module = name,
+                    "the direct call path declines ({decline}); the component runtime runs it"
+                ),
+            }
         }
         let component = self
             .inner

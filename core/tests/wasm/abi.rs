@@ -11,7 +11,7 @@ use gangway_plugin_sdk::{FairnessDecision, FairnessView, JobId, Ranked, wire};
 use proptest::prelude::*;
 
 use crate::guests;
-use crate::support::{run, scheduler};
+use crate::support::{past_trigger, run, scheduler};
 
 /// One page: the guests' memory while they answer (views here are small).
 const PAGE: u64 = 65_536;
@@ -106,22 +106,6 @@ fn outcome(kind: PolicyErrorKind) -> Outcome {
     match kind {
         PolicyErrorKind::Abi(_) => Outcome::BrokeAbi,
         kind => Outcome::Failed(kind),
-    }
-}
-
-/// A view past the guests' 100-byte trigger (20 VCs, no jobs).
-fn past_trigger() -> FairnessView {
-    FairnessView {
-        now_s: 7,
-        cluster: scheduler(0).state().summary(),
-        jobs: vec![],
-        vcs: (0..20)
-            .map(|i| gangway_plugin_sdk::VcUsage {
-                id: gangway_plugin_sdk::VcId(i),
-                weight: 1,
-                ..gangway_plugin_sdk::VcUsage::default()
-            })
-            .collect(),
     }
 }
 

@@ -9,6 +9,7 @@ mod findings;
 mod guests;
 mod hostile;
 mod load;
+mod shapes;
 mod snapshot_policies;
 mod structure;
 mod support;

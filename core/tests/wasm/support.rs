@@ -80,3 +80,19 @@ pub(crate) fn run(s: &mut Scheduler, t0: u64, rounds: u64) -> Vec<RoundReport> {
     }
     reports
 }
+
+/// A view past the guests' 100-byte trigger (20 VCs, no jobs).
+pub(crate) fn past_trigger() -> gangway_plugin_sdk::FairnessView {
+    gangway_plugin_sdk::FairnessView {
+        now_s: 7,
+        cluster: scheduler(0).state().summary(),
+        jobs: vec![],
+        vcs: (0..20)
+            .map(|i| gangway_plugin_sdk::VcUsage {
+                id: gangway_plugin_sdk::VcId(i),
+                weight: 1,
+                ..gangway_plugin_sdk::VcUsage::default()
+            })
+            .collect(),
+    }
+}

@@ -4,6 +4,13 @@
 //! ABI words (discriminant, pointer, length taken from the bytes), or a
 //! misaligned return area; with no configuration it answers the empty
 //! decision, so it passes the host's warm-up.
+//!
+//! The guest comes in several component shapes (the input's first byte
+//! picks one with the slot): as wit-component makes it, with its memory
+//! exported under another name, with UTF-16 strings, and nested in another
+//! component. An engine set to the direct path takes it for the shapes it
+//! can run as written and declines the others; on the direct target every
+//! first answer is also asked of the component runtime and must be the same.
 
 use std::cell::RefCell;
 
@@ -105,8 +112,87 @@ fn echo_wat() -> String {
     )
 }
 
-/// The echo guest as a component of the real contract.
-fn echo_component() -> Vec<u8> {
+/// A component shape of the echo guest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    Standard,
+    MemoryRenamed,
+    Utf16,
+    Nested,
+}
+
+impl Shape {
+    const ALL: [Shape; 4] = [
+        Shape::Standard,
+        Shape::MemoryRenamed,
+        Shape::Utf16,
+        Shape::Nested,
+    ];
+
+    /// The path an engine set to `asked` takes for this shape.
+    fn path(self, asked: CallPath) -> CallPath {
+        match (asked, self) {
+            (CallPath::Direct, Shape::Standard | Shape::MemoryRenamed) => CallPath::Direct,
+            _ => CallPath::Component,
+        }
+    }
+
+    /// The echo guest in this shape.
+    fn component(self) -> Vec<u8> {
+        let encoding = match self {
+            Shape::Utf16 => wit_component::StringEncoding::UTF16,
+            _ => wit_component::StringEncoding::UTF8,
+        };
+        let bytes = echo_component(encoding);
+        let edited = match self {
+            Shape::Standard | Shape::Utf16 => return bytes,
+            Shape::MemoryRenamed => printed(&bytes)
+                .replacen(
+                    r#"(export "memory" (memory 0))"#,
+                    r#"(export "heap" (memory 0))"#,
+                    1,
+                )
+                .replacen(
+                    r#"(alias core export $main "memory""#,
+                    r#"(alias core export $main "heap""#,
+                    1,
+                ),
+            Shape::Nested => {
+                let text = printed(&bytes);
+                let inner = text
+                    .strip_prefix("(component")
+                    .expect("a printed component");
+                let mut outer = format!(
+                    "(component (component $inner {inner} (instance $echo (instantiate $inner))"
+                );
+                for iface in [
+                    "fairness",
+                    "locality",
+                    "gang",
+                    "reclaim",
+                    "retry",
+                    "defragment",
+                ] {
+                    outer.push_str(&format!(
+                        r#" (alias export $echo "gangway:policy/{iface}@2.0.0" (instance ${iface}))
+                            (export "gangway:policy/{iface}@2.0.0" (instance ${iface}))"#
+                    ));
+                }
+                outer + ")"
+            }
+        };
+        wat::parse_str(edited).expect("the echo guest's shape parses")
+    }
+}
+
+/// `bytes` as text.
+fn printed(bytes: &[u8]) -> String {
+    wasmprinter::print_bytes(bytes).expect("the echo component prints")
+}
+
+/// The echo guest as a component of the real contract, its strings in
+/// `encoding`.
+fn echo_component(encoding: wit_component::StringEncoding) -> Vec<u8> {
     let mut module = wat::parse_str(echo_wat()).expect("the echo guest's WAT parses");
     let mut resolve = wit_parser::Resolve::default();
     resolve
@@ -118,13 +204,8 @@ fn echo_component() -> Vec<u8> {
     let world = resolve
         .select_world(&[pkg], Some("echo"))
         .expect("the echo world");
-    wit_component::embed_component_metadata(
-        &mut module,
-        &resolve,
-        world,
-        wit_component::StringEncoding::UTF8,
-    )
-    .expect("the echo guest embeds its world");
+    wit_component::embed_component_metadata(&mut module, &resolve, world, encoding)
+        .expect("the echo guest embeds its world");
     wit_component::ComponentEncoder::default()
         .validate(true)
         .module(&module)
@@ -134,38 +215,53 @@ fn echo_component() -> Vec<u8> {
 }
 
 thread_local! {
-    static DIRECT: RefCell<Option<PolicyModule>> = const { RefCell::new(None) };
-    static COMPONENT: RefCell<Option<PolicyModule>> = const { RefCell::new(None) };
+    /// The echo module per call path and shape, loaded once per thread.
+    static ECHO: RefCell<Vec<((CallPath, Shape), PolicyModule)>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The echo module loaded for `path` (once per thread).
-fn echo(path: CallPath) -> PolicyModule {
-    let cell = match path {
-        CallPath::Direct => &DIRECT,
-        CallPath::Component => &COMPONENT,
-    };
-    cell.with(|m| {
-        m.borrow_mut()
-            .get_or_insert_with(|| {
-                let engine = PolicyEngine::new(SandboxConfig {
-                    call_path: path,
-                    ..SandboxConfig::default()
-                })
-                .expect("a policy engine");
-                engine
-                    .load("echo.wasm", &echo_component())
-                    .expect("the echo guest loads")
-            })
-            .clone()
+/// The echo module in `shape` loaded for `path` (once per thread).
+fn echo(path: CallPath, shape: Shape) -> PolicyModule {
+    ECHO.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if let Some((_, m)) = cache.iter().find(|(key, _)| *key == (path, shape)) {
+            return m.clone();
+        }
+        let engine = PolicyEngine::new(SandboxConfig {
+            call_path: path,
+            ..SandboxConfig::default()
+        })
+        .expect("a policy engine");
+        let module = engine
+            .load("echo.wasm", &shape.component())
+            .expect("the echo guest loads");
+        cache.push(((path, shape), module.clone()));
+        module
     })
 }
 
-fn one<S: CatalogSlot + SlotContract + SlotViews>(path: CallPath, seed: &[u8], config: &[u8]) {
-    let module = echo(path);
+/// A first answer, with the wording of ABI errors and traps (which differs
+/// between the call paths) left out.
+fn answer<D: PartialEq + std::fmt::Debug>(
+    outcome: &Result<D, gangway_core::policy::PolicyError>,
+) -> Result<&D, String> {
+    outcome.as_ref().map_err(|e| match &e.kind {
+        PolicyErrorKind::Abi(_) => "abi".to_string(),
+        PolicyErrorKind::Trap(_) => "trap".to_string(),
+        other => other.to_string(),
+    })
+}
+
+fn one<S: CatalogSlot + SlotContract + SlotViews>(
+    path: CallPath,
+    shape: Shape,
+    seed: &[u8],
+    config: &[u8],
+) {
+    let module = echo(path, shape);
     assert_eq!(
         module.call_path(),
-        path,
-        "the echo guest runs on the wrong path"
+        shape.path(path),
+        "the echo guest as {shape:?} runs on the wrong path"
     );
     let Some(view) = generate(S::views(), seed) else {
         return;
@@ -185,6 +281,16 @@ fn one<S: CatalogSlot + SlotContract + SlotViews>(path: CallPath, seed: &[u8], c
         Err(e) => panic!("the echo guest's init failed: {e}"),
     };
     let first = policy.decide(&view);
+    if path == CallPath::Direct {
+        let mut runtime = echo(CallPath::Component, shape)
+            .backend::<S>(&rest)
+            .unwrap_or_else(|e| panic!("the echo guest's init failed: {e}"));
+        assert_eq!(
+            answer(&first),
+            answer(&runtime.decide(&view)),
+            "the call paths answer differently ({shape:?})"
+        );
+    }
     match (&first, mode) {
         (Ok(_), 1) => panic!("error(...) was read as a decision"),
         (Err(e), 1) => match &e.kind {
@@ -228,9 +334,10 @@ fn dispatch(path: CallPath, data: &[u8]) {
         return;
     }
     let slot = data[0];
+    let shape = Shape::ALL[usize::from(slot) / gangway_plugin_sdk::Slot::COUNT % Shape::ALL.len()];
     let seed = &data[1..data.len().min(33)];
     let config = data.get(33..).unwrap_or(&[]);
-    by_slot!(slot, one(path, seed, config));
+    by_slot!(slot, one(path, shape, seed, config));
 }
 
 /// Replies through the direct call path.
