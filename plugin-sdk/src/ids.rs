@@ -14,12 +14,35 @@ pub struct JobId(pub u64);
 )]
 pub struct VcId(pub u32);
 
+impl VcId {
+    /// Its position in the views' `vcs` tables (and any list indexed the
+    /// same way).
+    ///
+    /// ```
+    /// assert_eq!(gangway_plugin_sdk::VcId(3).index(), 3);
+    /// ```
+    pub fn index(self) -> usize {
+        usize::try_from(self.0).unwrap_or(usize::MAX)
+    }
+}
+
 /// A server: a dense index (`0..servers`) fixed when the topology is built,
 /// the same number in every view and in the host's placements.
 #[derive(
     Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
 )]
 pub struct ServerId(pub u32);
+
+impl ServerId {
+    /// Its position in lists indexed by server (`0..servers`).
+    ///
+    /// ```
+    /// assert_eq!(gangway_plugin_sdk::ServerId(7).index(), 7);
+    /// ```
+    pub fn index(self) -> usize {
+        usize::try_from(self.0).unwrap_or(usize::MAX)
+    }
+}
 
 /// A level of the topology tree, counted from the root: `Level(0)` is the whole
 /// cluster, `Level(1)` the racks (network / RDMA domains) in the usual

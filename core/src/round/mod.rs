@@ -8,7 +8,7 @@
 //! the host.
 
 // Decisions are policy-given numbers: no unchecked arithmetic in a round.
-#![warn(clippy::arithmetic_side_effects)]
+#![warn(clippy::arithmetic_side_effects, clippy::as_conversions)]
 
 mod defragment;
 mod place;

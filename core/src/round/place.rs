@@ -132,7 +132,7 @@ impl Round<'_> {
             let Some(job) = placed.index.get(id).and_then(|&i| view.jobs.get(i)) else {
                 continue;
             };
-            let within = vcs.get(job.vc.0 as usize).is_some_and(|v| {
+            let within = vcs.get(job.vc.index()).is_some_and(|v| {
                 v.quota_gpus.is_some_and(|q| {
                     u64::from(v.held_gpus).saturating_add(u64::from(job.gpus)) <= u64::from(q)
                 })

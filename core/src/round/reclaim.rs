@@ -58,7 +58,7 @@ impl Round<'_> {
         if borrowing.is_some() {
             // Borrowed work is taken back only for a job its VC's quota covers.
             waiting.retain(|w| {
-                vcs.get(w.job.vc.0 as usize)
+                vcs.get(w.job.vc.index())
                     .and_then(|v| v.quota_gpus.map(|q| (v.held_gpus, q)))
                     .is_some_and(|(held, q)| {
                         u64::from(held).saturating_add(u64::from(w.job.gpus)) <= u64::from(q)
@@ -74,7 +74,7 @@ impl Round<'_> {
             |vc| {
                 borrowing
                     .as_ref()
-                    .is_none_or(|b| b.get(vc.0 as usize).copied().unwrap_or(false))
+                    .is_none_or(|b| b.get(vc.index()).copied().unwrap_or(false))
             },
             &mut running,
         );
@@ -83,12 +83,12 @@ impl Round<'_> {
             // Only servers with free GPUs or a shown job can make room.
             let mut hosting = vec![false; servers.len()];
             for (s, _) in running.iter().flat_map(|j| &j.parts) {
-                if let Some(h) = hosting.get_mut(s.0 as usize) {
+                if let Some(h) = hosting.get_mut(s.index()) {
                     *h = true;
                 }
             }
             servers
-                .retain(|s| s.free > 0 || hosting.get(s.id.0 as usize).copied().unwrap_or(false));
+                .retain(|s| s.free > 0 || hosting.get(s.id.index()).copied().unwrap_or(false));
         }
         let reclaim_view = ReclaimView {
             now_s: now,
@@ -233,8 +233,8 @@ mod tests {
             scope,
             seen: Arc::clone(&seen),
         };
-        let set = PolicySet::fallbacks()
-            .with(Box::new(Native::new("recorder", recorder)) as BoxedBackend<Reclaim>);
+        let backend: BoxedBackend<Reclaim> = Box::new(Native::new("recorder", recorder));
+        let set = PolicySet::fallbacks().with(backend);
         let mut sched = Scheduler::with_policies(Topology::uniform(1, 3, 8).unwrap(), set);
         let a = sched.virtual_cluster("a");
         let b = sched.virtual_cluster("b");

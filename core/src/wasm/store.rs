@@ -2,6 +2,9 @@
 //! small caps on tables and instances), its `log` accounting, and how a
 //! failure in it is classified.
 
+// Sizes here come from the guest: no wrapping arithmetic, no `as` casts.
+#![warn(clippy::arithmetic_side_effects, clippy::as_conversions)]
+
 use std::sync::Arc;
 
 use wasmtime::{ResourceLimiter, Store, Trap};
@@ -83,6 +86,15 @@ pub(crate) struct MemoryCapHit {
     desired: u64,
 }
 
+/// `total` after one of its parts grows from `current` to `desired`
+/// (guest-driven sizes: saturating, never wrapping).
+fn grown(total: u64, current: usize, desired: usize) -> u64 {
+    let size = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+    total
+        .saturating_sub(size(current))
+        .saturating_add(size(desired))
+}
+
 impl ResourceLimiter for Limits {
     fn memory_growing(
         &mut self,
@@ -92,7 +104,7 @@ impl ResourceLimiter for Limits {
     ) -> wasmtime::Result<bool> {
         // Called for a memory's first allocation too (current = 0), so the
         // sum covers every memory of the instance.
-        let total = self.memory - current as u64 + desired as u64;
+        let total = grown(self.memory, current, desired);
         if total > self.memory_cap {
             return Err(MemoryCapHit {
                 cap: self.memory_cap,
@@ -110,7 +122,7 @@ impl ResourceLimiter for Limits {
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        let total = self.table_elements - current as u64 + desired as u64;
+        let total = grown(self.table_elements, current, desired);
         if total > TABLE_ELEMENTS {
             return Ok(false);
         }
@@ -143,24 +155,26 @@ pub(crate) fn charge_log<T: wasmtime::AsContextMut<Data = HostState>>(
     if cost == 0 {
         return Ok(());
     }
-    let cost = cost.saturating_add(bytes as u64);
+    let cost = cost.saturating_add(u64::try_from(bytes).unwrap_or(u64::MAX));
     let mut ctx = store.as_context_mut();
     let left = ctx.get_fuel()?;
-    if left < cost {
+    let Some(rest) = left.checked_sub(cost) else {
         ctx.set_fuel(0)?;
         return Err(Trap::OutOfFuel.into());
-    }
-    ctx.set_fuel(left - cost)?;
+    };
+    ctx.set_fuel(rest)?;
     Ok(())
 }
 
 /// Whether the call may log one more message (and counts it).
 pub(crate) fn take_log_slot(state: &mut HostState) -> bool {
-    if state.logs_left == 0 {
-        return false;
+    match state.logs_left.checked_sub(1) {
+        Some(left) => {
+            state.logs_left = left;
+            true
+        }
+        None => false,
     }
-    state.logs_left -= 1;
-    true
 }
 
 /// Forwards one `log` message (already bounded) to `tracing`.

@@ -4,7 +4,7 @@
 //! when the round applies them.)
 
 // The rules read policy-given numbers: no unchecked arithmetic here.
-#![warn(clippy::arithmetic_side_effects)]
+#![warn(clippy::arithmetic_side_effects, clippy::as_conversions)]
 
 use std::collections::{HashMap, HashSet};
 

@@ -1,7 +1,7 @@
 //! The fairness slot's rules: a permutation of exactly the view's jobs.
 
 // The rules read policy-given numbers: no unchecked arithmetic here.
-#![warn(clippy::arithmetic_side_effects)]
+#![warn(clippy::arithmetic_side_effects, clippy::as_conversions)]
 
 use rustc_hash::FxHashMap;
 

@@ -1,7 +1,7 @@
 //! The gang slot's rules: one action per job.
 
 // The rules read policy-given numbers: no unchecked arithmetic here.
-#![warn(clippy::arithmetic_side_effects)]
+#![warn(clippy::arithmetic_side_effects, clippy::as_conversions)]
 
 use super::GangDecision;
 use crate::slot_contract::InvalidDecision;

@@ -2,7 +2,7 @@
 //! servers, no server bound below what the gang needs.
 
 // The rules read policy-given numbers: no unchecked arithmetic here.
-#![warn(clippy::arithmetic_side_effects)]
+#![warn(clippy::arithmetic_side_effects, clippy::as_conversions)]
 
 use super::LocalityDecision;
 use crate::slot_contract::InvalidDecision;

@@ -4,7 +4,7 @@
 //! GPUs are used, is checked when the round applies the decision.)
 
 // The rules read policy-given numbers: no unchecked arithmetic here.
-#![warn(clippy::arithmetic_side_effects)]
+#![warn(clippy::arithmetic_side_effects, clippy::as_conversions)]
 
 use rustc_hash::FxHashSet as HashSet;
 

@@ -4,7 +4,7 @@
 //! [`RetryAction::MAX_PROBE_S`] (so a host's clock cannot wrap).
 
 // The rules read policy-given numbers: no unchecked arithmetic here.
-#![warn(clippy::arithmetic_side_effects)]
+#![warn(clippy::arithmetic_side_effects, clippy::as_conversions)]
 
 use super::{RetryAction, RetryDecision, RetryView};
 use crate::slot_contract::InvalidDecision;
