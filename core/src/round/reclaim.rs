@@ -87,8 +87,7 @@ impl Round<'_> {
                     *h = true;
                 }
             }
-            servers
-                .retain(|s| s.free > 0 || hosting.get(s.id.index()).copied().unwrap_or(false));
+            servers.retain(|s| s.free > 0 || hosting.get(s.id.index()).copied().unwrap_or(false));
         }
         let reclaim_view = ReclaimView {
             now_s: now,
