@@ -157,7 +157,11 @@ class Scheduler:
     """Gangway's scheduler, embedded in a Python host."""
 
     def __init__(
-        self, topology: Topology, policies: Optional[str] = None, placement: Optional[str] = None
+        self,
+        topology: Topology,
+        policies: Optional[str] = None,
+        placement: Optional[str] = None,
+        policy_fuel: Optional[int] = None,
     ) -> None: ...
     @property
     def topology(self) -> Topology: ...

@@ -113,14 +113,18 @@ pub(crate) fn preset(name: &str) -> PyResult<(PolicySet, catalog::PolicyChoice)>
 pub(crate) struct Slots {
     handles: SlotHandles,
     engine: Option<PolicyEngine>,
+    /// The fuel a module may use in one slot over the scheduler's life.
+    fuel_per_backend: Option<u64>,
 }
 
 impl Slots {
-    /// Handles on every slot of `set` (which the scheduler then owns).
-    pub(crate) fn of(set: &PolicySet) -> Slots {
+    /// Handles on every slot of `set` (which the scheduler then owns), its
+    /// modules each allowed `fuel_per_backend` in a slot.
+    pub(crate) fn of(set: &PolicySet, fuel_per_backend: Option<u64>) -> Slots {
         Slots {
             handles: SlotHandles::of(set),
             engine: None,
+            fuel_per_backend,
         }
     }
 
@@ -129,6 +133,7 @@ impl Slots {
             // Fuel, not a deadline: the same decisions on every machine.
             let engine = PolicyEngine::new(SandboxConfig {
                 budget: Budget::Fuel(Budget::DEFAULT_FUEL),
+                fuel_per_backend: self.fuel_per_backend,
                 ..SandboxConfig::default()
             })
             .map_err(errors::policy)?;

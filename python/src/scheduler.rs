@@ -246,13 +246,18 @@ impl PyScheduler {
     /// A scheduler over `topology`. `policies` names a preset of the catalog
     /// (`gangway.presets()`), built natively; `None` is the core's built-in
     /// defaults. `placement` (`"best-fit"` or `"spread"`) overrides the
-    /// preset's tie-break.
+    /// preset's tie-break. `policy_fuel` bounds the fuel a Wasm module may
+    /// use in one slot over the scheduler's life (calls and instantiations;
+    /// the default, 10^12 units, is about a minute of guest CPU); past it
+    /// the module's calls fail, the slot's fallback decides and the module
+    /// is quarantined. 0: no bound.
     #[new]
-    #[pyo3(signature = (topology, policies = None, placement = None))]
+    #[pyo3(signature = (topology, policies = None, placement = None, policy_fuel = None))]
     fn new(
         topology: &PyTopology,
         policies: Option<&str>,
         placement: Option<&str>,
+        policy_fuel: Option<u64>,
     ) -> PyResult<Self> {
         let (set, strategy) = match policies {
             Some(name) => {
@@ -265,7 +270,9 @@ impl PyScheduler {
             Some(p) => placement_strategy(p)?,
             None => strategy,
         };
-        let slots = Slots::of(&set);
+        let fuel =
+            policy_fuel.unwrap_or(gangway_catalog::resolve::Loader::DEFAULT_FUEL_PER_BACKEND);
+        let slots = Slots::of(&set, (fuel > 0).then_some(fuel));
         let mut sched = Scheduler::with_policies(topology.inner.clone(), set);
         sched.set_placement_strategy(strategy);
         Ok(PyScheduler {

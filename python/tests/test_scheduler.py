@@ -207,3 +207,23 @@ def test_policy_errors_name_the_module_and_slot(tmp_path: Path) -> None:
     assert "philly" in gangway.presets()
     assert "vc-quota" in gangway.builtin_policies("fairness")
     assert "example-smallest-first" in gangway.policy_module_names()
+
+
+def test_a_module_past_its_fuel_is_quarantined_and_the_fallback_decides() -> None:
+    """``policy_fuel`` bounds what a Wasm module may use in a slot over the
+    scheduler's life: past it its calls fail, the slot's fallback decides
+    and the module is quarantined."""
+    for fuel, quarantined in [(1, True), (None, False)]:
+        sched = gangway.Scheduler(gangway.Topology.uniform(1, 1, 8), policy_fuel=fuel)
+        sched.use_policy("fairness", gangway.policy_module("example-smallest-first"))
+        for t in range(6):
+            sched.submit(100 + t, 4, submitted=t * 10)
+            for s in sched.round(t * 10 + 1).starts:
+                sched.end_attempt(s.job, t * 10 + 2, "passed")
+            sched.check_invariants()
+        status = sched.slot_status("fairness")
+        assert bool(status["quarantined"]) == quarantined, status
+        if quarantined:
+            assert any("used up its fuel" in str(e) for e in status["events"]), status["events"]
+        # Either way every job ran.
+        assert sched.pending == 0

@@ -718,7 +718,7 @@ fn a_module_past_its_fuel_for_the_run_is_quarantined_and_the_replay_ends() {
         quarantines[0]["error"]
             .as_str()
             .unwrap()
-            .contains("used up its fuel for the whole run"),
+            .contains("used up its fuel for the run or period"),
         "{quarantines:?}"
     );
     let jobs = &run["jobs"];

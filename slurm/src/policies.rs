@@ -42,6 +42,8 @@ pub fn build(cfg: &Config) -> Result<(PolicySet, PlacementStrategy, Policies), S
     let set = preset.build_native().map_err(policy_err)?;
     let engine = PolicyEngine::new(SandboxConfig {
         budget: Budget::Fuel(Budget::DEFAULT_FUEL),
+        fuel_per_backend: (cfg.policy_fuel_per_day > 0).then_some(cfg.policy_fuel_per_day),
+        fuel_period: Some(std::time::Duration::from_secs(24 * 3600)),
         ..SandboxConfig::default()
     })
     .map_err(policy_err)?;

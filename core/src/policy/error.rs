@@ -42,7 +42,7 @@ pub enum PolicyErrorKind {
     /// The module used up the fuel it may use over its whole life in this
     /// slot ([`crate::wasm::SandboxConfig::fuel_per_backend`]): every
     /// further call fails at once.
-    #[error("used up its fuel for the whole run ({0} units)")]
+    #[error("used up its fuel for the run or period ({0} units)")]
     RunBudget(u64),
 }
 

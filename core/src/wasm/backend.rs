@@ -95,6 +95,9 @@ pub(crate) struct WasmBackend<S: SlotContract> {
     /// Fuel used so far by every instance of this backend (see
     /// `SandboxConfig::fuel_per_backend`).
     spent_fuel: u64,
+    /// When the current fuel period began (`SandboxConfig::fuel_period`),
+    /// from the first call.
+    period_start: Option<std::time::Instant>,
     _slot: std::marker::PhantomData<S>,
 }
 
@@ -116,6 +119,7 @@ impl<S: SlotContract> WasmBackend<S> {
             live: None,
             view: Vec::new(),
             spent_fuel: 0,
+            period_start: None,
             _slot: std::marker::PhantomData,
         };
         let slot = S::SLOT;
@@ -292,6 +296,14 @@ impl<S: SlotContract> Backend<S> for WasmBackend<S> {
     }
 
     fn decide(&mut self, view: &S::View) -> Result<S::Decision, PolicyError> {
+        if let Some(period) = self.module.engine.config.fuel_period {
+            let now = std::time::Instant::now();
+            let start = *self.period_start.get_or_insert(now);
+            if now.duration_since(start) >= period {
+                self.period_start = Some(now);
+                self.spent_fuel = 0;
+            }
+        }
         if let Some(limit) = self.module.engine.config.fuel_per_backend
             && self.spent_fuel >= limit
         {

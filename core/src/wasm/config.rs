@@ -110,6 +110,14 @@ pub struct SandboxConfig {
     /// bound on a whole replay for a policy slow within each call's budget;
     /// deterministic, as fuel is. `None`: no bound (the default).
     pub fuel_per_backend: Option<u64>,
+    /// For a host that runs for days (the Slurm daemon): `fuel_per_backend`
+    /// is allowed again in each period of this length of wall-clock time,
+    /// counted from the backend's first call, so the bound is a rate
+    /// (fuel per day) instead of a lifetime total. A module that used up
+    /// one period's fuel is still quarantined by its guard (until the host
+    /// swaps it). `None`: one allowance for the backend's life (the
+    /// default, and what deterministic replays use).
+    pub fuel_period: Option<Duration>,
     /// The most Wasm stack one call may use, in bytes (deep recursion traps).
     pub stack_bytes: usize,
     /// The most `log` messages one call may send; further ones are dropped.
@@ -159,6 +167,7 @@ impl Default for SandboxConfig {
             budget: Budget::default(),
             wall_clock_cap: Some(Duration::from_secs(10)),
             fuel_per_backend: None,
+            fuel_period: None,
             stack_bytes: 512 << 10,
             log_messages_per_call: 16,
             log_message_bytes: 1024,

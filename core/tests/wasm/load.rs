@@ -199,3 +199,43 @@ fn compiled_modules_are_kept_on_disk_across_engines() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A module's fuel over its life in a slot is bounded
+/// (`SandboxConfig::fuel_per_backend`); with a `fuel_period` the bound is
+/// per period, so a long-running host's module gets its allowance again
+/// once the period has passed.
+#[test]
+fn the_fuel_allowance_comes_back_each_period() {
+    let guest = |period| {
+        let engine = gangway_core::wasm::PolicyEngine::new(gangway_core::wasm::SandboxConfig {
+            fuel_per_backend: Some(1),
+            fuel_period: period,
+            ..guests::sandbox()
+        })
+        .unwrap();
+        engine
+            .load("fifo", gangway_plugin_artifacts::module("fifo").unwrap())
+            .unwrap()
+            .backend::<Fairness>(b"")
+            .unwrap()
+    };
+    let view = crate::support::empty_view();
+    let spent = |b: &mut gangway_core::policy::BoxedBackend<Fairness>| {
+        matches!(
+            b.decide(&view).map_err(|e| e.kind),
+            Err(PolicyErrorKind::RunBudget(1))
+        )
+    };
+    // One allowance for life: the first call spends it, the rest fail.
+    let mut life = guest(None);
+    assert!(!spent(&mut life));
+    assert!(spent(&mut life));
+    std::thread::sleep(std::time::Duration::from_millis(120));
+    assert!(spent(&mut life));
+    // Per period: spent within the period, served again after it.
+    let mut daily = guest(Some(std::time::Duration::from_millis(100)));
+    assert!(!spent(&mut daily));
+    assert!(spent(&mut daily));
+    std::thread::sleep(std::time::Duration::from_millis(120));
+    assert!(!spent(&mut daily));
+}
