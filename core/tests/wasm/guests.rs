@@ -231,17 +231,40 @@ pub(crate) fn behaviour(name: &str) -> (&'static str, &'static str) {
     }
 }
 
-/// The hostile fairness guest `name`, misbehaving on real views only (the
-/// `log-*` ones import `log`).
-pub(crate) fn hostile(name: &str) -> Vec<u8> {
+/// Every behaviour [`behaviour`] knows.
+pub(crate) const BEHAVIOURS: [&str; 15] = [
+    "infinite-loop",
+    "memory-bomb",
+    "trap",
+    "stack-overflow",
+    "lift-out-of-bounds",
+    "garbage-reply",
+    "unknown-job",
+    "duplicate-job",
+    "bad-discriminant",
+    "misaligned-return",
+    "refuse-not-utf8",
+    "log-bad-level",
+    "log-not-utf8",
+    "log-out-of-bounds",
+    "refuse",
+];
+
+/// The core module of the hostile fairness guest `name`, misbehaving on
+/// real views only (the `log-*` ones import `log`).
+pub(crate) fn hostile_wat(name: &str) -> String {
     let (body, data) = behaviour(name);
     let core = fairness_wat("2.0.0", TRIGGER_BYTES, body, data);
-    let core = if name.starts_with("log-") {
+    if name.starts_with("log-") {
         with_log(&core)
     } else {
         core
-    };
-    componentize(&core, &[], WIT, "fairness-policy")
+    }
+}
+
+/// The hostile fairness guest `name` as a component ([`hostile_wat`]).
+pub(crate) fn hostile(name: &str) -> Vec<u8> {
+    componentize(&hostile_wat(name), &[], WIT, "fairness-policy")
 }
 
 /// Both ways into a module; hostile guests must fail alike on each.

@@ -69,37 +69,13 @@ fn booter() -> Guest {
 
 /// Every hostile guest of these tests.
 fn hostile() -> Vec<Guest> {
-    [
-        "infinite-loop",
-        "memory-bomb",
-        "trap",
-        "stack-overflow",
-        "lift-out-of-bounds",
-        "garbage-reply",
-        "unknown-job",
-        "duplicate-job",
-        "bad-discriminant",
-        "misaligned-return",
-        "refuse-not-utf8",
-        "log-bad-level",
-        "log-not-utf8",
-        "log-out-of-bounds",
-        "refuse",
-    ]
-    .into_iter()
-    .map(|name| {
-        let (body, data) = guests::behaviour(name);
-        let wat = guests::fairness_wat("2.0.0", guests::TRIGGER_BYTES, body, data);
-        Guest {
+    guests::BEHAVIOURS
+        .into_iter()
+        .map(|name| Guest {
             name,
-            wat: if name.starts_with("log-") {
-                guests::with_log(&wat)
-            } else {
-                wat
-            },
-        }
-    })
-    .collect()
+            wat: guests::hostile_wat(name),
+        })
+        .collect()
 }
 
 /// A shape of component, made from a guest.
