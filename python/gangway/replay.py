@@ -70,6 +70,19 @@ def replay_args(**options: Any) -> List[str]:
     return argv
 
 
+def _toml_value(value: Any, bad: Callable[[str], Exception]) -> str:
+    """``value`` (a bool, number, str or list of them) as a TOML value."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v, bad) for v in value) + "]"
+    raise bad("a dict of bools, numbers, strs or lists of them")
+
+
 def replay_help() -> str:
     """The text of ``replay --help``: every argument :func:`replay` accepts."""
     return _native.replay_help()
@@ -123,6 +136,7 @@ _KINDS: Dict[str, str] = dict(
     server_mtbf_hours="number", placement="str", view_window="count",
     restart_s="count", checkpoint_s="count", policy_fuel="count",
     no_plots="flag", jobs_csv="flag", without="strs", verbose="count",
+    settings="settings", fit="str",
 )
 
 
@@ -168,6 +182,13 @@ def _check(name: str, value: Any) -> None:
     elif kind == "strs":
         if isinstance(value, str) or not all(isinstance(v, str) for v in value):
             raise bad("a list of str")
+    elif kind == "settings":
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and "." in k for k in value
+        ):
+            raise bad("a dict {'SLOT.KEY': value}")
+        for v in value.values():
+            _toml_value(v, bad)
     elif kind == "configs":
         items = list(value.items()) if isinstance(value, dict) else None
         if items is None:
@@ -210,6 +231,8 @@ def replay(
     restart_s: Optional[int] = None,
     checkpoint_s: Optional[int] = None,
     policy_fuel: Optional[int] = None,
+    settings: Optional[Dict[str, Any]] = None,
+    fit: Optional[str] = None,
     without: Optional[List[str]] = None,
     jobs_csv: Optional[bool] = None,
     no_plots: bool = False,
@@ -226,7 +249,11 @@ def replay(
     An entry of ``compare`` (or ``policies``) may replace and configure
     slots on its own: ``"philly+fairness=my.wasm@my.toml"``, or
     ``"philly+fairness@strict.toml"`` for the preset's own policy with
-    another configuration. ``config`` is ``{slot: file}``. A slot keyword
+    another configuration. ``config`` is ``{slot: file}``. ``settings`` sets
+    single options of a slot's policy in every set, ``{"SLOT.KEY": value}``
+    (the command's ``--set SLOT.KEY=VALUE``; e.g.
+    ``{"locality.widen_after_s": [600, 3600]}``), and ``fit="philly"`` (or
+    a targets file) adds each run's fit to observed waits (``runs[i]["fit"]``). A slot keyword
     (``fairness=``, ...) takes a built-in name, a ``.wasm`` file, or a
     policy written in Python (an object or function, see
     :mod:`gangway.policy`), which then replaces that slot in every set.
@@ -268,7 +295,8 @@ def replay(
         round_interval=round_interval, server_mtbf_hours=server_mtbf_hours,
         placement=placement, view_window=view_window, restart_s=restart_s,
         checkpoint_s=checkpoint_s, policy_fuel=policy_fuel, without=without,
-        jobs_csv=jobs_csv, no_plots=no_plots, verbose=verbose,
+        jobs_csv=jobs_csv, no_plots=no_plots, verbose=verbose, settings=settings,
+        fit=fit,
     )
     if jobs_csv is None:
         given["jobs_csv"] = out is None
@@ -290,8 +318,13 @@ def replay(
         raise ReplayArgumentError(
             f"replay(progress={progress!r}): progress must be a callable, True or None"
         )
-    # `verbose=N` is the command's `-v` N times.
+    # `verbose=N` is the command's `-v` N times; `settings` its `--set`s.
     count = named.pop("verbose", 0)
+    settings_args = [
+        arg
+        for key, value in named.pop("settings", {}).items()
+        for arg in ("--set", f"{key}={_toml_value(value, ReplayArgumentError)}")
+    ]
     temporary = None
     printed: List[str] = []
     try:
@@ -301,7 +334,12 @@ def replay(
                     tempfile.TemporaryDirectory(prefix="gangway-replay-")
                 )
                 named["no_plots"] = True
-            argv = replay_args(**named) + ["-v"] * count + ["--out", os.fspath(out)]
+            argv = (
+                replay_args(**named)
+                + settings_args
+                + ["-v"] * count
+                + ["--out", os.fspath(out)]
+            )
             with _stdout_captured() as printed:
                 text = _native.replay_json(argv, progress, python_policies or None)
             report = Report(text, argv=argv)

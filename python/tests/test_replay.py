@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import threading
 import time
@@ -280,3 +281,31 @@ def test_what_the_command_prints_goes_through_sys_stdout(
     assert f"wrote {kept}" in capsys.readouterr().out
     gangway.replay(jobs=500, native=True, echo=False)
     assert capsys.readouterr().out == ""
+
+
+def test_every_flag_of_the_command_has_a_keyword() -> None:
+    import inspect
+
+    params = set(inspect.signature(gangway.replay).parameters)
+    # Flags whose Python face has another name (or none is needed).
+    other = {"set": "settings", "quiet": "echo", "help": None, "version": None}
+    flags = re.findall(r"^\s*(?:-\w, )?--([a-z-]+)", gangway.replay_help(), re.MULTILINE)
+    assert len(flags) > 30, flags
+    for flag in flags:
+        name = other.get(flag, flag.replace("-", "_"))
+        assert name is None or name in params, f"--{flag} has no keyword in gangway.replay"
+
+
+def test_settings_and_fit_reach_the_command() -> None:
+    report = gangway.replay(
+        jobs=300,
+        settings={"locality.widen_after_s": [30, 600]},
+        fit="philly",
+        echo=False,
+    )
+    assert "--set" in report.argv and "locality.widen_after_s=[30, 600]" in report.argv
+    assert "fit" in report.runs[0], list(report.runs[0])
+    with pytest.raises(gangway.ReplayArgumentError, match="settings"):
+        gangway.replay(settings={"widen_after_s": 1}, echo=False)
+    with pytest.raises(gangway.ReplayArgumentError, match="settings"):
+        gangway.replay(settings={"locality.widen_after_s": object()}, echo=False)
