@@ -158,9 +158,7 @@ impl Wiring {
                 let gives_table = *arg == shim.instance
                     || matches!(at(&self.core_instances, *arg),
                     Some(CoreInstance::Exports(exports)) if exports.iter().any(|(_, kind, i)| {
-                        *kind == wasmparser::ExternalKind::Table
-                            && at(&self.core_tables, *i).cloned().flatten()
-                                == Some(CoreExport { instance: shim.instance, name: shim.shape.table.clone() })
+                        *kind == wasmparser::ExternalKind::Table && self.is_shim_table(shim, *i)
                     }));
                 if gives_table && Some(index) != fixup {
                     return Err(Decline(format!(
@@ -202,82 +200,105 @@ impl Wiring {
         memory: &str,
         helpers: &Helpers,
     ) -> Checked<()> {
-        match func {
-            CoreFunc::Lower { func, options } => {
+        let lowered = match func {
+            CoreFunc::Export(CoreExport { instance, name }) => match &helpers.shim {
+                Some(shim) if shim.instance == *instance => {
+                    self.through_shim(what, name, shim, helpers.fixup.as_ref(), main)?
+                }
+                _ => None,
+            },
+            lowered => Some(lowered),
+        };
+        match lowered {
+            Some(CoreFunc::Lower { func, options }) => {
                 self.check_lower(what, *func, options, main, memory)
-            }
-            CoreFunc::Export(CoreExport { instance, name })
-                if helpers
-                    .shim
-                    .as_ref()
-                    .is_some_and(|s| s.instance == *instance) =>
-            {
-                let Some(shim) = &helpers.shim else {
-                    return Err(Decline(format!("{what} has no shim")));
-                };
-                let (slot, sig) = shim.shape.trampoline(name).ok_or_else(|| {
-                    Decline(format!(
-                        "{what} is the shim's export {name}, not a trampoline"
-                    ))
-                })?;
-                if !sig.is_log() {
-                    return Err(Decline(format!(
-                        "{what} calls the shim's table with another type than log's"
-                    )));
-                }
-                let fixup = helpers
-                    .fixup
-                    .as_ref()
-                    .ok_or_else(|| Decline(format!("{what} goes through a table nothing fills")))?;
-                if fixup.instance < main.instance {
-                    return Err(Decline(format!(
-                        "{what} goes through a table filled before the main module exists"
-                    )));
-                }
-                if fixup
-                    .shape
-                    .last_slot()
-                    .is_some_and(|last| last >= shim.shape.size)
-                {
-                    return Err(Decline::new(
-                        "the fixup writes past the end of the shim's table (instantiation traps)",
-                    ));
-                }
-                let (table_module, table_name) = &fixup.shape.table;
-                let table_arg = arg(&fixup.args, table_module);
-                let fills_shim = table_arg.is_some_and(|a| {
-                    matches!(at(&self.core_instances, a),
-                        Some(CoreInstance::Exports(exports)) if exports.iter().rev().find(|(n, kind, _)| {
-                            n == table_name && *kind == wasmparser::ExternalKind::Table
-                        }).is_some_and(|(_, _, i)| at(&self.core_tables, *i).cloned().flatten()
-                            == Some(CoreExport { instance: shim.instance, name: shim.shape.table.clone() })))
-                });
-                if !fills_shim {
-                    return Err(Decline::new(
-                        "the fixup fills another table than the shim's",
-                    ));
-                }
-                let (module, field) = fixup.shape.slot(*slot).ok_or_else(|| {
-                    Decline(format!(
-                        "{what} goes through table slot {slot}, which nothing fills"
-                    ))
-                })?;
-                let placed = arg(&fixup.args, module)
-                    .and_then(|a| self.instance_func(a, field))
-                    .ok_or_else(|| Decline(format!("the fixup's import {module}.{field} is not a function the component defines")))?;
-                match placed {
-                    CoreFunc::Lower { func, options } => {
-                        self.check_lower(what, *func, options, main, memory)
-                    }
-                    _ => Err(Decline(format!(
-                        "{what} reaches a core function in table slot {slot}, not the lowered log"
-                    ))),
-                }
             }
             _ => Err(Decline(format!(
                 "{what} is bound to a core function, not the lowered log"
             ))),
         }
+    }
+
+    /// The core function the shim's trampoline `name` reaches once the
+    /// fixup has filled the shim's table, checked to be filled in time.
+    fn through_shim<'w>(
+        &'w self,
+        what: &str,
+        name: &str,
+        shim: &Helper<Shim>,
+        fixup: Option<&Helper<Fixup>>,
+        main: &Lifted,
+    ) -> Checked<Option<&'w CoreFunc>> {
+        let (slot, sig) = shim.shape.trampoline(name).ok_or_else(|| {
+            Decline(format!(
+                "{what} is the shim's export {name}, not a trampoline"
+            ))
+        })?;
+        if !sig.is_log() {
+            return Err(Decline(format!(
+                "{what} calls the shim's table with another type than log's"
+            )));
+        }
+        let fixup =
+            fixup.ok_or_else(|| Decline(format!("{what} goes through a table nothing fills")))?;
+        if fixup.instance < main.instance {
+            return Err(Decline(format!(
+                "{what} goes through a table filled before the main module exists"
+            )));
+        }
+        if fixup
+            .shape
+            .last_slot()
+            .is_some_and(|last| last >= shim.shape.size)
+        {
+            return Err(Decline::new(
+                "the fixup writes past the end of the shim's table (instantiation traps)",
+            ));
+        }
+        let (table_module, table_name) = &fixup.shape.table;
+        let fills_shim = arg(&fixup.args, table_module)
+            .and_then(|a| self.instance_table(a, table_name))
+            .is_some_and(|table| self.is_shim_table(shim, table));
+        if !fills_shim {
+            return Err(Decline::new(
+                "the fixup fills another table than the shim's",
+            ));
+        }
+        let (module, field) = fixup.shape.slot(*slot).ok_or_else(|| {
+            Decline(format!(
+                "{what} goes through table slot {slot}, which nothing fills"
+            ))
+        })?;
+        let placed = arg(&fixup.args, module)
+            .and_then(|a| self.instance_func(a, field))
+            .ok_or_else(|| {
+                Decline(format!(
+                    "the fixup's import {module}.{field} is not a function the component defines"
+                ))
+            })?;
+        Ok(Some(placed))
+    }
+
+    /// Export `name` of the exports instance `instance`, as a core table
+    /// index.
+    fn instance_table(&self, instance: u32, name: &str) -> Option<u32> {
+        let CoreInstance::Exports(exports) = at(&self.core_instances, instance)? else {
+            return None;
+        };
+        exports
+            .iter()
+            .rev()
+            .find(|(n, kind, _)| n == name && *kind == wasmparser::ExternalKind::Table)
+            .map(|(_, _, index)| *index)
+    }
+
+    /// Whether core table `table` is the shim's table.
+    fn is_shim_table(&self, shim: &Helper<Shim>, table: u32) -> bool {
+        at(&self.core_tables, table).cloned().flatten()
+            == Some(CoreExport {
+                instance: shim.instance,
+                name: shim.shape.table.clone(),
+            })
     }
 
     /// Checks a `canon lower` that serves the main module's `log`: of the
