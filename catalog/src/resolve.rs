@@ -6,7 +6,9 @@ use std::collections::HashMap;
 
 use gangway_core::Slot;
 use gangway_core::policy::{BoxedBackend, PolicySet};
-use gangway_core::wasm::{Budget, PolicyEngine, PolicyModule, SandboxConfig};
+use gangway_core::wasm::{
+    Budget, LoadLimits, PolicyEngine, PolicyModule, SandboxConfig, WasmErrorKind,
+};
 use gangway_plugin_sdk::with_slot;
 
 use crate as catalog;
@@ -143,9 +145,21 @@ impl Loader {
     pub fn with_fuel_per_backend(
         fuel_per_backend: Option<u64>,
     ) -> Result<Loader, PolicyResolveError> {
+        Loader::with_limits(fuel_per_backend, LoadLimits::default())
+    }
+
+    /// A loader as [`Loader::with_fuel_per_backend`] whose modules are held
+    /// to `limits` before they compile, e.g.
+    /// [`LoadLimits::for_interpreters`] for Python policies built with
+    /// componentize-py.
+    pub fn with_limits(
+        fuel_per_backend: Option<u64>,
+        limits: LoadLimits,
+    ) -> Result<Loader, PolicyResolveError> {
         let engine = PolicyEngine::new(SandboxConfig {
             budget: Budget::Fuel(Budget::DEFAULT_FUEL),
             fuel_per_backend,
+            limits,
             ..SandboxConfig::default()
         })
         .map_err(|e| PolicyResolveError::Module(e.to_string()))?;
@@ -164,10 +178,18 @@ impl Loader {
         if let Some(m) = self.modules.get(name) {
             return Ok(m.clone());
         }
-        let m = self
-            .engine
-            .load(name, bytes)
-            .map_err(|e| PolicyResolveError::Module(e.to_string()))?;
+        let large = self.engine.config().limits == LoadLimits::for_interpreters();
+        let m = self.engine.load(name, bytes).map_err(|e| {
+            let hint = match e.kind {
+                WasmErrorKind::TooLarge { .. } if !large => {
+                    " (a module that carries an interpreter, such as a Python policy built \
+                     with componentize-py, needs the large-policy limits: `replay \
+                     --large-policies`, `large_policies=True` from Python)"
+                }
+                _ => "",
+            };
+            PolicyResolveError::Module(format!("{e}{hint}"))
+        })?;
         self.modules.insert(name.to_string(), m.clone());
         Ok(m)
     }

@@ -162,6 +162,7 @@ class Scheduler:
         policies: Optional[str] = None,
         placement: Optional[str] = None,
         policy_fuel: Optional[int] = None,
+        large_policies: bool = False,
     ) -> None: ...
     @property
     def topology(self) -> Topology: ...

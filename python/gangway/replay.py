@@ -135,6 +135,7 @@ _KINDS: Dict[str, str] = dict(
     native="flag", quotas="str", round_interval="positive",
     server_mtbf_hours="number", placement="str", view_window="count",
     restart_s="count", checkpoint_s="count", policy_fuel="count",
+    large_policies="flag",
     no_plots="flag", jobs_csv="flag", without="strs", verbose="count",
     settings="settings", fit="str",
 )
@@ -231,6 +232,7 @@ def replay(
     restart_s: Optional[int] = None,
     checkpoint_s: Optional[int] = None,
     policy_fuel: Optional[int] = None,
+    large_policies: Optional[bool] = None,
     settings: Optional[Dict[str, Any]] = None,
     fit: Optional[str] = None,
     without: Optional[List[str]] = None,
@@ -294,7 +296,8 @@ def replay(
         defragment=defragment, config=config, quotas=quotas,
         round_interval=round_interval, server_mtbf_hours=server_mtbf_hours,
         placement=placement, view_window=view_window, restart_s=restart_s,
-        checkpoint_s=checkpoint_s, policy_fuel=policy_fuel, without=without,
+        checkpoint_s=checkpoint_s, policy_fuel=policy_fuel,
+        large_policies=large_policies, without=without,
         jobs_csv=jobs_csv, no_plots=no_plots, verbose=verbose, settings=settings,
         fit=fit,
     )

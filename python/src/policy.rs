@@ -8,7 +8,7 @@ use gangway_catalog as catalog;
 use gangway_catalog::handles::SlotHandles;
 use gangway_core::Slot;
 use gangway_core::policy::{PolicySet, SlotEvent, SlotStatus};
-use gangway_core::wasm::{Budget, PolicyEngine, PolicyModule, SandboxConfig};
+use gangway_core::wasm::{Budget, LoadLimits, PolicyEngine, PolicyModule, SandboxConfig};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -115,16 +115,20 @@ pub(crate) struct Slots {
     engine: Option<PolicyEngine>,
     /// The fuel a module may use in one slot over the scheduler's life.
     fuel_per_backend: Option<u64>,
+    /// The bounds modules are held to before they compile.
+    limits: LoadLimits,
 }
 
 impl Slots {
     /// Handles on every slot of `set` (which the scheduler then owns), its
-    /// modules each allowed `fuel_per_backend` in a slot.
-    pub(crate) fn of(set: &PolicySet, fuel_per_backend: Option<u64>) -> Slots {
+    /// modules each allowed `fuel_per_backend` in a slot and held to
+    /// `limits`.
+    pub(crate) fn of(set: &PolicySet, fuel_per_backend: Option<u64>, limits: LoadLimits) -> Slots {
         Slots {
             handles: SlotHandles::of(set),
             engine: None,
             fuel_per_backend,
+            limits,
         }
     }
 
@@ -134,6 +138,7 @@ impl Slots {
             let engine = PolicyEngine::new(SandboxConfig {
                 budget: Budget::Fuel(Budget::DEFAULT_FUEL),
                 fuel_per_backend: self.fuel_per_backend,
+                limits: self.limits,
                 ..SandboxConfig::default()
             })
             .map_err(errors::policy)?;

@@ -4,6 +4,7 @@
 use std::sync::{Mutex, MutexGuard};
 
 use gangway_core::policy::PolicySet;
+use gangway_core::wasm::LoadLimits;
 use gangway_core::{
     AttemptEnd, FailureClass, FinalStatus, JobSpec, JobState, PlacementStrategy, RetryAction,
     Scheduler, ServerId, WaitReason,
@@ -250,14 +251,18 @@ impl PyScheduler {
     /// use in one slot over the scheduler's life (calls and instantiations;
     /// the default, 10^12 units, is about a minute of guest CPU); past it
     /// the module's calls fail, the slot's fallback decides and the module
-    /// is quarantined. 0: no bound.
+    /// is quarantined. 0: no bound. `large_policies=True` lets modules that
+    /// carry an interpreter load (a Python policy built with
+    /// `gangway.componentize`: up to 64 MiB, compiled once into the module
+    /// cache).
     #[new]
-    #[pyo3(signature = (topology, policies = None, placement = None, policy_fuel = None))]
+    #[pyo3(signature = (topology, policies = None, placement = None, policy_fuel = None, large_policies = false))]
     fn new(
         topology: &PyTopology,
         policies: Option<&str>,
         placement: Option<&str>,
         policy_fuel: Option<u64>,
+        large_policies: bool,
     ) -> PyResult<Self> {
         let (set, strategy) = match policies {
             Some(name) => {
@@ -272,7 +277,12 @@ impl PyScheduler {
         };
         let fuel =
             policy_fuel.unwrap_or(gangway_catalog::resolve::Loader::DEFAULT_FUEL_PER_BACKEND);
-        let slots = Slots::of(&set, (fuel > 0).then_some(fuel));
+        let limits = if large_policies {
+            LoadLimits::for_interpreters()
+        } else {
+            LoadLimits::default()
+        };
+        let slots = Slots::of(&set, (fuel > 0).then_some(fuel), limits);
         let mut sched = Scheduler::with_policies(topology.inner.clone(), set);
         sched.set_placement_strategy(strategy);
         Ok(PyScheduler {

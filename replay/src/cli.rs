@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use clap::Parser;
+use gangway_core::wasm::LoadLimits;
 use gangway_core::{PlacementStrategy, RackGrouping, Topology, TopologyError};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -147,6 +148,12 @@ pub struct Cli {
     /// policies use at most a twentieth of it.
     #[arg(long, default_value_t = policies::Loader::DEFAULT_FUEL_PER_BACKEND)]
     pub policy_fuel: u64,
+    /// Allow policy modules that carry an interpreter, such as a Python
+    /// policy built with componentize-py (`python -m gangway.componentize`):
+    /// up to 64 MiB and 128 core instances, compiled for up to 5 minutes
+    /// (once; the module cache keeps it), instead of 4 MiB and 16.
+    #[arg(long)]
+    pub large_policies: bool,
     /// Skip the SVG plots.
     #[arg(long)]
     pub no_plots: bool,
@@ -888,8 +895,13 @@ pub fn run_observed(
     })?;
     let mut runs = Vec::new();
     let mut written = Vec::new();
+    let limits = if cli.large_policies {
+        LoadLimits::for_interpreters()
+    } else {
+        LoadLimits::default()
+    };
     let mut loader =
-        policies::Loader::with_fuel_per_backend((cli.policy_fuel > 0).then_some(cli.policy_fuel))?;
+        policies::Loader::with_limits((cli.policy_fuel > 0).then_some(cli.policy_fuel), limits)?;
     for choice in &choices {
         let mut choice = choice.clone();
         if let Some(p) = cli.placement {

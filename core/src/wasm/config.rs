@@ -59,13 +59,17 @@ pub struct LoadLimits {
     /// The longest compilation may take; past it the load fails (the
     /// compiler thread is abandoned and finishes on its own).
     pub compile_time: Duration,
+    /// The most core module instances a component may create (a Rust
+    /// policy has 3 or 4; a Python policy built with componentize-py, whose
+    /// interpreter is dynamically linked from many modules, about 40).
+    pub core_instances: u32,
 }
 
 impl Default for LoadLimits {
     /// Generous for real policies (the built-in ones are 40-250 KB, with at
     /// most a few hundred locals in a function), far below what makes
     /// compilation slow: 4 MiB, 20,000 functions, 256 KiB per function,
-    /// 2,000 locals per function, 30 s.
+    /// 2,000 locals per function, 30 s, 16 core instances.
     fn default() -> Self {
         LoadLimits {
             module_bytes: 4 << 20,
@@ -73,6 +77,34 @@ impl Default for LoadLimits {
             function_bytes: 256 << 10,
             locals: 2_000,
             compile_time: Duration::from_secs(30),
+            core_instances: 16,
+        }
+    }
+}
+
+impl LoadLimits {
+    /// Bounds for policies that carry an interpreter, such as a Python
+    /// policy built with componentize-py (CPython in about 18 MB, 10,600
+    /// functions in its largest module, one of 430 KB, about 40 core
+    /// instances; about 6 s to compile on two cores, once with the module
+    /// cache): 64 MiB, 50,000 functions, 1 MiB per function, 4,000 locals,
+    /// 300 s, 128 core instances. An operator opts into them (replay's
+    /// `--large-policies`), as they let a module make the host compile for
+    /// minutes.
+    ///
+    /// ```
+    /// use gangway_core::wasm::LoadLimits;
+    /// let large = LoadLimits::for_interpreters();
+    /// assert!(large.module_bytes > LoadLimits::default().module_bytes);
+    /// ```
+    pub fn for_interpreters() -> Self {
+        LoadLimits {
+            module_bytes: 64 << 20,
+            functions: 50_000,
+            function_bytes: 1 << 20,
+            locals: 4_000,
+            compile_time: Duration::from_secs(300),
+            core_instances: 128,
         }
     }
 }

@@ -52,7 +52,8 @@ pub(crate) fn check_version(name: &str, version: &str) -> Result<(), WasmErrorKi
 /// The WebAssembly features a policy may use: the core language of
 /// wasm32-unknown-unknown as Rust and C compilers emit it (mutable globals,
 /// sign extension, saturating conversions, multi-value, bulk memory,
-/// reference types, SIMD) and the component model (`GC_TYPES` only enables
+/// reference types, SIMD, and the extended constant expressions that
+/// dynamically linked modules such as componentize-py's use) and the component model (`GC_TYPES` only enables
 /// the `funcref` tables components use, not garbage collection). Not: multiple memories,
 /// 64-bit memories, threads and shared memory, exceptions, garbage
 /// collection, tail calls, stack switching, or the component model's async
@@ -66,6 +67,7 @@ pub(crate) fn features() -> WasmFeatures {
         | WasmFeatures::BULK_MEMORY
         | WasmFeatures::REFERENCE_TYPES
         | WasmFeatures::SIMD
+        | WasmFeatures::EXTENDED_CONST
         | WasmFeatures::FLOATS
         | WasmFeatures::GC_TYPES
         | WasmFeatures::COMPONENT_MODEL

@@ -95,7 +95,8 @@ impl PolicyEngine {
             .wasm_multi_memory(false)
             .wasm_memory64(false)
             .wasm_tail_call(false)
-            .wasm_relaxed_simd(false);
+            .wasm_relaxed_simd(false)
+            .wasm_extended_const(true);
         let engine_err =
             |e: wasmtime::Error| WasmError::engine(WasmErrorKind::Engine(e.to_string()));
         let engine = Engine::new(&wt).map_err(engine_err)?;
@@ -405,6 +406,7 @@ fn check_limits(bytes: &[u8], limits: &LoadLimits) -> Result<(), WasmErrorKind> 
     }
     let mut module = 0u32;
     let mut function = 0u32;
+    let mut core_instances = 0u64;
     for payload in Parser::new(0).parse_all(bytes) {
         let Ok(payload) = payload else {
             // The validator names the problem.
@@ -414,6 +416,16 @@ fn check_limits(bytes: &[u8], limits: &LoadLimits) -> Result<(), WasmErrorKind> 
             Payload::ModuleSection { .. } => {
                 module += 1;
                 function = 0;
+            }
+            Payload::InstanceSection(reader) => {
+                core_instances = core_instances.saturating_add(u64::from(reader.count()));
+                if core_instances > u64::from(limits.core_instances) {
+                    return too_large(
+                        "the core instances of the component".into(),
+                        core_instances,
+                        u64::from(limits.core_instances),
+                    );
+                }
             }
             Payload::FunctionSection(reader) if reader.count() > limits.functions => {
                 return too_large(

@@ -38,6 +38,7 @@ impl HostState {
                 memory_cap: config.memory_bytes,
                 memory: 0,
                 table_elements: 0,
+                instances: usize::try_from(config.limits.core_instances).unwrap_or(usize::MAX),
             },
             module: Arc::from(module),
             logs_left: config.log_messages_per_call,
@@ -73,6 +74,9 @@ struct Limits {
     memory: u64,
     /// Table elements the instance has (all tables).
     table_elements: u64,
+    /// The most core instances a component may create
+    /// ([`super::LoadLimits::core_instances`]).
+    instances: usize,
 }
 
 /// Most table elements an instance may have, all tables together.
@@ -131,7 +135,7 @@ impl ResourceLimiter for Limits {
     }
 
     fn instances(&self) -> usize {
-        16
+        self.instances
     }
 
     fn tables(&self) -> usize {
