@@ -132,6 +132,12 @@ impl Loader {
     /// 20,000 jobs).
     pub const DEFAULT_FUEL_PER_BACKEND: u64 = 1_000_000_000_000;
 
+    /// The default fuel per module and slot over a run for modules that
+    /// carry an interpreter (`LoadLimits::for_interpreters`): a hundred
+    /// times [`Loader::DEFAULT_FUEL_PER_BACKEND`], as for each call
+    /// (`Budget::INTERPRETER_FUEL`).
+    pub const INTERPRETER_FUEL_PER_BACKEND: u64 = 100 * Loader::DEFAULT_FUEL_PER_BACKEND;
+
     /// A loader with a deterministic fuel budget per call (replays reproduce
     /// exactly), [`Loader::DEFAULT_FUEL_PER_BACKEND`] over a run, and the
     /// default memory cap.
@@ -157,7 +163,7 @@ impl Loader {
         limits: LoadLimits,
     ) -> Result<Loader, PolicyResolveError> {
         let engine = PolicyEngine::new(SandboxConfig {
-            budget: Budget::Fuel(Budget::DEFAULT_FUEL),
+            budget: Budget::for_limits(&limits),
             fuel_per_backend,
             limits,
             ..SandboxConfig::default()
@@ -184,7 +190,8 @@ impl Loader {
                 WasmErrorKind::TooLarge { .. } if !large => {
                     " (a module that carries an interpreter, such as a Python policy built \
                      with componentize-py, needs the large-policy limits: `replay \
-                     --large-policies`, `large_policies=True` from Python)"
+                     --large-policies`, `policy-check --large-policies`, `large_policies=True` from \
+                     Python)"
                 }
                 _ => "",
             };

@@ -4,6 +4,8 @@ from os import PathLike
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 __version__: str
+#: The contract's WIT (plugin-sdk/wit/policy.wit), for ``python -m gangway.componentize``.
+POLICY_WIT: str
 
 class GangwayError(Exception):
     """Base of every error Gangway raises."""
@@ -47,6 +49,14 @@ def calibrate_json(
 
 def check_policy(slot: str, policy: Any, cases: int = 64, scenarios: int = 4, seed: int = 1) -> Optional[str]:
     """Runs the conformance kit on a Python policy; None if it passed, else the finding."""
+
+def wire_samples(slot_name: str, cases: int = 32, seed: int = 1) -> List[Tuple[bytes, bytes]]:
+    """Seeded views of the slot from the conformance kit with the built-in
+    policy's decision for each, as the SDK's postcard bytes."""
+
+def wire_reencode(slot_name: str, kind: str, data: bytes) -> bytes:
+    """The SDK's reading of ``data`` (``kind``: "view" or "decision"),
+    written again; raises PolicyError if it does not read."""
 
 def presets() -> List[str]:
     """The names of the presets in the built-in catalog."""

@@ -13,12 +13,18 @@ mod py_policy;
 mod replay;
 mod scheduler;
 mod topology;
+mod wire;
 
 /// Replay, the scheduler and policy modules of Gangway (Rust, through PyO3).
 #[pymodule]
 #[pyo3(name = "_native")]
 fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
+    // Python's process is not ours: Ray's driver, for one, installs its own
+    // SIGILL and SIGSEGV handlers when `ray.init` runs, after which a
+    // guest's trap that relied on wasmtime's handlers would kill the
+    // interpreter. Every engine this module makes checks explicitly.
+    gangway_core::wasm::set_signal_traps_default(false);
     m.add_function(wrap_pyfunction!(replay::replay_json, m)?)?;
     m.add_function(wrap_pyfunction!(replay::replay_help, m)?)?;
     m.add_function(wrap_pyfunction!(replay::calibrate_json, m)?)?;
@@ -27,6 +33,8 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(policy::policy_module_names, m)?)?;
     m.add_function(wrap_pyfunction!(policy::policy_module, m)?)?;
     m.add_function(wrap_pyfunction!(policy::check_policy, m)?)?;
+    m.add_function(wrap_pyfunction!(wire::wire_samples, m)?)?;
+    m.add_function(wrap_pyfunction!(wire::wire_reencode, m)?)?;
     m.add_class::<topology::PyTopology>()?;
     m.add_class::<topology::PyTopologyBuilder>()?;
     m.add_class::<topology::PyServer>()?;
@@ -34,5 +42,10 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<scheduler::PyRound>()?;
     m.add_class::<scheduler::PyStart>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // The contract's WIT, for `python -m gangway.componentize`.
+    m.add(
+        "POLICY_WIT",
+        include_str!("../../plugin-sdk/wit/policy.wit"),
+    )?;
     Ok(())
 }

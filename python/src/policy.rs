@@ -8,7 +8,9 @@ use gangway_catalog as catalog;
 use gangway_catalog::handles::SlotHandles;
 use gangway_core::Slot;
 use gangway_core::policy::{PolicySet, SlotEvent, SlotStatus};
-use gangway_core::wasm::{Budget, LoadLimits, PolicyEngine, PolicyModule, SandboxConfig};
+use gangway_core::wasm::{
+    Budget, LoadLimits, PolicyEngine, PolicyModule, SandboxConfig, WasmErrorKind,
+};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -136,7 +138,7 @@ impl Slots {
         if self.engine.is_none() {
             // Fuel, not a deadline: the same decisions on every machine.
             let engine = PolicyEngine::new(SandboxConfig {
-                budget: Budget::Fuel(Budget::DEFAULT_FUEL),
+                budget: Budget::for_limits(&self.limits),
                 fuel_per_backend: self.fuel_per_backend,
                 limits: self.limits,
                 ..SandboxConfig::default()
@@ -162,7 +164,17 @@ impl Slots {
             }
             PolicyArg::Text(_) | PolicyArg::Object(_) => return Ok(None),
         };
-        let module = self.engine()?.load(&name, &bytes).map_err(errors::policy)?;
+        let large = self.limits == LoadLimits::for_interpreters();
+        let module = self.engine()?.load(&name, &bytes).map_err(|e| {
+            let hint = match e.kind {
+                WasmErrorKind::TooLarge { .. } if !large => {
+                    " (a module that carries an interpreter, such as a Python policy built \
+                     with gangway.componentize, loads in Scheduler(..., large_policies=True))"
+                }
+                _ => "",
+            };
+            errors::PolicyError::new_err(format!("{e}{hint}"))
+        })?;
         if !module.slots().contains(&slot) {
             return Err(errors::PolicyError::new_err(format!(
                 "{name} does not implement the {slot} slot (it implements {:?})",

@@ -1,7 +1,9 @@
 //! Policies written in Python, run natively: a Python object fills a slot of
 //! the scheduler like any other backend. Each call hands the slot's view to
-//! `gangway.policy._call` as JSON (serde's form of the SDK's types), which
-//! gives the policy the view as objects and returns its decision as JSON;
+//! `gangway.policy._call` as postcard bytes (the wire format of every
+//! host), which reads them with the package's pure-Python codec
+//! (`gangway.wire`, the same one a componentized Python policy runs),
+//! gives the policy the view as objects and returns its decision's bytes;
 //! the scheduler validates the decision by the slot's rules, and a policy
 //! that raises, answers what does not decode or breaks a rule falls back
 //! to the built-in policy for that round and is quarantined after repeated
@@ -9,8 +11,9 @@
 
 use gangway_catalog::handles::BackendFactory;
 use gangway_core::policy::{Backend, BoxedBackend, PolicyError, PolicyErrorKind};
-use gangway_plugin_sdk::{Manifest, QueueOrder, RunningScope, SlotContract};
+use gangway_plugin_sdk::{Manifest, QueueOrder, RunningScope, SlotContract, wire};
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 
 /// A slot backend calling a Python policy object.
 pub(crate) struct PyBackend<S> {
@@ -36,15 +39,15 @@ impl<S: SlotContract> Backend<S> for PyBackend<S> {
     }
 
     fn decide(&mut self, view: &S::View) -> Result<S::Decision, PolicyError> {
-        let view = serde_json::to_string(view)
-            .map_err(|e| self.error(PolicyErrorKind::Abi(format!("view does not encode: {e}"))))?;
-        let answer = Python::attach(|py| -> PyResult<String> {
+        let view_bytes = wire::encode_view::<S>(view);
+        let answer = Python::attach(|py| -> PyResult<Vec<u8>> {
             let call = py.import("gangway.policy")?.getattr("_call")?;
-            call.call1((self.policy.clone_ref(py), S::NAME, S::CALL, view))?
+            let bytes = PyBytes::new(py, &view_bytes);
+            call.call1((self.policy.clone_ref(py), S::NAME, bytes))?
                 .extract()
         })
         .map_err(|e| self.error(PolicyErrorKind::Refused(format!("raised {e}"))))?;
-        serde_json::from_str(&answer).map_err(|e| {
+        S::decode_decision(&answer, view).map_err(|e| {
             self.error(PolicyErrorKind::Decode(format!(
                 "the {} decision does not read: {e}",
                 S::NAME
@@ -75,7 +78,7 @@ impl BackendFactory for PyFactory {
 /// What a Python policy declares beside its decisions: its `queue_order`
 /// (`"All"`, `"Submit"`, `"Smallest"` or `{"AttainedBands": [...]}`: a
 /// fairness policy that follows it sees only each VC's first jobs in that
-/// order) and `running` (`"All"` or `"Borrowing"`, for reclaim). Missing or
+/// order) and `running` (`"All"` or `"Borrowed"`, for reclaim). Missing or
 /// unreadable attributes keep the defaults (every job).
 fn manifest_of(policy: &Bound<'_, PyAny>) -> Manifest {
     fn read<T: serde::de::DeserializeOwned>(policy: &Bound<'_, PyAny>, attr: &str) -> Option<T> {

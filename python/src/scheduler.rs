@@ -254,7 +254,8 @@ impl PyScheduler {
     /// is quarantined. 0: no bound. `large_policies=True` lets modules that
     /// carry an interpreter load (a Python policy built with
     /// `gangway.componentize`: up to 64 MiB, compiled once into the module
-    /// cache).
+    /// cache, with a hundred times the default fuel per call and, unless
+    /// `policy_fuel` is given, per slot).
     #[new]
     #[pyo3(signature = (topology, policies = None, placement = None, policy_fuel = None, large_policies = false))]
     fn new(
@@ -275,8 +276,11 @@ impl PyScheduler {
             Some(p) => placement_strategy(p)?,
             None => strategy,
         };
-        let fuel =
-            policy_fuel.unwrap_or(gangway_catalog::resolve::Loader::DEFAULT_FUEL_PER_BACKEND);
+        let fuel = policy_fuel.unwrap_or(if large_policies {
+            gangway_catalog::resolve::Loader::INTERPRETER_FUEL_PER_BACKEND
+        } else {
+            gangway_catalog::resolve::Loader::DEFAULT_FUEL_PER_BACKEND
+        });
         let limits = if large_policies {
             LoadLimits::for_interpreters()
         } else {

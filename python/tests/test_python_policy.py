@@ -16,11 +16,11 @@ class SmallestFirst:
 
 
 class ListsAJobTwice:
-    """Fairness, broken: repeats the first job."""
+    """Fairness, broken: lists the first job again in place of the last."""
 
     def order(self, view):
         ids = [j.id for j in view.jobs]
-        return {"order": [{"job": i, "eligible": True} for i in ids + ids[:1]]}
+        return {"order": [{"job": i, "eligible": True} for i in ids[:-1] + ids[:1]]}
 
 
 class Raises:

@@ -151,7 +151,9 @@ pub struct Cli {
     /// Allow policy modules that carry an interpreter, such as a Python
     /// policy built with componentize-py (`python -m gangway.componentize`):
     /// up to 64 MiB and 128 core instances, compiled for up to 5 minutes
-    /// (once; the module cache keeps it), instead of 4 MiB and 16.
+    /// (once; the module cache keeps it), instead of 4 MiB and 16; each
+    /// call gets a hundred times the default fuel, and so does the run
+    /// unless `--policy-fuel` is given.
     #[arg(long)]
     pub large_policies: bool,
     /// Skip the SVG plots.
@@ -900,8 +902,15 @@ pub fn run_observed(
     } else {
         LoadLimits::default()
     };
-    let mut loader =
-        policies::Loader::with_limits((cli.policy_fuel > 0).then_some(cli.policy_fuel), limits)?;
+    // Modules that carry an interpreter get a hundred times the default
+    // fuel, per call and per run, unless the run's bound was given.
+    let fuel =
+        if cli.large_policies && cli.policy_fuel == policies::Loader::DEFAULT_FUEL_PER_BACKEND {
+            policies::Loader::INTERPRETER_FUEL_PER_BACKEND
+        } else {
+            cli.policy_fuel
+        };
+    let mut loader = policies::Loader::with_limits((fuel > 0).then_some(fuel), limits)?;
     for choice in &choices {
         let mut choice = choice.clone();
         if let Some(p) = cli.placement {

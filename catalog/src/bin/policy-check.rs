@@ -16,7 +16,7 @@ use clap::{Parser, Subcommand};
 use gangway_catalog::new_policy;
 use gangway_catalog::policy_check::{CheckError, CheckOptions, check_module};
 use gangway_core::conformance;
-use gangway_core::wasm::{Budget, CallPath, SandboxConfig};
+use gangway_core::wasm::{Budget, CallPath, LoadLimits, SandboxConfig, WasmErrorKind};
 
 /// Check a Gangway policy module (a gangway:policy@2.x Wasm component, or a
 /// core module built with the SDK), or make a new policy crate.
@@ -51,6 +51,13 @@ struct Args {
     /// Memory cap per instance, in MiB.
     #[arg(long, default_value_t = 64)]
     memory_mib: u64,
+    /// Load a module that carries an interpreter (a Python policy built
+    /// with `python -m gangway.componentize`): the larger load limits of
+    /// `LoadLimits::for_interpreters` (64 MiB, 50,000 functions, 128 core
+    /// instances; compiling takes seconds) and, unless `--fuel` is given,
+    /// `Budget::INTERPRETER_FUEL` per call.
+    #[arg(long)]
+    large_policies: bool,
     /// Fail if the whole check takes longer than this many seconds.
     #[arg(long, default_value_t = 30)]
     time_limit_s: u64,
@@ -131,8 +138,18 @@ fn main() -> ExitCode {
         scenarios: args.scenarios,
         seed: args.seed,
         sandbox: SandboxConfig {
-            budget: Budget::Fuel(args.fuel.max(1)),
+            // A module that carries an interpreter gets the larger default.
+            budget: if args.large_policies && args.fuel == Budget::DEFAULT_FUEL {
+                Budget::Fuel(Budget::INTERPRETER_FUEL)
+            } else {
+                Budget::Fuel(args.fuel.max(1))
+            },
             memory_bytes: args.memory_mib.max(1) << 20,
+            limits: if args.large_policies {
+                LoadLimits::for_interpreters()
+            } else {
+                LoadLimits::default()
+            },
             ..SandboxConfig::default()
         },
         time_limit: Duration::from_secs(args.time_limit_s),
@@ -171,6 +188,14 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             println!("FAIL: {}", e.headline());
+            if matches!(&e, CheckError::Load(w) if matches!(w.kind, WasmErrorKind::TooLarge { .. }))
+                && !args.large_policies
+            {
+                println!(
+                    "  (a module that carries an interpreter, such as a Python policy built with \
+                     componentize-py, loads with --large-policies)"
+                );
+            }
             ExitCode::from(1)
         }
     }

@@ -1,6 +1,7 @@
 //! How a policy is boxed in: memory cap, CPU budget, stack, log limits, and
 //! the bounds on what a module may make the host compile.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// The CPU budget of one policy call.
@@ -25,6 +26,34 @@ impl Budget {
     /// hundred times what one call of a built-in policy over 1,000-1,600 jobs
     /// uses (1-3 million units).
     pub const DEFAULT_FUEL: u64 = 200_000_000;
+
+    /// The fuel budget of a call into a module that carries an interpreter
+    /// (hosts that load with [`LoadLimits::for_interpreters`]): a hundred
+    /// times [`Budget::DEFAULT_FUEL`]. A Python policy built with
+    /// componentize-py runs its policy in CPython inside the sandbox and
+    /// uses about that much more: about 200 million units for a
+    /// fairness view of 2,000 jobs.
+    pub const INTERPRETER_FUEL: u64 = 100 * Budget::DEFAULT_FUEL;
+
+    /// The per-call fuel budget for modules held to `limits`:
+    /// [`Budget::INTERPRETER_FUEL`] for [`LoadLimits::for_interpreters`],
+    /// else [`Budget::DEFAULT_FUEL`].
+    ///
+    /// ```
+    /// use gangway_core::wasm::{Budget, LoadLimits};
+    /// assert_eq!(Budget::for_limits(&LoadLimits::default()), Budget::Fuel(Budget::DEFAULT_FUEL));
+    /// assert_eq!(
+    ///     Budget::for_limits(&LoadLimits::for_interpreters()),
+    ///     Budget::Fuel(Budget::INTERPRETER_FUEL)
+    /// );
+    /// ```
+    pub fn for_limits(limits: &LoadLimits) -> Budget {
+        if limits.core_instances > LoadLimits::default().core_instances {
+            Budget::Fuel(Budget::INTERPRETER_FUEL)
+        } else {
+            Budget::Fuel(Budget::DEFAULT_FUEL)
+        }
+    }
 }
 
 impl Default for Budget {
@@ -171,6 +200,37 @@ pub struct SandboxConfig {
     /// off. An entry is used only if it is whole and made by an engine
     /// configured as this one; anything else is compiled again.
     pub module_cache: Option<std::path::PathBuf>,
+    /// Whether compiled code relies on the process's signal handlers for
+    /// traps (out-of-bounds memory through guard pages, `unreachable`,
+    /// division by zero), as wasmtime does by default, or checks
+    /// explicitly. Signal handlers belong to the whole process: a library
+    /// loaded later that installs its own without chaining (Ray's driver
+    /// does, for SIGILL and SIGSEGV) would turn a guest's trap into the
+    /// death of the host. Hosts that cannot rule that out turn it off
+    /// ([`set_signal_traps_default`]; the Python package does), at some
+    /// cost in guest speed. By default the process-wide setting, `true`
+    /// unless changed.
+    pub signal_traps: bool,
+}
+
+/// The process-wide default of [`SandboxConfig::signal_traps`].
+static SIGNAL_TRAPS: AtomicBool = AtomicBool::new(true);
+
+/// Sets whether engines whose configuration starts from
+/// [`SandboxConfig::default`] from now on rely on signal handlers for
+/// traps (see [`SandboxConfig::signal_traps`]). A host embedded in a
+/// process whose signal handlers it does not own (Python, a JVM) calls it
+/// with `false` before making its first engine.
+///
+/// ```
+/// use gangway_core::wasm::{SandboxConfig, set_signal_traps_default};
+/// set_signal_traps_default(false);
+/// assert!(!SandboxConfig::default().signal_traps);
+/// set_signal_traps_default(true);
+/// assert!(SandboxConfig::default().signal_traps);
+/// ```
+pub fn set_signal_traps_default(enabled: bool) {
+    SIGNAL_TRAPS.store(enabled, Ordering::Relaxed);
 }
 
 /// How the host enters a policy's code on each call.
@@ -207,6 +267,7 @@ impl Default for SandboxConfig {
             call_path: CallPath::default(),
             limits: LoadLimits::default(),
             module_cache: super::disk_cache::default_folder(),
+            signal_traps: SIGNAL_TRAPS.load(Ordering::Relaxed),
         }
     }
 }

@@ -96,7 +96,8 @@ impl PolicyEngine {
             .wasm_memory64(false)
             .wasm_tail_call(false)
             .wasm_relaxed_simd(false)
-            .wasm_extended_const(true);
+            .wasm_extended_const(true)
+            .signals_based_traps(config.signal_traps);
         let engine_err =
             |e: wasmtime::Error| WasmError::engine(WasmErrorKind::Engine(e.to_string()));
         let engine = Engine::new(&wt).map_err(engine_err)?;

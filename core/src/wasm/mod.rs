@@ -61,7 +61,7 @@ mod store;
 mod warm_up;
 mod wiring;
 
-pub use config::{Budget, CallPath, LoadLimits, SandboxConfig};
+pub use config::{Budget, CallPath, LoadLimits, SandboxConfig, set_signal_traps_default};
 pub use contract::CONTRACT_VERSION;
 pub use engine::PolicyEngine;
 pub use error::{WasmError, WasmErrorKind};

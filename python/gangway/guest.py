@@ -1,0 +1,85 @@
+"""The guest side of a Python policy compiled to a Wasm component.
+
+``python -m gangway.componentize`` generates an app module that calls
+:func:`export` for the policy's slot; componentize-py then compiles it
+with CPython into a component of the slot's world (``plugin-sdk/wit``).
+The export answers the host's calls as a Rust policy built with the SDK
+does:
+
+- ``init(config)`` makes the policy (its class called with no arguments),
+  hands it a non-empty configuration through ``configure(config: bytes)``
+  (a policy without that method refuses one), and answers the manifest of
+  its ``queue_order`` and ``running`` attributes;
+- each call decodes the view with :mod:`gangway.wire`, asks the policy
+  (the method named after the slot's call, or ``decide``) and encodes its
+  decision. An exception becomes the call's ``error``: the host falls back
+  for that round, as for any failing module.
+
+This module runs inside the component: it imports only :mod:`gangway.wire`
+and the bindings componentize-py generates.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from . import wire
+
+__all__ = ["export", "method_of"]
+
+
+def method_of(policy: Any, slot: str) -> Callable[[Any], Any]:
+    """The policy's method for ``slot``'s call (``order``, ``spread``,
+    ``on_blocked``, ``reclaim``, ``retry``, ``plan``), else ``decide``,
+    else the policy itself if it is a function."""
+    call = wire.SLOTS[slot]["call"].replace("-", "_")
+    method = getattr(policy, call, None) or getattr(policy, "decide", None)
+    if method is not None:
+        return method
+    if callable(policy):
+        return policy
+    raise TypeError(
+        f"a {slot} policy needs a method {call}(view) or decide(view), or must be a function"
+    )
+
+
+def _manifest(policy: Any) -> bytes:
+    return wire.encode_manifest(
+        getattr(policy, "queue_order", "All"), getattr(policy, "running", "All")
+    )
+
+
+def export(slot: str, make: Callable[[], Any], err: Callable[[str], BaseException]) -> type:
+    """The class componentize-py exports for ``slot``: its ``init`` makes
+    the policy with ``make()``, its call answers the slot's views. ``err``
+    makes the exception that componentize-py turns into the call's
+    ``error(message)``."""
+    call = wire.SLOTS[slot]["call"].replace("-", "_")
+    state: dict = {}
+
+    def init(self: Any, config: bytes) -> bytes:
+        try:
+            policy = make()
+            if config:
+                configure = getattr(policy, "configure", None)
+                if configure is None:
+                    raise ValueError(
+                        f"policy: {type(policy).__name__} takes no configuration "
+                        f"(it has no configure(config: bytes) method)"
+                    )
+                configure(bytes(config))
+            state["method"] = method_of(policy, slot)
+            return _manifest(policy)
+        except Exception as e:  # every failure is the call's error
+            raise err(f"{type(e).__name__}: {e}") from None
+
+    def answer(self: Any, view: bytes) -> bytes:
+        try:
+            method = state.get("method")
+            if method is None:
+                raise RuntimeError(f"{call} was called before init")
+            return wire.encode_decision(slot, method(wire.decode_view(slot, view)))
+        except Exception as e:
+            raise err(f"{type(e).__name__}: {e}") from None
+
+    return type(slot.capitalize(), (), {"init": init, call: answer})
