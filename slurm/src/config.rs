@@ -127,6 +127,12 @@ pub struct Config {
     /// quarantined until it is swapped. 0: no bound.
     #[serde(default = "default_policy_fuel_per_day")]
     pub policy_fuel_per_day: u64,
+    /// Load modules that carry an interpreter (a Python policy built with
+    /// `python -m gangway.componentize`) under `LoadLimits::for_interpreters`,
+    /// each call with `Budget::INTERPRETER_FUEL`; `policy_fuel_per_day`
+    /// still bounds a slot's day.
+    #[serde(default)]
+    pub large_policies: bool,
     /// Seconds Slurm may keep a launched job pending before it is cancelled
     /// and re-queued (a launch that counts against `max_attempts`).
     #[serde(default = "default_launch_timeout")]
@@ -311,6 +317,13 @@ mod tests {
         assert_eq!(cfg.vc[0].weight, 1);
         assert_eq!(cfg.preset, "philly");
         assert_eq!(cfg.socket(), Path::new("/base/st/gangway.sock"));
+        assert!(!cfg.large_policies);
+        let large = Config::parse(
+            "state_dir = \"st\"\nlarge_policies = true\n[[vc]]\nname = \"a\"\n",
+            "x.toml",
+            Path::new("/"),
+        );
+        assert!(large.unwrap().large_policies);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use gangway_core::policy::{PolicySet, SlotStatus};
-use gangway_core::wasm::{Budget, PolicyEngine, PolicyModule, SandboxConfig};
+use gangway_core::wasm::{Budget, LoadLimits, PolicyEngine, PolicyModule, SandboxConfig};
 use gangway_core::{PlacementStrategy, Slot};
 
 use super::SlurmError;
@@ -40,8 +40,14 @@ fn policy_err(e: impl std::fmt::Display) -> SlurmError {
 pub fn build(cfg: &Config) -> Result<(PolicySet, PlacementStrategy, Policies), SlurmError> {
     let preset = catalog::preset(&cfg.preset).map_err(policy_err)?;
     let set = preset.build_native().map_err(policy_err)?;
+    let limits = if cfg.large_policies {
+        LoadLimits::for_interpreters()
+    } else {
+        LoadLimits::default()
+    };
     let engine = PolicyEngine::new(SandboxConfig {
-        budget: Budget::Fuel(Budget::DEFAULT_FUEL),
+        budget: Budget::for_limits(&limits),
+        limits,
         fuel_per_backend: (cfg.policy_fuel_per_day > 0).then_some(cfg.policy_fuel_per_day),
         fuel_period: Some(std::time::Duration::from_secs(24 * 3600)),
         ..SandboxConfig::default()

@@ -191,9 +191,9 @@ fn main() -> ExitCode {
             if matches!(&e, CheckError::Load(w) if matches!(w.kind, WasmErrorKind::TooLarge { .. }))
                 && !args.large_policies
             {
-                println!(
-                    "  (a module that carries an interpreter, such as a Python policy built with \
-                     componentize-py, loads with --large-policies)"
+                eprintln!(
+                    "policy-check: a module that carries an interpreter, such as a Python policy built with \
+                     componentize-py, loads with --large-policies"
                 );
             }
             ExitCode::from(1)
