@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use gangway_core::Slot;
 use gangway_core::policy::{BoxedBackend, PolicySet};
 use gangway_core::wasm::{
-    Budget, LoadLimits, PolicyEngine, PolicyModule, SandboxConfig, WasmErrorKind,
+    Budget, LoadLimits, PolicyEngine, PolicyModule, SandboxConfig, WasmError, WasmErrorKind,
 };
 use gangway_plugin_sdk::with_slot;
 
@@ -184,18 +184,12 @@ impl Loader {
         if let Some(m) = self.modules.get(name) {
             return Ok(m.clone());
         }
-        let large = self.engine.config().limits == LoadLimits::for_interpreters();
         let m = self.engine.load(name, bytes).map_err(|e| {
-            let hint = match e.kind {
-                WasmErrorKind::TooLarge { .. } if !large => {
-                    " (a module that carries an interpreter, such as a Python policy built \
-                     with componentize-py, needs the large-policy limits: `replay \
-                     --large-policies`, `policy-check --large-policies`, `large_policies=True` from \
-                     Python)"
-                }
-                _ => "",
-            };
-            PolicyResolveError::Module(format!("{e}{hint}"))
+            let option = "`replay --large-policies` (`large_policies=True` from Python)";
+            match large_policy_hint(&e, &self.engine.config().limits, option) {
+                Some(hint) => PolicyResolveError::Module(format!("{e} ({hint})")),
+                None => PolicyResolveError::Module(e.to_string()),
+            }
         })?;
         self.modules.insert(name.to_string(), m.clone());
         Ok(m)
@@ -255,4 +249,31 @@ impl Loader {
         }
         Ok(set)
     }
+}
+
+/// For a load refused as too large under limits smaller than
+/// [`LoadLimits::for_interpreters`]: a sentence naming `option`, the host's
+/// way to load modules that carry an interpreter. `None` for any other
+/// error, or when those limits were already in force.
+///
+/// ```
+/// use gangway_catalog::resolve::large_policy_hint;
+/// use gangway_core::wasm::{LoadLimits, PolicyEngine, SandboxConfig};
+/// let engine = PolicyEngine::new(SandboxConfig {
+///     limits: LoadLimits { module_bytes: 8, ..LoadLimits::default() },
+///     ..SandboxConfig::default()
+/// })
+/// .unwrap();
+/// let refused = engine.load("big", b"\0asm\x01\0\0\0 more than eight bytes").unwrap_err();
+/// let hint = large_policy_hint(&refused, &engine.config().limits, "--large-policies");
+/// assert!(hint.unwrap().ends_with("loads with --large-policies"));
+/// ```
+pub fn large_policy_hint(error: &WasmError, limits: &LoadLimits, option: &str) -> Option<String> {
+    let large = limits.core_instances >= LoadLimits::for_interpreters().core_instances;
+    (matches!(error.kind, WasmErrorKind::TooLarge { .. }) && !large).then(|| {
+        format!(
+            "a module that carries an interpreter, such as a Python policy built with \
+             componentize-py, loads with {option}"
+        )
+    })
 }

@@ -305,20 +305,12 @@ def _container_reader(name: str) -> None:
     elif kind == "TUPLESTRUCT":
         _READERS[name] = _reader({"TUPLE": inner})
     elif kind == "STRUCT":
-        fields = [(field, _reader(fmt)) for field, fmt in _fields(inner)]
-
-        def struct_(data: bytes, pos: int) -> Tuple[Any, int]:
-            out = {}
-            for field, read in fields:
-                out[field], pos = read(data, pos)
-            return View(out), pos
-
-        _READERS[name] = struct_
+        _READERS[name] = _struct_reader(_fields(inner))
     elif kind == "ENUM":
         variants = {}
         for index, entry in inner.items():
             ((variant, vfmt),) = entry.items()
-            variants[int(index)] = (variant, _variant_reader(vfmt))
+            variants[int(index)] = (variant, _variant(vfmt, _reader, _struct_reader))
 
         def enum_(data: bytes, pos: int) -> Tuple[Any, int]:
             at = pos
@@ -337,24 +329,30 @@ def _container_reader(name: str) -> None:
         raise WireError(f"the schema's type {name} is a {kind}, which this codec does not know")
 
 
-def _variant_reader(vfmt: Any) -> Any:
+def _struct_reader(fields: List[Tuple[str, Any]]) -> _Reader:
+    readers = [(field, _reader(fmt)) for field, fmt in fields]
+
+    def struct_(data: bytes, pos: int) -> Tuple[Any, int]:
+        out = {}
+        for field, read in readers:
+            out[field], pos = read(data, pos)
+        return View(out), pos
+
+    return struct_
+
+
+def _variant(vfmt: Any, one: Callable[[Any], Any], struct_of: Callable[[Any], Any]) -> Any:
+    """A variant's reader or writer (``one`` makes it for a format,
+    ``struct_of`` for named fields); ``None`` for a unit variant."""
     if vfmt == "UNIT":
         return None
     ((kind, inner),) = vfmt.items()
     if kind == "NEWTYPE":
-        return _reader(inner)
+        return one(inner)
     if kind == "TUPLE":
-        return _reader({"TUPLE": inner})
+        return one({"TUPLE": inner})
     if kind == "STRUCT":
-        fields = [(field, _reader(fmt)) for field, fmt in _fields(inner)]
-
-        def struct_(data: bytes, pos: int) -> Tuple[Any, int]:
-            out = {}
-            for field, read in fields:
-                out[field], pos = read(data, pos)
-            return View(out), pos
-
-        return struct_
+        return struct_of(_fields(inner))
     raise WireError(f"the schema has a variant format this codec does not know: {vfmt!r}")
 
 
@@ -546,7 +544,7 @@ def _container_writer(name: str) -> None:
         variants = {}
         for index, entry in inner.items():
             ((variant, vfmt),) = entry.items()
-            variants[variant] = (int(index), _variant_writer(vfmt))
+            variants[variant] = (int(index), _variant(vfmt, _writer, _struct_writer))
 
         def enum_(value: Any, out: bytearray, at: str) -> None:
             if isinstance(value, enum.Enum):
@@ -588,19 +586,6 @@ def _struct_writer(fields: List[Tuple[str, Any]]) -> _Writer:
             write(_get(value, field, at), out, _join(at, field))
 
     return struct_
-
-
-def _variant_writer(vfmt: Any) -> Any:
-    if vfmt == "UNIT":
-        return None
-    ((kind, inner),) = vfmt.items()
-    if kind == "NEWTYPE":
-        return _writer(inner)
-    if kind == "TUPLE":
-        return _writer({"TUPLE": inner})
-    if kind == "STRUCT":
-        return _struct_writer(_fields(inner))
-    raise WireError(f"the schema has a variant format this codec does not know: {vfmt!r}")
 
 
 # ---------------------------------------------------------------- the API

@@ -8,9 +8,7 @@ use gangway_catalog as catalog;
 use gangway_catalog::handles::SlotHandles;
 use gangway_core::Slot;
 use gangway_core::policy::{PolicySet, SlotEvent, SlotStatus};
-use gangway_core::wasm::{
-    Budget, LoadLimits, PolicyEngine, PolicyModule, SandboxConfig, WasmErrorKind,
-};
+use gangway_core::wasm::{Budget, LoadLimits, PolicyEngine, PolicyModule, SandboxConfig};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -164,16 +162,12 @@ impl Slots {
             }
             PolicyArg::Text(_) | PolicyArg::Object(_) => return Ok(None),
         };
-        let large = self.limits == LoadLimits::for_interpreters();
         let module = self.engine()?.load(&name, &bytes).map_err(|e| {
-            let hint = match e.kind {
-                WasmErrorKind::TooLarge { .. } if !large => {
-                    " (a module that carries an interpreter, such as a Python policy built \
-                     with gangway.componentize, loads in Scheduler(..., large_policies=True))"
-                }
-                _ => "",
-            };
-            errors::PolicyError::new_err(format!("{e}{hint}"))
+            let option = "Scheduler(..., large_policies=True)";
+            match catalog::resolve::large_policy_hint(&e, &self.limits, option) {
+                Some(hint) => errors::PolicyError::new_err(format!("{e} ({hint})")),
+                None => errors::policy(e),
+            }
         })?;
         if !module.slots().contains(&slot) {
             return Err(errors::PolicyError::new_err(format!(

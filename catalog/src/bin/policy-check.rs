@@ -15,8 +15,9 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use gangway_catalog::new_policy;
 use gangway_catalog::policy_check::{CheckError, CheckOptions, check_module};
+use gangway_catalog::resolve::large_policy_hint;
 use gangway_core::conformance;
-use gangway_core::wasm::{Budget, CallPath, LoadLimits, SandboxConfig, WasmErrorKind};
+use gangway_core::wasm::{Budget, CallPath, LoadLimits, SandboxConfig};
 
 /// Check a Gangway policy module (a gangway:policy@2.x Wasm component, or a
 /// core module built with the SDK), or make a new policy crate.
@@ -188,13 +189,11 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             println!("FAIL: {}", e.headline());
-            if matches!(&e, CheckError::Load(w) if matches!(w.kind, WasmErrorKind::TooLarge { .. }))
-                && !args.large_policies
-            {
-                eprintln!(
-                    "policy-check: a module that carries an interpreter, such as a Python policy built with \
-                     componentize-py, loads with --large-policies"
-                );
+            if let CheckError::Load(w) = &e {
+                let limits = &options.sandbox.limits;
+                if let Some(hint) = large_policy_hint(w, limits, "--large-policies") {
+                    eprintln!("policy-check: {hint}");
+                }
             }
             ExitCode::from(1)
         }
