@@ -96,6 +96,9 @@ _TYPES: Dict[str, Any] = SCHEMA["types"]
 _READERS: Dict[str, _Reader] = {}
 _WRITERS: Dict[str, _Writer] = {}
 
+#: A struct's shape as the variant format of the same shape (see _variant).
+_SHAPES = {"NEWTYPESTRUCT": "NEWTYPE", "TUPLESTRUCT": "TUPLE", "STRUCT": "STRUCT"}
+
 _UNSIGNED = {"U16": 16, "U32": 32, "U64": 64, "U128": 128}
 _SIGNED = {"I16": 16, "I32": 32, "I64": 64, "I128": 128}
 
@@ -300,12 +303,8 @@ def _container_reader(name: str) -> None:
         _READERS[name] = lambda data, pos: (View({}), pos)
         return
     ((kind, inner),) = container.items()
-    if kind == "NEWTYPESTRUCT":
-        _READERS[name] = _reader(inner)
-    elif kind == "TUPLESTRUCT":
-        _READERS[name] = _reader({"TUPLE": inner})
-    elif kind == "STRUCT":
-        _READERS[name] = _struct_reader(_fields(inner))
+    if kind in _SHAPES:
+        _READERS[name] = _variant({_SHAPES[kind]: inner}, _reader, _struct_reader)
     elif kind == "ENUM":
         variants = {}
         for index, entry in inner.items():
@@ -342,8 +341,9 @@ def _struct_reader(fields: List[Tuple[str, Any]]) -> _Reader:
 
 
 def _variant(vfmt: Any, one: Callable[[Any], Any], struct_of: Callable[[Any], Any]) -> Any:
-    """A variant's reader or writer (``one`` makes it for a format,
-    ``struct_of`` for named fields); ``None`` for a unit variant."""
+    """A variant's (or a struct's, its shape given as a variant's) reader
+    or writer (``one`` makes it for a format, ``struct_of`` for named
+    fields); ``None`` for a unit variant."""
     if vfmt == "UNIT":
         return None
     ((kind, inner),) = vfmt.items()
@@ -534,12 +534,8 @@ def _container_writer(name: str) -> None:
         _WRITERS[name] = lambda value, out, at: None
         return
     ((kind, inner),) = container.items()
-    if kind == "NEWTYPESTRUCT":
-        _WRITERS[name] = _writer(inner)
-    elif kind == "TUPLESTRUCT":
-        _WRITERS[name] = _writer({"TUPLE": inner})
-    elif kind == "STRUCT":
-        _WRITERS[name] = _struct_writer(_fields(inner))
+    if kind in _SHAPES:
+        _WRITERS[name] = _variant({_SHAPES[kind]: inner}, _writer, _struct_writer)
     elif kind == "ENUM":
         variants = {}
         for index, entry in inner.items():
