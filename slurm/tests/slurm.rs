@@ -622,6 +622,7 @@ fn gangway_slurm_end_to_end() {
     let mut beats: Beats = BTreeMap::new();
     let mut job_spans: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
     let mut verified = 0;
+    let mut not_done = Vec::new();
     for ((job, attempt), (_, placement)) in &launches {
         let base = out.join(format!("{job}.{attempt}"));
         let done = Path::new(&format!("{}.done", base.display())).exists();
@@ -688,11 +689,18 @@ fn gangway_slurm_end_to_end() {
                 "job {job} attempt {attempt}: SLURM_JOB_NODELIST"
             );
             verified += 1;
+        } else {
+            not_done.push((*job, *attempt));
         }
     }
     assert!(
         verified >= submitted.len(),
-        "only {verified} completed attempts wrote their placement"
+        "only {verified} completed attempts wrote their placement; attempts without a .done \
+         file: {not_done:?}; jobs as the daemon ended them: {:?}",
+        submitted
+            .iter()
+            .map(|id| (id, &by_id[id].state, by_id[id].attempts, &by_id[id].events))
+            .collect::<Vec<_>>()
     );
     // No GPU index held by two attempts at once; no job running twice at once.
     for ((node, gpu), spans) in &mut beats {
