@@ -49,6 +49,20 @@ pub struct Room {
     free: Vec<u32>,
     domain: Vec<u32>,
     index: ServerIndex,
+    /// Each grouping's groups, made the first time a question needs them
+    /// (they depend only on the servers, not on their free GPUs).
+    groups: [Option<Groups>; 3],
+}
+
+/// The servers of a [`Room`] grouped one way.
+#[derive(Clone, Debug, Default)]
+struct Groups {
+    /// Server positions in group order.
+    servers: Vec<usize>,
+    /// Each group's key and its range of `servers`, in key order.
+    ranges: Vec<(u64, Range<usize>)>,
+    /// Each server's group, by server position.
+    group_of: Vec<usize>,
 }
 
 /// Where each server of a [`Room`] sits in its lists, by id.
@@ -88,6 +102,51 @@ impl ServerIndex {
     }
 }
 
+/// The `bound` largest values among some servers' free GPUs and their sum,
+/// kept as values grow.
+#[derive(Debug, Default)]
+struct Top {
+    /// (value, server position), at most `bound` of them.
+    entries: Vec<(u64, usize)>,
+    bound: usize,
+    sum: u64,
+}
+
+impl Top {
+    /// The largest `bound` of `values` (zeros left out: they add nothing).
+    fn new(values: impl Iterator<Item = (u64, usize)>, bound: usize) -> Top {
+        let mut entries: Vec<(u64, usize)> = values.filter(|(v, _)| *v > 0).collect();
+        if entries.len() > bound {
+            entries.select_nth_unstable_by(bound, |a, b| b.0.cmp(&a.0));
+            entries.truncate(bound);
+        }
+        let sum = entries.iter().map(|(v, _)| v).sum();
+        Top {
+            entries,
+            bound,
+            sum,
+        }
+    }
+
+    /// Server `i`'s value grew to `value`.
+    fn raise(&mut self, i: usize, value: u64) {
+        if let Some(e) = self.entries.iter_mut().find(|(_, s)| *s == i) {
+            self.sum = self.sum - e.0 + value;
+            e.0 = value;
+        } else if self.entries.len() < self.bound {
+            if value > 0 {
+                self.entries.push((value, i));
+                self.sum += value;
+            }
+        } else if let Some(low) = self.entries.iter_mut().min_by_key(|(v, _)| *v)
+            && value > low.0
+        {
+            self.sum = self.sum - low.0 + value;
+            *low = (value, i);
+        }
+    }
+}
+
 impl Room {
     /// A model of `servers` (their free GPUs) in a topology whose servers
     /// are at `server_level`.
@@ -97,6 +156,7 @@ impl Room {
             free: servers.iter().map(|s| s.free).collect(),
             domain: servers.iter().map(|s| s.domain).collect(),
             index: ServerIndex::new(servers),
+            groups: Default::default(),
         }
     }
 
@@ -126,23 +186,28 @@ impl Room {
         }
     }
 
-    /// Every group of `grouping`, in key order: the servers in group order
-    /// and each group's key with its range of them.
-    fn groups(&self, grouping: Grouping) -> (Vec<usize>, Vec<(u64, Range<usize>)>) {
+    /// Every group of `grouping`, in key order.
+    fn make_groups(&self, grouping: Grouping) -> Groups {
         let n = self.free.len();
         let mut servers: Vec<usize> = (0..n).collect();
         if grouping == Grouping::Domain {
             servers.sort_by_key(|i| (self.key(*i, grouping), *i));
         }
-        let mut groups: Vec<(u64, Range<usize>)> = Vec::new();
+        let mut ranges: Vec<(u64, Range<usize>)> = Vec::new();
+        let mut group_of = vec![usize::MAX; n];
         for (at, i) in servers.iter().enumerate() {
             let key = self.key(*i, grouping);
-            match groups.last_mut() {
+            match ranges.last_mut() {
                 Some((k, range)) if *k == key => range.end = at + 1,
-                _ => groups.push((key, at..at + 1)),
+                _ => ranges.push((key, at..at + 1)),
             }
+            group_of[*i] = ranges.len() - 1;
         }
-        (servers, groups)
+        Groups {
+            servers,
+            ranges,
+            group_of,
+        }
     }
 
     /// The running jobs among `candidates` to free (in the order given:
@@ -161,14 +226,29 @@ impl Room {
         candidates: &[&RunningJob],
     ) -> Option<Vec<JobId>> {
         let grouping = self.grouping(limit);
-        let (servers, groups) = self.groups(grouping);
-        // Each server's group, by position in `groups`.
-        let mut group_of = vec![usize::MAX; self.free.len()];
-        for (g, (_, range)) in groups.iter().enumerate() {
-            for i in &servers[range.clone()] {
-                group_of[*i] = g;
-            }
-        }
+        let slot = grouping as usize;
+        let groups = match self.groups[slot].take() {
+            Some(groups) => groups,
+            None => self.make_groups(grouping),
+        };
+        let answer = self.make_room_in(&groups, gpus, limit, candidates);
+        self.groups[slot] = Some(groups);
+        answer
+    }
+
+    /// [`Room::make_room`] over the servers grouped as `groups`.
+    fn make_room_in(
+        &mut self,
+        groups: &Groups,
+        gpus: u32,
+        limit: SpreadLimit,
+        candidates: &[&RunningJob],
+    ) -> Option<Vec<JobId>> {
+        let Groups {
+            servers,
+            ranges: groups,
+            group_of,
+        } = groups;
         // The candidates whose every part is in one group, by group and then
         // in the order given (positions are unique, so the order is total).
         let mut inside: Vec<(usize, usize, &RunningJob)> = Vec::with_capacity(candidates.len());
@@ -203,43 +283,32 @@ impl Room {
             if jobs.is_empty() && base < need {
                 continue;
             }
-            // The members with free GPUs: all that counts toward a fit
-            // under a bound on servers.
-            let holes: Vec<usize> = if bounded {
-                members
-                    .iter()
-                    .copied()
-                    .filter(|i| self.free[*i] > 0)
-                    .collect()
-            } else {
-                Vec::new()
-            };
             let mut extra: HashMap<usize, u32> = HashMap::default();
             let mut chosen = Vec::new();
             // GPUs the chosen jobs hold (the tie-break), and those of their
             // parts (what a fit counts).
             let (mut freed, mut parts) = (0u64, 0u64);
             let mut last = 0usize;
-            let fits = |extra: &HashMap<usize, u32>, parts: u64| -> bool {
-                if !bounded {
-                    return base + parts >= need;
-                }
-                let mut values: Vec<u64> = holes
-                    .iter()
-                    .map(|i| {
-                        u64::from(self.free[*i]) + u64::from(extra.get(i).copied().unwrap_or(0))
-                    })
-                    .collect();
-                values.extend(
-                    extra
-                        .iter()
-                        .filter(|(i, _)| self.free[**i] == 0)
-                        .map(|(_, e)| u64::from(*e)),
-                );
-                values.sort_unstable_by(|a, b| b.cmp(a));
-                values.iter().take(bound).sum::<u64>() >= need
+            // Under a bound on servers, what counts is the `bound` members
+            // with the most free GPUs: kept as they change (a member's free
+            // GPUs only grow as jobs are freed, so one that drops out of
+            // them never comes back unless its own count grows).
+            let mut top = if bounded {
+                Top::new(
+                    members.iter().map(|i| (u64::from(self.free[*i]), *i)),
+                    bound,
+                )
+            } else {
+                Top::default()
             };
-            let mut fit = fits(&extra, parts);
+            let fits = |top: &Top, parts: u64| -> bool {
+                if bounded {
+                    top.sum >= need
+                } else {
+                    base + parts >= need
+                }
+            };
+            let mut fit = fits(&top, parts);
             for (_, at, j) in jobs {
                 if fit {
                     break;
@@ -250,11 +319,14 @@ impl Room {
                         let e = extra.entry(i).or_insert(0);
                         *e = e.saturating_add(*g);
                         parts += u64::from(*g);
+                        if bounded {
+                            top.raise(i, u64::from(self.free[i]) + u64::from(*e));
+                        }
                     }
                 }
                 chosen.push(j.id);
                 freed += u64::from(j.gpus);
-                fit = fits(&extra, parts);
+                fit = fits(&top, parts);
             }
             if !fit {
                 continue;

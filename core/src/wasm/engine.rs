@@ -98,6 +98,11 @@ impl PolicyEngine {
             .wasm_relaxed_simd(false)
             .wasm_extended_const(true)
             .signals_based_traps(config.signal_traps);
+        // `GANGWAY_PERFMAP=1` names the guests' compiled functions for
+        // `perf` (docs/performance.md, "Profiling a policy").
+        if std::env::var_os("GANGWAY_PERFMAP").is_some_and(|v| v != "0") {
+            wt.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         let engine_err =
             |e: wasmtime::Error| WasmError::engine(WasmErrorKind::Engine(e.to_string()));
         let engine = Engine::new(&wt).map_err(engine_err)?;

@@ -66,6 +66,13 @@ use gangway_plugin_sdk::{
 };
 use serde::Deserialize;
 
+use borrowed::Borrowed;
+
+mod borrowed;
+mod newest_first;
+#[cfg(test)]
+mod reference;
+
 /// Configuration of [`QuotaReclaim`], parsed from TOML.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -164,13 +171,11 @@ impl ReclaimPolicy for QuotaReclaim {
                 .then(a.job.id.cmp(&b.job.id))
         });
         // Newest first: they lose the least work.
-        let mut running: Vec<&RunningJob> = view
-            .running
-            .iter()
-            .filter(|j| view.now_s.saturating_sub(j.started_s) >= self.config.min_run_s)
-            .collect();
-        // (Ids are unique, so the order is total and an unstable sort gives it.)
-        running.sort_unstable_by_key(|j| (std::cmp::Reverse(j.started_s), std::cmp::Reverse(j.id)));
+        let mut borrowed = Borrowed::new(
+            view.running
+                .iter()
+                .filter(|j| view.now_s.saturating_sub(j.started_s) >= self.config.min_run_s),
+        );
         let mut room = Room::new(&view.servers, view.cluster.server_level);
         let mut taken: FxHashSet<JobId> = FxHashSet::default();
         let mut d = ReclaimDecision::default();
@@ -178,29 +183,16 @@ impl ReclaimPolicy for QuotaReclaim {
         // first), counting what this round already takes back. A VC with
         // entitled work is within its quota, so none of its own jobs is
         // ever among them; the list changes only when a job starts.
-        let reclaimable = |held: &FxHashMap<VcId, u64>, taken: &FxHashSet<JobId>| {
-            let mut over = held.clone();
-            running
-                .iter()
-                .filter(|j| !taken.contains(&j.id))
-                .filter(|j| {
-                    let h = over.get(&j.vc).copied().unwrap_or(0);
-                    let floor = u64::from(quota(j.vc).unwrap_or(0));
-                    if h >= floor + u64::from(j.gpus) {
-                        over.insert(j.vc, h - u64::from(j.gpus));
-                        true
-                    } else {
-                        false
-                    }
-                })
-                .copied()
-                .collect::<Vec<&RunningJob>>()
+        let floor = |vc: VcId| u64::from(quota(vc).unwrap_or(0));
+        let mut reclaimable = |held: &FxHashMap<VcId, u64>, taken: &FxHashSet<JobId>| {
+            borrowed.reclaimable(held, taken, floor)
         };
         let mut all = reclaimable(&held, &taken);
         // (VC, limit, GPUs) of gangs that found no room: a gang of that VC
         // and limit needing as many GPUs or more finds none either, until a
         // stop frees GPUs (the model only loses free GPUs otherwise).
         let mut no_room: Vec<(VcId, SpreadLimit, u32)> = Vec::new();
+        let mut candidates_of: FxHashMap<VcId, Vec<&RunningJob>> = FxHashMap::default();
         for w in entitled.into_iter().take(64) {
             if d.start.len() >= self.config.max_starts as usize || all.is_empty() {
                 break;
@@ -217,11 +209,15 @@ impl ReclaimPolicy for QuotaReclaim {
             if known_none {
                 continue;
             }
-            let candidates: Vec<&RunningJob> = all.iter().filter(|j| j.vc != vc).copied().collect();
+            // Every other VC's reclaimable jobs, kept per VC until a start
+            // changes what is reclaimable.
+            let candidates = candidates_of
+                .entry(vc)
+                .or_insert_with(|| all.iter().filter(|j| j.vc != vc).copied().collect());
             if candidates.is_empty() {
                 continue;
             }
-            match room.make_room(w.job.gpus, w.limit, &candidates) {
+            match room.make_room(w.job.gpus, w.limit, candidates) {
                 Some(stop) if stop.is_empty() => {}
                 Some(stop) => {
                     for id in &stop {
@@ -235,6 +231,7 @@ impl ReclaimPolicy for QuotaReclaim {
                     d.stop.extend(stop);
                     d.start.push(w.job.id);
                     all = reclaimable(&held, &taken);
+                    candidates_of.clear();
                     no_room.clear();
                 }
                 None => no_room.push((vc, w.limit, w.job.gpus)),
@@ -361,6 +358,18 @@ mod tests {
     }
 
     proptest! {
+        /// Whatever the view and options, the decision is the first
+        /// implementation's.
+        #[test]
+        fn agrees_with_the_first_implementation(
+            view in strategy::reclaim_view(),
+            min_run_s in prop_oneof![Just(0u64), 0u64..2_000],
+            max_starts in 1u32..20,
+        ) {
+            let policy = QuotaReclaim { config: QuotaReclaimConfig { min_run_s, max_starts } };
+            prop_assert_eq!(policy.reclaim(&view), reference::reclaim_reference(&policy, &view));
+        }
+
         /// Whatever the view, it stops only running jobs of VCs over their
         /// quota, starts only waiting jobs within theirs, each once.
         #[test]
