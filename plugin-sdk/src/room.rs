@@ -52,6 +52,9 @@ pub struct Room {
     /// Each grouping's groups, made the first time a question needs them
     /// (they depend only on the servers, not on their free GPUs).
     groups: [Option<Groups>; 3],
+    /// Scratch for a question: GPUs freed per server, all zero between
+    /// questions.
+    extra: Vec<u32>,
 }
 
 /// The servers of a [`Room`] grouped one way.
@@ -157,6 +160,7 @@ impl Room {
             domain: servers.iter().map(|s| s.domain).collect(),
             index: ServerIndex::new(servers),
             groups: Default::default(),
+            extra: Vec::new(),
         }
     }
 
@@ -267,11 +271,38 @@ impl Room {
         inside.sort_unstable_by_key(|(g, at, _)| (*g, *at));
         let need = u64::from(gpus);
         let bound = limit.max_servers as usize;
-        type Choice = (usize, u64, usize, u64, Vec<JobId>, HashMap<usize, u32>);
+        type Choice = (usize, u64, usize, u64, Vec<JobId>, Vec<(usize, u32)>);
         let mut best: Option<Choice> = None;
         let mut chosen_group = None;
-        let mut cursor = 0;
-        for (g, (key, range)) in groups.iter().enumerate() {
+        // A group that holds the gang as it is needs no job freed: no answer
+        // beats that, and of several such groups the first wins. Only when
+        // there is none do the groups holding candidates need a closer look.
+        let holds_now = groups.iter().find(|(_, range)| {
+            let members = &servers[range.clone()];
+            let base: u64 = members.iter().map(|i| u64::from(self.free[*i])).sum();
+            base >= need
+                && (bound == 0
+                    || members.len() <= bound
+                    || Top::new(
+                        members.iter().map(|i| (u64::from(self.free[*i]), *i)),
+                        bound,
+                    )
+                    .sum >= need)
+        });
+        if let Some((key, range)) = holds_now {
+            best = Some((0, 0, 0, *key, Vec::new(), Vec::new()));
+            chosen_group = Some(range.clone());
+        }
+        // Each server's GPUs freed by the jobs chosen in the group being
+        // tried (by position), and the positions set.
+        let mut extra = std::mem::take(&mut self.extra);
+        extra.resize(self.free.len(), 0);
+        let mut touched: Vec<usize> = Vec::new();
+        let mut chosen: Vec<JobId> = Vec::new();
+        let mut cursor = if best.is_some() { inside.len() } else { 0 };
+        while let Some((g, _, _)) = inside.get(cursor) {
+            let g = *g;
+            let (key, range) = &groups[g];
             let members = &servers[range.clone()];
             let bounded = bound != 0 && members.len() > bound;
             let base: u64 = members.iter().map(|i| u64::from(self.free[*i])).sum();
@@ -280,11 +311,10 @@ impl Room {
                 cursor += 1;
             }
             let jobs = &inside[first..cursor];
-            if jobs.is_empty() && base < need {
-                continue;
+            for i in touched.drain(..) {
+                extra[i] = 0;
             }
-            let mut extra: HashMap<usize, u32> = HashMap::default();
-            let mut chosen = Vec::new();
+            chosen.clear();
             // GPUs the chosen jobs hold (the tie-break), and those of their
             // parts (what a fit counts).
             let (mut freed, mut parts) = (0u64, 0u64);
@@ -310,17 +340,23 @@ impl Room {
             };
             let mut fit = fits(&top, parts);
             for (_, at, j) in jobs {
-                if fit {
+                // One more job cannot beat an answer with as few.
+                if fit || best.as_ref().is_some_and(|b| chosen.len() >= b.0) {
                     break;
                 }
                 last = *at;
                 for (s, g) in &j.parts {
                     if let Some(i) = self.index.get(s) {
-                        let e = extra.entry(i).or_insert(0);
-                        *e = e.saturating_add(*g);
+                        if *g == 0 {
+                            continue;
+                        }
+                        if extra[i] == 0 {
+                            touched.push(i);
+                        }
+                        extra[i] = extra[i].saturating_add(*g);
                         parts += u64::from(*g);
                         if bounded {
-                            top.raise(i, u64::from(self.free[i]) + u64::from(*e));
+                            top.raise(i, u64::from(self.free[i]) + u64::from(extra[i]));
                         }
                     }
                 }
@@ -335,12 +371,24 @@ impl Room {
                 (chosen.len(), freed, last, *key) < (*n, *f, *l, *k)
             });
             if better {
-                best = Some((chosen.len(), freed, last, *key, chosen, extra));
+                let freed_by_server = touched.iter().map(|i| (*i, extra[*i])).collect();
+                best = Some((
+                    chosen.len(),
+                    freed,
+                    last,
+                    *key,
+                    chosen.clone(),
+                    freed_by_server,
+                ));
                 chosen_group = Some(range.clone());
             }
         }
-        let (_, _, _, _, chosen, extra) = best?;
-        for (i, g) in &extra {
+        for i in touched.drain(..) {
+            extra[i] = 0;
+        }
+        self.extra = extra;
+        let (_, _, _, _, chosen, freed_by_server) = best?;
+        for (i, g) in &freed_by_server {
             self.free[*i] = self.free[*i].saturating_add(*g);
         }
         let mut members: Vec<usize> = chosen_group
