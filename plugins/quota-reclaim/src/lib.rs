@@ -188,11 +188,15 @@ impl ReclaimPolicy for QuotaReclaim {
             borrowed.reclaimable(held, taken, floor)
         };
         let mut all = reclaimable(&held, &taken);
-        // (VC, limit, GPUs) of gangs that found no room: a gang of that VC
-        // and limit needing as many GPUs or more finds none either, until a
-        // stop frees GPUs (the model only loses free GPUs otherwise).
-        let mut no_room: Vec<(VcId, SpreadLimit, u32)> = Vec::new();
-        let mut candidates_of: FxHashMap<VcId, Vec<&RunningJob>> = FxHashMap::default();
+        // (VC, limit, GPUs) of gangs that found no room among every other
+        // VC's reclaimable jobs (no VC: among all of them): a gang of that
+        // limit needing as many GPUs or more finds none among as many
+        // candidates or fewer either, until a stop frees GPUs (the model
+        // only loses free GPUs otherwise). An entitled VC is within its
+        // quota, so it has no reclaimable jobs of its own and all its gangs
+        // share the entries without a VC.
+        let mut no_room: Vec<(Option<VcId>, SpreadLimit, u32)> = Vec::new();
+        let mut filtered: Vec<&RunningJob> = Vec::new();
         for w in entitled.into_iter().take(64) {
             if d.start.len() >= self.config.max_starts as usize || all.is_empty() {
                 break;
@@ -203,17 +207,21 @@ impl ReclaimPolicy for QuotaReclaim {
             if have + u64::from(w.job.gpus) > u64::from(q) {
                 continue;
             }
-            let known_none = no_room
-                .iter()
-                .any(|(v, l, g)| *v == vc && *l == w.limit && *g <= w.job.gpus);
+            let known_none = no_room.iter().any(|(v, l, g)| {
+                v.is_none_or(|v| v == vc) && *l == w.limit && *g <= w.job.gpus
+            });
             if known_none {
                 continue;
             }
-            // Every other VC's reclaimable jobs, kept per VC until a start
-            // changes what is reclaimable.
-            let candidates = candidates_of
-                .entry(vc)
-                .or_insert_with(|| all.iter().filter(|j| j.vc != vc).copied().collect());
+            // Every other VC's reclaimable jobs.
+            let own = all.iter().any(|j| j.vc == vc);
+            let candidates: &[&RunningJob] = if own {
+                filtered.clear();
+                filtered.extend(all.iter().filter(|j| j.vc != vc).copied());
+                &filtered
+            } else {
+                &all
+            };
             if candidates.is_empty() {
                 continue;
             }
@@ -231,10 +239,9 @@ impl ReclaimPolicy for QuotaReclaim {
                     d.stop.extend(stop);
                     d.start.push(w.job.id);
                     all = reclaimable(&held, &taken);
-                    candidates_of.clear();
                     no_room.clear();
                 }
-                None => no_room.push((vc, w.limit, w.job.gpus)),
+                None => no_room.push((own.then_some(vc), w.limit, w.job.gpus)),
             }
         }
         d
