@@ -66,6 +66,9 @@ struct Groups {
     ranges: Vec<(u64, Range<usize>)>,
     /// Each server's group, by server position.
     group_of: Vec<usize>,
+    /// Whether each server is a group of its own, group `i` being server
+    /// `i`.
+    single: bool,
 }
 
 /// Where each server of a [`Room`] sits in its lists, by id.
@@ -211,6 +214,7 @@ impl Room {
             servers,
             ranges,
             group_of,
+            single: grouping == Grouping::Server,
         }
     }
 
@@ -252,20 +256,25 @@ impl Room {
             servers,
             ranges: groups,
             group_of,
+            single,
         } = groups;
         // The candidates whose every part is in one group, by group and then
         // in the order given (positions are unique, so the order is total).
         let mut inside: Vec<(usize, usize, &RunningJob)> = Vec::with_capacity(candidates.len());
-        for (at, j) in candidates.iter().enumerate() {
-            let mut gs = j
-                .parts
-                .iter()
-                .map(|(s, _)| self.index.get(s).map(|i| group_of[i]));
-            let Some(Some(first)) = gs.next() else {
-                continue;
-            };
-            if gs.all(|g| g == Some(first)) {
-                inside.push((first, at, j));
+        'candidates: for (at, j) in candidates.iter().enumerate() {
+            let mut first = None;
+            for (s, _) in &j.parts {
+                let Some(i) = self.index.get(s) else {
+                    continue 'candidates;
+                };
+                let g = group_of[i];
+                if first.is_some_and(|f| f != g) {
+                    continue 'candidates;
+                }
+                first = Some(g);
+            }
+            if let Some(g) = first {
+                inside.push((g, at, j));
             }
         }
         inside.sort_unstable_by_key(|(g, at, _)| (*g, *at));
@@ -277,18 +286,26 @@ impl Room {
         // A group that holds the gang as it is needs no job freed: no answer
         // beats that, and of several such groups the first wins. Only when
         // there is none do the groups holding candidates need a closer look.
-        let holds_now = groups.iter().find(|(_, range)| {
-            let members = &servers[range.clone()];
-            let base: u64 = members.iter().map(|i| u64::from(self.free[*i])).sum();
-            base >= need
-                && (bound == 0
-                    || members.len() <= bound
-                    || Top::new(
-                        members.iter().map(|i| (u64::from(self.free[*i]), *i)),
-                        bound,
-                    )
-                    .sum >= need)
-        });
+        let holds_now = if *single {
+            // (A server alone is within any bound on servers.)
+            self.free
+                .iter()
+                .position(|f| u64::from(*f) >= need)
+                .and_then(|g| groups.get(g))
+        } else {
+            groups.iter().find(|(_, range)| {
+                let members = &servers[range.clone()];
+                let base: u64 = members.iter().map(|i| u64::from(self.free[*i])).sum();
+                base >= need
+                    && (bound == 0
+                        || members.len() <= bound
+                        || Top::new(
+                            members.iter().map(|i| (u64::from(self.free[*i]), *i)),
+                            bound,
+                        )
+                        .sum >= need)
+            })
+        };
         if let Some((key, range)) = holds_now {
             best = Some((0, 0, 0, *key, Vec::new(), Vec::new()));
             chosen_group = Some(range.clone());

@@ -207,9 +207,9 @@ impl ReclaimPolicy for QuotaReclaim {
             if have + u64::from(w.job.gpus) > u64::from(q) {
                 continue;
             }
-            let known_none = no_room.iter().any(|(v, l, g)| {
-                v.is_none_or(|v| v == vc) && *l == w.limit && *g <= w.job.gpus
-            });
+            let known_none = no_room
+                .iter()
+                .any(|(v, l, g)| v.is_none_or(|v| v == vc) && *l == w.limit && *g <= w.job.gpus);
             if known_none {
                 continue;
             }
