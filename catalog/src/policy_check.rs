@@ -9,8 +9,9 @@
 //!
 //! let fifo = gangway_plugin_artifacts::module("fifo").unwrap();
 //! let report = check_module("fifo.wasm", fifo, b"", &CheckOptions { views: 20, ..CheckOptions::default() }).unwrap();
-//! assert_eq!(report.contract_version, "2.0.0");
+//! assert_eq!(report.contract_version, "2.1.0");
 //! assert_eq!(report.call_path, gangway_core::wasm::CallPath::Direct);
+//! assert_eq!(report.buffered_slots, vec![gangway_core::Slot::Fairness]);
 //! assert!(report.calls >= 40);
 //! ```
 
@@ -63,6 +64,9 @@ pub struct CheckReport {
     /// How the host enters it: directly (a component of the standard shape)
     /// or through the component runtime.
     pub call_path: CallPath,
+    /// The slots whose calls enter the guest once (contract 2.1's
+    /// `-buffered` functions, on the direct path).
+    pub buffered_slots: Vec<Slot>,
     /// Views given to each slot.
     pub views: usize,
     /// Calls made, all slots.
@@ -154,6 +158,7 @@ pub fn check_module(
         slots: module.slots(),
         contract_version: module.contract_version(),
         call_path: module.call_path(),
+        buffered_slots: module.buffered_slots(),
         views: reports.iter().map(|r| r.views).min().unwrap_or(0),
         calls: reports.iter().map(|r| r.calls).sum(),
         slowest_us: reports.iter().map(|r| r.slowest_us).max().unwrap_or(0),

@@ -69,8 +69,8 @@ fn every_plugin_passes() {
             text.starts_with(&format!("module {name}.wasm: slots ")),
             "{text}"
         );
-        assert!(text.contains("contract gangway:policy@2.0.0"), "{text}");
-        assert!(text.contains("entered directly"), "{text}");
+        assert!(text.contains("contract gangway:policy@2.1.0"), "{text}");
+        assert!(text.contains("entered directly, once per call"), "{text}");
         assert!(text.contains("ok: 60 views per slot"), "{text}");
     }
 }

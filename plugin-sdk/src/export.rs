@@ -2,9 +2,10 @@
 //! `export_locality!`, `export_gang!`, `export_reclaim!`, `export_retry!`
 //! and `export_defragment!`.
 //!
-//! On `wasm32` each macro runs wit-bindgen for the slot's world of
-//! `gangway:policy@2.0.0` inside the calling crate and exports the given
-//! type through the SDK's generic guest glue (see the [contract
+//! On `wasm32` each macro runs wit-bindgen for the slot's buffered world of
+//! `gangway:policy@2.1.0` (the slot's interface and its `-buffered` twin)
+//! inside the calling crate and exports the given type through the SDK's
+//! generic guest glue (see the [contract
 //! page](crate::contract) for the ABI). On every other target it only checks
 //! at compile time that the type implements the slot trait and
 //! [`crate::Configure`], so a policy crate keeps one unconditional line and
@@ -48,9 +49,10 @@ macro_rules! export_fairness {
         $crate::__gangway_export!(
             __GangwayFairness,
             __gangway_fairness,
-            "fairness-policy",
+            "fairness-policy-buffered",
             $policy,
             fairness,
+            fairness_buffered,
             order,
             $crate::Fairness
         );
@@ -65,9 +67,10 @@ macro_rules! export_locality {
         $crate::__gangway_export!(
             __GangwayLocality,
             __gangway_locality,
-            "locality-policy",
+            "locality-policy-buffered",
             $policy,
             locality,
+            locality_buffered,
             spread,
             $crate::Locality
         );
@@ -82,9 +85,10 @@ macro_rules! export_gang {
         $crate::__gangway_export!(
             __GangwayGang,
             __gangway_gang,
-            "gang-policy",
+            "gang-policy-buffered",
             $policy,
             gang,
+            gang_buffered,
             on_blocked,
             $crate::Gang
         );
@@ -99,9 +103,10 @@ macro_rules! export_reclaim {
         $crate::__gangway_export!(
             __GangwayReclaim,
             __gangway_reclaim,
-            "reclaim-policy",
+            "reclaim-policy-buffered",
             $policy,
             reclaim,
+            reclaim_buffered,
             reclaim,
             $crate::Reclaim
         );
@@ -116,9 +121,10 @@ macro_rules! export_retry {
         $crate::__gangway_export!(
             __GangwayRetry,
             __gangway_retry,
-            "retry-policy",
+            "retry-policy-buffered",
             $policy,
             retry,
+            retry_buffered,
             retry,
             $crate::Retry
         );
@@ -133,9 +139,10 @@ macro_rules! export_defragment {
         $crate::__gangway_export!(
             __GangwayDefragment,
             __gangway_defragment,
-            "defragment-policy",
+            "defragment-policy-buffered",
             $policy,
             defragment,
+            defragment_buffered,
             plan,
             $crate::Defragment
         );
@@ -148,7 +155,7 @@ macro_rules! export_defragment {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __gangway_export {
-    ($alias:ident, $module:ident, $world:tt, $policy:ty, $iface:ident, $call:ident, $slot:ty) => {
+    ($alias:ident, $module:ident, $world:tt, $policy:ty, $iface:ident, $buffered:ident, $call:ident, $slot:ty) => {
         const _: () = $crate::export::assert_exportable::<$slot, $policy>();
     };
 }
@@ -161,7 +168,7 @@ macro_rules! __gangway_export {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __gangway_export {
-    ($alias:ident, $module:ident, $world:tt, $policy:ty, $iface:ident, $call:ident, $slot:ty) => {
+    ($alias:ident, $module:ident, $world:tt, $policy:ty, $iface:ident, $buffered:ident, $call:ident, $slot:ty) => {
         #[doc(hidden)]
         type $alias = $policy;
 
@@ -184,6 +191,8 @@ macro_rules! __gangway_export {
                     const { ::core::cell::RefCell::new(::core::option::Option::None) };
                 static VIEW: ::core::cell::RefCell<<$slot as $crate::SlotContract>::View> =
                     ::core::cell::RefCell::new(::core::default::Default::default());
+                static VIEW_BYTES: ::core::cell::RefCell<::std::vec::Vec<u8>> =
+                    const { ::core::cell::RefCell::new(::std::vec::Vec::new()) };
             }
 
             struct Export;
@@ -200,6 +209,21 @@ macro_rules! __gangway_export {
                     view: ::std::vec::Vec<u8>,
                 ) -> ::core::result::Result<::std::vec::Vec<u8>, ::std::string::String> {
                     $crate::guest::call::<$slot, super::$alias>(&POLICY, &VIEW, &view)
+                }
+            }
+
+            impl exports::gangway::policy::$buffered::Guest for Export {
+                fn view_buffer(len: u32) -> u32 {
+                    $crate::guest::view_buffer(&VIEW_BYTES, len)
+                }
+
+                fn call(len: u32) -> u64 {
+                    $crate::guest::call_buffered::<$slot, super::$alias>(
+                        &POLICY,
+                        &VIEW,
+                        &VIEW_BYTES,
+                        len,
+                    )
                 }
             }
 

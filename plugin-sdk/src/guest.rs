@@ -52,7 +52,8 @@ pub(crate) fn emit(level: LogLevel, message: &str) {
 }
 
 thread_local! {
-    /// The buffer replies are encoded into before their exact-size copy.
+    /// The buffer replies are encoded into (before their exact-size copy,
+    /// or kept for the host to read, contract 2.1).
     static REPLY: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
@@ -73,6 +74,10 @@ pub fn init<S: SlotContract, P: Policy<S> + Configure + 'static>(
     Ok(manifest)
 }
 
+/// A slot's view bytes as the host writes them (contract 2.1), kept
+/// between calls.
+pub type ViewBytesCell = LocalKey<RefCell<Vec<u8>>>;
+
 /// The per-round export of slot `S`: view bytes in, decision bytes out.
 #[doc(hidden)]
 pub fn call<S: SlotContract, P: Policy<S> + 'static>(
@@ -80,25 +85,81 @@ pub fn call<S: SlotContract, P: Policy<S> + 'static>(
     view: &'static ViewCell<S>,
     bytes: &[u8],
 ) -> Result<Vec<u8>, String> {
+    REPLY.with(|scratch| {
+        let out = &mut *scratch.borrow_mut();
+        decide_into(cell, view, bytes, out)?;
+        // An exact-size copy: the export glue hands it over as a boxed
+        // slice, which would otherwise cost a shrinking reallocation of a
+        // buffer sized for the worst case.
+        Ok(out.as_slice().to_vec())
+    })
+}
+
+/// Decodes `bytes` into the kept view, decides and encodes the reply into
+/// `out` (cleared first).
+fn decide_into<S: SlotContract, P: Policy<S> + 'static>(
+    cell: &'static PolicyCell<P>,
+    view: &'static ViewCell<S>,
+    bytes: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), String> {
     view.with(|scratch| {
         let view = &mut *scratch.borrow_mut();
         crate::wire::decode_view_message::<S>(bytes, view).map_err(|e| e.to_string())?;
         cell.with(|c| match &*c.borrow() {
-            Some(p) => Ok(exact(|out| {
-                crate::wire::encode_reply_message::<S>(&p.decide(view), view, out)
-            })),
+            Some(p) => {
+                crate::wire::encode_reply_message::<S>(&p.decide(view), view, out);
+                Ok(())
+            }
             None => Err("init was not called before the first round".to_string()),
         })
     })
 }
 
-/// The bytes `encode` writes, in a vector of exactly their length: the
-/// export glue hands it over as a boxed slice, which would otherwise cost a
-/// shrinking reallocation of a buffer sized for the worst case.
-fn exact(encode: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+/// The `view-buffer` export of a slot's `-buffered` interface (contract
+/// 2.1): the address of a buffer of at least `len` bytes for the host to
+/// write views into.
+#[doc(hidden)]
+pub fn view_buffer(bytes: &'static ViewBytesCell, len: u32) -> u32 {
+    bytes.with(|b| {
+        let b = &mut *b.borrow_mut();
+        let len = len as usize;
+        if b.len() < len {
+            b.resize(len, 0);
+        }
+        // (wasm32: addresses are 32 bits.)
+        b.as_ptr() as usize as u32
+    })
+}
+
+/// The `call` export of a slot's `-buffered` interface (contract 2.1): the
+/// slot's call on the first `len` bytes of the view buffer, answered as
+/// `address << 32 | error << 31 | length` of the reply (or refusal text)
+/// kept in the guest until it is next entered.
+#[doc(hidden)]
+pub fn call_buffered<S: SlotContract, P: Policy<S> + 'static>(
+    cell: &'static PolicyCell<P>,
+    view: &'static ViewCell<S>,
+    bytes: &'static ViewBytesCell,
+    len: u32,
+) -> u64 {
     REPLY.with(|scratch| {
         let out = &mut *scratch.borrow_mut();
-        encode(out);
-        out.as_slice().to_vec()
+        let answer = bytes.with(|b| match b.borrow().get(..len as usize) {
+            Some(message) => decide_into(cell, view, message, out),
+            None => Err(format!(
+                "a view of {len} bytes is longer than the view buffer"
+            )),
+        });
+        let error = match answer {
+            Ok(()) => 0,
+            Err(text) => {
+                out.clear();
+                out.extend_from_slice(text.as_bytes());
+                1
+            }
+        };
+        // (wasm32: addresses are 32 bits; a reply is far below 2 GiB.)
+        ((out.as_ptr() as usize as u64) << 32) | (error << 31) | (out.len() as u64 & 0x7fff_ffff)
     })
 }

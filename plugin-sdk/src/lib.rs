@@ -58,7 +58,7 @@
 //! The same type becomes a sandboxed plugin with one macro line
 //! ([`export_fairness!`] and its five siblings) in a `cdylib` crate built for
 //! `wasm32-unknown-unknown`. The contract is the WIT package
-//! `gangway:policy@2.0.0` in this crate's `wit/policy.wit`; the
+//! `gangway:policy@2.1.0` in this crate's `wit/policy.wit`; the
 //! [contract page](crate::contract) explains the calling convention, the
 //! byte layout of every view and decision, the limits a policy runs under
 //! and how to write one in another language.
@@ -109,7 +109,7 @@ pub use view::{
 };
 
 /// The version of the contract this SDK builds policies against.
-pub const CONTRACT_VERSION: &str = "2.0.0";
+pub const CONTRACT_VERSION: &str = "2.1.0";
 
 /// The policy contract, for authors in any language (`CONTRACT.md`).
 #[doc = include_str!("../CONTRACT.md")]

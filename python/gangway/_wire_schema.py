@@ -7,7 +7,7 @@ import json
 SCHEMA = json.loads(
     r"""
 {
-  "contract": "2.0.0",
+  "contract": "2.1.0",
   "manifest": "Manifest",
   "slots": {
     "defragment": {

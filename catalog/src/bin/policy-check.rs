@@ -159,6 +159,9 @@ fn main() -> ExitCode {
         Ok(r) => {
             let slots: Vec<&str> = r.slots.iter().map(|s| s.as_str()).collect();
             let entered = match r.call_path {
+                CallPath::Direct if r.buffered_slots.len() == r.slots.len() => {
+                    "entered directly, once per call (standard component shape, contract 2.1)"
+                }
                 CallPath::Direct => "entered directly (standard component shape)",
                 CallPath::Component => "entered through the component runtime",
             };

@@ -40,6 +40,7 @@
 // arithmetic, no `as` casts.
 #![warn(clippy::arithmetic_side_effects, clippy::as_conversions)]
 
+use std::cell::Cell;
 use std::ops::Range;
 
 use gangway_plugin_sdk::Slot;
@@ -63,6 +64,9 @@ pub(crate) struct DirectSlot {
     call: String,
     post_init: Option<String>,
     post_call: Option<String>,
+    /// The slot's `-buffered` functions (`view-buffer`, `call`), if the
+    /// component exports them (contract 2.1).
+    buffered: Option<(String, String)>,
 }
 
 /// A component's main core module, compiled and linked, ready to instantiate.
@@ -137,6 +141,9 @@ impl DirectCode {
                 call,
                 post_init,
                 post_call,
+                buffered: main
+                    .as_ref()
+                    .and_then(|m| buffered_functions(&wiring, interface, m)),
             });
         }
         let main = main.ok_or_else(|| Decline("no slot functions".into()))?;
@@ -192,6 +199,14 @@ impl DirectCode {
                 )));
             }
         }
+        // A slot whose `-buffered` functions have other core signatures
+        // than the contract's is called the 2.0 way.
+        for s in &mut direct {
+            s.buffered = s.buffered.take().filter(|(view_buffer, call)| {
+                has_signature(&module, view_buffer, &[ValType::I32], &[ValType::I32])
+                    && has_signature(&module, call, &[ValType::I32], &[ValType::I64])
+            });
+        }
         let pre = linker
             .instantiate_pre(&module)
             .map_err(|e| Decline(format!("the main module does not link: {e}")))?;
@@ -202,6 +217,15 @@ impl DirectCode {
             initialize: plan.initialize,
             slots: direct,
         })
+    }
+
+    /// The slots whose calls go through their `-buffered` functions.
+    pub(crate) fn buffered_slots(&self) -> Vec<Slot> {
+        self.slots
+            .iter()
+            .filter(|s| s.buffered.is_some())
+            .map(|s| s.slot)
+            .collect()
     }
 
     /// Instantiates the module in `store` for `slot`.
@@ -226,6 +250,14 @@ impl DirectCode {
                 .map(|n| instance.get_typed_func::<i32, ()>(&mut *store, n))
                 .transpose()
         };
+        let buffered = match &names.buffered {
+            Some((view_buffer, call)) => Some(Buffered {
+                view_buffer: instance.get_typed_func(&mut *store, view_buffer)?,
+                call: instance.get_typed_func(&mut *store, call)?,
+                buffer: Cell::new(None),
+            }),
+            None => None,
+        };
         Ok(DirectInstance {
             memory: instance
                 .get_memory(&mut *store, &self.memory)
@@ -235,6 +267,7 @@ impl DirectCode {
             call: instance.get_typed_func(&mut *store, &names.call)?,
             post_init: post(store, &names.post_init)?,
             post_call: post(store, &names.post_call)?,
+            buffered,
         })
     }
 }
@@ -247,6 +280,16 @@ pub(crate) struct DirectInstance {
     call: TypedFunc<(i32, i32), i32>,
     post_init: Option<TypedFunc<i32, ()>>,
     post_call: Option<TypedFunc<i32, ()>>,
+    /// The slot's call entered once (contract 2.1), if the module has it.
+    buffered: Option<Buffered>,
+}
+
+/// A slot's `-buffered` functions and the view buffer the guest gave.
+struct Buffered {
+    view_buffer: TypedFunc<i32, i32>,
+    call: TypedFunc<i32, i64>,
+    /// The buffer's address and the length asked for, once asked.
+    buffer: Cell<Option<(u32, usize)>>,
 }
 
 impl DirectInstance {
@@ -279,6 +322,9 @@ impl DirectInstance {
         view: &[u8],
         read: impl FnOnce(&[u8]) -> R,
     ) -> wasmtime::Result<Result<R, String>> {
+        if let Some(buffered) = &self.buffered {
+            return self.call_buffered(buffered, store, view, read);
+        }
         self.invoke(
             store,
             &self.call,
@@ -286,6 +332,49 @@ impl DirectInstance {
             view,
             |memory, payload| Ok(read(bytes(memory, payload)?)),
         )
+    }
+
+    /// The slot call through its `-buffered` functions: the view written
+    /// into the buffer the guest keeps (asked for again only when a view is
+    /// longer than the last one asked for), one entry into the guest, the
+    /// reply read where the answer points.
+    fn call_buffered<R>(
+        &self,
+        buffered: &Buffered,
+        store: &mut Store<HostState>,
+        view: &[u8],
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> wasmtime::Result<Result<R, String>> {
+        let len = i32::try_from(view.len())
+            .map_err(|_| wasmtime::Error::msg("view too long for a 32-bit guest"))?;
+        let ptr = match buffered.buffer.get() {
+            Some((ptr, asked)) if asked >= view.len() => ptr,
+            _ => {
+                let ptr =
+                    forbid_leaving(store, |store| buffered.view_buffer.call(&mut *store, len))?
+                        .cast_unsigned();
+                buffered.buffer.set(Some((ptr, view.len())));
+                ptr
+            }
+        };
+        let memory = self.memory.data_mut(&mut *store);
+        let target = span(ptr, view.len())
+            .and_then(|r| memory.get_mut(r))
+            .ok_or_else(|| wasmtime::Error::msg("view buffer: beyond end of memory"))?;
+        target.copy_from_slice(view);
+        let answer = buffered.call.call(&mut *store, len)?.cast_unsigned();
+        let log_bytes = store.data().log_bytes;
+        let memory = self.memory.data(&*store);
+        // address << 32 | error << 31 | length
+        // (Both fit: the shift leaves 32 bits, the mask 31.)
+        let address = u32::try_from(answer >> 32).unwrap_or(u32::MAX);
+        let length = u32::try_from(answer & 0x7fff_ffff).unwrap_or(u32::MAX);
+        let payload = (address, length);
+        if answer & (1 << 31) == 0 {
+            Ok(Ok(read(bytes(memory, payload)?)))
+        } else {
+            Ok(Err(refusal(memory, payload, log_bytes)?))
+        }
     }
 
     /// Calls `entry` with `arg` as a `list<u8>` and lifts its
@@ -629,4 +718,35 @@ fn core_log(
         record_log(caller.data(), level, &text);
     }
     Ok(())
+}
+
+/// The core export names of `interface`'s `-buffered` functions
+/// (`view-buffer`, `call`; contract 2.1), if the component lifts both
+/// under their canonical names from `main`'s instance.
+fn buffered_functions(wiring: &Wiring, interface: &str, main: &Lifted) -> Option<(String, String)> {
+    let (name, version) = interface.rsplit_once('@')?;
+    let buffered = format!("{name}-buffered@{version}");
+    let mut names = ["view-buffer", "call"].into_iter().map(|function| {
+        wiring
+            .lifted(&buffered, function)
+            .ok()
+            .filter(|l| {
+                (l.instance, l.module) == (main.instance, main.module)
+                    && l.name == format!("{buffered}#{function}")
+            })
+            .map(|l| l.name)
+    });
+    Some((names.next()??, names.next()??))
+}
+
+/// Whether `module` exports a function `name` of exactly these parameter
+/// and result types.
+fn has_signature(module: &Module, name: &str, params: &[ValType], results: &[ValType]) -> bool {
+    let Some(ExternType::Func(ty)) = module.get_export(name) else {
+        return false;
+    };
+    let same = |a: &mut dyn ExactSizeIterator<Item = ValType>, b: &[ValType]| {
+        a.len() == b.len() && a.zip(b).all(|(x, y)| ValType::eq(&x, y))
+    };
+    same(&mut ty.params(), params) && same(&mut ty.results(), results)
 }

@@ -1,6 +1,6 @@
 //! The sandboxed WebAssembly policy host (feature `wasm`, on by default).
 //!
-//! Policies are components implementing `gangway:policy@2.0.0` (the WIT file
+//! Policies are components implementing `gangway:policy@2.x` (2.1.0 here; the WIT file
 //! and `CONTRACT.md` in `gangway-plugin-sdk`). The host side, read top-down:
 //!
 //! * [`contract`](self) rules: the interface names and versions accepted
@@ -20,8 +20,10 @@
 //!   then compiles it and makes a warm-up call per slot.
 //! * Calls enter a module by one of two [`CallPath`]s: by default straight
 //!   into the core module the component lifts its slot functions from, with
-//!   the contract's canonical ABI done by the host, else through wasmtime's
-//!   component runtime. Same code, same sandbox, same decisions and errors.
+//!   the contract's canonical ABI done by the host (one entry per call when
+//!   the component has the slot's 2.1 `-buffered` functions, three for a 2.0
+//!   one), else through wasmtime's component runtime. Same code, same
+//!   sandbox, same decisions and errors.
 //! * [`PolicyModule::backend`] makes a backend of any slot, each with its own
 //!   instance and configuration. Any failed call is a typed
 //!   [`crate::policy::PolicyError`]; the failing instance is dropped and a

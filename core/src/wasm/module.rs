@@ -100,7 +100,7 @@ impl PolicyModule {
         slots
     }
 
-    /// The contract version it was built against (e.g. `2.0.0`; the lowest
+    /// The contract version it was built against (e.g. `2.1.0`; the lowest
     /// if its slots disagree).
     pub fn contract_version(&self) -> String {
         self.compiled.version.clone()
@@ -113,6 +113,17 @@ impl PolicyModule {
         match self.compiled.code {
             Code::Direct(_) => CallPath::Direct,
             Code::Component { .. } => CallPath::Component,
+        }
+    }
+
+    /// The slots whose calls enter the guest once, through the slot's
+    /// `-buffered` functions (contract 2.1, on the direct call path); the
+    /// others' calls enter it three times (allocate the view, call, free
+    /// the reply).
+    pub fn buffered_slots(&self) -> Vec<Slot> {
+        match &self.compiled.code {
+            Code::Direct(code) => code.buffered_slots(),
+            Code::Component { .. } => Vec::new(),
         }
     }
 

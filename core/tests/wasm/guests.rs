@@ -3,8 +3,9 @@
 
 use gangway_core::wasm::{CallPath, PolicyEngine, SandboxConfig};
 
-/// The contract.
-pub(crate) const WIT: &str = include_str!("../../../plugin-sdk/wit/policy.wit");
+/// The contract as 2.0 modules were built (they must still load; the
+/// 2.1 contract adds only the `-buffered` interfaces).
+pub(crate) const WIT: &str = include_str!("../../../plugin-sdk/wit-2.0/policy.wit");
 
 /// Views longer than this many bytes trigger the misbehaviour; the warm-up
 /// view (no jobs) is shorter, so a conditional guest loads fine and fails

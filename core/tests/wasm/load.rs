@@ -19,7 +19,7 @@ fn real_plugins_load_with_their_slots() {
         .unwrap();
     assert_eq!(fifo.name(), "fifo.wasm");
     assert_eq!(fifo.slots(), vec![Slot::Fairness]);
-    assert_eq!(fifo.contract_version(), "2.0.0");
+    assert_eq!(fifo.contract_version(), "2.1.0");
     let builtin = engine
         .load(
             "fallbacks",

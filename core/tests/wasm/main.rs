@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod abi;
+mod buffered;
 mod differential;
 mod findings;
 mod guests;

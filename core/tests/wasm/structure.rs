@@ -117,9 +117,9 @@ fn an_incompatible_contract_version_is_refused() {
         assert_eq!(
             err.to_string(),
             format!(
-                "module old.wasm: implements {found}; this host speaks gangway:policy@2.0.0 \
+                "module old.wasm: implements {found}; this host speaks gangway:policy@2.1.0 \
                  (any 2.x module): rebuild the policy against gangway-plugin-sdk with contract \
-                 2.0.0 (the SDK's export macros produce it)"
+                 2.1.0 (the SDK's export macros produce it)"
             )
         );
         engine_still_serves(&engine);

@@ -23,7 +23,7 @@ use gangway_plugin_sdk::testing::SlotViews;
 use super::replies::reply_bytes;
 use super::{by_slot, generate};
 
-const WIT: &str = include_str!("../../../plugin-sdk/wit/policy.wit");
+const WIT: &str = include_str!("../../../plugin-sdk/wit-2.0/policy.wit");
 
 const ECHO_WIT: &str = r#"package test:echo;
 world echo {

@@ -1,0 +1,215 @@
+//! Contract 2.1: a slot's `-buffered` functions enter the guest once per
+//! call on the direct path. Every built-in module has them; a 2.0 module
+//! (without them) still loads and runs beside 2.1 ones; a hostile 2.1 guest
+//! (a view buffer or reply outside its memory, a refusal, a trap) fails the
+//! call with the typed error, the round falls back, and the component
+//! runtime, which keeps to the slot's own functions, never sees them.
+
+use gangway_core::Slot;
+use gangway_core::policy::{GuardSettings, PolicyErrorKind};
+use gangway_core::wasm::{CallPath, PolicyEngine, SandboxConfig};
+use gangway_plugin_sdk::Fairness;
+
+use crate::guests;
+use crate::support::{accounted, empty_view, run, scheduler};
+
+/// The contract this host speaks, with the `-buffered` interfaces.
+const WIT_2_1: &str = include_str!("../../../plugin-sdk/wit/policy.wit");
+
+const JOBS: u64 = 60;
+const ROUNDS: u64 = 4;
+
+/// A 2.1 fairness guest: the 2.0 functions answer the empty decision; the
+/// buffered `view-buffer` answers `buffer` and `call` runs `call` (which
+/// must leave the packed answer, an i64) on views longer than the trigger,
+/// and otherwise answer as the 2.0 functions do. `data` adds data segments.
+fn buffered_wat(buffer: &str, call: &str, data: &str) -> String {
+    let core = guests::fairness_wat("2.1.0", guests::TRIGGER_BYTES, "(unreachable)", data);
+    let trigger = guests::TRIGGER_BYTES;
+    let buffered = format!(
+        r#"
+  (func (export "gangway:policy/fairness-buffered@2.1.0#view-buffer") (param $len i32) (result i32)
+    (if (i32.lt_u (memory.size) (i32.const 4))
+      (then (drop (memory.grow (i32.const 4)))))
+    (if (i32.gt_u (local.get $len) (i32.const {trigger}))
+      (then (return {buffer})))
+    (i32.const 32768))
+  (func (export "gangway:policy/fairness-buffered@2.1.0#call") (param $len i32) (result i64)
+    (if (i32.gt_u (local.get $len) (i32.const {trigger}))
+      (then (return {call})))
+    ;; ok: the empty decision, one byte at 64
+    (i64.or (i64.shl (i64.const 64) (i64.const 32)) (i64.const 1)))
+)"#
+    );
+    // Replace the module's closing parenthesis with the buffered functions.
+    let end = core.trim_end().len() - 1;
+    format!("{}{buffered}", &core[..end])
+}
+
+fn buffered_component(buffer: &str, call: &str, data: &str) -> Vec<u8> {
+    guests::componentize_doctored(
+        &buffered_wat(buffer, call, data),
+        WIT_2_1,
+        "fairness-policy-buffered",
+    )
+}
+
+#[test]
+fn every_builtin_module_enters_each_call_once() {
+    for (path, buffered) in [(CallPath::Direct, true), (CallPath::Component, false)] {
+        let engine = PolicyEngine::new(SandboxConfig {
+            call_path: path,
+            ..SandboxConfig::default()
+        })
+        .unwrap();
+        for (name, bytes) in gangway_plugin_artifacts::all() {
+            let module = engine.load(name, bytes).unwrap();
+            assert_eq!(module.contract_version(), "2.1.0", "{name}");
+            let mut got = module.buffered_slots();
+            got.sort();
+            let mut expected = if buffered { module.slots() } else { vec![] };
+            expected.sort();
+            assert_eq!(got, expected, "{name} on {path:?}");
+        }
+    }
+}
+
+#[test]
+fn a_2_0_module_runs_beside_2_1_modules() {
+    let engine = guests::engine();
+    let old = engine
+        .load("old.wasm", &guests::fairness(100, "(unreachable)", ""))
+        .unwrap();
+    let new = engine
+        .load("fifo", gangway_plugin_artifacts::module("fifo").unwrap())
+        .unwrap();
+    assert_eq!(old.contract_version(), "2.0.0");
+    assert_eq!(new.contract_version(), "2.1.0");
+    assert_eq!(old.call_path(), CallPath::Direct);
+    assert_eq!(old.buffered_slots(), vec![]);
+    assert_eq!(new.buffered_slots(), vec![Slot::Fairness]);
+    // Both answer (the 2.0 guest only views without jobs).
+    for module in [&old, &new] {
+        let mut backend = module.backend::<Fairness>(b"").unwrap();
+        backend.decide(&empty_view()).unwrap();
+    }
+    let mut sched = scheduler(4);
+    sched.swap::<Fairness>(new.backend::<Fairness>(b"").unwrap());
+    let reports = run(&mut sched, 100, 3);
+    assert!(
+        reports.iter().all(|r| r.policy_errors.is_empty()),
+        "{reports:?}"
+    );
+    accounted(&sched, 5);
+}
+
+/// Runs the buffered guest as the fairness policy next to a default
+/// scheduler: every round fails and falls back to the default's decisions,
+/// on the direct path with `expect`, on the component runtime (which calls
+/// the slot's own functions, whose `order` traps on real rounds) with that
+/// trap, and a fresh instance follows each failure.
+fn check(name: &str, bytes: &[u8], expect: impl Fn(&PolicyErrorKind) -> bool) {
+    for path in guests::PATHS {
+        let engine = guests::engine_on(path);
+        let module = engine.load(name, bytes).unwrap();
+        let buffered = path == CallPath::Direct;
+        assert_eq!(module.buffered_slots().is_empty(), !buffered, "{name}");
+        let mut sched = scheduler(JOBS);
+        let mut twin = scheduler(JOBS);
+        sched.policies_mut().set_guard(GuardSettings {
+            quarantine_after: u32::MAX,
+            keep_previous: 2,
+        });
+        sched.swap::<Fairness>(module.backend::<Fairness>(b"").unwrap());
+        let reports = run(&mut sched, 100, ROUNDS);
+        let expected = run(&mut twin, 100, ROUNDS);
+        let trap = PolicyErrorKind::Trap("wasm `unreachable` instruction executed".into());
+        for (got, want) in reports.iter().zip(&expected) {
+            assert_eq!(
+                got.policy_errors.len(),
+                1,
+                "{name}: {:?}",
+                got.policy_errors
+            );
+            let err = &got.policy_errors[0];
+            assert_eq!(err.slot, Slot::Fairness);
+            if buffered {
+                assert!(expect(&err.kind), "{name}: unexpected {err}");
+            } else {
+                assert_eq!(err.kind, trap, "{name}: the component runtime");
+            }
+            assert_eq!(got.starts, want.starts, "{name}: fallback differs");
+        }
+        accounted(&sched, JOBS as usize + 1);
+        assert!(module.instantiations() > ROUNDS, "{name}");
+    }
+}
+
+#[test]
+fn a_view_buffer_outside_memory_breaks_the_abi() {
+    let bytes = buffered_component("(i32.const -65536)", "(i64.const 64)", "");
+    check(
+        "buffer-out-of-bounds",
+        &bytes,
+        |k| matches!(k, PolicyErrorKind::Abi(m) if m.contains("view buffer")),
+    );
+}
+
+#[test]
+fn a_view_buffer_too_short_for_the_view_breaks_the_abi() {
+    // A buffer 100 bytes before the end of memory.
+    let bytes = buffered_component(
+        "(i32.sub (i32.mul (memory.size) (i32.const 65536)) (i32.const 100))",
+        "(i64.const 64)",
+        "",
+    );
+    check(
+        "buffer-too-short",
+        &bytes,
+        |k| matches!(k, PolicyErrorKind::Abi(m) if m.contains("view buffer")),
+    );
+}
+
+#[test]
+fn a_reply_outside_memory_breaks_the_abi() {
+    let bytes = buffered_component("(i32.const 32768)", "(i64.const 0xffff000000001000)", "");
+    check(
+        "reply-out-of-bounds",
+        &bytes,
+        |k| matches!(k, PolicyErrorKind::Abi(m) if m.contains("out of bounds")),
+    );
+}
+
+#[test]
+fn an_error_bit_is_a_refusal_with_its_text() {
+    let bytes = buffered_component(
+        "(i32.const 32768)",
+        "(i64.or (i64.shl (i64.const 300) (i64.const 32)) (i64.const 0x80000004))",
+        r#"(data (i32.const 300) "nope")"#,
+    );
+    check("refusal", &bytes, |k| {
+        *k == PolicyErrorKind::Refused("nope".into())
+    });
+}
+
+#[test]
+fn a_trap_in_the_buffered_call_is_a_trap() {
+    let bytes = buffered_component("(i32.const 32768)", "(unreachable)", "");
+    check("trap", &bytes, |k| {
+        *k == PolicyErrorKind::Trap("wasm `unreachable` instruction executed".into())
+    });
+}
+
+#[test]
+fn garbage_in_the_buffered_reply_does_not_decode() {
+    let bytes = buffered_component(
+        "(i32.const 32768)",
+        "(i64.or (i64.shl (i64.const 300) (i64.const 32)) (i64.const 3))",
+        r#"(data (i32.const 300) "\80\80\80")"#,
+    );
+    check(
+        "garbage",
+        &bytes,
+        |k| matches!(k, PolicyErrorKind::Decode(m) if m.contains("FairnessDecision")),
+    );
+}
