@@ -23,38 +23,87 @@ use gangway_plugin_sdk::testing::SlotViews;
 use super::replies::reply_bytes;
 use super::{by_slot, generate};
 
-const WIT: &str = include_str!("../../../plugin-sdk/wit-2.0/policy.wit");
+/// The contract as 2.0 guests were built.
+const WIT_2_0: &str = include_str!("../../../plugin-sdk/wit-2.0/policy.wit");
+/// The contract with the `-buffered` twins (2.1).
+const WIT_2_1: &str = include_str!("../../../plugin-sdk/wit/policy.wit");
 
-const ECHO_WIT: &str = r#"package test:echo;
-world echo {
-  export gangway:policy/fairness@2.0.0;
-  export gangway:policy/locality@2.0.0;
-  export gangway:policy/gang@2.0.0;
-  export gangway:policy/reclaim@2.0.0;
-  export gangway:policy/retry@2.0.0;
-  export gangway:policy/defragment@2.0.0;
+const SLOTS: [(&str, &str, u8); 6] = [
+    ("fairness", "order", 1),
+    ("locality", "spread", 1),
+    ("gang", "on-blocked", 2),
+    ("reclaim", "reclaim", 2),
+    ("retry", "retry", 1),
+    ("defragment", "plan", 2),
+];
+
+/// The echo world: every slot of contract `version`, with its `-buffered`
+/// twin if `buffered`.
+fn echo_world(version: &str, buffered: bool) -> String {
+    let mut world = String::from("package test:echo;\nworld echo {\n");
+    for (iface, _, _) in SLOTS {
+        world.push_str(&format!("  export gangway:policy/{iface}@{version};\n"));
+        if buffered {
+            world.push_str(&format!(
+                "  export gangway:policy/{iface}-buffered@{version};\n"
+            ));
+        }
+    }
+    world + "}\n"
 }
-"#;
 
-/// The echo guest's core module.
-fn echo_wat() -> String {
+/// The echo guest's core module, its interfaces of contract `version`; with
+/// `buffered`, each slot's twin answers what the slot's function answers,
+/// packed (an answer the 2.0 ABI refuses, a bad discriminant, a misaligned
+/// return area or a length past 31 bits, packed as a reply outside memory,
+/// which the buffered ABI refuses alike).
+fn echo_wat(version: &str, buffered: bool) -> String {
     let mut slots = String::new();
-    for (iface, call, empty) in [
-        ("fairness", "order", 1),
-        ("locality", "spread", 1),
-        ("gang", "on-blocked", 2),
-        ("reclaim", "reclaim", 2),
-        ("retry", "retry", 1),
-        ("defragment", "plan", 2),
-    ] {
+    for (iface, call, empty) in SLOTS {
         slots.push_str(&format!(
             r#"
-  (func (export "gangway:policy/{iface}@2.0.0#init") (param i32 i32) (result i32)
+  (func (export "gangway:policy/{iface}@{version}#init") (param i32 i32) (result i32)
     (call $init (local.get 0) (local.get 1)))
-  (func (export "gangway:policy/{iface}@2.0.0#{call}") (param i32 i32) (result i32)
+  (func (export "gangway:policy/{iface}@{version}#{call}") (param i32 i32) (result i32)
     (call $answer (i32.const {empty})))"#
         ));
+        if buffered {
+            slots.push_str(&format!(
+                r#"
+  (func (export "gangway:policy/{iface}-buffered@{version}#view-buffer") (param $len i32) (result i32)
+    (call $alloc (local.get $len)))
+  (func (export "gangway:policy/{iface}-buffered@{version}#call") (param $len i32) (result i64)
+    (call $pack (call $answer (i32.const {empty}))))"#
+            ));
+        }
     }
+    slots.push_str(
+        r#"
+  (func $alloc (param $len i32) (result i32)
+    (local $p i32) (local $end i32) (local $have i32)
+    (local.set $p (global.get $heap))
+    (local.set $end (i32.add (local.get $p) (local.get $len)))
+    (local.set $have (i32.mul (memory.size) (i32.const 65536)))
+    (if (i32.gt_u (local.get $end) (local.get $have))
+      (then
+        (if (i32.eq (memory.grow (i32.add (i32.shr_u (i32.sub (local.get $end) (local.get $have)) (i32.const 16)) (i32.const 1)))
+                    (i32.const -1))
+          (then unreachable))))
+    (global.set $heap (local.get $end))
+    (local.get $p))
+  (func $pack (param $area i32) (result i64)
+    (local $tag i32) (local $len i32)
+    (if (i32.and (local.get $area) (i32.const 3))
+      (then (return (i64.const 0xffffffff7fffffff))))
+    (local.set $tag (i32.load8_u (local.get $area)))
+    (local.set $len (i32.load (i32.add (local.get $area) (i32.const 8))))
+    (if (i32.or (i32.gt_u (local.get $tag) (i32.const 1)) (i32.lt_s (local.get $len) (i32.const 0)))
+      (then (return (i64.const 0xffffffff7fffffff))))
+    (i64.or
+      (i64.shl (i64.extend_i32_u (i32.load (i32.add (local.get $area) (i32.const 4)))) (i64.const 32))
+      (i64.or (i64.shl (i64.extend_i32_u (local.get $tag)) (i64.const 31))
+              (i64.extend_i32_u (local.get $len)))))"#,
+    );
     format!(
         r#"(module
   (memory (export "memory") 1)
@@ -119,20 +168,25 @@ enum Shape {
     MemoryRenamed,
     Utf16,
     Nested,
+    /// Contract 2.1 with every slot's `-buffered` twin.
+    Buffered,
 }
 
 impl Shape {
-    const ALL: [Shape; 4] = [
+    const ALL: [Shape; 5] = [
         Shape::Standard,
         Shape::MemoryRenamed,
         Shape::Utf16,
         Shape::Nested,
+        Shape::Buffered,
     ];
 
     /// The path an engine set to `asked` takes for this shape.
     fn path(self, asked: CallPath) -> CallPath {
         match (asked, self) {
-            (CallPath::Direct, Shape::Standard | Shape::MemoryRenamed) => CallPath::Direct,
+            (CallPath::Direct, Shape::Standard | Shape::MemoryRenamed | Shape::Buffered) => {
+                CallPath::Direct
+            }
             _ => CallPath::Component,
         }
     }
@@ -143,9 +197,9 @@ impl Shape {
             Shape::Utf16 => wit_component::StringEncoding::UTF16,
             _ => wit_component::StringEncoding::UTF8,
         };
-        let bytes = echo_component(encoding);
+        let bytes = echo_component(encoding, self == Shape::Buffered);
         let edited = match self {
-            Shape::Standard | Shape::Utf16 => return bytes,
+            Shape::Standard | Shape::Utf16 | Shape::Buffered => return bytes,
             Shape::MemoryRenamed => printed(&bytes)
                 .replacen(
                     r#"(export "memory" (memory 0))"#,
@@ -190,16 +244,22 @@ fn printed(bytes: &[u8]) -> String {
     wasmprinter::print_bytes(bytes).expect("the echo component prints")
 }
 
-/// The echo guest as a component of the real contract, its strings in
-/// `encoding`.
-fn echo_component(encoding: wit_component::StringEncoding) -> Vec<u8> {
-    let mut module = wat::parse_str(echo_wat()).expect("the echo guest's WAT parses");
+/// The echo guest as a component of the real contract (2.0, or 2.1 with
+/// the `-buffered` twins), its strings in `encoding`.
+fn echo_component(encoding: wit_component::StringEncoding, buffered: bool) -> Vec<u8> {
+    let (wit, version) = if buffered {
+        (WIT_2_1, "2.1.0")
+    } else {
+        (WIT_2_0, "2.0.0")
+    };
+    let mut module =
+        wat::parse_str(echo_wat(version, buffered)).expect("the echo guest's WAT parses");
     let mut resolve = wit_parser::Resolve::default();
     resolve
-        .push_str("policy.wit", WIT)
+        .push_str("policy.wit", wit)
         .expect("the contract's WIT parses");
     let pkg = resolve
-        .push_str("echo.wit", ECHO_WIT)
+        .push_str("echo.wit", &echo_world(version, buffered))
         .expect("the echo world parses");
     let world = resolve
         .select_world(&[pkg], Some("echo"))
