@@ -6,12 +6,12 @@
 //! runtime, which keeps to the slot's own functions, never sees them.
 
 use gangway_core::Slot;
-use gangway_core::policy::{GuardSettings, PolicyErrorKind};
+use gangway_core::policy::PolicyErrorKind;
 use gangway_core::wasm::{CallPath, PolicyEngine, SandboxConfig};
 use gangway_plugin_sdk::Fairness;
 
 use crate::guests;
-use crate::support::{accounted, empty_view, run, scheduler};
+use crate::support::{accounted, beside_default, empty_view, run, scheduler, the_fairness_error};
 
 /// The contract this host speaks, with the `-buffered` interfaces.
 const WIT_2_1: &str = include_str!("../../../plugin-sdk/wit/policy.wit");
@@ -114,25 +114,10 @@ fn check(name: &str, bytes: &[u8], expect: impl Fn(&PolicyErrorKind) -> bool) {
         let module = engine.load(name, bytes).unwrap();
         let buffered = path == CallPath::Direct;
         assert_eq!(module.buffered_slots().is_empty(), !buffered, "{name}");
-        let mut sched = scheduler(JOBS);
-        let mut twin = scheduler(JOBS);
-        sched.policies_mut().set_guard(GuardSettings {
-            quarantine_after: u32::MAX,
-            keep_previous: 2,
-        });
-        sched.swap::<Fairness>(module.backend::<Fairness>(b"").unwrap());
-        let reports = run(&mut sched, 100, ROUNDS);
-        let expected = run(&mut twin, 100, ROUNDS);
+        let (sched, reports, expected) = beside_default(&module, JOBS, ROUNDS);
         let trap = PolicyErrorKind::Trap("wasm `unreachable` instruction executed".into());
         for (got, want) in reports.iter().zip(&expected) {
-            assert_eq!(
-                got.policy_errors.len(),
-                1,
-                "{name}: {:?}",
-                got.policy_errors
-            );
-            let err = &got.policy_errors[0];
-            assert_eq!(err.slot, Slot::Fairness);
+            let err = the_fairness_error(got, name);
             if buffered {
                 assert!(expect(&err.kind), "{name}: unexpected {err}");
             } else {

@@ -8,11 +8,11 @@ use gangway_plugin_sdk::Fairness;
 use std::time::Duration;
 
 use gangway_core::Slot;
-use gangway_core::policy::{GuardSettings, PolicyErrorKind};
+use gangway_core::policy::PolicyErrorKind;
 use gangway_core::wasm::{Budget, CallPath, PolicyEngine, SandboxConfig, WasmErrorKind};
 
 use crate::guests;
-use crate::support::{accounted, empty_view, run, scheduler};
+use crate::support::{accounted, beside_default, empty_view, run, scheduler, the_fairness_error};
 
 const JOBS: u64 = 60;
 const ROUNDS: u64 = 4;
@@ -46,25 +46,9 @@ fn check_on(
     let module = engine.load(name, &guests::hostile(name)).unwrap();
     assert_eq!(module.call_path(), path, "{name}");
     let made = module.instantiations();
-    let mut sched = scheduler(JOBS);
-    let mut twin = scheduler(JOBS);
-    // Never quarantined here: every round must reach the module.
-    sched.policies_mut().set_guard(GuardSettings {
-        quarantine_after: u32::MAX,
-        keep_previous: 2,
-    });
-    sched.swap::<Fairness>(module.backend::<Fairness>(b"").unwrap());
-    let reports = run(&mut sched, 100, ROUNDS);
-    let expected = run(&mut twin, 100, ROUNDS);
+    let (sched, reports, expected) = beside_default(&module, JOBS, ROUNDS);
     for (got, want) in reports.iter().zip(&expected) {
-        assert_eq!(
-            got.policy_errors.len(),
-            1,
-            "{name}: {:?}",
-            got.policy_errors
-        );
-        let err = &got.policy_errors[0];
-        assert_eq!(err.slot, Slot::Fairness);
+        let err = the_fairness_error(got, name);
         assert_eq!(err.module, name);
         assert!(expect(&err.kind), "{name} ({path:?}): unexpected {err}");
         assert_eq!(

@@ -1,7 +1,9 @@
 //! Shared scheduler fixtures.
 
+use gangway_core::policy::GuardSettings;
+use gangway_core::wasm::PolicyModule;
 use gangway_core::{AttemptEnd, JobSpec, JobState, RoundReport, Scheduler, Topology};
-use gangway_plugin_sdk::JobId;
+use gangway_plugin_sdk::{Fairness, JobId};
 
 /// 2 racks x 4 servers x 8 GPUs, two VCs (one with a quota), `jobs` jobs of
 /// mixed sizes (ids 1..=jobs) submitted at t = 1..=jobs, then job 0, a gang
@@ -95,4 +97,42 @@ pub(crate) fn past_trigger() -> gangway_plugin_sdk::FairnessView {
             })
             .collect(),
     }
+}
+
+/// `module` as the fairness policy of a [`scheduler`] of `jobs` jobs (never
+/// quarantined, so every round reaches it) and a default twin, both [`run`]
+/// for `rounds` rounds from t = 100: the scheduler, its reports and the
+/// twin's.
+pub(crate) fn beside_default(
+    module: &PolicyModule,
+    jobs: u64,
+    rounds: u64,
+) -> (Scheduler, Vec<RoundReport>, Vec<RoundReport>) {
+    let mut sched = scheduler(jobs);
+    let mut twin = scheduler(jobs);
+    sched.policies_mut().set_guard(GuardSettings {
+        quarantine_after: u32::MAX,
+        keep_previous: 2,
+    });
+    sched.swap::<Fairness>(module.backend::<Fairness>(b"").unwrap());
+    let reports = run(&mut sched, 100, rounds);
+    let expected = run(&mut twin, 100, rounds);
+    (sched, reports, expected)
+}
+
+/// The one policy error of round `report`, a fairness one (a guest `name`
+/// that fails every round).
+pub(crate) fn the_fairness_error<'r>(
+    report: &'r RoundReport,
+    name: &str,
+) -> &'r gangway_core::policy::PolicyError {
+    assert_eq!(
+        report.policy_errors.len(),
+        1,
+        "{name}: {:?}",
+        report.policy_errors
+    );
+    let err = &report.policy_errors[0];
+    assert_eq!(err.slot, gangway_core::Slot::Fairness, "{name}");
+    err
 }

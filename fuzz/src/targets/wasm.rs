@@ -71,7 +71,7 @@ fn echo_wat(version: &str, buffered: bool) -> String {
             slots.push_str(&format!(
                 r#"
   (func (export "gangway:policy/{iface}-buffered@{version}#view-buffer") (param $len i32) (result i32)
-    (call $alloc (local.get $len)))
+    (call $realloc (i32.const 0) (i32.const 0) (i32.const 1) (local.get $len)))
   (func (export "gangway:policy/{iface}-buffered@{version}#call") (param $len i32) (result i64)
     (call $pack (call $answer (i32.const {empty}))))"#
             ));
@@ -79,18 +79,6 @@ fn echo_wat(version: &str, buffered: bool) -> String {
     }
     slots.push_str(
         r#"
-  (func $alloc (param $len i32) (result i32)
-    (local $p i32) (local $end i32) (local $have i32)
-    (local.set $p (global.get $heap))
-    (local.set $end (i32.add (local.get $p) (local.get $len)))
-    (local.set $have (i32.mul (memory.size) (i32.const 65536)))
-    (if (i32.gt_u (local.get $end) (local.get $have))
-      (then
-        (if (i32.eq (memory.grow (i32.add (i32.shr_u (i32.sub (local.get $end) (local.get $have)) (i32.const 16)) (i32.const 1)))
-                    (i32.const -1))
-          (then unreachable))))
-    (global.set $heap (local.get $end))
-    (local.get $p))
   (func $pack (param $area i32) (result i64)
     (local $tag i32) (local $len i32)
     (if (i32.and (local.get $area) (i32.const 3))
@@ -111,7 +99,7 @@ fn echo_wat(version: &str, buffered: bool) -> String {
   (global $cfg (mut i32) (i32.const 0))
   (global $cfg_len (mut i32) (i32.const 0))
   (data (i32.const 64) "\00\00")
-  (func (export "cabi_realloc") (param $old i32) (param $old_size i32) (param $align i32) (param $size i32) (result i32)
+  (func $realloc (export "cabi_realloc") (param $old i32) (param $old_size i32) (param $align i32) (param $size i32) (result i32)
     (local $p i32) (local $end i32) (local $have i32)
     (local.set $p (i32.and (i32.add (global.get $heap) (i32.sub (local.get $align) (i32.const 1)))
                            (i32.sub (i32.const 0) (local.get $align))))
