@@ -10,7 +10,7 @@ use gangway_plugin_sdk::{Fairness, JobId, Slot, SlotContract, VcId, WaitReason};
 
 use crate::book::{JobBook, VirtualCluster};
 use crate::job::{AttemptEnd, JobRecord, JobSpec, JobState};
-use crate::policy::{BoxedBackend, PolicySet, SlotHealth};
+use crate::policy::{BoxedBackend, PolicySet, SlotHealth, ViewChanges};
 use crate::round::{Round, RoundReport, RoundScratch};
 use crate::scheduler_error::SchedulerError;
 use crate::state::{ClusterState, Health, InvariantViolation};
@@ -122,7 +122,7 @@ impl Scheduler {
     /// The id of the virtual cluster named `name`, created (without a quota)
     /// on first use.
     pub fn virtual_cluster(&mut self, name: &str) -> VcId {
-        self.book.vcs.named(name)
+        self.book.named_vc(name)
     }
 
     /// The id of the virtual cluster named `name`, if it exists.
@@ -132,16 +132,12 @@ impl Scheduler {
 
     /// Sets a virtual cluster's GPU quota (`None` = unlimited). Unknown ids are ignored.
     pub fn set_quota(&mut self, vc: VcId, quota_gpus: Option<u32>) {
-        if let Some(v) = self.book.vcs.get_mut(vc) {
-            v.quota_gpus = quota_gpus;
-        }
+        self.book.change_vc(vc, |v| v.quota_gpus = quota_gpus);
     }
 
     /// Sets a virtual cluster's weight for weighted fair shares (at least 1).
     pub fn set_weight(&mut self, vc: VcId, weight: u32) {
-        if let Some(v) = self.book.vcs.get_mut(vc) {
-            v.weight = weight.max(1);
-        }
+        self.book.change_vc(vc, |v| v.weight = weight.max(1));
     }
 
     /// Every virtual cluster, indexed by [`VcId`].
@@ -180,6 +176,14 @@ impl Scheduler {
     /// Failure counters of a slot's current policy.
     pub fn slot_health(&self, slot: Slot) -> &SlotHealth {
         self.policies.health(slot)
+    }
+
+    /// The change log as it stands: which jobs and VCs changed how views
+    /// show them since any earlier stamp (see [`ViewChanges`]). Rounds hand
+    /// it to every backend with its view.
+    pub fn view_changes(&self) -> ViewChanges<'_> {
+        let log = self.book.changes();
+        ViewChanges::new(log, log.now())
     }
 
     /// Submits a job; it waits for the next round.

@@ -332,13 +332,13 @@ impl Scheduler {
                 )));
             }
             // The pending counts are rebuilt from the pending jobs below.
-            if let Some(slot) = sched.book.vcs.get_mut(id) {
+            sched.book.change_vc(id, |slot| {
                 *slot = VirtualCluster {
                     pending_gpus: 0,
                     pending_jobs: 0,
                     ..v
-                };
-            }
+                }
+            });
         }
 
         for record in snapshot.jobs {

@@ -115,8 +115,15 @@ pub trait SlotContract: Copy + Default + Send + Sync + std::fmt::Debug + 'static
     /// Encodes `view` as a change from `base`, the view of the instance's
     /// last answered call, into `out` (cleared first); `false` (leaving
     /// `out` unspecified) when the slot has no change encoding or the
-    /// whole view is about as short. See `wire::encode_view_message`.
-    fn encode_view_change(_base: &Self::View, _view: &Self::View, _out: &mut Vec<u8>) -> bool {
+    /// whole view is about as short. `known`, when the host tracks its
+    /// changes, names the entries that may differ other than by time (the
+    /// others are kept unread). See `wire::encode_view_message_known`.
+    fn encode_view_change(
+        _base: &Self::View,
+        _view: &Self::View,
+        _known: Option<&crate::wire::KnownChanges>,
+        _out: &mut Vec<u8>,
+    ) -> bool {
         false
     }
 

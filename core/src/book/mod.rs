@@ -9,6 +9,9 @@
 //! index the change touches, so no index can be updated in one place and
 //! forgotten in another. [`JobBook::check`] verifies them all.
 
+#[cfg(test)]
+mod change_differential;
+mod change_log;
 mod check;
 mod queue;
 mod table;
@@ -18,7 +21,9 @@ mod waits;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use gangway_plugin_sdk::{JobId, Level, PendingJob, QueueOrder, RetryAction, VcUsage, WaitReason};
+use gangway_plugin_sdk::{
+    JobId, Level, PendingJob, QueueOrder, RetryAction, VcId, VcUsage, WaitReason,
+};
 use rustc_hash::FxHashMap;
 
 use crate::job::{AttemptEnd, AttemptFailure, FinalStatus, JobRecord, JobSpec, JobState};
@@ -27,6 +32,7 @@ use crate::scheduler_error::SchedulerError;
 use crate::state::{ClusterState, Placement};
 use crate::topology::Topology;
 
+pub(crate) use change_log::ChangeLog;
 use queue::QueueIndex;
 pub(crate) use queue::Queued;
 use table::JobTable;
@@ -181,6 +187,35 @@ impl JobBook {
         self.vcs.usage()
     }
 
+    /// The log of changes to how views show jobs and VCs.
+    pub(crate) fn changes(&self) -> &ChangeLog {
+        self.records.changes()
+    }
+
+    /// Changes VC `vc`'s record with `change` (its quota, its weight, or a
+    /// restored record), logged when it changed; `false` for an unknown VC.
+    pub(crate) fn change_vc(&mut self, vc: VcId, change: impl FnOnce(&mut VirtualCluster)) -> bool {
+        let Some(v) = self.vcs.get_mut(vc) else {
+            return false;
+        };
+        let before = v.clone();
+        change(v);
+        if *v != before {
+            self.records.changes_mut().vc(vc);
+        }
+        true
+    }
+
+    /// The id of the VC named `name`, created (and logged) on first use.
+    pub(crate) fn named_vc(&mut self, name: &str) -> VcId {
+        let known = self.vcs.len();
+        let vc = self.vcs.named(name);
+        if self.vcs.len() != known {
+            self.records.changes_mut().vc(vc);
+        }
+        vc
+    }
+
     // ---- Changing ------------------------------------------------------
 
     /// Adds a just-submitted job, pending from its submit time. Refuses a
@@ -256,6 +291,9 @@ impl JobBook {
         }
         *self.pending_sizes.entry(gpus).or_insert(0) += 1;
         self.vcs.add_pending(vc, gpus);
+        let changes = self.records.changes_mut();
+        changes.job(id);
+        changes.vc(vc);
     }
 
     /// Takes pending `id` out of every index (its state is the caller's to
@@ -275,7 +313,11 @@ impl JobBook {
                 self.pending_sizes.remove(&gpus);
             }
         }
-        self.vcs.remove_pending(job.spec.vc, gpus);
+        let vc = job.spec.vc;
+        self.vcs.remove_pending(vc, gpus);
+        let changes = self.records.changes_mut();
+        changes.job(id);
+        changes.vc(vc);
         self.reservations.remove(&id);
         self.last_view.remove(&id);
     }
@@ -308,7 +350,10 @@ impl JobBook {
             choice: choice.clone(),
             probe_s,
         };
-        self.vcs.add_held(job.spec.vc, choice.placement.gpu_count());
+        let vc = job.spec.vc;
+        drop(job);
+        self.vcs.add_held(vc, choice.placement.gpu_count());
+        self.records.changes_mut().vc(vc);
         probe_s
     }
 
@@ -371,6 +416,7 @@ impl JobBook {
             }
         }
         self.vcs.book_stop(vc, gpus, used);
+        self.records.changes_mut().vc(vc);
         Ok(used)
     }
 
@@ -383,13 +429,17 @@ impl JobBook {
             _ => 0,
         };
         let gpus = placement.gpu_count();
+        let mut stopped = None;
         if let Some(mut job) = self.records.get_mut(&id) {
             let used = u64::from(gpus) * ran_s;
             job.attained_gpu_s += used;
             job.preemptions += 1;
             job.preempted_gpu_s += used;
-            let vc = job.spec.vc;
+            stopped = Some((job.spec.vc, used));
+        }
+        if let Some((vc, used)) = stopped {
             self.vcs.book_stop(vc, gpus, used);
+            self.records.changes_mut().vc(vc);
         }
         self.enqueue(id, now);
         ran_s

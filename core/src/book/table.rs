@@ -8,6 +8,7 @@ use std::ops::{Deref, DerefMut};
 
 use gangway_plugin_sdk::{JobId, RunningJob};
 
+use super::ChangeLog;
 use crate::job::{JobRecord, JobState};
 
 /// The job records by id (read through `Deref`) and the running jobs.
@@ -18,6 +19,8 @@ use crate::job::{JobRecord, JobState};
 pub(crate) struct JobTable {
     records: BTreeMap<JobId, JobRecord>,
     running: BTreeMap<JobId, RunningJob>,
+    /// The jobs whose running entry changed, with the book's other changes.
+    changes: ChangeLog,
 }
 
 /// Write access to one record; when dropped, files the job in the running
@@ -26,6 +29,7 @@ pub(crate) struct RecordMut<'a> {
     id: JobId,
     record: &'a mut JobRecord,
     running: &'a mut BTreeMap<JobId, RunningJob>,
+    changes: &'a mut ChangeLog,
 }
 
 impl Deref for RecordMut<'_> {
@@ -44,7 +48,9 @@ impl DerefMut for RecordMut<'_> {
 
 impl Drop for RecordMut<'_> {
     fn drop(&mut self) {
-        file_running(self.running, self.id, self.record);
+        if file_running(self.running, self.id, self.record) {
+            self.changes.job(self.id);
+        }
     }
 }
 
@@ -84,15 +90,21 @@ pub(crate) fn attained_at(r: &RunningJob, now: u64) -> u64 {
 }
 
 /// Files `id` in `running` as `record` says: in it (up to date) if it is
-/// running, out of it otherwise.
-fn file_running(running: &mut BTreeMap<JobId, RunningJob>, id: JobId, record: &JobRecord) {
+/// running, out of it otherwise. Returns whether its entry changed.
+fn file_running(running: &mut BTreeMap<JobId, RunningJob>, id: JobId, record: &JobRecord) -> bool {
     match running_entry(id, record) {
-        Some(entry) => {
-            running.insert(id, entry);
-        }
-        None => {
-            running.remove(&id);
-        }
+        Some(entry) => match running.get_mut(&id) {
+            Some(old) if *old == entry => false,
+            Some(old) => {
+                *old = entry;
+                true
+            }
+            None => {
+                running.insert(id, entry);
+                true
+            }
+        },
+        None => running.remove(&id).is_some(),
     }
 }
 
@@ -118,31 +130,47 @@ impl JobTable {
             id: *id,
             record,
             running: &mut self.running,
+            changes: &mut self.changes,
         })
     }
 
     /// Adds (or replaces) job `id`'s record.
     pub(crate) fn insert(&mut self, id: JobId, record: JobRecord) -> Option<JobRecord> {
-        file_running(&mut self.running, id, &record);
+        if file_running(&mut self.running, id, &record) {
+            self.changes.job(id);
+        }
         self.records.insert(id, record)
     }
 
     /// Drops job `id`'s record.
     pub(crate) fn remove(&mut self, id: &JobId) -> Option<JobRecord> {
-        self.running.remove(id);
+        if self.running.remove(id).is_some() {
+            self.changes.job(*id);
+        }
         self.records.remove(id)
     }
 
     /// Keeps only the records `keep` accepts.
     pub(crate) fn retain(&mut self, mut keep: impl FnMut(&JobId, &JobRecord) -> bool) {
-        let running = &mut self.running;
+        let (running, changes) = (&mut self.running, &mut self.changes);
         self.records.retain(|id, j| {
             let kept = keep(id, j);
-            if !kept {
-                running.remove(id);
+            if !kept && running.remove(id).is_some() {
+                changes.job(*id);
             }
             kept
         });
+    }
+
+    /// The log of changes to how views show jobs and VCs.
+    pub(crate) fn changes(&self) -> &ChangeLog {
+        &self.changes
+    }
+
+    /// The log, to record a change the table does not see (a job's queue
+    /// entry, a VC's counters).
+    pub(crate) fn changes_mut(&mut self) -> &mut ChangeLog {
+        &mut self.changes
     }
 
     /// Whether the running index matches the records: one entry per

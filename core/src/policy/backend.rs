@@ -3,7 +3,7 @@
 use gangway_plugin_sdk::{Manifest, Policy, SlotContract};
 use serde::{Deserialize, Serialize};
 
-use super::PolicyError;
+use super::{PolicyError, ViewChanges};
 
 /// A policy of slot `S` as the scheduler calls it: native or sandboxed,
 /// fallible. One trait serves every slot; [`crate::policy::Guarded`] adds
@@ -14,6 +14,22 @@ pub trait Backend<S: SlotContract>: Send {
 
     /// The policy's decision for `view`.
     fn decide(&mut self, view: &S::View) -> Result<S::Decision, PolicyError>;
+
+    /// The policy's decision for `view`, told what changed in the
+    /// scheduler since earlier views ([`ViewChanges`]): how the scheduler's
+    /// rounds call a backend. A backend that keeps its last view (a Wasm
+    /// module sent view changes) keeps [`ViewChanges::stamp`] and asks
+    /// [`ViewChanges::since`] at the next call instead of comparing the two
+    /// views whole. The default ignores the changes and calls
+    /// [`Backend::decide`]; the decision must be the same either way.
+    fn decide_with_changes(
+        &mut self,
+        view: &S::View,
+        changes: &ViewChanges<'_>,
+    ) -> Result<S::Decision, PolicyError> {
+        let _ = changes;
+        self.decide(view)
+    }
 
     /// What the policy declared about itself when it was loaded.
     fn manifest(&self) -> Manifest {

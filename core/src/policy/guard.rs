@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use gangway_plugin_sdk::{Manifest, SlotContract};
 
 use super::backend::{BoxedBackend, PolicyOrigin, fallback_backend};
-use super::{PolicyError, PolicyErrorKind};
+use super::{PolicyError, PolicyErrorKind, ViewChanges};
 
 /// When a guarded slot gives up on a policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -391,15 +391,20 @@ impl<S: SlotContract> Guarded<S> {
     /// against the view. On success the caller must [`Guarded::settle`]
     /// once it has applied the decision; on failure the error is counted and
     /// the built-in policy's decision is returned with it.
-    pub(crate) fn decide(&mut self, view: &S::View) -> Decided<S::Decision> {
+    pub(crate) fn decide(
+        &mut self,
+        view: &S::View,
+        changes: &ViewChanges<'_>,
+    ) -> Decided<S::Decision> {
         self.health.calls += 1;
         let active = self.active_mut();
-        let answer = active
-            .decide(view)
-            .and_then(|d| match S::validate(view, &d) {
-                Ok(()) => Ok(d),
-                Err(invalid) => Err(PolicyError::new(S::SLOT, active.name(), invalid.into())),
-            });
+        let answer =
+            active
+                .decide_with_changes(view, changes)
+                .and_then(|d| match S::validate(view, &d) {
+                    Ok(()) => Ok(d),
+                    Err(invalid) => Err(PolicyError::new(S::SLOT, active.name(), invalid.into())),
+                });
         match answer {
             Ok(decision) => Decided {
                 decision,
@@ -417,8 +422,12 @@ impl<S: SlotContract> Guarded<S> {
 
     /// [`Guarded::decide`] for a decision that needs no further check:
     /// settles a valid answer at once.
-    pub(crate) fn decide_settled(&mut self, view: &S::View) -> Decided<S::Decision> {
-        let decided = self.decide(view);
+    pub(crate) fn decide_settled(
+        &mut self,
+        view: &S::View,
+        changes: &ViewChanges<'_>,
+    ) -> Decided<S::Decision> {
+        let decided = self.decide(view, changes);
         if decided.error.is_none() {
             self.settle(Ok(()));
         }

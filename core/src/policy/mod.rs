@@ -53,6 +53,7 @@ mod backend;
 mod error;
 mod guard;
 mod set;
+mod view_changes;
 
 pub use backend::{Backend, BoxedBackend, Native, Noop, PolicyOrigin};
 pub(crate) use error::invalid;
@@ -63,3 +64,4 @@ pub use error::{PolicyError, PolicyErrorKind};
 pub use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry, SlotContract};
 pub use guard::{GuardSettings, Guarded, SlotEvent, SlotHandle, SlotHealth, SlotStatus};
 pub use set::PolicySet;
+pub use view_changes::{Stamp, ViewChanges};

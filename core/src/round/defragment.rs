@@ -15,8 +15,8 @@ use gangway_plugin_sdk::{DefragmentDecision, DefragmentView, JobId, WaitReason};
 
 use super::{Migration, Placed, Round, RoundReport};
 use crate::placement::{PlacementChoice, lowest_bits};
-use crate::policy::PolicyErrorKind;
 use crate::policy::invalid;
+use crate::policy::{PolicyErrorKind, Stamp, ViewChanges};
 use crate::state::{Placement, ServerGpus};
 
 impl Round<'_> {
@@ -25,6 +25,7 @@ impl Round<'_> {
     pub(super) fn defragment(
         &mut self,
         view: &gangway_plugin_sdk::FairnessView,
+        view_at: Stamp,
         placed: &mut Placed,
         report: &mut RoundReport,
     ) {
@@ -53,7 +54,7 @@ impl Round<'_> {
             running,
             waiting,
         };
-        self.defragment_with(&defrag_view, placed, report);
+        self.defragment_with(&defrag_view, view_at, placed, report);
         self.scratch.running = defrag_view.running;
     }
 
@@ -62,10 +63,15 @@ impl Round<'_> {
     fn defragment_with(
         &mut self,
         defrag_view: &DefragmentView,
+        view_at: Stamp,
         placed: &mut Placed,
         report: &mut RoundReport,
     ) {
-        let decided = self.policies.slot_mut::<Defragment>().decide(defrag_view);
+        let changes = ViewChanges::new(self.book.changes(), view_at);
+        let decided = self
+            .policies
+            .slot_mut::<Defragment>()
+            .decide(defrag_view, &changes);
         if let Some(e) = decided.error {
             report.policy_errors.push(e);
             return;

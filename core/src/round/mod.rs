@@ -68,11 +68,13 @@ impl Round<'_> {
             return report;
         }
 
+        let view_at = self.book.changes().now();
         let view = self.fairness_view();
         report.queued = self.book.pending().len().saturating_sub(view.jobs.len());
-        let mut placed = self.place(&view, &mut report);
-        self.reclaim(&view, &mut placed, &mut report);
-        self.defragment(&view, &mut placed, &mut report);
+        let mut placed = self.place(&view, view_at, &mut report);
+        // Their views show jobs of `view`: changes are counted from its stamp.
+        self.reclaim(&view, view_at, &mut placed, &mut report);
+        self.defragment(&view, view_at, &mut placed, &mut report);
         self.held_or_fair_share(&view, &mut placed);
         self.state.clear_holds();
         self.book

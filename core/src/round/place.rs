@@ -9,13 +9,24 @@ use gangway_plugin_sdk::{
 };
 
 use super::{Placed, Reservation, Round, RoundReport};
+use crate::policy::{Stamp, ViewChanges};
 
 impl Round<'_> {
     /// Asks fairness and locality about the view's jobs and places them.
-    pub(super) fn place(&mut self, view: &FairnessView, report: &mut RoundReport) -> Placed {
+    /// `view_at` is the stamp of the state `view` was built from.
+    pub(super) fn place(
+        &mut self,
+        view: &FairnessView,
+        view_at: Stamp,
+        report: &mut RoundReport,
+    ) -> Placed {
         let now = self.now;
         // 1. Fairness.
-        let fairness = self.policies.slot_mut::<Fairness>().decide_settled(view);
+        let changes = ViewChanges::new(self.book.changes(), view_at);
+        let fairness = self
+            .policies
+            .slot_mut::<Fairness>()
+            .decide_settled(view, &changes);
         report.policy_errors.extend(fairness.error);
         // The last round's maps, emptied: their memory is reused.
         let mut placed = std::mem::take(&mut self.scratch.placed);
@@ -43,7 +54,11 @@ impl Round<'_> {
 
         // 2. Locality.
         if !queue.jobs.is_empty() {
-            let locality = self.policies.slot_mut::<Locality>().decide_settled(&queue);
+            let changes = ViewChanges::new(self.book.changes(), view_at);
+            let locality = self
+                .policies
+                .slot_mut::<Locality>()
+                .decide_settled(&queue, &changes);
             report.policy_errors.extend(locality.error);
             queue.spread = locality.decision.limits;
         }
@@ -85,7 +100,12 @@ impl Round<'_> {
             };
             placed.reasons.insert(job.id, reason);
             if gang.is_none() {
-                let decided = self.policies.slot_mut::<Gang>().decide_settled(&queue);
+                // (Built before any placement: its stamp is the view's.)
+                let changes = ViewChanges::new(self.book.changes(), view_at);
+                let decided = self
+                    .policies
+                    .slot_mut::<Gang>()
+                    .decide_settled(&queue, &changes);
                 report.policy_errors.extend(decided.error);
                 gang = Some(decided.decision);
             }

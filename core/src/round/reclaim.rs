@@ -17,8 +17,8 @@ use gangway_plugin_sdk::{
 
 use super::{Placed, Preemption, Round, RoundReport};
 use crate::placement::PlacementChoice;
-use crate::policy::PolicyErrorKind;
 use crate::policy::invalid;
+use crate::policy::{PolicyErrorKind, Stamp, ViewChanges};
 use crate::state::Placement;
 
 /// Whether a VC borrows: holds more GPUs than its quota, or any without one
@@ -36,6 +36,7 @@ impl Round<'_> {
     pub(super) fn reclaim(
         &mut self,
         view: &FairnessView,
+        view_at: Stamp,
         placed: &mut Placed,
         report: &mut RoundReport,
     ) {
@@ -97,7 +98,7 @@ impl Round<'_> {
             running,
             waiting,
         };
-        self.reclaim_with(&reclaim_view, placed, report);
+        self.reclaim_with(&reclaim_view, view_at, placed, report);
         self.scratch.running = reclaim_view.running;
     }
 
@@ -106,10 +107,15 @@ impl Round<'_> {
     fn reclaim_with(
         &mut self,
         reclaim_view: &ReclaimView,
+        view_at: Stamp,
         placed: &mut Placed,
         report: &mut RoundReport,
     ) {
-        let decided = self.policies.slot_mut::<Reclaim>().decide(reclaim_view);
+        let changes = ViewChanges::new(self.book.changes(), view_at);
+        let decided = self
+            .policies
+            .slot_mut::<Reclaim>()
+            .decide(reclaim_view, &changes);
         if let Some(e) = decided.error {
             report.policy_errors.push(e);
             return;

@@ -5,6 +5,7 @@ use gangway_plugin_sdk::{FailedAttempt, Retry, RetryView};
 
 use super::{Round, RoundReport};
 use crate::job::JobState;
+use crate::policy::ViewChanges;
 
 impl Round<'_> {
     /// Asks the retry slot about every failed attempt awaiting a decision
@@ -14,6 +15,7 @@ impl Round<'_> {
             return;
         }
         let ids = self.book.take_awaiting_retry();
+        let view_at = self.book.changes().now();
         let mut failures = Vec::with_capacity(ids.len());
         for id in &ids {
             let Some(job) = self.book.get(id) else {
@@ -39,7 +41,11 @@ impl Round<'_> {
             now_s: self.now,
             failures,
         };
-        let decided = self.policies.slot_mut::<Retry>().decide_settled(&view);
+        let changes = ViewChanges::new(self.book.changes(), view_at);
+        let decided = self
+            .policies
+            .slot_mut::<Retry>()
+            .decide_settled(&view, &changes);
         report.policy_errors.extend(decided.error);
         for (f, action) in view.failures.iter().zip(decided.decision.actions) {
             if self.book.retry(f.job, self.now, action) {

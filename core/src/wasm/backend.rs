@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use gangway_plugin_sdk::wire::KnownChanges;
 use gangway_plugin_sdk::{Manifest, SlotContract, wire};
 use wasmtime::Store;
 use wasmtime::component::{Func, InstancePre, TypedFunc};
@@ -13,14 +14,18 @@ use super::direct::DirectInstance;
 use super::error::{WasmError, WasmErrorKind};
 use super::module::{Code, PolicyModule, SlotExport};
 use super::store::{HostState, classify, error_text, new_store};
-use crate::policy::{Backend, BoxedBackend, PolicyError, PolicyErrorKind, PolicyOrigin};
+use crate::policy::{
+    Backend, BoxedBackend, PolicyError, PolicyErrorKind, PolicyOrigin, Stamp, ViewChanges,
+};
 
 /// A live instance: its store, how to call the slot, and the view of its
-/// last answered call (the base of the next view change).
+/// last answered call (the base of the next view change) with the stamp of
+/// the state it was built from, when the round said.
 struct Live<V> {
     store: Store<HostState>,
     entry: Entry,
     held: Option<V>,
+    held_at: Option<Stamp>,
 }
 
 /// The slot's call in a live instance.
@@ -92,6 +97,8 @@ pub(crate) struct WasmBackend<S: SlotContract> {
     view_changes: bool,
     live: Option<Live<S::View>>,
     view: Vec<u8>,
+    /// What changed since the held view, as the round's change log said.
+    known: KnownChanges,
     /// Fuel used so far by every instance of this backend (see
     /// `SandboxConfig::fuel_per_backend`).
     spent_fuel: u64,
@@ -118,6 +125,7 @@ impl<S: SlotContract> WasmBackend<S> {
             view_changes: false,
             live: None,
             view: Vec::new(),
+            known: KnownChanges::default(),
             spent_fuel: 0,
             period_start: None,
             _slot: std::marker::PhantomData,
@@ -217,6 +225,7 @@ impl<S: SlotContract> WasmBackend<S> {
                         store,
                         entry,
                         held: None,
+                        held_at: None,
                     },
                     manifest,
                 ))
@@ -296,6 +305,34 @@ impl<S: SlotContract> Backend<S> for WasmBackend<S> {
     }
 
     fn decide(&mut self, view: &S::View) -> Result<S::Decision, PolicyError> {
+        self.decide_knowing(view, None)
+    }
+
+    fn decide_with_changes(
+        &mut self,
+        view: &S::View,
+        changes: &ViewChanges<'_>,
+    ) -> Result<S::Decision, PolicyError> {
+        self.decide_knowing(view, Some(changes))
+    }
+
+    fn report(&mut self, outcome: Result<(), &PolicyError>) {
+        // A decision the core refused: the next call starts afresh too.
+        if outcome.is_err() {
+            self.live = None;
+        }
+    }
+}
+
+impl<S: SlotContract> WasmBackend<S> {
+    /// [`Backend::decide`], with the round's change log when there is one:
+    /// a view change then keeps the entries the log says did not change
+    /// without comparing them.
+    fn decide_knowing(
+        &mut self,
+        view: &S::View,
+        changes: Option<&ViewChanges<'_>>,
+    ) -> Result<S::Decision, PolicyError> {
         if let Some(period) = self.module.engine.config.fuel_period {
             let now = std::time::Instant::now();
             let start = *self.period_start.get_or_insert(now);
@@ -331,7 +368,13 @@ impl<S: SlotContract> Backend<S> for WasmBackend<S> {
             return Err(self.error(PolicyErrorKind::Trap("no instance".into())));
         };
         if self.view_changes {
-            wire::encode_view_message::<S>(live.held.as_ref(), view, &mut self.view);
+            let known = match (changes, live.held_at) {
+                (Some(changes), Some(at)) if changes.since(at, &mut self.known) => {
+                    Some(&self.known)
+                }
+                _ => None,
+            };
+            wire::encode_view_message_known::<S>(live.held.as_ref(), view, known, &mut self.view);
         } else {
             S::encode_view(view, &mut self.view);
         }
@@ -369,6 +412,7 @@ impl<S: SlotContract> Backend<S> for WasmBackend<S> {
                         None => live.held = Some(view.clone()),
                     }
                     debug_assert!(live.held.as_ref() == Some(view));
+                    live.held_at = changes.map(|c| c.stamp());
                 }
                 self.live = Some(live);
                 Ok(decision)
@@ -378,13 +422,6 @@ impl<S: SlotContract> Backend<S> for WasmBackend<S> {
             Ok(Ok(Err(e))) => Err(self.error(PolicyErrorKind::Decode(e.to_string()))),
             Ok(Err(message)) => Err(self.error(PolicyErrorKind::Refused(message))),
             Err(e) => Err(self.error(classify(&e, &self.module.engine.config))),
-        }
-    }
-
-    fn report(&mut self, outcome: Result<(), &PolicyError>) {
-        // A decision the core refused: the next call starts afresh too.
-        if outcome.is_err() {
-            self.live = None;
         }
     }
 }

@@ -40,6 +40,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 use super::codec::{U32, U64, WireError};
+use super::known::KnownChanges;
 use super::postcard::{JOB_MAX, RUNNING_MAX, Reader, VC_MAX, Writer};
 use crate::view::{PendingJob, RunningJob, ServerState, SpreadLimit, VcUsage, WaitingJob};
 
@@ -97,6 +98,10 @@ pub(crate) trait Kept: Default {
     fn key(&self) -> u64;
     /// Whether `self`, `dt` seconds later, is `new`.
     fn later_is(&self, new: &Self, dt: u64) -> bool;
+    /// Whether `self`, later, is `new` as far as `known` tells: the same
+    /// id, not among the changes (lists the host does not track compare
+    /// their entries whole, as [`Kept::later_is`] does).
+    fn later_is_known(&self, new: &Self, dt: u64, known: &KnownChanges) -> bool;
     /// `self`, `dt` seconds later.
     fn advance(&mut self, dt: u64);
     /// The most bytes it takes on the wire.
@@ -138,6 +143,13 @@ impl Kept for PendingJob {
             & (*min_level == new.min_level)
             & (*min_servers == new.min_servers)
     }
+    #[inline(always)]
+    fn later_is_known(&self, new: &Self, dt: u64, known: &KnownChanges) -> bool {
+        // The wait is compared: it follows the clock only once the job's
+        // pending time has come (a host may submit ahead of its clock).
+        (self.id == new.id) & (self.waiting_s.wrapping_add(dt) == new.waiting_s)
+            && !known.job_changed(self.id)
+    }
     fn advance(&mut self, dt: u64) {
         self.waiting_s = self.waiting_s.wrapping_add(dt);
     }
@@ -161,6 +173,9 @@ impl Kept for VcUsage {
         // A VC's attained service grows when an attempt ends, not with time.
         self == new
     }
+    fn later_is_known(&self, new: &Self, _dt: u64, known: &KnownChanges) -> bool {
+        self.id == new.id && !known.vc_changed(self.id)
+    }
     fn advance(&mut self, _dt: u64) {}
     fn max_bytes(&self) -> usize {
         VC_MAX
@@ -179,6 +194,10 @@ impl Kept for ServerState {
         u64::from(self.id.0)
     }
     fn later_is(&self, new: &Self, _dt: u64) -> bool {
+        self == new
+    }
+    fn later_is_known(&self, new: &Self, _dt: u64, _known: &KnownChanges) -> bool {
+        // Hosts do not track servers: a server is compared whole.
         self == new
     }
     fn advance(&mut self, _dt: u64) {}
@@ -220,6 +239,12 @@ impl Kept for RunningJob {
             && *attempts == new.attempts
             && *parts == new.parts
     }
+    fn later_is_known(&self, new: &Self, dt: u64, known: &KnownChanges) -> bool {
+        let advanced = self
+            .attained_gpu_s
+            .wrapping_add(u64::from(self.gpus).wrapping_mul(dt));
+        (self.id == new.id) & (advanced == new.attained_gpu_s) && !known.job_changed(self.id)
+    }
     fn advance(&mut self, dt: u64) {
         self.attained_gpu_s = self
             .attained_gpu_s
@@ -244,6 +269,12 @@ impl Kept for WaitingJob {
     fn later_is(&self, new: &Self, dt: u64) -> bool {
         self.job.later_is(&new.job, dt) && self.reason == new.reason && self.limit == new.limit
     }
+    fn later_is_known(&self, new: &Self, dt: u64, known: &KnownChanges) -> bool {
+        // The reason and limit are the round's, not the host's state.
+        self.job.later_is_known(&new.job, dt, known)
+            && self.reason == new.reason
+            && self.limit == new.limit
+    }
     fn advance(&mut self, dt: u64) {
         self.job.advance(dt);
     }
@@ -267,13 +298,29 @@ pub(crate) struct Side<'a, T> {
 }
 
 /// How many entries at the start of `new` are those of `base`, `dt`
-/// seconds later (with the same limits when `paired`).
-fn unchanged<T: Kept>(base: Side<'_, T>, new: Side<'_, T>, paired: bool, dt: u64) -> usize {
+/// seconds later (with the same limits when `paired`), as far as `known`
+/// tells when the host knows its changes.
+fn unchanged<T: Kept>(
+    base: Side<'_, T>,
+    new: Side<'_, T>,
+    paired: bool,
+    dt: u64,
+    known: Option<&KnownChanges>,
+) -> usize {
     let (old, now) = (base.list, new.list);
     let n = old.len().min(now.len());
     let mut at = 0;
-    while at < n && old[at].later_is(&now[at], dt) {
-        at += 1;
+    match known {
+        Some(known) => {
+            while at < n && old[at].later_is_known(&now[at], dt, known) {
+                at += 1;
+            }
+        }
+        None => {
+            while at < n && old[at].later_is(&now[at], dt) {
+                at += 1;
+            }
+        }
     }
     if paired {
         at = base.spread[..at]
@@ -287,12 +334,14 @@ fn unchanged<T: Kept>(base: Side<'_, T>, new: Side<'_, T>, paired: bool, dt: u64
 
 /// Appends the runs that build `new` from `base` (with their limits when
 /// `paired`), `dt` seconds later, to `scratch.runs`; returns how many
-/// entries travel in full.
+/// entries travel in full. With `known`, an entry is kept when its id is
+/// not among the changes, unread.
 pub(crate) fn diff<T: Kept>(
     base: Side<'_, T>,
     new: Side<'_, T>,
     paired: bool,
     dt: u64,
+    known: Option<&KnownChanges>,
     scratch: &mut Scratch,
 ) -> usize {
     let Scratch { runs, index } = scratch;
@@ -300,7 +349,11 @@ pub(crate) fn diff<T: Kept>(
     // This list's runs: only they may be merged with.
     let first = runs.len();
     let same = |b: usize, n: usize| {
-        base.list[b].later_is(&new.list[n], dt) && (!paired || base.spread[b] == new.spread[n])
+        let entry = match known {
+            Some(known) => base.list[b].later_is_known(&new.list[n], dt, known),
+            None => base.list[b].later_is(&new.list[n], dt),
+        };
+        entry && (!paired || base.spread[b] == new.spread[n])
     };
     let mut next = 0;
     let mut literal = 0;
@@ -320,6 +373,7 @@ pub(crate) fn diff<T: Kept>(
             },
             paired,
             dt,
+            known,
         );
         if stretch > 0 {
             match runs[first..].last_mut() {
@@ -391,9 +445,15 @@ pub(crate) fn diff<T: Kept>(
 }
 
 /// [`diff`] of two lists without limits.
-pub(crate) fn diff_list<T: Kept>(base: &[T], new: &[T], dt: u64, scratch: &mut Scratch) -> usize {
+pub(crate) fn diff_list<T: Kept>(
+    base: &[T],
+    new: &[T],
+    dt: u64,
+    known: Option<&KnownChanges>,
+    scratch: &mut Scratch,
+) -> usize {
     let bare = |list| Side { list, spread: &[] };
-    diff(bare(base), bare(new), false, dt, scratch)
+    diff(bare(base), bare(new), false, dt, known, scratch)
 }
 
 /// Whether `runs` can rebuild their list inside the base's memory: every
@@ -661,13 +721,15 @@ mod tests {
     }
 
     /// `jobs` and `spread` (one limit per job, or none) after `edits`, `dt`
-    /// seconds later.
+    /// seconds later, and the ids of the jobs the edits changed or added
+    /// (what a host that tracks its changes knows).
     fn edited(
         jobs: &[PendingJob],
         spread: &[SpreadLimit],
         edits: &[Edit],
         dt: u64,
-    ) -> (Vec<PendingJob>, Vec<SpreadLimit>) {
+    ) -> (Vec<PendingJob>, Vec<SpreadLimit>, KnownChanges) {
+        let mut known = KnownChanges::default();
         let paired = spread.len() == jobs.len();
         let mut pairs: Vec<(PendingJob, SpreadLimit)> = jobs
             .iter()
@@ -684,8 +746,14 @@ mod tests {
                 Edit::Remove(at) if len > 0 => {
                     pairs.remove(at % len);
                 }
-                Edit::Insert(at, j) => pairs.insert(at % (len + 1), (*j, SpreadLimit::default())),
-                Edit::Change(at, g) if len > 0 => pairs[at % len].0.gpus = *g,
+                Edit::Insert(at, j) => {
+                    known.add_job(j.id);
+                    pairs.insert(at % (len + 1), (*j, SpreadLimit::default()));
+                }
+                Edit::Change(at, g) if len > 0 => {
+                    known.add_job(pairs[at % len].0.id);
+                    pairs[at % len].0.gpus = *g;
+                }
                 Edit::Move(a, b) if len > 0 => {
                     let p = pairs.remove(a % len);
                     pairs.insert(b % len, p);
@@ -699,7 +767,8 @@ mod tests {
         } else {
             spread.to_vec()
         };
-        (pairs.into_iter().map(|p| p.0).collect(), spread)
+        known.seal();
+        (pairs.into_iter().map(|p| p.0).collect(), spread, known)
     }
 
     proptest! {
@@ -713,20 +782,22 @@ mod tests {
             vc_edits in prop::collection::vec((any::<usize>(), any::<u32>()), 0..4),
             dt in prop_oneof![Just(0u64), 1u64..100_000, Just(u64::MAX)],
         ) {
-            let (jobs, _) = edited(&base.jobs, &[], &edits, dt);
+            let (jobs, _, mut known) = edited(&base.jobs, &[], &edits, dt);
             let mut vcs = base.vcs.clone();
             for (at, held) in &vc_edits {
                 let n = vcs.len();
                 if let Some(v) = vcs.get_mut(at % n.max(1)) {
                     v.held_gpus = *held;
+                    known.add_vc(v.id);
                 }
             }
+            known.seal();
             let view = FairnessView { now_s: base.now_s.wrapping_add(dt), jobs, vcs, ..base.clone() };
             let mut bytes = vec![0xAA; 5];
-            if Fairness::encode_view_change(&base, &view, &mut bytes) {
+            if Fairness::encode_view_change(&base, &view, None, &mut bytes) {
                 let mut held = base.clone();
                 Fairness::apply_view_change(&bytes, &mut held).unwrap();
-                prop_assert_eq!(held, view);
+                prop_assert_eq!(&held, &view);
             } else {
                 // Only a small view travels whole when nothing but time passed.
                 prop_assert!(
@@ -735,6 +806,12 @@ mod tests {
                         || view.jobs.len() + view.vcs.len() < MIN_ENTRIES
                 );
             }
+            // Told what changed, the host keeps the rest unread: the same view.
+            let mut message = Vec::new();
+            crate::wire::encode_view_message_known::<Fairness>(Some(&base), &view, Some(&known), &mut message);
+            let mut held = base.clone();
+            crate::wire::decode_view_message::<Fairness>(&message, &mut held).unwrap();
+            prop_assert_eq!(held, view);
         }
 
         /// The same for locality and gang views, with limits that travel
@@ -745,13 +822,15 @@ mod tests {
             edits in edits(),
             dt in prop_oneof![Just(0u64), 1u64..100_000],
         ) {
-            let (jobs, spread) = edited(&base.jobs, &base.spread, &edits, dt);
+            let (jobs, spread, known) = edited(&base.jobs, &base.spread, &edits, dt);
             let view = QueueView { now_s: base.now_s.wrapping_add(dt), jobs, spread, ..base.clone() };
-            let mut bytes = Vec::new();
-            if Locality::encode_view_change(&base, &view, &mut bytes) {
-                let mut held = base.clone();
-                Locality::apply_view_change(&bytes, &mut held).unwrap();
-                prop_assert_eq!(held, view);
+            for known in [None, Some(&known)] {
+                let mut bytes = Vec::new();
+                if Locality::encode_view_change(&base, &view, known, &mut bytes) {
+                    let mut held = base.clone();
+                    Locality::apply_view_change(&bytes, &mut held).unwrap();
+                    prop_assert_eq!(held, view.clone());
+                }
             }
         }
 
@@ -784,8 +863,17 @@ mod tests {
                 let at = freed % view.servers.len();
                 view.servers[at].free += 1;
             }
+            // Nothing the host tracks changed (a job left, a reason and a
+            // server's free GPUs changed): told so, the change is the same.
+            let none = KnownChanges::default();
+            let mut known = Vec::new();
+            if Reclaim::encode_view_change(&base, &view, Some(&none), &mut known) {
+                let mut held = base.clone();
+                Reclaim::apply_view_change(&known, &mut held).unwrap();
+                prop_assert_eq!(&held, &view);
+            }
             let mut bytes = Vec::new();
-            if Reclaim::encode_view_change(&base, &view, &mut bytes) {
+            if Reclaim::encode_view_change(&base, &view, None, &mut bytes) {
                 let mut held = base.clone();
                 Reclaim::apply_view_change(&bytes, &mut held).unwrap();
                 prop_assert_eq!(held, view);
@@ -848,7 +936,7 @@ mod tests {
             j.attained_gpu_s += 120;
         }
         let mut bytes = Vec::new();
-        assert!(Reclaim::encode_view_change(&base, &view, &mut bytes));
+        assert!(Reclaim::encode_view_change(&base, &view, None, &mut bytes));
         assert!(bytes.len() < 24, "{} bytes", bytes.len());
         let mut held = base.clone();
         Reclaim::apply_view_change(&bytes, &mut held).unwrap();
@@ -877,10 +965,10 @@ mod tests {
             j.waiting_s += 1;
         }
         let mut bytes = Vec::new();
-        assert!(Fairness::encode_view_change(&base, &view, &mut bytes));
+        assert!(Fairness::encode_view_change(&base, &view, None, &mut bytes));
         assert!(bytes.len() < 16, "{} bytes", bytes.len());
         view.jobs.drain(100..140);
-        assert!(Fairness::encode_view_change(&base, &view, &mut bytes));
+        assert!(Fairness::encode_view_change(&base, &view, None, &mut bytes));
         assert!(bytes.len() < 20, "{} bytes", bytes.len());
         let mut held = base.clone();
         Fairness::apply_view_change(&bytes, &mut held).unwrap();
@@ -946,7 +1034,7 @@ mod tests {
         let mut whole = Vec::new();
         Fairness::encode_view(&view, &mut whole);
         let mut bytes = Vec::new();
-        assert!(Fairness::encode_view_change(&base, &view, &mut bytes));
+        assert!(Fairness::encode_view_change(&base, &view, None, &mut bytes));
         assert!(
             bytes.len() * 3 < whole.len(),
             "{} of {} bytes",

@@ -9,9 +9,11 @@
 pub(crate) mod change;
 pub(crate) mod codec;
 pub(crate) mod compact;
+mod known;
 pub(crate) mod postcard;
 
 pub use codec::{WireError, decode, encode, encode_into};
+pub use known::KnownChanges;
 
 use crate::SlotContract;
 
@@ -73,8 +75,42 @@ pub fn encode_view_message<S: SlotContract>(
     view: &S::View,
     out: &mut Vec<u8>,
 ) {
+    encode_view_message_known::<S>(base, view, None, out);
+}
+
+/// [`encode_view_message`] by a host that knows what changed since `base`:
+/// `known` names the jobs and VCs whose entries may differ other than by
+/// time passing, and an entry of any other id found in `base` is kept
+/// without comparing it (see [`KnownChanges`]). `None` compares every
+/// entry, as [`encode_view_message`] does.
+///
+/// ```
+/// use gangway_plugin_sdk::{Fairness, wire, PendingJob, JobId, FairnessView};
+/// let base = FairnessView {
+///     now_s: 10,
+///     jobs: (0..100).map(|i| PendingJob { id: JobId(i), ..PendingJob::default() }).collect(),
+///     ..FairnessView::default()
+/// };
+/// let mut next = base.clone();
+/// next.now_s = 11;
+/// next.jobs.iter_mut().for_each(|j| j.waiting_s += 1);
+/// next.jobs[3].attempts = 1;
+/// let mut known = wire::KnownChanges::default();
+/// known.add_job(JobId(3));
+/// let mut bytes = Vec::new();
+/// wire::encode_view_message_known::<Fairness>(Some(&base), &next, Some(&known), &mut bytes);
+/// let mut held = base.clone();
+/// wire::decode_view_message::<Fairness>(&bytes, &mut held).unwrap();
+/// assert_eq!(held, next);
+/// ```
+pub fn encode_view_message_known<S: SlotContract>(
+    base: Option<&S::View>,
+    view: &S::View,
+    known: Option<&KnownChanges>,
+    out: &mut Vec<u8>,
+) {
     match base {
-        Some(base) if S::encode_view_change(base, view, out) => out.push(VIEW_CHANGE),
+        Some(base) if S::encode_view_change(base, view, known, out) => out.push(VIEW_CHANGE),
         _ => {
             S::encode_view(view, out);
             out.push(VIEW_FULL);

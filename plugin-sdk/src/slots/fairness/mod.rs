@@ -138,8 +138,13 @@ impl SlotContract for Fairness {
     fn decode_view_into(bytes: &[u8], view: &mut FairnessView) -> Result<(), WireError> {
         wire::decode_view_into(bytes, view)
     }
-    fn encode_view_change(base: &FairnessView, view: &FairnessView, out: &mut Vec<u8>) -> bool {
-        wire::encode_view_change(base, view, out)
+    fn encode_view_change(
+        base: &FairnessView,
+        view: &FairnessView,
+        known: Option<&crate::wire::KnownChanges>,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        wire::encode_view_change(base, view, known, out)
     }
     fn apply_view_change(bytes: &[u8], view: &mut FairnessView) -> Result<(), WireError> {
         wire::apply_view_change(bytes, view)

@@ -101,6 +101,7 @@ pub(crate) fn decode_decision(
 pub(crate) fn encode_view_change(
     base: &FairnessView,
     view: &FairnessView,
+    known: Option<&crate::wire::KnownChanges>,
     out: &mut Vec<u8>,
 ) -> bool {
     let FairnessView {
@@ -117,9 +118,9 @@ pub(crate) fn encode_view_change(
     change::DIFF.with(|scratch| {
         let scratch = &mut *scratch.borrow_mut();
         scratch.runs.clear();
-        let literal = change::diff_list(&base.vcs, vcs, dt, scratch);
+        let literal = change::diff_list(&base.vcs, vcs, dt, known, scratch);
         let split = scratch.runs.len();
-        let literal = literal + change::diff_list(&base.jobs, jobs, dt, scratch);
+        let literal = literal + change::diff_list(&base.jobs, jobs, dt, known, scratch);
         if !change::worth(literal, entries) {
             return false;
         }

@@ -29,8 +29,13 @@ macro_rules! queue_view_methods {
         ) -> Result<(), $crate::wire::WireError> {
             $crate::slots::queue_view::wire::decode_view_into(bytes, view)
         }
-        fn encode_view_change(base: &QueueView, view: &QueueView, out: &mut Vec<u8>) -> bool {
-            $crate::slots::queue_view::wire::encode_view_change(base, view, out)
+        fn encode_view_change(
+            base: &QueueView,
+            view: &QueueView,
+            known: Option<&$crate::wire::KnownChanges>,
+            out: &mut Vec<u8>,
+        ) -> bool {
+            $crate::slots::queue_view::wire::encode_view_change(base, view, known, out)
         }
         fn apply_view_change(
             bytes: &[u8],

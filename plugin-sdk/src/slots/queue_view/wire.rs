@@ -47,7 +47,12 @@ pub(crate) fn decode_view_into(bytes: &[u8], view: &mut QueueView) -> Result<(),
 /// Encodes `view` as a change from `base` into `out` (cleared first), or
 /// returns `false` (leaving `out` unspecified) when the whole view is
 /// about as short (always for fewer than [`MIN_ENTRIES`] jobs).
-pub(crate) fn encode_view_change(base: &QueueView, view: &QueueView, out: &mut Vec<u8>) -> bool {
+pub(crate) fn encode_view_change(
+    base: &QueueView,
+    view: &QueueView,
+    known: Option<&crate::wire::KnownChanges>,
+    out: &mut Vec<u8>,
+) -> bool {
     let QueueView {
         now_s,
         cluster,
@@ -69,7 +74,7 @@ pub(crate) fn encode_view_change(base: &QueueView, view: &QueueView, out: &mut V
             },
             change::Side { list: jobs, spread },
         );
-        let literal = change::diff(old, new, paired, dt, scratch);
+        let literal = change::diff(old, new, paired, dt, known, scratch);
         if !change::worth(literal, jobs.len()) {
             return false;
         }

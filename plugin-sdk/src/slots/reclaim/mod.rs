@@ -147,8 +147,13 @@ impl SlotContract for Reclaim {
     fn decode_view_into(bytes: &[u8], view: &mut ReclaimView) -> Result<(), WireError> {
         wire::decode_view_into(bytes, view)
     }
-    fn encode_view_change(base: &ReclaimView, view: &ReclaimView, out: &mut Vec<u8>) -> bool {
-        wire::encode_view_change(base, view, out)
+    fn encode_view_change(
+        base: &ReclaimView,
+        view: &ReclaimView,
+        known: Option<&crate::wire::KnownChanges>,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        wire::encode_view_change(base, view, known, out)
     }
     fn apply_view_change(bytes: &[u8], view: &mut ReclaimView) -> Result<(), WireError> {
         wire::apply_view_change(bytes, view)

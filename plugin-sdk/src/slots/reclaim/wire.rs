@@ -91,6 +91,7 @@ pub(crate) fn decode_view_into(bytes: &[u8], view: &mut ReclaimView) -> Result<(
 pub(crate) fn encode_view_change(
     base: &ReclaimView,
     view: &ReclaimView,
+    known: Option<&crate::wire::KnownChanges>,
     out: &mut Vec<u8>,
 ) -> bool {
     let ReclaimView {
@@ -109,13 +110,13 @@ pub(crate) fn encode_view_change(
     change::DIFF.with(|scratch| {
         let scratch = &mut *scratch.borrow_mut();
         scratch.runs.clear();
-        let mut literal = change::diff_list(&base.vcs, vcs, dt, scratch);
+        let mut literal = change::diff_list(&base.vcs, vcs, dt, known, scratch);
         let a = scratch.runs.len();
-        literal += change::diff_list(&base.servers, servers, dt, scratch);
+        literal += change::diff_list(&base.servers, servers, dt, known, scratch);
         let b = scratch.runs.len();
-        literal += change::diff_list(&base.running, running, dt, scratch);
+        literal += change::diff_list(&base.running, running, dt, known, scratch);
         let c = scratch.runs.len();
-        literal += change::diff_list(&base.waiting, waiting, dt, scratch);
+        literal += change::diff_list(&base.waiting, waiting, dt, known, scratch);
         if !change::worth(literal, entries) {
             return false;
         }
