@@ -639,6 +639,7 @@ impl Daemon {
                             }
                             push_event(e, format!("launch confirmed as Slurm job {g}"));
                         }
+                        self.log_launch(id, launch.attempt, *g, &launch.placement);
                         self.dirty = true;
                         *g
                     }
@@ -986,7 +987,7 @@ impl Daemon {
                         }
                         push_event(e, format!("launched as Slurm job {gid} on {text}"));
                     }
-                    self.log_launch(id, attempt, gid, &parts);
+                    self.log_launch(id, attempt, gid, &launch::node_gpus(&parts));
                 }
                 _ if !current => {}
                 LaunchOutcome::Unreachable(why) => {
@@ -1052,13 +1053,15 @@ impl Daemon {
     }
 
     /// Appends one line to `<state_dir>/launches.jsonl`: what was launched
-    /// where, for operators and the end-to-end test.
-    fn log_launch(&self, id: u64, attempt: u32, gid: u64, parts: &[Part]) {
+    /// where, for operators and the end-to-end test. Every attempt Slurm
+    /// ran has its line: one whose `sbatch` answered after the daemon
+    /// stopped is logged when the restarted daemon finds it in Slurm.
+    fn log_launch(&self, id: u64, attempt: u32, gid: u64, placement: &NodeGpus) {
         let line = serde_json::json!({
             "job": id,
             "attempt": attempt,
             "slurm_job": gid,
-            "placement": launch::node_gpus(parts),
+            "placement": placement,
             "at_ms": unix_ms(),
         });
         let path = self.cfg.state_dir.join("launches.jsonl");
