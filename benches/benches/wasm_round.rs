@@ -16,7 +16,8 @@
 //! A further group, `slot_call_philly_1000_pending`, takes one fairness call
 //! of that round apart: the view's postcard encoding and decoding alone
 //! (serde and the SDK's hand-written codec), the native policy, the Wasm call
-//! under a fuel budget and under an epoch deadline, and a trivial Wasm policy
+//! under a fuel budget and under an epoch deadline, the same call told by
+//! the core's change log that nothing changed, and a trivial Wasm policy
 //! (transport alone).
 //!
 //! `cargo bench -p gangway-benches --bench wasm_round`
@@ -162,6 +163,16 @@ fn calls(c: &mut Criterion) {
         .expect("fairness");
         group.bench_function(name, |b| b.iter(|| backend.decide(&view).expect("call")));
     }
+    // The same call as a round makes it, the core's change log saying that
+    // nothing changed since the last view: kept entries are found by id.
+    let log = Scheduler::new(gangway_core::Topology::uniform(1, 1, 1).expect("topology"));
+    let changes = log.view_changes();
+    let mut backend = fallbacks_module(SandboxConfig::default())
+        .backend::<Fairness>(b"")
+        .expect("fairness");
+    group.bench_function("wasm_fuel_known_changes", |b| {
+        b.iter(|| backend.decide_with_changes(&view, &changes).expect("call"))
+    });
     // Transport alone: the trivial backfill gang policy on the same 1,000 jobs.
     let queue = gangway_plugin_sdk::QueueView {
         now_s: view.now_s,
