@@ -63,6 +63,7 @@
 mod book;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+mod freed_gpus;
 mod job;
 mod placement;
 mod placement_strategy;

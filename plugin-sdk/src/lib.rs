@@ -103,6 +103,11 @@ pub use slots::{
     Nothing, QueueView, Ranked, Reclaim, ReclaimDecision, ReclaimPolicy, ReclaimView, Retry,
     RetryAction, RetryDecision, RetryPolicy, RetryView, Slot, Strict,
 };
+/// The give-back walk of [`RunningScope::GiveBack`], for hosts that walk
+/// their own index of running jobs ([`ReclaimView::give_back`] is the
+/// definition).
+#[doc(hidden)]
+pub use slots::{GpuCounts, give_back_walk};
 pub use view::{
     ClusterSummary, LevelSummary, PendingJob, RunningJob, ServerState, SpreadLimit, VcUsage,
     WaitReason, WaitingJob,

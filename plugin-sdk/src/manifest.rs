@@ -44,6 +44,22 @@ pub enum RunningScope {
     /// only ever stop borrowed work (YARN's fair-share preemption, Volcano's
     /// reclaim): a round then costs the borrowed jobs, not every running job.
     Borrowed,
+    /// Only the jobs each borrowing VC could give back, newest first
+    /// ([`crate::ReclaimView::give_back`]): of the VC's running jobs that
+    /// ran at least `min_run_s` seconds, latest start first (then highest
+    /// id), each job whose VC keeps at least its quota without it, counting
+    /// down from the GPUs it holds (a VC without a quota can give back every
+    /// such job). `waiting` and `servers` are as for [`RunningScope::Borrowed`]
+    /// (servers: those with free GPUs or running a shown job). For policies
+    /// that stop borrowed work newest first and only as far as each VC
+    /// borrows (YARN's fair-share preemption, `quota-reclaim`): a round then
+    /// costs what reclaim can change, not every running job of a borrowing
+    /// VC.
+    GiveBack {
+        /// Jobs that started less than this many seconds ago are neither
+        /// shown nor counted down (they cannot be given back).
+        min_run_s: u64,
+    },
 }
 
 /// What a policy declares when it is loaded (the reply of `init` in WIT).

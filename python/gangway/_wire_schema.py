@@ -623,6 +623,15 @@ SCHEMA = json.loads(
         },
         "1": {
           "Borrowed": "UNIT"
+        },
+        "2": {
+          "GiveBack": {
+            "STRUCT": [
+              {
+                "min_run_s": "U64"
+              }
+            ]
+          }
         }
       }
     },

@@ -700,7 +700,7 @@ fn a_module_past_its_fuel_for_the_run_is_quarantined_and_the_replay_ends() {
             "--jobs",
             "1500",
             "--policy-fuel",
-            "100000000",
+            "30000000",
             "--no-plots",
             "--out",
             out.to_str().unwrap(),
@@ -713,7 +713,8 @@ fn a_module_past_its_fuel_for_the_run_is_quarantined_and_the_replay_ends() {
     let run = &r["runs"][0];
     let quarantines = run["quarantines"].as_array().unwrap();
     assert_eq!(quarantines.len(), 1, "{quarantines:?}");
-    assert_eq!(quarantines[0]["module"], "quota-reclaim");
+    // The hungriest module of the preset on this workload.
+    assert_eq!(quarantines[0]["module"], "vc-quota");
     assert!(
         quarantines[0]["error"]
             .as_str()

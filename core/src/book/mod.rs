@@ -14,6 +14,7 @@ mod change_differential;
 mod change_log;
 mod check;
 mod queue;
+mod running;
 mod table;
 mod vcs;
 mod waits;
@@ -35,6 +36,7 @@ use crate::topology::Topology;
 pub(crate) use change_log::ChangeLog;
 use queue::QueueIndex;
 pub(crate) use queue::Queued;
+pub(crate) use running::RunningIndex;
 use table::JobTable;
 pub(crate) use table::attained_at;
 pub(crate) use vcs::Vcs;
@@ -102,6 +104,11 @@ impl JobBook {
     /// its current attempt (see [`JobTable::running`]).
     pub(crate) fn running(&self) -> &BTreeMap<JobId, gangway_plugin_sdk::RunningJob> {
         self.records.running()
+    }
+
+    /// The running jobs with each VC's in start order, for a give-back walk.
+    pub(crate) fn running_index(&self) -> &RunningIndex {
+        self.records.running_index()
     }
 
     /// Pending jobs by (submit time, id).

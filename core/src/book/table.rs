@@ -9,6 +9,7 @@ use std::ops::{Deref, DerefMut};
 use gangway_plugin_sdk::{JobId, RunningJob};
 
 use super::ChangeLog;
+use super::running::RunningIndex;
 use crate::job::{JobRecord, JobState};
 
 /// The job records by id (read through `Deref`) and the running jobs.
@@ -18,7 +19,7 @@ use crate::job::{JobRecord, JobState};
 #[derive(Clone, Debug, Default)]
 pub(crate) struct JobTable {
     records: BTreeMap<JobId, JobRecord>,
-    running: BTreeMap<JobId, RunningJob>,
+    running: RunningIndex,
     /// The jobs whose running entry changed, with the book's other changes.
     changes: ChangeLog,
 }
@@ -28,7 +29,7 @@ pub(crate) struct JobTable {
 pub(crate) struct RecordMut<'a> {
     id: JobId,
     record: &'a mut JobRecord,
-    running: &'a mut BTreeMap<JobId, RunningJob>,
+    running: &'a mut RunningIndex,
     changes: &'a mut ChangeLog,
 }
 
@@ -91,20 +92,10 @@ pub(crate) fn attained_at(r: &RunningJob, now: u64) -> u64 {
 
 /// Files `id` in `running` as `record` says: in it (up to date) if it is
 /// running, out of it otherwise. Returns whether its entry changed.
-fn file_running(running: &mut BTreeMap<JobId, RunningJob>, id: JobId, record: &JobRecord) -> bool {
+fn file_running(running: &mut RunningIndex, id: JobId, record: &JobRecord) -> bool {
     match running_entry(id, record) {
-        Some(entry) => match running.get_mut(&id) {
-            Some(old) if *old == entry => false,
-            Some(old) => {
-                *old = entry;
-                true
-            }
-            None => {
-                running.insert(id, entry);
-                true
-            }
-        },
-        None => running.remove(&id).is_some(),
+        Some(entry) => running.file(entry),
+        None => running.remove(id),
     }
 }
 
@@ -120,6 +111,11 @@ impl JobTable {
     /// The running jobs by id, each with the GPU time it attained before
     /// its current attempt.
     pub(crate) fn running(&self) -> &BTreeMap<JobId, RunningJob> {
+        self.running.by_id()
+    }
+
+    /// The running jobs, with each VC's by start.
+    pub(crate) fn running_index(&self) -> &RunningIndex {
         &self.running
     }
 
@@ -144,7 +140,7 @@ impl JobTable {
 
     /// Drops job `id`'s record.
     pub(crate) fn remove(&mut self, id: &JobId) -> Option<JobRecord> {
-        if self.running.remove(id).is_some() {
+        if self.running.remove(*id) {
             self.changes.job(*id);
         }
         self.records.remove(id)
@@ -155,7 +151,7 @@ impl JobTable {
         let (running, changes) = (&mut self.running, &mut self.changes);
         self.records.retain(|id, j| {
             let kept = keep(id, j);
-            if !kept && running.remove(id).is_some() {
+            if !kept && running.remove(*id) {
                 changes.job(*id);
             }
             kept
@@ -179,7 +175,8 @@ impl JobTable {
         self.records
             .iter()
             .filter_map(|(id, j)| running_entry(*id, j))
-            .eq(self.running.values().cloned())
+            .eq(self.running.by_id().values().cloned())
+            && self.running.is_consistent()
     }
 }
 

@@ -12,10 +12,11 @@ use gangway_plugin_sdk::Reclaim;
 use rustc_hash::FxHashMap as HashMap;
 
 use gangway_plugin_sdk::{
-    FairnessView, JobId, ReclaimDecision, ReclaimView, RunningScope, VcUsage,
+    FairnessView, JobId, ReclaimDecision, ReclaimView, RunningScope, VcId, VcUsage,
 };
 
 use super::{Placed, Preemption, Round, RoundReport};
+use crate::freed_gpus::FreedGpus;
 use crate::placement::PlacementChoice;
 use crate::policy::invalid;
 use crate::policy::{PolicyErrorKind, Stamp, ViewChanges};
@@ -32,7 +33,10 @@ fn borrows(vc: &VcUsage) -> bool {
 
 impl Round<'_> {
     /// Asks the reclaim slot (unless it is `none` or nothing waits) and
-    /// applies its decision if it is sound.
+    /// applies its decision if it is sound. The slot is not asked when no
+    /// waiting job could start even if every running job its view shows
+    /// stopped: a decision then changes nothing (the core stops nothing
+    /// unless a job starts).
     pub(super) fn reclaim(
         &mut self,
         view: &FairnessView,
@@ -43,15 +47,16 @@ impl Round<'_> {
         if self.policies.slot_mut::<Reclaim>().is_noop() || placed.reasons.is_empty() {
             return;
         }
-        let now = self.now;
         let vcs = self.book.vc_usage();
+        let scope = self.policies.slot_mut::<Reclaim>().manifest().running;
         // A policy that sees only borrowed work is not asked while no VC
         // borrows (it could stop nothing).
-        let borrowing: Option<Vec<bool>> =
-            match self.policies.slot_mut::<Reclaim>().manifest().running {
-                RunningScope::All => None,
-                RunningScope::Borrowed => Some(vcs.iter().map(borrows).collect()),
-            };
+        let borrowing: Option<Vec<bool>> = match scope {
+            RunningScope::All => None,
+            RunningScope::Borrowed | RunningScope::GiveBack { .. } => {
+                Some(vcs.iter().map(borrows).collect())
+            }
+        };
         if borrowing.as_ref().is_some_and(|b| !b.contains(&true)) {
             return;
         }
@@ -69,16 +74,32 @@ impl Round<'_> {
         if waiting.is_empty() {
             return;
         }
+        let shown = |vc: VcId| {
+            borrowing
+                .as_ref()
+                .is_none_or(|b| b.get(vc.index()).copied().unwrap_or(false))
+        };
         let mut running = std::mem::take(&mut self.scratch.running);
-        self.running_jobs_into(
-            &report.starts,
-            |vc| {
-                borrowing
-                    .as_ref()
-                    .is_none_or(|b| b.get(vc.index()).copied().unwrap_or(false))
-            },
-            &mut running,
-        );
+        match scope {
+            RunningScope::GiveBack { min_run_s } => {
+                self.give_back_into(&vcs, &report.starts, shown, min_run_s, &mut running);
+            }
+            RunningScope::All | RunningScope::Borrowed => {
+                self.running_jobs_into(&report.starts, shown, &mut running);
+            }
+        }
+        let freed = FreedGpus::of(self.state, &running);
+        let could_start = waiting.iter().any(|w| {
+            let gpus = self
+                .book
+                .get(&w.job.id)
+                .map_or(w.job.gpus, |j| j.next_gpus());
+            self.state.could_fit_with(gpus, w.limit, &freed)
+        });
+        if !could_start {
+            self.scratch.running = running;
+            return;
+        }
         let mut servers = self.server_states();
         if borrowing.is_some() {
             // Only servers with free GPUs or a shown job can make room.
@@ -91,7 +112,7 @@ impl Round<'_> {
             servers.retain(|s| s.free > 0 || hosting.get(s.id.index()).copied().unwrap_or(false));
         }
         let reclaim_view = ReclaimView {
-            now_s: now,
+            now_s: self.now,
             cluster: self.state.summary(),
             vcs,
             servers,
@@ -193,6 +214,8 @@ impl Round<'_> {
 }
 
 #[cfg(test)]
+// Test workloads: small numbers the tests choose.
+#[allow(clippy::arithmetic_side_effects, clippy::as_conversions)]
 mod tests {
     use std::sync::{Arc, Mutex};
 
@@ -289,5 +312,103 @@ mod tests {
         // (12 held + 8 > 12): no job to take borrowed work back for.
         assert!(shown(RunningScope::Borrowed, 12, None).is_empty());
         assert_eq!(shown(RunningScope::All, 12, None).len(), 2);
+    }
+
+    /// Records every view it is shown, whole, with the round's time, and
+    /// stops nothing.
+    struct ViewRecorder {
+        scope: RunningScope,
+        seen: Arc<Mutex<Vec<ReclaimView>>>,
+    }
+
+    impl ReclaimPolicy for ViewRecorder {
+        fn reclaim(&self, view: &ReclaimView) -> ReclaimDecision {
+            if let Ok(mut seen) = self.seen.lock() {
+                seen.push(view.clone());
+            }
+            ReclaimDecision::default()
+        }
+        fn running_scope(&self) -> RunningScope {
+            self.scope
+        }
+    }
+
+    /// (VC, GPUs, submit offset, run time) of each job of a workload.
+    type Workload = Vec<(u32, u32, u64, u64)>;
+
+    /// The reclaim views of a workload on 2 racks x 4 servers x 8 GPUs, 3
+    /// VCs (quotas 8, 24, none), under `scope`: rounds every 10 s, each job
+    /// ending after its run time.
+    fn views_of(scope: RunningScope, jobs: &Workload) -> Vec<ReclaimView> {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let recorder = ViewRecorder {
+            scope,
+            seen: Arc::clone(&seen),
+        };
+        let backend: BoxedBackend<Reclaim> = Box::new(Native::new("recorder", recorder));
+        let set = PolicySet::fallbacks().with(backend);
+        let mut sched = Scheduler::with_policies(Topology::uniform(2, 4, 8).unwrap(), set);
+        let vcs: Vec<VcId> = ["a", "b", "c"]
+            .iter()
+            .map(|n| sched.virtual_cluster(n))
+            .collect();
+        sched.set_quota(vcs[0], Some(8));
+        sched.set_quota(vcs[1], Some(24));
+        let mut ends: Vec<(u64, JobId)> = Vec::new();
+        let mut at = 0u64;
+        for (i, (vc, gpus, gap, run)) in jobs.iter().enumerate() {
+            at += gap;
+            let id = JobId(i as u64 + 1);
+            let spec = JobSpec {
+                id,
+                vc: vcs[*vc as usize],
+                user: 0,
+                gpus: *gpus,
+                submitted_s: at,
+            };
+            sched.submit(spec).unwrap();
+            ends.push((*run, id));
+        }
+        let mut started: std::collections::BTreeMap<JobId, u64> = Default::default();
+        for t in (0..at + 400).step_by(10) {
+            for (run, id) in &ends {
+                if let Some(s) = started.get(id)
+                    && t >= s + run
+                    && sched.job(*id).is_some_and(|j| j.final_status().is_none())
+                {
+                    let _ = sched.end_attempt(*id, t, crate::AttemptEnd::Passed);
+                    started.remove(id);
+                }
+            }
+            let report = sched.round(t).unwrap();
+            for s in &report.starts {
+                started.insert(s.job, t);
+            }
+            for p in &report.preempted {
+                started.remove(&p.job);
+            }
+        }
+        sched.check_invariants().unwrap();
+        seen.lock().unwrap().clone()
+    }
+
+    proptest::proptest! {
+        /// Under `GiveBack`, a round shows what the SDK's definition takes
+        /// of the view `Borrowed` shows in the same round (running jobs and
+        /// servers), and asks the policy in no round `Borrowed` skips.
+        #[test]
+        fn a_give_back_view_is_the_borrowed_view_given_back(
+            jobs in proptest::collection::vec((0u32..3, 1u32..17, 0u64..30, 5u64..200), 1..40),
+            min_run_s in proptest::prop_oneof![proptest::strategy::Just(0u64), 0u64..60],
+        ) {
+            let borrowed = views_of(RunningScope::Borrowed, &jobs);
+            let given = views_of(RunningScope::GiveBack { min_run_s }, &jobs);
+            let mut at = borrowed.iter();
+            for view in &given {
+                let full = at.find(|v| v.now_s == view.now_s);
+                proptest::prop_assert!(full.is_some(), "asked at {} only under GiveBack", view.now_s);
+                proptest::prop_assert_eq!(view, &full.unwrap().as_give_back(min_run_s));
+            }
+        }
     }
 }

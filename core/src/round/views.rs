@@ -1,6 +1,8 @@
 //! Building each slot's view from the round's state.
 
-use gangway_plugin_sdk::{FairnessView, JobId, RunningJob, ServerState, VcId, WaitingJob};
+use gangway_plugin_sdk::{
+    FairnessView, JobId, RunningJob, ServerState, VcId, VcUsage, WaitingJob, give_back_walk,
+};
 
 use super::{Placed, Round};
 
@@ -90,5 +92,69 @@ impl Round<'_> {
             n = n.saturating_add(1);
         }
         out.truncate(n);
+    }
+
+    /// The running jobs [`RunningScope::GiveBack`] shows, by id, written
+    /// over `out` as [`Round::running_jobs_into`] does: for each VC `shown`
+    /// accepts, what [`ReclaimView::give_back`] takes of its jobs that this
+    /// round did not start, read newest first from the book's index (a VC's
+    /// walk reads only as far as it borrows, not every running job).
+    ///
+    /// [`RunningScope::GiveBack`]: gangway_plugin_sdk::RunningScope::GiveBack
+    /// [`ReclaimView::give_back`]: gangway_plugin_sdk::ReclaimView::give_back
+    pub(super) fn give_back_into(
+        &self,
+        vcs: &[VcUsage],
+        started: &[crate::Start],
+        shown: impl Fn(VcId) -> bool,
+        min_run_s: u64,
+        out: &mut Vec<RunningJob>,
+    ) {
+        let now = self.now;
+        let mut started: Vec<JobId> = started.iter().map(|s| s.job).collect();
+        started.sort_unstable();
+        let index = self.book.running_index();
+        // Neither shown nor counted: this round's starts (started now) and
+        // jobs younger than `min_run_s`, all at the newest end of a VC.
+        let hidden = |j: &RunningJob| {
+            started.binary_search(&j.id).is_ok() || now.saturating_sub(j.started_s) < min_run_s
+        };
+        let newest_hidden = now.saturating_sub(min_run_s.saturating_sub(1)).min(now);
+        let mut taken: Vec<&RunningJob> = Vec::new();
+        for v in vcs.iter().filter(|v| shown(v.id)) {
+            let mut sizes = index.sizes(v.id);
+            for j in index
+                .newest_first(v.id)
+                .take_while(|j| j.started_s >= newest_hidden)
+                .filter(|j| hidden(j))
+            {
+                sizes.remove(j.gpus);
+            }
+            let floor = vcs
+                .get(v.id.index())
+                .and_then(|x| x.quota_gpus)
+                .map_or(0, u64::from);
+            give_back_walk(
+                index
+                    .newest_first(v.id)
+                    .filter(|j| !hidden(j))
+                    .map(|j| (j, j.gpus)),
+                u64::from(v.held_gpus),
+                floor,
+                &mut sizes,
+                |j| taken.push(j),
+            );
+        }
+        taken.sort_unstable_by_key(|j| j.id);
+        out.truncate(taken.len());
+        for (i, r) in taken.into_iter().enumerate() {
+            if i == out.len() {
+                out.push(RunningJob::default());
+            }
+            if let Some(job) = out.get_mut(i) {
+                job.clone_from(r);
+                job.attained_gpu_s = crate::book::attained_at(r, now);
+            }
+        }
     }
 }

@@ -191,6 +191,13 @@ pub struct SandboxConfig {
     pub log_call_fuel: u64,
     /// How calls enter a module.
     pub call_path: CallPath,
+    /// Whether the direct path enters a slot of a 2.1 module once per call,
+    /// through its `-buffered` functions (the default), or as the component
+    /// runtime does, through the slot's own functions (three entries: the
+    /// view's allocation, the call, freeing the reply). The contract has a
+    /// module's twins answer alike; a module whose twins disagree answers
+    /// on the direct path as the component runtime does only without them.
+    pub buffered_calls: bool,
     /// Bounds on the modules this engine compiles.
     pub limits: LoadLimits,
     /// Where compiled modules are kept across processes (`None`: nowhere,
@@ -265,6 +272,7 @@ impl Default for SandboxConfig {
             log_message_bytes: 1024,
             log_call_fuel: 10_000,
             call_path: CallPath::default(),
+            buffered_calls: true,
             limits: LoadLimits::default(),
             module_cache: super::disk_cache::default_folder(),
             signal_traps: SIGNAL_TRAPS.load(Ordering::Relaxed),

@@ -89,6 +89,8 @@ impl DirectCode {
     /// memory and UTF-8 strings, and that instance's `log` import served by
     /// the imported `log` lowered with the same memory; the caller then
     /// uses the component runtime, which gives the authoritative answer.
+    /// With `buffered_calls`, a 2.1 slot is entered through its `-buffered`
+    /// functions when the module has them with the contract's signatures.
     pub(crate) fn prepare(
         engine: &Engine,
         disk: &DiskCache,
@@ -96,6 +98,7 @@ impl DirectCode {
         component: &[u8],
         top: &TopLevel<'_>,
         slots: &[(Slot, &str)],
+        buffered_calls: bool,
     ) -> Checked<DirectCode> {
         if !contract_types(component, slots) {
             return Err(Decline(
@@ -200,10 +203,12 @@ impl DirectCode {
             }
         }
         // A slot whose `-buffered` functions have other core signatures
-        // than the contract's is called the 2.0 way.
+        // than the contract's (or an engine that does not use them) is
+        // called the 2.0 way.
         for s in &mut direct {
             s.buffered = s.buffered.take().filter(|(view_buffer, call)| {
-                has_signature(&module, view_buffer, &[ValType::I32], &[ValType::I32])
+                buffered_calls
+                    && has_signature(&module, view_buffer, &[ValType::I32], &[ValType::I32])
                     && has_signature(&module, call, &[ValType::I32], &[ValType::I64])
             });
         }

@@ -338,7 +338,15 @@ impl PolicyEngine {
         let version = versions.swap_remove(0);
         let slot_list = slots.iter().map(|(s, _)| *s).collect();
         if self.inner.config.call_path == CallPath::Direct {
-            match DirectCode::prepare(engine, &self.inner.disk, deadline, bytes, &top, &slots) {
+            match DirectCode::prepare(
+                engine,
+                &self.inner.disk,
+                deadline,
+                bytes,
+                &top,
+                &slots,
+                self.inner.config.buffered_calls,
+            ) {
                 Ok(code) => {
                     return Ok(Compiled {
                         code: Code::Direct(code),

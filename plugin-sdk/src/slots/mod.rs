@@ -36,7 +36,9 @@ pub use gang::{Backfill, Gang, GangAction, GangDecision, GangPolicy};
 pub use locality::{Locality, LocalityDecision, LocalityPolicy, Strict};
 pub use nothing::Nothing;
 pub use queue_view::QueueView;
-pub use reclaim::{Reclaim, ReclaimDecision, ReclaimPolicy, ReclaimView};
+pub use reclaim::{
+    GpuCounts, Reclaim, ReclaimDecision, ReclaimPolicy, ReclaimView, give_back_walk,
+};
 pub use retry::{
     FailedAttempt, FailureClass, Fixed, Retry, RetryAction, RetryDecision, RetryPolicy, RetryView,
 };

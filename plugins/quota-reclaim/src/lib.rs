@@ -113,10 +113,14 @@ impl Configure for QuotaReclaim {
 }
 
 impl ReclaimPolicy for QuotaReclaim {
-    /// Only borrowed jobs are ever reclaimable: the host shows only those,
-    /// and does not ask while no VC borrows.
+    /// Only what each borrowing VC can give back, newest first, is ever
+    /// reclaimable (the jobs [`ReclaimView::give_back`] takes, as the first
+    /// list of candidates below is): the host shows only those, and does
+    /// not ask while no VC borrows.
     fn running_scope(&self) -> RunningScope {
-        RunningScope::Borrowed
+        RunningScope::GiveBack {
+            min_run_s: self.config.min_run_s,
+        }
     }
 
     fn reclaim(&self, view: &ReclaimView) -> ReclaimDecision {
@@ -375,6 +379,25 @@ mod tests {
         ) {
             let policy = QuotaReclaim { config: QuotaReclaimConfig { min_run_s, max_starts } };
             prop_assert_eq!(policy.reclaim(&view), reference::reclaim_reference(&policy, &view));
+        }
+
+        /// Shown only what its VCs can give back (as the host shows it
+        /// under the scope it declares), it decides as over every running
+        /// job.
+        #[test]
+        fn decides_alike_on_what_the_vcs_can_give_back(
+            mut view in strategy::reclaim_view(),
+            min_run_s in prop_oneof![Just(0u64), 0u64..2_000],
+            max_starts in 1u32..20,
+            max_servers in prop::collection::vec(0u32..4, 64),
+        ) {
+            // Bounds on servers too (a delay ladder's), not only levels.
+            for (w, m) in view.waiting.iter_mut().zip(max_servers) {
+                w.limit.max_servers = m;
+            }
+            let policy = QuotaReclaim { config: QuotaReclaimConfig { min_run_s, max_starts } };
+            prop_assert_eq!(policy.running_scope(), RunningScope::GiveBack { min_run_s });
+            prop_assert_eq!(policy.reclaim(&view.as_give_back(min_run_s)), policy.reclaim(&view));
         }
 
         /// Whatever the view, it stops only running jobs of VCs over their

@@ -1,8 +1,11 @@
 //! The reclaim slot: stop running jobs whole so that waiting ones can start
 //! (preemption: quota reclaim, preemptive least-attained-service).
 
+mod give_back;
 mod rules;
 pub(crate) mod wire;
+
+pub use give_back::{GpuCounts, give_back_walk};
 
 use serde::{Deserialize, Serialize};
 
@@ -25,12 +28,14 @@ pub struct ReclaimView {
     /// Every virtual cluster, indexed by [`crate::VcId`], after this round's starts.
     pub vcs: Vec<VcUsage>,
     /// Every server, by id, with its free GPUs after this round's starts
-    /// (under [`crate::RunningScope::Borrowed`], only the servers with free
-    /// GPUs or running a job of `running`, and `waiting` only the jobs their
-    /// VC's quota covers).
+    /// (under [`crate::RunningScope::Borrowed`] and
+    /// [`crate::RunningScope::GiveBack`], only the servers with free GPUs or
+    /// running a job of `running`, and `waiting` only the jobs their VC's
+    /// quota covers).
     pub servers: Vec<ServerState>,
     /// Every running job, by id (with [`RunningScope::Borrowed`], only
-    /// those of VCs that borrow).
+    /// those of VCs that borrow; with [`RunningScope::GiveBack`], only those
+    /// of [`ReclaimView::give_back`]).
     pub running: Vec<RunningJob>,
     /// The jobs of this round's view still waiting, in fairness order.
     pub waiting: Vec<WaitingJob>,

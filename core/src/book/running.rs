@@ -1,0 +1,118 @@
+//! The running jobs as the reclaim and defragment views show them, by id,
+//! and each VC's running jobs by start: what a give-back walk reads newest
+//! first without sorting every running job.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use gangway_plugin_sdk::{GpuCounts, JobId, RunningJob, VcId};
+
+/// The running index: every running job by id, and by (VC, start, id).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RunningIndex {
+    by_id: BTreeMap<JobId, RunningJob>,
+    /// (VC, start, id) of every entry of `by_id`.
+    by_start: BTreeSet<(VcId, u64, JobId)>,
+    /// How many of each VC's running jobs hold each GPU count.
+    sizes: BTreeMap<VcId, GpuCounts>,
+}
+
+impl RunningIndex {
+    /// The running jobs by id.
+    pub(crate) fn by_id(&self) -> &BTreeMap<JobId, RunningJob> {
+        &self.by_id
+    }
+
+    /// Files `entry` (replacing the job's old entry). Returns whether the
+    /// index changed.
+    pub(crate) fn file(&mut self, entry: RunningJob) -> bool {
+        match self.by_id.get(&entry.id) {
+            Some(old) if *old == entry => false,
+            _ => {
+                self.remove(entry.id);
+                self.by_start.insert((entry.vc, entry.started_s, entry.id));
+                self.sizes.entry(entry.vc).or_default().add(entry.gpus);
+                self.by_id.insert(entry.id, entry);
+                true
+            }
+        }
+    }
+
+    /// Takes job `id` out. Returns whether it was in.
+    pub(crate) fn remove(&mut self, id: JobId) -> bool {
+        let Some(old) = self.by_id.remove(&id) else {
+            return false;
+        };
+        self.by_start.remove(&(old.vc, old.started_s, id));
+        if let Some(sizes) = self.sizes.get_mut(&old.vc) {
+            sizes.remove(old.gpus);
+            if sizes.smallest().is_none() {
+                self.sizes.remove(&old.vc);
+            }
+        }
+        true
+    }
+
+    /// VC `vc`'s running jobs, latest start first (then highest id).
+    pub(crate) fn newest_first(&self, vc: VcId) -> impl Iterator<Item = &RunningJob> {
+        self.by_start
+            .range((vc, 0, JobId(0))..=(vc, u64::MAX, JobId(u64::MAX)))
+            .rev()
+            .filter_map(|(_, _, id)| self.by_id.get(id))
+    }
+
+    /// How many of VC `vc`'s running jobs hold each GPU count.
+    pub(crate) fn sizes(&self, vc: VcId) -> GpuCounts {
+        self.sizes.get(&vc).cloned().unwrap_or_default()
+    }
+
+    /// Whether the by-start order and the counts match the entries.
+    pub(crate) fn is_consistent(&self) -> bool {
+        let starts: BTreeSet<(VcId, u64, JobId)> = self
+            .by_id
+            .values()
+            .map(|j| (j.vc, j.started_s, j.id))
+            .collect();
+        let mut sizes: BTreeMap<VcId, GpuCounts> = BTreeMap::new();
+        for j in self.by_id.values() {
+            sizes.entry(j.vc).or_default().add(j.gpus);
+        }
+        starts == self.by_start && sizes == self.sizes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever is filed and removed, each VC's jobs come newest first
+        /// and the counts follow.
+        #[test]
+        fn the_start_order_follows_every_change(
+            ops in prop::collection::vec((0u64..12, 0u32..3, 0u64..5, 1u32..9, any::<bool>()), 0..80),
+        ) {
+            let mut index = RunningIndex::default();
+            let mut model: BTreeMap<JobId, RunningJob> = BTreeMap::new();
+            for (id, vc, started_s, gpus, keep) in ops {
+                let id = JobId(id);
+                if keep {
+                    let entry = RunningJob { id, vc: VcId(vc), started_s, gpus, ..RunningJob::default() };
+                    let changed = model.get(&id) != Some(&entry);
+                    prop_assert_eq!(index.file(entry.clone()), changed);
+                    model.insert(id, entry);
+                } else {
+                    prop_assert_eq!(index.remove(id), model.remove(&id).is_some());
+                }
+                prop_assert!(index.is_consistent());
+                prop_assert_eq!(index.by_id(), &model);
+            }
+            for vc in 0..3 {
+                let mut want: Vec<&RunningJob> = model.values().filter(|j| j.vc == VcId(vc)).collect();
+                want.sort_by_key(|j| std::cmp::Reverse((j.started_s, j.id)));
+                let got: Vec<&RunningJob> = index.newest_first(VcId(vc)).collect();
+                prop_assert_eq!(got, want);
+            }
+        }
+    }
+}
