@@ -49,8 +49,10 @@ pub enum RunningScope {
     /// ran at least `min_run_s` seconds, latest start first (then highest
     /// id), each job whose VC keeps at least its quota without it, counting
     /// down from the GPUs it holds (a VC without a quota can give back every
-    /// such job). `waiting` and `servers` are as for [`RunningScope::Borrowed`]
-    /// (servers: those with free GPUs or running a shown job). For policies
+    /// such job). `servers` are as for [`RunningScope::Borrowed`] (those with
+    /// free GPUs or running a shown job), and `waiting` the jobs of
+    /// `Borrowed` that wait for GPUs ([`crate::WaitReason::waits_for_gpus`]).
+    /// For policies
     /// that stop borrowed work newest first and only as far as each VC
     /// borrows (YARN's fair-share preemption, `quota-reclaim`): a round then
     /// costs what reclaim can change, not every running job of a borrowing

@@ -212,6 +212,23 @@ impl WaitReason {
     pub fn index(self) -> usize {
         self as usize
     }
+
+    /// Whether a job waiting for this reason waits for GPUs: none free
+    /// ([`WaitReason::NoCapacity`]), none free together
+    /// ([`WaitReason::Fragmentation`]) or held for another gang
+    /// ([`WaitReason::Reserved`]), rather than for its turn or a policy.
+    ///
+    /// ```
+    /// use gangway_plugin_sdk::WaitReason;
+    /// assert!(WaitReason::Fragmentation.waits_for_gpus());
+    /// assert!(!WaitReason::FairShare.waits_for_gpus());
+    /// ```
+    pub fn waits_for_gpus(self) -> bool {
+        matches!(
+            self,
+            WaitReason::NoCapacity | WaitReason::Fragmentation | WaitReason::Reserved
+        )
+    }
 }
 
 impl std::fmt::Display for WaitReason {

@@ -71,6 +71,10 @@ impl Round<'_> {
                     })
             });
         }
+        if matches!(scope, RunningScope::GiveBack { .. }) {
+            // Work is given back only to a job that waits for GPUs.
+            waiting.retain(|w| w.reason.waits_for_gpus());
+        }
         if waiting.is_empty() {
             return;
         }

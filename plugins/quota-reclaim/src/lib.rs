@@ -62,7 +62,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use gangway_plugin_sdk::room::Room;
 use gangway_plugin_sdk::{
     ConfigError, Configure, JobId, ReclaimDecision, ReclaimPolicy, ReclaimView, RunningJob,
-    RunningScope, SpreadLimit, VcId, WaitReason, WaitingJob, parse_options,
+    RunningScope, SpreadLimit, VcId, WaitingJob, parse_options,
 };
 use serde::Deserialize;
 
@@ -151,16 +151,14 @@ impl ReclaimPolicy for QuotaReclaim {
             .waiting
             .iter()
             .filter(|w| {
-                matches!(
-                    w.reason,
-                    WaitReason::NoCapacity | WaitReason::Fragmentation | WaitReason::Reserved
-                ) && quota(w.job.vc).is_some_and(|q| {
-                    // Within its quota with the job. (A VC's holding only
-                    // grows below its quota this round, and one over it is
-                    // never taken below it, so this cannot change later.)
-                    held.get(&w.job.vc).copied().unwrap_or(0) + u64::from(w.job.gpus)
-                        <= u64::from(q)
-                })
+                w.reason.waits_for_gpus()
+                    && quota(w.job.vc).is_some_and(|q| {
+                        // Within its quota with the job. (A VC's holding only
+                        // grows below its quota this round, and one over it is
+                        // never taken below it, so this cannot change later.)
+                        held.get(&w.job.vc).copied().unwrap_or(0) + u64::from(w.job.gpus)
+                            <= u64::from(q)
+                    })
             })
             .collect();
         if entitled.is_empty() {
@@ -259,7 +257,7 @@ mod tests {
     use super::*;
     use gangway_plugin_sdk::testing::strategy;
     use gangway_plugin_sdk::{
-        ClusterSummary, Level, PendingJob, ServerId, ServerState, SpreadLimit, VcUsage,
+        ClusterSummary, Level, PendingJob, ServerId, ServerState, SpreadLimit, VcUsage, WaitReason,
     };
     use proptest::prelude::*;
     use std::collections::HashSet;

@@ -77,9 +77,10 @@ impl ReclaimView {
 
     /// This view as a host shows it under
     /// [`RunningScope::GiveBack`](crate::RunningScope::GiveBack): `running`
-    /// only [`ReclaimView::give_back`]`(min_run_s)`, by id, and `servers`
-    /// only those with free GPUs or running one of them. For tests of
-    /// policies that declare the scope.
+    /// only [`ReclaimView::give_back`]`(min_run_s)`, by id; `servers` only
+    /// those with free GPUs or running one of them; `waiting` only the jobs
+    /// that wait for GPUs (no capacity, fragmentation or a reservation).
+    /// For tests of policies that declare the scope.
     pub fn as_give_back(&self, min_run_s: u64) -> ReclaimView {
         let mut running: Vec<RunningJob> = self.give_back(min_run_s).into_iter().cloned().collect();
         running.sort_unstable_by_key(|j| j.id);
@@ -100,7 +101,12 @@ impl ReclaimView {
             vcs: self.vcs.clone(),
             servers,
             running,
-            waiting: self.waiting.clone(),
+            waiting: self
+                .waiting
+                .iter()
+                .filter(|w| w.reason.waits_for_gpus())
+                .copied()
+                .collect(),
         }
     }
 }
