@@ -14,6 +14,14 @@
 //! deadline (the engine's compile time limit) is not kept: a module the
 //! limit refuses stays refused.
 //!
+//! Beside the compiled code, an entry can record that a module passed the
+//! host's validation (the contract's WebAssembly features, checked over
+//! every function body): a small file named by a key over the same engine
+//! hash, the features and the module's bytes. A load that finds it skips
+//! validating the module again; every other check of a load still runs.
+//! The folder is trusted as far as the compiled code in it is (whoever can
+//! write there can write native code), so the record adds no new trust.
+//!
 //! The folder is `SandboxConfig::module_cache`: by default
 //! `$GANGWAY_MODULE_CACHE`, else `$XDG_CACHE_HOME/gangway/modules`, else
 //! `~/.cache/gangway/modules`; `GANGWAY_MODULE_CACHE=off` turns it off.
@@ -138,7 +146,7 @@ impl DiskCache {
             return K::load(engine, &artifact);
         };
         let path = folder.join(format!("{}.cwasm", key::<K>(engine, bytes)));
-        if let Some(code) = read(&path).and_then(|artifact| K::load(engine, &artifact).ok()) {
+        if let Some(code) = read(&path).and_then(|entry| K::load(engine, artifact(&entry)).ok()) {
             return Ok(code);
         }
         let artifact = K::precompile(engine, bytes)?;
@@ -153,6 +161,46 @@ impl DiskCache {
     }
 }
 
+impl DiskCache {
+    /// Whether the module whose bytes hash to `module` passed validation
+    /// with `features` on an engine like `engine` (recorded by
+    /// [`DiskCache::record_valid`]).
+    pub(crate) fn known_valid(&self, engine: &Engine, features: &str, module: &[u8; 32]) -> bool {
+        self.folder.as_ref().is_some_and(|f| {
+            std::fs::read(f.join(valid_name(engine, features, module)))
+                .is_ok_and(|b| b == VALID_RECORD)
+        })
+    }
+
+    /// Records that the module whose bytes hash to `module` passed
+    /// validation with `features`.
+    pub(crate) fn record_valid(&self, engine: &Engine, features: &str, module: &[u8; 32]) {
+        let Some(folder) = &self.folder else { return };
+        if self.known_valid(engine, features, module) {
+            return;
+        }
+        let path = folder.join(valid_name(engine, features, module));
+        if let Err(e) = write_file(folder, &path, VALID_RECORD) {
+            tracing::debug!("module cache {}: {e}", folder.display());
+        }
+    }
+}
+
+/// What a file that records a module as valid holds.
+const VALID_RECORD: &[u8] = b"GWCWASM valid\n";
+
+/// The name of the file that records a module as valid.
+fn valid_name(engine: &Engine, features: &str, module: &[u8; 32]) -> String {
+    let mut h = ShaHasher(Sha256::new());
+    h.write(MAGIC);
+    h.write(b"valid");
+    engine.precompile_compatibility_hash().hash(&mut h);
+    h.write(features.as_bytes());
+    h.write(module);
+    let key: String = h.0.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    format!("{key}.valid")
+}
+
 /// The entry name of `bytes` compiled as `K` by `engine`.
 fn key<K: Kind>(engine: &Engine, bytes: &[u8]) -> String {
     let mut h = ShaHasher(Sha256::new());
@@ -163,23 +211,35 @@ fn key<K: Kind>(engine: &Engine, bytes: &[u8]) -> String {
     h.0.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The artifact of the entry at `path`, if the file is whole and unchanged.
+/// The entry at `path`, whole, if the file is whole and unchanged (its
+/// artifact is [`artifact`] of it: not copied out).
 fn read(path: &Path) -> Option<Vec<u8>> {
     let file = std::fs::read(path).ok()?;
     let rest = file.strip_prefix(&MAGIC[..])?;
     let (digest, artifact) = rest.split_at_checked(32)?;
-    (Sha256::digest(artifact).as_slice() == digest).then(|| artifact.to_vec())
+    (Sha256::digest(artifact).as_slice() == digest).then_some(file)
 }
 
-/// Writes the entry at `path` (a temporary file renamed into place).
+/// The artifact of an entry [`read`] accepted.
+fn artifact(entry: &[u8]) -> &[u8] {
+    entry.get(MAGIC.len() + 32..).unwrap_or_default()
+}
+
+/// Writes the entry at `path`.
 fn write(folder: &Path, path: &Path, artifact: &[u8]) -> std::io::Result<()> {
-    std::fs::create_dir_all(folder)?;
     let mut entry = Vec::with_capacity(MAGIC.len() + 32 + artifact.len());
     entry.extend_from_slice(MAGIC);
     entry.extend_from_slice(&Sha256::digest(artifact));
     entry.extend_from_slice(artifact);
+    write_file(folder, path, &entry)
+}
+
+/// Writes `bytes` to `path` in `folder` (a temporary file renamed into
+/// place, so a reader never sees half of it).
+fn write_file(folder: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    std::fs::create_dir_all(folder)?;
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, &entry)?;
+    std::fs::write(&tmp, bytes)?;
     std::fs::rename(&tmp, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
     })
@@ -291,5 +351,32 @@ mod tests {
             7
         );
         std::fs::remove_file(&file).unwrap();
+    }
+
+    #[test]
+    fn a_valid_record_holds_for_its_module_features_and_engine_only() {
+        let mut fuel = wasmtime::Config::new();
+        fuel.consume_fuel(true);
+        let (a, b) = (Engine::default(), Engine::new(&fuel).unwrap());
+        let dir = folder("valid");
+        let cache = DiskCache::new(Some(dir.clone()));
+        let (m, other) = ([1u8; 32], [2u8; 32]);
+        assert!(!cache.known_valid(&a, "features", &m));
+        cache.record_valid(&a, "features", &m);
+        assert!(cache.known_valid(&a, "features", &m));
+        assert!(!cache.known_valid(&a, "features", &other), "another module");
+        assert!(
+            !cache.known_valid(&a, "other features", &m),
+            "other features"
+        );
+        assert!(
+            !cache.known_valid(&b, "features", &m),
+            "another engine configuration"
+        );
+        // No folder: nothing is known, recording does nothing.
+        let none = DiskCache::new(None);
+        none.record_valid(&a, "features", &m);
+        assert!(!none.known_valid(&a, "features", &m));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

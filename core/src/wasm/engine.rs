@@ -203,16 +203,26 @@ impl PolicyEngine {
             bytes
         };
         check_limits(bytes, &self.inner.config.limits).map_err(of)?;
-        let mut validator = Validator::new_with_features(contract::features());
-        validator.validate_all(bytes).map_err(|e| {
-            of(WasmErrorKind::Compile(format!(
-                "{e} (a policy may use the core WebAssembly of wasm32-unknown-unknown and the \
-                 component model: no multiple memories, 64-bit memories, threads, exceptions or GC)"
-            )))
-        })?;
+        // A module this engine's cache records as valid was validated by an
+        // earlier load (with these features, by this wasmtime).
+        let features = format!("{:?}", contract::features());
+        let engine = &self.inner.engine;
+        let known_valid = self.inner.disk.known_valid(engine, &features, &hash);
+        if !known_valid {
+            let mut validator = Validator::new_with_features(contract::features());
+            validator.validate_all(bytes).map_err(|e| {
+                of(WasmErrorKind::Compile(format!(
+                    "{e} (a policy may use the core WebAssembly of wasm32-unknown-unknown and the \
+                     component model: no multiple memories, 64-bit memories, threads, exceptions or GC)"
+                )))
+            })?;
+        }
         let compiled = Arc::new(self.compile_bounded(name, bytes, hash)?);
         let module = self.module(name, compiled.clone());
         module.warm_up()?;
+        if !known_valid {
+            self.inner.disk.record_valid(engine, &features, &hash);
+        }
         if let Ok(mut cache) = self.inner.cache.lock() {
             cache.insert(hash, compiled);
         }

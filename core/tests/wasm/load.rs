@@ -196,7 +196,52 @@ fn compiled_modules_are_kept_on_disk_across_engines() {
             std::fs::write(e.path(), b).unwrap();
         }
         assert_eq!(decide(), first, "{path:?}: after damage");
+        // And rewritten whole.
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), entries);
+        assert_eq!(decide(), first, "{path:?}: from the rewritten cache");
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A module that fails validation is refused on every load, with a cache
+/// folder as without: no record of it as valid is ever made (a load skips
+/// validation only for a module it recorded valid).
+#[test]
+fn an_invalid_module_is_never_recorded_valid() {
+    use gangway_core::wasm::{PolicyEngine, SandboxConfig, WasmErrorKind};
+
+    let dir = std::env::temp_dir().join(format!("gw-invalid-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let valid = gangway_plugin_artifacts::module("fifo").unwrap();
+    // The same module with eight `i32.add`s written over the middle of its
+    // main module's code: operands of the wrong types, or a body cut short.
+    let mut broken = valid.to_vec();
+    let engine = || {
+        PolicyEngine::new(SandboxConfig {
+            module_cache: Some(dir.clone()),
+            ..SandboxConfig::default()
+        })
+        .unwrap()
+    };
+    engine().load("fifo", valid).unwrap();
+    let records = || {
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "valid"))
+            .count()
+    };
+    assert_eq!(records(), 1, "the valid module is recorded");
+    let at = broken.len() / 2;
+    broken[at..at + 8].fill(0x6a); // i32.add, eight times
+    for _ in 0..2 {
+        let e = engine().load("broken", &broken).unwrap_err();
+        assert!(
+            matches!(&e.kind, WasmErrorKind::Compile(m) if m.contains("a policy may use")),
+            "refused by validation: {e}"
+        );
+    }
+    assert_eq!(records(), 1, "nothing recorded for the broken module");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
