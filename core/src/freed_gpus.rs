@@ -2,6 +2,8 @@
 //! could then fit: a bound the reclaim step checks before it asks its policy,
 //! since a reclaim decision changes nothing unless one of its jobs starts.
 
+use std::cell::OnceCell;
+
 use gangway_plugin_sdk::{Level, RunningJob, ServerId, SpreadLimit};
 
 use crate::state::ClusterState;
@@ -15,6 +17,11 @@ pub(crate) struct FreedGpus {
     extra: Vec<u32>,
     /// The servers with any, each once.
     servers: Vec<ServerId>,
+    /// GPUs freed per domain (every level), by domain index.
+    by_domain: Vec<u64>,
+    /// Per level above the servers, made when first asked: each server of
+    /// `servers` with its domain at that level, by (domain, server).
+    by_level: Vec<OnceCell<Vec<(DomainId, ServerId)>>>,
     /// All of them.
     total: u64,
 }
@@ -22,15 +29,23 @@ pub(crate) struct FreedGpus {
 impl FreedGpus {
     /// What stopping every job of `jobs` would free on `state`.
     pub(crate) fn of(state: &ClusterState, jobs: &[RunningJob]) -> FreedGpus {
+        let topo = state.topology();
         let mut freed = FreedGpus {
-            extra: vec![0; state.topology().servers().len()],
+            extra: vec![0; topo.servers().len()],
             servers: Vec::new(),
+            by_domain: vec![0; topo.domains().len()],
+            by_level: (0..topo.server_level().0)
+                .map(|_| OnceCell::new())
+                .collect(),
             total: 0,
         };
         for (server, gpus) in jobs.iter().flat_map(|j| &j.parts) {
             if state.health(*server) != Some(crate::Health::Up) {
                 continue;
             }
+            let Some(sv) = topo.servers().get(server.index()) else {
+                continue;
+            };
             if let Some(extra) = freed.extra.get_mut(server.index()) {
                 if *extra == 0 && *gpus > 0 {
                     freed.servers.push(*server);
@@ -38,12 +53,41 @@ impl FreedGpus {
                 *extra = extra.saturating_add(*gpus);
                 freed.total = freed.total.saturating_add(u64::from(*gpus));
             }
+            for d in &sv.ancestors {
+                if let Some(sum) = freed.by_domain.get_mut(d.0 as usize) {
+                    *sum = sum.saturating_add(u64::from(*gpus));
+                }
+            }
         }
         freed
     }
 
     fn extra(&self, s: ServerId) -> u32 {
         self.extra.get(s.index()).copied().unwrap_or(0)
+    }
+
+    /// The servers that gain GPUs in domain `d` of `level`.
+    fn servers_in(
+        &self,
+        state: &ClusterState,
+        level: Level,
+        d: DomainId,
+    ) -> &[(DomainId, ServerId)] {
+        let Some(cell) = self.by_level.get(usize::from(level.0)) else {
+            return &[];
+        };
+        let list = cell.get_or_init(|| {
+            let mut list: Vec<(DomainId, ServerId)> = self
+                .servers
+                .iter()
+                .filter_map(|s| Some((ancestor(state, *s, level)?, *s)))
+                .collect();
+            list.sort_unstable();
+            list
+        });
+        let start = list.partition_point(|(x, _)| *x < d);
+        let end = list.partition_point(|(x, _)| *x <= d);
+        list.get(start..end).unwrap_or_default()
     }
 }
 
@@ -70,20 +114,9 @@ impl ClusterState {
                 || freed.servers.iter().any(|s| value(*s) >= u64::from(gpus));
         }
         let level = limit.level;
-        let domains = topo.domains_at(level);
-        // GPUs freed per domain of the level.
-        let mut extra: Vec<u64> = vec![0; domains.len()];
-        let at = |s: ServerId| -> Option<usize> {
-            let d = ancestor(self, s, level)?;
-            domains.iter().position(|x| *x == d)
-        };
-        for s in &freed.servers {
-            if let Some(slot) = at(*s).and_then(|i| extra.get_mut(i)) {
-                *slot = slot.saturating_add(u64::from(freed.extra(*s)));
-            }
-        }
-        domains.iter().zip(&extra).any(|(d, e)| {
-            let cap = u64::from(self.domain_free(*d)).saturating_add(*e);
+        topo.domains_at(level).iter().any(|d| {
+            let e = freed.by_domain.get(d.0 as usize).copied().unwrap_or(0);
+            let cap = u64::from(self.domain_free(*d)).saturating_add(e);
             if cap < u64::from(gpus) {
                 return false;
             }
@@ -99,8 +132,8 @@ impl ClusterState {
                 .take(k)
                 .map(|s| (s, value(s)))
                 .collect();
-            for s in &freed.servers {
-                if ancestor(self, *s, level) == Some(*d) && !values.iter().any(|(x, _)| x == s) {
+            for (_, s) in freed.servers_in(self, level, *d) {
+                if !values.iter().any(|(x, _)| x == s) {
                     values.push((*s, value(*s)));
                 }
             }

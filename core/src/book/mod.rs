@@ -36,7 +36,7 @@ use crate::topology::Topology;
 pub(crate) use change_log::ChangeLog;
 use queue::QueueIndex;
 pub(crate) use queue::Queued;
-pub(crate) use running::RunningIndex;
+pub(crate) use running::{RunningIndex, Started};
 use table::JobTable;
 pub(crate) use table::attained_at;
 pub(crate) use vcs::Vcs;

@@ -2,16 +2,25 @@
 //! and each VC's running jobs by start: what a give-back walk reads newest
 //! first without sorting every running job.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use gangway_plugin_sdk::{GpuCounts, JobId, RunningJob, VcId};
+
+/// A running job as a VC's start order holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Started {
+    pub(crate) started_s: u64,
+    pub(crate) id: JobId,
+    pub(crate) gpus: u32,
+}
 
 /// The running index: every running job by id, and by (VC, start, id).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct RunningIndex {
     by_id: BTreeMap<JobId, RunningJob>,
-    /// (VC, start, id) of every entry of `by_id`.
-    by_start: BTreeSet<(VcId, u64, JobId)>,
+    /// (VC, start, id) of every entry of `by_id`, with its GPUs: what a
+    /// give-back walk reads of a job.
+    by_start: BTreeMap<(VcId, u64, JobId), u32>,
     /// How many of each VC's running jobs hold each GPU count.
     sizes: BTreeMap<VcId, GpuCounts>,
 }
@@ -29,7 +38,8 @@ impl RunningIndex {
             Some(old) if *old == entry => false,
             _ => {
                 self.remove(entry.id);
-                self.by_start.insert((entry.vc, entry.started_s, entry.id));
+                self.by_start
+                    .insert((entry.vc, entry.started_s, entry.id), entry.gpus);
                 self.sizes.entry(entry.vc).or_default().add(entry.gpus);
                 self.by_id.insert(entry.id, entry);
                 true
@@ -52,12 +62,17 @@ impl RunningIndex {
         true
     }
 
-    /// VC `vc`'s running jobs, latest start first (then highest id).
-    pub(crate) fn newest_first(&self, vc: VcId) -> impl Iterator<Item = &RunningJob> {
+    /// VC `vc`'s running jobs, latest start first (then highest id), each
+    /// as its start, id and GPUs.
+    pub(crate) fn newest_first(&self, vc: VcId) -> impl Iterator<Item = Started> + '_ {
         self.by_start
             .range((vc, 0, JobId(0))..=(vc, u64::MAX, JobId(u64::MAX)))
             .rev()
-            .filter_map(|(_, _, id)| self.by_id.get(id))
+            .map(|((_, started_s, id), gpus)| Started {
+                started_s: *started_s,
+                id: *id,
+                gpus: *gpus,
+            })
     }
 
     /// How many of VC `vc`'s running jobs hold each GPU count.
@@ -67,10 +82,10 @@ impl RunningIndex {
 
     /// Whether the by-start order and the counts match the entries.
     pub(crate) fn is_consistent(&self) -> bool {
-        let starts: BTreeSet<(VcId, u64, JobId)> = self
+        let starts: BTreeMap<(VcId, u64, JobId), u32> = self
             .by_id
             .values()
-            .map(|j| (j.vc, j.started_s, j.id))
+            .map(|j| ((j.vc, j.started_s, j.id), j.gpus))
             .collect();
         let mut sizes: BTreeMap<VcId, GpuCounts> = BTreeMap::new();
         for j in self.by_id.values() {
@@ -110,7 +125,11 @@ mod tests {
             for vc in 0..3 {
                 let mut want: Vec<&RunningJob> = model.values().filter(|j| j.vc == VcId(vc)).collect();
                 want.sort_by_key(|j| std::cmp::Reverse((j.started_s, j.id)));
-                let got: Vec<&RunningJob> = index.newest_first(VcId(vc)).collect();
+                let want: Vec<Started> = want
+                    .iter()
+                    .map(|j| Started { started_s: j.started_s, id: j.id, gpus: j.gpus })
+                    .collect();
+                let got: Vec<Started> = index.newest_first(VcId(vc)).collect();
                 prop_assert_eq!(got, want);
             }
         }

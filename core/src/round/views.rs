@@ -5,6 +5,7 @@ use gangway_plugin_sdk::{
 };
 
 use super::{Placed, Round};
+use crate::book::Started;
 
 impl Round<'_> {
     /// The fairness view: every pending job if the fairness policy shows no
@@ -116,11 +117,11 @@ impl Round<'_> {
         let index = self.book.running_index();
         // Neither shown nor counted: this round's starts (started now) and
         // jobs younger than `min_run_s`, all at the newest end of a VC.
-        let hidden = |j: &RunningJob| {
+        let hidden = |j: &Started| {
             started.binary_search(&j.id).is_ok() || now.saturating_sub(j.started_s) < min_run_s
         };
         let newest_hidden = now.saturating_sub(min_run_s.saturating_sub(1)).min(now);
-        let mut taken: Vec<&RunningJob> = Vec::new();
+        let mut taken: Vec<JobId> = Vec::new();
         for v in vcs.iter().filter(|v| shown(v.id)) {
             let mut sizes = index.sizes(v.id);
             for j in index
@@ -138,14 +139,18 @@ impl Round<'_> {
                 index
                     .newest_first(v.id)
                     .filter(|j| !hidden(j))
-                    .map(|j| (j, j.gpus)),
+                    .map(|j| (j.id, j.gpus)),
                 u64::from(v.held_gpus),
                 floor,
                 &mut sizes,
-                |j| taken.push(j),
+                |id| taken.push(id),
             );
         }
-        taken.sort_unstable_by_key(|j| j.id);
+        taken.sort_unstable();
+        let taken: Vec<&RunningJob> = taken
+            .iter()
+            .filter_map(|id| index.by_id().get(id))
+            .collect();
         out.truncate(taken.len());
         for (i, r) in taken.into_iter().enumerate() {
             if i == out.len() {
