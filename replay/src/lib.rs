@@ -19,6 +19,7 @@ pub mod cluster_shape;
 pub mod cpu_time;
 pub mod json;
 pub mod plots;
+mod queued_time;
 pub mod report;
 pub mod reproduce;
 pub mod sim;

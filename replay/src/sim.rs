@@ -36,6 +36,8 @@ use gangway_plugin_sdk::Reclaim;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+pub use crate::queued_time::QueuedBehind;
+use crate::queued_time::QueuedTime;
 use crate::trace::{Outcome, Trace};
 
 /// How often a job checkpoints by default: every 30 minutes of its run, a
@@ -345,11 +347,8 @@ struct Replay<'t> {
     in_rounds: Duration,
     reclaim_active: bool,
     max_server_gpus: u32,
-    /// Jobs the last round left waiting `queued`, with what they waited
-    /// behind; charged the time until the next round.
-    queued_now: Vec<(u32, QueuedBehind)>,
-    /// When that round ran.
-    queued_at: u64,
+    /// The `queued` wait of every job, split by what its VC waited behind.
+    queued: QueuedTime,
 }
 
 /// Per-job counters the scheduler does not keep.
@@ -374,62 +373,6 @@ struct Extra {
     behind_s: [u64; QueuedBehind::COUNT],
     /// Seconds its attempts ran (charged when an attempt ends or stops).
     ran_s: u64,
-}
-
-/// What a job waiting `queued` (behind earlier jobs of its own virtual
-/// cluster) waited behind: the wait reason of the earliest job its VC
-/// showed the fairness policy that round, or that round's starts when
-/// every job shown either started or was itself queued.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum QueuedBehind {
-    /// Its VC's first shown job waited for this reason.
-    Reason(WaitReason),
-    /// Its VC's queue moved: the jobs ahead of it started.
-    Starts,
-    /// Queued time no round attributed (it waited through skipped rounds only).
-    Unattributed,
-}
-
-impl QueuedBehind {
-    /// Number of kinds: every wait reason but `queued`, starts, unattributed.
-    pub const COUNT: usize = 9;
-
-    /// Every kind, in the order of [`QueuedBehind::index`].
-    pub const ALL: [QueuedBehind; QueuedBehind::COUNT] = [
-        QueuedBehind::Reason(WaitReason::FairShare),
-        QueuedBehind::Reason(WaitReason::Fragmentation),
-        QueuedBehind::Reason(WaitReason::Reserved),
-        QueuedBehind::Reason(WaitReason::HeldByPolicy),
-        QueuedBehind::Reason(WaitReason::NoCapacity),
-        QueuedBehind::Reason(WaitReason::Queued),
-        QueuedBehind::Reason(WaitReason::RetryDelay),
-        QueuedBehind::Starts,
-        QueuedBehind::Unattributed,
-    ];
-
-    /// Its place in [`QueuedBehind::ALL`].
-    pub fn index(self) -> usize {
-        match self {
-            QueuedBehind::Reason(r) => r.index(),
-            QueuedBehind::Starts => 7,
-            QueuedBehind::Unattributed => 8,
-        }
-    }
-
-    /// Its name in `report.json`: the wait reason's, `starts` or `unattributed`.
-    ///
-    /// ```
-    /// use gangway_replay::sim::QueuedBehind;
-    /// assert_eq!(QueuedBehind::ALL.map(|b| b.index()), [0, 1, 2, 3, 4, 5, 6, 7, 8]);
-    /// assert_eq!(QueuedBehind::Starts.as_str(), "starts");
-    /// ```
-    pub fn as_str(self) -> &'static str {
-        match self {
-            QueuedBehind::Reason(r) => r.as_str(),
-            QueuedBehind::Starts => "starts",
-            QueuedBehind::Unattributed => "unattributed",
-        }
-    }
 }
 
 /// Splits `total` seconds in proportion to `weights` (largest share gets
@@ -655,35 +598,15 @@ impl Replay<'_> {
         Ok(())
     }
 
-    /// Charges the jobs the last round left `queued` the time since it ran.
-    fn charge_queued(&mut self, t: u64) {
-        let dt = t.saturating_sub(self.queued_at);
-        for &(j, behind) in &self.queued_now {
-            let e = &mut self.extra[j as usize];
-            e.behind_s[behind.index()] = e.behind_s[behind.index()].saturating_add(dt);
-        }
-        self.queued_now.clear();
-        self.queued_at = t;
-    }
-
-    /// Notes, after a round at `t`, each pending job that waits `queued`
-    /// (beyond its VC's view window, or shown as queued) and what its VC's
-    /// queue waits for (`vc_head`, by VC index).
-    fn note_queued(&mut self, t: u64, vc_head: &[Option<WaitReason>]) {
-        let round = self.rounds;
-        for id in self.sched.pending_jobs() {
-            let j = id.0 as usize;
-            let e = &self.extra[j];
-            if e.shown_round == round && e.last_reason != Some(WaitReason::Queued) {
-                continue; // shown, waiting for a reason of its own
+    /// Adds to each job what it accrued while `queued`.
+    fn take_queued(&mut self, closed: Vec<(u32, [u64; QueuedBehind::COUNT])>) {
+        for (j, got) in closed {
+            if let Some(e) = self.extra.get_mut(j as usize) {
+                for (b, g) in e.behind_s.iter_mut().zip(got) {
+                    *b = b.saturating_add(g);
+                }
             }
-            let behind = match vc_head.get(e.vc as usize).copied().flatten() {
-                Some(r) => QueuedBehind::Reason(r),
-                None => QueuedBehind::Starts,
-            };
-            self.queued_now.push((id.0 as u32, behind));
         }
-        self.queued_at = t;
     }
 
     fn round(&mut self, t: u64) -> Result<(), SimError> {
@@ -693,7 +616,7 @@ impl Replay<'_> {
         self.rounds += 1;
         self.policy_errors += report.policy_errors.len() as u64;
         self.note_quarantines(t, &report.slot_events);
-        self.charge_queued(t);
+        self.queued.charge(t);
         let mut vc_head: Vec<Option<WaitReason>> = Vec::new();
         for &(id, reason) in &report.waiting {
             let e = &mut self.extra[id.0 as usize];
@@ -716,7 +639,20 @@ impl Replay<'_> {
                 vc_head[vc].get_or_insert(reason);
             }
         }
-        self.note_queued(t, &vc_head);
+        // Each pending job that waits `queued` (beyond its VC's view window,
+        // or shown as queued) until the next round, behind what its VC's
+        // queue waits for.
+        let shown: Vec<u32> = report
+            .waiting
+            .iter()
+            .filter(|(_, r)| *r != WaitReason::Queued)
+            .filter_map(|(id, _)| u32::try_from(id.0).ok())
+            .collect();
+        let extra = &self.extra;
+        let closed = self.queued.note(&self.sched, &vc_head, shown, |j| {
+            extra.get(j as usize).map_or(0, |e| e.vc)
+        });
+        self.take_queued(closed);
         let restart = self.cfg.restart_s;
         for (id, action) in &report.retries {
             let i = id.0 as usize;
@@ -855,8 +791,7 @@ pub fn run_until(
         rng: ChaCha8Rng::seed_from_u64(cfg.seed),
         rounds: 0,
         skipped_rounds: 0,
-        queued_now: Vec::new(),
-        queued_at: 0,
+        queued: QueuedTime::new(trace.jobs.len()),
         policy_errors: 0,
         quarantines: Vec::new(),
         in_rounds: Duration::ZERO,
@@ -978,7 +913,8 @@ pub fn run_until(
     let span = arrival_end.max(1) as f64;
     // Jobs still waiting at the end have accrued since their last charge.
     let end_s = sim.sched.last_round_s();
-    sim.charge_queued(end_s);
+    let closed = sim.queued.finish(end_s);
+    sim.take_queued(closed);
     let jobs = trace
         .jobs
         .iter()
