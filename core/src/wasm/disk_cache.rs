@@ -28,6 +28,7 @@
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use sha2::{Digest, Sha256};
@@ -234,11 +235,14 @@ fn write(folder: &Path, path: &Path, artifact: &[u8]) -> std::io::Result<()> {
     write_file(folder, path, &entry)
 }
 
-/// Writes `bytes` to `path` in `folder` (a temporary file renamed into
-/// place, so a reader never sees half of it).
+/// Writes `bytes` to `path` in `folder` (a temporary file of this process
+/// and write renamed into place, so a reader never sees half of it and two
+/// writers, in one process or two, never write the same temporary file).
 fn write_file(folder: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    static WRITES: AtomicU64 = AtomicU64::new(0);
     std::fs::create_dir_all(folder)?;
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let n = WRITES.fetch_add(1, Ordering::Relaxed);
+    let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
     std::fs::write(&tmp, bytes)?;
     std::fs::rename(&tmp, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
