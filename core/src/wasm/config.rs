@@ -95,7 +95,7 @@ pub struct LoadLimits {
 }
 
 impl Default for LoadLimits {
-    /// Generous for real policies (the built-in ones are 40-250 KB, with at
+    /// Generous for real policies (the built-in ones are 87-350 KB, with at
     /// most a few hundred locals in a function), far below what makes
     /// compilation slow: 4 MiB, 20,000 functions, 256 KiB per function,
     /// 2,000 locals per function, 30 s, 16 core instances.
