@@ -189,3 +189,160 @@ fn the_study_window_calibrates_with_the_real_trace() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A Philly-format job log of `n` jobs: sizes 1 to 16 GPUs, a job every
+/// 90 s, first attempts that waited from seconds to hours (seeded), placed
+/// on one server or spread, a few killed or failed.
+fn philly_log(n: usize) -> String {
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = move || {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        state >> 33
+    };
+    let at = |s: u64| {
+        let (d, s) = (s / 86_400, s % 86_400);
+        format!(
+            "2017-10-{:02} {:02}:{:02}:{:02}",
+            7 + d,
+            s / 3600,
+            s / 60 % 60,
+            s % 60
+        )
+    };
+    let mut jobs = Vec::new();
+    for i in 0..n {
+        let r = next();
+        let gpus = [1, 1, 1, 1, 2, 4, 4, 8, 8, 16][(r % 10) as usize];
+        let servers = if gpus > 8 || (gpus > 1 && next() % 4 == 0) {
+            2
+        } else {
+            1
+        };
+        let submit = i as u64 * 90;
+        // Waits spread over decades: 1 s to about 3 hours.
+        let wait = 1 + (next() % 1000).pow(3) / 100_000;
+        let run = 300 + next() % 7200;
+        let status = ["Pass", "Pass", "Pass", "Pass", "Killed", "Failed"][(next() % 6) as usize];
+        let per = gpus / servers;
+        let detail: Vec<String> = (0..servers)
+            .map(|m| {
+                let g: Vec<String> = (0..per).map(|g| format!("\"gpu{g}\"")).collect();
+                format!(
+                    r#"{{"ip": "m{}", "gpus": [{}]}}"#,
+                    (i + m) % 16,
+                    g.join(",")
+                )
+            })
+            .collect();
+        jobs.push(format!(
+            r#"{{"status": "{status}", "vc": "vc{}", "jobid": "application_1_{i}", "user": "u",
+              "submitted_time": "{}", "attempts": [{{"start_time": "{}", "end_time": "{}",
+              "detail": [{}]}}]}}"#,
+            i % 3,
+            at(submit),
+            at(submit + wait),
+            at(submit + wait + run),
+            detail.join(",")
+        ));
+    }
+    format!("[{}]", jobs.join(",\n"))
+}
+
+/// A user's journey with their own cluster's log: `replay targets` measures
+/// it, `replay --fit` compares a replay of the same log with it, and
+/// `replay calibrate` fits the model to it.
+#[test]
+fn targets_measured_in_a_log_are_what_a_replay_of_it_is_fitted_to() {
+    use gangway_replay::calibrate::targets::Targets;
+    use gangway_replay::calibrate::targets_command::{self, TargetsCli};
+    use std::path::PathBuf;
+
+    let dir = PathBuf::from(out("own-log"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("log.json");
+    std::fs::write(&log, philly_log(600)).unwrap();
+    let file = dir.join("targets.toml");
+    let cli = TargetsCli {
+        log: log.clone(),
+        min_run_s: 0,
+        name: "mine".into(),
+        out: file.clone(),
+    };
+    let text = targets_command::run(&cli).unwrap();
+    let targets = Targets::named_or_file(file.to_str().unwrap()).unwrap();
+    assert_eq!(Targets::parse(&text, "same").unwrap(), targets);
+    let buckets: Vec<&str> = targets.first_wait.iter().map(|w| w.name.as_str()).collect();
+    assert_eq!(
+        buckets,
+        ["1", "2-4", "5-8", ">8"],
+        "600 jobs fill every bucket"
+    );
+    assert!(targets.first_wait[0].p99.is_some(), "about 240 1-GPU jobs");
+    assert!(targets.first_wait[3].p99.is_none(), "about 60 16-GPU jobs");
+    assert_eq!(targets.one_server.len(), 2);
+    assert!(targets.gpu_time_by_status.is_some());
+
+    let (log_s, file_s) = (log.to_str().unwrap(), file.to_str().unwrap());
+    let report = dir.join("replay");
+    let json = gangway_replay::json::replay_json([
+        "--trace",
+        log_s,
+        "--format",
+        "philly",
+        "--cluster",
+        "2x8x8",
+        "--native",
+        "--no-plots",
+        "--quiet",
+        "--fit",
+        file_s,
+        "--out",
+        report.to_str().unwrap(),
+    ])
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let fit = &v["runs"][0]["fit"];
+    assert_eq!(fit["targets"], "mine");
+    // 4 buckets x (their quantiles + the single-bin share), 2 one-server
+    // shares, GPU time by 3 statuses.
+    let quantiles: usize = targets
+        .first_wait
+        .iter()
+        .map(|w| w.quantiles().len() + 1)
+        .sum();
+    assert_eq!(fit["items"], quantiles + 2 + 3);
+
+    let cal = dir.join("cal");
+    let cli = CalibrateCli::from_args([
+        "--targets",
+        file_s,
+        "--candidates",
+        "3",
+        "--threads",
+        "2",
+        "--quiet",
+        "--out",
+        cal.to_str().unwrap(),
+        "--",
+        "--trace",
+        log_s,
+        "--format",
+        "philly",
+        "--jobs",
+        "600",
+        "--cluster",
+        "2x8x8",
+        "--native",
+    ])
+    .unwrap();
+    let json = command::run_local(&cli).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["best"]["train"]["targets"], "mine");
+    let score = |w: &str| v[w]["train"]["score"].as_f64().unwrap();
+    assert!(score("best") <= score("start"));
+    assert!(v["best"]["holdout"]["items"].as_u64().unwrap() > 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}

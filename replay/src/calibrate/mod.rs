@@ -7,7 +7,9 @@
 //!   [`fit_record::Fit`];
 //! - [`knobs`]: the model's knobs and the arguments that set them;
 //! - [`search`]: the candidates, the run and its report;
-//! - [`command`]: `replay calibrate`.
+//! - [`command`]: `replay calibrate`;
+//! - [`observed`] and [`targets_command`]: `replay targets`, targets
+//!   measured in a cluster's own job log.
 //!
 //! The search is a Latin hypercube over the knobs' ranges (every knob's
 //! range cut into as many strata as candidates, each stratum used once),
@@ -25,8 +27,10 @@ pub mod command;
 pub mod fit;
 pub mod fit_record;
 pub mod knobs;
+pub mod observed;
 pub mod search;
 pub mod targets;
+pub mod targets_command;
 
 /// Lays out rows of cells as an aligned text table (first column left,
 /// the rest right-aligned).

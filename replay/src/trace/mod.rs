@@ -122,6 +122,18 @@ pub struct TraceJob {
     pub attempts: Vec<Attempt>,
 }
 
+/// What a log recorded of a job's first attempt (Philly's
+/// `cluster_job_log`; other formats record no starts or placements).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Recorded {
+    /// Seconds from submission to the first attempt's start; `None` when
+    /// the first attempt has no start.
+    pub first_wait_s: Option<u64>,
+    /// Servers the first attempt held GPUs on; `None` when the log names
+    /// none.
+    pub first_servers: Option<u32>,
+}
+
 /// A job the reader could not turn into a [`TraceJob`], and why. Such jobs are
 /// reported (in the replay's summary and report), never silently dropped.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -369,6 +381,32 @@ pub enum TraceError {
         /// The file.
         file: String,
     },
+}
+
+/// Reads a Philly `cluster_job_log` with what it recorded of each job's
+/// first attempt: the jobs (in the log's order, not sorted) each beside its
+/// [`Recorded`] start and servers.
+///
+/// ```
+/// let log = r#"[{"status": "Pass", "vc": "a", "jobid": "j1", "submitted_time": "2017-10-07 01:00:00",
+///   "attempts": [{"start_time": "2017-10-07 01:02:00", "end_time": "2017-10-07 02:00:00",
+///                 "detail": [{"ip": "m1", "gpus": ["gpu0", "gpu1"]}]}]}]"#;
+/// let (trace, recorded) = gangway_replay::trace::read_philly_recorded("log.json", log.as_bytes()).unwrap();
+/// assert_eq!(trace.jobs[0].gpus, 2);
+/// assert_eq!(recorded[0].first_wait_s, Some(120));
+/// assert_eq!(recorded[0].first_servers, Some(1));
+/// ```
+pub fn read_philly_recorded(
+    file: &str,
+    input: impl std::io::Read,
+) -> Result<(Trace, Vec<Recorded>), TraceError> {
+    let (trace, recorded) = philly::read_recorded(file, std::io::BufReader::new(input))?;
+    if trace.jobs.is_empty() {
+        return Err(TraceError::Empty {
+            file: file.to_string(),
+        });
+    }
+    Ok((trace, recorded))
 }
 
 /// Reads a trace file of the given format.

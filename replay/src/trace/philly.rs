@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde::de::{SeqAccess, Visitor};
 
 use super::time::parse_timestamp;
-use super::{Attempt, Outcome, SkippedJob, Trace, TraceError, TraceJob};
+use super::{Attempt, Outcome, Recorded, SkippedJob, Trace, TraceError, TraceJob};
 
 #[derive(Deserialize)]
 struct RawJob {
@@ -53,6 +53,7 @@ struct RawDetail {
 struct Parsed {
     job: TraceJob,
     open_start: Option<u64>,
+    recorded: Recorded,
 }
 
 fn time_of(v: &Option<String>) -> Result<Option<u64>, String> {
@@ -166,6 +167,27 @@ impl Reader<'_> {
                 None => out.push(Attempt::new(0, Outcome::Failed)),
             }
         }
+        // What the log says of the first attempt, as the study's notebook
+        // reads it (PHILLY.md 2.1, cell 6): its start (none if it has none)
+        // and the servers its `detail` lists GPUs on.
+        let first = attempts.first();
+        let recorded = Recorded {
+            first_wait_s: first
+                .and_then(|a| time_of(&a.start_time).ok().flatten())
+                .map(|start| start.saturating_sub(submit)),
+            first_servers: first.and_then(|a| {
+                let mut on: Vec<&str> = a
+                    .detail
+                    .iter()
+                    .flatten()
+                    .filter(|d| d.gpus.as_ref().is_some_and(|g| !g.is_empty()))
+                    .filter_map(|d| d.ip.as_deref())
+                    .collect();
+                on.sort_unstable();
+                on.dedup();
+                u32::try_from(on.len()).ok().filter(|n| *n > 0)
+            }),
+        };
         let mut ips: Vec<&str> = attempts
             .iter()
             .flat_map(|a| a.detail.iter().flatten())
@@ -186,6 +208,7 @@ impl Reader<'_> {
                 attempts: out,
             },
             open_start,
+            recorded,
         });
         Ok(())
     }
@@ -216,6 +239,15 @@ impl<'de> Visitor<'de> for JobsVisitor<'_, '_> {
 
 /// Reads a `cluster_job_log` stream.
 pub(super) fn read(file: &str, input: impl Read) -> Result<Trace, TraceError> {
+    read_recorded(file, input).map(|(trace, _)| trace)
+}
+
+/// [`read`], with what the log recorded of each job's first attempt, in
+/// the order of the trace's jobs (as read, before any sorting).
+pub(super) fn read_recorded(
+    file: &str,
+    input: impl Read,
+) -> Result<(Trace, Vec<Recorded>), TraceError> {
     let mut reader = Reader {
         file,
         parsed: Vec::new(),
@@ -237,22 +269,23 @@ pub(super) fn read(file: &str, input: impl Read) -> Result<Trace, TraceError> {
             message: e.to_string(),
         })?;
     let latest = reader.latest;
-    let jobs = reader
+    let (jobs, recorded) = reader
         .parsed
         .into_iter()
         .map(|mut p| {
             if let (Some(start), Some(last)) = (p.open_start, p.job.attempts.last_mut()) {
                 last.run_s = latest.saturating_sub(start);
             }
-            p.job
+            (p.job, p.recorded)
         })
-        .collect();
-    Ok(Trace {
+        .unzip();
+    let trace = Trace {
         jobs,
         skipped: reader.skipped,
         recorded_machines: reader.machines,
         warm: 0,
-    })
+    };
+    Ok((trace, recorded))
 }
 
 #[cfg(test)]
