@@ -11,7 +11,8 @@ Rust engine in-process:
   host: submit, round, end_attempt, server_down, wait reasons, policy swaps.
 * :mod:`gangway.ray` launches gangs on a Ray cluster where Gangway placed
   them; :func:`sweep` runs a grid of replays as Ray tasks;
-  :func:`calibrate` fits the model to observed targets (on Ray with an address);
+  :func:`calibrate` fits the model to observed targets (on Ray with an address),
+  :func:`targets_from_log` measures them in a cluster's own job log;
 * :mod:`gangway.policy`: policies written in Python fill any slot of a
   :class:`Scheduler` natively; :func:`check_policy` runs the conformance kit.
 
@@ -50,7 +51,7 @@ from .replay import (
     replay_args,
     replay_help,
 )
-from .calibrate import Calibration, calibrate
+from .calibrate import Calibration, calibrate, targets_from_log
 from .policy import check_policy
 from .sweep import SweepResult, sweep
 
@@ -75,6 +76,7 @@ __all__ = [
     "__version__",
     "builtin_policies",
     "calibrate",
+    "targets_from_log",
     "check_policy",
     "policy_module",
     "policy_module_names",

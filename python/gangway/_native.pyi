@@ -47,6 +47,10 @@ def calibrate_json(
     candidate replays (e.g. as Ray tasks) and returns `(report_text, None)` or
     `(None, error)` per replay, else they run on threads in-process."""
 
+def targets_toml(log: str, min_run_s: int = 0, name: str = "observed") -> str:
+    """The targets file (TOML) `replay targets` measures in the Philly job log
+    at `log`."""
+
 def check_policy(slot: str, policy: Any, cases: int = 64, scenarios: int = 4, seed: int = 1) -> Optional[str]:
     """Runs the conformance kit on a Python policy; None if it passed, else the finding."""
 

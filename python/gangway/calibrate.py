@@ -167,3 +167,28 @@ def calibrate(
             sys.stdout.write(line)
         sys.stdout.flush()
     return Calibration(text)
+
+
+def targets_from_log(
+    log: Union[str, "os.PathLike[str]"],
+    *,
+    min_run_s: int = 0,
+    name: str = "observed",
+    out: Union[str, "os.PathLike[str]", None] = None,
+) -> str:
+    """Measures in a cluster's own job log (Philly ``cluster_job_log``
+    JSON) the targets :func:`calibrate` fits the model to, as ``replay
+    targets`` does: first-attempt wait quantiles per size bucket, one-server
+    shares and GPU time by status. Only jobs that ran ``min_run_s`` seconds
+    or more count for the waits. Returns the targets file's TOML text, also
+    written to ``out`` when given (then ``calibrate(targets=out, ...)``).
+
+    >>> text = targets_from_log("cluster_job_log.json", out="mine.toml")  # doctest: +SKIP
+    >>> log = "cluster_job_log.json"
+    >>> calibrate(targets="mine.toml", trace=log, format="philly", jobs=5000)  # doctest: +SKIP
+    """
+    text: str = _native.targets_toml(os.fspath(log), int(min_run_s), str(name))
+    if out is not None:
+        with open(os.fspath(out), "w", encoding="utf-8") as f:
+            f.write(text)
+    return text

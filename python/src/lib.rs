@@ -28,6 +28,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(replay::replay_json, m)?)?;
     m.add_function(wrap_pyfunction!(replay::replay_help, m)?)?;
     m.add_function(wrap_pyfunction!(replay::calibrate_json, m)?)?;
+    m.add_function(wrap_pyfunction!(replay::targets_toml, m)?)?;
     m.add_function(wrap_pyfunction!(policy::presets, m)?)?;
     m.add_function(wrap_pyfunction!(policy::builtin_policies, m)?)?;
     m.add_function(wrap_pyfunction!(policy::policy_module_names, m)?)?;

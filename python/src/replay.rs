@@ -141,3 +141,23 @@ pub(crate) fn calibrate_json(
         (Err(e), None) => Err(ReplayError::new_err(e.to_string())),
     }
 }
+
+/// The targets file (TOML text) `replay targets` measures in the job log
+/// at `log` (Philly `cluster_job_log` JSON), counting only jobs that ran
+/// `min_run_s` seconds or more for the waits.
+#[pyfunction]
+#[pyo3(signature = (log, min_run_s=0, name="observed".to_string()))]
+pub(crate) fn targets_toml(
+    py: Python<'_>,
+    log: std::path::PathBuf,
+    min_run_s: u64,
+    name: String,
+) -> PyResult<String> {
+    use gangway_replay::calibrate::observed::{ObserveOptions, targets_from_log, to_toml};
+    let options = ObserveOptions { name, min_run_s };
+    py.detach(|| {
+        let targets = targets_from_log(&log, &options).map_err(|e| e.to_string())?;
+        to_toml(&targets).map_err(|e| format!("cannot write the targets as TOML: {e}"))
+    })
+    .map_err(ReplayError::new_err)
+}

@@ -40,3 +40,63 @@ def test_calibration_errors_are_gangway_errors() -> None:
         gangway.calibrate(time_scale=0.5, jobs=300, candidates=2, echo=False)
     with pytest.raises(ValueError, match="fit"):
         gangway.calibrate(jobs=300, fit="philly")
+
+
+def _philly_log(n: int) -> str:
+    """A Philly-format job log of `n` jobs of 1-16 GPUs, a job a minute,
+    first attempts waiting 0 to about 3 hours (seeded), some spread."""
+    import random
+    from datetime import datetime, timedelta
+
+    rng = random.Random(7)
+    t0 = datetime(2017, 10, 7)
+    at = lambda s: (t0 + timedelta(seconds=s)).strftime("%Y-%m-%d %H:%M:%S")  # noqa: E731
+    jobs = []
+    for i in range(n):
+        gpus = rng.choice([1, 1, 1, 2, 4, 8, 8, 16])
+        servers = 2 if gpus > 8 or (gpus > 1 and rng.random() < 0.25) else 1
+        wait = int(rng.random() ** 3 * 10_000)
+        submit = i * 60
+        detail = [
+            {"ip": f"m{(i + m) % 16}", "gpus": [f"gpu{g}" for g in range(gpus // servers)]}
+            for m in range(servers)
+        ]
+        jobs.append(
+            {
+                "status": rng.choice(["Pass", "Pass", "Killed", "Failed"]),
+                "vc": f"vc{i % 3}",
+                "jobid": f"application_1_{i}",
+                "user": "u",
+                "submitted_time": at(submit),
+                "attempts": [
+                    {"start_time": at(submit + wait), "end_time": at(submit + wait + 1800), "detail": detail}
+                ],
+            }
+        )
+    return json.dumps(jobs)
+
+
+def test_targets_measured_in_a_log_calibrate_a_replay_of_it(tmp_path: Path) -> None:
+    import tomllib
+
+    log = tmp_path / "log.json"
+    log.write_text(_philly_log(500))
+    text = gangway.targets_from_log(log, name="mine", out=tmp_path / "mine.toml")
+    assert (tmp_path / "mine.toml").read_text() == text
+    targets = tomllib.loads(text)
+    assert targets["name"] == "mine"
+    assert [w["name"] for w in targets["first_wait"]] == ["1", "2-4", "5-8", ">8"]
+    assert {"passed", "killed", "failed"} == set(targets["gpu_time_by_status"])
+    cal = gangway.calibrate(
+        targets=str(tmp_path / "mine.toml"),
+        trace=str(log),
+        format="philly",
+        jobs=500,
+        cluster="2x8x8",
+        candidates=3,
+        echo=False,
+    )
+    assert cal.data["best"]["train"]["targets"] == "mine"
+    assert cal.score("best") <= cal.score("start")
+    with pytest.raises(gangway.ReplayError, match="no such file|cannot read"):
+        gangway.targets_from_log(tmp_path / "missing.json")
