@@ -95,7 +95,9 @@ pub(crate) struct WasmBackend<S: SlotContract> {
     /// in `view_changes`: it is how the views travel, not what the policy sees).
     manifest: Manifest,
     view_changes: bool,
-    live: Option<Live<S::View>>,
+    /// Boxed: a call takes it out and puts it back, which moves a pointer,
+    /// not the store handle, the call and the held view.
+    live: Option<Box<Live<S::View>>>,
     view: Vec<u8>,
     /// What changed since the held view, as the round's change log said.
     known: KnownChanges,
@@ -133,7 +135,7 @@ impl<S: SlotContract> WasmBackend<S> {
         let slot = S::SLOT;
         match backend.instantiate() {
             Ok((live, manifest)) => {
-                backend.live = Some(live);
+                backend.live = Some(Box::new(live));
                 backend.view_changes = manifest.view_changes;
                 backend.manifest = Manifest {
                     view_changes: false,
@@ -351,7 +353,7 @@ impl<S: SlotContract> WasmBackend<S> {
             match self.instantiate() {
                 Ok((live, _)) => {
                     self.spend(&live.store);
-                    self.live = Some(live);
+                    self.live = Some(Box::new(live));
                 }
                 Err(InstanceError::Kind(kind)) => return Err(self.error(kind)),
                 Err(InstanceError::Signature { function, reason }) => {
