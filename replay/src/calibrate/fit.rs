@@ -27,7 +27,7 @@ fn round4(x: f64) -> f64 {
 }
 
 /// Nearest-rank percentile of sorted values.
-fn percentile(sorted: &[u64], p: u8) -> Option<u64> {
+pub(crate) fn percentile(sorted: &[u64], p: u8) -> Option<u64> {
     if sorted.is_empty() {
         return None;
     }

@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::fit::percentile;
 use super::targets::{FirstWait, GpuTimeByStatus, OneServer, Targets, Tolerance};
 use crate::trace::{Outcome, Recorded, TraceError, TraceJob, read_philly_recorded};
 
@@ -94,6 +95,7 @@ pub fn targets_from_read(
             continue;
         }
         waits.sort_unstable();
+        // Nearest rank, as the fit measures the model's.
         let minutes = |p| percentile(&waits, p).map(|s| round3(s as f64 / 60.0));
         first_wait.push(FirstWait {
             name: name.to_string(),
@@ -173,16 +175,6 @@ pub fn to_toml(targets: &Targets) -> Result<String, toml::ser::Error> {
 /// Seconds the job's attempts ran in all.
 fn run_s(j: &TraceJob) -> u64 {
     j.attempts.iter().map(|a| a.run_s).sum()
-}
-
-/// Nearest-rank percentile of sorted values, as the fit computes the
-/// model's ([`super::fit`]).
-fn percentile(sorted: &[u64], p: u8) -> Option<u64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = (f64::from(p) / 100.0 * sorted.len() as f64).ceil() as usize;
-    Some(sorted[rank.clamp(1, sorted.len()) - 1])
 }
 
 fn round3(x: f64) -> f64 {
