@@ -15,25 +15,11 @@ use gangway_replay::calibrate::targets_command::{self, TargetsCli};
 use gangway_replay::cli::{self as replay_cli, Cli};
 
 fn main() -> ExitCode {
-    if std::env::args_os().nth(1).is_some_and(|a| a == "calibrate") {
-        let cli = CalibrateCli::parse_from(std::env::args_os().skip(1));
-        return match command::run_local(&cli) {
-            Ok(_) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("replay calibrate: {e}");
-                ExitCode::FAILURE
-            }
-        };
+    if let Some(code) = subcommand::<CalibrateCli, _, _>("calibrate", command::run_local) {
+        return code;
     }
-    if std::env::args_os().nth(1).is_some_and(|a| a == "targets") {
-        let cli = TargetsCli::parse_from(std::env::args_os().skip(1));
-        return match targets_command::run(&cli) {
-            Ok(_) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("replay targets: {e}");
-                ExitCode::FAILURE
-            }
-        };
+    if let Some(code) = subcommand::<TargetsCli, _, _>("targets", targets_command::run) {
+        return code;
     }
     let mut cli = Cli::parse();
     cli.argv = std::env::args_os()
@@ -48,4 +34,23 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `replay NAME ...`: when the first argument is `name`, parses the rest
+/// as `C` and runs it; `None` for the replay itself.
+fn subcommand<C: Parser, T, E: std::fmt::Display>(
+    name: &str,
+    run: impl FnOnce(&C) -> Result<T, E>,
+) -> Option<ExitCode> {
+    if std::env::args_os().nth(1).is_none_or(|a| a != name) {
+        return None;
+    }
+    let cli = C::parse_from(std::env::args_os().skip(1));
+    Some(match run(&cli) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("replay {name}: {e}");
+            ExitCode::FAILURE
+        }
+    })
 }
