@@ -678,7 +678,7 @@ pub fn quotas(
 pub fn demand_quotas(trace: &Trace, cluster_gpus: u32) -> BTreeMap<String, u32> {
     let mut demand: BTreeMap<&str, (f64, u32)> = BTreeMap::new();
     for j in &trace.jobs {
-        let run: u64 = j.attempts.iter().map(|a| a.run_s).sum();
+        let run = j.run_s();
         let e = demand.entry(j.vc.as_str()).or_default();
         e.0 += f64::from(j.gpus) * run as f64;
         e.1 = e.1.max(j.gpus);

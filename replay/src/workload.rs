@@ -564,7 +564,7 @@ mod tests {
     fn gpu_time_by_status(t: &Trace) -> [f64; 3] {
         let mut by = [0.0f64; 3];
         for j in &t.jobs {
-            let gpu_s: u64 = j.attempts.iter().map(|a| a.run_s).sum::<u64>() * u64::from(j.gpus);
+            let gpu_s: u64 = j.run_s() * u64::from(j.gpus);
             let k = match j.attempts.last().map(|a| a.outcome) {
                 Some(Outcome::Passed) => 0,
                 Some(Outcome::Killed) => 1,

@@ -50,8 +50,7 @@ pub fn fit(
     for w in &targets.first_wait {
         let mut waits: Vec<u64> = own()
             .filter(|(j, tj)| {
-                (w.gpus[0]..=w.gpus[1]).contains(&j.gpus)
-                    && tj.attempts.iter().map(|a| a.run_s).sum::<u64>() >= w.min_run_s
+                (w.gpus[0]..=w.gpus[1]).contains(&j.gpus) && tj.run_s() >= w.min_run_s
             })
             .filter_map(|(j, _)| j.first_start_s.map(|s| s.saturating_sub(j.submit_s)))
             .collect();

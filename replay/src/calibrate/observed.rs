@@ -88,7 +88,7 @@ pub fn targets_from_read(
     for (name, gpus) in BUCKETS {
         let mut waits: Vec<u64> = jobs
             .iter()
-            .filter(|(j, _)| in_bucket(gpus, j) && run_s(j) >= options.min_run_s)
+            .filter(|(j, _)| in_bucket(gpus, j) && j.run_s() >= options.min_run_s)
             .filter_map(|(_, r)| r.first_wait_s)
             .collect();
         if waits.len() < MIN_JOBS {
@@ -132,7 +132,7 @@ pub fn targets_from_read(
             Some(Outcome::Killed) => "killed",
             Some(Outcome::Failed) => "failed",
         };
-        *by_status.entry(status).or_default() += u64::from(j.gpus).saturating_mul(run_s(j));
+        *by_status.entry(status).or_default() += u64::from(j.gpus).saturating_mul(j.run_s());
     }
     let total: u64 = by_status.values().sum();
     let share =
@@ -170,11 +170,6 @@ pub fn to_toml(targets: &Targets) -> Result<String, toml::ser::Error> {
          # `replay calibrate --targets FILE` or `replay --fit FILE`.\n{}",
         toml::to_string(targets)?
     ))
-}
-
-/// Seconds the job's attempts ran in all.
-fn run_s(j: &TraceJob) -> u64 {
-    j.attempts.iter().map(|a| a.run_s).sum()
 }
 
 fn round3(x: f64) -> f64 {

@@ -122,6 +122,20 @@ pub struct TraceJob {
     pub attempts: Vec<Attempt>,
 }
 
+impl TraceJob {
+    /// Seconds its recorded attempts ran in all.
+    ///
+    /// ```
+    /// use gangway_replay::trace::{read, Format};
+    /// let csv = "id,submit_s,gpus,vc,user,attempts,status\n1,0,8,a,u,60;600,Pass\n";
+    /// let t = read("jobs.csv", Format::Csv, csv.as_bytes()).unwrap();
+    /// assert_eq!(t.jobs[0].run_s(), 660);
+    /// ```
+    pub fn run_s(&self) -> u64 {
+        self.attempts.iter().map(|a| a.run_s).sum()
+    }
+}
+
 /// What a log recorded of a job's first attempt (Philly's
 /// `cluster_job_log`; other formats record no starts or placements).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
