@@ -154,10 +154,10 @@ pub(crate) fn targets_toml(
     name: String,
 ) -> PyResult<String> {
     use gangway_replay::calibrate::observed::{ObserveOptions, targets_from_log, to_toml};
+    use gangway_replay::calibrate::targets_command::TargetsCommandError;
     let options = ObserveOptions { name, min_run_s };
-    py.detach(|| {
-        let targets = targets_from_log(&log, &options).map_err(|e| e.to_string())?;
-        to_toml(&targets).map_err(|e| format!("cannot write the targets as TOML: {e}"))
+    py.detach(|| -> Result<String, TargetsCommandError> {
+        Ok(to_toml(&targets_from_log(&log, &options)?)?)
     })
-    .map_err(ReplayError::new_err)
+    .map_err(|e| ReplayError::new_err(e.to_string()))
 }

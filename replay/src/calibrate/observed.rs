@@ -52,11 +52,7 @@ impl Default for ObserveOptions {
 
 /// The targets a Philly-format job log shows, read from `path`.
 pub fn targets_from_log(path: &Path, options: &ObserveOptions) -> Result<Targets, TraceError> {
-    let file = path.display().to_string();
-    let input = std::fs::File::open(path).map_err(|source| TraceError::Io {
-        file: file.clone(),
-        source,
-    })?;
+    let (file, input) = crate::trace::open(path)?;
     targets_from_read(&file, input, options)
 }
 

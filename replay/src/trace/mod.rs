@@ -435,12 +435,18 @@ pub fn load_first(
     format: Format,
     max_jobs: Option<usize>,
 ) -> Result<Trace, TraceError> {
+    let (file, input) = open(path)?;
+    read_first(&file, format, input, max_jobs)
+}
+
+/// The file at `path`, opened, with its name for errors.
+pub(crate) fn open(path: &Path) -> Result<(String, std::fs::File), TraceError> {
     let file = path.display().to_string();
     let input = std::fs::File::open(path).map_err(|source| TraceError::Io {
         file: file.clone(),
         source,
     })?;
-    read_first(&file, format, input, max_jobs)
+    Ok((file, input))
 }
 
 /// Reads a trace of the given format from `input`, naming it `file` in
