@@ -1,8 +1,8 @@
 //! The contract's wire types as data, for the pure-Python codec of the
-//! `gangway` package (`python/gangway/wire.py`), which reads and writes
+//! `gangway` package (`host-examples/python/gangway/wire.py`), which reads and writes
 //! postcard from this schema (serde-reflection's registry of every view and
 //! decision type and the manifest). The schema is generated here and kept
-//! in `python/gangway/_wire_schema.py`; this test fails when the contract's
+//! in `host-examples/python/gangway/_wire_schema.py`; this test fails when the contract's
 //! types changed and the file did not. Regenerate with
 //! `GANGWAY_BLESS=1 cargo test -p gangway-plugin-sdk --test python_wire_schema`.
 
@@ -80,7 +80,7 @@ fn schema() -> String {
 #[test]
 fn the_python_codec_schema_is_the_contracts() {
     let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../python/gangway/_wire_schema.py");
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../host-examples/python/gangway/_wire_schema.py");
     let want = schema();
     if std::env::var_os("GANGWAY_BLESS").is_some() {
         std::fs::write(&path, &want).unwrap_or_else(|e| panic!("{}: {e}", path.display()));

@@ -111,7 +111,7 @@ fn find_plugins(plugins_dir: &Path) -> Result<Vec<Plugin>> {
             continue;
         };
         let manifest = dir.join("Cargo.toml");
-        if name == "artifacts" || !manifest.is_file() {
+        if name == "artifacts" || name == "catalog" || !manifest.is_file() {
             continue;
         }
         let text = std::fs::read_to_string(&manifest)?;

@@ -44,7 +44,7 @@
 //! after **600 s**. Both are starting points: calibrate them against the
 //! placement mix of §5.2 for a given topology.
 //!
-//! The `philly` preset (catalog/presets.toml) uses `[600, 3600]`,
+//! The `philly` preset (plugins/catalog/presets.toml) uses `[600, 3600]`,
 //! calibrated on the real RFold window with real VCs against the
 //! first-attempt waits of >= 4 GPU jobs (§5.4) and the one-server shares
 //! (§5.2); the comparison with these defaults is in the preset's comment.

@@ -1,0 +1,170 @@
+//! `policy-check` end to end: the real plugins pass; hostile and malformed
+//! modules fail with one clear line (and, for a rule broken on a view, the
+//! smallest failing view as a regression test after it) and a non-zero
+//! exit, quickly, without a panic.
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// The hostile guest builders of the core's Wasm tests.
+#[allow(dead_code)]
+#[path = "../../../core/tests/wasm/guests.rs"]
+mod guests;
+
+fn policy_check(args: &[&str]) -> (Output, Duration) {
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_policy-check"))
+        .args(args)
+        .output()
+        .unwrap();
+    (out, started.elapsed())
+}
+
+fn temp(name: &str, bytes: &[u8]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gangway-policy-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    path
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs policy-check on `bytes` saved as `name` and expects a failure whose
+/// first line starts with `FAIL: ` and contains `reason`; any further lines
+/// are the regression test of the smallest failing view.
+fn expect_failure(name: &str, bytes: &[u8], extra: &[&str], reason: &str) {
+    let path = temp(name, bytes);
+    let mut args = vec![path.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let (out, took) = policy_check(&args);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{name}: {text}");
+    let first = text.lines().next().unwrap_or_default();
+    assert!(first.starts_with("FAIL: "), "{name}: {text}");
+    assert!(first.contains(reason), "{name}: {text:?} lacks {reason:?}");
+    if text.lines().count() > 1 {
+        assert!(
+            text.contains("#[test]") && text.contains("check_view"),
+            "{name}: {text}"
+        );
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{name}: {err}");
+    assert!(took < Duration::from_secs(20), "{name} took {took:?}");
+}
+
+#[test]
+fn every_plugin_passes() {
+    for name in gangway_plugin_artifacts::names() {
+        let path = gangway_plugin_artifacts::path(name).unwrap();
+        let (out, _) = policy_check(&[path.to_str().unwrap(), "--views", "60"]);
+        let text = stdout(&out);
+        assert_eq!(out.status.code(), Some(0), "{name}: {text}");
+        assert!(
+            text.starts_with(&format!("module {name}.wasm: slots ")),
+            "{text}"
+        );
+        assert!(text.contains("contract gangway:policy@2.1.0"), "{text}");
+        assert!(text.contains("entered directly, once per call"), "{text}");
+        assert!(text.contains("ok: 60 views per slot"), "{text}");
+    }
+}
+
+#[test]
+fn a_configuration_file_is_passed_to_init() {
+    let builtin = gangway_plugin_artifacts::path("fallbacks").unwrap();
+    let config = temp("fallbacks.toml", b"tuned = true\n");
+    let (out, _) = policy_check(&[
+        builtin.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text.trim(),
+        "FAIL: retry policy fallbacks.wasm: cannot be made: module fallbacks.wasm: refused its retry \
+         configuration: invalid policy configuration: fixed: takes no options, but line 1 is \
+         `tuned = true`"
+    );
+    let empty = temp("empty.toml", b"");
+    let (out, _) = policy_check(&[
+        builtin.to_str().unwrap(),
+        "--config",
+        empty.to_str().unwrap(),
+        "--views",
+        "10",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}
+
+#[test]
+fn hostile_modules_fail_with_one_line() {
+    let cases = [
+        ("infinite-loop", "ran out of fuel"),
+        ("memory-bomb", "hit its memory cap of 67108864 bytes"),
+        ("trap", "trapped: wasm `unreachable` instruction executed"),
+        ("lift-out-of-bounds", "broke the component ABI"),
+        ("garbage-reply", "reply does not decode"),
+        ("unknown-job", "invalid decision: names unknown job 999999"),
+        ("refuse", "refused: no opinion today"),
+    ];
+    for (name, reason) in cases {
+        expect_failure(&format!("{name}.wasm"), &guests::hostile(name), &[], reason);
+    }
+}
+
+#[test]
+fn a_hostile_module_that_fails_at_load_is_named() {
+    let (body, data) = guests::behaviour("infinite-loop");
+    expect_failure(
+        "spin.wasm",
+        &guests::fairness(0, body, data),
+        &["--fuel", "5000000"],
+        "module spin.wasm: failed its warm-up call: fairness policy \"spin.wasm\": ran out of fuel (CPU budget of 5000000 units)",
+    );
+}
+
+#[test]
+fn malformed_modules_fail_with_one_line() {
+    expect_failure(
+        "notes.wasm",
+        b"just text",
+        &[],
+        "module notes.wasm: not WebAssembly",
+    );
+    let core = wat::parse_str("(module)").unwrap();
+    expect_failure(
+        "core.wasm",
+        &core,
+        &[],
+        "module core.wasm: a core Wasm module that cannot be made a component (it carries no \
+         component type)",
+    );
+    let wasi =
+        "package wasi:cli@0.2.0;\ninterface environment { get-arguments: func() -> list<string>; }";
+    let world = "package test:sneaky;\nworld sneaky {\n  import wasi:cli/environment@0.2.0;\n  export gangway:policy/fairness@2.0.0;\n}";
+    let core = guests::fairness_wat("2.0.0", 100, "(unreachable)", "").replacen(
+        "(module",
+        "(module\n  (import \"wasi:cli/environment@0.2.0\" \"get-arguments\" (func (param i32)))",
+        1,
+    );
+    expect_failure(
+        "sneaky.wasm",
+        &guests::componentize(&core, &[wasi], world, "sneaky"),
+        &[],
+        "module sneaky.wasm: imports wasi:cli/environment@0.2.0; only gangway:policy/log is allowed",
+    );
+}
+
+#[test]
+fn a_missing_file_is_a_usage_error() {
+    let (out, _) = policy_check(&[Path::new("/nonexistent/policy.wasm").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read /nonexistent/policy.wasm"));
+}
