@@ -12,8 +12,8 @@
 //!
 //! This library itself is empty.
 
-/// The README's Rust examples, compiled and run as doc tests so the README
+/// This folder's README, compiled and run as doc tests so the README
 /// cannot drift from the API.
 #[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
+#[doc = include_str!("README.md")]
 pub struct ReadmeExamples;
