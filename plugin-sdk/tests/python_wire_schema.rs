@@ -79,8 +79,8 @@ fn schema() -> String {
 
 #[test]
 fn the_python_codec_schema_is_the_contracts() {
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../host-examples/python/gangway/_wire_schema.py");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../host-examples/python/gangway/_wire_schema.py");
     let want = schema();
     if std::env::var_os("GANGWAY_BLESS").is_some() {
         std::fs::write(&path, &want).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
