@@ -1,10 +1,13 @@
 //! Every policy crate under `plugins/`, compiled to `wasm32-unknown-unknown`
-//! and componentized by this crate's build script, embedded as bytes.
+//! and componentized by this crate's build script, embedded as bytes; and
+//! the list of built-in policies by slot ([`builtin_policies!`]), from which
+//! the catalog is made.
 //!
-//! A plugin is any directory `plugins/<name>/` (except this one) holding a
-//! crate `gangway-policy-<name>` with `crate-type = ["cdylib", "rlib"]` that
-//! exports its policy with one of the SDK's `export_*!` macros. Its module is
-//! called `<name>`.
+//! A plugin is any directory `plugins/<name>/` holding a crate
+//! `gangway-policy-<name>` with `crate-type = ["cdylib", "rlib"]` that
+//! declares its policies in its `Cargo.toml` (`[package.metadata.gangway]
+//! policies = [{ name, slot, type }]`) and exports them with the SDK's
+//! export macro. Its module is called `<name>`.
 //!
 //! ```
 //! let names: Vec<&str> = gangway_plugin_artifacts::all().iter().map(|(n, _)| *n).collect();
@@ -18,6 +21,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 include!(concat!(env!("OUT_DIR"), "/artifacts.rs"));
+include!(concat!(env!("OUT_DIR"), "/policies.rs"));
 
 /// Every policy module as `(name, component bytes)`, sorted by name.
 pub fn all() -> &'static [(&'static str, &'static [u8])] {
