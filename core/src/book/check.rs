@@ -12,25 +12,25 @@ impl JobBook {
     /// Verifies every index against the job records, and the running jobs
     /// against the allocations of `state`.
     pub(crate) fn check(&self, state: &ClusterState) -> Result<(), InvariantViolation> {
-        let mut tally = Tally::new(self.vcs.list().len());
+        let mut counts = StateCounts::new(self.vcs.list().len());
         for (id, job) in self.records.iter() {
-            self.check_job(*id, job, state, &mut tally)?;
+            self.check_job(*id, job, state, &mut counts)?;
         }
-        self.check_indexes(&tally, state)?;
-        self.check_vcs(tally)
+        self.check_indexes(&counts, state)?;
+        self.check_vcs(counts)
     }
 
     /// Checks job `id`'s record against the indexes of its state (and
-    /// `state`'s allocation, if it runs), counting it in `tally`.
+    /// `state`'s allocation, if it runs), counting it in `counts`.
     fn check_job(
         &self,
         id: JobId,
         job: &JobRecord,
         state: &ClusterState,
-        tally: &mut Tally,
+        counts: &mut StateCounts,
     ) -> Result<(), InvariantViolation> {
         let vc = job.spec.vc.0 as usize;
-        if vc >= tally.vc_held.len() {
+        if vc >= counts.vc_held.len() {
             return fail(format!("{id} is in unknown VC {}", job.spec.vc));
         }
         if job.probe.is_some_and(|(g, _)| g == 0 || g >= job.spec.gpus) {
@@ -38,25 +38,25 @@ impl JobBook {
         }
         match &job.state {
             JobState::Pending { .. } => {
-                tally.pending += 1;
+                counts.pending += 1;
                 self.check_queued(id, job)?;
-                tally.vc_pending[vc].0 += job.next_gpus();
-                tally.vc_pending[vc].1 += 1;
+                counts.vc_pending[vc].0 += job.next_gpus();
+                counts.vc_pending[vc].1 += 1;
             }
             JobState::Delayed { until_s, .. } => {
-                tally.delayed += 1;
+                counts.delayed += 1;
                 if !self.delayed.contains(&(*until_s, id)) {
                     return fail(format!("{id} is delayed but not filed"));
                 }
             }
             JobState::AwaitingRetry(_) => {
-                tally.awaiting += 1;
+                counts.awaiting += 1;
                 if !self.awaiting_retry.contains(&id) {
                     return fail(format!("{id} awaits a retry decision but is not filed"));
                 }
             }
             JobState::Running { choice, .. } => {
-                tally.running += 1;
+                counts.running += 1;
                 let Some(p) = state.allocation(id) else {
                     return fail(format!("{id} is running but holds no GPUs"));
                 };
@@ -67,9 +67,9 @@ impl JobBook {
                         p.gpu_count()
                     ));
                 }
-                tally.vc_held[vc] += p.gpu_count();
+                counts.vc_held[vc] += p.gpu_count();
             }
-            JobState::Finished { .. } => tally.finished += 1,
+            JobState::Finished { .. } => counts.finished += 1,
         }
         Ok(())
     }
@@ -90,17 +90,21 @@ impl JobBook {
         }
     }
 
-    /// Checks the indexes' sizes against the jobs counted in `tally`, and
+    /// Checks the indexes' sizes against the jobs counted in `counts`, and
     /// the running jobs against `state`'s allocations.
-    fn check_indexes(&self, tally: &Tally, state: &ClusterState) -> Result<(), InvariantViolation> {
-        let Tally {
+    fn check_indexes(
+        &self,
+        counts: &StateCounts,
+        state: &ClusterState,
+    ) -> Result<(), InvariantViolation> {
+        let StateCounts {
             running,
             pending,
             delayed,
             awaiting,
             finished,
             ..
-        } = *tally;
+        } = *counts;
         if pending != self.pending.len()
             || pending != self.queues.len()
             || delayed != self.delayed.len()
@@ -135,9 +139,9 @@ impl JobBook {
     }
 
     /// Checks each VC's counters against what its jobs hold and ask for.
-    fn check_vcs(&self, tally: Tally) -> Result<(), InvariantViolation> {
+    fn check_vcs(&self, counts: StateCounts) -> Result<(), InvariantViolation> {
         let vcs = self.vcs.list();
-        for ((v, held), (pgpus, pjobs)) in vcs.iter().zip(tally.vc_held).zip(tally.vc_pending) {
+        for ((v, held), (pgpus, pjobs)) in vcs.iter().zip(counts.vc_held).zip(counts.vc_pending) {
             if v.held_gpus != held {
                 return fail(format!(
                     "VC {} books {} GPUs, holds {held}",
@@ -161,7 +165,7 @@ fn fail(message: String) -> Result<(), InvariantViolation> {
 }
 
 /// What [`JobBook::check`] counts over the records.
-struct Tally {
+struct StateCounts {
     /// Jobs in each state.
     running: usize,
     pending: usize,
@@ -174,10 +178,10 @@ struct Tally {
     vc_pending: Vec<(u32, u32)>,
 }
 
-impl Tally {
+impl StateCounts {
     /// Nothing counted yet, over `vcs` VCs.
     fn new(vcs: usize) -> Self {
-        Tally {
+        StateCounts {
             running: 0,
             pending: 0,
             delayed: 0,
