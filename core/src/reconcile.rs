@@ -214,6 +214,49 @@ fn normalise(sched: &Scheduler, placement: &Placement) -> Result<Placement, Stri
     Ok(p)
 }
 
+/// A reconciliation under way: what the engine runs, what was found so far.
+struct Reconciling {
+    /// Every difference found so far, in order (the unresolved ones last).
+    diffs: Vec<Difference>,
+    /// Jobs that cannot be brought in line, and why.
+    unresolved: BTreeMap<JobId, String>,
+    /// The engine's running jobs, their placements made canonical.
+    wanted: BTreeMap<JobId, Placement>,
+    /// Running jobs the engine runs elsewhere: their placement here.
+    moved: BTreeMap<JobId, Placement>,
+    /// The VC to adopt foreign jobs into, if it exists.
+    foreign_vc: Option<VcId>,
+    /// The time of the reconciliation.
+    now: u64,
+}
+
+impl Reconciling {
+    /// The start of reconciling `sched` with `truth`: the engine's
+    /// placements checked (the malformed ones unresolved).
+    fn new(sched: &Scheduler, truth: &EngineTruth, foreign_vc: Option<VcId>, now: u64) -> Self {
+        let mut unresolved: BTreeMap<JobId, String> = BTreeMap::new();
+        let mut wanted: BTreeMap<JobId, Placement> = BTreeMap::new();
+        for (id, placement) in &truth.running {
+            match normalise(sched, placement) {
+                Ok(p) => {
+                    wanted.insert(*id, p);
+                }
+                Err(why) => {
+                    unresolved.insert(*id, why);
+                }
+            }
+        }
+        Reconciling {
+            diffs: Vec::new(),
+            unresolved,
+            wanted,
+            moved: BTreeMap::new(),
+            foreign_vc: foreign_vc.filter(|vc| (vc.0 as usize) < sched.book.vcs.len()),
+            now,
+        }
+    }
+}
+
 impl Scheduler {
     /// Brings the scheduler in line with `truth` at time `now` and returns
     /// every difference found, in this order: running jobs the engine does
@@ -228,22 +271,31 @@ impl Scheduler {
         foreign_vc: Option<VcId>,
         now: u64,
     ) -> Vec<Difference> {
-        let mut diffs = Vec::new();
-        let mut unresolved: BTreeMap<JobId, String> = BTreeMap::new();
-        let mut wanted: BTreeMap<JobId, Placement> = BTreeMap::new();
-        for (id, placement) in &truth.running {
-            match normalise(self, placement) {
-                Ok(p) => {
-                    wanted.insert(*id, p);
-                }
-                Err(why) => {
-                    unresolved.insert(*id, why);
-                }
+        let mut r = Reconciling::new(self, truth, foreign_vc, now);
+        self.reconcile_running(&mut r);
+        self.reconcile_health(truth, &mut r);
+        for (id, placement) in std::mem::take(&mut r.wanted) {
+            self.reconcile_engine_job(&mut r, id, placement);
+        }
+        // A moved job whose new placement was refused above is re-queued
+        // there; any left here lost its GPUs to a server failure.
+        for id in std::mem::take(&mut r.moved).into_keys() {
+            if self.book.get(&id).is_some_and(|j| j.is_running()) {
+                self.requeue_lost(id, now);
             }
         }
-        let foreign_vc = foreign_vc.filter(|vc| (vc.0 as usize) < self.book.vcs.len());
+        r.diffs.extend(
+            r.unresolved
+                .into_iter()
+                .map(|(job, why)| Difference::Unresolved { job, why }),
+        );
+        r.diffs
+    }
 
-        // 1. Running jobs the engine does not run where we think.
+    /// Step 1: running jobs the engine does not run where we think. A job
+    /// it runs elsewhere is released, to be allocated at the engine's
+    /// placement in step 3.
+    fn reconcile_running(&mut self, r: &mut Reconciling) {
         let running: Vec<(JobId, Placement, VcId)> = self
             .book
             .records()
@@ -255,166 +307,164 @@ impl Scheduler {
                 _ => None,
             })
             .collect();
-        let mut moved: BTreeMap<JobId, Placement> = BTreeMap::new();
+        let now = r.now;
         for (id, ours, vc) in running {
-            match wanted.get(&id) {
+            match r.wanted.get(&id) {
                 Some(p) if *p == ours => {}
                 Some(_) => {
-                    // Re-allocated at the engine's placement below.
                     let _ = self.state.release(id);
-                    moved.insert(id, ours);
+                    r.moved.insert(id, ours);
                 }
-                None if unresolved.contains_key(&id) => {
-                    let _ = self.book.stop(&mut self.state, id, now, true);
-                    self.book.enqueue(id, now);
-                }
-                None if Some(vc) == foreign_vc => {
+                None if r.unresolved.contains_key(&id) => self.requeue_lost(id, now),
+                None if Some(vc) == r.foreign_vc => {
                     let _ = self.book.stop(&mut self.state, id, now, false);
                     self.book.finish(id, FinalStatus::Passed, now);
-                    diffs.push(Difference::ForeignEnded { job: id });
+                    r.diffs.push(Difference::ForeignEnded { job: id });
                 }
                 None => {
-                    let _ = self.book.stop(&mut self.state, id, now, true);
-                    self.book.enqueue(id, now);
-                    diffs.push(Difference::NotRunning { job: id });
+                    self.requeue_lost(id, now);
+                    r.diffs.push(Difference::NotRunning { job: id });
                 }
             }
         }
+    }
 
-        // 2. Server health.
+    /// Step 2: server health as the engine says.
+    fn reconcile_health(&mut self, truth: &EngineTruth, r: &mut Reconciling) {
         for (&server, &health) in &truth.health {
             let Some(was) = self.state.health(server) else {
-                diffs.push(Difference::UnknownServer { server });
+                r.diffs.push(Difference::UnknownServer { server });
                 continue;
             };
             if was == health {
                 continue;
             }
             let interrupted = if health == Health::Down {
-                self.server_down(server, now).unwrap_or_default()
+                self.server_down(server, r.now).unwrap_or_default()
             } else {
                 let _ = self.state.set_health(server, health);
                 Vec::new()
             };
-            diffs.push(Difference::Health {
+            r.diffs.push(Difference::Health {
                 server,
                 was,
                 now: health,
                 interrupted,
             });
         }
+    }
 
-        // 3. Jobs the engine runs that do not hold their GPUs here.
-        for (id, placement) in wanted {
-            if self.state.allocation(id) == Some(&placement) {
-                continue;
-            }
-            let state = self.book.get(&id).map(|j| &j.state);
-            match state {
-                None => {
-                    let Some(vc) = foreign_vc else {
-                        unresolved.insert(id, "unknown to the scheduler".into());
-                        continue;
-                    };
-                    let spec = JobSpec {
-                        id,
-                        vc,
-                        user: u32::MAX,
-                        gpus: placement.gpu_count(),
-                        submitted_s: now,
-                    };
-                    if let Err(e) = self.submit(spec) {
-                        unresolved.insert(id, e.to_string());
-                        continue;
-                    }
-                    match self.allocate_as_engine(id, &placement) {
-                        Ok(()) => {
-                            self.mark_running(id, &placement, now, true);
-                            diffs.push(Difference::Foreign { job: id, placement });
-                        }
-                        Err(e) => {
-                            self.book.withdraw(id);
-                            unresolved.insert(id, e.to_string());
-                        }
-                    }
-                }
-                Some(
-                    JobState::Pending { .. }
-                    | JobState::AwaitingRetry(_)
-                    | JobState::Delayed { .. },
-                ) => {
-                    let gpus = self.book.get(&id).map_or(0, |j| j.next_gpus());
-                    if gpus != placement.gpu_count() {
-                        unresolved.insert(
-                            id,
-                            format!(
-                                "needs {gpus} GPUs but the engine gives it {}",
-                                placement.gpu_count()
-                            ),
-                        );
-                        continue;
-                    }
-                    match self.allocate_as_engine(id, &placement) {
-                        Ok(()) => {
-                            // A failed attempt the engine already retried:
-                            // pending again first, whatever the retry slot
-                            // would have said.
-                            self.book.make_pending(id, now);
-                            self.mark_running(id, &placement, now, true);
-                            diffs.push(Difference::Started { job: id, placement });
-                        }
-                        Err(e) => {
-                            unresolved.insert(id, e.to_string());
-                        }
-                    }
-                }
-                Some(JobState::Running { .. }) => {
-                    let was = moved.remove(&id).unwrap_or_default();
-                    let gpus = self.book.get(&id).map_or(0, |j| j.next_gpus());
-                    let fits = if gpus == placement.gpu_count() {
-                        self.allocate_as_engine(id, &placement)
-                            .map_err(|e| e.to_string())
-                    } else {
-                        Err(format!(
-                            "needs {gpus} GPUs but the engine gives it {}",
-                            placement.gpu_count()
-                        ))
-                    };
-                    match fits {
-                        Ok(()) => {
-                            self.mark_running(id, &placement, now, false);
-                            diffs.push(Difference::Moved {
-                                job: id,
-                                was,
-                                now: placement,
-                            });
-                        }
-                        Err(why) => {
-                            let _ = self.book.stop(&mut self.state, id, now, true);
-                            self.book.enqueue(id, now);
-                            unresolved.insert(id, why);
-                        }
-                    }
-                }
-                Some(JobState::Finished { .. }) => {
-                    unresolved.insert(id, "it had finished".into());
-                }
+    /// Step 3, for one job the engine runs on `placement`: unless it holds
+    /// those GPUs here already, it is adopted, started or moved there, or
+    /// reported as unresolved.
+    fn reconcile_engine_job(&mut self, r: &mut Reconciling, id: JobId, placement: Placement) {
+        if self.state.allocation(id) == Some(&placement) {
+            return;
+        }
+        match self.book.get(&id).map(|j| &j.state) {
+            None => self.adopt_foreign(r, id, placement),
+            Some(
+                JobState::Pending { .. } | JobState::AwaitingRetry(_) | JobState::Delayed { .. },
+            ) => self.start_as_engine(r, id, placement),
+            Some(JobState::Running { .. }) => self.move_as_engine(r, id, placement),
+            Some(JobState::Finished { .. }) => {
+                r.unresolved.insert(id, "it had finished".into());
             }
         }
-        // A moved job whose new placement was refused above is re-queued
-        // there; any left here lost its GPUs to a server failure.
-        for id in moved.into_keys() {
-            if self.book.get(&id).is_some_and(|j| j.is_running()) {
-                let _ = self.book.stop(&mut self.state, id, now, true);
-                self.book.enqueue(id, now);
+    }
+
+    /// A job the scheduler never saw runs on `placement`: adopted into the
+    /// foreign VC, if there is one.
+    fn adopt_foreign(&mut self, r: &mut Reconciling, id: JobId, placement: Placement) {
+        let Some(vc) = r.foreign_vc else {
+            r.unresolved.insert(id, "unknown to the scheduler".into());
+            return;
+        };
+        let spec = JobSpec {
+            id,
+            vc,
+            user: u32::MAX,
+            gpus: placement.gpu_count(),
+            submitted_s: r.now,
+        };
+        if let Err(e) = self.submit(spec) {
+            r.unresolved.insert(id, e.to_string());
+            return;
+        }
+        match self.allocate_as_engine(id, &placement) {
+            Ok(()) => {
+                self.mark_running(id, &placement, r.now, true);
+                r.diffs.push(Difference::Foreign { job: id, placement });
+            }
+            Err(e) => {
+                self.book.withdraw(id);
+                r.unresolved.insert(id, e.to_string());
             }
         }
-        diffs.extend(
-            unresolved
-                .into_iter()
-                .map(|(job, why)| Difference::Unresolved { job, why }),
-        );
-        diffs
+    }
+
+    /// A job waiting here runs on `placement` in the engine: started there,
+    /// if its gang size matches.
+    fn start_as_engine(&mut self, r: &mut Reconciling, id: JobId, placement: Placement) {
+        let gpus = self.book.get(&id).map_or(0, |j| j.next_gpus());
+        if gpus != placement.gpu_count() {
+            r.unresolved.insert(
+                id,
+                format!(
+                    "needs {gpus} GPUs but the engine gives it {}",
+                    placement.gpu_count()
+                ),
+            );
+            return;
+        }
+        match self.allocate_as_engine(id, &placement) {
+            Ok(()) => {
+                // A failed attempt the engine already retried: pending
+                // again first, whatever the retry slot would have said.
+                self.book.make_pending(id, r.now);
+                self.mark_running(id, &placement, r.now, true);
+                r.diffs.push(Difference::Started { job: id, placement });
+            }
+            Err(e) => {
+                r.unresolved.insert(id, e.to_string());
+            }
+        }
+    }
+
+    /// A job running here runs on `placement` in the engine: moved there if
+    /// its gang size matches and the GPUs are free, else re-queued.
+    fn move_as_engine(&mut self, r: &mut Reconciling, id: JobId, placement: Placement) {
+        let was = r.moved.remove(&id).unwrap_or_default();
+        let gpus = self.book.get(&id).map_or(0, |j| j.next_gpus());
+        let fits = if gpus == placement.gpu_count() {
+            self.allocate_as_engine(id, &placement)
+                .map_err(|e| e.to_string())
+        } else {
+            Err(format!(
+                "needs {gpus} GPUs but the engine gives it {}",
+                placement.gpu_count()
+            ))
+        };
+        match fits {
+            Ok(()) => {
+                self.mark_running(id, &placement, r.now, false);
+                r.diffs.push(Difference::Moved {
+                    job: id,
+                    was,
+                    now: placement,
+                });
+            }
+            Err(why) => {
+                self.requeue_lost(id, r.now);
+                r.unresolved.insert(id, why);
+            }
+        }
+    }
+
+    /// Stops job `id`'s attempt as lost at `now` and queues it again.
+    fn requeue_lost(&mut self, id: JobId, now: u64) {
+        let _ = self.book.stop(&mut self.state, id, now, true);
+        self.book.enqueue(id, now);
     }
 
     /// Allocates exactly the engine's placement, also on draining servers

@@ -313,107 +313,16 @@ impl Scheduler {
             });
         }
         check_topology(&topology, &snapshot.servers)?;
-        let total = topology.total_gpus();
         let domains = topology.domains().len();
         let mut sched = Scheduler::with_policies(topology, policies);
         sched.set_placement_strategy(snapshot.strategy);
-
-        for v in snapshot.vcs {
-            if v.name.is_empty() {
-                return Err(SnapshotError::Invalid(
-                    "a virtual cluster has no name".into(),
-                ));
-            }
-            let id = sched.virtual_cluster(&v.name);
-            if id.0 as usize != sched.book.vcs.len() - 1 {
-                return Err(SnapshotError::Invalid(format!(
-                    "virtual cluster {:?} appears twice",
-                    v.name
-                )));
-            }
-            // The pending counts are rebuilt from the pending jobs below.
-            sched.book.change_vc(id, |slot| {
-                *slot = VirtualCluster {
-                    pending_gpus: 0,
-                    pending_jobs: 0,
-                    ..v
-                }
-            });
-        }
-
+        sched.restore_vcs(snapshot.vcs)?;
         for record in snapshot.jobs {
-            let id = record.spec.id;
-            if sched.book.get(&id).is_some() {
-                return Err(invalid_job(id, "appears twice"));
-            }
-            if record.spec.gpus == 0 || record.spec.gpus > total {
-                return Err(invalid_job(
-                    id,
-                    format!("asks for {} GPUs on a cluster of {total}", record.spec.gpus),
-                ));
-            }
-            if record.spec.vc.0 as usize >= sched.book.vcs.len() {
-                return Err(invalid_job(
-                    id,
-                    format!("unknown virtual cluster {:?}", record.spec.vc),
-                ));
-            }
-            if let JobState::Running { choice, .. } = &record.state {
-                let p = &choice.placement;
-                if p.gpu_count() != record.next_gpus() || choice.servers != p.server_count() {
-                    return Err(invalid_job(
-                        id,
-                        format!(
-                            "needs {} GPUs but its placement holds {} on {} servers (recorded {})",
-                            record.next_gpus(),
-                            p.gpu_count(),
-                            p.server_count(),
-                            choice.servers
-                        ),
-                    ));
-                }
-                sched
-                    .state
-                    .allocate(id, p)
-                    .map_err(|e| invalid_job(id, e.to_string()))?;
-            }
-            // Files it in the indexes of its state.
-            sched.book.insert_record(record);
+            sched.restore_job(record)?;
         }
-
-        for (i, server) in snapshot.servers.iter().enumerate() {
-            let s = ServerId(u32::try_from(i).unwrap_or(u32::MAX));
-            if server.health == Health::Up {
-                continue;
-            }
-            let hit = sched
-                .state
-                .set_health(s, server.health)
-                .map_err(|e| SnapshotError::Invalid(e.to_string()))?;
-            if let Some(job) = hit.first() {
-                return Err(invalid_job(
-                    *job,
-                    format!("runs on server {} which is down", server.name),
-                ));
-            }
-        }
-
-        for (job, scope) in snapshot.reservations {
-            if !sched.book.get(&job).is_some_and(JobRecord::is_pending) {
-                return Err(invalid_job(job, "holds a reservation but is not pending"));
-            }
-            let valid = match scope {
-                Scope::Server(s) => (s.0 as usize) < snapshot.servers.len(),
-                Scope::Domain(d) => (d.0 as usize) < domains,
-            };
-            if !valid {
-                return Err(invalid_job(
-                    job,
-                    format!("reservation scope {scope:?} does not exist"),
-                ));
-            }
-            sched.book.reservations.insert(job, scope);
-        }
+        sched.restore_health(&snapshot.servers)?;
+        let scopes = (snapshot.servers.len(), domains);
+        sched.restore_reservations(snapshot.reservations, scopes)?;
         sched.last_round_s = snapshot.last_round_s;
         sched.view_window = usize::try_from(snapshot.view_window).unwrap_or(usize::MAX);
         if let Some(id) = snapshot
@@ -433,6 +342,123 @@ impl Scheduler {
         sched.rounds = snapshot.rounds;
         sched.check_invariants()?;
         Ok(sched)
+    }
+
+    /// Restores the virtual clusters `vcs`, in order (their pending counts
+    /// are rebuilt from the pending jobs later).
+    fn restore_vcs(&mut self, vcs: Vec<VirtualCluster>) -> Result<(), SnapshotError> {
+        for v in vcs {
+            if v.name.is_empty() {
+                return Err(SnapshotError::Invalid(
+                    "a virtual cluster has no name".into(),
+                ));
+            }
+            let id = self.virtual_cluster(&v.name);
+            if id.0 as usize != self.book.vcs.len() - 1 {
+                return Err(SnapshotError::Invalid(format!(
+                    "virtual cluster {:?} appears twice",
+                    v.name
+                )));
+            }
+            self.book.change_vc(id, |slot| {
+                *slot = VirtualCluster {
+                    pending_gpus: 0,
+                    pending_jobs: 0,
+                    ..v
+                }
+            });
+        }
+        Ok(())
+    }
+
+    /// Restores one job's `record`, allocating its GPUs if it runs.
+    fn restore_job(&mut self, record: JobRecord) -> Result<(), SnapshotError> {
+        let id = record.spec.id;
+        let total = self.topology().total_gpus();
+        if self.book.get(&id).is_some() {
+            return Err(invalid_job(id, "appears twice"));
+        }
+        if record.spec.gpus == 0 || record.spec.gpus > total {
+            return Err(invalid_job(
+                id,
+                format!("asks for {} GPUs on a cluster of {total}", record.spec.gpus),
+            ));
+        }
+        if record.spec.vc.0 as usize >= self.book.vcs.len() {
+            return Err(invalid_job(
+                id,
+                format!("unknown virtual cluster {:?}", record.spec.vc),
+            ));
+        }
+        if let JobState::Running { choice, .. } = &record.state {
+            let p = &choice.placement;
+            if p.gpu_count() != record.next_gpus() || choice.servers != p.server_count() {
+                return Err(invalid_job(
+                    id,
+                    format!(
+                        "needs {} GPUs but its placement holds {} on {} servers (recorded {})",
+                        record.next_gpus(),
+                        p.gpu_count(),
+                        p.server_count(),
+                        choice.servers
+                    ),
+                ));
+            }
+            self.state
+                .allocate(id, p)
+                .map_err(|e| invalid_job(id, e.to_string()))?;
+        }
+        // Files it in the indexes of its state.
+        self.book.insert_record(record);
+        Ok(())
+    }
+
+    /// Restores the health of the `servers` that are not up; refuses a job
+    /// running on one that is down.
+    fn restore_health(&mut self, servers: &[ServerRecord]) -> Result<(), SnapshotError> {
+        for (i, server) in servers.iter().enumerate() {
+            let s = ServerId(u32::try_from(i).unwrap_or(u32::MAX));
+            if server.health == Health::Up {
+                continue;
+            }
+            let hit = self
+                .state
+                .set_health(s, server.health)
+                .map_err(|e| SnapshotError::Invalid(e.to_string()))?;
+            if let Some(job) = hit.first() {
+                return Err(invalid_job(
+                    *job,
+                    format!("runs on server {} which is down", server.name),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Restores the `reservations`, each of a pending job and within the
+    /// topology's `(servers, domains)`.
+    fn restore_reservations(
+        &mut self,
+        reservations: Vec<(JobId, Scope)>,
+        (servers, domains): (usize, usize),
+    ) -> Result<(), SnapshotError> {
+        for (job, scope) in reservations {
+            if !self.book.get(&job).is_some_and(JobRecord::is_pending) {
+                return Err(invalid_job(job, "holds a reservation but is not pending"));
+            }
+            let valid = match scope {
+                Scope::Server(s) => (s.0 as usize) < servers,
+                Scope::Domain(d) => (d.0 as usize) < domains,
+            };
+            if !valid {
+                return Err(invalid_job(
+                    job,
+                    format!("reservation scope {scope:?} does not exist"),
+                ));
+            }
+            self.book.reservations.insert(job, scope);
+        }
+        Ok(())
     }
 }
 

@@ -537,46 +537,68 @@ impl ClusterState {
     /// free masks, per-domain totals, buckets, and that each allocation holds
     /// exactly the GPUs owned by its job.
     pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
-        let fail = |m: String| Err(InvariantViolation(m));
-        let topo = &self.topo;
         let mut owned: BTreeMap<JobId, BTreeMap<ServerId, GpuMask>> = BTreeMap::new();
-        let mut domain_avail = vec![0u32; topo.domains().len()];
-        for (i, server) in topo.servers().iter().enumerate() {
-            let s = ServerId(i as u32);
-            let base = self.gpu_base[i] as usize;
-            let mut free = 0u64;
-            for g in 0..server.gpus as usize {
-                match self.owners[base + g] {
-                    None => free |= 1 << g,
-                    Some(job) => *owned.entry(job).or_default().entry(s).or_default() |= 1 << g,
-                }
+        let mut domain_avail = vec![0u32; self.topo.domains().len()];
+        for i in 0..self.topo.servers().len() {
+            self.check_server_indexes(i, &mut owned, &mut domain_avail)?;
+        }
+        self.check_totals(&domain_avail)?;
+        self.check_allocations(&owned)
+    }
+
+    /// Checks server `i`'s free and held masks, health and buckets against
+    /// its GPUs' owners, adding the GPUs each job owns there to `owned` and
+    /// its free GPUs to its domains' `domain_avail`.
+    fn check_server_indexes(
+        &self,
+        i: usize,
+        owned: &mut BTreeMap<JobId, BTreeMap<ServerId, GpuMask>>,
+        domain_avail: &mut [u32],
+    ) -> Result<(), InvariantViolation> {
+        let topo = &self.topo;
+        let server = &topo.servers()[i];
+        let s = ServerId(i as u32);
+        let base = self.gpu_base[i] as usize;
+        let mut free = 0u64;
+        for g in 0..server.gpus as usize {
+            match self.owners[base + g] {
+                None => free |= 1 << g,
+                Some(job) => *owned.entry(job).or_default().entry(s).or_default() |= 1 << g,
             }
-            if free != self.free[i] {
-                return fail(format!(
-                    "server {}: free mask {:#x} but owners say {free:#x}",
-                    server.name, self.free[i]
-                ));
-            }
-            if self.held[i] & !free != 0 {
-                return fail(format!("server {}: a held GPU is not free", server.name));
-            }
-            if self.health[i] == Health::Down && free != full_mask(server.gpus) {
-                return fail(format!("server {} is down but holds jobs", server.name));
-            }
-            let avail = self.avail(s);
-            for &d in &server.ancestors {
-                domain_avail[d.0 as usize] += avail;
-                for (c, bucket) in self.buckets[d.0 as usize].iter().enumerate() {
-                    if bucket.contains(&s) != (c as u32 == avail && avail > 0) {
-                        return fail(format!(
-                            "server {} misfiled in bucket {c} of domain {}",
-                            server.name,
-                            topo.domains()[d.0 as usize].name
-                        ));
-                    }
+        }
+        if free != self.free[i] {
+            return broken(format!(
+                "server {}: free mask {:#x} but owners say {free:#x}",
+                server.name, self.free[i]
+            ));
+        }
+        if self.held[i] & !free != 0 {
+            return broken(format!("server {}: a held GPU is not free", server.name));
+        }
+        if self.health[i] == Health::Down && free != full_mask(server.gpus) {
+            return broken(format!("server {} is down but holds jobs", server.name));
+        }
+        let avail = self.avail(s);
+        for &d in &server.ancestors {
+            domain_avail[d.0 as usize] += avail;
+            for (c, bucket) in self.buckets[d.0 as usize].iter().enumerate() {
+                if bucket.contains(&s) != (c as u32 == avail && avail > 0) {
+                    return broken(format!(
+                        "server {} misfiled in bucket {c} of domain {}",
+                        server.name,
+                        topo.domains()[d.0 as usize].name
+                    ));
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Checks the booked totals (online, allocated, held GPUs; per-domain
+    /// free GPUs, counted as `domain_avail`; bucket entries) against the
+    /// masks.
+    fn check_totals(&self, domain_avail: &[u32]) -> Result<(), InvariantViolation> {
+        let topo = &self.topo;
         let online: u32 = topo
             .servers()
             .iter()
@@ -585,21 +607,21 @@ impl ClusterState {
             .map(|(s, _)| s.gpus)
             .sum();
         if online != self.online {
-            return fail(format!("{} GPUs booked online, {online} are", self.online));
+            return broken(format!("{} GPUs booked online, {online} are", self.online));
         }
         let allocated = self.owners.iter().filter(|o| o.is_some()).count() as u32;
         if allocated != self.allocated {
-            return fail(format!(
+            return broken(format!(
                 "{} GPUs booked allocated, {allocated} are owned",
                 self.allocated
             ));
         }
         let held: u32 = self.held.iter().map(|m| m.count_ones()).sum();
         if held != self.held_count {
-            return fail(format!("{} GPUs booked held, {held} are", self.held_count));
+            return broken(format!("{} GPUs booked held, {held} are", self.held_count));
         }
         if domain_avail != self.domain_avail {
-            return fail("per-domain free totals differ from the masks".into());
+            return broken("per-domain free totals differ from the masks".into());
         }
         let bucketed: usize = self.buckets.iter().flatten().map(BTreeSet::len).sum();
         let expected: usize = topo
@@ -610,10 +632,18 @@ impl ClusterState {
             .map(|(_, s)| s.ancestors.len())
             .sum();
         if bucketed != expected {
-            return fail(format!("{bucketed} bucket entries, expected {expected}"));
+            return broken(format!("{bucketed} bucket entries, expected {expected}"));
         }
+        Ok(())
+    }
+
+    /// Checks that each allocation holds exactly the GPUs its job `owned`.
+    fn check_allocations(
+        &self,
+        owned: &BTreeMap<JobId, BTreeMap<ServerId, GpuMask>>,
+    ) -> Result<(), InvariantViolation> {
         if owned.len() != self.allocations.len() {
-            return fail(format!(
+            return broken(format!(
                 "{} jobs own GPUs but {} allocations are recorded",
                 owned.len(),
                 self.allocations.len()
@@ -621,16 +651,21 @@ impl ClusterState {
         }
         for (job, placement) in &self.allocations {
             let Some(parts) = owned.get(job) else {
-                return fail(format!("{job} is allocated but owns no GPU"));
+                return broken(format!("{job} is allocated but owns no GPU"));
             };
             let recorded: BTreeMap<ServerId, GpuMask> =
                 placement.parts.iter().map(|p| (p.server, p.gpus)).collect();
             if &recorded != parts {
-                return fail(format!("{job}: recorded placement differs from GPU owners"));
+                return broken(format!("{job}: recorded placement differs from GPU owners"));
             }
         }
         Ok(())
     }
+}
+
+/// A broken invariant, described.
+fn broken(message: String) -> Result<(), InvariantViolation> {
+    Err(InvariantViolation(message))
 }
 
 #[cfg(test)]

@@ -9,7 +9,9 @@
 use std::collections::BTreeMap;
 
 use gangway_core::policy::{Native, PolicySet};
-use gangway_core::{AttemptEnd, JobId, JobSpec, RackGrouping, Scheduler, Topology, WaitReason};
+use gangway_core::{
+    AttemptEnd, JobId, JobSpec, RackGrouping, Scheduler, Topology, VcId, WaitReason,
+};
 use gangway_plugin_sdk::{Configure, Fairness};
 use gangway_policy_vc_quota::VcQuota;
 
@@ -21,6 +23,9 @@ m4,8,24GB
 m5,4,12GB
 m6,4,12GB
 ";
+
+/// A job to submit: (submit time, VC, GPUs, run time).
+type Submission = (u64, VcId, u32, u64);
 
 fn run() -> Result<String, Box<dyn std::error::Error>> {
     let mut log = String::new();
@@ -44,8 +49,8 @@ fn run() -> Result<String, Box<dyn std::error::Error>> {
     sched.set_quota(vision, Some(24));
     sched.set_quota(speech, Some(16));
 
-    // (submit time, VC, GPUs, run time); ids in this order.
-    let jobs = [
+    // Ids in this order.
+    let jobs: [Submission; 6] = [
         (0, vision, 16, 3_000),
         (10, speech, 8, 1_200),
         (20, vision, 8, 600),
@@ -53,6 +58,34 @@ fn run() -> Result<String, Box<dyn std::error::Error>> {
         (40, vision, 32, 2_400),
         (50, speech, 1, 300),
     ];
+    let now = serve(&mut sched, &jobs, &mut log)?;
+    for i in 0..jobs.len() as u64 {
+        let job = sched.job(JobId(i)).ok_or("a job was lost")?;
+        let waits: Vec<String> = WaitReason::ALL
+            .iter()
+            .filter(|r| job.wait.get(**r) > 0)
+            .map(|r| format!("{r:?} {} s", job.wait.get(*r)))
+            .collect();
+        log.push_str(&format!(
+            "{}: first start at {:?} s, waited [{}]\n",
+            job.spec.id,
+            job.first_start_s,
+            waits.join(", ")
+        ));
+    }
+    log.push_str(&format!("all done at t={now}\n"));
+    Ok(log)
+}
+
+/// The host's loop over `jobs` until all have ended: at each event (an
+/// arrival or an end) it tells the scheduler, runs a round, launches what
+/// the round starts and logs why the others wait. Returns the last event's
+/// time.
+fn serve(
+    sched: &mut Scheduler,
+    jobs: &[Submission],
+    log: &mut String,
+) -> Result<u64, Box<dyn std::error::Error>> {
     let mut ends: BTreeMap<u64, Vec<JobId>> = BTreeMap::new();
     let mut next = 0;
     let mut now = 0;
@@ -98,22 +131,7 @@ fn run() -> Result<String, Box<dyn std::error::Error>> {
         }
         sched.check_invariants()?;
     }
-    for i in 0..jobs.len() as u64 {
-        let job = sched.job(JobId(i)).ok_or("a job was lost")?;
-        let waits: Vec<String> = WaitReason::ALL
-            .iter()
-            .filter(|r| job.wait.get(**r) > 0)
-            .map(|r| format!("{r:?} {} s", job.wait.get(*r)))
-            .collect();
-        log.push_str(&format!(
-            "{}: first start at {:?} s, waited [{}]\n",
-            job.spec.id,
-            job.first_start_s,
-            waits.join(", ")
-        ));
-    }
-    log.push_str(&format!("all done at t={now}\n"));
-    Ok(log)
+    Ok(now)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -153,6 +153,43 @@ impl Top {
     }
 }
 
+/// An answer of [`Room::make_room`]: the jobs to free in one group.
+#[derive(Debug)]
+struct Answer {
+    /// The jobs to free, in the order given.
+    jobs: Vec<JobId>,
+    /// GPUs they hold.
+    freed: u64,
+    /// The position of the last among the candidates.
+    last: usize,
+    /// The group's key.
+    key: u64,
+    /// GPUs they free on each server (by position).
+    freed_by_server: Vec<(usize, u32)>,
+    /// The group's range of its grouping's servers.
+    group: Range<usize>,
+}
+
+/// Scratch for trying the groups of one question: GPUs freed per server
+/// (by position) by the jobs chosen in the group being tried, the
+/// positions set, and the jobs chosen.
+struct Trial {
+    extra: Vec<u32>,
+    touched: Vec<usize>,
+    chosen: Vec<JobId>,
+}
+
+impl Trial {
+    /// Nothing freed, nothing chosen.
+    #[inline]
+    fn reset(&mut self) {
+        for i in self.touched.drain(..) {
+            self.extra[i] = 0;
+        }
+        self.chosen.clear();
+    }
+}
+
 impl Room {
     /// A model of `servers` (their free GPUs) in a topology whose servers
     /// are at `server_level`.
@@ -252,14 +289,82 @@ impl Room {
         limit: SpreadLimit,
         candidates: &[&RunningJob],
     ) -> Option<Vec<JobId>> {
-        let Groups {
-            servers,
-            ranges: groups,
-            group_of,
-            single,
-        } = groups;
-        // The candidates whose every part is in one group, by group and then
-        // in the order given (positions are unique, so the order is total).
+        let need = u64::from(gpus);
+        let bound = limit.max_servers as usize;
+        // A group that holds the gang as it is needs no job freed: no answer
+        // beats that, and of several such groups the first wins. Only when
+        // there is none do the groups holding candidates need a closer look.
+        let answer = match self.group_holding(groups, need, bound) {
+            Some((key, range)) => Answer {
+                jobs: Vec::new(),
+                freed: 0,
+                last: 0,
+                key: *key,
+                freed_by_server: Vec::new(),
+                group: range.clone(),
+            },
+            None => {
+                let inside = self.candidates_inside(&groups.group_of, candidates);
+                self.best_freeing(groups, &inside, need, bound)?
+            }
+        };
+        for (i, g) in &answer.freed_by_server {
+            self.free[*i] = self.free[*i].saturating_add(*g);
+        }
+        let mut members: Vec<usize> = groups.servers[answer.group].to_vec();
+        members.sort_by_key(|i| (std::cmp::Reverse(self.free[*i]), *i));
+        let mut left = gpus;
+        for i in members {
+            if left == 0 {
+                break;
+            }
+            let take = self.free[i].min(left);
+            self.free[i] -= take;
+            left -= take;
+        }
+        Some(answer.jobs)
+    }
+
+    /// The first of `groups` that holds `need` GPUs as it is (on at most
+    /// `bound` servers, if bound).
+    #[inline]
+    fn group_holding<'g>(
+        &self,
+        groups: &'g Groups,
+        need: u64,
+        bound: usize,
+    ) -> Option<&'g (u64, Range<usize>)> {
+        if groups.single {
+            // (A server alone is within any bound on servers.)
+            return self
+                .free
+                .iter()
+                .position(|f| u64::from(*f) >= need)
+                .and_then(|g| groups.ranges.get(g));
+        }
+        groups.ranges.iter().find(|(_, range)| {
+            let members = &groups.servers[range.clone()];
+            let base: u64 = members.iter().map(|i| u64::from(self.free[*i])).sum();
+            base >= need
+                && (bound == 0
+                    || members.len() <= bound
+                    || Top::new(
+                        members.iter().map(|i| (u64::from(self.free[*i]), *i)),
+                        bound,
+                    )
+                    .sum >= need)
+        })
+    }
+
+    /// The candidates whose every part is in one group (by `group_of`), as
+    /// (group, position among `candidates`, job), by group and then in the
+    /// order given (positions are unique, so the order is total).
+    #[inline]
+    fn candidates_inside<'c>(
+        &self,
+        group_of: &[usize],
+        candidates: &[&'c RunningJob],
+    ) -> Vec<(usize, usize, &'c RunningJob)> {
         let mut inside: Vec<(usize, usize, &RunningJob)> = Vec::with_capacity(candidates.len());
         'candidates: for (at, j) in candidates.iter().enumerate() {
             let mut first = None;
@@ -278,150 +383,139 @@ impl Room {
             }
         }
         inside.sort_unstable_by_key(|(g, at, _)| (*g, *at));
-        let need = u64::from(gpus);
-        let bound = limit.max_servers as usize;
-        type Choice = (usize, u64, usize, u64, Vec<JobId>, Vec<(usize, u32)>);
-        let mut best: Option<Choice> = None;
-        let mut chosen_group = None;
-        // A group that holds the gang as it is needs no job freed: no answer
-        // beats that, and of several such groups the first wins. Only when
-        // there is none do the groups holding candidates need a closer look.
-        let holds_now = if *single {
-            // (A server alone is within any bound on servers.)
-            self.free
-                .iter()
-                .position(|f| u64::from(*f) >= need)
-                .and_then(|g| groups.get(g))
-        } else {
-            groups.iter().find(|(_, range)| {
-                let members = &servers[range.clone()];
-                let base: u64 = members.iter().map(|i| u64::from(self.free[*i])).sum();
-                base >= need
-                    && (bound == 0
-                        || members.len() <= bound
-                        || Top::new(
-                            members.iter().map(|i| (u64::from(self.free[*i]), *i)),
-                            bound,
-                        )
-                        .sum >= need)
-            })
+        inside
+    }
+
+    /// Of the groups holding candidates (`inside`, by group), the one where
+    /// freeing the fewest jobs (then GPUs, then the earliest jobs, then the
+    /// first group) makes room for `need` GPUs (on at most `bound` servers,
+    /// if bound); `None` if none can.
+    #[inline]
+    fn best_freeing(
+        &mut self,
+        groups: &Groups,
+        inside: &[(usize, usize, &RunningJob)],
+        need: u64,
+        bound: usize,
+    ) -> Option<Answer> {
+        let mut best: Option<Answer> = None;
+        let mut trial = Trial {
+            extra: std::mem::take(&mut self.extra),
+            touched: Vec::new(),
+            chosen: Vec::new(),
         };
-        if let Some((key, range)) = holds_now {
-            best = Some((0, 0, 0, *key, Vec::new(), Vec::new()));
-            chosen_group = Some(range.clone());
-        }
-        // Each server's GPUs freed by the jobs chosen in the group being
-        // tried (by position), and the positions set.
-        let mut extra = std::mem::take(&mut self.extra);
-        extra.resize(self.free.len(), 0);
-        let mut touched: Vec<usize> = Vec::new();
-        let mut chosen: Vec<JobId> = Vec::new();
-        let mut cursor = if best.is_some() { inside.len() } else { 0 };
+        trial.extra.resize(self.free.len(), 0);
+        let mut cursor = 0;
         while let Some((g, _, _)) = inside.get(cursor) {
             let g = *g;
-            let (key, range) = &groups[g];
-            let members = &servers[range.clone()];
-            let bounded = bound != 0 && members.len() > bound;
-            let base: u64 = members.iter().map(|i| u64::from(self.free[*i])).sum();
             let first = cursor;
             while inside.get(cursor).is_some_and(|(h, _, _)| *h == g) {
                 cursor += 1;
             }
-            let jobs = &inside[first..cursor];
-            for i in touched.drain(..) {
-                extra[i] = 0;
-            }
-            chosen.clear();
-            // GPUs the chosen jobs hold (the tie-break), and those of their
-            // parts (what a fit counts).
-            let (mut freed, mut parts) = (0u64, 0u64);
-            let mut last = 0usize;
-            // Under a bound on servers, what counts is the `bound` members
-            // with the most free GPUs: kept as they change (a member's free
-            // GPUs only grow as jobs are freed, so one that drops out of
-            // them never comes back unless its own count grows).
-            let mut top = if bounded {
-                Top::new(
-                    members.iter().map(|i| (u64::from(self.free[*i]), *i)),
-                    bound,
-                )
-            } else {
-                Top::default()
-            };
-            let fits = |top: &Top, parts: u64| -> bool {
-                if bounded {
-                    top.sum >= need
-                } else {
-                    base + parts >= need
-                }
-            };
-            let mut fit = fits(&top, parts);
-            for (_, at, j) in jobs {
-                // One more job cannot beat an answer with as few.
-                if fit || best.as_ref().is_some_and(|b| chosen.len() >= b.0) {
-                    break;
-                }
-                last = *at;
-                for (s, g) in &j.parts {
-                    if let Some(i) = self.index.get(s) {
-                        if *g == 0 {
-                            continue;
-                        }
-                        if extra[i] == 0 {
-                            touched.push(i);
-                        }
-                        extra[i] = extra[i].saturating_add(*g);
-                        parts += u64::from(*g);
-                        if bounded {
-                            top.raise(i, u64::from(self.free[i]) + u64::from(extra[i]));
-                        }
-                    }
-                }
-                chosen.push(j.id);
-                freed += u64::from(j.gpus);
-                fit = fits(&top, parts);
-            }
-            if !fit {
+            let (key, range) = &groups.ranges[g];
+            let members = &groups.servers[range.clone()];
+            let most = best.as_ref().map(|b| b.jobs.len());
+            let Some((freed, last)) = self.try_group(
+                members,
+                &inside[first..cursor],
+                need,
+                bound,
+                most,
+                &mut trial,
+            ) else {
                 continue;
-            }
-            let better = best.as_ref().is_none_or(|(n, f, l, k, _, _)| {
-                (chosen.len(), freed, last, *key) < (*n, *f, *l, *k)
+            };
+            let better = best.as_ref().is_none_or(|b| {
+                (trial.chosen.len(), freed, last, *key) < (b.jobs.len(), b.freed, b.last, b.key)
             });
             if better {
-                let freed_by_server = touched.iter().map(|i| (*i, extra[*i])).collect();
-                best = Some((
-                    chosen.len(),
+                best = Some(Answer {
+                    jobs: trial.chosen.clone(),
                     freed,
                     last,
-                    *key,
-                    chosen.clone(),
-                    freed_by_server,
-                ));
-                chosen_group = Some(range.clone());
+                    key: *key,
+                    freed_by_server: trial
+                        .touched
+                        .iter()
+                        .map(|i| (*i, trial.extra[*i]))
+                        .collect(),
+                    group: range.clone(),
+                });
             }
         }
-        for i in touched.drain(..) {
-            extra[i] = 0;
-        }
-        self.extra = extra;
-        let (_, _, _, _, chosen, freed_by_server) = best?;
-        for (i, g) in &freed_by_server {
-            self.free[*i] = self.free[*i].saturating_add(*g);
-        }
-        let mut members: Vec<usize> = chosen_group
-            .map(|range| servers[range].to_vec())
-            .unwrap_or_default();
-        members.sort_by_key(|i| (std::cmp::Reverse(self.free[*i]), *i));
-        let mut left = gpus;
-        for i in members {
-            if left == 0 {
+        trial.reset();
+        self.extra = trial.extra;
+        best
+    }
+
+    /// Frees `jobs` (one group's candidates, in order) in `trial` until the
+    /// group's `members` hold `need` GPUs (on at most `bound` servers, if
+    /// bound), stopping once as many jobs as the best answer's (`most`) are
+    /// chosen: the GPUs the chosen jobs hold and the position of the last,
+    /// if they make room.
+    #[inline]
+    fn try_group(
+        &self,
+        members: &[usize],
+        jobs: &[(usize, usize, &RunningJob)],
+        need: u64,
+        bound: usize,
+        most: Option<usize>,
+        trial: &mut Trial,
+    ) -> Option<(u64, usize)> {
+        let bounded = bound != 0 && members.len() > bound;
+        let base: u64 = members.iter().map(|i| u64::from(self.free[*i])).sum();
+        trial.reset();
+        // GPUs the chosen jobs hold (the tie-break), and those of their
+        // parts (what a fit counts).
+        let (mut freed, mut parts) = (0u64, 0u64);
+        let mut last = 0usize;
+        // Under a bound on servers, what counts is the `bound` members with
+        // the most free GPUs: kept as they change (a member's free GPUs only
+        // grow as jobs are freed, so one that drops out of them never comes
+        // back unless its own count grows).
+        let mut top = if bounded {
+            Top::new(
+                members.iter().map(|i| (u64::from(self.free[*i]), *i)),
+                bound,
+            )
+        } else {
+            Top::default()
+        };
+        let fits = |top: &Top, parts: u64| -> bool {
+            if bounded {
+                top.sum >= need
+            } else {
+                base + parts >= need
+            }
+        };
+        let mut fit = fits(&top, parts);
+        for (_, at, j) in jobs {
+            // One more job cannot beat an answer with as few.
+            if fit || most.is_some_and(|n| trial.chosen.len() >= n) {
                 break;
             }
-            let take = self.free[i].min(left);
-            self.free[i] -= take;
-            left -= take;
+            last = *at;
+            for (s, g) in &j.parts {
+                if let Some(i) = self.index.get(s) {
+                    if *g == 0 {
+                        continue;
+                    }
+                    if trial.extra[i] == 0 {
+                        trial.touched.push(i);
+                    }
+                    trial.extra[i] = trial.extra[i].saturating_add(*g);
+                    parts += u64::from(*g);
+                    if bounded {
+                        top.raise(i, u64::from(self.free[i]) + u64::from(trial.extra[i]));
+                    }
+                }
+            }
+            trial.chosen.push(j.id);
+            freed += u64::from(j.gpus);
+            fit = fits(&top, parts);
         }
-        Some(chosen)
+        fit.then_some((freed, last))
     }
 
     /// Marks `gpus` GPUs of server `id` taken (or, negative, freed) in the model.

@@ -11,7 +11,9 @@
 use gangway_plugin_sdk::Defragment;
 use std::collections::HashMap;
 
-use gangway_plugin_sdk::{DefragmentDecision, DefragmentView, JobId, WaitReason};
+use gangway_plugin_sdk::{
+    DefragmentDecision, DefragmentView, JobId, Move, SpreadLimit, WaitReason,
+};
 
 use super::{Migration, Placed, Round, RoundReport};
 use crate::placement::{PlacementChoice, lowest_bits};
@@ -96,82 +98,26 @@ impl Round<'_> {
         &mut self,
         d: &DefragmentDecision,
         target: JobId,
-        limit: gangway_plugin_sdk::SpreadLimit,
+        limit: SpreadLimit,
         placed: &mut Placed,
         report: &mut RoundReport,
     ) -> Result<(), PolicyErrorKind> {
-        let mut released: Vec<(JobId, Placement)> = Vec::new();
-        let mut moved: Vec<(JobId, PlacementChoice)> = Vec::new();
-        for m in &d.moves {
-            let Ok(old) = self.state.release(m.job) else {
-                self.undo(&released, &moved);
-                return Err(invalid(format!("moves {}, which holds no GPUs", m.job)));
-            };
-            released.push((m.job, old));
-            let mut parts = Vec::with_capacity(m.to.len());
-            for (server, gpus) in &m.to {
-                let mask = self.state.avail_mask(*server);
-                if mask.count_ones() < *gpus {
-                    self.undo(&released, &moved);
-                    return Err(invalid(format!(
-                        "moves {} onto {server}, which has {} of the {gpus} GPUs free",
-                        m.job,
-                        mask.count_ones()
-                    )));
-                }
-                parts.push(ServerGpus {
-                    server: *server,
-                    gpus: lowest_bits(mask, *gpus),
-                });
+        let mut plan = Moves::default();
+        let found = d
+            .moves
+            .iter()
+            .try_for_each(|m| self.apply_move(m, &mut plan))
+            .and_then(|()| self.place_target(target, limit, &plan.released));
+        let choice = match found {
+            Ok(choice) => choice,
+            Err(e) => {
+                self.undo(&plan.released, &plan.moved);
+                return Err(e);
             }
-            parts.sort_by_key(|p| p.server);
-            let placement = Placement { parts };
-            if self.state.allocate(m.job, &placement).is_err() {
-                self.undo(&released, &moved);
-                return Err(invalid(format!(
-                    "{} cannot take the GPUs it is moved to",
-                    m.job
-                )));
-            }
-            let servers = placement.servers();
-            let choice = PlacementChoice {
-                locality: self.state.topology().common_level(&servers),
-                servers: placement.server_count(),
-                placement,
-            };
-            moved.push((m.job, choice));
-        }
-        let Some(gpus) = self.book.get(&target).map(|j| j.next_gpus()) else {
-            self.undo(&released, &moved);
-            return Err(invalid(format!("makes room for unknown {target}")));
         };
-        let Some(choice) = self.state.find_placement(gpus, limit) else {
-            self.undo(&released, &moved);
-            return Err(invalid(format!(
-                "the moves do not make room for {target} ({gpus} GPUs, {limit})"
-            )));
-        };
-        if self.state.allocate(target, &choice.placement).is_err() {
-            self.undo(&released, &moved);
-            return Err(invalid(format!(
-                "{target} cannot take the GPUs found for it"
-            )));
-        }
-        for (id, old) in &released {
-            // Room freed for the plan: taken by the waiting gang or another
-            // moved job, not by the moved job itself (a move onto its own
-            // GPUs frees nothing).
-            if !self.state.owned_by_other(old, *id) {
-                let _ = self.state.release(target);
-                self.undo(&released, &moved);
-                return Err(invalid(format!(
-                    "moving {id} frees GPUs that no other job then uses"
-                )));
-            }
-        }
         // Commit.
-        let old: HashMap<JobId, Placement> = released.into_iter().collect();
-        for (id, choice) in moved {
+        let old: HashMap<JobId, Placement> = plan.released.into_iter().collect();
+        for (id, choice) in plan.moved {
             self.book.migrate(id, &choice);
             report.migrations.push(Migration {
                 job: id,
@@ -184,6 +130,91 @@ impl Round<'_> {
         report.starts.push(start);
         Ok(())
     }
+
+    /// Applies move `m`: releases the job's GPUs and allocates it the
+    /// lowest free GPUs of each server it is moved to, noting both in
+    /// `plan` (for the commit or the rollback).
+    fn apply_move(&mut self, m: &Move, plan: &mut Moves) -> Result<(), PolicyErrorKind> {
+        let Ok(old) = self.state.release(m.job) else {
+            return Err(invalid(format!("moves {}, which holds no GPUs", m.job)));
+        };
+        plan.released.push((m.job, old));
+        let mut parts = Vec::with_capacity(m.to.len());
+        for (server, gpus) in &m.to {
+            let mask = self.state.avail_mask(*server);
+            if mask.count_ones() < *gpus {
+                return Err(invalid(format!(
+                    "moves {} onto {server}, which has {} of the {gpus} GPUs free",
+                    m.job,
+                    mask.count_ones()
+                )));
+            }
+            parts.push(ServerGpus {
+                server: *server,
+                gpus: lowest_bits(mask, *gpus),
+            });
+        }
+        parts.sort_by_key(|p| p.server);
+        let placement = Placement { parts };
+        if self.state.allocate(m.job, &placement).is_err() {
+            return Err(invalid(format!(
+                "{} cannot take the GPUs it is moved to",
+                m.job
+            )));
+        }
+        let servers = placement.servers();
+        let choice = PlacementChoice {
+            locality: self.state.topology().common_level(&servers),
+            servers: placement.server_count(),
+            placement,
+        };
+        plan.moved.push((m.job, choice));
+        Ok(())
+    }
+
+    /// Finds and allocates the waiting gang `target`'s GPUs within `limit`
+    /// once the moves are made; refuses (releasing them again) if a move
+    /// freed GPUs that no other job then uses.
+    fn place_target(
+        &mut self,
+        target: JobId,
+        limit: SpreadLimit,
+        released: &[(JobId, Placement)],
+    ) -> Result<PlacementChoice, PolicyErrorKind> {
+        let Some(gpus) = self.book.get(&target).map(|j| j.next_gpus()) else {
+            return Err(invalid(format!("makes room for unknown {target}")));
+        };
+        let Some(choice) = self.state.find_placement(gpus, limit) else {
+            return Err(invalid(format!(
+                "the moves do not make room for {target} ({gpus} GPUs, {limit})"
+            )));
+        };
+        if self.state.allocate(target, &choice.placement).is_err() {
+            return Err(invalid(format!(
+                "{target} cannot take the GPUs found for it"
+            )));
+        }
+        for (id, old) in released {
+            // Room freed for the plan: taken by the waiting gang or another
+            // moved job, not by the moved job itself (a move onto its own
+            // GPUs frees nothing).
+            if !self.state.owned_by_other(old, *id) {
+                let _ = self.state.release(target);
+                return Err(invalid(format!(
+                    "moving {id} frees GPUs that no other job then uses"
+                )));
+            }
+        }
+        Ok(choice)
+    }
+}
+
+/// The moves of a defragment decision applied so far: each job's GPUs
+/// before and after.
+#[derive(Default)]
+struct Moves {
+    released: Vec<(JobId, Placement)>,
+    moved: Vec<(JobId, PlacementChoice)>,
 }
 
 #[cfg(test)]

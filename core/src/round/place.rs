@@ -5,7 +5,7 @@ use gangway_plugin_sdk::{Fairness, Gang, Locality};
 use rustc_hash::FxHashSet;
 
 use gangway_plugin_sdk::{
-    FairnessView, GangAction, GangDecision, QueueView, SpreadLimit, WaitReason,
+    FairnessView, GangAction, GangDecision, PendingJob, QueueView, SpreadLimit, WaitReason,
 };
 
 use super::{Placed, Reservation, Round, RoundReport};
@@ -20,22 +20,79 @@ impl Round<'_> {
         view_at: Stamp,
         report: &mut RoundReport,
     ) -> Placed {
-        let now = self.now;
-        // 1. Fairness.
+        let (mut queue, mut placed) = self.fairness_order(view, view_at, report);
+        if !queue.jobs.is_empty() {
+            let changes = ViewChanges::new(self.book.changes(), view_at);
+            let locality = self
+                .policies
+                .slot_mut::<Locality>()
+                .decide_settled(&queue, &changes);
+            report.policy_errors.extend(locality.error);
+            queue.spread = locality.decision.limits;
+        }
+        // Placement in order; the gang slot is asked (once, with the view as
+        // it was before any placement) only when a job first fails to fit: a
+        // round where everything fits never needs its answer.
+        let mut pass = Pass::default();
+        for (i, job) in queue.jobs.iter().enumerate() {
+            let limit = queue.spread.get(i).copied().unwrap_or_default();
+            placed.limits.insert(job.id, limit);
+            if pass.blocked {
+                placed.reasons.insert(job.id, WaitReason::HeldByPolicy);
+                continue;
+            }
+            if self.try_start(job, limit, &pass.failed, report) {
+                continue;
+            }
+            pass.failed.insert((job.gpus, limit));
+            let reason = self.why_waiting(job.gpus, pass.reserved_now);
+            placed.reasons.insert(job.id, reason);
+            let gang = pass
+                .gang
+                .get_or_insert_with(|| self.ask_gang(&queue, view_at, report));
+            match gang
+                .on_blocked
+                .get(i)
+                .copied()
+                .unwrap_or(GangAction::Backfill)
+            {
+                GangAction::Backfill => {}
+                GangAction::Block => pass.blocked = true,
+                GangAction::Reserve if pass.reserved_now < gang.max_reservations => {
+                    if self.reserve(job, limit, &mut placed, report) {
+                        pass.reserved_now = pass.reserved_now.saturating_add(1);
+                    }
+                }
+                GangAction::Reserve => {}
+            }
+        }
+        placed
+    }
+
+    /// Asks fairness about the view: the fairness order goes into the
+    /// round's [`Placed`] (the last round's maps, emptied, their memory
+    /// reused), ineligible jobs wait for their fair share, and the eligible
+    /// ones form the queue for locality and placement.
+    #[inline]
+    fn fairness_order(
+        &mut self,
+        view: &FairnessView,
+        view_at: Stamp,
+        report: &mut RoundReport,
+    ) -> (QueueView, Placed) {
         let changes = ViewChanges::new(self.book.changes(), view_at);
         let fairness = self
             .policies
             .slot_mut::<Fairness>()
             .decide_settled(view, &changes);
         report.policy_errors.extend(fairness.error);
-        // The last round's maps, emptied: their memory is reused.
         let mut placed = std::mem::take(&mut self.scratch.placed);
         placed.clear();
         placed
             .index
             .extend(view.jobs.iter().enumerate().map(|(i, j)| (j.id, i)));
         let mut queue = QueueView {
-            now_s: now,
+            now_s: self.now,
             cluster: view.cluster.clone(),
             jobs: Vec::new(),
             spread: Vec::new(),
@@ -51,91 +108,89 @@ impl Round<'_> {
                 }
             }
         }
+        (queue, placed)
+    }
 
-        // 2. Locality.
-        if !queue.jobs.is_empty() {
-            let changes = ViewChanges::new(self.book.changes(), view_at);
-            let locality = self
-                .policies
-                .slot_mut::<Locality>()
-                .decide_settled(&queue, &changes);
-            report.policy_errors.extend(locality.error);
-            queue.spread = locality.decision.limits;
+    /// Starts `job` within `limit` if a placement is found and allocated
+    /// (not searched again for a size and limit that already `failed`);
+    /// whether it started.
+    #[inline]
+    fn try_start(
+        &mut self,
+        job: &PendingJob,
+        limit: SpreadLimit,
+        failed: &FxHashSet<(u32, SpreadLimit)>,
+        report: &mut RoundReport,
+    ) -> bool {
+        let found = if failed.contains(&(job.gpus, limit)) {
+            None
+        } else {
+            self.state.find_placement(job.gpus, limit)
+        };
+        if let Some(choice) = found
+            && self.state.allocate(job.id, &choice.placement).is_ok()
+        {
+            let start = self.start(job.id, &choice);
+            report.starts.push(start);
+            return true;
         }
+        false
+    }
 
-        // 3 and 4. Placement in order; the gang slot is asked (once, with the
-        // view as it was before any placement) only when a job first fails
-        // to fit: a round where everything fits never needs its answer.
-        let mut gang: Option<GangDecision> = None;
-        let mut failed: FxHashSet<(u32, SpreadLimit)> = FxHashSet::default();
-        let mut blocked = false;
-        let mut reserved_now = 0u32;
-        for (i, job) in queue.jobs.iter().enumerate() {
-            let limit = queue.spread.get(i).copied().unwrap_or_default();
-            placed.limits.insert(job.id, limit);
-            if blocked {
-                placed.reasons.insert(job.id, WaitReason::HeldByPolicy);
-                continue;
-            }
-            let found = if failed.contains(&(job.gpus, limit)) {
-                None
-            } else {
-                self.state.find_placement(job.gpus, limit)
-            };
-            if let Some(choice) = found
-                && self.state.allocate(job.id, &choice.placement).is_ok()
-            {
-                let start = self.start(job.id, &choice);
-                report.starts.push(start);
-                continue;
-            }
-            failed.insert((job.gpus, limit));
-            let free = self.state.free_gpus();
-            let reason = if free >= job.gpus {
-                WaitReason::Fragmentation
-            } else if reserved_now > 0 && free.saturating_add(self.state.held_gpus()) >= job.gpus {
-                WaitReason::Reserved
-            } else {
-                WaitReason::NoCapacity
-            };
-            placed.reasons.insert(job.id, reason);
-            if gang.is_none() {
-                // (Built before any placement: its stamp is the view's.)
-                let changes = ViewChanges::new(self.book.changes(), view_at);
-                let decided = self
-                    .policies
-                    .slot_mut::<Gang>()
-                    .decide_settled(&queue, &changes);
-                report.policy_errors.extend(decided.error);
-                gang = Some(decided.decision);
-            }
-            let Some(gang) = &gang else { continue };
-            match gang
-                .on_blocked
-                .get(i)
-                .copied()
-                .unwrap_or(GangAction::Backfill)
-            {
-                GangAction::Backfill => {}
-                GangAction::Block => blocked = true,
-                GangAction::Reserve if reserved_now < gang.max_reservations => {
-                    let sticky = self.book.reservations.get(&job.id).copied();
-                    if let Some(scope) = self.state.reservation_scope(job.gpus, limit.level, sticky)
-                    {
-                        let held = self.state.hold_in(scope, job.gpus, limit.max_servers);
-                        self.book.reservations.insert(job.id, scope);
-                        placed.reserved.insert(job.id);
-                        reserved_now = reserved_now.saturating_add(1);
-                        report.reservations.push(Reservation {
-                            job: job.id,
-                            held_gpus: held,
-                        });
-                    }
-                }
-                GangAction::Reserve => {}
-            }
+    /// Why a job of `gpus` GPUs that did not fit waits, with `reserved_now`
+    /// reservations made this round.
+    #[inline]
+    fn why_waiting(&self, gpus: u32, reserved_now: u32) -> WaitReason {
+        let free = self.state.free_gpus();
+        if free >= gpus {
+            WaitReason::Fragmentation
+        } else if reserved_now > 0 && free.saturating_add(self.state.held_gpus()) >= gpus {
+            WaitReason::Reserved
+        } else {
+            WaitReason::NoCapacity
         }
-        placed
+    }
+
+    /// Asks the gang slot about `queue` (built before any placement: its
+    /// stamp is the view's, `view_at`).
+    #[inline]
+    fn ask_gang(
+        &mut self,
+        queue: &QueueView,
+        view_at: Stamp,
+        report: &mut RoundReport,
+    ) -> GangDecision {
+        let changes = ViewChanges::new(self.book.changes(), view_at);
+        let decided = self
+            .policies
+            .slot_mut::<Gang>()
+            .decide_settled(queue, &changes);
+        report.policy_errors.extend(decided.error);
+        decided.decision
+    }
+
+    /// Reserves GPUs for `job` within `limit` (in the scope it held
+    /// before, if any, and if there is one); whether it did.
+    #[inline]
+    fn reserve(
+        &mut self,
+        job: &PendingJob,
+        limit: SpreadLimit,
+        placed: &mut Placed,
+        report: &mut RoundReport,
+    ) -> bool {
+        let sticky = self.book.reservations.get(&job.id).copied();
+        let Some(scope) = self.state.reservation_scope(job.gpus, limit.level, sticky) else {
+            return false;
+        };
+        let held = self.state.hold_in(scope, job.gpus, limit.max_servers);
+        self.book.reservations.insert(job.id, scope);
+        placed.reserved.insert(job.id);
+        report.reservations.push(Reservation {
+            job: job.id,
+            held_gpus: held,
+        });
+        true
     }
 
     /// Tells the two kinds of ineligible job apart, once the round has
@@ -162,4 +217,17 @@ impl Round<'_> {
             }
         }
     }
+}
+
+/// The placement pass over a round's queue: what it has learnt so far.
+#[derive(Default)]
+struct Pass {
+    /// The gang slot's answer, asked when a job first fails to fit.
+    gang: Option<GangDecision>,
+    /// Gang sizes and spread limits that found no placement this round.
+    failed: FxHashSet<(u32, SpreadLimit)>,
+    /// The gang slot blocked the jobs behind.
+    blocked: bool,
+    /// Reservations made this round.
+    reserved_now: u32,
 }

@@ -12,7 +12,8 @@ use gangway_plugin_sdk::Reclaim;
 use rustc_hash::FxHashMap as HashMap;
 
 use gangway_plugin_sdk::{
-    FairnessView, JobId, ReclaimDecision, ReclaimView, RunningScope, VcId, VcUsage,
+    FairnessView, JobId, ReclaimDecision, ReclaimView, RunningJob, RunningScope, ServerState, VcId,
+    VcUsage, WaitingJob,
 };
 
 use super::{Placed, Preemption, Round, RoundReport};
@@ -60,61 +61,16 @@ impl Round<'_> {
         if borrowing.as_ref().is_some_and(|b| !b.contains(&true)) {
             return;
         }
-        let mut waiting = self.waiting_jobs(view, placed);
-        if borrowing.is_some() {
-            // Borrowed work is taken back only for a job its VC's quota covers.
-            waiting.retain(|w| {
-                vcs.get(w.job.vc.index())
-                    .and_then(|v| v.quota_gpus.map(|q| (v.held_gpus, q)))
-                    .is_some_and(|(held, q)| {
-                        u64::from(held).saturating_add(u64::from(w.job.gpus)) <= u64::from(q)
-                    })
-            });
-        }
-        if matches!(scope, RunningScope::GiveBack { .. }) {
-            // Work is given back only to a job that waits for GPUs.
-            waiting.retain(|w| w.reason.waits_for_gpus());
-        }
+        let waiting = self.reclaim_waiting(view, placed, scope, &vcs, borrowing.is_some());
         if waiting.is_empty() {
             return;
         }
-        let shown = |vc: VcId| {
-            borrowing
-                .as_ref()
-                .is_none_or(|b| b.get(vc.index()).copied().unwrap_or(false))
-        };
-        let mut running = std::mem::take(&mut self.scratch.running);
-        match scope {
-            RunningScope::GiveBack { min_run_s } => {
-                self.give_back_into(&vcs, &report.starts, shown, min_run_s, &mut running);
-            }
-            RunningScope::All | RunningScope::Borrowed => {
-                self.running_jobs_into(&report.starts, shown, &mut running);
-            }
-        }
-        let freed = FreedGpus::of(self.state, &running);
-        let could_start = waiting.iter().any(|w| {
-            let gpus = self
-                .book
-                .get(&w.job.id)
-                .map_or(w.job.gpus, |j| j.next_gpus());
-            self.state.could_fit_with(gpus, w.limit, &freed)
-        });
-        if !could_start {
+        let running = self.reclaim_running(scope, &vcs, borrowing.as_deref(), &report.starts);
+        if !self.could_start_any(&waiting, &running) {
             self.scratch.running = running;
             return;
         }
-        let mut servers = self.server_states();
-        if borrowing.is_some() {
-            // Only servers with free GPUs or a shown job can make room.
-            let mut hosting = vec![false; servers.len()];
-            for (s, _) in running.iter().flat_map(|j| &j.parts) {
-                if let Some(h) = hosting.get_mut(s.index()) {
-                    *h = true;
-                }
-            }
-            servers.retain(|s| s.free > 0 || hosting.get(s.id.index()).copied().unwrap_or(false));
-        }
+        let servers = self.reclaim_servers(&running, borrowing.is_some());
         let reclaim_view = ReclaimView {
             now_s: self.now,
             cluster: self.state.summary(),
@@ -125,6 +81,92 @@ impl Round<'_> {
         };
         self.reclaim_with(&reclaim_view, view_at, placed, report);
         self.scratch.running = reclaim_view.running;
+    }
+
+    /// The waiting jobs a reclaim policy of `scope` is shown: borrowed work
+    /// (when only that is `borrowed_only`) is taken back only for a job its
+    /// VC's quota covers, and work is given back only to a job that waits
+    /// for GPUs.
+    #[inline]
+    fn reclaim_waiting(
+        &self,
+        view: &FairnessView,
+        placed: &Placed,
+        scope: RunningScope,
+        vcs: &[VcUsage],
+        borrowed_only: bool,
+    ) -> Vec<WaitingJob> {
+        let mut waiting = self.waiting_jobs(view, placed);
+        if borrowed_only {
+            waiting.retain(|w| {
+                vcs.get(w.job.vc.index())
+                    .and_then(|v| v.quota_gpus.map(|q| (v.held_gpus, q)))
+                    .is_some_and(|(held, q)| {
+                        u64::from(held).saturating_add(u64::from(w.job.gpus)) <= u64::from(q)
+                    })
+            });
+        }
+        if matches!(scope, RunningScope::GiveBack { .. }) {
+            waiting.retain(|w| w.reason.waits_for_gpus());
+        }
+        waiting
+    }
+
+    /// The running jobs a reclaim policy of `scope` is shown (of the VCs
+    /// `borrowing`, if it sees only borrowed work), in the round's scratch
+    /// memory; the jobs just `started` left out.
+    #[inline]
+    fn reclaim_running(
+        &mut self,
+        scope: RunningScope,
+        vcs: &[VcUsage],
+        borrowing: Option<&[bool]>,
+        started: &[crate::Start],
+    ) -> Vec<RunningJob> {
+        let shown =
+            |vc: VcId| borrowing.is_none_or(|b| b.get(vc.index()).copied().unwrap_or(false));
+        let mut running = std::mem::take(&mut self.scratch.running);
+        match scope {
+            RunningScope::GiveBack { min_run_s } => {
+                self.give_back_into(vcs, started, shown, min_run_s, &mut running);
+            }
+            RunningScope::All | RunningScope::Borrowed => {
+                self.running_jobs_into(started, shown, &mut running);
+            }
+        }
+        running
+    }
+
+    /// Whether any of `waiting` could start if every job of `running`
+    /// stopped.
+    #[inline]
+    fn could_start_any(&self, waiting: &[WaitingJob], running: &[RunningJob]) -> bool {
+        let freed = FreedGpus::of(self.state, running);
+        waiting.iter().any(|w| {
+            let gpus = self
+                .book
+                .get(&w.job.id)
+                .map_or(w.job.gpus, |j| j.next_gpus());
+            self.state.could_fit_with(gpus, w.limit, &freed)
+        })
+    }
+
+    /// The servers a reclaim policy is shown: with only borrowed work
+    /// shown (`borrowed_only`), those with free GPUs or a job of `running`
+    /// (only they can make room).
+    #[inline]
+    fn reclaim_servers(&self, running: &[RunningJob], borrowed_only: bool) -> Vec<ServerState> {
+        let mut servers = self.server_states();
+        if borrowed_only {
+            let mut hosting = vec![false; servers.len()];
+            for (s, _) in running.iter().flat_map(|j| &j.parts) {
+                if let Some(h) = hosting.get_mut(s.index()) {
+                    *h = true;
+                }
+            }
+            servers.retain(|s| s.free > 0 || hosting.get(s.id.index()).copied().unwrap_or(false));
+        }
+        servers
     }
 
     /// Asks the reclaim slot about `reclaim_view` and applies its decision

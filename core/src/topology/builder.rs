@@ -103,6 +103,46 @@ impl TopologyBuilder {
     /// Checks the shape and builds the immutable topology. Domains without
     /// servers below them are kept (they simply never hold a job).
     pub fn build(self) -> Result<Topology, TopologyError> {
+        let server_depth = self.server_depth()?;
+        let level_names = if self.level_names.len() == server_depth + 1 {
+            self.level_names
+        } else {
+            default_level_names(server_depth)
+        };
+        let mut graph = DiGraph::new();
+        let (mut domains, by_level) = add_domains(&mut graph, self.domains, server_depth);
+        let (servers, server_names) =
+            add_servers(&mut graph, &mut domains, self.servers, server_depth);
+        let total_gpus = servers.iter().map(|s| s.gpus).sum();
+        let max_server_gpus = servers.iter().map(|s| s.gpus).max().unwrap_or(0);
+        let mut max_domain_gpus: Vec<u32> = by_level
+            .iter()
+            .map(|ids| {
+                ids.iter()
+                    .map(|d| domains[d.0 as usize].gpus)
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        max_domain_gpus.push(max_server_gpus);
+        let servers_cap = servers_cap(&servers, &domains, by_level.len() + 1, max_server_gpus);
+        Ok(Topology {
+            graph,
+            level_names,
+            domains,
+            servers,
+            by_level,
+            server_names,
+            max_domain_gpus,
+            total_gpus,
+            max_server_gpus,
+            servers_cap,
+        })
+    }
+
+    /// The depth of the servers below the cluster, the same for every
+    /// server; refuses an empty topology and one too deep.
+    fn server_depth(&self) -> Result<usize, TopologyError> {
         let Some(first) = self.servers.first() else {
             return Err(TopologyError::Empty);
         };
@@ -120,115 +160,119 @@ impl TopologyBuilder {
                 });
             }
         }
-        let level_names = if self.level_names.len() == server_depth + 1 {
-            self.level_names
-        } else {
-            (0..=server_depth)
-                .map(|l| match l {
-                    0 => "cluster".to_string(),
-                    l if l == server_depth => "server".to_string(),
-                    l if l + 1 == server_depth => "rack".to_string(),
-                    l => format!("level{l}"),
-                })
-                .collect()
-        };
-
-        let mut graph = DiGraph::new();
-        let mut domains: Vec<Domain> = Vec::with_capacity(self.domains.len());
-        let mut by_level: Vec<Vec<DomainId>> = vec![Vec::new(); server_depth];
-        for (i, (name, parent, depth)) in self.domains.into_iter().enumerate() {
-            let id = DomainId(u32::try_from(i).unwrap_or(u32::MAX));
-            let node = graph.add_node(Node::Domain(id));
-            if let Some(p) = parent {
-                graph.add_edge(domains[p.0 as usize].node, node, ());
-            }
-            if let Some(level) = by_level.get_mut(depth) {
-                level.push(id);
-            }
-            domains.push(Domain {
-                name,
-                level: Level(u8::try_from(depth).unwrap_or(u8::MAX)),
-                parent,
-                gpus: 0,
-                node,
-            });
-        }
-        let mut servers = Vec::with_capacity(self.servers.len());
-        let mut server_names = HashMap::with_capacity(self.servers.len());
-        let mut total_gpus = 0u32;
-        let mut max_server_gpus = 0u32;
-        for (i, (name, parent, gpus)) in self.servers.into_iter().enumerate() {
-            let id = ServerId(u32::try_from(i).unwrap_or(u32::MAX));
-            let node = graph.add_node(Node::Server(id));
-            graph.add_edge(domains[parent.0 as usize].node, node, ());
-            for g in 0..gpus {
-                let gpu = graph.add_node(Node::Gpu(id, u8::try_from(g).unwrap_or(u8::MAX)));
-                graph.add_edge(node, gpu, ());
-            }
-            let mut ancestors = Vec::with_capacity(server_depth);
-            let mut cur = Some(parent);
-            while let Some(d) = cur {
-                ancestors.push(d);
-                domains[d.0 as usize].gpus += gpus;
-                cur = domains[d.0 as usize].parent;
-            }
-            ancestors.reverse();
-            total_gpus += gpus;
-            max_server_gpus = max_server_gpus.max(gpus);
-            server_names.insert(name.clone(), id);
-            servers.push(Server {
-                name,
-                gpus,
-                ancestors,
-            });
-        }
-        let mut max_domain_gpus: Vec<u32> = by_level
-            .iter()
-            .map(|ids| {
-                ids.iter()
-                    .map(|d| domains[d.0 as usize].gpus)
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
-        max_domain_gpus.push(max_server_gpus);
-        // Per level: the most GPUs any one domain of the level offers on its
-        // k largest servers, for every k.
-        let levels = by_level.len() + 1;
-        let mut per_domain: HashMap<DomainId, Vec<u32>> = HashMap::new();
-        for s in &servers {
-            for d in &s.ancestors {
-                per_domain.entry(*d).or_default().push(s.gpus);
-            }
-        }
-        let mut servers_cap: Vec<Vec<u32>> = vec![Vec::new(); levels];
-        for (d, mut sizes) in per_domain {
-            sizes.sort_unstable_by(|a, b| b.cmp(a));
-            let cap = &mut servers_cap[domains[d.0 as usize].level.0 as usize];
-            let mut sum = 0u32;
-            for (k, g) in sizes.into_iter().enumerate() {
-                sum = sum.saturating_add(g);
-                if cap.len() <= k {
-                    cap.push(sum);
-                } else {
-                    cap[k] = cap[k].max(sum);
-                }
-            }
-        }
-        servers_cap[levels - 1] = vec![max_server_gpus];
-        Ok(Topology {
-            graph,
-            level_names,
-            domains,
-            servers,
-            by_level,
-            server_names,
-            max_domain_gpus,
-            total_gpus,
-            max_server_gpus,
-            servers_cap,
-        })
+        Ok(server_depth)
     }
+}
+
+/// The levels' names when none were given (or not one per level):
+/// `cluster`, `level1`..., `rack`, `server`.
+fn default_level_names(server_depth: usize) -> Vec<String> {
+    (0..=server_depth)
+        .map(|l| match l {
+            0 => "cluster".to_string(),
+            l if l == server_depth => "server".to_string(),
+            l if l + 1 == server_depth => "rack".to_string(),
+            l => format!("level{l}"),
+        })
+        .collect()
+}
+
+/// Adds the builder's `raw` domains to `graph`, each under its parent:
+/// the domains (no GPUs counted yet) and their ids by level.
+fn add_domains(
+    graph: &mut DiGraph<Node, ()>,
+    raw: Vec<(String, Option<DomainId>, usize)>,
+    server_depth: usize,
+) -> (Vec<Domain>, Vec<Vec<DomainId>>) {
+    let mut domains: Vec<Domain> = Vec::with_capacity(raw.len());
+    let mut by_level: Vec<Vec<DomainId>> = vec![Vec::new(); server_depth];
+    for (i, (name, parent, depth)) in raw.into_iter().enumerate() {
+        let id = DomainId(u32::try_from(i).unwrap_or(u32::MAX));
+        let node = graph.add_node(Node::Domain(id));
+        if let Some(p) = parent {
+            graph.add_edge(domains[p.0 as usize].node, node, ());
+        }
+        if let Some(level) = by_level.get_mut(depth) {
+            level.push(id);
+        }
+        domains.push(Domain {
+            name,
+            level: Level(u8::try_from(depth).unwrap_or(u8::MAX)),
+            parent,
+            gpus: 0,
+            node,
+        });
+    }
+    (domains, by_level)
+}
+
+/// Adds the builder's `raw` servers and their GPUs to `graph`, counting
+/// their GPUs in every domain above them: the servers and their ids by
+/// name.
+fn add_servers(
+    graph: &mut DiGraph<Node, ()>,
+    domains: &mut [Domain],
+    raw: Vec<(String, DomainId, u32)>,
+    server_depth: usize,
+) -> (Vec<Server>, HashMap<String, ServerId>) {
+    let mut servers = Vec::with_capacity(raw.len());
+    let mut server_names = HashMap::with_capacity(raw.len());
+    for (i, (name, parent, gpus)) in raw.into_iter().enumerate() {
+        let id = ServerId(u32::try_from(i).unwrap_or(u32::MAX));
+        let node = graph.add_node(Node::Server(id));
+        graph.add_edge(domains[parent.0 as usize].node, node, ());
+        for g in 0..gpus {
+            let gpu = graph.add_node(Node::Gpu(id, u8::try_from(g).unwrap_or(u8::MAX)));
+            graph.add_edge(node, gpu, ());
+        }
+        let mut ancestors = Vec::with_capacity(server_depth);
+        let mut cur = Some(parent);
+        while let Some(d) = cur {
+            ancestors.push(d);
+            domains[d.0 as usize].gpus += gpus;
+            cur = domains[d.0 as usize].parent;
+        }
+        ancestors.reverse();
+        server_names.insert(name.clone(), id);
+        servers.push(Server {
+            name,
+            gpus,
+            ancestors,
+        });
+    }
+    (servers, server_names)
+}
+
+/// Per level (of `levels`, servers last): the most GPUs any one domain of
+/// the level offers on its k largest servers, for every k.
+fn servers_cap(
+    servers: &[Server],
+    domains: &[Domain],
+    levels: usize,
+    max_server_gpus: u32,
+) -> Vec<Vec<u32>> {
+    let mut per_domain: HashMap<DomainId, Vec<u32>> = HashMap::new();
+    for s in servers {
+        for d in &s.ancestors {
+            per_domain.entry(*d).or_default().push(s.gpus);
+        }
+    }
+    let mut servers_cap: Vec<Vec<u32>> = vec![Vec::new(); levels];
+    for (d, mut sizes) in per_domain {
+        sizes.sort_unstable_by(|a, b| b.cmp(a));
+        let cap = &mut servers_cap[domains[d.0 as usize].level.0 as usize];
+        let mut sum = 0u32;
+        for (k, g) in sizes.into_iter().enumerate() {
+            sum = sum.saturating_add(g);
+            if cap.len() <= k {
+                cap.push(sum);
+            } else {
+                cap[k] = cap[k].max(sum);
+            }
+        }
+    }
+    servers_cap[levels - 1] = vec![max_server_gpus];
+    servers_cap
 }
 
 #[cfg(test)]

@@ -78,7 +78,7 @@ use serde::Serialize;
 
 use gangway_core::{Slot, WaitReason};
 
-use crate::sim::{QueuedBehind, RunResult};
+use crate::sim::{JobOutcome, QueuedBehind, RunResult};
 use crate::trace::{Outcome, SkippedJob};
 
 /// The whole report.
@@ -500,30 +500,107 @@ fn delay(mut v: Vec<f64>) -> Delay {
 /// Summarizes one replay.
 pub fn summarize(name: &str, policies: Policies, r: &RunResult) -> Run {
     let own = &r.jobs[r.warm.min(r.jobs.len())..];
-    let mut counts = JobCounts {
-        submitted: own.len(),
-        ..JobCounts::default()
-    };
-    let mut by_size: BTreeMap<String, Bucket> = BUCKETS
-        .iter()
-        .map(|b| (b.to_string(), Bucket::default()))
-        .collect();
-    let mut delays: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-    let mut total_waits: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
-    let mut jcts = Vec::new();
-    let mut jcts_passed = Vec::new();
-    let mut reclaim = ReclaimStats::default();
-    let mut defragment = DefragmentStats::default();
-    let mut retry = RetryStats::default();
-    let mut vc_jobs = vec![0usize; r.vcs.len()];
-    let mut failed_gpu_s = 0;
-    let mut slowdown_gpu_s = 0;
-    let mut by_status: BTreeMap<String, u64> = BTreeMap::new();
+    let mut tally = Tally::new(own.len(), r.vcs.len());
     for j in own {
-        slowdown_gpu_s += j.spread_slowdown_gpu_s;
-        if let Some(st) = j.status {
-            *by_status.entry(st.as_str().to_string()).or_default() += j.used_gpu_s;
+        tally.add(j);
+    }
+    let by_size = tally.buckets();
+    Run {
+        name: name.to_string(),
+        policies,
+        jobs: tally.counts,
+        by_size,
+        gpu_allocation_mean: round3(r.gpu_allocation_mean),
+        jct_s: jct(tally.jcts),
+        jct_passed_s: jct(tally.jcts_passed),
+        failed_attempt_gpu_s: tally.failed_gpu_s,
+        spread_slowdown_gpu_s: tally.slowdown_gpu_s,
+        gpu_s_by_status: tally.by_status,
+        reclaim: tally.reclaim,
+        defragment: tally.defragment,
+        retry: tally.retry,
+        per_vc: per_vc(r, &tally.vc_jobs),
+        policy_errors: r.policy_errors,
+        quarantines: r.quarantines.iter().map(QuarantineRecord::of).collect(),
+        gpus_over_time: GpusOverTime::of(&r.samples),
+        fit: None,
+    }
+}
+
+/// What [`summarize`] gathers over a run's own jobs, one job at a time.
+struct Tally {
+    counts: JobCounts,
+    by_size: BTreeMap<String, Bucket>,
+    /// Queue delays (submit to first start) by bucket name.
+    delays: BTreeMap<&'static str, Vec<f64>>,
+    /// Total waits by bucket name.
+    total_waits: BTreeMap<&'static str, Vec<f64>>,
+    jcts: Vec<f64>,
+    jcts_passed: Vec<f64>,
+    reclaim: ReclaimStats,
+    defragment: DefragmentStats,
+    retry: RetryStats,
+    /// Jobs per VC.
+    vc_jobs: Vec<usize>,
+    failed_gpu_s: u64,
+    slowdown_gpu_s: u64,
+    by_status: BTreeMap<String, u64>,
+}
+
+impl Tally {
+    /// An empty tally of `submitted` jobs over `vcs` VCs.
+    fn new(submitted: usize, vcs: usize) -> Self {
+        Tally {
+            counts: JobCounts {
+                submitted,
+                ..JobCounts::default()
+            },
+            by_size: BUCKETS
+                .iter()
+                .map(|b| (b.to_string(), Bucket::default()))
+                .collect(),
+            delays: BTreeMap::new(),
+            total_waits: BTreeMap::new(),
+            jcts: Vec::new(),
+            jcts_passed: Vec::new(),
+            reclaim: ReclaimStats::default(),
+            defragment: DefragmentStats::default(),
+            retry: RetryStats::default(),
+            vc_jobs: vec![0; vcs],
+            failed_gpu_s: 0,
+            slowdown_gpu_s: 0,
+            by_status: BTreeMap::new(),
         }
+    }
+
+    /// Adds job `j`.
+    fn add(&mut self, j: &JobOutcome) {
+        self.slowdown_gpu_s += j.spread_slowdown_gpu_s;
+        if let Some(st) = j.status {
+            *self.by_status.entry(st.as_str().to_string()).or_default() += j.used_gpu_s;
+        }
+        self.count(j);
+        if let Some(n) = self.vc_jobs.get_mut(j.vc) {
+            *n += 1;
+        }
+        self.failed_gpu_s += j.failed_gpu_s;
+        if let Some(f) = j.finish_s {
+            self.jcts.push(f.saturating_sub(j.submit_s) as f64);
+            if j.status == Some(Outcome::Passed) {
+                self.jcts_passed.push(f.saturating_sub(j.submit_s) as f64);
+            }
+        }
+        self.add_restarts(j);
+        self.retry.attempts_avoided += u64::from(j.attempts_avoided);
+        self.retry.saved_gpu_s += j.saved_gpu_s;
+        self.retry.passing_jobs_lost += usize::from(j.passing_lost);
+        self.retry.probes += u64::from(j.probes);
+        self.add_to_bucket(j);
+    }
+
+    /// Counts job `j` by how it ended.
+    fn count(&mut self, j: &JobOutcome) {
+        let counts = &mut self.counts;
         match (j.first_start_s, j.status) {
             (None, _) => counts.never_started += 1,
             (Some(_), None) => counts.unfinished += 1,
@@ -531,32 +608,27 @@ pub fn summarize(name: &str, policies: Policies, r: &RunResult) -> Run {
             (Some(_), Some(Outcome::Failed)) => counts.failed += 1,
             (Some(_), Some(Outcome::Killed)) => counts.killed += 1,
         }
-        if let Some(n) = vc_jobs.get_mut(j.vc) {
-            *n += 1;
-        }
-        failed_gpu_s += j.failed_gpu_s;
-        if let Some(f) = j.finish_s {
-            jcts.push(f.saturating_sub(j.submit_s) as f64);
-            if j.status == Some(Outcome::Passed) {
-                jcts_passed.push(f.saturating_sub(j.submit_s) as f64);
-            }
-        }
-        reclaim.preemptions += u64::from(j.preemptions);
-        reclaim.jobs_preempted += usize::from(j.preemptions > 0);
-        defragment.migrations += u64::from(j.migrations);
-        // A restart follows a preemption (resumed) or a migration.
+    }
+
+    /// Adds job `j`'s preemptions and migrations, sharing its restart time
+    /// between them (a restart follows a preemption, resumed, or a
+    /// migration).
+    fn add_restarts(&mut self, j: &JobOutcome) {
+        self.reclaim.preemptions += u64::from(j.preemptions);
+        self.reclaim.jobs_preempted += usize::from(j.preemptions > 0);
+        self.defragment.migrations += u64::from(j.migrations);
         let restarts = u64::from(j.preemptions) + u64::from(j.migrations);
         if let Some(per) = j.restart_gpu_s.checked_div(restarts) {
-            reclaim.restart_gpu_s += per * u64::from(j.preemptions);
-            defragment.restart_gpu_s += j.restart_gpu_s - per * u64::from(j.preemptions);
+            self.reclaim.restart_gpu_s += per * u64::from(j.preemptions);
+            self.defragment.restart_gpu_s += j.restart_gpu_s - per * u64::from(j.preemptions);
         }
-        retry.attempts_avoided += u64::from(j.attempts_avoided);
-        retry.saved_gpu_s += j.saved_gpu_s;
-        retry.passing_jobs_lost += usize::from(j.passing_lost);
-        retry.probes += u64::from(j.probes);
+    }
+
+    /// Adds job `j`'s waits to its size bucket.
+    fn add_to_bucket(&mut self, j: &JobOutcome) {
         let name = bucket_name(j.gpus);
-        let Some(b) = by_size.get_mut(name) else {
-            continue;
+        let Some(b) = self.by_size.get_mut(name) else {
+            return;
         };
         b.jobs += 1;
         let fair_share = j.waited(WaitReason::FairShare);
@@ -575,25 +647,37 @@ pub fn summarize(name: &str, policies: Policies, r: &RunResult) -> Run {
                 .entry(behind.as_str().to_string())
                 .or_default() += j.queued_behind_s[behind.index()];
         }
-        total_waits.entry(name).or_default().push(j.waited_s as f64);
+        if let Some(s) = j.first_servers {
+            *b.servers_spanned.entry(s).or_default() += 1;
+        }
+        self.total_waits
+            .entry(name)
+            .or_default()
+            .push(j.waited_s as f64);
         if let Some(start) = j.first_start_s {
-            delays
+            self.delays
                 .entry(name)
                 .or_default()
                 .push(start.saturating_sub(j.submit_s) as f64);
         }
-        if let Some(s) = j.first_servers {
-            *b.servers_spanned.entry(s).or_default() += 1;
+    }
+
+    /// The size buckets, their delays and shares worked out.
+    fn buckets(&mut self) -> BTreeMap<String, Bucket> {
+        let mut by_size = std::mem::take(&mut self.by_size);
+        for (name, b) in &mut by_size {
+            b.queue_delay_s = delay(self.delays.remove(name.as_str()).unwrap_or_default());
+            b.total_wait_s = delay(self.total_waits.remove(name.as_str()).unwrap_or_default());
+            b.fragmentation_share_of_events = b.fragmentation_share().map(round4);
+            b.fragmentation_share_of_time = b.fragmentation_time_share().map(round4);
         }
+        by_size
     }
-    for (name, b) in &mut by_size {
-        b.queue_delay_s = delay(delays.remove(name.as_str()).unwrap_or_default());
-        b.total_wait_s = delay(total_waits.remove(name.as_str()).unwrap_or_default());
-        b.fragmentation_share_of_events = b.fragmentation_share().map(round4);
-        b.fragmentation_share_of_time = b.fragmentation_time_share().map(round4);
-    }
-    let per_vc = r
-        .vcs
+}
+
+/// Each VC of `r`: its quota, mean GPUs held and `vc_jobs` jobs.
+fn per_vc(r: &RunResult, vc_jobs: &[usize]) -> BTreeMap<String, VcStats> {
+    r.vcs
         .iter()
         .enumerate()
         .map(|(i, v)| {
@@ -606,36 +690,19 @@ pub fn summarize(name: &str, policies: Policies, r: &RunResult) -> Run {
                 },
             )
         })
-        .collect();
-    Run {
-        name: name.to_string(),
-        policies,
-        jobs: counts,
-        by_size,
-        gpu_allocation_mean: round3(r.gpu_allocation_mean),
-        jct_s: jct(jcts),
-        jct_passed_s: jct(jcts_passed),
-        failed_attempt_gpu_s: failed_gpu_s,
-        spread_slowdown_gpu_s: slowdown_gpu_s,
-        gpu_s_by_status: by_status,
-        reclaim,
-        defragment,
-        retry,
-        per_vc,
-        policy_errors: r.policy_errors,
-        quarantines: r
-            .quarantines
-            .iter()
-            .map(|q| QuarantineRecord {
-                at_s: q.at_s,
-                slot: q.slot.as_str().to_string(),
-                module: q.module.clone(),
-                restored: q.restored.clone(),
-                error: q.error.clone(),
-            })
-            .collect(),
-        gpus_over_time: GpusOverTime::of(&r.samples),
-        fit: None,
+        .collect()
+}
+
+impl QuarantineRecord {
+    /// The record of quarantine `q`.
+    fn of(q: &crate::sim::Quarantine) -> Self {
+        QuarantineRecord {
+            at_s: q.at_s,
+            slot: q.slot.as_str().to_string(),
+            module: q.module.clone(),
+            restored: q.restored.clone(),
+            error: q.error.clone(),
+        }
     }
 }
 
@@ -645,113 +712,19 @@ fn minutes(s: f64) -> String {
 
 /// The console summary: one column per run.
 pub fn table(runs: &[Run]) -> String {
-    let mut rows: Vec<(String, Vec<String>)> = Vec::new();
-    let mut row = |label: &str, f: &dyn Fn(&Run) -> String| {
-        rows.push((label.to_string(), runs.iter().map(f).collect()));
+    let mut rows = Rows {
+        runs,
+        rows: Vec::new(),
     };
-    row("policy set", &|r| r.name.clone());
-    row("fairness / locality / gang / placement", &|r| {
-        format!(
-            "{}/{}/{}/{}",
-            r.policies.slot(Slot::Fairness),
-            r.policies.slot(Slot::Locality),
-            r.policies.slot(Slot::Gang),
-            r.policies.placement
-        )
-    });
-    row("reclaim / retry / defragment", &|r| {
-        format!(
-            "{}/{}/{}",
-            r.policies.slot(Slot::Reclaim),
-            r.policies.slot(Slot::Retry),
-            r.policies.slot(Slot::Defragment)
-        )
-    });
-    row("jobs passed/failed/killed", &|r| {
-        format!("{}/{}/{}", r.jobs.passed, r.jobs.failed, r.jobs.killed)
-    });
-    row("never started / unfinished", &|r| {
-        format!("{} / {}", r.jobs.never_started, r.jobs.unfinished)
-    });
-    row("GPU allocation (mean)", &|r| {
-        format!("{:.1} %", r.gpu_allocation_mean * 100.0)
-    });
-    row("JCT mean / p50 / p90 (h)", &|r| {
-        format!(
-            "{:.2} / {:.2} / {:.2}",
-            r.jct_s.mean / 3600.0,
-            r.jct_s.p50 / 3600.0,
-            r.jct_s.p90 / 3600.0
-        )
-    });
-    row("JCT of passed jobs, mean (h)", &|r| {
-        format!("{:.2}", r.jct_passed_s.mean / 3600.0)
-    });
-    row("failed-attempt GPU-hours", &|r| {
-        format!("{:.0}", r.failed_attempt_gpu_s as f64 / 3600.0)
-    });
-    row("GPU-hours lost to spreading", &|r| {
-        format!("{:.0}", r.spread_slowdown_gpu_s as f64 / 3600.0)
-    });
-    row("GPU time passed/killed/failed", &|r| {
-        let total: u64 = r.gpu_s_by_status.values().sum();
-        if total == 0 {
-            return "n/a (no finished jobs)".to_string();
-        }
-        let pct =
-            |k: &str| r.gpu_s_by_status.get(k).copied().unwrap_or(0) as f64 / total as f64 * 100.0;
-        format!(
-            "{:.1} / {:.1} / {:.1} %",
-            pct("passed"),
-            pct("killed"),
-            pct("failed")
-        )
-    });
-    row("preemptions / GPU-h lost restarting", &|r| {
-        format!(
-            "{} / {:.0}",
-            r.reclaim.preemptions,
-            r.reclaim.restart_gpu_s as f64 / 3600.0
-        )
-    });
-    row("migrations / GPU-h lost restarting", &|r| {
-        format!(
-            "{} / {:.0}",
-            r.defragment.migrations,
-            r.defragment.restart_gpu_s as f64 / 3600.0
-        )
-    });
-    row("retries avoided / GPU-h saved / passing lost", &|r| {
-        format!(
-            "{} / {:.0} / {}",
-            r.retry.attempts_avoided,
-            r.retry.saved_gpu_s as f64 / 3600.0,
-            r.retry.passing_jobs_lost
-        )
-    });
+    rows.policies();
+    rows.jobs();
+    rows.gpu_time();
+    rows.slot_costs();
     for b in BUCKETS {
-        row(&format!("[{b} GPU] queue p50 / p90 (min)"), &|r| {
-            let d = &r.by_size[b].queue_delay_s;
-            format!("{} / {}", minutes(d.p50), minutes(d.p90))
-        });
-        row(
-            &format!("[{b} GPU] fragmentation share (events / time)"),
-            &|r| r.by_size[b].table2(),
-        );
+        rows.bucket(b);
     }
-    row("policy errors", &|r| r.policy_errors.to_string());
-    let label_w = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
-    let col_w: Vec<usize> = (0..runs.len())
-        .map(|i| rows.iter().map(|r| r.1[i].len()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for (label, cells) in rows {
-        out.push_str(&format!("{label:<label_w$}"));
-        for (c, w) in cells.iter().zip(&col_w) {
-            out.push_str(&format!("  {c:>w$}"));
-        }
-        out.push('\n');
-    }
+    rows.row("policy errors", &|r| r.policy_errors.to_string());
+    let mut out = rows.render();
     for r in runs {
         for q in &r.quarantines {
             out.push_str(&format!(
@@ -761,4 +734,144 @@ pub fn table(runs: &[Run]) -> String {
         }
     }
     out
+}
+
+/// The rows of [`table`]: a label and one cell per run.
+struct Rows<'r> {
+    runs: &'r [Run],
+    rows: Vec<(String, Vec<String>)>,
+}
+
+impl Rows<'_> {
+    /// Adds the row `label`, each run's cell written by `f`.
+    fn row(&mut self, label: &str, f: &dyn Fn(&Run) -> String) {
+        self.rows
+            .push((label.to_string(), self.runs.iter().map(f).collect()));
+    }
+
+    /// The policy set's name and its policies.
+    fn policies(&mut self) {
+        self.row("policy set", &|r| r.name.clone());
+        self.row("fairness / locality / gang / placement", &|r| {
+            format!(
+                "{}/{}/{}/{}",
+                r.policies.slot(Slot::Fairness),
+                r.policies.slot(Slot::Locality),
+                r.policies.slot(Slot::Gang),
+                r.policies.placement
+            )
+        });
+        self.row("reclaim / retry / defragment", &|r| {
+            format!(
+                "{}/{}/{}",
+                r.policies.slot(Slot::Reclaim),
+                r.policies.slot(Slot::Retry),
+                r.policies.slot(Slot::Defragment)
+            )
+        });
+    }
+
+    /// How the jobs ended, the cluster's allocation and JCTs.
+    fn jobs(&mut self) {
+        self.row("jobs passed/failed/killed", &|r| {
+            format!("{}/{}/{}", r.jobs.passed, r.jobs.failed, r.jobs.killed)
+        });
+        self.row("never started / unfinished", &|r| {
+            format!("{} / {}", r.jobs.never_started, r.jobs.unfinished)
+        });
+        self.row("GPU allocation (mean)", &|r| {
+            format!("{:.1} %", r.gpu_allocation_mean * 100.0)
+        });
+        self.row("JCT mean / p50 / p90 (h)", &|r| {
+            format!(
+                "{:.2} / {:.2} / {:.2}",
+                r.jct_s.mean / 3600.0,
+                r.jct_s.p50 / 3600.0,
+                r.jct_s.p90 / 3600.0
+            )
+        });
+        self.row("JCT of passed jobs, mean (h)", &|r| {
+            format!("{:.2}", r.jct_passed_s.mean / 3600.0)
+        });
+    }
+
+    /// Where GPU time went: failed attempts, spreading, each status.
+    fn gpu_time(&mut self) {
+        self.row("failed-attempt GPU-hours", &|r| {
+            format!("{:.0}", r.failed_attempt_gpu_s as f64 / 3600.0)
+        });
+        self.row("GPU-hours lost to spreading", &|r| {
+            format!("{:.0}", r.spread_slowdown_gpu_s as f64 / 3600.0)
+        });
+        self.row("GPU time passed/killed/failed", &|r| {
+            let total: u64 = r.gpu_s_by_status.values().sum();
+            if total == 0 {
+                return "n/a (no finished jobs)".to_string();
+            }
+            let pct = |k: &str| {
+                r.gpu_s_by_status.get(k).copied().unwrap_or(0) as f64 / total as f64 * 100.0
+            };
+            format!(
+                "{:.1} / {:.1} / {:.1} %",
+                pct("passed"),
+                pct("killed"),
+                pct("failed")
+            )
+        });
+    }
+
+    /// What the reclaim, defragment and retry slots cost and saved.
+    fn slot_costs(&mut self) {
+        self.row("preemptions / GPU-h lost restarting", &|r| {
+            format!(
+                "{} / {:.0}",
+                r.reclaim.preemptions,
+                r.reclaim.restart_gpu_s as f64 / 3600.0
+            )
+        });
+        self.row("migrations / GPU-h lost restarting", &|r| {
+            format!(
+                "{} / {:.0}",
+                r.defragment.migrations,
+                r.defragment.restart_gpu_s as f64 / 3600.0
+            )
+        });
+        self.row("retries avoided / GPU-h saved / passing lost", &|r| {
+            format!(
+                "{} / {:.0} / {}",
+                r.retry.attempts_avoided,
+                r.retry.saved_gpu_s as f64 / 3600.0,
+                r.retry.passing_jobs_lost
+            )
+        });
+    }
+
+    /// Size bucket `b`'s queue delays and fragmentation shares.
+    fn bucket(&mut self, b: &str) {
+        self.row(&format!("[{b} GPU] queue p50 / p90 (min)"), &|r| {
+            let d = &r.by_size[b].queue_delay_s;
+            format!("{} / {}", minutes(d.p50), minutes(d.p90))
+        });
+        self.row(
+            &format!("[{b} GPU] fragmentation share (events / time)"),
+            &|r| r.by_size[b].table2(),
+        );
+    }
+
+    /// The rows as aligned text, one line each.
+    fn render(self) -> String {
+        let label_w = self.rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+        let col_w: Vec<usize> = (0..self.runs.len())
+            .map(|i| self.rows.iter().map(|r| r.1[i].len()).max().unwrap_or(0))
+            .collect();
+        let mut out = String::new();
+        for (label, cells) in self.rows {
+            out.push_str(&format!("{label:<label_w$}"));
+            for (c, w) in cells.iter().zip(&col_w) {
+                out.push_str(&format!("  {c:>w$}"));
+            }
+            out.push('\n');
+        }
+        out
+    }
 }

@@ -349,6 +349,10 @@ struct Replay<'t> {
     max_server_gpus: u32,
     /// The `queued` wait of every job, split by what its VC waited behind.
     queued: QueuedTime,
+    /// Trace jobs arrived so far (the next arrival's index).
+    next_arrival: usize,
+    /// Rounds run or skipped when something last ran or was still to arrive.
+    rounds_at_idle: u64,
 }
 
 /// Per-job counters the scheduler does not keep.
@@ -463,96 +467,111 @@ impl Replay<'_> {
 
     fn handle(&mut self, t: u64, event: Event) -> Result<(), SimError> {
         match event {
-            Event::Arrival(i) => {
-                let job = &self.trace.jobs[i as usize];
-                let vc = self.sched.virtual_cluster(&job.vc);
-                self.extra[i as usize].vc = vc.0;
-                let spec = JobSpec {
-                    id: JobId(u64::from(i)),
-                    vc,
-                    user: 0,
-                    gpus: job.gpus,
-                    submitted_s: t,
-                };
-                self.sched
-                    .submit(spec)
-                    .map_err(|source| SimError::Rejected {
-                        job: job.name.clone(),
-                        source,
-                    })?;
-                let at = self.grid(t);
-                self.schedule_round(at);
-            }
+            Event::Arrival(i) => self.arrive(i as usize, t)?,
             Event::AttemptEnd { job, generation } => {
                 let i = job as usize;
                 if generation != self.live[i].generation {
                     return Ok(()); // interrupted, preempted or moved since
                 }
                 self.attempt_ended(i, t)?;
-                let at = self.grid(t);
-                self.schedule_round(at);
             }
-            Event::ServerDown(s) => {
-                let hit = self.sched.server_down(ServerId(s), t)?;
-                let every = self.cfg.checkpoint_s;
-                for id in hit {
-                    self.charge_use(id.0 as usize, t);
-                    let live = &mut self.live[id.0 as usize];
-                    live.generation += 1;
-                    let probe = live.probe.take().is_some();
-                    // What is left of the run from its last checkpoint (a
-                    // probe, and a job without checkpoints, starts over).
-                    let run = live.ends_at.saturating_sub(live.run_from_s);
-                    let done = t.saturating_sub(live.run_from_s).min(run);
-                    let kept = if every == 0 || probe {
-                        0
-                    } else {
-                        done - done % every
-                    };
-                    live.remaining =
-                        (kept > 0 || live.remaining.is_some()).then(|| run.saturating_sub(kept));
-                }
-                self.heap.push(Reverse((
-                    t.saturating_add(self.cfg.server_repair_s),
-                    Event::ServerUp(s),
-                )));
-                let at = self.grid(t);
-                self.schedule_round(at);
-            }
-            Event::ServerUp(s) => {
-                self.sched.server_up(ServerId(s))?;
-                if let Some(mtbf) = self.cfg.server_mtbf_s {
-                    let next = exp_sample(&mut self.rng, mtbf);
-                    self.heap
-                        .push(Reverse((t.saturating_add(next), Event::ServerDown(s))));
-                }
-                let at = self.grid(t);
-                self.schedule_round(at);
-            }
-            Event::Round => {
-                if self.round_at != Some(t) {
-                    return Ok(()); // superseded by an earlier round
-                }
-                self.round_at = None;
-                // While fewer GPUs are free than the smallest waiting gang, no
-                // job can start: skip the round (waits keep their last
-                // reason), unless the retry slot has failures to decide about
-                // or a reclaim policy might make room.
-                let free = self.sched.state().free_gpus();
-                if !self.reclaim_active
-                    && self.sched.awaiting_retry_len() == 0
-                    && self.sched.smallest_pending_gpus().is_some_and(|g| g > free)
-                {
-                    self.skipped_rounds += 1;
-                    if self.cfg.idle_tick_s > 0 {
-                        self.schedule_round(t.saturating_add(self.cfg.idle_tick_s));
-                    }
-                    return Ok(());
-                }
-                self.round(t)?;
-            }
+            Event::ServerDown(s) => self.server_down(s, t)?,
+            Event::ServerUp(s) => self.server_up(s, t)?,
+            Event::Round => return self.round_due(t),
+        }
+        let at = self.grid(t);
+        self.schedule_round(at);
+        Ok(())
+    }
+
+    /// Trace job `i` arrives at `t`: submitted to the scheduler.
+    fn arrive(&mut self, i: usize, t: u64) -> Result<(), SimError> {
+        let job = &self.trace.jobs[i];
+        let vc = self.sched.virtual_cluster(&job.vc);
+        self.extra[i].vc = vc.0;
+        let spec = JobSpec {
+            id: JobId(i as u64),
+            vc,
+            user: 0,
+            gpus: job.gpus,
+            submitted_s: t,
+        };
+        self.sched
+            .submit(spec)
+            .map_err(|source| SimError::Rejected {
+                job: job.name.clone(),
+                source,
+            })?;
+        Ok(())
+    }
+
+    /// Server `s` fails at `t`: the attempts on it stop, and it comes back
+    /// after the repair time.
+    fn server_down(&mut self, s: u32, t: u64) -> Result<(), SimError> {
+        let hit = self.sched.server_down(ServerId(s), t)?;
+        for id in hit {
+            self.interrupt(id.0 as usize, t);
+        }
+        self.heap.push(Reverse((
+            t.saturating_add(self.cfg.server_repair_s),
+            Event::ServerUp(s),
+        )));
+        Ok(())
+    }
+
+    /// Job `i`'s attempt is interrupted by a server failure at `t`: what is
+    /// left of its run from its last checkpoint (a probe, and a job without
+    /// checkpoints, starts over).
+    fn interrupt(&mut self, i: usize, t: u64) {
+        self.charge_use(i, t);
+        let every = self.cfg.checkpoint_s;
+        let live = &mut self.live[i];
+        live.generation += 1;
+        let probe = live.probe.take().is_some();
+        let run = live.ends_at.saturating_sub(live.run_from_s);
+        let done = t.saturating_sub(live.run_from_s).min(run);
+        let kept = if every == 0 || probe {
+            0
+        } else {
+            done - done % every
+        };
+        live.remaining = (kept > 0 || live.remaining.is_some()).then(|| run.saturating_sub(kept));
+    }
+
+    /// Server `s` is back at `t`; with failures on, its next failure is drawn.
+    fn server_up(&mut self, s: u32, t: u64) -> Result<(), SimError> {
+        self.sched.server_up(ServerId(s))?;
+        if let Some(mtbf) = self.cfg.server_mtbf_s {
+            let next = exp_sample(&mut self.rng, mtbf);
+            self.heap
+                .push(Reverse((t.saturating_add(next), Event::ServerDown(s))));
         }
         Ok(())
+    }
+
+    /// A round is due at `t`: run it, unless an earlier one superseded it
+    /// or no waiting job can start.
+    fn round_due(&mut self, t: u64) -> Result<(), SimError> {
+        if self.round_at != Some(t) {
+            return Ok(()); // superseded by an earlier round
+        }
+        self.round_at = None;
+        // While fewer GPUs are free than the smallest waiting gang, no job
+        // can start: skip the round (waits keep their last reason), unless
+        // the retry slot has failures to decide about or a reclaim policy
+        // might make room.
+        let free = self.sched.state().free_gpus();
+        if !self.reclaim_active
+            && self.sched.awaiting_retry_len() == 0
+            && self.sched.smallest_pending_gpus().is_some_and(|g| g > free)
+        {
+            self.skipped_rounds += 1;
+            if self.cfg.idle_tick_s > 0 {
+                self.schedule_round(t.saturating_add(self.cfg.idle_tick_s));
+            }
+            return Ok(());
+        }
+        self.round(t)
     }
 
     /// The running attempt of job `i` ended at `t`: how, the trace (and
@@ -617,8 +636,40 @@ impl Replay<'_> {
         self.policy_errors += report.policy_errors.len() as u64;
         self.note_quarantines(t, &report.slot_events);
         self.queued.charge(t);
+        let vc_head = self.note_waits(&report.waiting);
+        self.note_queued(&report.waiting, &vc_head);
+        for (id, action) in &report.retries {
+            if *action == RetryAction::GiveUp {
+                self.give_up(id.0 as usize, t);
+            }
+        }
+        for p in &report.preempted {
+            self.preempted(p.job.0 as usize, t);
+        }
+        for m in &report.migrations {
+            self.moved(m.job.0 as usize, m.to.placement.gpu_count(), t);
+        }
+        for s in &report.starts {
+            self.start(s, t);
+        }
+        if self.sched.pending_len() > 0 && self.cfg.idle_tick_s > 0 {
+            self.schedule_round(t.saturating_add(self.cfg.idle_tick_s));
+        }
+        if let Some(next) = self.sched.next_retry_s() {
+            let at = self.grid(next.max(t.saturating_add(1)));
+            self.schedule_round(at);
+        }
+        Ok(())
+    }
+
+    /// Records each waiting job's reason (counting the delay events it
+    /// enters), and returns, per VC, the reason its earliest shown job
+    /// (ids follow submit order) waits for, if one waits for a reason of
+    /// its own.
+    #[inline]
+    fn note_waits(&mut self, waiting: &[(JobId, WaitReason)]) -> Vec<Option<WaitReason>> {
         let mut vc_head: Vec<Option<WaitReason>> = Vec::new();
-        for &(id, reason) in &report.waiting {
+        for &(id, reason) in waiting {
             let e = &mut self.extra[id.0 as usize];
             if e.last_reason != Some(reason) {
                 match reason {
@@ -629,8 +680,6 @@ impl Replay<'_> {
             }
             e.last_reason = Some(reason);
             e.shown_round = self.rounds;
-            // The VC's earliest shown job (ids follow submit order) that
-            // waits for a reason of its own.
             if reason != WaitReason::Queued {
                 let vc = e.vc as usize;
                 if vc_head.len() <= vc {
@@ -639,102 +688,121 @@ impl Replay<'_> {
                 vc_head[vc].get_or_insert(reason);
             }
         }
-        // Each pending job that waits `queued` (beyond its VC's view window,
-        // or shown as queued) until the next round, behind what its VC's
-        // queue waits for.
-        let shown: Vec<u32> = report
-            .waiting
+        vc_head
+    }
+
+    /// Each pending job that waits `queued` (beyond its VC's view window,
+    /// or shown as queued) until the next round, behind what its VC's queue
+    /// waits for (`vc_head`).
+    #[inline]
+    fn note_queued(&mut self, waiting: &[(JobId, WaitReason)], vc_head: &[Option<WaitReason>]) {
+        let shown: Vec<u32> = waiting
             .iter()
             .filter(|(_, r)| *r != WaitReason::Queued)
             .filter_map(|(id, _)| u32::try_from(id.0).ok())
             .collect();
         let extra = &self.extra;
-        let closed = self.queued.note(&self.sched, &vc_head, shown, |j| {
+        let closed = self.queued.note(&self.sched, vc_head, shown, |j| {
             extra.get(j as usize).map_or(0, |e| e.vc)
         });
         self.take_queued(closed);
+    }
+
+    /// The retry policy gave up on job `i` at `t`: it ends as failed, and
+    /// the recorded attempts it did not run are saved.
+    fn give_up(&mut self, i: usize, t: u64) {
+        let attempts = &self.trace.jobs[i].attempts;
+        let gpus = u64::from(self.trace.jobs[i].gpus);
+        let rest = &attempts[self.live[i].attempt.min(attempts.len())..];
+        let e = &mut self.extra[i];
+        e.attempts_avoided += rest.len() as u32;
+        e.saved_gpu_s += rest.iter().map(|a| a.run_s * gpus).sum::<u64>();
+        e.passing_lost = rest.last().is_some_and(|a| a.outcome == Outcome::Passed);
+        self.finish[i] = Some((t, Outcome::Failed));
+        self.finished += 1;
+    }
+
+    /// Job `i` was preempted at `t`: it keeps the rest of its run for later
+    /// (a probe starts over).
+    fn preempted(&mut self, i: usize, t: u64) {
+        self.charge_use(i, t);
+        let live = &mut self.live[i];
+        live.generation += 1;
+        if live.probe.take().is_none() {
+            live.remaining = Some(live.ends_at.saturating_sub(t));
+        }
+    }
+
+    /// Job `i` was moved onto `gpus` GPUs at `t`: its run goes on there
+    /// after a restart.
+    fn moved(&mut self, i: usize, gpus: u32, t: u64) {
         let restart = self.cfg.restart_s;
-        for (id, action) in &report.retries {
-            let i = id.0 as usize;
-            if *action == RetryAction::GiveUp {
-                let attempts = &self.trace.jobs[i].attempts;
-                let gpus = u64::from(self.trace.jobs[i].gpus);
-                let rest = &attempts[self.live[i].attempt.min(attempts.len())..];
-                let e = &mut self.extra[i];
-                e.attempts_avoided += rest.len() as u32;
-                e.saved_gpu_s += rest.iter().map(|a| a.run_s * gpus).sum::<u64>();
-                e.passing_lost = rest.last().is_some_and(|a| a.outcome == Outcome::Passed);
-                self.finish[i] = Some((t, Outcome::Failed));
-                self.finished += 1;
-            }
+        self.charge_use(i, t);
+        self.live[i].generation += 1;
+        self.live[i].gpus = gpus;
+        self.extra[i].restart_gpu_s += u64::from(gpus) * restart;
+        let at = self.live[i].ends_at.saturating_add(restart);
+        self.live[i].run_from_s = t;
+        self.end_event(i, at);
+    }
+
+    /// A job starts at `t` as `s` says: its attempt's end is scheduled.
+    #[inline]
+    fn start(&mut self, s: &gangway_core::Start, t: u64) {
+        let i = s.job.0 as usize;
+        let gpus = s.choice.placement.gpu_count();
+        self.live[i].gpus = gpus;
+        self.live[i].started_s = t;
+        self.live[i].run_from_s = t;
+        self.extra[i].last_reason = None;
+        let run = match s.probe_s {
+            Some(probe_s) => self.probe_run(i, probe_s),
+            None => self.attempt_run(i, gpus, s.choice.servers),
+        };
+        // A probe's time is the policy's (bounded by the contract); the
+        // clock saturates rather than wraps whatever it is.
+        self.end_event(i, t.saturating_add(run));
+    }
+
+    /// The recorded attempt job `i` runs (or runs next).
+    #[inline]
+    fn current_attempt(&self, i: usize) -> crate::trace::Attempt {
+        let attempts = &self.trace.jobs[i].attempts;
+        attempts[self.live[i].attempt.min(attempts.len() - 1)]
+    }
+
+    /// How long job `i`'s probe of `probe_s` runs: the attempt's own time
+    /// if the attempt fails within it.
+    #[inline]
+    fn probe_run(&mut self, i: usize, probe_s: u64) -> u64 {
+        let a = self.current_attempt(i);
+        self.extra[i].probes += 1;
+        let fails = a.outcome == Outcome::Failed && a.run_s <= probe_s;
+        self.live[i].probe = Some(fails);
+        if fails { a.run_s } else { probe_s }
+    }
+
+    /// How long job `i`'s attempt runs on `gpus` GPUs over `servers`
+    /// servers: the rest after a restart if it was preempted, else its
+    /// recorded time, longer if spread (locality cost).
+    #[inline]
+    fn attempt_run(&mut self, i: usize, gpus: u32, servers: u32) -> u64 {
+        if let Some(left) = self.live[i].remaining {
+            // Resumed after a preemption: the rest, after a restart.
+            let restart = self.cfg.restart_s;
+            self.extra[i].restart_gpu_s += u64::from(gpus) * restart;
+            return left.saturating_add(restart);
         }
-        for p in &report.preempted {
-            let i = p.job.0 as usize;
-            self.charge_use(i, t);
-            let live = &mut self.live[i];
-            live.generation += 1;
-            if live.probe.take().is_none() {
-                live.remaining = Some(live.ends_at.saturating_sub(t));
-            }
-        }
-        for m in &report.migrations {
-            let i = m.job.0 as usize;
-            self.charge_use(i, t);
-            self.live[i].generation += 1;
-            self.live[i].gpus = m.to.placement.gpu_count();
-            self.extra[i].restart_gpu_s += u64::from(m.to.placement.gpu_count()) * restart;
-            let at = self.live[i].ends_at.saturating_add(restart);
-            self.live[i].run_from_s = t;
-            self.end_event(i, at);
-        }
-        for s in &report.starts {
-            let i = s.job.0 as usize;
-            let attempts = &self.trace.jobs[i].attempts;
-            let a = attempts[self.live[i].attempt.min(attempts.len() - 1)];
-            let gpus = s.choice.placement.gpu_count();
-            self.live[i].gpus = gpus;
-            self.live[i].started_s = t;
-            self.live[i].run_from_s = t;
-            self.extra[i].last_reason = None;
-            let slow = if self.cfg.locality_cost {
-                let min = gpus.div_ceil(self.max_server_gpus.max(1));
-                locality_slowdown(s.choice.servers, min)
-            } else {
-                1.0
-            };
-            let run = match s.probe_s {
-                Some(probe_s) => {
-                    self.extra[i].probes += 1;
-                    let fails = a.outcome == Outcome::Failed && a.run_s <= probe_s;
-                    self.live[i].probe = Some(fails);
-                    if fails { a.run_s } else { probe_s }
-                }
-                None => match self.live[i].remaining {
-                    // Resumed after a preemption: the rest, after a restart.
-                    Some(left) => {
-                        self.extra[i].restart_gpu_s += u64::from(gpus) * restart;
-                        left.saturating_add(restart)
-                    }
-                    None => {
-                        let scaled = (a.run_s as f64 * slow).round() as u64;
-                        self.extra[i].slowdown_gpu_s +=
-                            (scaled - a.run_s.min(scaled)) * u64::from(gpus);
-                        scaled
-                    }
-                },
-            };
-            // A probe's time is the policy's (bounded by the contract); the
-            // clock saturates rather than wraps whatever it is.
-            self.end_event(i, t.saturating_add(run));
-        }
-        if self.sched.pending_len() > 0 && self.cfg.idle_tick_s > 0 {
-            self.schedule_round(t.saturating_add(self.cfg.idle_tick_s));
-        }
-        if let Some(next) = self.sched.next_retry_s() {
-            let at = self.grid(next.max(t.saturating_add(1)));
-            self.schedule_round(at);
-        }
-        Ok(())
+        let a = self.current_attempt(i);
+        let slow = if self.cfg.locality_cost {
+            let min = gpus.div_ceil(self.max_server_gpus.max(1));
+            locality_slowdown(servers, min)
+        } else {
+            1.0
+        };
+        let scaled = (a.run_s as f64 * slow).round() as u64;
+        self.extra[i].slowdown_gpu_s += (scaled - a.run_s.min(scaled)) * u64::from(gpus);
+        scaled
     }
 }
 
@@ -774,209 +842,284 @@ pub fn run_until(
     mut on_progress: impl FnMut(Progress) -> ControlFlow<()>,
 ) -> Result<RunResult, SimError> {
     let clock = Instant::now();
-    let n = trace.jobs.len();
-    let servers = topology.servers().len();
-    let reclaim_active = !policies.slot::<Reclaim>().is_noop();
-    let max_server_gpus = topology.max_server_gpus();
-    let mut sim = Replay {
-        sched: Scheduler::with_policies(topology, policies),
-        trace,
-        cfg,
-        heap: BinaryHeap::new(),
-        live: vec![Live::default(); n],
-        finish: vec![None; n],
-        finished: 0,
-        extra: vec![Extra::default(); n],
-        round_at: None,
-        rng: ChaCha8Rng::seed_from_u64(cfg.seed),
-        rounds: 0,
-        skipped_rounds: 0,
-        queued: QueuedTime::new(trace.jobs.len()),
-        policy_errors: 0,
-        quarantines: Vec::new(),
-        in_rounds: Duration::ZERO,
-        reclaim_active,
-        max_server_gpus,
-    };
-    sim.sched.set_placement_strategy(cfg.placement);
-    sim.sched.set_view_window(cfg.view_window);
-    // VCs in order of first appearance, with their quotas.
-    for job in &trace.jobs {
-        let vc = sim.sched.virtual_cluster(&job.vc);
-        sim.sched.set_quota(vc, cfg.quotas.get(&job.vc).copied());
-    }
-    if let Some(mtbf) = cfg.server_mtbf_s {
-        for s in 0..servers {
-            let at = exp_sample(&mut sim.rng, mtbf);
-            sim.heap.push(Reverse((at, Event::ServerDown(s as u32))));
+    let mut sim = Replay::new(topology, trace, policies, cfg);
+    let mut meter = Meter::new(trace, sim.sched.virtual_clusters().len());
+    let mut reported = Progress::default();
+    while let Some(t) = sim.next_time() {
+        meter.account(&sim.sched, t);
+        sim.handle_instant(t)?;
+        let progress = Progress {
+            arrived: sim.next_arrival,
+            finished: sim.finished,
+            now_s: t,
+        };
+        if (progress.arrived, progress.finished) != (reported.arrived, reported.finished) {
+            reported = progress;
+            if on_progress(progress).is_break() {
+                return Err(SimError::Interrupted { at_s: t });
+            }
+        }
+        if sim.over() {
+            break;
         }
     }
-    let vcs = sim.sched.virtual_clusters().len();
-    let arrival_end = trace.jobs.last().map_or(0, |j| j.submit_s);
-    let sample_step = (arrival_end / 2000).max(60);
-    let mut samples = Vec::new();
-    let mut next_sample = 0u64;
-    let mut alloc_integral = 0.0f64;
-    let mut vc_integral = vec![0.0f64; vcs];
-    let mut last_t = 0u64;
-    let mut next_arrival = 0usize;
-    let mut rounds_at_idle = 0u64;
-    let mut reported = (0usize, 0usize);
-    loop {
-        let heap_t = sim.heap.peek().map(|Reverse((t, _))| *t);
-        let arrival_t = trace.jobs.get(next_arrival).map(|j| j.submit_s);
-        let t = match (heap_t, arrival_t) {
-            (None, None) => break,
-            (Some(h), None) => h,
-            (None, Some(a)) => a,
-            (Some(h), Some(a)) => h.min(a),
-        };
-        // Account the state held over [last_t, t).
-        let window_end = t.min(arrival_end);
-        if window_end > last_t {
-            let dt = (window_end - last_t) as f64;
-            let state = sim.sched.state();
+    sim.result(meter, clock)
+}
+
+/// The cluster's use over the arrival window: time-weighted means and
+/// periodic samples.
+struct Meter {
+    /// The last arrival: the window's end.
+    arrival_end: u64,
+    /// Seconds between samples.
+    sample_step: u64,
+    /// When the next sample is due.
+    next_sample: u64,
+    samples: Vec<Sample>,
+    /// Integral of allocated / online GPUs over time.
+    alloc_integral: f64,
+    /// Integral of GPUs held over time, per VC.
+    vc_integral: Vec<f64>,
+    /// Accounted up to here.
+    last_t: u64,
+}
+
+impl Meter {
+    /// A meter of `trace`'s arrival window over `vcs` VCs.
+    fn new(trace: &Trace, vcs: usize) -> Self {
+        let arrival_end = trace.jobs.last().map_or(0, |j| j.submit_s);
+        Meter {
+            arrival_end,
+            sample_step: (arrival_end / 2000).max(60),
+            next_sample: 0,
+            samples: Vec::new(),
+            alloc_integral: 0.0,
+            vc_integral: vec![0.0; vcs],
+            last_t: 0,
+        }
+    }
+
+    /// Accounts the state `sched` held over [last accounted, `t`), and
+    /// takes the samples due by `t`.
+    #[inline]
+    fn account(&mut self, sched: &Scheduler, t: u64) {
+        let window_end = t.min(self.arrival_end);
+        if window_end > self.last_t {
+            let dt = (window_end - self.last_t) as f64;
+            let state = sched.state();
             let online = state.online_gpus().max(1) as f64;
-            alloc_integral += state.allocated_gpus() as f64 / online * dt;
-            for (v, acc) in sim.sched.virtual_clusters().iter().zip(&mut vc_integral) {
+            self.alloc_integral += state.allocated_gpus() as f64 / online * dt;
+            for (v, acc) in sched.virtual_clusters().iter().zip(&mut self.vc_integral) {
                 *acc += f64::from(v.held_gpus) * dt;
             }
         }
-        while next_sample <= t && next_sample <= arrival_end {
-            samples.push(Sample {
-                t_s: next_sample,
-                allocated: sim.sched.state().allocated_gpus(),
-                online: sim.sched.state().online_gpus(),
-                per_vc: sim
-                    .sched
+        while self.next_sample <= t && self.next_sample <= self.arrival_end {
+            self.samples.push(Sample {
+                t_s: self.next_sample,
+                allocated: sched.state().allocated_gpus(),
+                online: sched.state().online_gpus(),
+                per_vc: sched
                     .virtual_clusters()
                     .iter()
                     .map(|v| v.held_gpus)
                     .collect(),
             });
-            next_sample += sample_step;
+            self.next_sample += self.sample_step;
         }
-        last_t = last_t.max(t);
-        // All events at time t: heap events (ends, failures) first, then
-        // arrivals, then the round (the heap orders Round last).
-        while let Some(Reverse((ht, ev))) = sim.heap.peek().copied() {
+        self.last_t = self.last_t.max(t);
+    }
+
+    /// The window's length, for means (at least 1 s).
+    fn span(&self) -> f64 {
+        self.arrival_end.max(1) as f64
+    }
+}
+
+impl<'t> Replay<'t> {
+    /// A replay of `trace` on `topology` with `policies`, its VCs made (in
+    /// order of first appearance, with their quotas) and, with failures on,
+    /// each server's first failure drawn.
+    fn new(topology: Topology, trace: &'t Trace, policies: PolicySet, cfg: &'t SimConfig) -> Self {
+        let n = trace.jobs.len();
+        let servers = topology.servers().len();
+        let reclaim_active = !policies.slot::<Reclaim>().is_noop();
+        let max_server_gpus = topology.max_server_gpus();
+        let mut sim = Replay {
+            sched: Scheduler::with_policies(topology, policies),
+            trace,
+            cfg,
+            heap: BinaryHeap::new(),
+            live: vec![Live::default(); n],
+            finish: vec![None; n],
+            finished: 0,
+            extra: vec![Extra::default(); n],
+            round_at: None,
+            rng: ChaCha8Rng::seed_from_u64(cfg.seed),
+            rounds: 0,
+            skipped_rounds: 0,
+            queued: QueuedTime::new(n),
+            policy_errors: 0,
+            quarantines: Vec::new(),
+            in_rounds: Duration::ZERO,
+            reclaim_active,
+            max_server_gpus,
+            next_arrival: 0,
+            rounds_at_idle: 0,
+        };
+        sim.sched.set_placement_strategy(cfg.placement);
+        sim.sched.set_view_window(cfg.view_window);
+        for job in &trace.jobs {
+            let vc = sim.sched.virtual_cluster(&job.vc);
+            sim.sched.set_quota(vc, cfg.quotas.get(&job.vc).copied());
+        }
+        if let Some(mtbf) = cfg.server_mtbf_s {
+            for s in 0..servers {
+                let at = exp_sample(&mut sim.rng, mtbf);
+                sim.heap.push(Reverse((at, Event::ServerDown(s as u32))));
+            }
+        }
+        sim
+    }
+
+    /// When the next event happens (an arrival or one in the heap), if any.
+    #[inline]
+    fn next_time(&self) -> Option<u64> {
+        let heap_t = self.heap.peek().map(|Reverse((t, _))| *t);
+        let arrival_t = self.trace.jobs.get(self.next_arrival).map(|j| j.submit_s);
+        match (heap_t, arrival_t) {
+            (None, None) => None,
+            (Some(h), None) => Some(h),
+            (None, Some(a)) => Some(a),
+            (Some(h), Some(a)) => Some(h.min(a)),
+        }
+    }
+
+    /// Handles all events at time `t`: heap events (ends, failures) first,
+    /// then arrivals, then the round (the heap orders Round last).
+    #[inline]
+    fn handle_instant(&mut self, t: u64) -> Result<(), SimError> {
+        while let Some(Reverse((ht, ev))) = self.heap.peek().copied() {
             if ht != t || ev == Event::Round {
                 break;
             }
-            sim.heap.pop();
-            sim.handle(t, ev)?;
+            self.heap.pop();
+            self.handle(t, ev)?;
         }
-        while trace
+        while self
+            .trace
             .jobs
-            .get(next_arrival)
+            .get(self.next_arrival)
             .is_some_and(|j| j.submit_s == t)
         {
-            sim.handle(t, Event::Arrival(next_arrival as u32))?;
-            next_arrival += 1;
+            self.handle(t, Event::Arrival(self.next_arrival as u32))?;
+            self.next_arrival += 1;
         }
-        while let Some(Reverse((ht, ev))) = sim.heap.peek().copied() {
+        while let Some(Reverse((ht, ev))) = self.heap.peek().copied() {
             if ht != t {
                 break;
             }
-            sim.heap.pop();
-            sim.handle(t, ev)?;
+            self.heap.pop();
+            self.handle(t, ev)?;
         }
-        let finished = sim.finished;
-        if (next_arrival, finished) != reported {
-            reported = (next_arrival, finished);
-            let progress = Progress {
-                arrived: next_arrival,
-                finished,
-                now_s: t,
-            };
-            if on_progress(progress).is_break() {
-                return Err(SimError::Interrupted { at_s: t });
-            }
+        Ok(())
+    }
+
+    /// Whether the replay is over: nothing is left to happen, or all
+    /// arrivals are in and nothing runs, and either nothing waits or what
+    /// waits has made no progress for [`STALLED_ROUNDS`] rounds (it will be
+    /// reported as never started).
+    #[inline]
+    fn over(&mut self) -> bool {
+        let all_arrived = self.next_arrival >= self.trace.jobs.len();
+        if self.heap.is_empty() && all_arrived {
+            return true;
         }
-        if sim.heap.is_empty() && next_arrival >= n {
-            break;
+        if all_arrived && self.sched.state().allocations().is_empty() {
+            let idle = self.sched.pending_len() == 0 && self.sched.retrying_len() == 0;
+            let stalled = self.rounds + self.skipped_rounds > self.rounds_at_idle + STALLED_ROUNDS;
+            return idle || stalled;
         }
-        // Stop when all arrivals are in and nothing runs: either nothing
-        // waits, or what waits has made no progress for a long stretch of
-        // rounds (it will be reported as never started).
-        if next_arrival >= n && sim.sched.state().allocations().is_empty() {
-            if sim.sched.pending_len() == 0 && sim.sched.retrying_len() == 0 {
-                break;
-            }
-            if sim.rounds + sim.skipped_rounds > rounds_at_idle + STALLED_ROUNDS {
-                break;
-            }
-        } else {
-            rounds_at_idle = sim.rounds + sim.skipped_rounds;
+        self.rounds_at_idle = self.rounds + self.skipped_rounds;
+        false
+    }
+
+    /// The replay's outcome, once over (`meter` having measured it, from
+    /// `clock`'s start).
+    fn result(mut self, meter: Meter, clock: Instant) -> Result<RunResult, SimError> {
+        let span = meter.span();
+        // Jobs still waiting at the end have accrued since their last charge.
+        let end_s = self.sched.last_round_s();
+        let closed = self.queued.finish(end_s);
+        self.take_queued(closed);
+        let jobs = (0..self.trace.jobs.len())
+            .map(|i| self.outcome(i, end_s))
+            .collect();
+        // A broken invariant would be a bug in the core: fail loudly.
+        self.sched.check_invariants()?;
+        let vc_list = self.sched.virtual_clusters();
+        Ok(RunResult {
+            jobs,
+            warm: self.trace.warm,
+            vcs: vc_list.iter().map(|v| v.name.clone()).collect(),
+            quotas: vc_list.iter().map(|v| v.quota_gpus).collect(),
+            vc_mean_held: meter.vc_integral.iter().map(|x| x / span).collect(),
+            gpu_allocation_mean: meter.alloc_integral / span,
+            samples: meter.samples,
+            policy_errors: self.policy_errors,
+            quarantines: self.quarantines,
+            rounds: self.rounds,
+            skipped_rounds: self.skipped_rounds,
+            elapsed: clock.elapsed(),
+            in_rounds: self.in_rounds,
+        })
+    }
+
+    /// What happened to trace job `i`, the replay having ended at `end_s`.
+    fn outcome(&self, i: usize, end_s: u64) -> JobOutcome {
+        let tj = &self.trace.jobs[i];
+        let rec = self.sched.job(JobId(i as u64));
+        let e = self.extra[i];
+        let wait_s = rec.map_or([0; 7], |r| r.wait_at(end_s).seconds);
+        JobOutcome {
+            gpus: tj.gpus,
+            vc: rec.map_or(0, |r| r.spec.vc.0 as usize),
+            submit_s: tj.submit_s,
+            first_start_s: rec.and_then(|r| r.first_start_s),
+            finish_s: self.finish[i].map(|f| f.0),
+            status: self.finish[i].map(|f| f.1),
+            wait_s,
+            waited_s: self.waited(i, end_s),
+            queued_behind_s: split_queued(wait_s[WaitReason::Queued.index()], &e.behind_s),
+            first_servers: rec.and_then(|r| r.first_placement.map(|p| p.0)),
+            failed_gpu_s: rec.map_or(0, |r| r.failed_gpu_s),
+            preemptions: rec.map_or(0, |r| r.preemptions),
+            migrations: rec.map_or(0, |r| r.migrations),
+            restart_gpu_s: e.restart_gpu_s,
+            attempts_avoided: e.attempts_avoided,
+            saved_gpu_s: e.saved_gpu_s,
+            passing_lost: e.passing_lost,
+            probes: e.probes,
+            delay_events: e.events,
+            used_gpu_s: e.used_gpu_s,
+            attempts: rec.map_or(0, |r| r.attempts),
+            spread_slowdown_gpu_s: e.slowdown_gpu_s,
         }
     }
-    let span = arrival_end.max(1) as f64;
-    // Jobs still waiting at the end have accrued since their last charge.
-    let end_s = sim.sched.last_round_s();
-    let closed = sim.queued.finish(end_s);
-    sim.take_queued(closed);
-    let jobs = trace
-        .jobs
-        .iter()
-        .enumerate()
-        .map(|(i, tj)| {
-            let rec = sim.sched.job(JobId(i as u64));
-            let e = sim.extra[i];
-            let wait_s = rec.map_or([0; 7], |r| r.wait_at(end_s).seconds);
-            JobOutcome {
-                gpus: tj.gpus,
-                vc: rec.map_or(0, |r| r.spec.vc.0 as usize),
-                submit_s: tj.submit_s,
-                first_start_s: rec.and_then(|r| r.first_start_s),
-                finish_s: sim.finish[i].map(|f| f.0),
-                status: sim.finish[i].map(|f| f.1),
-                wait_s,
-                waited_s: {
-                    let until = sim.finish[i].map_or(end_s, |f| f.0);
-                    let running = match rec.map(|r| &r.state) {
-                        Some(gangway_core::JobState::Running { .. }) if sim.finish[i].is_none() => {
-                            end_s.saturating_sub(sim.live[i].started_s)
-                        }
-                        _ => 0,
-                    };
-                    until
-                        .saturating_sub(tj.submit_s)
-                        .saturating_sub(e.ran_s)
-                        .saturating_sub(running)
-                },
-                queued_behind_s: split_queued(wait_s[WaitReason::Queued.index()], &e.behind_s),
-                first_servers: rec.and_then(|r| r.first_placement.map(|p| p.0)),
-                failed_gpu_s: rec.map_or(0, |r| r.failed_gpu_s),
-                preemptions: rec.map_or(0, |r| r.preemptions),
-                migrations: rec.map_or(0, |r| r.migrations),
-                restart_gpu_s: e.restart_gpu_s,
-                attempts_avoided: e.attempts_avoided,
-                saved_gpu_s: e.saved_gpu_s,
-                passing_lost: e.passing_lost,
-                probes: e.probes,
-                delay_events: e.events,
-                used_gpu_s: e.used_gpu_s,
-                attempts: rec.map_or(0, |r| r.attempts),
-                spread_slowdown_gpu_s: e.slowdown_gpu_s,
+
+    /// Seconds between job `i`'s submission and its end (or `end_s`) that
+    /// it did not run.
+    fn waited(&self, i: usize, end_s: u64) -> u64 {
+        let rec = self.sched.job(JobId(i as u64));
+        let until = self.finish[i].map_or(end_s, |f| f.0);
+        let running = match rec.map(|r| &r.state) {
+            Some(gangway_core::JobState::Running { .. }) if self.finish[i].is_none() => {
+                end_s.saturating_sub(self.live[i].started_s)
             }
-        })
-        .collect();
-    // A broken invariant would be a bug in the core: fail loudly.
-    sim.sched.check_invariants()?;
-    let vc_list = sim.sched.virtual_clusters();
-    Ok(RunResult {
-        jobs,
-        warm: trace.warm,
-        vcs: vc_list.iter().map(|v| v.name.clone()).collect(),
-        quotas: vc_list.iter().map(|v| v.quota_gpus).collect(),
-        vc_mean_held: vc_integral.iter().map(|x| x / span).collect(),
-        gpu_allocation_mean: alloc_integral / span,
-        samples,
-        policy_errors: sim.policy_errors,
-        quarantines: sim.quarantines,
-        rounds: sim.rounds,
-        skipped_rounds: sim.skipped_rounds,
-        elapsed: clock.elapsed(),
-        in_rounds: sim.in_rounds,
-    })
+            _ => 0,
+        };
+        until
+            .saturating_sub(self.trace.jobs[i].submit_s)
+            .saturating_sub(self.extra[i].ran_s)
+            .saturating_sub(running)
+    }
 }

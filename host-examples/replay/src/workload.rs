@@ -384,113 +384,172 @@ pub fn generate(jobs: usize, seed: u64) -> Trace {
 /// status draws the same run time and unsuccessful jobs are as large as any
 /// (the model before calibration, to compare).
 pub fn generate_with(jobs: usize, seed: u64, status_runtimes: bool) -> Trace {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let mean_hour: f64 = HOUR_PROFILE.iter().sum::<f64>() / 24.0;
-    let peak = HOUR_PROFILE.iter().copied().fold(0.0, f64::max) / mean_hour;
-    let base_rate = JOBS_PER_DAY / 86_400.0; // jobs per second
-    let failed_by_demand = [failed_share(0), failed_share(1), failed_share(2)];
-    let transient: Vec<(FailureClass, f64)> =
-        TRANSIENT.iter().map(|&c| (c, table7(c).trials)).collect();
+    let mut g = Generator::new(seed, status_runtimes);
     let mut t = 0.0f64;
     let mut out = Vec::with_capacity(jobs);
-    let users_per_vc = 24;
     while out.len() < jobs {
-        // Non-homogeneous Poisson arrivals by thinning.
-        t += -(1.0 - rng.random::<f64>()).ln() / (base_rate * peak);
-        let hour = ((t / 3600.0) as usize) % 24;
-        if rng.random::<f64>() > HOUR_PROFILE[hour] / mean_hour / peak {
+        t = g.next_arrival(t);
+        if g.thinned_out(t) {
             continue;
         }
-        let gpus = pick(&mut rng, &SIZE_MIX);
-        let vc = pick(&mut rng, &vc_weights(gpus > 1));
-        let demand = demand_index(gpus);
-        let status = if status_runtimes {
-            let f = failed_by_demand[demand];
-            let rest = (STATUS_MIX[0].1 + STATUS_MIX[1].1) / 100.0;
-            pick(
-                &mut rng,
-                &[
-                    (Outcome::Passed, (1.0 - f) * STATUS_MIX[0].1 / 100.0 / rest),
-                    (Outcome::Killed, (1.0 - f) * STATUS_MIX[1].1 / 100.0 / rest),
-                    (Outcome::Failed, f),
-                ],
-            )
-        } else {
-            pick(&mut rng, &STATUS_MIX)
-        };
-        let u = rng.random::<f64>();
-        let attempts = if status == Outcome::Failed {
-            // The reason: Table 7's failing jobs of this size (trials on
-            // this size divided by trials per job); without status run
-            // times, by trials alone.
-            let weights: Vec<(usize, f64)> = TABLE7
-                .iter()
-                .enumerate()
-                .map(|(i, r)| {
-                    let w = if status_runtimes {
-                        r.demand[demand] * r.jobs / r.trials
-                    } else {
-                        r.trials
-                    };
-                    (i, w)
-                })
-                .collect();
-            let reason = &TABLE7[pick(&mut rng, &weights)];
-            let per_job = reason.trials / reason.jobs;
-            let n = if status_runtimes {
-                let whole = per_job.floor();
-                let extra = rng.random::<f64>() < per_job - whole;
-                (whole as usize + usize::from(extra)).clamp(1, 5)
-            } else {
-                pick_index(&mut rng, &ATTEMPTS_MIX) + 1
-            };
-            let cap = run_seconds(u, gpus);
-            (0..n)
-                .map(|_| {
-                    let rtf = rtf_seconds(&mut rng, reason);
-                    Attempt {
-                        run_s: if status_runtimes { rtf } else { rtf.min(cap) },
-                        outcome: Outcome::Failed,
-                        class: reason.class,
-                    }
-                })
-                .collect::<Vec<_>>()
-        } else {
-            let n = pick_index(&mut rng, &ATTEMPTS_MIX) + 1;
-            let q = if status == Outcome::Killed && status_runtimes {
-                u.powf(1.0 / KILLED_SKEW)
-            } else {
-                u
-            };
-            let run = run_seconds(q, gpus);
-            // Earlier failures of a job that gets past them are transient.
-            let mut a: Vec<Attempt> = (1..n)
-                .map(|_| {
-                    let class = pick(&mut rng, &transient);
-                    Attempt {
-                        run_s: rtf_seconds(&mut rng, table7(class)).min(run),
-                        outcome: Outcome::Failed,
-                        class,
-                    }
-                })
-                .collect();
-            a.push(Attempt::new(run, status));
-            a
-        };
-        let user = rng.random_range(0..users_per_vc);
-        out.push(TraceJob {
-            name: format!("gen-{}", out.len()),
-            vc: vc.to_string(),
-            user: format!("{vc}-u{user}"),
-            gpus,
-            submit_s: t as u64,
-            attempts,
-        });
+        out.push(g.job(out.len(), t));
     }
     Trace {
         jobs: out,
         skipped: Vec::new(),
         ..Trace::default()
+    }
+}
+
+/// [`generate_with`]'s draws: one seeded generator, and the model's
+/// figures worked out once.
+struct Generator {
+    rng: ChaCha8Rng,
+    /// Run time depends on the final status (the Philly model).
+    status_runtimes: bool,
+    /// The mean of [`HOUR_PROFILE`].
+    mean_hour: f64,
+    /// The busiest hour's rate over the mean.
+    peak: f64,
+    /// The share of failed jobs by demand ([`demand_index`]).
+    failed_by_demand: [f64; 3],
+    /// Transient failure classes, weighted by their trials.
+    transient: Vec<(FailureClass, f64)>,
+}
+
+impl Generator {
+    /// Users per VC (an `i32`, the type the draw has always used).
+    const USERS_PER_VC: i32 = 24;
+
+    /// A generator seeded with `seed`.
+    fn new(seed: u64, status_runtimes: bool) -> Self {
+        let mean_hour: f64 = HOUR_PROFILE.iter().sum::<f64>() / 24.0;
+        Generator {
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            status_runtimes,
+            mean_hour,
+            peak: HOUR_PROFILE.iter().copied().fold(0.0, f64::max) / mean_hour,
+            failed_by_demand: [failed_share(0), failed_share(1), failed_share(2)],
+            transient: TRANSIENT.iter().map(|&c| (c, table7(c).trials)).collect(),
+        }
+    }
+
+    /// The next candidate arrival after `t`, at the peak rate.
+    fn next_arrival(&mut self, t: f64) -> f64 {
+        let base_rate = JOBS_PER_DAY / 86_400.0; // jobs per second
+        t + -(1.0 - self.rng.random::<f64>()).ln() / (base_rate * self.peak)
+    }
+
+    /// Whether the candidate arrival at `t` is dropped: non-homogeneous
+    /// Poisson arrivals by thinning to the hour's rate.
+    fn thinned_out(&mut self, t: f64) -> bool {
+        let hour = ((t / 3600.0) as usize) % 24;
+        self.rng.random::<f64>() > HOUR_PROFILE[hour] / self.mean_hour / self.peak
+    }
+
+    /// Job number `index`, submitted at `t`.
+    fn job(&mut self, index: usize, t: f64) -> TraceJob {
+        let gpus = pick(&mut self.rng, &SIZE_MIX);
+        let vc = pick(&mut self.rng, &vc_weights(gpus > 1));
+        let demand = demand_index(gpus);
+        let status = self.status(demand);
+        let u = self.rng.random::<f64>();
+        let attempts = if status == Outcome::Failed {
+            self.failed_attempts(gpus, demand, u)
+        } else {
+            self.attempts(gpus, status, u)
+        };
+        let user = self.rng.random_range(0..Self::USERS_PER_VC);
+        TraceJob {
+            name: format!("gen-{index}"),
+            vc: vc.to_string(),
+            user: format!("{vc}-u{user}"),
+            gpus,
+            submit_s: t as u64,
+            attempts,
+        }
+    }
+
+    /// A final status for a job of `demand`.
+    fn status(&mut self, demand: usize) -> Outcome {
+        if !self.status_runtimes {
+            return pick(&mut self.rng, &STATUS_MIX);
+        }
+        let f = self.failed_by_demand[demand];
+        let rest = (STATUS_MIX[0].1 + STATUS_MIX[1].1) / 100.0;
+        pick(
+            &mut self.rng,
+            &[
+                (Outcome::Passed, (1.0 - f) * STATUS_MIX[0].1 / 100.0 / rest),
+                (Outcome::Killed, (1.0 - f) * STATUS_MIX[1].1 / 100.0 / rest),
+                (Outcome::Failed, f),
+            ],
+        )
+    }
+
+    /// The attempts of a failed job of `gpus` (`demand`), at run-time
+    /// quantile `u`. The reason: Table 7's failing jobs of this size
+    /// (trials on this size divided by trials per job); without status run
+    /// times, by trials alone.
+    fn failed_attempts(&mut self, gpus: u32, demand: usize, u: f64) -> Vec<Attempt> {
+        let status_runtimes = self.status_runtimes;
+        let weights: Vec<(usize, f64)> = TABLE7
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let w = if status_runtimes {
+                    r.demand[demand] * r.jobs / r.trials
+                } else {
+                    r.trials
+                };
+                (i, w)
+            })
+            .collect();
+        let reason = &TABLE7[pick(&mut self.rng, &weights)];
+        let per_job = reason.trials / reason.jobs;
+        let n = if status_runtimes {
+            let whole = per_job.floor();
+            let extra = self.rng.random::<f64>() < per_job - whole;
+            (whole as usize + usize::from(extra)).clamp(1, 5)
+        } else {
+            pick_index(&mut self.rng, &ATTEMPTS_MIX) + 1
+        };
+        let cap = run_seconds(u, gpus);
+        (0..n)
+            .map(|_| {
+                let rtf = rtf_seconds(&mut self.rng, reason);
+                Attempt {
+                    run_s: if status_runtimes { rtf } else { rtf.min(cap) },
+                    outcome: Outcome::Failed,
+                    class: reason.class,
+                }
+            })
+            .collect()
+    }
+
+    /// The attempts of a job of `gpus` that ends `status` (passed or
+    /// killed), at run-time quantile `u`: earlier failures of a job that
+    /// gets past them are transient.
+    fn attempts(&mut self, gpus: u32, status: Outcome, u: f64) -> Vec<Attempt> {
+        let n = pick_index(&mut self.rng, &ATTEMPTS_MIX) + 1;
+        let q = if status == Outcome::Killed && self.status_runtimes {
+            u.powf(1.0 / KILLED_SKEW)
+        } else {
+            u
+        };
+        let run = run_seconds(q, gpus);
+        let mut a: Vec<Attempt> = (1..n)
+            .map(|_| {
+                let class = pick(&mut self.rng, &self.transient);
+                Attempt {
+                    run_s: rtf_seconds(&mut self.rng, table7(class)).min(run),
+                    outcome: Outcome::Failed,
+                    class,
+                }
+            })
+            .collect();
+        a.push(Attempt::new(run, status));
+        a
     }
 }
 

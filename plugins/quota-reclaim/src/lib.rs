@@ -124,19 +124,6 @@ impl ReclaimPolicy for QuotaReclaim {
     }
 
     fn reclaim(&self, view: &ReclaimView) -> ReclaimDecision {
-        let quota = |vc: VcId| view.vcs.get(vc.0 as usize).and_then(|v| v.quota_gpus);
-        let mut held: FxHashMap<VcId, u64> = view
-            .vcs
-            .iter()
-            .map(|v| (v.id, u64::from(v.held_gpus)))
-            .collect();
-        let share = |vc: VcId, held: &FxHashMap<VcId, u64>| -> (u64, u64) {
-            // (used, quota) compared as fractions by cross-multiplying.
-            (
-                held.get(&vc).copied().unwrap_or(0),
-                u64::from(quota(vc).unwrap_or(0)).max(1),
-            )
-        };
         // Nothing is borrowed (every VC within its quota, none without one
         // holding GPUs): nothing is reclaimable, so stop here (the common
         // case under binding quotas; a round then costs O(VCs) here).
@@ -147,106 +134,188 @@ impl ReclaimPolicy for QuotaReclaim {
         if !borrowing {
             return ReclaimDecision::default();
         }
-        let mut entitled: Vec<&WaitingJob> = view
+        let mut r = Reclaiming::new(view, self.config.min_run_s);
+        let entitled = r.entitled();
+        if entitled.is_empty() {
+            return ReclaimDecision::default();
+        }
+        let mut all = r.reclaimable();
+        for w in entitled.into_iter().take(64) {
+            if r.decision.start.len() >= self.config.max_starts as usize || all.is_empty() {
+                break;
+            }
+            if r.serve(w, &all) {
+                all = r.reclaimable();
+            }
+        }
+        r.decision
+    }
+}
+
+/// One reclaim decision under way: what each VC holds counting what it
+/// takes back and starts, and the servers' model.
+struct Reclaiming<'v> {
+    view: &'v ReclaimView,
+    /// GPUs each VC holds, counting this round's stops and starts.
+    held: FxHashMap<VcId, u64>,
+    /// The running jobs old enough to stop, borrowed work first found.
+    borrowed: Borrowed<'v>,
+    /// Jobs this round stops.
+    taken: FxHashSet<JobId>,
+    room: Room,
+    decision: ReclaimDecision,
+    /// (VC, limit, GPUs) of gangs that found no room among every other
+    /// VC's reclaimable jobs (no VC: among all of them): a gang of that
+    /// limit needing as many GPUs or more finds none among as many
+    /// candidates or fewer either, until a stop frees GPUs (the model only
+    /// loses free GPUs otherwise). An entitled VC is within its quota, so
+    /// it has no reclaimable jobs of its own and all its gangs share the
+    /// entries without a VC.
+    no_room: Vec<(Option<VcId>, SpreadLimit, u32)>,
+    /// Scratch: the candidates of a gang whose VC has reclaimable jobs.
+    filtered: Vec<&'v RunningJob>,
+}
+
+impl<'v> Reclaiming<'v> {
+    /// The start of deciding for `view`: jobs younger than `min_run_s` are
+    /// never stopped.
+    fn new(view: &'v ReclaimView, min_run_s: u64) -> Self {
+        Reclaiming {
+            view,
+            held: view
+                .vcs
+                .iter()
+                .map(|v| (v.id, u64::from(v.held_gpus)))
+                .collect(),
+            // Newest first: they lose the least work.
+            borrowed: Borrowed::new(
+                view.running
+                    .iter()
+                    .filter(move |j| view.now_s.saturating_sub(j.started_s) >= min_run_s),
+            ),
+            taken: FxHashSet::default(),
+            room: Room::new(&view.servers, view.cluster.server_level),
+            decision: ReclaimDecision::default(),
+            no_room: Vec::new(),
+            filtered: Vec::new(),
+        }
+    }
+
+    /// VC `vc`'s quota.
+    #[inline]
+    fn quota(&self, vc: VcId) -> Option<u32> {
+        self.view.vcs.get(vc.0 as usize).and_then(|v| v.quota_gpus)
+    }
+
+    /// GPUs VC `vc` holds.
+    #[inline]
+    fn held(&self, vc: VcId) -> u64 {
+        self.held.get(&vc).copied().unwrap_or(0)
+    }
+
+    /// The waiting jobs entitled to GPUs taken back: waiting for GPUs and
+    /// within their VC's quota with the job (a VC's holding only grows
+    /// below its quota this round, and one over it is never taken below
+    /// it, so this cannot change later), the VCs with the smallest share
+    /// of their quota in use first, then oldest.
+    fn entitled(&self) -> Vec<&'v WaitingJob> {
+        let mut entitled: Vec<&WaitingJob> = self
+            .view
             .waiting
             .iter()
             .filter(|w| {
                 w.reason.waits_for_gpus()
-                    && quota(w.job.vc).is_some_and(|q| {
-                        // Within its quota with the job. (A VC's holding only
-                        // grows below its quota this round, and one over it is
-                        // never taken below it, so this cannot change later.)
-                        held.get(&w.job.vc).copied().unwrap_or(0) + u64::from(w.job.gpus)
-                            <= u64::from(q)
+                    && self.quota(w.job.vc).is_some_and(|q| {
+                        self.held(w.job.vc) + u64::from(w.job.gpus) <= u64::from(q)
                     })
             })
             .collect();
-        if entitled.is_empty() {
-            return ReclaimDecision::default();
-        }
+        // (used, quota) compared as fractions by cross-multiplying.
+        let share = |vc: VcId| (self.held(vc), u64::from(self.quota(vc).unwrap_or(0)).max(1));
         entitled.sort_by(|a, b| {
-            let (ua, qa) = share(a.job.vc, &held);
-            let (ub, qb) = share(b.job.vc, &held);
+            let (ua, qa) = share(a.job.vc);
+            let (ub, qb) = share(b.job.vc);
             (ua * qb)
                 .cmp(&(ub * qa))
                 .then(a.job.submitted_s.cmp(&b.job.submitted_s))
                 .then(a.job.id.cmp(&b.job.id))
         });
-        // Newest first: they lose the least work.
-        let mut borrowed = Borrowed::new(
-            view.running
-                .iter()
-                .filter(|j| view.now_s.saturating_sub(j.started_s) >= self.config.min_run_s),
-        );
-        let mut room = Room::new(&view.servers, view.cluster.server_level);
-        let mut taken: FxHashSet<JobId> = FxHashSet::default();
-        let mut d = ReclaimDecision::default();
-        // Jobs that stay at or above their VC's quota without them (newest
-        // first), counting what this round already takes back. A VC with
-        // entitled work is within its quota, so none of its own jobs is
-        // ever among them; the list changes only when a job starts.
-        let floor = |vc: VcId| u64::from(quota(vc).unwrap_or(0));
-        let mut reclaimable = |held: &FxHashMap<VcId, u64>, taken: &FxHashSet<JobId>| {
-            borrowed.reclaimable(held, taken, floor)
+        entitled
+    }
+
+    /// Jobs that stay at or above their VC's quota without them (newest
+    /// first), counting what this round already takes back. A VC with
+    /// entitled work is within its quota, so none of its own jobs is ever
+    /// among them; the list changes only when a job starts.
+    fn reclaimable(&mut self) -> Vec<&'v RunningJob> {
+        let view = self.view;
+        let floor = |vc: VcId| {
+            u64::from(
+                view.vcs
+                    .get(vc.0 as usize)
+                    .and_then(|v| v.quota_gpus)
+                    .unwrap_or(0),
+            )
         };
-        let mut all = reclaimable(&held, &taken);
-        // (VC, limit, GPUs) of gangs that found no room among every other
-        // VC's reclaimable jobs (no VC: among all of them): a gang of that
-        // limit needing as many GPUs or more finds none among as many
-        // candidates or fewer either, until a stop frees GPUs (the model
-        // only loses free GPUs otherwise). An entitled VC is within its
-        // quota, so it has no reclaimable jobs of its own and all its gangs
-        // share the entries without a VC.
-        let mut no_room: Vec<(Option<VcId>, SpreadLimit, u32)> = Vec::new();
-        let mut filtered: Vec<&RunningJob> = Vec::new();
-        for w in entitled.into_iter().take(64) {
-            if d.start.len() >= self.config.max_starts as usize || all.is_empty() {
-                break;
+        self.borrowed.reclaimable(&self.held, &self.taken, floor)
+    }
+
+    /// Tries to start entitled job `w` by stopping some of `all` (the
+    /// reclaimable jobs) of other VCs; whether it stopped any.
+    fn serve(&mut self, w: &WaitingJob, all: &[&'v RunningJob]) -> bool {
+        let vc = w.job.vc;
+        let Some(q) = self.quota(vc) else {
+            return false;
+        };
+        if self.held(vc) + u64::from(w.job.gpus) > u64::from(q) {
+            return false;
+        }
+        let known_none = self
+            .no_room
+            .iter()
+            .any(|(v, l, g)| v.is_none_or(|v| v == vc) && *l == w.limit && *g <= w.job.gpus);
+        if known_none {
+            return false;
+        }
+        // Every other VC's reclaimable jobs.
+        let own = all.iter().any(|j| j.vc == vc);
+        let candidates: &[&RunningJob] = if own {
+            self.filtered.clear();
+            self.filtered
+                .extend(all.iter().filter(|j| j.vc != vc).copied());
+            &self.filtered
+        } else {
+            all
+        };
+        if candidates.is_empty() {
+            return false;
+        }
+        match self.room.make_room(w.job.gpus, w.limit, candidates) {
+            Some(stop) if stop.is_empty() => false,
+            Some(stop) => {
+                self.take_back(w, stop);
+                true
             }
-            let vc = w.job.vc;
-            let Some(q) = quota(vc) else { continue };
-            let have = held.get(&vc).copied().unwrap_or(0);
-            if have + u64::from(w.job.gpus) > u64::from(q) {
-                continue;
-            }
-            let known_none = no_room
-                .iter()
-                .any(|(v, l, g)| v.is_none_or(|v| v == vc) && *l == w.limit && *g <= w.job.gpus);
-            if known_none {
-                continue;
-            }
-            // Every other VC's reclaimable jobs.
-            let own = all.iter().any(|j| j.vc == vc);
-            let candidates: &[&RunningJob] = if own {
-                filtered.clear();
-                filtered.extend(all.iter().filter(|j| j.vc != vc).copied());
-                &filtered
-            } else {
-                &all
-            };
-            if candidates.is_empty() {
-                continue;
-            }
-            match room.make_room(w.job.gpus, w.limit, candidates) {
-                Some(stop) if stop.is_empty() => {}
-                Some(stop) => {
-                    for id in &stop {
-                        if let Some(j) = view.running.iter().find(|j| j.id == *id) {
-                            let h = held.entry(j.vc).or_insert(0);
-                            *h = h.saturating_sub(u64::from(j.gpus));
-                        }
-                    }
-                    *held.entry(vc).or_insert(0) += u64::from(w.job.gpus);
-                    taken.extend(stop.iter().copied());
-                    d.stop.extend(stop);
-                    d.start.push(w.job.id);
-                    all = reclaimable(&held, &taken);
-                    no_room.clear();
-                }
-                None => no_room.push((own.then_some(vc), w.limit, w.job.gpus)),
+            None => {
+                self.no_room.push((own.then_some(vc), w.limit, w.job.gpus));
+                false
             }
         }
-        d
+    }
+
+    /// Stops the jobs `stop` so that `w` starts.
+    fn take_back(&mut self, w: &WaitingJob, stop: Vec<JobId>) {
+        for id in &stop {
+            if let Some(j) = self.view.running.iter().find(|j| j.id == *id) {
+                let h = self.held.entry(j.vc).or_insert(0);
+                *h = h.saturating_sub(u64::from(j.gpus));
+            }
+        }
+        *self.held.entry(w.job.vc).or_insert(0) += u64::from(w.job.gpus);
+        self.taken.extend(stop.iter().copied());
+        self.decision.stop.extend(stop);
+        self.decision.start.push(w.job.id);
+        self.no_room.clear();
     }
 }
 

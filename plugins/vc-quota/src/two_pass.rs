@@ -106,102 +106,19 @@ pub(crate) fn with_queues<R>(
 impl<'a> Queues<'a> {
     /// Groups the pending jobs of `view` by VC, oldest first.
     fn build(view: &'a FairnessView, cover: Cover, scratch: &'a mut Scratch) -> Queues<'a> {
-        // The host lists VCs indexed by id; then a job's VC is found by
-        // index, and every listed VC gets a record (one without jobs is
-        // never active, so covering it changes no answer). Otherwise (or
-        // for a VC only a job names), by search in the sorted ids of the
-        // VCs covered.
-        let listed = view.vcs.len();
-        let dense = view
-            .vcs
-            .iter()
-            .enumerate()
-            .all(|(i, v)| v.id.0 as usize == i)
-            && view.jobs.iter().all(|j| (j.vc.0 as usize) < listed);
-        let ids = &mut scratch.ids;
-        ids.clear();
-        if !dense {
-            if cover == Cover::All {
-                ids.extend(view.vcs.iter().map(|v| v.id));
-            }
-            ids.extend(view.jobs.iter().map(|j| j.vc));
-            ids.sort_unstable();
-            ids.dedup();
-        }
-        let ids = &scratch.ids;
-        let position = |vc: VcId| -> usize {
-            if dense {
-                vc.0 as usize
-            } else {
-                ids.binary_search(&vc).unwrap_or(0)
-            }
+        let dense = cover_ids(view, cover, &mut scratch.ids);
+        let position = Positions {
+            dense,
+            ids: &scratch.ids,
         };
-        let vcs = &mut scratch.vcs;
-        vcs.clear();
-        let count = if dense { listed } else { ids.len() };
-        vcs.extend((0..count).map(|i| {
-            let (id, usage) = if dense {
-                (VcId(i as u32), Some(i))
-            } else {
-                let id = ids[i];
-                (id, usage_index(view, id))
-            };
-            let held_gpus = usage
-                .and_then(|u| view.vcs.get(u))
-                .map_or(0, |u| u64::from(u.held_gpus));
-            VcQueue {
-                id,
-                usage,
-                held_gpus,
-                asked_gpus: 0,
-                quota_gpus: None,
-                used: held_gpus,
-                next: 0,
-                end: 0,
-            }
-        }));
-        // Group the jobs by VC with a counting pass, keeping the view's
-        // order within each VC: the host lists jobs by (submit time, id), so
-        // each queue is then FIFO already; if not, each queue is sorted.
-        let jobs = &mut scratch.jobs;
-        jobs.clear();
-        jobs.resize(view.jobs.len(), 0);
-        for j in &view.jobs {
-            vcs[position(j.vc)].end += 1;
-        }
-        let mut at = 0;
-        for q in vcs.iter_mut() {
-            q.next = at;
-            at += q.end;
-            q.end = q.next;
-        }
-        for (i, j) in view.jobs.iter().enumerate() {
-            let q = &mut vcs[position(j.vc)];
-            if let Some(slot) = jobs.get_mut(q.end) {
-                *slot = i as u32;
-            }
-            q.end += 1;
-            q.asked_gpus += u64::from(j.gpus);
-        }
-        // A bounded view shows only each VC's first jobs; the host's count
-        // of all its pending GPUs is its real demand.
-        for q in vcs.iter_mut() {
-            if let Some(u) = q.usage.and_then(|i| view.vcs.get(i)) {
-                q.asked_gpus = q.asked_gpus.max(u64::from(u.pending_gpus));
-            }
-        }
-        let key = |i: &u32| view.jobs.get(*i as usize).map(|j| (j.submitted_s, j.id));
-        if !view.jobs.is_sorted_by_key(|j| (j.submitted_s, j.id)) {
-            for q in vcs.iter() {
-                if let Some(queue) = jobs.get_mut(q.next..q.end) {
-                    queue.sort_unstable_by_key(key);
-                }
-            }
-        }
+        fill_records(view, &position, &mut scratch.vcs);
+        group_jobs(view, &position, &mut scratch.vcs, &mut scratch.jobs);
         let active = &mut scratch.active;
         active.clear();
         active.extend(
-            vcs.iter()
+            scratch
+                .vcs
+                .iter()
                 .enumerate()
                 .filter(|(_, q)| q.has_jobs())
                 .map(|(i, _)| i),
@@ -241,86 +158,268 @@ impl<'a> Queues<'a> {
             turns,
             ..
         } = &mut *self.scratch;
-        let head = |q: &VcQueue| -> Option<&PendingJob> {
-            (q.next < q.end).then(|| &view.jobs[jobs[q.next] as usize])
+        let mut passes = Passes {
+            view,
+            jobs,
+            vcs,
+            active,
+            turns,
+            order: Vec::with_capacity(view.jobs.len()),
         };
-        let turn = |q: &VcQueue, index: usize| -> Option<Turn> {
-            let job = head(q)?;
-            Some(Turn {
-                load: q.load(),
-                head: (job.submitted_s, job.id),
-                index,
-            })
+        let granted = passes.within_quota();
+        let lendable = u64::from(view.cluster.free_gpus).saturating_sub(granted);
+        if shortcut && (!lend || lendable == 0) {
+            passes.rest_by_load(lend, lendable);
+        } else {
+            passes.lend_rest(lend, lendable);
+        }
+        FairnessDecision {
+            order: passes.order,
+        }
+    }
+}
+
+/// Where a VC's record is among a round's queues: at its id when the view
+/// indexes VCs by id (`dense`), else found among the sorted `ids`.
+struct Positions<'i> {
+    dense: bool,
+    ids: &'i [VcId],
+}
+
+impl Positions<'_> {
+    /// The position of `vc`'s record.
+    #[inline]
+    fn of(&self, vc: VcId) -> usize {
+        if self.dense {
+            vc.0 as usize
+        } else {
+            self.ids.binary_search(&vc).unwrap_or(0)
+        }
+    }
+}
+
+/// Whether `view` lists its VCs indexed by id (then a job's VC is found by
+/// index, and every listed VC gets a record: one without jobs is never
+/// active, so covering it changes no answer); otherwise (or for a VC only a
+/// job names) `ids` gets the sorted ids of the VCs `cover` says, to find
+/// them by search.
+fn cover_ids(view: &FairnessView, cover: Cover, ids: &mut Vec<VcId>) -> bool {
+    let listed = view.vcs.len();
+    let dense = view
+        .vcs
+        .iter()
+        .enumerate()
+        .all(|(i, v)| v.id.0 as usize == i)
+        && view.jobs.iter().all(|j| (j.vc.0 as usize) < listed);
+    ids.clear();
+    if !dense {
+        if cover == Cover::All {
+            ids.extend(view.vcs.iter().map(|v| v.id));
+        }
+        ids.extend(view.jobs.iter().map(|j| j.vc));
+        ids.sort_unstable();
+        ids.dedup();
+    }
+    dense
+}
+
+/// One record per VC covered (`position` says which), in id order, with
+/// no jobs yet.
+fn fill_records(view: &FairnessView, position: &Positions<'_>, vcs: &mut Vec<VcQueue>) {
+    vcs.clear();
+    let count = if position.dense {
+        view.vcs.len()
+    } else {
+        position.ids.len()
+    };
+    vcs.extend((0..count).map(|i| {
+        let (id, usage) = if position.dense {
+            (VcId(i as u32), Some(i))
+        } else {
+            let id = position.ids[i];
+            (id, usage_index(view, id))
         };
-        let mut order = Vec::with_capacity(view.jobs.len());
-        // Pass 1: within quota. A VC whose oldest job does not fit leaves the
-        // pass, so its later jobs cannot overtake that job.
-        let mut current = start(turns, active.iter().filter_map(|&i| turn(&vcs[i], i)));
+        let held_gpus = usage
+            .and_then(|u| view.vcs.get(u))
+            .map_or(0, |u| u64::from(u.held_gpus));
+        VcQueue {
+            id,
+            usage,
+            held_gpus,
+            asked_gpus: 0,
+            quota_gpus: None,
+            used: held_gpus,
+            next: 0,
+            end: 0,
+        }
+    }));
+}
+
+/// Groups the jobs of `view` by VC into `jobs` with a counting pass, each
+/// VC's range in its record, keeping the view's order within each VC: the
+/// host lists jobs by (submit time, id), so each queue is then FIFO
+/// already; if not, each queue is sorted. Also counts what each VC asks.
+fn group_jobs(
+    view: &FairnessView,
+    position: &Positions<'_>,
+    vcs: &mut [VcQueue],
+    jobs: &mut Vec<u32>,
+) {
+    jobs.clear();
+    jobs.resize(view.jobs.len(), 0);
+    for j in &view.jobs {
+        vcs[position.of(j.vc)].end += 1;
+    }
+    let mut at = 0;
+    for q in vcs.iter_mut() {
+        q.next = at;
+        at += q.end;
+        q.end = q.next;
+    }
+    for (i, j) in view.jobs.iter().enumerate() {
+        let q = &mut vcs[position.of(j.vc)];
+        if let Some(slot) = jobs.get_mut(q.end) {
+            *slot = i as u32;
+        }
+        q.end += 1;
+        q.asked_gpus += u64::from(j.gpus);
+    }
+    // A bounded view shows only each VC's first jobs; the host's count of
+    // all its pending GPUs is its real demand.
+    for q in vcs.iter_mut() {
+        if let Some(u) = q.usage.and_then(|i| view.vcs.get(i)) {
+            q.asked_gpus = q.asked_gpus.max(u64::from(u.pending_gpus));
+        }
+    }
+    let key = |i: &u32| view.jobs.get(*i as usize).map(|j| (j.submitted_s, j.id));
+    if !view.jobs.is_sorted_by_key(|j| (j.submitted_s, j.id)) {
+        for q in vcs.iter() {
+            if let Some(queue) = jobs.get_mut(q.next..q.end) {
+                queue.sort_unstable_by_key(key);
+            }
+        }
+    }
+}
+
+/// The two passes of [`Queues::order_with`] under way: the round's queues
+/// and the order so far.
+struct Passes<'v, 's> {
+    view: &'v FairnessView,
+    /// The jobs grouped by VC (indices into `view.jobs`).
+    jobs: &'s [u32],
+    vcs: &'s mut [VcQueue],
+    /// The VCs with pending jobs.
+    active: &'s [usize],
+    turns: &'s mut BinaryHeap<Reverse<Turn>>,
+    order: Vec<Ranked>,
+}
+
+/// The oldest job of `q` not yet ordered (`jobs` grouping `view`'s).
+#[inline]
+fn head<'v>(view: &'v FairnessView, jobs: &[u32], q: &VcQueue) -> Option<&'v PendingJob> {
+    (q.next < q.end).then(|| &view.jobs[jobs[q.next] as usize])
+}
+
+/// The turn of `q` (record `index`), if it has a job not yet ordered.
+#[inline]
+fn turn(view: &FairnessView, jobs: &[u32], q: &VcQueue, index: usize) -> Option<Turn> {
+    let job = head(view, jobs, q)?;
+    Some(Turn {
+        load: q.load(),
+        head: (job.submitted_s, job.id),
+        index,
+    })
+}
+
+impl Passes<'_, '_> {
+    /// Pass 1: within quota; the GPUs granted. A VC whose oldest job does
+    /// not fit leaves the pass, so its later jobs cannot overtake that job.
+    fn within_quota(&mut self) -> u64 {
+        let (view, jobs, vcs) = (self.view, self.jobs, &mut *self.vcs);
+        let all = self
+            .active
+            .iter()
+            .filter_map(|&i| turn(view, jobs, &vcs[i], i));
+        let mut current = start(self.turns, all);
         let mut granted = 0u64;
         while let Some(i) = current {
             let q = &mut vcs[i];
-            let next = match head(q) {
+            let next = match head(view, jobs, q) {
                 Some(job) if q.head_fits(u64::from(job.gpus)) => {
                     let gpus = u64::from(job.gpus);
-                    order.push(Ranked {
+                    self.order.push(Ranked {
                         job: job.id,
                         eligible: true,
                     });
                     q.next += 1;
                     q.used += gpus;
                     granted += gpus;
-                    turn(q, i)
+                    turn(view, jobs, q, i)
                 }
                 _ => None,
             };
-            current = advance(turns, next);
+            current = advance(self.turns, next);
         }
-        // Pass 2: the rest, on lent GPUs if allowed.
-        let mut lendable = u64::from(view.cluster.free_gpus).saturating_sub(granted);
-        if shortcut && (!lend || lendable == 0) {
-            // Nothing can take a GPU now (a job of no GPUs aside), so every
-            // VC's load stays as it is: the turns take the VCs in load order,
-            // merging their queues by head only where loads tie. The same
-            // order, without a heap operation per job where none ties.
-            let mut rest: Vec<Turn> = active.iter().filter_map(|&i| turn(&vcs[i], i)).collect();
-            rest.sort_unstable();
-            let mut at = 0;
-            while at < rest.len() {
-                let tied = rest[at..]
-                    .iter()
-                    .take_while(|t| by_load(t.load, rest[at].load) == Ordering::Equal)
-                    .count();
-                let mut current = if tied == 1 {
-                    Some(rest[at].index)
-                } else {
-                    start(turns, rest[at..at + tied].iter().copied())
-                };
-                while let Some(i) = current {
-                    let q = &mut vcs[i];
-                    if let Some(job) = head(q) {
-                        order.push(Ranked {
-                            job: job.id,
-                            eligible: lend && u64::from(job.gpus) <= lendable,
-                        });
-                        q.next += 1;
-                    }
-                    current = if tied == 1 {
-                        head(q).map(|_| i)
-                    } else {
-                        advance(turns, turn(q, i))
-                    };
+        granted
+    }
+
+    /// Pass 2 when nothing can take a GPU (a job of no GPUs aside): every
+    /// VC's load stays as it is, so the turns take the VCs in load order,
+    /// merging their queues by head only where loads tie. The same order
+    /// as [`Passes::lend_rest`], without a heap operation per job where
+    /// none ties.
+    fn rest_by_load(&mut self, lend: bool, lendable: u64) {
+        let (view, jobs, vcs) = (self.view, self.jobs, &mut *self.vcs);
+        let mut rest: Vec<Turn> = self
+            .active
+            .iter()
+            .filter_map(|&i| turn(view, jobs, &vcs[i], i))
+            .collect();
+        rest.sort_unstable();
+        let mut at = 0;
+        while at < rest.len() {
+            let tied = rest[at..]
+                .iter()
+                .take_while(|t| by_load(t.load, rest[at].load) == Ordering::Equal)
+                .count();
+            let mut current = if tied == 1 {
+                Some(rest[at].index)
+            } else {
+                start(self.turns, rest[at..at + tied].iter().copied())
+            };
+            while let Some(i) = current {
+                let q = &mut vcs[i];
+                if let Some(job) = head(view, jobs, q) {
+                    self.order.push(Ranked {
+                        job: job.id,
+                        eligible: lend && u64::from(job.gpus) <= lendable,
+                    });
+                    q.next += 1;
                 }
-                at += tied;
+                current = if tied == 1 {
+                    head(view, jobs, q).map(|_| i)
+                } else {
+                    advance(self.turns, turn(view, jobs, q, i))
+                };
             }
-            return FairnessDecision { order };
+            at += tied;
         }
-        let mut current = start(turns, active.iter().filter_map(|&i| turn(&vcs[i], i)));
+    }
+
+    /// Pass 2: the rest, each eligible on `lendable` GPUs if `lend`.
+    fn lend_rest(&mut self, lend: bool, mut lendable: u64) {
+        let (view, jobs, vcs) = (self.view, self.jobs, &mut *self.vcs);
+        let all = self
+            .active
+            .iter()
+            .filter_map(|&i| turn(view, jobs, &vcs[i], i));
+        let mut current = start(self.turns, all);
         while let Some(i) = current {
             let q = &mut vcs[i];
-            if let Some(job) = head(q) {
+            if let Some(job) = head(view, jobs, q) {
                 let gpus = u64::from(job.gpus);
                 let eligible = lend && gpus <= lendable;
-                order.push(Ranked {
+                self.order.push(Ranked {
                     job: job.id,
                     eligible,
                 });
@@ -330,9 +429,8 @@ impl<'a> Queues<'a> {
                     q.used += gpus;
                 }
             }
-            current = advance(turns, turn(q, i));
+            current = advance(self.turns, turn(view, jobs, q, i));
         }
-        FairnessDecision { order }
     }
 }
 

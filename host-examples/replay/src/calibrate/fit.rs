@@ -3,10 +3,10 @@
 //! met) and one score over all of them.
 
 pub use super::fit_record::{Fit, FitItem};
-use super::targets::Targets;
+use super::targets::{FirstWait, GpuTimeByStatus, OneServer, Table2Share, Targets, Tolerance};
 use crate::report::Run;
-use crate::sim::RunResult;
-use crate::trace::{Outcome, Trace};
+use crate::sim::{JobOutcome, RunResult};
+use crate::trace::{Outcome, Trace, TraceJob};
 
 /// The error a missing model value counts as.
 const MISSING: f64 = 3.0;
@@ -46,101 +46,24 @@ pub fn fit(
 ) -> Fit {
     let tol = &targets.tolerance;
     let mut detail = Vec::new();
-    let own = || result.jobs.iter().zip(&trace.jobs).skip(result.warm);
     for w in &targets.first_wait {
-        let mut waits: Vec<u64> = own()
-            .filter(|(j, tj)| {
-                (w.gpus[0]..=w.gpus[1]).contains(&j.gpus) && tj.run_s() >= w.min_run_s
-            })
-            .filter_map(|(j, _)| j.first_start_s.map(|s| s.saturating_sub(j.submit_s)))
-            .collect();
-        waits.sort_unstable();
-        for (p, observed) in w.quantiles() {
-            let factor = if p >= 99 {
-                tol.wait_factor_p99
-            } else {
-                tol.wait_factor
-            };
-            // A wait under a second counts as one: ratios need a floor.
-            let model = percentile(&waits, p).map(|s| s.max(1) as f64 / 60.0);
-            let error = model.map(|m| (m / observed).ln().abs() / factor.ln());
-            detail.push(item(
-                format!("first wait {} p{p} (min)", w.name),
-                observed,
-                model,
-                error,
-            ));
-        }
-        // The largest share of the group's jobs whose waits fall in one
-        // round interval, after the first (jobs started at once).
-        let bin = round_interval_s.max(1);
-        let mut largest = 0usize;
-        let mut i = 0;
-        while i < waits.len() {
-            let b = waits[i] / bin;
-            let n = waits[i..].iter().take_while(|x| *x / bin == b).count();
-            if b > 0 {
-                largest = largest.max(n);
-            }
-            i += n;
-        }
-        let share = (!waits.is_empty()).then(|| largest as f64 / waits.len() as f64 * 100.0);
-        detail.push(item(
-            format!("first wait {} largest {bin}-s bin (%)", w.name),
-            tol.single_wait_percent,
-            share,
-            share.map(|s| s / tol.single_wait_percent),
-        ));
+        let waits = first_waits(own(result, trace), w);
+        detail.extend(first_wait_items(w, &waits, tol));
+        detail.push(largest_bin_item(w, &waits, tol, round_interval_s));
     }
     for t in &targets.table2 {
-        let model = run
-            .by_size
-            .get(&t.bucket)
-            .and_then(|b| b.fragmentation_share())
-            .map(|s| s * 100.0);
-        detail.push(item(
-            format!("table2 {} fragmentation (% of events)", t.bucket),
-            t.fragmentation_share,
-            model,
-            model.map(|m| (m - t.fragmentation_share).abs() / tol.share_points),
-        ));
+        detail.push(table2_item(t, run, tol));
     }
     for o in &targets.one_server {
-        let spans: Vec<u32> = own()
-            .filter(|(j, _)| (o.gpus[0]..=o.gpus[1]).contains(&j.gpus))
-            .filter_map(|(j, _)| j.first_servers)
-            .collect();
-        let model = (!spans.is_empty())
-            .then(|| spans.iter().filter(|s| **s == 1).count() as f64 / spans.len() as f64 * 100.0);
-        detail.push(item(
-            format!("one server {}-{} GPUs (%)", o.gpus[0], o.gpus[1]),
-            o.share,
-            model,
-            model.map(|m| (m - o.share).abs() / tol.share_points),
-        ));
+        detail.push(one_server_item(o, own(result, trace), tol));
     }
-    let has_statuses = own().any(|(_, tj)| {
+    let has_statuses = own(result, trace).any(|(_, tj)| {
         tj.attempts
             .last()
             .is_some_and(|a| a.outcome != Outcome::Passed)
     });
     if let (Some(g), true) = (&targets.gpu_time_by_status, has_statuses) {
-        let total: u64 = run.gpu_s_by_status.values().sum();
-        for (status, observed) in [
-            ("passed", g.passed),
-            ("killed", g.killed),
-            ("failed", g.failed),
-        ] {
-            let model = (total > 0).then(|| {
-                run.gpu_s_by_status.get(status).copied().unwrap_or(0) as f64 / total as f64 * 100.0
-            });
-            detail.push(item(
-                format!("GPU time {status} (%)"),
-                observed,
-                model,
-                model.map(|m| (m - observed).abs() / tol.share_points),
-            ));
-        }
+        detail.extend(gpu_time_items(g, run, tol));
     }
     let score = if detail.is_empty() {
         0.0
@@ -154,6 +77,137 @@ pub fn fit(
         items: detail.len(),
         detail,
     }
+}
+
+/// The replay's own jobs (past the warm ones) with their trace jobs.
+fn own<'a>(
+    result: &'a RunResult,
+    trace: &'a Trace,
+) -> impl Iterator<Item = (&'a JobOutcome, &'a TraceJob)> {
+    result.jobs.iter().zip(&trace.jobs).skip(result.warm)
+}
+
+/// The first waits, sorted, of the jobs in `w`'s group that started.
+fn first_waits<'a>(
+    own: impl Iterator<Item = (&'a JobOutcome, &'a TraceJob)>,
+    w: &FirstWait,
+) -> Vec<u64> {
+    let mut waits: Vec<u64> = own
+        .filter(|(j, tj)| (w.gpus[0]..=w.gpus[1]).contains(&j.gpus) && tj.run_s() >= w.min_run_s)
+        .filter_map(|(j, _)| j.first_start_s.map(|s| s.saturating_sub(j.submit_s)))
+        .collect();
+    waits.sort_unstable();
+    waits
+}
+
+/// `w`'s quantiles against the group's sorted `waits`.
+fn first_wait_items<'a>(
+    w: &'a FirstWait,
+    waits: &'a [u64],
+    tol: &'a Tolerance,
+) -> impl Iterator<Item = FitItem> + 'a {
+    w.quantiles().into_iter().map(move |(p, observed)| {
+        let factor = if p >= 99 {
+            tol.wait_factor_p99
+        } else {
+            tol.wait_factor
+        };
+        // A wait under a second counts as one: ratios need a floor.
+        let model = percentile(waits, p).map(|s| s.max(1) as f64 / 60.0);
+        let error = model.map(|m| (m / observed).ln().abs() / factor.ln());
+        item(
+            format!("first wait {} p{p} (min)", w.name),
+            observed,
+            model,
+            error,
+        )
+    })
+}
+
+/// The largest share of `w`'s group's jobs whose sorted `waits` fall in one
+/// round interval, after the first (jobs started at once).
+fn largest_bin_item(
+    w: &FirstWait,
+    waits: &[u64],
+    tol: &Tolerance,
+    round_interval_s: u64,
+) -> FitItem {
+    let bin = round_interval_s.max(1);
+    let mut largest = 0usize;
+    let mut i = 0;
+    while i < waits.len() {
+        let b = waits[i] / bin;
+        let n = waits[i..].iter().take_while(|x| *x / bin == b).count();
+        if b > 0 {
+            largest = largest.max(n);
+        }
+        i += n;
+    }
+    let share = (!waits.is_empty()).then(|| largest as f64 / waits.len() as f64 * 100.0);
+    item(
+        format!("first wait {} largest {bin}-s bin (%)", w.name),
+        tol.single_wait_percent,
+        share,
+        share.map(|s| s / tol.single_wait_percent),
+    )
+}
+
+/// Table 2's fragmentation share of `t`'s bucket.
+fn table2_item(t: &Table2Share, run: &Run, tol: &Tolerance) -> FitItem {
+    let model = run
+        .by_size
+        .get(&t.bucket)
+        .and_then(|b| b.fragmentation_share())
+        .map(|s| s * 100.0);
+    item(
+        format!("table2 {} fragmentation (% of events)", t.bucket),
+        t.fragmentation_share,
+        model,
+        model.map(|m| (m - t.fragmentation_share).abs() / tol.share_points),
+    )
+}
+
+/// The share of `o`'s gangs whose first attempt ran on one server.
+fn one_server_item<'a>(
+    o: &OneServer,
+    own: impl Iterator<Item = (&'a JobOutcome, &'a TraceJob)>,
+    tol: &Tolerance,
+) -> FitItem {
+    let spans: Vec<u32> = own
+        .filter(|(j, _)| (o.gpus[0]..=o.gpus[1]).contains(&j.gpus))
+        .filter_map(|(j, _)| j.first_servers)
+        .collect();
+    let model = (!spans.is_empty())
+        .then(|| spans.iter().filter(|s| **s == 1).count() as f64 / spans.len() as f64 * 100.0);
+    item(
+        format!("one server {}-{} GPUs (%)", o.gpus[0], o.gpus[1]),
+        o.share,
+        model,
+        model.map(|m| (m - o.share).abs() / tol.share_points),
+    )
+}
+
+/// The shares of GPU time by final status.
+fn gpu_time_items(g: &GpuTimeByStatus, run: &Run, tol: &Tolerance) -> Vec<FitItem> {
+    let total: u64 = run.gpu_s_by_status.values().sum();
+    [
+        ("passed", g.passed),
+        ("killed", g.killed),
+        ("failed", g.failed),
+    ]
+    .into_iter()
+    .map(|(status, observed)| {
+        let model = (total > 0).then(|| {
+            run.gpu_s_by_status.get(status).copied().unwrap_or(0) as f64 / total as f64 * 100.0
+        });
+        item(
+            format!("GPU time {status} (%)"),
+            observed,
+            model,
+            model.map(|m| (m - observed).abs() / tol.share_points),
+        )
+    })
+    .collect()
 }
 
 /// The fit of each run as a console table: a row per item, a column per

@@ -78,13 +78,36 @@ pub fn targets_from_read(
 ) -> Result<Targets, TraceError> {
     let (trace, recorded) = read_philly_recorded(file, input)?;
     let jobs: Vec<(&TraceJob, &Recorded)> = trace.jobs.iter().zip(&recorded).collect();
-    let in_bucket = |gpus: [u32; 2], j: &TraceJob| (gpus[0]..=gpus[1]).contains(&j.gpus);
+    Ok(Targets {
+        name: options.name.clone(),
+        source: format!(
+            "{file}: {} jobs ({} skipped as unreplayable); first-attempt waits of jobs that ran \
+             {} s or more; no Table 2 shares (a log records no wait reasons)",
+            trace.jobs.len(),
+            trace.skipped.len(),
+            options.min_run_s
+        ),
+        tolerance: Tolerance::default(),
+        first_wait: first_waits(&jobs, options.min_run_s),
+        table2: Vec::new(),
+        one_server: one_server_shares(&jobs),
+        gpu_time_by_status: gpu_time_by_status(&jobs),
+    })
+}
 
+/// Whether job `j`'s gang size is within `gpus` (inclusive).
+fn in_bucket(gpus: [u32; 2], j: &TraceJob) -> bool {
+    (gpus[0]..=gpus[1]).contains(&j.gpus)
+}
+
+/// Each size bucket's first-attempt wait quantiles, over the jobs that ran
+/// `min_run_s` or more (buckets with fewer than [`MIN_JOBS`] left out).
+fn first_waits(jobs: &[(&TraceJob, &Recorded)], min_run_s: u64) -> Vec<FirstWait> {
     let mut first_wait = Vec::new();
     for (name, gpus) in BUCKETS {
         let mut waits: Vec<u64> = jobs
             .iter()
-            .filter(|(j, _)| in_bucket(gpus, j) && j.run_s() >= options.min_run_s)
+            .filter(|(j, _)| in_bucket(gpus, j) && j.run_s() >= min_run_s)
             .filter_map(|(_, r)| r.first_wait_s)
             .collect();
         if waits.len() < MIN_JOBS {
@@ -96,15 +119,19 @@ pub fn targets_from_read(
         first_wait.push(FirstWait {
             name: name.to_string(),
             gpus,
-            min_run_s: options.min_run_s,
+            min_run_s,
             p50: minutes(50),
             p75: minutes(75),
             p90: minutes(90),
             p99: (waits.len() >= MIN_JOBS_P99).then(|| minutes(99)).flatten(),
         });
     }
+    first_wait
+}
 
-    // Gangs that fit on one server of 8 GPUs.
+/// The share of first attempts on one server, for gangs that fit on one
+/// server of 8 GPUs.
+fn one_server_shares(jobs: &[(&TraceJob, &Recorded)]) -> Vec<OneServer> {
     let mut one_server = Vec::new();
     for gpus in [[2, 4], [5, 8]] {
         let spans: Vec<u32> = jobs
@@ -120,9 +147,14 @@ pub fn targets_from_read(
             });
         }
     }
+    one_server
+}
 
+/// The shares of GPU time by the jobs' final status (none if every job
+/// passed: the log records no statuses).
+fn gpu_time_by_status(jobs: &[(&TraceJob, &Recorded)]) -> Option<GpuTimeByStatus> {
     let mut by_status: BTreeMap<&str, u64> = BTreeMap::new();
-    for (j, _) in &jobs {
+    for (j, _) in jobs {
         let status = match j.attempts.last().map(|a| a.outcome) {
             Some(Outcome::Passed) | None => "passed",
             Some(Outcome::Killed) => "killed",
@@ -133,27 +165,10 @@ pub fn targets_from_read(
     let total: u64 = by_status.values().sum();
     let share =
         |s: &str| round3(by_status.get(s).copied().unwrap_or(0) as f64 / total as f64 * 100.0);
-    let gpu_time_by_status =
-        (total > 0 && by_status.keys().any(|s| *s != "passed")).then(|| GpuTimeByStatus {
-            passed: share("passed"),
-            killed: share("killed"),
-            failed: share("failed"),
-        });
-
-    Ok(Targets {
-        name: options.name.clone(),
-        source: format!(
-            "{file}: {} jobs ({} skipped as unreplayable); first-attempt waits of jobs that ran \
-             {} s or more; no Table 2 shares (a log records no wait reasons)",
-            trace.jobs.len(),
-            trace.skipped.len(),
-            options.min_run_s
-        ),
-        tolerance: Tolerance::default(),
-        first_wait,
-        table2: Vec::new(),
-        one_server,
-        gpu_time_by_status,
+    (total > 0 && by_status.keys().any(|s| *s != "passed")).then(|| GpuTimeByStatus {
+        passed: share("passed"),
+        killed: share("killed"),
+        failed: share("failed"),
     })
 }
 

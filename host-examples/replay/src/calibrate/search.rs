@@ -434,18 +434,54 @@ pub fn calibrate(
     evaluate: &mut Evaluate<'_>,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Calibration, ReplayError> {
-    let mut rng = ChaCha8Rng::seed_from_u64(spec.seed);
+    let mut search = Search {
+        plan,
+        evaluate,
+        rng: ChaCha8Rng::seed_from_u64(spec.seed),
+        candidates: Vec::new(),
+    };
     let start = spec.start_setting();
     let total = spec.candidates.max(1);
     let refine = ((total - 1) as f64 * spec.refine_share).round() as usize;
-    let first = total - 1 - refine;
-    let mut candidates: Vec<Candidate> = Vec::new();
-    let mut run_stage = |stage: u8,
-                         settings: Vec<Setting>,
-                         candidates: &mut Vec<Candidate>|
-     -> Result<(), ReplayError> {
-        let argvs: Vec<Vec<String>> = settings.iter().map(|s| plan.argv(&plan.train, s)).collect();
-        let results = evaluate(&argvs);
+    search.first_stage(spec, &start, total - 1 - refine)?;
+    let b = search.best();
+    progress(&format!(
+        "stage 1: {} candidates, best #{b} score {} (start {})",
+        search.candidates.len(),
+        score_str(search.candidates[b].score),
+        score_str(search.candidates[0].score)
+    ));
+    search.refine(spec, refine, progress)?;
+    let best = search.candidates[search.best()].setting.clone();
+    let (start_assessed, best_assessed) = search.assess(&start, &best)?;
+    Ok(Calibration {
+        spec: spec.clone(),
+        plan: plan.clone(),
+        start: start_assessed,
+        best: best_assessed,
+        candidates: search.candidates,
+    })
+}
+
+/// A calibration under way: the replays run so far and the draws still
+/// to come.
+struct Search<'p, 'e, 'f> {
+    plan: &'p Plan,
+    evaluate: &'e mut Evaluate<'f>,
+    rng: ChaCha8Rng,
+    /// Every candidate so far, in order.
+    candidates: Vec<Candidate>,
+}
+
+impl Search<'_, '_, '_> {
+    /// Replays `settings` on the training window as stage `stage`, adding
+    /// them to the candidates.
+    fn run_stage(&mut self, stage: u8, settings: Vec<Setting>) -> Result<(), ReplayError> {
+        let argvs: Vec<Vec<String>> = settings
+            .iter()
+            .map(|s| self.plan.argv(&self.plan.train, s))
+            .collect();
+        let results = (self.evaluate)(&argvs);
         if results.len() != argvs.len() {
             return Err(ReplayError::Usage(format!(
                 "the evaluator returned {} reports for {} replays",
@@ -455,8 +491,8 @@ pub fn calibrate(
         }
         for (setting, result) in settings.into_iter().zip(results) {
             let fit = result.and_then(|text| fit_of(&text));
-            let index = candidates.len();
-            candidates.push(match fit {
+            let index = self.candidates.len();
+            self.candidates.push(match fit {
                 Ok(f) => Candidate {
                     index,
                     stage,
@@ -476,97 +512,114 @@ pub fn calibrate(
             });
         }
         Ok(())
-    };
-    let stage1: Vec<Setting> = std::iter::once(start.clone())
-        .chain(latin_hypercube(&spec.knobs, &start, first, &mut rng))
-        .collect();
-    run_stage(1, stage1, &mut candidates)?;
-    candidates[0].stage = 0;
-    if let Some(e) = &candidates[0].error {
-        return Err(ReplayError::Usage(format!(
-            "the starting point's replay failed: {e}"
-        )));
     }
-    let best_of = |c: &[Candidate]| -> usize {
-        c.iter()
+
+    /// The index of the best candidate so far (lowest score, earliest on
+    /// ties; the start if none scored).
+    fn best(&self) -> usize {
+        self.candidates
+            .iter()
             .filter_map(|c| c.score.map(|s| (s, c.index)))
             .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)))
             .map_or(0, |(_, i)| i)
-    };
-    let b = best_of(&candidates);
-    progress(&format!(
-        "stage 1: {} candidates, best #{b} score {} (start {})",
-        candidates.len(),
-        score_str(candidates[b].score),
-        score_str(candidates[0].score)
-    ));
-    // Each refining stage searches a box half as wide as the last (a
-    // quarter of each range, then an eighth...) around the best so far.
-    let stages = spec.refine_stages.max(1);
-    let mut fraction = 0.25;
-    for stage in 0..stages {
-        let n = refine / stages + usize::from(stage < refine % stages);
-        if n == 0 {
-            continue;
+    }
+
+    /// Stage 1: the start (candidate 0, stage 0), and `n` candidates drawn
+    /// over the knobs' whole ranges. Fails if the start's replay fails.
+    fn first_stage(&mut self, spec: &Spec, start: &Setting, n: usize) -> Result<(), ReplayError> {
+        let stage1: Vec<Setting> = std::iter::once(start.clone())
+            .chain(latin_hypercube(&spec.knobs, start, n, &mut self.rng))
+            .collect();
+        self.run_stage(1, stage1)?;
+        self.candidates[0].stage = 0;
+        if let Some(e) = &self.candidates[0].error {
+            return Err(ReplayError::Usage(format!(
+                "the starting point's replay failed: {e}"
+            )));
         }
-        let centre = best_of(&candidates);
-        let box_ = around(&spec.knobs, &candidates[centre].setting, fraction);
-        let fixed = candidates[centre].setting.clone();
-        let settings = latin_hypercube(&box_, &fixed, n, &mut rng);
-        let number = u8::try_from(stage + 2).unwrap_or(u8::MAX);
-        run_stage(number, settings, &mut candidates)?;
-        let b = best_of(&candidates);
-        progress(&format!(
-            "stage {number}: {n} candidates around #{centre} ({:.1} % of each range), best #{b} score {}",
-            fraction * 100.0,
-            score_str(candidates[b].score)
-        ));
-        fraction /= 2.0;
+        Ok(())
     }
-    let b = best_of(&candidates);
-    // The start and the best on both windows: training fits again from
-    // their reports, so the record holds every item.
-    let mut wanted = vec![
-        plan.argv(&plan.train, &start),
-        plan.argv(&plan.train, &candidates[b].setting),
-    ];
-    if let Some(h) = &plan.holdout {
-        wanted.push(plan.argv(h, &start));
-        wanted.push(plan.argv(h, &candidates[b].setting));
+
+    /// The refining stages, `refine` candidates in all: each searches a box
+    /// half as wide as the last (a quarter of each range, then an
+    /// eighth...) around the best so far.
+    fn refine(
+        &mut self,
+        spec: &Spec,
+        refine: usize,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<(), ReplayError> {
+        let stages = spec.refine_stages.max(1);
+        let mut fraction = 0.25;
+        for stage in 0..stages {
+            let n = refine / stages + usize::from(stage < refine % stages);
+            if n == 0 {
+                continue;
+            }
+            let centre = self.best();
+            let box_ = around(&spec.knobs, &self.candidates[centre].setting, fraction);
+            let fixed = self.candidates[centre].setting.clone();
+            let settings = latin_hypercube(&box_, &fixed, n, &mut self.rng);
+            let number = u8::try_from(stage + 2).unwrap_or(u8::MAX);
+            self.run_stage(number, settings)?;
+            let b = self.best();
+            progress(&format!(
+                "stage {number}: {n} candidates around #{centre} ({:.1} % of each range), best #{b} score {}",
+                fraction * 100.0,
+                score_str(self.candidates[b].score)
+            ));
+            fraction /= 2.0;
+        }
+        Ok(())
     }
-    let reports = evaluate(&wanted);
-    let mut fits = Vec::new();
-    for (i, r) in reports.into_iter().enumerate() {
-        let fit = r
-            .and_then(|t| fit_of(&t))
-            .map_err(|e| ReplayError::Usage(format!("replay {:?} failed: {e}", wanted.get(i))))?;
-        fits.push(fit);
+
+    /// `start` and `best` on both windows: training fits again from their
+    /// reports, so the record holds every item.
+    fn assess(
+        &mut self,
+        start: &Setting,
+        best: &Setting,
+    ) -> Result<(Assessed, Assessed), ReplayError> {
+        let plan = self.plan;
+        let mut wanted = vec![plan.argv(&plan.train, start), plan.argv(&plan.train, best)];
+        if let Some(h) = &plan.holdout {
+            wanted.push(plan.argv(h, start));
+            wanted.push(plan.argv(h, best));
+        }
+        let reports = (self.evaluate)(&wanted);
+        let mut fits = Vec::new();
+        for (i, r) in reports.into_iter().enumerate() {
+            let fit = r.and_then(|t| fit_of(&t)).map_err(|e| {
+                ReplayError::Usage(format!("replay {:?} failed: {e}", wanted.get(i)))
+            })?;
+            fits.push(fit);
+        }
+        if fits.len() != wanted.len() {
+            return Err(ReplayError::Usage("the evaluator lost replays".into()));
+        }
+        let mut fits = fits.into_iter();
+        let (st, bt) = (fits.next(), fits.next());
+        let (sh, bh) = (fits.next(), fits.next());
+        Ok((Assessed::of(start, st, sh), Assessed::of(best, bt, bh)))
     }
-    if fits.len() != wanted.len() {
-        return Err(ReplayError::Usage("the evaluator lost replays".into()));
+}
+
+impl Assessed {
+    /// `setting` with its fits (a missing training fit as an empty one).
+    fn of(setting: &Setting, train: Option<Fit>, holdout: Option<Fit>) -> Self {
+        Assessed {
+            setting: setting.clone(),
+            args: knobs::args_of(setting),
+            train: train.unwrap_or_else(|| Fit {
+                targets: String::new(),
+                score: f64::NAN,
+                met: 0,
+                items: 0,
+                detail: Vec::new(),
+            }),
+            holdout,
+        }
     }
-    let mut fits = fits.into_iter();
-    let (st, bt) = (fits.next(), fits.next());
-    let (sh, bh) = (fits.next(), fits.next());
-    let assessed = |setting: &Setting, train: Option<Fit>, holdout: Option<Fit>| Assessed {
-        setting: setting.clone(),
-        args: knobs::args_of(setting),
-        train: train.unwrap_or_else(|| Fit {
-            targets: String::new(),
-            score: f64::NAN,
-            met: 0,
-            items: 0,
-            detail: Vec::new(),
-        }),
-        holdout,
-    };
-    Ok(Calibration {
-        spec: spec.clone(),
-        plan: plan.clone(),
-        start: assessed(&start, st, sh),
-        best: assessed(&candidates[b].setting.clone(), bt, bh),
-        candidates,
-    })
 }
 
 fn score_str(s: Option<f64>) -> String {

@@ -77,33 +77,69 @@ struct Reader<'a> {
 impl Reader<'_> {
     fn job(&mut self, raw: RawJob, index: usize) -> Result<(), TraceError> {
         let name = raw.jobid.clone().unwrap_or_else(|| format!("#{index}"));
+        let file = self.file;
         let bad = |message: String| TraceError::Job {
-            file: self.file.to_string(),
+            file: file.to_string(),
             job: name.clone(),
             message,
         };
-        let final_outcome = match raw.status.as_deref() {
-            Some("Pass") => Outcome::Passed,
-            Some("Killed") => Outcome::Killed,
-            Some("Failed") => Outcome::Failed,
-            other => {
-                return Err(bad(format!(
-                    "status {other:?} is not Pass, Killed or Failed"
-                )));
-            }
-        };
+        let final_outcome = final_outcome(raw.status.as_deref()).map_err(bad)?;
         let submit = time_of(&raw.submitted_time)
             .map_err(|m| bad(format!("submitted_time: {m}")))?
             .ok_or_else(|| bad("no submitted_time".into()))?;
         self.latest = self.latest.max(submit);
         let attempts = raw.attempts.unwrap_or_default();
+        let (runs, gpus) = self.runs(&attempts).map_err(bad)?;
+        let at = format!("{file} job {name}");
+        let gpus = match gpus {
+            None => return self.skip(at, "no recorded attempt, so no GPU count"),
+            Some(0) => return self.skip(at, "first attempt lists no GPUs"),
+            Some(n) => u32::try_from(n).map_err(|_| bad("absurd GPU count".into()))?,
+        };
+        if runs.is_empty() {
+            return self.skip(at, "no attempt has a start time");
+        }
+        let (out, open_start) = attempts_of(runs, final_outcome);
+        let recorded = recorded_of(attempts.first(), submit);
+        self.count_machines(&attempts);
+        self.parsed.push(Parsed {
+            job: TraceJob {
+                name,
+                vc: raw.vc.unwrap_or_default(),
+                user: raw.user.unwrap_or_default(),
+                gpus,
+                submit_s: submit,
+                attempts: out,
+            },
+            open_start,
+            recorded,
+        });
+        Ok(())
+    }
+
+    /// Leaves out the job at `at`, saying why (not an error).
+    fn skip(&mut self, at: String, reason: &str) -> Result<(), TraceError> {
+        self.skipped.push(SkippedJob {
+            at,
+            reason: reason.into(),
+        });
+        Ok(())
+    }
+
+    /// The (start, end) of each of `attempts` that has a start, and the
+    /// first attempt's GPU count (none without attempts); the latest time
+    /// seen moves on.
+    #[allow(clippy::type_complexity)]
+    fn runs(
+        &mut self,
+        attempts: &[RawAttempt],
+    ) -> Result<(Vec<(u64, Option<u64>)>, Option<usize>), String> {
         let mut runs: Vec<(u64, Option<u64>)> = Vec::new();
         let mut gpus = None;
         for (i, a) in attempts.iter().enumerate() {
             let start =
-                time_of(&a.start_time).map_err(|m| bad(format!("attempt {i} start_time: {m}")))?;
-            let end =
-                time_of(&a.end_time).map_err(|m| bad(format!("attempt {i} end_time: {m}")))?;
+                time_of(&a.start_time).map_err(|m| format!("attempt {i} start_time: {m}"))?;
+            let end = time_of(&a.end_time).map_err(|m| format!("attempt {i} end_time: {m}"))?;
             if gpus.is_none() {
                 let n: usize = a
                     .detail
@@ -118,76 +154,16 @@ impl Reader<'_> {
             if let Some(e) = end {
                 self.latest = self.latest.max(e);
                 if e < start {
-                    return Err(bad(format!("attempt {i} ends before it starts")));
+                    return Err(format!("attempt {i} ends before it starts"));
                 }
             }
             runs.push((start, end));
         }
-        let at = format!("{} job {name}", self.file);
-        let gpus = match gpus {
-            None => {
-                self.skipped.push(SkippedJob {
-                    at,
-                    reason: "no recorded attempt, so no GPU count".into(),
-                });
-                return Ok(());
-            }
-            Some(0) => {
-                self.skipped.push(SkippedJob {
-                    at,
-                    reason: "first attempt lists no GPUs".into(),
-                });
-                return Ok(());
-            }
-            Some(n) => u32::try_from(n).map_err(|_| bad("absurd GPU count".into()))?,
-        };
-        if runs.is_empty() {
-            self.skipped.push(SkippedJob {
-                at,
-                reason: "no attempt has a start time".into(),
-            });
-            return Ok(());
-        }
-        let last = runs.len() - 1;
-        let mut open_start = None;
-        let mut out = Vec::with_capacity(runs.len());
-        for (i, (start, end)) in runs.into_iter().enumerate() {
-            let outcome = if i == last {
-                final_outcome
-            } else {
-                Outcome::Failed
-            };
-            match end {
-                Some(e) => out.push(Attempt::new(e - start, outcome)),
-                None if i == last => {
-                    open_start = Some(start);
-                    out.push(Attempt::new(0, outcome));
-                }
-                // An earlier attempt without an end: it ended when the next began.
-                None => out.push(Attempt::new(0, Outcome::Failed)),
-            }
-        }
-        // What the log says of the first attempt, as the study's notebook
-        // reads it (PHILLY.md 2.1, cell 6): its start (none if it has none)
-        // and the servers its `detail` lists GPUs on.
-        let first = attempts.first();
-        let recorded = Recorded {
-            first_wait_s: first
-                .and_then(|a| time_of(&a.start_time).ok().flatten())
-                .map(|start| start.saturating_sub(submit)),
-            first_servers: first.and_then(|a| {
-                let mut on: Vec<&str> = a
-                    .detail
-                    .iter()
-                    .flatten()
-                    .filter(|d| d.gpus.as_ref().is_some_and(|g| !g.is_empty()))
-                    .filter_map(|d| d.ip.as_deref())
-                    .collect();
-                on.sort_unstable();
-                on.dedup();
-                u32::try_from(on.len()).ok().filter(|n| *n > 0)
-            }),
-        };
+        Ok((runs, gpus))
+    }
+
+    /// Counts each machine `attempts` ran on, once per job.
+    fn count_machines(&mut self, attempts: &[RawAttempt]) {
         let mut ips: Vec<&str> = attempts
             .iter()
             .flat_map(|a| a.detail.iter().flatten())
@@ -198,19 +174,68 @@ impl Reader<'_> {
         for ip in ips {
             *self.machines.entry(ip.to_string()).or_default() += 1;
         }
-        self.parsed.push(Parsed {
-            job: TraceJob {
-                name,
-                vc: raw.vc.unwrap_or_default(),
-                user: raw.user.unwrap_or_default(),
-                gpus,
-                submit_s: submit,
-                attempts: out,
-            },
-            open_start,
-            recorded,
-        });
-        Ok(())
+    }
+}
+
+/// A job's final outcome from its `status`.
+fn final_outcome(status: Option<&str>) -> Result<Outcome, String> {
+    match status {
+        Some("Pass") => Ok(Outcome::Passed),
+        Some("Killed") => Ok(Outcome::Killed),
+        Some("Failed") => Ok(Outcome::Failed),
+        other => Err(format!("status {other:?} is not Pass, Killed or Failed")),
+    }
+}
+
+/// The attempts of a job's `runs` (all failed but the last, which ends
+/// with `final_outcome`), and the start of the last one if it is still
+/// open.
+fn attempts_of(
+    runs: Vec<(u64, Option<u64>)>,
+    final_outcome: Outcome,
+) -> (Vec<Attempt>, Option<u64>) {
+    let last = runs.len() - 1;
+    let mut open_start = None;
+    let mut out = Vec::with_capacity(runs.len());
+    for (i, (start, end)) in runs.into_iter().enumerate() {
+        let outcome = if i == last {
+            final_outcome
+        } else {
+            Outcome::Failed
+        };
+        match end {
+            Some(e) => out.push(Attempt::new(e - start, outcome)),
+            None if i == last => {
+                open_start = Some(start);
+                out.push(Attempt::new(0, outcome));
+            }
+            // An earlier attempt without an end: it ended when the next began.
+            None => out.push(Attempt::new(0, Outcome::Failed)),
+        }
+    }
+    (out, open_start)
+}
+
+/// What the log says of the `first` attempt of a job submitted at
+/// `submit`, as the study's notebook reads it (PHILLY.md 2.1, cell 6): its
+/// start (none if it has none) and the servers its `detail` lists GPUs on.
+fn recorded_of(first: Option<&RawAttempt>, submit: u64) -> Recorded {
+    Recorded {
+        first_wait_s: first
+            .and_then(|a| time_of(&a.start_time).ok().flatten())
+            .map(|start| start.saturating_sub(submit)),
+        first_servers: first.and_then(|a| {
+            let mut on: Vec<&str> = a
+                .detail
+                .iter()
+                .flatten()
+                .filter(|d| d.gpus.as_ref().is_some_and(|g| !g.is_empty()))
+                .filter_map(|d| d.ip.as_deref())
+                .collect();
+            on.sort_unstable();
+            on.dedup();
+            u32::try_from(on.len()).ok().filter(|n| *n > 0)
+        }),
     }
 }
 

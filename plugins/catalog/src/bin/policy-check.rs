@@ -8,13 +8,13 @@
 //! `policy-check new NAME [--dir DIR]`: makes a policy crate of its own
 //! (see `gangway_catalog::new_policy`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use gangway_catalog::new_policy;
-use gangway_catalog::policy_check::{CheckError, CheckOptions, check_module};
+use gangway_catalog::policy_check::{CheckError, CheckOptions, CheckReport, check_module};
 use gangway_catalog::resolve::large_policy_hint;
 use gangway_core::conformance;
 use gangway_core::wasm::{Budget, CallPath, LoadLimits, SandboxConfig};
@@ -89,25 +89,7 @@ fn main() -> ExitCode {
     let args = Args::parse();
     gangway_catalog::logging::init(args.verbose);
     if let Some(Command::New { name, dir, gangway }) = &args.command {
-        let gangway = gangway.clone().unwrap_or_else(new_policy::built_from);
-        return match new_policy::create(dir, name, &gangway) {
-            Ok(root) => {
-                let ident = name.replace('-', "_");
-                println!("made {}", root.display());
-                match new_policy::ensure_wasm_target() {
-                    Ok(done) => println!("{done}"),
-                    Err(why) => eprintln!("policy-check new: note: {why}"),
-                }
-                println!("  cd {} && cargo test", root.display());
-                println!("  cargo build --release --target wasm32-unknown-unknown");
-                println!("  policy-check target/wasm32-unknown-unknown/release/{ident}.wasm");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("policy-check new: {e}");
-                ExitCode::from(2)
-            }
-        };
+        return new(name, dir, gangway.as_ref());
     }
     let Some(module_path) = args.module.clone() else {
         eprintln!("policy-check: give a module to check, or `new NAME`");
@@ -134,47 +116,10 @@ fn main() -> ExitCode {
         },
         None => Vec::new(),
     };
-    let options = CheckOptions {
-        views: args.views,
-        scenarios: args.scenarios,
-        seed: args.seed,
-        sandbox: SandboxConfig {
-            // A module that carries an interpreter gets the larger default.
-            budget: if args.large_policies && args.fuel == Budget::DEFAULT_FUEL {
-                Budget::Fuel(Budget::INTERPRETER_FUEL)
-            } else {
-                Budget::Fuel(args.fuel.max(1))
-            },
-            memory_bytes: args.memory_mib.max(1) << 20,
-            limits: if args.large_policies {
-                LoadLimits::for_interpreters()
-            } else {
-                LoadLimits::default()
-            },
-            ..SandboxConfig::default()
-        },
-        time_limit: Duration::from_secs(args.time_limit_s),
-    };
+    let options = check_options(&args);
     match check_module(&name, &bytes, &config, &options) {
         Ok(r) => {
-            let slots: Vec<&str> = r.slots.iter().map(|s| s.as_str()).collect();
-            let entered = match r.call_path {
-                CallPath::Direct if r.buffered_slots.len() == r.slots.len() => {
-                    "entered directly, once per call (standard component shape, contract 2.1)"
-                }
-                CallPath::Direct => "entered directly (standard component shape)",
-                CallPath::Component => "entered through the component runtime",
-            };
-            println!(
-                "module {}: slots {}; contract gangway:policy@{}; {entered}",
-                r.module,
-                slots.join(", "),
-                r.contract_version
-            );
-            println!(
-                "ok: {} views per slot (up to {} jobs), {} calls, every decision valid and deterministic; {} scheduler scenarios; slowest call {} us",
-                r.views, r.max_jobs, r.calls, r.scenarios, r.slowest_us
-            );
+            print_report(&r);
             ExitCode::SUCCESS
         }
         Err(CheckError::Rule(finding)) => {
@@ -201,4 +146,77 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// `policy-check new NAME`: makes a policy crate `name` in `dir`,
+/// depending on the Gangway clone `gangway` (default: the one this binary
+/// was built from), and says what to do next.
+fn new(name: &str, dir: &Path, gangway: Option<&PathBuf>) -> ExitCode {
+    let gangway = gangway.cloned().unwrap_or_else(new_policy::built_from);
+    match new_policy::create(dir, name, &gangway) {
+        Ok(root) => {
+            let ident = name.replace('-', "_");
+            println!("made {}", root.display());
+            match new_policy::ensure_wasm_target() {
+                Ok(done) => println!("{done}"),
+                Err(why) => eprintln!("policy-check new: note: {why}"),
+            }
+            println!("  cd {} && cargo test", root.display());
+            println!("  cargo build --release --target wasm32-unknown-unknown");
+            println!("  policy-check target/wasm32-unknown-unknown/release/{ident}.wasm");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("policy-check new: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// The check's options from the command line.
+fn check_options(args: &Args) -> CheckOptions {
+    CheckOptions {
+        views: args.views,
+        scenarios: args.scenarios,
+        seed: args.seed,
+        sandbox: SandboxConfig {
+            // A module that carries an interpreter gets the larger default.
+            budget: if args.large_policies && args.fuel == Budget::DEFAULT_FUEL {
+                Budget::Fuel(Budget::INTERPRETER_FUEL)
+            } else {
+                Budget::Fuel(args.fuel.max(1))
+            },
+            memory_bytes: args.memory_mib.max(1) << 20,
+            limits: if args.large_policies {
+                LoadLimits::for_interpreters()
+            } else {
+                LoadLimits::default()
+            },
+            ..SandboxConfig::default()
+        },
+        time_limit: Duration::from_secs(args.time_limit_s),
+    }
+}
+
+/// Prints a passed check: the module's slots, contract and call path, and
+/// what was checked.
+fn print_report(r: &CheckReport) {
+    let slots: Vec<&str> = r.slots.iter().map(|s| s.as_str()).collect();
+    let entered = match r.call_path {
+        CallPath::Direct if r.buffered_slots.len() == r.slots.len() => {
+            "entered directly, once per call (standard component shape, contract 2.1)"
+        }
+        CallPath::Direct => "entered directly (standard component shape)",
+        CallPath::Component => "entered through the component runtime",
+    };
+    println!(
+        "module {}: slots {}; contract gangway:policy@{}; {entered}",
+        r.module,
+        slots.join(", "),
+        r.contract_version
+    );
+    println!(
+        "ok: {} views per slot (up to {} jobs), {} calls, every decision valid and deterministic; {} scheduler scenarios; slowest call {} us",
+        r.views, r.max_jobs, r.calls, r.scenarios, r.slowest_us
+    );
 }
