@@ -15,8 +15,8 @@
 //! outer build's jobserver, so it does not oversubscribe the machine.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
 use std::error::Error;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -133,7 +133,11 @@ fn policies_macro(plugins: &[Plugin]) -> Result<String> {
         for d in &p.policies {
             let list = by_slot.entry(d.slot).or_default();
             let entry = format!("{:?} in {:?} => {krate}::{}", d.name, p.name, d.ty);
-            if list.iter().any(|e| e.starts_with(&format!("{:?} in", d.name))) || d.name == "none" {
+            if list
+                .iter()
+                .any(|e| e.starts_with(&format!("{:?} in", d.name)))
+                || d.name == "none"
+            {
                 return Err(format!(
                     "plugins/{}: the {} policy name {:?} is taken",
                     p.name, d.slot, d.name
@@ -216,9 +220,9 @@ fn declared(policies: &toml::Value, manifest: &Path) -> Result<Vec<Declared>> {
     let mut out = Vec::new();
     for p in policies.as_array().ok_or_else(shape)? {
         let field = |key: &str| {
-            p.get(key).and_then(|v| v.as_str()).ok_or_else(|| {
-                format!("{}: a policy without a string `{key}`", manifest.display())
-            })
+            p.get(key)
+                .and_then(|v| v.as_str())
+                .ok_or_else(|| format!("{}: a policy without a string `{key}`", manifest.display()))
         };
         let (name, slot, ty) = (field("name")?, field("slot")?, field("type")?);
         let Some(slot) = Slot::from_name(slot) else {

@@ -80,6 +80,27 @@ pub struct PolicyOrigin {
     pub config: Vec<u8>,
 }
 
+impl PolicyOrigin {
+    /// How events and a slot's status name the policy: its name, and for a
+    /// Wasm module the first 12 hex digits of its SHA-256 after an `@`
+    /// (`policy.wasm@3f2a9c01b7e4`), so that two modules loaded from one
+    /// path, or under one name, are told apart.
+    ///
+    /// ```
+    /// use gangway_core::policy::PolicyOrigin;
+    /// let native = PolicyOrigin { name: "fifo".into(), ..PolicyOrigin::default() };
+    /// assert_eq!(native.identity(), "fifo");
+    /// let wasm = PolicyOrigin { module_sha256: Some("3f2a9c01b7e4d5".into()), ..native };
+    /// assert_eq!(wasm.identity(), "fifo@3f2a9c01b7e4");
+    /// ```
+    pub fn identity(&self) -> String {
+        match &self.module_sha256 {
+            Some(hash) => format!("{}@{}", self.name, hash.get(..12).unwrap_or(hash)),
+            None => self.name.clone(),
+        }
+    }
+}
+
 /// A boxed backend of slot `S`.
 pub type BoxedBackend<S> = Box<dyn Backend<S>>;
 

@@ -8,21 +8,67 @@ use gangway_plugin_sdk::{Manifest, SlotContract};
 use super::backend::{BoxedBackend, PolicyOrigin, fallback_backend};
 use super::{PolicyError, PolicyErrorKind, ViewChanges};
 
-/// When a guarded slot gives up on a policy.
+/// When a guarded slot gives up on a policy: after a run of failures, or
+/// after too many among its recent calls however they alternate with good
+/// ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GuardSettings {
     /// Quarantine the active policy after this many failed calls in a row.
     pub quarantine_after: u32,
+    /// Quarantine it too after [`GuardSettings::window_failures`] failed
+    /// calls among its last `window` calls (at most 64).
+    pub window: u32,
+    /// See [`GuardSettings::window`].
+    pub window_failures: u32,
     /// How many earlier policies to keep above the baseline for rollback.
     pub keep_previous: usize,
 }
 
 impl Default for GuardSettings {
+    /// Three failures in a row, or five of the last twenty calls (a policy
+    /// that fails every second call is quarantined by its tenth); two
+    /// earlier policies kept.
     fn default() -> Self {
         GuardSettings {
             quarantine_after: 3,
+            window: 20,
+            window_failures: 5,
             keep_previous: 2,
         }
+    }
+}
+
+impl GuardSettings {
+    /// Settings that never quarantine (a host that wants every failure to
+    /// fall back for its round only, e.g. to measure a policy).
+    pub fn never_quarantine(keep_previous: usize) -> GuardSettings {
+        GuardSettings {
+            quarantine_after: u32::MAX,
+            window: 64,
+            window_failures: u32::MAX,
+            keep_previous,
+        }
+    }
+}
+
+/// The outcomes of a policy's last calls, newest in the lowest bit (1: a
+/// failure): what the failure-rate rule counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Recent(u64);
+
+impl Recent {
+    fn record(&mut self, failed: bool) {
+        self.0 = (self.0 << 1) | u64::from(failed);
+    }
+
+    /// Failures among the last `window` calls.
+    fn failures(self, window: u32) -> u32 {
+        let mask = match window {
+            0 => 0,
+            64.. => u64::MAX,
+            w => (1u64 << w) - 1,
+        };
+        (self.0 & mask).count_ones()
     }
 }
 
@@ -35,6 +81,9 @@ pub struct SlotHealth {
     pub failures: u64,
     /// Failed calls in a row of the active policy (reset by a good call).
     pub consecutive: u32,
+    /// Failed calls of the active policy among its last
+    /// [`GuardSettings::window`] calls.
+    pub recent_failures: u32,
     /// Policies quarantined, ever.
     pub quarantines: u64,
 }
@@ -73,11 +122,15 @@ pub enum SlotEvent {
     },
 }
 
-/// A snapshot of a guarded slot, for the host.
+/// A snapshot of a guarded slot, for the host. Events name policies by
+/// [`PolicyOrigin::identity`] (name, and module hash for Wasm).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SlotStatus {
-    /// The active backend.
+    /// The active backend's name.
     pub active: String,
+    /// The active backend's identity (its name, and its module's hash for
+    /// Wasm): what events call it.
+    pub active_identity: String,
     /// The backends below it, nearest first; the last is the baseline.
     pub previous: Vec<String>,
     /// Failure counters.
@@ -89,7 +142,7 @@ pub struct SlotStatus {
 }
 
 impl SlotStatus {
-    /// Policies quarantined so far, oldest first.
+    /// Policies quarantined so far (their identities), oldest first.
     pub fn quarantined(&self) -> Vec<&str> {
         self.events
             .iter()
@@ -190,6 +243,8 @@ pub struct Guarded<S: SlotContract> {
     fallback: BoxedBackend<S>,
     guard: GuardSettings,
     health: SlotHealth,
+    /// The active policy's last outcomes.
+    recent: Recent,
     shared: Arc<Mutex<Shared<S>>>,
     /// What happened to the slot since the events were last taken.
     round_events: Vec<SlotEvent>,
@@ -219,6 +274,7 @@ impl<S: SlotContract> Guarded<S> {
     pub fn with_guard(baseline: BoxedBackend<S>, guard: GuardSettings) -> Guarded<S> {
         let status = SlotStatus {
             active: baseline.name().to_string(),
+            active_identity: baseline.origin().identity(),
             ..SlotStatus::default()
         };
         Guarded {
@@ -227,6 +283,7 @@ impl<S: SlotContract> Guarded<S> {
             fallback: fallback_backend::<S>(),
             guard,
             health: SlotHealth::default(),
+            recent: Recent::default(),
             round_events: Vec::new(),
             swapped_between_rounds: false,
             shared: Arc::new(Mutex::new(Shared {
@@ -316,21 +373,29 @@ impl<S: SlotContract> Guarded<S> {
     }
 
     fn push(&mut self, next: BoxedBackend<S>, s: &mut Shared<S>) {
-        let from = self.name().to_string();
-        let to = next.name().to_string();
+        let from = self.active().origin().identity();
+        let to = next.origin().identity();
         self.stack.push(next);
         while self.stack.len() > self.guard.keep_previous + 2 {
             self.stack.remove(1);
         }
-        self.health.consecutive = 0;
+        self.fresh_start();
         s.status.swaps += 1;
         tracing::info!(slot = %S::SLOT, from, to, "policy swapped in");
         event(s, &mut self.round_events, SlotEvent::Swapped { from, to });
     }
 
+    /// Forgets the active policy's failures: another one is active now.
+    fn fresh_start(&mut self) {
+        self.health.consecutive = 0;
+        self.health.recent_failures = 0;
+        self.recent = Recent::default();
+    }
+
     fn sync_status(&self, s: &mut Shared<S>) {
         s.status.active.clear();
         s.status.active.push_str(self.name());
+        s.status.active_identity = self.active().origin().identity();
         s.status.previous = self
             .stack
             .iter()
@@ -351,8 +416,8 @@ impl<S: SlotContract> Guarded<S> {
         if let Ok(mut s) = shared.lock() {
             if std::mem::take(&mut s.rollback) {
                 if self.stack.len() > 1 {
-                    let from = self.stack.pop().map(|b| b.name().to_string());
-                    let to = self.name().to_string();
+                    let from = self.stack.pop().map(|b| b.origin().identity());
+                    let to = self.active().origin().identity();
                     tracing::info!(slot = %S::SLOT, from, to, "policy rolled back");
                     event(
                         &mut s,
@@ -364,14 +429,14 @@ impl<S: SlotContract> Guarded<S> {
                     );
                     changed = true;
                 } else {
-                    let active = self.name().to_string();
+                    let active = self.active().origin().identity();
                     event(
                         &mut s,
                         &mut self.round_events,
                         SlotEvent::RollbackRefused { active },
                     );
                 }
-                self.health.consecutive = 0;
+                self.fresh_start();
             }
             if let Some(next) = s.staged.take() {
                 self.push(next, &mut s);
@@ -451,6 +516,8 @@ impl<S: SlotContract> Guarded<S> {
         match outcome {
             Ok(()) => {
                 self.health.consecutive = 0;
+                self.recent.record(false);
+                self.health.recent_failures = self.recent.failures(self.guard.window);
                 self.active_mut().report(Ok(()));
                 None
             }
@@ -463,52 +530,63 @@ impl<S: SlotContract> Guarded<S> {
     }
 
     /// Counts a failure, tells the backend, and quarantines it after too many
-    /// in a row.
+    /// in a row or among its recent calls.
     fn failed(&mut self, error: &PolicyError) {
         tracing::warn!(%error, "policy failed; the built-in policy decides this round");
         self.health.failures += 1;
         self.health.consecutive += 1;
+        self.recent.record(true);
+        self.health.recent_failures = self.recent.failures(self.guard.window);
         self.active_mut().report(Err(error));
         let shared = self.shared.clone();
         let Ok(mut s) = shared.lock() else {
             return;
         };
         let removable = self.stack.len() > 1 || !self.fallback_baseline;
-        if self.health.consecutive >= self.guard.quarantine_after.max(1) && removable {
-            let module = if self.stack.len() > 1 {
-                self.stack.pop().map(|b| b.name().to_string())
-            } else {
-                // The baseline itself: the built-in policy replaces it.
-                self.fallback_baseline = true;
-                Some(
-                    std::mem::replace(&mut self.stack[0], fallback_backend::<S>())
-                        .name()
-                        .to_string(),
-                )
-            }
-            .unwrap_or_default();
-            let restored = self.name().to_string();
-            tracing::warn!(
-                slot = %S::SLOT,
-                module,
-                restored,
-                failures = self.health.consecutive,
-                %error,
-                "policy quarantined; the previous one is active again"
-            );
-            event(
-                &mut s,
-                &mut self.round_events,
-                SlotEvent::Quarantined {
-                    module,
-                    restored,
-                    error: error.clone(),
-                },
-            );
-            self.health.consecutive = 0;
-            self.health.quarantines += 1;
+        let in_a_row = self.health.consecutive >= self.guard.quarantine_after.max(1);
+        let too_often = self.health.recent_failures >= self.guard.window_failures.max(1);
+        if (in_a_row || too_often) && removable {
+            self.quarantine(error, &mut s);
         }
         self.sync_status(&mut s);
+    }
+
+    /// Removes the active policy (the baseline itself gives way to the
+    /// built-in policy) and records why.
+    fn quarantine(&mut self, error: &PolicyError, s: &mut Shared<S>) {
+        let module = if self.stack.len() > 1 {
+            self.stack.pop().map(|b| b.origin().identity())
+        } else {
+            // The baseline itself: the built-in policy replaces it.
+            self.fallback_baseline = true;
+            Some(
+                std::mem::replace(&mut self.stack[0], fallback_backend::<S>())
+                    .origin()
+                    .identity(),
+            )
+        }
+        .unwrap_or_default();
+        let restored = self.active().origin().identity();
+        tracing::warn!(
+            slot = %S::SLOT,
+            module,
+            restored,
+            failures = self.health.consecutive,
+            recent_failures = self.health.recent_failures,
+            %error,
+            "policy quarantined; the previous one is active again"
+        );
+        event(
+            s,
+            &mut self.round_events,
+            SlotEvent::Quarantined {
+                module,
+                restored,
+                error: error.clone(),
+            },
+        );
+        self.fresh_start();
+        self.health.quarantines += 1;
     }
 }
 

@@ -37,7 +37,9 @@
 //!   is made twice, and jobs pending or running across the swap are untouched.
 //!   The previous backend stays on the stack for rollback; at most
 //!   [`GuardSettings::keep_previous`] are kept.
-//! * **Quarantine.** After [`GuardSettings::quarantine_after`] failures in a row
+//! * **Quarantine.** After [`GuardSettings::quarantine_after`] failures in a
+//!   row, or [`GuardSettings::window_failures`] among its last
+//!   [`GuardSettings::window`] calls however they alternate with good ones,
 //!   the active backend is removed from the stack and recorded as
 //!   quarantined, and the one below it becomes active again from the next
 //!   call (ultimately the baseline). A baseline that fails as often is

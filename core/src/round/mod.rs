@@ -175,6 +175,69 @@ mod tests {
         }
     }
 
+    /// Fails every second call (names every job twice), answers well in
+    /// between: never three failures in a row.
+    struct EverySecond(std::sync::atomic::AtomicU32);
+    impl FairnessPolicy for EverySecond {
+        fn order(&self, view: &FairnessView) -> FairnessDecision {
+            let calls = self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if calls % 2 == 1 {
+                Twice.order(view)
+            } else {
+                FifoQuota.order(view)
+            }
+        }
+    }
+
+    /// A scheduler running `policy` in the fairness slot on one 8-GPU
+    /// server, with more 1-GPU jobs waiting than it ever starts.
+    fn one_server_with(policy: impl FairnessPolicy + Send + 'static) -> Scheduler {
+        let set = PolicySet::fallbacks().with::<Fairness>(Box::new(Native::new("flaky", policy)));
+        let mut sched = Scheduler::with_policies(Topology::uniform(1, 1, 8).unwrap(), set);
+        let vc = sched.virtual_cluster("a");
+        for i in 0..100 {
+            let spec = JobSpec {
+                id: JobId(i),
+                vc,
+                user: 0,
+                gpus: 8,
+                submitted_s: 0,
+            };
+            sched.submit(spec).unwrap();
+        }
+        sched
+    }
+
+    #[test]
+    fn failures_that_alternate_with_good_calls_are_quarantined() {
+        let mut sched = one_server_with(EverySecond(0.into()));
+        let mut quarantined_in = None;
+        for t in 1..=40 {
+            let report = sched.round(t).unwrap();
+            if report
+                .slot_events
+                .iter()
+                .any(|(_, e)| matches!(e, SlotEvent::Quarantined { .. }))
+            {
+                quarantined_in = Some(t);
+                break;
+            }
+        }
+        // Five failures among its last twenty calls: the tenth call.
+        assert_eq!(quarantined_in, Some(10));
+        assert_eq!(sched.policies().slot::<Fairness>().name(), "fifo-quota");
+        assert_eq!(sched.slot_health(Slot::Fairness).quarantines, 1);
+
+        let mut kept = one_server_with(EverySecond(0.into()));
+        kept.policies_mut()
+            .set_guard(crate::policy::GuardSettings::never_quarantine(2));
+        for t in 1..=40 {
+            kept.round(t).unwrap();
+        }
+        assert_eq!(kept.policies().slot::<Fairness>().name(), "flaky");
+        assert_eq!(kept.slot_health(Slot::Fairness).failures, 20);
+    }
+
     #[test]
     fn the_report_hands_hosts_each_slots_events() {
         let set = PolicySet::fallbacks().with::<Fairness>(Box::new(Native::new("twice", Twice)));

@@ -17,10 +17,9 @@ use crate::support::{run, scheduler};
 /// never quarantining it, and returns the reports.
 fn rounds_with(module: &gangway_core::wasm::PolicyModule) -> (Scheduler, Vec<RoundReport>) {
     let mut sched = scheduler(60);
-    sched.policies_mut().set_guard(GuardSettings {
-        quarantine_after: u32::MAX,
-        keep_previous: 2,
-    });
+    sched
+        .policies_mut()
+        .set_guard(GuardSettings::never_quarantine(2));
     sched.swap::<Fairness>(module.backend::<Fairness>(b"").unwrap());
     let reports = run(&mut sched, 100, 3);
     (sched, reports)

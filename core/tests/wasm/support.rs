@@ -110,10 +110,9 @@ pub(crate) fn beside_default(
 ) -> (Scheduler, Vec<RoundReport>, Vec<RoundReport>) {
     let mut sched = scheduler(jobs);
     let mut twin = scheduler(jobs);
-    sched.policies_mut().set_guard(GuardSettings {
-        quarantine_after: u32::MAX,
-        keep_previous: 2,
-    });
+    sched
+        .policies_mut()
+        .set_guard(GuardSettings::never_quarantine(2));
     sched.swap::<Fairness>(module.backend::<Fairness>(b"").unwrap());
     let reports = run(&mut sched, 100, rounds);
     let expected = run(&mut twin, 100, rounds);

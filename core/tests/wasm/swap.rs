@@ -13,6 +13,43 @@ use gangway_plugin_sdk::{Fairness, Gang, Locality};
 use crate::guests;
 use crate::support::{accounted, run, scheduler};
 
+/// How events name a module: its name and the start of its hash.
+fn identity(module: &gangway_core::wasm::PolicyModule) -> String {
+    format!("{}@{}", module.name(), &module.hash()[..12])
+}
+
+/// Two modules loaded from one path are two identities: the quarantined
+/// one and the one restored are told apart in events and status.
+#[test]
+fn modules_replaced_at_one_path_have_two_identities() {
+    let engine = guests::engine();
+    let good = engine
+        .load(
+            "policy.wasm",
+            gangway_plugin_artifacts::module("fifo").unwrap(),
+        )
+        .unwrap();
+    let bad = engine
+        .load("policy.wasm", &guests::hostile("trap"))
+        .unwrap();
+    let mut sched = scheduler(40);
+    let handle = sched.policies().slot::<Fairness>().handle();
+    handle.stage(good.backend::<Fairness>(b"").unwrap());
+    run(&mut sched, 100, 1);
+    handle.stage(bad.backend::<Fairness>(b"").unwrap());
+    run(&mut sched, 200, 3);
+    let status = handle.status();
+    assert_eq!(status.active, "policy.wasm");
+    assert_ne!(identity(&good), identity(&bad));
+    assert_eq!(status.active_identity, identity(&good));
+    assert_eq!(status.quarantined(), vec![identity(&bad).as_str()]);
+    assert!(matches!(
+        status.events.last(),
+        Some(SlotEvent::Quarantined { module, restored, .. })
+            if *module == identity(&bad) && *restored == identity(&good)
+    ));
+}
+
 fn plugin(engine: &PolicyEngine, name: &str) -> gangway_core::wasm::PolicyModule {
     engine
         .load(name, gangway_plugin_artifacts::module(name).unwrap())
@@ -28,6 +65,7 @@ fn a_failing_module_is_quarantined_and_the_last_good_one_restored() {
     sched.policies_mut().set_guard(GuardSettings {
         quarantine_after: 3,
         keep_previous: 2,
+        ..GuardSettings::default()
     });
     let handle = sched.policies().slot::<Fairness>().handle();
 
@@ -48,10 +86,12 @@ fn a_failing_module_is_quarantined_and_the_last_good_one_restored() {
     }
     let status = handle.status();
     assert_eq!(status.active, "fifo", "the last good module is back");
-    assert_eq!(status.quarantined(), vec!["trap"]);
+    let (trap_id, fifo_id) = (identity(&trap), identity(&fifo));
+    assert_eq!(status.active_identity, fifo_id);
+    assert_eq!(status.quarantined(), vec![trap_id.as_str()]);
     assert!(matches!(
         status.events.last(),
-        Some(SlotEvent::Quarantined { module, restored, .. }) if module == "trap" && restored == "fifo"
+        Some(SlotEvent::Quarantined { module, restored, .. }) if *module == trap_id && *restored == fifo_id
     ));
     // From the next round on, fifo answers again and nothing fails.
     let r = run(&mut sched, 500, 3);
@@ -95,6 +135,7 @@ fn keep_previous_bounds_the_rollback_stack() {
     sched.policies_mut().set_guard(GuardSettings {
         quarantine_after: 3,
         keep_previous: 1,
+        ..GuardSettings::default()
     });
     let handle = sched.policies().slot::<Locality>().handle();
     for t in 0..4 {

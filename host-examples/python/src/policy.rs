@@ -225,14 +225,17 @@ impl Slots {
     }
 }
 
-/// A slot's status as a Python dict: `active`, `previous`,
-/// `consecutive_failures`, `calls`, `failures`, `swaps`, `quarantined` and `events` (dicts with a
-/// `kind`).
+/// A slot's status as a Python dict: `active`, `active_identity` (the name
+/// and, for a Wasm module, the start of its hash: what events call it),
+/// `previous`, `consecutive_failures`, `recent_failures`, `calls`,
+/// `failures`, `swaps`, `quarantined` and `events` (dicts with a `kind`).
 pub(crate) fn status_dict<'py>(py: Python<'py>, s: &SlotStatus) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("active", &s.active)?;
+    d.set_item("active_identity", &s.active_identity)?;
     d.set_item("previous", &s.previous)?;
     d.set_item("consecutive_failures", s.health.consecutive)?;
+    d.set_item("recent_failures", s.health.recent_failures)?;
     d.set_item("calls", s.health.calls)?;
     d.set_item("failures", s.health.failures)?;
     d.set_item("swaps", s.swaps)?;

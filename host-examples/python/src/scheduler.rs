@@ -601,9 +601,10 @@ impl PyScheduler {
         Ok(())
     }
 
-    /// The state of a slot: `active` policy, `previous` ones (the baseline
-    /// last), `consecutive_failures`, `swaps`, `quarantined` modules and
-    /// `events`.
+    /// The state of a slot: `active` policy and its `active_identity` (with
+    /// a Wasm module's hash), `previous` ones (the baseline last),
+    /// `consecutive_failures`, `recent_failures`, `swaps`, `quarantined`
+    /// modules (by identity) and `events`.
     fn slot_status<'py>(&self, py: Python<'py>, slot: &str) -> PyResult<Bound<'py, PyDict>> {
         let slot = policy::slot(slot)?;
         let status = self.lock()?.slots.status(slot);
