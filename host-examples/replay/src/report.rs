@@ -444,9 +444,10 @@ pub struct QuarantineRecord {
     pub at_s: u64,
     /// The slot.
     pub slot: String,
-    /// The policy removed.
+    /// The policy removed, by identity: its name and, for a Wasm module,
+    /// the first 12 hex digits of its SHA-256 (`las.wasm@3f2a9c01b7e4`).
     pub module: String,
-    /// The policy deciding in its place from then on.
+    /// The policy deciding in its place from then on, by identity.
     pub restored: String,
     /// Its last error.
     pub error: String,
