@@ -379,6 +379,12 @@ impl Config {
         if cfg.max_attempts == 0 {
             return Err(err("max_attempts must be at least 1".into()));
         }
+        if cfg.lock_stale_s < 4 {
+            return Err(err(
+                "lock_stale_s must be at least 4 (the lock's heartbeat comes every quarter of it)"
+                    .into(),
+            ));
+        }
         if cfg.mode == Mode::Native && cfg.slurm.partition.is_none() {
             return Err(err(
                 "mode = \"native\" needs slurm.partition: the partition Gangway manages".into(),

@@ -4,8 +4,9 @@
 //! (`sbatch --hold`), named [`LOCK_NAME`], in the partition the daemon
 //! serves, submitted by the daemon's user, its comment naming the
 //! partition, the daemon (its identity), host and pid, and a heartbeat the
-//! daemon renews every [`HEARTBEAT_S`] seconds (`scontrol update
-//! Comment=...`). Slurm orders job ids, so of two daemons starting at once
+//! daemon renews (`scontrol update
+//! Comment=...`; every quarter of `lock_stale_s`, at most every 10 s).
+//! Slurm orders job ids, so of two daemons starting at once
 //! the one with the lower lock id keeps it; the other cancels its own and
 //! refuses to start, saying who serves the partition. A lock whose
 //! heartbeat is older than `lock_stale_s` belongs to a daemon that is gone:
@@ -20,8 +21,12 @@ use super::engine::{Slurm, SlurmJob};
 /// The lock job's name.
 pub const LOCK_NAME: &str = "gangway-lock";
 
-/// Seconds between heartbeats.
-pub const HEARTBEAT_S: u64 = 10;
+/// How often the daemon renews its lock's heartbeat when a lock without
+/// one for `stale_s` counts as abandoned: four times within it, at most
+/// every 10 s.
+pub fn heartbeat_every(stale_s: u64) -> std::time::Duration {
+    std::time::Duration::from_secs((stale_s / 4).clamp(1, 10))
+}
 
 /// A lock as its comment says.
 #[derive(Clone, Debug, PartialEq, Eq)]

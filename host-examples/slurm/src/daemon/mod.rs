@@ -339,7 +339,7 @@ impl Daemon {
     /// Renews the lock's heartbeat when it is due (an update for the Slurm
     /// thread).
     fn heartbeat(&mut self) {
-        let due = Duration::from_secs(crate::lock::HEARTBEAT_S);
+        let due = crate::lock::heartbeat_every(self.cfg.lock_stale_s);
         let Some((lock, at)) = self.lock.as_mut() else {
             return;
         };

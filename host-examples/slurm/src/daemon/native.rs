@@ -293,10 +293,14 @@ impl Daemon {
                     r.as_str(),
                     crate::client::explain(r.as_str())
                 ),
+                Some(JobState::Pending { reason: None, .. } | JobState::AwaitingRetry(_)) => {
+                    format!("pending in Gangway (job {id})")
+                }
                 Some(JobState::Delayed { until_s, .. }) => {
                     format!("pending in Gangway (job {id}): retried at {until_s} s")
                 }
-                _ => format!("pending in Gangway (job {id})"),
+                // Running or finished: nothing to say.
+                _ => continue,
             };
             let Some(current) = self.native.comment.get(gid) else {
                 continue;

@@ -227,7 +227,7 @@ for i in $(seq 1 "$nodes"); do
 done
 
 for _ in $(seq 200); do
-  states="$(sinfo -h -N -o '%T' 2>/dev/null || true)"
+  states="$(sinfo -h -N -p gpu -o '%T' 2>/dev/null || true)"
   idle="$(grep -c '^idle$' <<<"$states" || true)"
   [ "$idle" = "$nodes" ] && break
   sleep 0.1

@@ -352,15 +352,17 @@ impl Cluster {
     ) -> StatusReport {
         let t = Instant::now();
         loop {
-            if let Ok(s) = client::status(&Daemon::at(&self.socket()), None) {
-                if done(&s) {
-                    return s;
-                }
-                assert!(
+            match client::status(&Daemon::at(&self.socket()), None) {
+                Ok(s) if done(&s) => return s,
+                Ok(s) => assert!(
                     t.elapsed() < Duration::from_secs(secs),
                     "{what} after {secs} s: {}",
                     client::format_status(&s)
-                );
+                ),
+                Err(e) => assert!(
+                    t.elapsed() < Duration::from_secs(secs),
+                    "{what} after {secs} s: the daemon does not answer: {e}"
+                ),
             }
             std::thread::sleep(Duration::from_millis(200));
         }
@@ -374,21 +376,32 @@ impl Cluster {
         s.finished.into_iter().find(|j| j.id == id).unwrap()
     }
 
-    /// `gangway-slurm serve` with `config`, which must refuse to start: its
-    /// stderr, and how long it took.
+    /// `gangway-slurm serve` with `config`, which must refuse to start (in
+    /// 30 s at most): its stderr, and how long it took.
     pub(crate) fn refused_start(&self, config: &Path) -> (String, Duration) {
         let t = Instant::now();
-        let out = Command::new(BIN)
+        let err = self.dir.join("refused.log");
+        let mut child = Command::new(BIN)
             .args(["serve", "--config"])
             .arg(config)
             .stdin(Stdio::null())
-            .output()
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .spawn()
             .unwrap();
-        assert!(!out.status.success(), "serve with {config:?} started");
-        (
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-            t.elapsed(),
-        )
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if t.elapsed() > Duration::from_secs(30) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("serve with {config:?} started");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(!status.success(), "serve with {config:?} started");
+        (std::fs::read_to_string(&err).unwrap(), t.elapsed())
     }
 
     /// Slurm job ids in `squeue` (all states).

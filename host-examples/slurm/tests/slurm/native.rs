@@ -236,8 +236,7 @@ fn native_uneven_gangs_are_pinned_to_their_nodes() {
     // 12 GPUs on 8-GPU nodes: 8 + 4, which one Slurm job cannot ask by
     // index; its nodes are pinned, Slurm picks the indices there.
     let home = cluster.home(&alice).display().to_string();
-    let script =
-        "srun -N2 -n2 sh -c 'echo $SLURMD_NODENAME $CUDA_VISIBLE_DEVICES' > where.$SLURM_JOB_ID";
+    let script = "srun -N2 -n2 sh -c 'echo $SLURMD_NODENAME $CUDA_VISIBLE_DEVICES' > where.$SLURM_JOB_ID; sleep 4";
     let job = sbatch(
         &cluster,
         &alice,
