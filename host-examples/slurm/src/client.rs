@@ -184,12 +184,24 @@ fn waits(w: &[(String, u64)]) -> String {
 /// The status report as a table.
 pub fn format_status(r: &StatusReport) -> String {
     let mut out = String::new();
-    let ago = |since_ms: u64| {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        now.saturating_sub(since_ms) / 1000
-    };
+    write_alerts(&mut out, r);
+    write_cluster(&mut out, r);
+    write_jobs(&mut out, r);
+    write_daemon(&mut out, r);
+    out
+}
+
+/// Seconds since `since_ms` (Unix milliseconds).
+fn ago(since_ms: u64) -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    now.saturating_sub(since_ms) / 1000
+}
+
+/// What an operator must see first: an outage, a held queue, how the
+/// state was recovered, warnings.
+fn write_alerts(out: &mut String, r: &StatusReport) {
     if let Some((since, why)) = &r.slurm_unreachable {
         let _ = writeln!(
             out,
@@ -210,6 +222,10 @@ pub fn format_status(r: &StatusReport) -> String {
     for w in &r.warnings {
         let _ = writeln!(out, "warning: {w}");
     }
+}
+
+/// Nodes and policies.
+fn write_cluster(out: &mut String, r: &StatusReport) {
     let free: u32 = r.nodes.iter().map(|n| n.free).sum();
     let total: u32 = r.nodes.iter().map(|n| n.gpus).sum();
     let _ = writeln!(
@@ -230,6 +246,10 @@ pub fn format_status(r: &StatusReport) -> String {
         let _ = write!(out, " {}={}", p.slot, p.active);
     }
     let _ = writeln!(out);
+}
+
+/// Pending, running and the last finished jobs.
+fn write_jobs(out: &mut String, r: &StatusReport) {
     let _ = writeln!(out, "pending ({}):", r.pending.len());
     let _ = writeln!(
         out,
@@ -237,29 +257,29 @@ pub fn format_status(r: &StatusReport) -> String {
         "job", "vc", "user", "gpus", "reason", "waiting"
     );
     for j in &r.pending {
+        let reason = j.reason.as_deref().unwrap_or("(next round)");
         let _ = writeln!(
             out,
-            "  {:>6} {:<10} {:<8} {:>4}  {:<15} {:>6}s  {}",
+            "  {:>6} {:<10} {:<8} {:>4}  {reason:<15} {:>6}s  {}",
             j.id,
             j.vc,
             j.user,
             j.gpus,
-            j.reason.as_deref().unwrap_or("(next round)"),
             j.waiting_s,
             waits(&j.wait)
         );
     }
     let _ = writeln!(out, "running ({}):", r.running.len());
     for j in &r.running {
+        let slurm = j.slurm_job.map_or("-".into(), |s| s.to_string());
         let _ = writeln!(
             out,
-            "  {:>6} {:<10} {:<8} {:>4}  {:<9} slurm {:<6} on {}",
+            "  {:>6} {:<10} {:<8} {:>4}  {:<9} slurm {slurm:<6} on {}",
             j.id,
             j.vc,
             j.user,
             j.gpus,
             j.state,
-            j.slurm_job.map_or("-".into(), |s| s.to_string()),
             placement(&j.placement)
         );
     }
@@ -283,28 +303,26 @@ pub fn format_status(r: &StatusReport) -> String {
             waits(&j.wait)
         );
     }
+}
+
+/// The daemon's own figures and last error.
+fn write_daemon(out: &mut String, r: &StatusReport) {
     let s = &r.stats;
     let per_round = s.round_us.checked_div(s.rounds).unwrap_or(0);
     let per_cycle = s.cycle_us.checked_div(s.cycles).unwrap_or(0);
+    let recovered = if s.recovered {
+        ", recovered from saved state"
+    } else {
+        ""
+    };
     let _ = writeln!(
         out,
-        "daemon: up {}s, {} cycles ({per_cycle} us each), {} rounds ({per_round} us each), {} launches, {} refused, {} KiB resident{}",
-        s.uptime_s,
-        s.cycles,
-        s.rounds,
-        s.launches,
-        s.refusals,
-        s.rss_kib,
-        if s.recovered {
-            ", recovered from saved state"
-        } else {
-            ""
-        }
+        "daemon ({} mode): up {}s, {} cycles ({per_cycle} us each), {} rounds ({per_round} us each), {} launches, {} refused, {} KiB resident{recovered}",
+        r.mode, s.uptime_s, s.cycles, s.rounds, s.launches, s.refusals, s.rss_kib,
     );
     if let Some(e) = &r.last_error {
         let _ = writeln!(out, "last error: {e}");
     }
-    out
 }
 
 /// One job's report, for `why`.

@@ -322,38 +322,7 @@ impl Config {
         };
         let mut cfg: Config = toml::from_str(text).map_err(|e| err(e.to_string()))?;
         cfg.file = file.to_string();
-        let abs = |p: &mut PathBuf| {
-            if p.is_relative() {
-                *p = base.join(&*p);
-            }
-        };
-        abs(&mut cfg.state_dir);
-        if let Some(p) = cfg.ends_dir.as_mut() {
-            abs(p);
-        }
-        for p in [
-            &mut cfg.fairness,
-            &mut cfg.locality,
-            &mut cfg.gang,
-            &mut cfg.reclaim,
-            &mut cfg.retry,
-            &mut cfg.defragment,
-        ]
-        .into_iter()
-        .flatten()
-        {
-            abs(p);
-        }
-        for p in [
-            &mut cfg.slurm.bin_dir,
-            &mut cfg.slurm.conf,
-            &mut cfg.slurm.topology_conf,
-        ]
-        .into_iter()
-        .flatten()
-        {
-            abs(p);
-        }
+        cfg.resolve_paths(base);
         if cfg.vc.is_empty() {
             return Err(err(
                 "no [[vc]]: users need at least one virtual cluster".into()
@@ -396,6 +365,33 @@ impl Config {
             ));
         }
         Ok(cfg)
+    }
+
+    /// Takes every relative path relative to `base`.
+    fn resolve_paths(&mut self, base: &Path) {
+        let abs = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        abs(&mut self.state_dir);
+        for p in [
+            &mut self.ends_dir,
+            &mut self.fairness,
+            &mut self.locality,
+            &mut self.gang,
+            &mut self.reclaim,
+            &mut self.retry,
+            &mut self.defragment,
+            &mut self.slurm.bin_dir,
+            &mut self.slurm.conf,
+            &mut self.slurm.topology_conf,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            abs(p);
+        }
     }
 
     /// The daemon's Unix socket.

@@ -330,6 +330,9 @@ fn gangway_slurm_faults() {
         .unwrap();
     assert!(mounted.success(), "mounting a tmpfs for the state folder");
     cluster.mounted = Some(small.clone());
+    // A new state folder is a new daemon: the old one's lock, fresh, would
+    // keep it from starting; the operator removes it, as its error says.
+    cluster.slurm(&["scancel", "--name=gangway-lock"]);
     cluster.config = cluster.config_with("small.toml", |t| {
         let state = dir.join("gangway").display().to_string();
         t.replace(&state, &small.display().to_string())
@@ -371,12 +374,12 @@ fn gangway_slurm_faults() {
         "--wrap",
         "sleep 120",
     ]);
+    cluster.wait_for(30, "the foreign job's GPUs counted", |s| s.foreign_gpus == 24);
     let waiting = submit(&cluster, 8, "prod", &job("1"));
     cluster.wait_for(30, "the 8-GPU job waiting", |s| {
-        s.foreign_gpus == 24
-            && s.pending
-                .iter()
-                .any(|j| j.id == waiting && j.reason.is_some())
+        s.pending
+            .iter()
+            .any(|j| j.id == waiting && j.reason.is_some())
     });
     // Fill the disk.
     let _ = Command::new("dd")
