@@ -508,11 +508,11 @@ mod tests {
                 assert_eq!(usage.held_gpus, 10, "{name} at {t}");
                 sched.check_invariants().unwrap();
             }
-            assert!(
-                sched.job(JobId(2)).is_some_and(|j| j.is_running()),
-                "{}",
-                p.name
-            );
+            if p.name == "philly" {
+                // Its gang slot backfills: the small job starts beside the
+                // foreign load while the large one waits.
+                assert!(sched.job(JobId(2)).is_some_and(|j| j.is_running()));
+            }
         }
     }
 

@@ -374,7 +374,9 @@ fn gangway_slurm_faults() {
         "--wrap",
         "sleep 120",
     ]);
-    cluster.wait_for(30, "the foreign job's GPUs counted", |s| s.foreign_gpus == 24);
+    cluster.wait_for(30, "the foreign job's GPUs counted", |s| {
+        s.foreign_gpus == 24
+    });
     let waiting = submit(&cluster, 8, "prod", &job("1"));
     cluster.wait_for(30, "the 8-GPU job waiting", |s| {
         s.pending
