@@ -428,7 +428,14 @@ impl Daemon {
         } else {
             "; the retry policy decides"
         };
-        let (end, why) = match self.recorded_end(id, number) {
+        let native = self.jobs.get(&id).is_some_and(|e| e.native.is_some());
+        let recorded = if native {
+            // A job submitted with sbatch runs its own script: no record.
+            None
+        } else {
+            self.recorded_end(id, number)
+        };
+        let (end, why) = match recorded {
             Some(0) => (
                 AttemptEnd::Passed,
                 format!("{slurm_job} completed (exit code 0, from its end record)"),
@@ -439,6 +446,13 @@ impl Daemon {
                     last,
                 },
                 format!("{slurm_job} failed (exit code {code}, from its end record){then}"),
+            ),
+            None if native => (
+                AttemptEnd::Failed {
+                    class: FailureClass::Unknown,
+                    last: true,
+                },
+                format!("{slurm_job} is gone from squeue: how it ended is unknown (see sacct)"),
             ),
             None => (
                 AttemptEnd::Failed {

@@ -352,10 +352,15 @@ fn a_module_cache_others_can_write_is_refused() {
         0,
         "code was written there"
     );
-    // Private, the same folder is used.
+    // Private, the same folder is used. The swap acknowledged before the
+    // restart is still in force after it.
     cluster.kill_daemon();
     std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).unwrap();
     cluster.start_daemon_with(&env);
+    let s = cluster.wait_for(10, "the swap in force again", |s| {
+        s.policies[0].active == fifo.display().to_string()
+    });
+    assert!(s.warnings.iter().all(|w| !w.contains("not in force")), "{:?}", s.warnings);
     swap(&cluster);
     assert!(
         cluster
