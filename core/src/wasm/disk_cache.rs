@@ -30,7 +30,8 @@
 //! bit, like `/tmp`, may be); each entry read belongs to this user or root
 //! and cannot be written by group or others. A folder that fails is not
 //! used at all (everything is compiled, nothing kept) and a warning says
-//! why and how to fix it; an entry that fails is compiled again and
+//! why and how to fix it (a `tracing` warning, on stderr too when the
+//! process has no `tracing` subscriber); an entry that fails is compiled again and
 //! replaced. A folder the cache creates is private to its user (0700), and
 //! entries are written 0600.
 //!
@@ -155,6 +156,12 @@ impl DiskCache {
                     folder.display()
                 );
                 tracing::warn!("{why}");
+                if !tracing::dispatcher::has_been_set() {
+                    // A host without logging (the Python package, a
+                    // program of the user's) still hears it, as ssh says
+                    // why it ignores a key.
+                    eprintln!("gangway: {why}");
+                }
                 DiskCache {
                     folder: None,
                     refused: Some(why),
