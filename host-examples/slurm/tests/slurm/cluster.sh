@@ -119,10 +119,13 @@ user="$(id -un)"
 host="$(hostname -s)"
 
 # Free ports: the controller and one per node, all on 127.0.0.1.
-used="$( (ss -Htln 2>/dev/null || true) | awk '{print $4}' | sed 's/.*://' | sort -u)"
+# Below the kernel's ephemeral range, so that no client socket (or one in
+# TIME_WAIT) of an earlier cluster holds a port a daemon must bind; every
+# socket in use is avoided, not only listening ones.
+used="$( (ss -Htan 2>/dev/null || true) | awk '{print $4}' | sed 's/.*://' | sort -u)"
 base=""
 for _ in $(seq 200); do
-  cand=$(( 20000 + (RANDOM % 400) * 100 ))
+  cand=$(( 10000 + (RANDOM % 220) * 100 ))
   ok=1
   for p in $(seq "$cand" $((cand + nodes + 1))); do
     if grep -qx "$p" <<<"$used"; then ok=0; break; fi
