@@ -360,7 +360,11 @@ fn a_module_cache_others_can_write_is_refused() {
     let s = cluster.wait_for(10, "the swap in force again", |s| {
         s.policies[0].active == fifo.display().to_string()
     });
-    assert!(s.warnings.iter().all(|w| !w.contains("not in force")), "{:?}", s.warnings);
+    assert!(
+        s.warnings.iter().all(|w| !w.contains("not in force")),
+        "{:?}",
+        s.warnings
+    );
     swap(&cluster);
     assert!(
         cluster
@@ -374,7 +378,7 @@ fn a_module_cache_others_can_write_is_refused() {
         "a private cache was not used"
     );
     println!(
-        "security: a module cache writable by anyone was refused and said so; private, it was used"
+        "security: a module cache writable by anyone was refused and said so; private, it was used; an acknowledged swap survived a restart"
     );
     cluster.passed = true;
 }
