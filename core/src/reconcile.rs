@@ -15,6 +15,13 @@
 //! is down) is reported as [`Difference::Unresolved`] for the host to stop in
 //! the engine.
 //!
+//! Foreign load is the engine's, not the scheduler's: an adopted job runs
+//! under [`FOREIGN_USER`], and no policy is shown it as a job it could stop
+//! or move (the reclaim and defragment views leave it out, and their rules
+//! accept only jobs of the view). The scheduler cannot stop it in the
+//! engine, so counting its GPUs as freed would start jobs on GPUs the engine
+//! still gives to it.
+//!
 //! Reconciling twice with the same truth changes nothing the second time
 //! (only the unresolved jobs are reported again); a property test checks it.
 //!
@@ -53,6 +60,12 @@ use crate::placement::PlacementChoice;
 use crate::scheduler::Scheduler;
 use crate::state::{Health, Placement, StateError};
 use crate::topology::ServerId;
+
+/// The user number of a job [`Scheduler::reconcile`] adopted as foreign
+/// load: the engine runs it on its own, so no reclaim or defragment view
+/// shows it (a policy cannot stop or move it). Hosts do not give this number
+/// to their own users.
+pub const FOREIGN_USER: u32 = u32::MAX;
 
 /// What the engine says is true now.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -383,7 +396,7 @@ impl Scheduler {
         let spec = JobSpec {
             id,
             vc,
-            user: u32::MAX,
+            user: FOREIGN_USER,
             gpus: placement.gpu_count(),
             submitted_s: r.now,
         };

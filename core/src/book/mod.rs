@@ -36,7 +36,7 @@ use crate::topology::Topology;
 pub(crate) use change_log::ChangeLog;
 use queue::QueueIndex;
 pub(crate) use queue::Queued;
-pub(crate) use running::{RunningIndex, Started};
+pub(crate) use running::{RunningIndex, Started, stoppable};
 use table::JobTable;
 pub(crate) use table::attained_at;
 pub(crate) use vcs::Vcs;

@@ -1,6 +1,7 @@
 //! The running jobs as the reclaim and defragment views show them, by id,
 //! and each VC's running jobs by start: what a give-back walk reads newest
-//! first without sorting every running job.
+//! first without sorting every running job. Foreign load
+//! ([`crate::reconcile::FOREIGN_USER`]) is by id only: no walk gives it back.
 
 use std::collections::BTreeMap;
 
@@ -18,11 +19,16 @@ pub(crate) struct Started {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct RunningIndex {
     by_id: BTreeMap<JobId, RunningJob>,
-    /// (VC, start, id) of every entry of `by_id`, with its GPUs: what a
-    /// give-back walk reads of a job.
+    /// (VC, start, id) of every entry of `by_id` a policy may stop (not
+    /// foreign load), with its GPUs: what a give-back walk reads of a job.
     by_start: BTreeMap<(VcId, u64, JobId), u32>,
-    /// How many of each VC's running jobs hold each GPU count.
+    /// How many of each VC's running jobs in `by_start` hold each GPU count.
     sizes: BTreeMap<VcId, GpuCounts>,
+}
+
+/// Whether a policy may stop or move `job`: not foreign load.
+pub(crate) fn stoppable(job: &RunningJob) -> bool {
+    job.user != crate::reconcile::FOREIGN_USER
 }
 
 impl RunningIndex {
@@ -38,9 +44,11 @@ impl RunningIndex {
             Some(old) if *old == entry => false,
             _ => {
                 self.remove(entry.id);
-                self.by_start
-                    .insert((entry.vc, entry.started_s, entry.id), entry.gpus);
-                self.sizes.entry(entry.vc).or_default().add(entry.gpus);
+                if stoppable(&entry) {
+                    self.by_start
+                        .insert((entry.vc, entry.started_s, entry.id), entry.gpus);
+                    self.sizes.entry(entry.vc).or_default().add(entry.gpus);
+                }
                 self.by_id.insert(entry.id, entry);
                 true
             }
@@ -52,6 +60,9 @@ impl RunningIndex {
         let Some(old) = self.by_id.remove(&id) else {
             return false;
         };
+        if !stoppable(&old) {
+            return true;
+        }
         self.by_start.remove(&(old.vc, old.started_s, id));
         if let Some(sizes) = self.sizes.get_mut(&old.vc) {
             sizes.remove(old.gpus);
@@ -85,10 +96,11 @@ impl RunningIndex {
         let starts: BTreeMap<(VcId, u64, JobId), u32> = self
             .by_id
             .values()
+            .filter(|j| stoppable(j))
             .map(|j| ((j.vc, j.started_s, j.id), j.gpus))
             .collect();
         let mut sizes: BTreeMap<VcId, GpuCounts> = BTreeMap::new();
-        for j in self.by_id.values() {
+        for j in self.by_id.values().filter(|j| stoppable(j)) {
             sizes.entry(j.vc).or_default().add(j.gpus);
         }
         starts == self.by_start && sizes == self.sizes

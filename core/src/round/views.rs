@@ -64,7 +64,8 @@ impl Round<'_> {
 
     /// Every running job of a VC that `shown` accepts, by id, as the reclaim
     /// and defragment slots see it, except those this round started
-    /// (`started`): a round never stops or moves what it just started.
+    /// (`started`): a round never stops or moves what it just started; nor
+    /// foreign load, which the engine runs on its own.
     /// Written over `out`, whose records (and their parts' memory) are
     /// reused: a reclaim view lists every running job, round after round.
     pub(super) fn running_jobs_into(
@@ -77,11 +78,9 @@ impl Round<'_> {
         let mut started: Vec<JobId> = started.iter().map(|s| s.job).collect();
         started.sort_unstable();
         let mut n = 0;
-        let running = self
-            .book
-            .running()
-            .values()
-            .filter(|r| shown(r.vc) && started.binary_search(&r.id).is_err());
+        let running = self.book.running().values().filter(|r| {
+            shown(r.vc) && crate::book::stoppable(r) && started.binary_search(&r.id).is_err()
+        });
         for r in running {
             if n == out.len() {
                 out.push(RunningJob::default());

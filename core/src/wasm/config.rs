@@ -205,7 +205,10 @@ pub struct SandboxConfig {
     /// `$GANGWAY_MODULE_CACHE`, else `$XDG_CACHE_HOME/gangway/modules`,
     /// else `~/.cache/gangway/modules`; `GANGWAY_MODULE_CACHE=off` turns it
     /// off. An entry is used only if it is whole and made by an engine
-    /// configured as this one; anything else is compiled again.
+    /// configured as this one; anything else is compiled again. A folder
+    /// (or a folder above it) another user could write, or an entry, is
+    /// not used, with a warning, as ssh refuses such keys
+    /// ([`PolicyEngine::module_cache_refused`](super::PolicyEngine::module_cache_refused)).
     pub module_cache: Option<std::path::PathBuf>,
     /// Whether compiled code relies on the process's signal handlers for
     /// traps (out-of-bounds memory through guard pages, `unreachable`,

@@ -22,6 +22,19 @@
 //! The folder is trusted as far as the compiled code in it is (whoever can
 //! write there can write native code), so the record adds no new trust.
 //!
+//! An entry's digest proves it whole, not who wrote it, and the code in it
+//! runs natively in this process. So the folder is used only if no other
+//! user could have written it, checked as ssh checks its keys: the folder
+//! and every folder above it belong to this process's user or to root, and
+//! none can be written by group or others (a folder above with the sticky
+//! bit, like `/tmp`, may be); each entry read belongs to this user or root
+//! and cannot be written by group or others. A folder that fails is not
+//! used at all (everything is compiled, nothing kept) and a warning says
+//! why and how to fix it (a `tracing` warning, on stderr too when the
+//! process has no `tracing` subscriber); an entry that fails is compiled again and
+//! replaced. A folder the cache creates is private to its user (0700), and
+//! entries are written 0600.
+//!
 //! The folder is `SandboxConfig::module_cache`: by default
 //! `$GANGWAY_MODULE_CACHE`, else `$XDG_CACHE_HOME/gangway/modules`, else
 //! `~/.cache/gangway/modules`; `GANGWAY_MODULE_CACHE=off` turns it off.
@@ -106,12 +119,60 @@ impl Kind for Module {
 #[derive(Debug)]
 pub(crate) struct DiskCache {
     folder: Option<PathBuf>,
+    /// Why the configured folder is not used, when another user could
+    /// have written it.
+    refused: Option<String>,
 }
 
 impl DiskCache {
-    /// A cache in `folder` (`None`: no cache, everything is compiled).
+    /// A cache in `folder` (`None`: no cache, everything is compiled),
+    /// created private to this user if missing. A folder another user
+    /// could write is refused (see the module docs) with a warning.
     pub(crate) fn new(folder: Option<PathBuf>) -> DiskCache {
-        DiskCache { folder }
+        let Some(folder) = folder else {
+            return DiskCache {
+                folder: None,
+                refused: None,
+            };
+        };
+        if let Err(e) = create_private(&folder) {
+            // As before: a folder that cannot be made only keeps nothing.
+            tracing::debug!("module cache {}: {e}", folder.display());
+            return DiskCache {
+                folder: None,
+                refused: None,
+            };
+        }
+        match trust::folder(&folder) {
+            Ok(()) => DiskCache {
+                folder: Some(folder),
+                refused: None,
+            },
+            Err(why) => {
+                let why = format!(
+                    "module cache {} is not used: {why} (compiled code there runs in this \
+                     process; fix its owner and permissions, e.g. `chmod go-w`, or set \
+                     GANGWAY_MODULE_CACHE to a private folder)",
+                    folder.display()
+                );
+                tracing::warn!("{why}");
+                if !tracing::dispatcher::has_been_set() {
+                    // A host without logging (the Python package, a
+                    // program of the user's) still hears it, as ssh says
+                    // why it ignores a key.
+                    eprintln!("gangway: {why}");
+                }
+                DiskCache {
+                    folder: None,
+                    refused: Some(why),
+                }
+            }
+        }
+    }
+
+    /// Why the configured folder is not used, if it was refused.
+    pub(crate) fn refused(&self) -> Option<&str> {
+        self.refused.as_deref()
     }
 
     /// `bytes` compiled as a component, from the cache or compiled now
@@ -168,8 +229,8 @@ impl DiskCache {
     /// [`DiskCache::record_valid`]).
     pub(crate) fn known_valid(&self, engine: &Engine, features: &str, module: &[u8; 32]) -> bool {
         self.folder.as_ref().is_some_and(|f| {
-            std::fs::read(f.join(valid_name(engine, features, module)))
-                .is_ok_and(|b| b == VALID_RECORD)
+            read_trusted(&f.join(valid_name(engine, features, module)))
+                .is_some_and(|b| b == VALID_RECORD)
         })
     }
 
@@ -213,9 +274,10 @@ fn key<K: Kind>(engine: &Engine, bytes: &[u8]) -> String {
 }
 
 /// The entry at `path`, whole, if the file is whole and unchanged (its
-/// artifact is [`artifact`] of it: not copied out).
+/// artifact is [`artifact`] of it: not copied out) and no other user could
+/// have written it.
 fn read(path: &Path) -> Option<Vec<u8>> {
-    let file = std::fs::read(path).ok()?;
+    let file = read_trusted(path)?;
     let rest = file.strip_prefix(&MAGIC[..])?;
     let (digest, artifact) = rest.split_at_checked(32)?;
     (Sha256::digest(artifact).as_slice() == digest).then_some(file)
@@ -235,18 +297,121 @@ fn write(folder: &Path, path: &Path, artifact: &[u8]) -> std::io::Result<()> {
     write_file(folder, path, &entry)
 }
 
+/// The bytes of the file at `path` if it belongs to this user or root and
+/// cannot be written by group or others (checked on the open file).
+fn read_trusted(path: &Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).ok()?;
+    if let Err(why) = trust::entry(&file.metadata().ok()?) {
+        tracing::warn!(
+            "module cache entry {} is not used: {why}; it is compiled again and replaced",
+            path.display()
+        );
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
+/// Creates `folder` (and what is missing above it) if it does not exist,
+/// the folder itself readable and writable by this user only.
+fn create_private(folder: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    if folder.is_dir() {
+        return Ok(());
+    }
+    if let Some(parent) = folder.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::DirBuilder::new().mode(0o700).create(folder)
+}
+
 /// Writes `bytes` to `path` in `folder` (a temporary file of this process
-/// and write renamed into place, so a reader never sees half of it and two
-/// writers, in one process or two, never write the same temporary file).
+/// and write, mode 0600, renamed into place, so a reader never sees half of
+/// it and two writers, in one process or two, never write the same
+/// temporary file).
 fn write_file(folder: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     static WRITES: AtomicU64 = AtomicU64::new(0);
-    std::fs::create_dir_all(folder)?;
+    create_private(folder)?;
     let n = WRITES.fetch_add(1, Ordering::Relaxed);
     let tmp = path.with_extension(format!("tmp{}-{n}", std::process::id()));
-    std::fs::write(&tmp, bytes)?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(bytes))?;
     std::fs::rename(&tmp, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
     })
+}
+
+/// Whether no other user could have written a folder or an entry: the
+/// checks ssh makes of its keys.
+mod trust {
+    use std::os::unix::fs::MetadataExt;
+    use std::path::Path;
+
+    /// This process's effective user id.
+    #[allow(unsafe_code)]
+    fn euid() -> u32 {
+        // SAFETY: geteuid has no preconditions, cannot fail and touches no
+        // memory of ours.
+        unsafe { libc::geteuid() }
+    }
+
+    /// Why `meta` (of `what`) could have been written by another user.
+    fn writable_by_others(
+        meta: &std::fs::Metadata,
+        what: &str,
+        sticky_ok: bool,
+    ) -> Result<(), String> {
+        let (owner, mode) = (meta.uid(), meta.mode());
+        if owner != 0 && owner != euid() {
+            return Err(format!(
+                "{what} belongs to user {owner}, not to this process's user ({}) or root",
+                euid()
+            ));
+        }
+        if mode & 0o022 != 0 && !(sticky_ok && mode & 0o1000 != 0) {
+            return Err(format!(
+                "{what} can be written by {} (mode {:04o})",
+                if mode & 0o002 != 0 {
+                    "anyone"
+                } else {
+                    "its group"
+                },
+                mode & 0o7777
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks the cache folder and every folder above it.
+    pub(super) fn folder(folder: &Path) -> Result<(), String> {
+        let real = folder
+            .canonicalize()
+            .map_err(|e| format!("it cannot be resolved: {e}"))?;
+        let meta = std::fs::metadata(&real).map_err(|e| e.to_string())?;
+        writable_by_others(&meta, &format!("the folder {}", real.display()), false)?;
+        for above in real.ancestors().skip(1) {
+            let meta = std::fs::metadata(above).map_err(|e| e.to_string())?;
+            writable_by_others(
+                &meta,
+                &format!("the folder above it, {},", above.display()),
+                true,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Checks one entry, as opened.
+    pub(super) fn entry(meta: &std::fs::Metadata) -> Result<(), String> {
+        writable_by_others(meta, "it", false)
+    }
 }
 
 #[cfg(test)]
@@ -355,6 +520,82 @@ mod tests {
             7
         );
         std::fs::remove_file(&file).unwrap();
+    }
+
+    #[test]
+    fn a_folder_or_entry_others_could_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        let engine = Engine::default();
+        let bytes = wat::parse_str(WAT).unwrap();
+        // Created private, entries written 0600.
+        let dir = folder("trust");
+        let cache = DiskCache::new(Some(dir.clone()));
+        assert!(cache.refused().is_none());
+        assert_eq!(
+            std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        cache.module(&engine, &bytes, later()).unwrap();
+        let entry = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .next()
+            .unwrap()
+            .path();
+        assert_eq!(
+            std::fs::metadata(&entry).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        // An entry anyone may write is not read, and is replaced.
+        mode(&entry, 0o666);
+        assert!(read(&entry).is_none());
+        assert_eq!(
+            f(&engine, &cache.module(&engine, &bytes, later()).unwrap()),
+            7
+        );
+        assert_eq!(
+            std::fs::metadata(&entry).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert!(read(&entry).is_some());
+        // A folder its group or anyone may write is not used at all: it
+        // says why, nothing is read from it or written to it.
+        for (m, who) in [(0o777, "anyone"), (0o770, "its group")] {
+            mode(&dir, m);
+            let refused = DiskCache::new(Some(dir.clone()));
+            let why = refused.refused().unwrap().to_string();
+            assert!(why.contains(&format!("can be written by {who}")), "{why}");
+            assert!(why.contains(&dir.display().to_string()), "{why}");
+            std::fs::remove_file(&entry).unwrap();
+            assert_eq!(
+                f(&engine, &refused.module(&engine, &bytes, later()).unwrap()),
+                7
+            );
+            assert_eq!(
+                std::fs::read_dir(&dir).unwrap().count(),
+                0,
+                "nothing written"
+            );
+            mode(&dir, 0o700);
+            cache.module(&engine, &bytes, later()).unwrap();
+        }
+        // A folder above it that others may write, without the sticky bit.
+        let outer = folder("trust-outer");
+        let inner = outer.join("modules");
+        std::fs::create_dir_all(&inner).unwrap();
+        mode(&outer, 0o777);
+        let why = DiskCache::new(Some(inner.clone()))
+            .refused()
+            .unwrap()
+            .to_string();
+        assert!(why.contains("the folder above it"), "{why}");
+        mode(&outer, 0o1777);
+        assert!(DiskCache::new(Some(inner)).refused().is_none());
+        std::fs::remove_dir_all(&outer).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

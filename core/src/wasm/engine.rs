@@ -145,6 +145,13 @@ impl PolicyEngine {
         &self.inner.config
     }
 
+    /// Why the configured module cache folder is not used, when another
+    /// user could have written it (see [`SandboxConfig::module_cache`]);
+    /// the engine then compiles every module and keeps nothing.
+    pub fn module_cache_refused(&self) -> Option<&str> {
+        self.inner.disk.refused()
+    }
+
     /// How many distinct modules are compiled and cached.
     pub fn cached_modules(&self) -> usize {
         self.inner.cache.lock().map(|c| c.len()).unwrap_or(0)

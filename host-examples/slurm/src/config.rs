@@ -11,6 +11,15 @@
 //! ends_dir = "/shared/gangway-ends"      # where job scripts record how they ended (default: <state_dir>/ends; must be writable from the nodes)
 //! history = 1000                         # finished jobs kept for `status`
 //! policy_fuel_per_day = 10000000000000   # fuel a Wasm module may use in a slot per day (about 10 min of guest CPU); past it the module is quarantined; 0 = no bound
+//! mode = "submit"                        # "submit": users run `gangway-slurm submit`; "native": users run their own sbatch into slurm.partition (job_submit.lua holds it)
+//! lock_stale_s = 60                      # another daemon's lock older than this (no heartbeat) is taken over
+//!
+//! [access]
+//! socket = "owner"                       # who may connect: "owner" (the daemon's user), "group" (socket_group), "everyone"
+//! socket_group = "gpu-users"
+//! admins = ["ops"]                       # may swap, roll back and cancel others' jobs (root and the daemon's user always may)
+//! admin_groups = ["gangway-admins"]
+//! vc_membership = "config"               # "config": [[vc]] users and groups; "slurm": the VC is a Slurm account the user has an association with
 //!
 //! [slurm]
 //! bin_dir = "/usr/bin"                   # where sinfo, squeue, sbatch, scancel are (default: PATH)
@@ -27,6 +36,8 @@
 //! name = "research"
 //! quota_gpus = 16                        # optional
 //! weight = 1                             # optional
+//! users = ["alice", "bob"]               # who may submit to it (with vc_membership = "config");
+//! groups = ["ml"]                        # neither list: every user who can reach the socket
 //! ```
 
 use std::collections::BTreeMap;
@@ -48,6 +59,81 @@ pub struct VcConfig {
     /// Its weight for weighted fair shares.
     #[serde(default = "one")]
     pub weight: u32,
+    /// Users who may submit to it (with `vc_membership = "config"`).
+    #[serde(default)]
+    pub users: Option<Vec<String>>,
+    /// Unix groups whose members may submit to it.
+    #[serde(default)]
+    pub groups: Option<Vec<String>>,
+}
+
+impl VcConfig {
+    /// Whether the VC lists its members (else every user may submit).
+    pub fn restricted(&self) -> bool {
+        self.users.is_some() || self.groups.is_some()
+    }
+}
+
+/// Who may connect to the daemon's socket.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SocketAccess {
+    /// The daemon's own user (mode 0600).
+    #[default]
+    Owner,
+    /// Members of `socket_group` (mode 0660, that group).
+    Group,
+    /// Every local user (mode 0666); each request is still authorized by
+    /// the caller's uid.
+    Everyone,
+}
+
+/// Where VC membership comes from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Membership {
+    /// `[[vc]]` `users` and `groups`.
+    #[default]
+    Config,
+    /// Slurm's associations: the VC is a Slurm account, and a user may use
+    /// it if `sacctmgr` lists an association of theirs with it (needs
+    /// accounting, slurmdbd).
+    Slurm,
+}
+
+/// Who may do what ([access]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccessConfig {
+    /// Who may connect.
+    #[serde(default)]
+    pub socket: SocketAccess,
+    /// The group of `socket = "group"`.
+    #[serde(default)]
+    pub socket_group: Option<String>,
+    /// Users who may swap and roll back policies and cancel others' jobs
+    /// (root and the daemon's own user always may).
+    #[serde(default)]
+    pub admins: Vec<String>,
+    /// Groups whose members are admins.
+    #[serde(default)]
+    pub admin_groups: Vec<String>,
+    /// Where VC membership comes from.
+    #[serde(default)]
+    pub vc_membership: Membership,
+}
+
+/// How users submit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// With `gangway-slurm submit`; the daemon launches with sbatch as the
+    /// submitter.
+    #[default]
+    Submit,
+    /// With their own `sbatch` into `slurm.partition`, where
+    /// `job_submit.lua` holds every job; the daemon pins and releases them.
+    Native,
 }
 
 fn one() -> u32 {
@@ -156,6 +242,16 @@ pub struct Config {
     /// Finished jobs kept for `status` (older ones are forgotten).
     #[serde(default = "default_history")]
     pub history: usize,
+    /// How users submit.
+    #[serde(default)]
+    pub mode: Mode,
+    /// Seconds without a heartbeat after which another daemon's lock on the
+    /// partition counts as abandoned and is taken over.
+    #[serde(default = "default_lock_stale")]
+    pub lock_stale_s: u64,
+    /// Who may do what.
+    #[serde(default)]
+    pub access: AccessConfig,
     /// How to call Slurm.
     #[serde(default)]
     pub slurm: SlurmConfig,
@@ -196,6 +292,9 @@ fn default_attempts() -> u32 {
 fn default_history() -> usize {
     1000
 }
+fn default_lock_stale() -> u64 {
+    60
+}
 
 /// The name of the virtual cluster that holds jobs started in Slurm
 /// directly (foreign load); users cannot submit to it.
@@ -223,38 +322,7 @@ impl Config {
         };
         let mut cfg: Config = toml::from_str(text).map_err(|e| err(e.to_string()))?;
         cfg.file = file.to_string();
-        let abs = |p: &mut PathBuf| {
-            if p.is_relative() {
-                *p = base.join(&*p);
-            }
-        };
-        abs(&mut cfg.state_dir);
-        if let Some(p) = cfg.ends_dir.as_mut() {
-            abs(p);
-        }
-        for p in [
-            &mut cfg.fairness,
-            &mut cfg.locality,
-            &mut cfg.gang,
-            &mut cfg.reclaim,
-            &mut cfg.retry,
-            &mut cfg.defragment,
-        ]
-        .into_iter()
-        .flatten()
-        {
-            abs(p);
-        }
-        for p in [
-            &mut cfg.slurm.bin_dir,
-            &mut cfg.slurm.conf,
-            &mut cfg.slurm.topology_conf,
-        ]
-        .into_iter()
-        .flatten()
-        {
-            abs(p);
-        }
+        cfg.resolve_paths(base);
         if cfg.vc.is_empty() {
             return Err(err(
                 "no [[vc]]: users need at least one virtual cluster".into()
@@ -280,7 +348,50 @@ impl Config {
         if cfg.max_attempts == 0 {
             return Err(err("max_attempts must be at least 1".into()));
         }
+        if cfg.lock_stale_s < 4 {
+            return Err(err(
+                "lock_stale_s must be at least 4 (the lock's heartbeat comes every quarter of it)"
+                    .into(),
+            ));
+        }
+        if cfg.mode == Mode::Native && cfg.slurm.partition.is_none() {
+            return Err(err(
+                "mode = \"native\" needs slurm.partition: the partition Gangway manages".into(),
+            ));
+        }
+        if (cfg.access.socket == SocketAccess::Group) != cfg.access.socket_group.is_some() {
+            return Err(err(
+                "access.socket = \"group\" and access.socket_group go together".into(),
+            ));
+        }
         Ok(cfg)
+    }
+
+    /// Takes every relative path relative to `base`.
+    fn resolve_paths(&mut self, base: &Path) {
+        let abs = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        abs(&mut self.state_dir);
+        for p in [
+            &mut self.ends_dir,
+            &mut self.fairness,
+            &mut self.locality,
+            &mut self.gang,
+            &mut self.reclaim,
+            &mut self.retry,
+            &mut self.defragment,
+            &mut self.slurm.bin_dir,
+            &mut self.slurm.conf,
+            &mut self.slurm.topology_conf,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            abs(p);
+        }
     }
 
     /// The daemon's Unix socket.
@@ -347,5 +458,30 @@ mod tests {
         assert!(
             e("state_dir = \"s\"\nmax_attempts = 0\n[[vc]]\nname = \"a\"").contains("max_attempts")
         );
+        assert!(
+            e("state_dir = \"s\"\nmode = \"native\"\n[[vc]]\nname = \"a\"").contains("partition")
+        );
+        assert!(
+            e("state_dir = \"s\"\n[access]\nsocket = \"group\"\n[[vc]]\nname = \"a\"")
+                .contains("socket_group")
+        );
+        assert!(
+            e("state_dir = \"s\"\n[access]\nsocket = \"all\"\n[[vc]]\nname = \"a\"")
+                .contains("unknown variant")
+        );
+    }
+
+    #[test]
+    fn access_and_members_parse() {
+        let text = "state_dir = \"s\"\nmode = \"native\"\n[slurm]\npartition = \"gw\"\n\
+                    [access]\nsocket = \"everyone\"\nadmins = [\"ops\"]\nvc_membership = \"slurm\"\n\
+                    [[vc]]\nname = \"a\"\nusers = [\"alice\"]\n[[vc]]\nname = \"b\"\n";
+        let cfg = Config::parse(text, "x.toml", Path::new("/")).unwrap();
+        assert_eq!(cfg.mode, Mode::Native);
+        assert_eq!(cfg.access.socket, SocketAccess::Everyone);
+        assert_eq!(cfg.access.admins, ["ops"]);
+        assert_eq!(cfg.access.vc_membership, Membership::Slurm);
+        assert!(cfg.vc[0].restricted() && !cfg.vc[1].restricted());
+        assert_eq!(cfg.lock_stale_s, 60);
     }
 }

@@ -1,7 +1,12 @@
 //! Slurm through its command line: `sinfo --json`, `squeue --json`,
-//! `sbatch`, `scancel`. Both JSON commands exist in Slurm 22.05
+//! `sbatch`, `scancel`, `scontrol`. Both JSON commands exist in Slurm 22.05
 //! (`scontrol ... --json` does not). Parsing is separate from running, so it
 //! is tested on recorded output.
+//!
+//! Commands on a user's behalf (`sbatch`, `scancel` of their job) run as
+//! that user ([`RunAs`]), so Slurm authenticates them by munge as the user
+//! and applies the user's own limits, partitions and accounts; they get a
+//! clean environment (`PATH`, `SLURM_CONF`), never the daemon's.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -13,6 +18,7 @@ use serde::Deserialize;
 
 use super::SlurmError;
 use super::hostlist;
+use super::identity::RunAs;
 
 /// How to run Slurm's commands.
 #[derive(Clone, Debug)]
@@ -37,16 +43,10 @@ const UNREACHABLE: [&str; 9] = [
 ];
 
 /// What `sbatch` prints when it refuses for a reason of Slurm's own
-/// configuration rather than the job's.
-const MISCONFIGURED: [&str; 7] = [
-    "Invalid partition name",
-    "Required partition not available",
-    "Invalid account",
-    "Invalid qos",
-    "Invalid QOS",
-    "not permitted to use this partition",
-    "Access/permission denied",
-];
+/// configuration rather than the job's or its user's (sbatch runs as the
+/// user: a refusal of their account or of their access to the partition is
+/// theirs, not the whole queue's).
+const MISCONFIGURED: [&str; 2] = ["Invalid partition name", "Required partition not available"];
 
 /// The error of `command` (`line`), which exited with `status` and printed
 /// `stderr`: unreachable, misconfigured or plainly refused.
@@ -91,7 +91,7 @@ pub struct NodeInfo {
 pub type NodeGpus = Vec<(String, Vec<u32>)>;
 
 /// One job record of `squeue` (a component, for heterogeneous jobs).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SlurmJob {
     /// Its own job id.
     pub job_id: u64,
@@ -100,8 +100,28 @@ pub struct SlurmJob {
     pub group: u64,
     /// Job name.
     pub name: String,
-    /// Comment (Gangway writes `gangway:<id>:<attempt>`).
+    /// Comment (Gangway tags its launches: see `launch::tag`).
     pub comment: String,
+    /// The user it runs as.
+    pub user_id: u32,
+    /// Their name.
+    pub user_name: String,
+    /// Its group.
+    pub group_id: u32,
+    /// Its Slurm account.
+    pub account: String,
+    /// Its partition.
+    pub partition: String,
+    /// Its priority (0: held).
+    pub priority: u64,
+    /// Its admin comment (only root, SlurmUser and job_submit plugins set it).
+    pub admin_comment: String,
+    /// Its component index in a heterogeneous job (0 otherwise).
+    pub het_offset: u64,
+    /// Whether it belongs to a job array.
+    pub array: bool,
+    /// Nodes it asks for (or holds).
+    pub node_count: u32,
     /// State word (`RUNNING`, `COMPLETED`, `NODE_FAIL`, ...).
     pub state: String,
     /// Slurm's reason (`None`, `Resources`, `NodeDown`, ...).
@@ -173,6 +193,26 @@ struct RawJob {
     gres_detail: Vec<String>,
     #[serde(default)]
     job_resources: Option<RawResources>,
+    #[serde(default)]
+    user_id: u32,
+    #[serde(default)]
+    user_name: String,
+    #[serde(default)]
+    group_id: u32,
+    #[serde(default)]
+    account: String,
+    #[serde(default)]
+    partition: String,
+    #[serde(default)]
+    priority: Option<u64>,
+    #[serde(default)]
+    admin_comment: String,
+    #[serde(default)]
+    het_job_offset: u64,
+    #[serde(default)]
+    array_job_id: u64,
+    #[serde(default)]
+    node_count: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -332,6 +372,16 @@ pub fn parse_squeue(json: &str) -> Result<Parsed<Vec<SlurmJob>>, String> {
             },
             name: j.name,
             comment: j.comment,
+            user_id: j.user_id,
+            user_name: j.user_name,
+            group_id: j.group_id,
+            account: j.account,
+            partition: j.partition,
+            priority: j.priority.unwrap_or(0),
+            admin_comment: j.admin_comment,
+            het_offset: j.het_job_offset,
+            array: j.array_job_id != 0,
+            node_count: j.node_count.unwrap_or(0),
             state: j.job_state,
             reason: j.state_reason,
             exit_code: j.exit_code.unwrap_or(0),
@@ -378,8 +428,30 @@ impl Slurm {
     /// Runs `name args`, feeding `stdin`; returns stdout. A command that
     /// does not end within the timeout is killed and Slurm is unreachable.
     fn run(&self, name: &str, args: &[String], stdin: Option<&str>) -> Result<String, SlurmError> {
+        self.run_as(name, args, stdin, None)
+    }
+
+    /// [`Slurm::run`] as `user` (with a clean environment), or as the
+    /// daemon when `None`.
+    fn run_as(
+        &self,
+        name: &str,
+        args: &[String],
+        stdin: Option<&str>,
+        user: Option<&RunAs>,
+    ) -> Result<String, SlurmError> {
         let line = format!("{name} {}", args.join(" ")).trim_end().to_string();
         let mut cmd = self.command(name);
+        if let Some(user) = user {
+            cmd.env_clear().env("PATH", CLEAN_PATH).env("LANG", "C");
+            if let Some(conf) = &self.conf {
+                cmd.env("SLURM_CONF", conf);
+            } else if let Some(conf) = std::env::var_os("SLURM_CONF") {
+                cmd.env("SLURM_CONF", conf);
+            }
+            cmd.current_dir("/");
+            user.apply(&mut cmd);
+        }
         cmd.args(args)
             .stdin(if stdin.is_some() {
                 Stdio::piped()
@@ -414,7 +486,13 @@ impl Slurm {
             .trim()
             .to_string();
         if !status.success() {
-            return Err(classify(line, status.to_string(), stderr));
+            // `scontrol show partition nope` says why on stdout.
+            let said = if stderr.is_empty() {
+                String::from_utf8_lossy(&stdout).trim().to_string()
+            } else {
+                stderr
+            };
+            return Err(classify(line, status.to_string(), said));
         }
         String::from_utf8(stdout).map_err(|e| SlurmError::Output {
             command: name.to_string(),
@@ -452,9 +530,19 @@ impl Slurm {
     /// Submits a batch job (`sbatch --parsable ARGS`, script on stdin) and
     /// returns its job id.
     pub fn sbatch(&self, args: &[String], script: &str) -> Result<u64, SlurmError> {
+        self.sbatch_as(args, script, None)
+    }
+
+    /// [`Slurm::sbatch`] as `user` (None: as the daemon).
+    pub fn sbatch_as(
+        &self,
+        args: &[String],
+        script: &str,
+        user: Option<&RunAs>,
+    ) -> Result<u64, SlurmError> {
         let mut all = vec!["--parsable".to_string()];
         all.extend_from_slice(args);
-        let out = self.run("sbatch", &all, Some(script))?;
+        let out = self.run_as("sbatch", &all, Some(script), user)?;
         let id = out.trim().split(';').next().unwrap_or("");
         id.parse().map_err(|_| SlurmError::Output {
             command: "sbatch --parsable".into(),
@@ -464,7 +552,54 @@ impl Slurm {
 
     /// Cancels a job (all its components).
     pub fn scancel(&self, job: u64) -> Result<(), SlurmError> {
-        self.run("scancel", &[job.to_string()], None).map(|_| ())
+        self.scancel_as(job, None)
+    }
+
+    /// Cancels a job as `user` (None: as the daemon): Slurm refuses it
+    /// unless the job is theirs.
+    pub fn scancel_as(&self, job: u64, user: Option<&RunAs>) -> Result<(), SlurmError> {
+        self.run_as("scancel", &[job.to_string()], None, user)
+            .map(|_| ())
+    }
+
+    /// `scontrol update JobId=<job> FIELDS...`.
+    pub fn update_job(&self, job: u64, fields: &[String]) -> Result<(), SlurmError> {
+        let mut args = vec!["update".to_string(), format!("JobId={job}")];
+        args.extend_from_slice(fields);
+        self.run("scontrol", &args, None).map(|_| ())
+    }
+
+    /// `scontrol VERB <job>` (`release`, `hold`, `requeuehold`).
+    pub fn job_verb(&self, verb: &str, job: u64) -> Result<(), SlurmError> {
+        self.run("scontrol", &[verb.to_string(), job.to_string()], None)
+            .map(|_| ())
+    }
+
+    /// `scontrol show config`, as `Key = Value` pairs.
+    pub fn config(&self) -> Result<Vec<(String, String)>, SlurmError> {
+        let out = self.run("scontrol", &["show".into(), "config".into()], None)?;
+        Ok(out
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+            .collect())
+    }
+
+    /// Whether Slurm's accounting lists an association of `user` with
+    /// `account` (`sacctmgr show associations`).
+    pub fn has_association(&self, user: &str, account: &str) -> Result<bool, SlurmError> {
+        let args = [
+            "--noheader",
+            "--parsable2",
+            "show",
+            "associations",
+            &format!("user={user}"),
+            &format!("account={account}"),
+            "format=account",
+        ]
+        .map(String::from);
+        let out = self.run("sacctmgr", &args, None)?;
+        Ok(out.lines().any(|l| l.trim().eq_ignore_ascii_case(account)))
     }
 
     /// Runs `command --version`: whether the command is there and runs.
@@ -480,6 +615,10 @@ impl Slurm {
         self.run("scontrol", &args, None).map(|_| ())
     }
 }
+
+/// `PATH` for commands run as a user: the system's folders, not the
+/// daemon's (the Slurm commands themselves come from `bin_dir` when set).
+const CLEAN_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
 /// Reads a pipe to its end on a thread of its own (so a chatty command
 /// cannot block on a full pipe while it is waited for).

@@ -86,6 +86,25 @@ pub enum SlurmError {
     /// A client and the daemon did not understand each other.
     #[error("protocol: {0}")]
     Protocol(String),
+    /// The daemon did not answer a client in time.
+    #[error(
+        "the daemon at {socket} did not answer within {seconds} s (is it stopped or stuck? \
+         see its log; --timeout SECONDS waits longer)"
+    )]
+    Timeout {
+        /// The socket.
+        socket: String,
+        /// How long the client waited.
+        seconds: f64,
+    },
+    /// A file or folder has permissions its trust does not allow.
+    #[error("{path}: {message}")]
+    Permissions {
+        /// The file or folder.
+        path: String,
+        /// What is wrong and how to fix it.
+        message: String,
+    },
     /// The daemon refused a request (unknown VC, too many GPUs, ...).
     #[error("{0}")]
     Refused(String),

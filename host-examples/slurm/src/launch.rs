@@ -7,31 +7,90 @@
 //! gang (8+4, or 4+4 on different indices) is a heterogeneous job with one
 //! component per node, since the GRES of a component is per node and
 //! `scontrol update NodeList` does not work on heterogeneous parts.
+//!
+//! Every launch is tagged (`--comment=gangway:<daemon>:<id>:<launch>`) with
+//! the daemon's own identity, so a second daemon on the same cluster
+//! neither adopts nor cancels it, and carries a secret only its script
+//! holds, which its end record must repeat ([`script`]).
 
 use super::engine::NodeGpus;
 
 /// What to launch.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LaunchSpec<'a> {
+    /// The launching daemon's identity.
+    pub daemon: &'a str,
     /// Gangway's job id.
     pub id: u64,
-    /// Attempt number (1 for the first launch).
-    pub attempt: u32,
+    /// Which launch of the job (1 for the first).
+    pub number: u32,
     /// The user's command and arguments.
     pub cmd: &'a [String],
     /// Working directory.
     pub cwd: &'a str,
+    /// The user's environment (already sanitized: [`job_environment`]).
+    pub env: &'a [(String, String)],
     /// Slurm partition, if any.
     pub partition: Option<&'a str>,
     /// Where the script records how the job ended ([`end_record`]).
     pub ends_dir: &'a std::path::Path,
+    /// The launch's secret, which its end record repeats.
+    pub token: &'a str,
 }
 
-/// The name of the file in which the batch script of job `id`'s `attempt`
-/// records its exit status when the command ends: how the daemon learns
-/// how a job ended after Slurm has forgotten it.
-pub fn end_record(id: u64, attempt: u32) -> String {
-    format!("gangway-{id}.{attempt}.exit")
+/// The name of the file in which the batch script of the daemon's job
+/// `id`, launch `number`, records its exit status when the command ends:
+/// how the daemon learns how a job ended after Slurm has forgotten it.
+pub fn end_record(daemon: &str, id: u64, number: u32) -> String {
+    format!("gangway-{daemon}-{id}.{number}.exit")
+}
+
+/// Reads an end record's text: the exit status and the secret.
+pub fn parse_end_record(text: &str) -> Option<(i64, &str)> {
+    let mut words = text.split_whitespace();
+    let status = words.next()?.parse().ok()?;
+    Some((status, words.next().unwrap_or("")))
+}
+
+/// Variables Slurm or Gangway set for a job, never taken from the user's
+/// environment (prefixes), and shell bookkeeping that means nothing
+/// elsewhere (names).
+const NOT_PASSED_PREFIXES: [&str; 4] = ["SLURM_", "SBATCH_", "SALLOC_", "GANGWAY_"];
+const NOT_PASSED: [&str; 5] = ["_", "PWD", "OLDPWD", "SHLVL", "SLURM_CONF"];
+
+/// Largest environment passed to a job, in bytes.
+pub const MAX_ENV_BYTES: usize = 256 << 10;
+
+/// The user's environment as a job gets it: variables with shell names
+/// only (`[A-Za-z_][A-Za-z0-9_]*`), without those Slurm and Gangway set
+/// for the job (`SLURM_*`, `SBATCH_*`, `SALLOC_*`, `GANGWAY_*`) and shell
+/// bookkeeping (`PWD`, `SHLVL`, ...); an error if it is over
+/// [`MAX_ENV_BYTES`].
+pub fn job_environment(env: Vec<(String, String)>) -> Result<Vec<(String, String)>, String> {
+    let shell_name = |n: &str| {
+        let mut chars = n.chars();
+        chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    let kept: Vec<(String, String)> = env
+        .into_iter()
+        .filter(|(n, v)| {
+            shell_name(n)
+                && !v.contains('\0')
+                && !NOT_PASSED.contains(&n.as_str())
+                && !NOT_PASSED_PREFIXES.iter().any(|p| n.starts_with(p))
+        })
+        .collect();
+    let bytes: usize = kept.iter().map(|(n, v)| n.len() + v.len() + 2).sum();
+    if bytes > MAX_ENV_BYTES {
+        return Err(format!(
+            "the environment is {bytes} bytes, over the {MAX_ENV_BYTES}-byte limit \
+             (unset what the job does not need)"
+        ));
+    }
+    Ok(kept)
 }
 
 /// One node of a placement: name, GPU indices and their GRES types.
@@ -45,16 +104,22 @@ pub struct Part {
     pub types: Vec<String>,
 }
 
-/// The comment Gangway puts on its Slurm jobs: `gangway:<id>:<attempt>`.
-pub fn comment(id: u64, attempt: u32) -> String {
-    format!("gangway:{id}:{attempt}")
+/// The tag (comment) daemon `daemon` puts on launch `number` of its job
+/// `id`: `gangway:<daemon>:<id>:<number>`.
+pub fn tag(daemon: &str, id: u64, number: u32) -> String {
+    format!("gangway:{daemon}:{id}:{number}")
 }
 
-/// Reads a comment written by [`comment`].
-pub fn parse_comment(comment: &str) -> Option<(u64, u32)> {
+/// Reads a tag written by [`tag`]: (daemon, job, launch). A tag of
+/// version 0.1 (`gangway:<id>:<attempt>`) has an empty daemon.
+pub fn parse_tag(comment: &str) -> Option<(&str, u64, u32)> {
     let rest = comment.strip_prefix("gangway:")?;
-    let (id, attempt) = rest.split_once(':')?;
-    Some((id.parse().ok()?, attempt.parse().ok()?))
+    let parts: Vec<&str> = rest.split(':').collect();
+    match parts[..] {
+        [daemon, id, n] if !daemon.is_empty() => Some((daemon, id.parse().ok()?, n.parse().ok()?)),
+        [id, n] => Some(("", id.parse().ok()?, n.parse().ok()?)),
+        _ => None,
+    }
 }
 
 /// Single-quotes a word for `sh`.
@@ -91,7 +156,7 @@ fn gres(part: &Part) -> String {
 pub fn sbatch_args(spec: &LaunchSpec<'_>, parts: &[Part]) -> Vec<String> {
     let mut common = vec![
         format!("--job-name=gw-{}", spec.id),
-        format!("--comment={}", comment(spec.id, spec.attempt)),
+        format!("--comment={}", tag(spec.daemon, spec.id, spec.number)),
         "--no-requeue".to_string(),
         format!("--chdir={}", spec.cwd),
         format!("--output={}/gangway-{}.out", spec.cwd, spec.id),
@@ -127,14 +192,17 @@ pub fn sbatch_args(spec: &LaunchSpec<'_>, parts: &[Part]) -> Vec<String> {
     args
 }
 
-/// The batch script: exports `GANGWAY_JOB_ID`, `GANGWAY_ATTEMPT`,
+/// The batch script: sets the user's environment, exports
+/// `GANGWAY_JOB_ID`, `GANGWAY_ATTEMPT` (the launch number),
 /// `GANGWAY_PLACEMENT` and `GANGWAY_SRUN_ARGS` (`--het-group=0-N` for a
 /// heterogeneous gang, so `srun $GANGWAY_SRUN_ARGS ...` reaches every node
 /// whatever the placement's shape; empty otherwise), runs the user's
 /// command on the first node (multi-node jobs reach the others with
-/// `srun`), then records the command's exit status in the ends folder
-/// (written to a temporary name and renamed, so a record is whole) and
-/// exits with it.
+/// `srun`), then records the command's exit status and the launch's secret
+/// in the ends folder (written, as the job's user, to a fresh temporary
+/// file renamed into place, so a record is whole and its owner is the
+/// job's user) and exits with it. The secret is a shell variable of the
+/// script, not exported: the command never sees it.
 pub fn script(spec: &LaunchSpec<'_>, parts: &[Part]) -> String {
     let cmd: Vec<String> = spec.cmd.iter().map(|w| shell_quote(w)).collect();
     let uniform = parts.windows(2).all(|w| w[0].types == w[1].types);
@@ -143,24 +211,34 @@ pub fn script(spec: &LaunchSpec<'_>, parts: &[Part]) -> String {
     } else {
         format!("--het-group=0-{}", parts.len().saturating_sub(1))
     };
+    let env: String = spec
+        .env
+        .iter()
+        .map(|(n, v)| format!("{n}={}; export {n}\n", shell_quote(v)))
+        .collect();
     let dir = shell_quote(&spec.ends_dir.display().to_string());
-    let record = shell_quote(&end_record(spec.id, spec.attempt));
+    let record = end_record(spec.daemon, spec.id, spec.number);
     format!(
         "#!/bin/sh\n\
-         # Gangway job {id}, attempt {attempt}\n\
+         # Gangway job {id}, launch {number}\n\
+         {env}\
          GANGWAY_JOB_ID={id}; export GANGWAY_JOB_ID\n\
-         GANGWAY_ATTEMPT={attempt}; export GANGWAY_ATTEMPT\n\
+         GANGWAY_ATTEMPT={number}; export GANGWAY_ATTEMPT\n\
          GANGWAY_PLACEMENT={placement}; export GANGWAY_PLACEMENT\n\
          GANGWAY_SRUN_ARGS={srun_args}; export GANGWAY_SRUN_ARGS\n\
+         gw_token={token}\n\
          {cmd}\n\
          status=$?\n\
-         mkdir -p {dir} 2>/dev/null\n\
-         echo \"$status\" > {dir}/{record}.tmp && mv -f {dir}/{record}.tmp {dir}/{record}\n\
+         gw_tmp=$(mktemp {dir}/.{tmp}.XXXXXX) && printf '%s %s\\n' \"$status\" \"$gw_token\" > \"$gw_tmp\" \\\n  \
+         && mv -f \"$gw_tmp\" {dir}/{record_q}\n\
          exit \"$status\"\n",
         id = spec.id,
-        attempt = spec.attempt,
+        number = spec.number,
         placement = shell_quote(&placement_text(parts)),
         srun_args = shell_quote(&srun_args),
+        token = shell_quote(spec.token),
+        tmp = record,
+        record_q = shell_quote(&record),
         cmd = cmd.join(" ")
     )
 }
@@ -180,13 +258,17 @@ mod tests {
     #[test]
     fn even_gangs_are_one_job_uneven_ones_heterogeneous() {
         let cmd = vec!["train".to_string(), "it's".to_string()];
+        let env = vec![("HOME".to_string(), "/home/a b".to_string())];
         let spec = LaunchSpec {
+            daemon: "d1",
             id: 12,
-            attempt: 2,
+            number: 2,
             cmd: &cmd,
             cwd: "/w",
+            env: &env,
             partition: Some("gpu"),
             ends_dir: std::path::Path::new("/st/ends"),
+            token: "s3cr3t",
         };
         let even = sbatch_args(&spec, &[part("n1", &[0, 1]), part("n2", &[0, 1])]);
         assert!(even.contains(&"--nodelist=n1,n2".to_string()));
@@ -196,13 +278,16 @@ mod tests {
         let split = uneven.iter().position(|a| a == ":").unwrap();
         assert!(uneven[..split].contains(&"--nodelist=n1".to_string()));
         assert!(uneven[split..].contains(&"--gres=gpu:g5:1".to_string()));
-        assert!(uneven.contains(&"--comment=gangway:12:2".to_string()));
+        assert!(uneven.contains(&"--comment=gangway:d1:12:2".to_string()));
         let s = script(&spec, &[part("n1", &[0, 1])]);
         assert!(s.contains("\n'train' 'it'\\''s'\nstatus=$?\n"), "{s}");
         assert!(s.contains("GANGWAY_PLACEMENT='n1:0,1'"), "{s}");
         assert!(s.contains("GANGWAY_SRUN_ARGS=''"), "{s}");
+        assert!(s.contains("\nHOME='/home/a b'; export HOME\n"), "{s}");
+        assert!(s.contains("\ngw_token='s3cr3t'\n"), "{s}");
+        assert!(!s.contains("export gw_token"), "{s}");
         assert!(
-            s.contains("mv -f '/st/ends'/'gangway-12.2.exit'.tmp '/st/ends'/'gangway-12.2.exit'"),
+            s.contains("mv -f \"$gw_tmp\" '/st/ends'/'gangway-d1-12.2.exit'"),
             "{s}"
         );
         let het = script(&spec, &[part("n1", &[0, 1, 2]), part("n2", &[5])]);
@@ -210,9 +295,41 @@ mod tests {
     }
 
     #[test]
-    fn comments_round_trip() {
-        assert_eq!(parse_comment(&comment(5, 3)), Some((5, 3)));
-        assert_eq!(parse_comment("gangway:x:1"), None);
-        assert_eq!(parse_comment(""), None);
+    fn tags_round_trip() {
+        assert_eq!(parse_tag(&tag("ab12", 5, 3)), Some(("ab12", 5, 3)));
+        assert_eq!(parse_tag("gangway:5:3"), Some(("", 5, 3)));
+        assert_eq!(parse_tag("gangway:x:1"), None);
+        assert_eq!(parse_tag("gangway:d:x:1"), None);
+        assert_eq!(parse_tag(""), None);
+        assert_eq!(parse_end_record("0 abc\n"), Some((0, "abc")));
+        assert_eq!(parse_end_record("7"), Some((7, "")));
+        assert_eq!(parse_end_record("x y"), None);
+    }
+
+    #[test]
+    fn the_environment_keeps_the_users_variables_only() {
+        let env = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect::<Vec<_>>()
+        };
+        let kept = job_environment(env(&[
+            ("PATH", "/opt/bin:/usr/bin"),
+            ("API_KEY", "it's secret"),
+            ("SLURM_JOB_ID", "9"),
+            ("GANGWAY_JOB_ID", "9"),
+            ("SBATCH_PARTITION", "x"),
+            ("BASH_FUNC_f%%", "() { :; }"),
+            ("PWD", "/x"),
+            ("1X", "y"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            kept,
+            env(&[("PATH", "/opt/bin:/usr/bin"), ("API_KEY", "it's secret")])
+        );
+        let big = vec![("X".to_string(), "y".repeat(MAX_ENV_BYTES))];
+        assert!(job_environment(big).unwrap_err().contains("limit"));
     }
 }

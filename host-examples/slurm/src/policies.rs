@@ -84,15 +84,8 @@ pub fn slot_named(name: &str) -> Result<Slot, SlurmError> {
 
 impl Policies {
     /// Loads a Wasm module (the host's validation: a component of the
-    /// contract, implementing `slot`, accepting `config`) and stages it in
-    /// the slot; it becomes active at the start of the next round.
-    pub fn swap(
-        &self,
-        slot: Slot,
-        name: &str,
-        wasm: &[u8],
-        config: &[u8],
-    ) -> Result<String, SlurmError> {
+    /// contract, implementing `slot`) without staging it.
+    pub fn load(&self, slot: Slot, name: &str, wasm: &[u8]) -> Result<PolicyModule, SlurmError> {
         let module: PolicyModule = self.engine.load(name, wasm).map_err(policy_err)?;
         if !module.slots().contains(&slot) {
             return Err(SlurmError::Policy(format!(
@@ -100,13 +93,43 @@ impl Policies {
                 module.slots()
             )));
         }
+        Ok(module)
+    }
+
+    /// Stages a loaded module in the slot, with its configuration (which
+    /// it must accept); it becomes active at the start of the next round.
+    pub fn stage(
+        &self,
+        slot: Slot,
+        module: &PolicyModule,
+        name: &str,
+        config: &[u8],
+    ) -> Result<String, SlurmError> {
         self.handles
-            .stage(slot, Some(&module), name, config)
+            .stage(slot, Some(module), name, config)
             .map_err(policy_err)?;
         Ok(format!(
             "{name} staged in the {slot} slot (contract {}); active from the next round",
             module.contract_version()
         ))
+    }
+
+    /// [`Policies::load`] and [`Policies::stage`].
+    pub fn swap(
+        &self,
+        slot: Slot,
+        name: &str,
+        wasm: &[u8],
+        config: &[u8],
+    ) -> Result<String, SlurmError> {
+        let module = self.load(slot, name, wasm)?;
+        self.stage(slot, &module, name, config)
+    }
+
+    /// Why the compiled-module cache is not used, if another user could
+    /// write it.
+    pub fn cache_refused(&self) -> Option<String> {
+        self.engine.module_cache_refused().map(str::to_string)
     }
 
     /// Asks a slot to go back to its previous policy at the next round.

@@ -1,10 +1,15 @@
 //! What `gangway-slurm` clients and the daemon say to each other over the
 //! Unix socket `<state_dir>/gangway.sock`: one request, one response, each a
 //! postcard message behind a 4-byte little-endian length.
+//!
+//! A request says nothing of who sends it: the daemon takes the caller's
+//! uid and gid from the kernel (the socket's peer credentials) and
+//! authorizes each request by them.
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
+use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -14,24 +19,44 @@ use super::SlurmError;
 /// Largest message accepted (a Wasm module for `swap` is the big one).
 pub const MAX_MESSAGE: usize = 64 << 20;
 
+/// Largest request accepted from a caller who is not an admin (a
+/// submission with its environment).
+pub const MAX_USER_MESSAGE: usize = 1 << 20;
+
+/// How long a client waits for the daemon by default.
+pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Which finished jobs a status report lists: `count` of them from the
+/// `offset`-th oldest kept (see [`StatusReport::finished_total`]); by
+/// default the newest 200.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FinishedPage {
+    /// The first one listed, counted from the oldest kept.
+    pub offset: u32,
+    /// How many.
+    pub count: u32,
+}
+
 /// A client's request.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
-    /// Queue a job.
+    /// Queue a job, to run as the caller.
     Submit {
         /// GPUs of the gang.
         gpus: u32,
         /// Virtual cluster name.
         vc: String,
-        /// User name (for per-user fairness and reports).
-        user: String,
         /// Command and arguments.
         cmd: Vec<String>,
-        /// Working directory.
+        /// Working directory (absolute).
         cwd: String,
+        /// The caller's environment, for the job (the daemon drops what
+        /// Slurm and Gangway set themselves).
+        env: Vec<(String, String)>,
     },
-    /// The queue, the cluster and the daemon's own figures.
-    Status,
+    /// The queue, the cluster and the daemon's own figures; `None` lists
+    /// the newest 200 finished jobs.
+    Status(Option<FinishedPage>),
     /// One job.
     Why(u64),
     /// Cancel a pending or running job.
@@ -80,8 +105,14 @@ pub struct JobReport {
     pub user: String,
     /// GPUs.
     pub gpus: u32,
-    /// The command.
+    /// The command (empty in another user's report, and for jobs submitted
+    /// with sbatch).
     pub cmd: Vec<String>,
+    /// Working directory (empty in another user's report).
+    pub cwd: String,
+    /// Whether this is another user's job, shown without its command,
+    /// working directory and environment.
+    pub private: bool,
     /// `pending`, `launching`, `running`, `passed`, `failed`, `killed`.
     pub state: String,
     /// Why it waits (pending jobs): `fair-share`, `fragmentation`, ...
@@ -90,7 +121,7 @@ pub struct JobReport {
     pub wait: Vec<(String, u64)>,
     /// Seconds since it was submitted or last re-queued (pending jobs).
     pub waiting_s: u64,
-    /// Launches so far.
+    /// Launches Slurm took so far.
     pub attempts: u32,
     /// The Slurm job of the current attempt.
     pub slurm_job: Option<u64>,
@@ -172,8 +203,12 @@ pub struct StatusReport {
     pub pending: Vec<JobReport>,
     /// Running (or launching) jobs.
     pub running: Vec<JobReport>,
-    /// Recently finished jobs, oldest first.
+    /// Finished jobs, oldest first: the page asked for.
     pub finished: Vec<JobReport>,
+    /// Finished jobs kept (`history`), of which `finished` is a page.
+    pub finished_total: u32,
+    /// Where in them `finished` starts (0: the oldest kept).
+    pub finished_offset: u32,
     /// GPUs held by jobs started in Slurm directly.
     pub foreign_gpus: u32,
     /// The daemon's figures.
@@ -187,8 +222,14 @@ pub struct StatusReport {
     /// Since when (Unix ms) the queue is held because Slurm refuses
     /// launches for a reason of its configuration, and the refusal.
     pub queue_held: Option<(u64, String)>,
-    /// How this run recovered its state, when not from its newest file.
+    /// How this run recovered its state, when not from its newest file
+    /// (and which acknowledged changes it lost).
     pub state_note: Option<String>,
+    /// What an operator should know: a module cache refused, a lock taken
+    /// over, a partition not held by job_submit.lua, ...
+    pub warnings: Vec<String>,
+    /// `submit` or `native`.
+    pub mode: String,
 }
 
 /// Writes one length-prefixed postcard message.
@@ -216,14 +257,17 @@ fn closed(e: std::io::Error) -> SlurmError {
     }
 }
 
-/// Reads one length-prefixed postcard message.
-pub fn read_message<T: DeserializeOwned>(stream: &mut UnixStream) -> Result<T, SlurmError> {
+/// Reads one length-prefixed postcard message of at most `limit` bytes.
+pub fn read_message_within<T: DeserializeOwned>(
+    stream: &mut UnixStream,
+    limit: usize,
+) -> Result<T, SlurmError> {
     let mut len = [0u8; 4];
     stream.read_exact(&mut len).map_err(closed)?;
     let len = u32::from_le_bytes(len) as usize;
-    if len > MAX_MESSAGE {
+    if len > limit {
         return Err(SlurmError::Protocol(format!(
-            "message of {len} bytes is over the {MAX_MESSAGE}-byte limit"
+            "message of {len} bytes is over the {limit}-byte limit"
         )));
     }
     let mut buf = vec![0u8; len];
@@ -231,9 +275,16 @@ pub fn read_message<T: DeserializeOwned>(stream: &mut UnixStream) -> Result<T, S
     postcard::from_bytes(&buf).map_err(|e| SlurmError::Protocol(e.to_string()))
 }
 
+/// Reads one length-prefixed postcard message of at most [`MAX_MESSAGE`].
+pub fn read_message<T: DeserializeOwned>(stream: &mut UnixStream) -> Result<T, SlurmError> {
+    read_message_within(stream, MAX_MESSAGE)
+}
+
 /// Sends one request to the daemon listening on `socket` and returns its
-/// response.
-pub fn call(socket: &Path, request: &Request) -> Result<Response, SlurmError> {
+/// response, waiting at most `timeout` for each read and write: a daemon
+/// that is stopped (SIGSTOP) or stuck is an error saying so, not a wait
+/// without end.
+pub fn call(socket: &Path, request: &Request, timeout: Duration) -> Result<Response, SlurmError> {
     let mut stream = UnixStream::connect(socket).map_err(|e| {
         SlurmError::io(
             format!(
@@ -243,6 +294,25 @@ pub fn call(socket: &Path, request: &Request) -> Result<Response, SlurmError> {
             e,
         )
     })?;
-    write_message(&mut stream, request)?;
-    read_message(&mut stream)
+    let timeout = timeout.max(Duration::from_millis(1));
+    stream
+        .set_read_timeout(Some(timeout))
+        .and_then(|()| stream.set_write_timeout(Some(timeout)))
+        .map_err(|e| SlurmError::io("setting the socket's timeout", e))?;
+    let timed_out = |e: SlurmError| match e {
+        SlurmError::Io { source, .. }
+            if matches!(
+                source.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
+            SlurmError::Timeout {
+                socket: socket.display().to_string(),
+                seconds: timeout.as_secs_f64(),
+            }
+        }
+        other => other,
+    };
+    write_message(&mut stream, request).map_err(timed_out)?;
+    read_message(&mut stream).map_err(timed_out)
 }

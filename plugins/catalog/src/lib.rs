@@ -432,6 +432,90 @@ mod tests {
         assert!(e.to_string().contains("philly"), "{e}");
     }
 
+    /// Jobs the engine runs on its own (adopted by `reconcile` as foreign
+    /// load) keep their GPUs under every preset: no reclaim or defragment
+    /// policy is shown them, so none is stopped or moved, and no start lands
+    /// on their GPUs. Under `philly`, quota-reclaim used to take the foreign
+    /// VC's GPUs back as borrowed work (a VC without a quota holding GPUs)
+    /// and start a waiting gang on them while the engine still ran them.
+    #[test]
+    fn foreign_load_keeps_its_gpus_under_every_preset() {
+        use gangway_core::reconcile::{Difference, EngineTruth};
+        use gangway_core::{Placement, ServerGpus, ServerId};
+        for p in presets().unwrap() {
+            let mut sched = Scheduler::with_policies(
+                Topology::uniform(1, 2, 8).unwrap(),
+                p.build_native().unwrap(),
+            );
+            sched.set_placement_strategy(p.placement);
+            let a = sched.virtual_cluster("a");
+            sched.set_quota(a, Some(16));
+            let foreign = sched.virtual_cluster("(foreign)");
+            // 10 GPUs held outside the scheduler: all of server 0, 2 of 1.
+            let held = Placement {
+                parts: vec![
+                    ServerGpus {
+                        server: ServerId(0),
+                        gpus: 0xff,
+                    },
+                    ServerGpus {
+                        server: ServerId(1),
+                        gpus: 0b11,
+                    },
+                ],
+            };
+            let mut truth = EngineTruth::default();
+            truth.running.insert(JobId(900), held.clone());
+            let diffs = sched.reconcile(&truth, Some(foreign), 0);
+            assert!(
+                matches!(diffs[..], [Difference::Foreign { .. }]),
+                "{diffs:?}"
+            );
+            // VC `a`, within its quota, waits for 12 of the 6 free GPUs; a
+            // smaller job of `a` fits beside the foreign load.
+            for (id, gpus) in [(1, 12), (2, 4)] {
+                let spec = JobSpec {
+                    id: JobId(id),
+                    vc: a,
+                    user: 0,
+                    gpus,
+                    submitted_s: 0,
+                };
+                sched.submit(spec).unwrap();
+            }
+            for t in (0..40_000).step_by(600) {
+                let report = sched.round(t).unwrap();
+                let name = &p.name;
+                assert!(
+                    report.preempted.iter().all(|x| x.job != JobId(900)),
+                    "{name}: the foreign job was stopped at {t}"
+                );
+                assert!(
+                    report.migrations.iter().all(|m| m.job != JobId(900)),
+                    "{name}: the foreign job was moved at {t}"
+                );
+                for s in &report.starts {
+                    truth.running.insert(s.job, s.choice.placement.clone());
+                    assert!(s.job != JobId(1), "{name}: the 12-GPU job started at {t}");
+                }
+                for x in &report.preempted {
+                    truth.running.remove(&x.job);
+                }
+                let diffs = sched.reconcile(&truth, Some(foreign), t);
+                assert!(diffs.is_empty(), "{name} at {t}: {diffs:?}");
+                assert_eq!(sched.state().allocation(JobId(900)), Some(&held), "{name}");
+                let usage = &sched.virtual_clusters()[foreign.0 as usize];
+                assert_eq!(usage.held_gpus, 10, "{name} at {t}");
+                sched.check_invariants().unwrap();
+            }
+            if p.name == "philly" {
+                // Its gang slot backfills: the small job starts beside the
+                // foreign load while the large one waits.
+                assert!(sched.job(JobId(2)).is_some_and(|j| j.is_running()));
+            }
+        }
+    }
+
     #[test]
     fn bad_preset_files_are_rejected() {
         let twice = "[[preset]]\nname='a'\nfairness={policy='fifo'}\n";

@@ -9,10 +9,12 @@
 //! ```
 //!
 //! Clients find the daemon through its state folder: `--state-dir`, or
-//! `GANGWAY_SLURM_STATE`, or the `state_dir` of `--config`.
+//! `GANGWAY_SLURM_STATE`, or the `state_dir` of `--config`. The daemon
+//! knows who runs a client from the kernel: there is no `--user`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use gangway_catalog::slot_flags::{ModuleFile, SlotFlags};
@@ -32,6 +34,10 @@ struct Cli {
     /// The daemon's configuration (client commands take its state_dir).
     #[arg(long, global = true)]
     config: Option<PathBuf>,
+    /// Seconds a client command waits for the daemon's answer (default:
+    /// $GANGWAY_SLURM_TIMEOUT, else 30).
+    #[arg(long, global = true)]
+    timeout: Option<f64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -40,7 +46,8 @@ struct Cli {
 enum Command {
     /// Run the daemon (needs --config).
     Serve,
-    /// Queue a job: gangway-slurm submit --gpus N --vc NAME [--user U] -- CMD...
+    /// Queue a job, to run as you in this folder with your environment:
+    /// gangway-slurm submit --gpus N --vc NAME -- CMD...
     Submit {
         /// GPUs of the gang.
         #[arg(long)]
@@ -48,9 +55,6 @@ enum Command {
         /// Virtual cluster.
         #[arg(long)]
         vc: String,
-        /// User name (default: $USER).
-        #[arg(long)]
-        user: Option<String>,
         /// The command and its arguments.
         #[arg(last = true, required = true)]
         cmd: Vec<String>,
@@ -60,6 +64,10 @@ enum Command {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+        /// List every finished job the daemon keeps (`history`), not only
+        /// the newest 200 (read page by page).
+        #[arg(long)]
+        all_finished: bool,
     },
     /// Explain one job.
     Why {
@@ -94,98 +102,103 @@ fn run(cli: Cli) -> Result<(), SlurmError> {
         .state_dir
         .clone()
         .or_else(|| std::env::var_os("GANGWAY_SLURM_STATE").map(PathBuf::from));
-    let socket = || -> Result<PathBuf, SlurmError> {
-        match (&state_dir, &config) {
-            (Some(d), _) => Ok(socket_in(d)),
-            (None, Some(c)) => Ok(c.socket()),
-            (None, None) => Err(SlurmError::Refused(
-                "where is the daemon? give --state-dir DIR, set GANGWAY_SLURM_STATE, or --config FILE"
-                    .into(),
-            )),
-        }
+    let socket = match (&state_dir, &config) {
+        (Some(d), _) => Some(socket_in(d)),
+        (None, Some(c)) => Some(c.socket()),
+        (None, None) => None,
     };
-    match cli.command {
-        Command::Serve => {
-            let Some(config) = config else {
-                return Err(SlurmError::Refused("serve needs --config FILE".into()));
-            };
-            daemon::serve(config)
-        }
-        Command::Submit {
-            gpus,
-            vc,
-            user,
-            cmd,
-        } => {
-            let user = user.unwrap_or_else(current_user);
+    let timeout = cli
+        .timeout
+        .or_else(|| std::env::var("GANGWAY_SLURM_TIMEOUT").ok()?.parse().ok())
+        .filter(|t: &f64| t.is_finite() && *t > 0.0)
+        .map_or(
+            gangway_slurm::protocol::CLIENT_TIMEOUT,
+            Duration::from_secs_f64,
+        );
+    if let Command::Serve = cli.command {
+        let Some(config) = config else {
+            return Err(SlurmError::Refused("serve needs --config FILE".into()));
+        };
+        return daemon::serve(config);
+    }
+    let Some(socket) = socket else {
+        return Err(SlurmError::Refused(
+            "where is the daemon? give --state-dir DIR, set GANGWAY_SLURM_STATE, or --config FILE"
+                .into(),
+        ));
+    };
+    let daemon = client::Daemon {
+        socket: &socket,
+        timeout,
+    };
+    run_client(cli.command, &daemon)
+}
+
+/// A client command.
+fn run_client(command: Command, daemon: &client::Daemon<'_>) -> Result<(), SlurmError> {
+    match command {
+        Command::Serve => Ok(()),
+        Command::Submit { gpus, vc, cmd } => {
             let cwd = std::env::current_dir()
                 .map_err(|e| SlurmError::io("reading the current folder", e))?;
-            let id = client::submit(&socket()?, gpus, &vc, &user, cmd, &cwd)?;
+            let id = client::submit(daemon, gpus, &vc, cmd, &cwd, client::environment())?;
             println!(
                 "submitted job {id} ({gpus} GPUs, vc {vc}); `gangway-slurm why {id}` tells where it is"
             );
             Ok(())
         }
-        Command::Status { json } => {
-            let report = client::status(&socket()?)?;
+        Command::Status { json, all_finished } => {
+            let report = if all_finished {
+                client::status_all(daemon)?
+            } else {
+                client::status(daemon, None)?
+            };
             print_report(&report, json, client::format_status)
         }
         Command::Why { job, json } => {
-            let report = client::why(&socket()?, job)?;
+            let report = client::why(daemon, job)?;
             print_report(&report, json, client::format_job)
         }
         Command::Cancel { job } => {
-            println!("{}", client::cancel(&socket()?, job)?);
+            println!("{}", client::cancel(daemon, job)?);
             Ok(())
         }
         Command::Swap {
             modules,
             module_config,
             rollback,
-        } => {
-            let socket = socket()?;
-            if let Some(slot) = rollback {
-                println!("{}", client::rollback(&socket, &slot)?);
-                return Ok(());
-            }
-            let chosen: Vec<(&str, PathBuf)> = modules
-                .chosen()
-                .map(|(slot, path)| (slot.as_str(), PathBuf::from(path)))
-                .collect();
-            if chosen.is_empty() {
-                return Err(SlurmError::Refused(
-                    "swap needs --SLOT FILE.wasm (fairness, locality, gang, reclaim, retry, defragment), or --rollback SLOT"
-                        .into(),
-                ));
-            }
-            for (slot, path) in chosen {
-                println!(
-                    "{}",
-                    client::swap(&socket, slot, &path, module_config.as_deref())?
-                );
-            }
-            Ok(())
-        }
+        } => swap(daemon, &modules, module_config, rollback),
     }
 }
 
-/// `$USER`, else `$LOGNAME`, else `uid-N` from /proc.
-fn current_user() -> String {
-    std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .ok()
-        .filter(|u| !u.is_empty())
-        .or_else(|| {
-            let status = std::fs::read_to_string("/proc/self/status").ok()?;
-            let uid = status
-                .lines()
-                .find(|l| l.starts_with("Uid:"))?
-                .split_whitespace()
-                .nth(1)?
-                .to_string();
-            Some(format!("uid-{uid}"))
-        })
-        .unwrap_or_else(|| "unknown".into())
+/// `swap`: each slot given, or a rollback.
+fn swap(
+    daemon: &client::Daemon<'_>,
+    modules: &SlotFlags<ModuleFile>,
+    module_config: Option<PathBuf>,
+    rollback: Option<String>,
+) -> Result<(), SlurmError> {
+    if let Some(slot) = rollback {
+        println!("{}", client::rollback(daemon, &slot)?);
+        return Ok(());
+    }
+    let chosen: Vec<(&str, PathBuf)> = modules
+        .chosen()
+        .map(|(slot, path)| (slot.as_str(), PathBuf::from(path)))
+        .collect();
+    if chosen.is_empty() {
+        return Err(SlurmError::Refused(
+            "swap needs --SLOT FILE.wasm (fairness, locality, gang, reclaim, retry, defragment), or --rollback SLOT"
+                .into(),
+        ));
+    }
+    for (slot, path) in chosen {
+        println!(
+            "{}",
+            client::swap(daemon, slot, &path, module_config.as_deref())?
+        );
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {

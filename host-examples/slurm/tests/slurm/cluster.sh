@@ -18,6 +18,12 @@
 # per line in gres.conf, each with its own Type (g0..g7), so a job can ask
 # for exact GPU indices and Slurm sets CUDA_VISIBLE_DEVICES for it.
 # Writes DIR/gangway.toml, a gangway-slurm config for this cluster.
+#
+# Partitions: gpu (the default), gpu2 (the same nodes, for a second daemon)
+# and gw, which gangway-slurm's native mode manages: the project's
+# job_submit.lua (host-examples/slurm/job_submit.lua, JobSubmitPlugins=lua)
+# holds every job submitted there. Everything under DIR is readable by other
+# users, so that unprivileged users can run Slurm's commands against it.
 set -euo pipefail
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
@@ -31,7 +37,9 @@ stop() {
   # Jobs first, so that no job step outlives its cluster.
   if [ -f "$d/etc/slurm.conf" ] && [ -f "$d/run/slurmctld.pid" ] \
       && kill -0 "$(cat "$d/run/slurmctld.pid")" 2>/dev/null; then
-    SLURM_CONF="$d/etc/slurm.conf" timeout 10 scancel --user="$(id -un)" 2>/dev/null || true
+    # Every user's jobs (the tests run some as unprivileged users).
+    SLURM_CONF="$d/etc/slurm.conf" timeout 10 squeue -h -o %A 2>/dev/null \
+      | xargs -r env SLURM_CONF="$d/etc/slurm.conf" timeout 10 scancel 2>/dev/null || true
     for _ in $(seq 30); do
       [ -z "$(SLURM_CONF="$d/etc/slurm.conf" timeout 5 squeue -h -t running,completing 2>/dev/null)" ] && break
       sleep 0.1
@@ -100,6 +108,7 @@ done
 PATH="$PATH:/usr/sbin"
 
 mkdir -p "$dir"
+chmod 755 "$dir"
 dir="$(cd "$dir" && pwd)"
 stop "$dir"
 # A fresh cluster every start: no jobs recovered from an earlier one.
@@ -110,10 +119,13 @@ user="$(id -un)"
 host="$(hostname -s)"
 
 # Free ports: the controller and one per node, all on 127.0.0.1.
-used="$( (ss -Htln 2>/dev/null || true) | awk '{print $4}' | sed 's/.*://' | sort -u)"
+# Below the kernel's ephemeral range, so that no client socket (or one in
+# TIME_WAIT) of an earlier cluster holds a port a daemon must bind; every
+# socket in use is avoided, not only listening ones.
+used="$( (ss -Htan 2>/dev/null || true) | awk '{print $4}' | sed 's/.*://' | sort -u)"
 base=""
 for _ in $(seq 200); do
-  cand=$(( 20000 + (RANDOM % 400) * 100 ))
+  cand=$(( 10000 + (RANDOM % 220) * 100 ))
   ok=1
   for p in $(seq "$cand" $((cand + nodes + 1))); do
     if grep -qx "$p" <<<"$used"; then ok=0; break; fi
@@ -181,8 +193,14 @@ SchedulerParameters=bf_interval=1,batch_sched_delay=0
 MinJobAge=${MIN_JOB_AGE:-3600}
 KillWait=2
 NodeName=n[1-$nodes] NodeHostname=$host NodeAddr=127.0.0.1 Port=[$first_node_port-$last_node_port] CPUs=16 RealMemory=1000 Gres=$gres State=UNKNOWN
+JobSubmitPlugins=lua
 PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+PartitionName=gpu2 Nodes=ALL MaxTime=INFINITE State=UP
+PartitionName=gw Nodes=ALL MaxTime=INFINITE State=UP
 CONF
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+sed 's/^local GANGWAY_PARTITION = .*/local GANGWAY_PARTITION = "gw"/' \
+  "$here/../../job_submit.lua" > "$dir/etc/job_submit.lua"
 
 cat > "$dir/gangway.toml" <<TOML
 # gangway-slurm for the test cluster in $dir
@@ -212,7 +230,7 @@ for i in $(seq 1 "$nodes"); do
 done
 
 for _ in $(seq 200); do
-  states="$(sinfo -h -N -o '%T' 2>/dev/null || true)"
+  states="$(sinfo -h -N -p gpu -o '%T' 2>/dev/null || true)"
   idle="$(grep -c '^idle$' <<<"$states" || true)"
   [ "$idle" = "$nodes" ] && break
   sleep 0.1

@@ -1,0 +1,375 @@
+//! The daemon: Gangway's queue in front of Slurm.
+//!
+//! One thread runs cycles; another accepts clients on the Unix socket and
+//! hands their requests to the cycle thread, which answers between cycles
+//! (a submission or a cancel triggers a cycle at once); Slurm's commands
+//! run on a third ([`serve`]). A cycle ([`cycle`]):
+//!
+//! 1. reads `sinfo --json` and `squeue --json`;
+//! 2. for each launched job, reads its Slurm job: running (first time: its
+//!    start is recorded), still pending in Slurm (past `launch_timeout_s` it
+//!    is cancelled and re-queued), ended (`end_attempt`: completed passes,
+//!    a non-zero exit fails, cancelled is killed, node failures and other
+//!    Slurm-side ends are retried up to `max_attempts` launches);
+//! 3. in native mode, takes the jobs users submitted with sbatch into the
+//!    managed partition ([`crate::native`]);
+//! 4. builds the engine's truth (Gangway's running jobs where Slurm runs
+//!    them, every other Slurm job holding GPUs as foreign load, every node's
+//!    health) and reconciles the scheduler with it: a node gone down
+//!    interrupts its gangs whole, which are cancelled in Slurm and re-queued;
+//! 5. runs a round, saves the state, and launches the starts ([`launches`]):
+//!    `sbatch` as the submitter, or, in native mode, pin and release;
+//! 6. forgets finished jobs in the scheduler, keeping the last `history` for
+//!    `status`, and saves the state if anything changed.
+//!
+//! Clients' requests ([`requests`]) are authorized by the caller's uid
+//! ([`crate::access`]); what they change is journalled and saved before it
+//! is acknowledged ([`state`]). Restarted (even after SIGKILL), the daemon
+//! restores the scheduler from the saved snapshot, and its first cycle
+//! reconciles it with Slurm before any round: launches Slurm knows are
+//! adopted, launches it does not know are re-queued, so no job is lost or
+//! started twice.
+
+mod cycle;
+mod launches;
+mod native;
+mod report;
+mod requests;
+mod serve;
+mod state;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use gangway_core::Scheduler;
+use gangway_core::snapshot::Snapshot;
+use gangway_plugin_sdk::VcId;
+
+pub use launches::{
+    CancelHow, CancelOrder, LaunchOrder, LaunchOutcome, LaunchWork, run_cancels, run_launches,
+};
+pub use serve::serve;
+
+use super::SlurmError;
+use super::access::Access;
+use super::config::{Config, FOREIGN_VC, Mode};
+use super::engine::Slurm;
+use super::persist::{self, JobEntry, SlotChange};
+use super::policies::{self, Policies};
+use super::protocol::DaemonStats;
+use super::topology::{self, ClusterMap};
+
+/// Gangway ids of foreign Slurm jobs: this bit plus the Slurm job id.
+pub const FOREIGN_BIT: u64 = 1 << 62;
+
+/// Events kept per job.
+const MAX_EVENTS: usize = 32;
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn push_event(entry: &mut JobEntry, text: String) {
+    tracing::info!(job = entry.id, "{text}");
+    if entry.events.len() == MAX_EVENTS {
+        entry.events.remove(1);
+    }
+    entry.events.push(text);
+}
+
+/// An update of a Slurm job the daemon asks for (`scontrol update`): an
+/// admin comment in native mode, the lock's heartbeat.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobUpdate {
+    /// The Slurm job.
+    pub job: u64,
+    /// `scontrol update` fields, or a verb (`hold`, `release`) when it is
+    /// one word without `=`.
+    pub fields: Vec<String>,
+}
+
+/// The running daemon.
+pub struct Daemon {
+    cfg: Config,
+    slurm: Slurm,
+    map: ClusterMap,
+    sched: Scheduler,
+    policies: Policies,
+    access: Access,
+    vcs: BTreeMap<String, VcId>,
+    foreign_vc: VcId,
+    jobs: BTreeMap<u64, JobEntry>,
+    history: VecDeque<JobEntry>,
+    users: Vec<String>,
+    next_id: u64,
+    /// Per live job, launches Slurm took that do not count against
+    /// `max_attempts`.
+    uncounted: BTreeMap<u64, u32>,
+    stats: DaemonStats,
+    started: Instant,
+    last_error: Option<String>,
+    /// Since when (Unix ms) Slurm has not answered, and its last error.
+    outage: Option<(u64, String)>,
+    /// Since when (Unix ms) launches are held for a configuration refusal.
+    hold: Option<(u64, String)>,
+    /// How the state was recovered, when not from its newest file.
+    state_note: Option<String>,
+    /// What an operator should know (shown by `status`).
+    warnings: Vec<String>,
+    /// Slurm jobs to cancel (or, in native mode, to hold again).
+    cancels: Vec<CancelOrder>,
+    /// Slurm jobs to update.
+    updates: Vec<JobUpdate>,
+    dirty: bool,
+    last_now: u64,
+    /// This daemon's identity (its tags and its lock carry it).
+    id: String,
+    /// The journal lines the saved state covers, and those the state before
+    /// it covered.
+    seq: u64,
+    prev_seq: u64,
+    /// Swaps and rollbacks since the configured policies.
+    slot_changes: Vec<(String, SlotChange)>,
+    /// Whether the state came from version 2 or older (launches tagged
+    /// without the daemon's identity).
+    legacy_tags: bool,
+    /// Our lock: its Slurm job and when its heartbeat was last renewed.
+    lock: Option<(crate::lock::Lock, Instant)>,
+    /// Native mode: Slurm job to Gangway id of every job taken, and the
+    /// admin comment last written on each held one.
+    native: native::NativeBook,
+}
+
+impl std::fmt::Debug for Daemon {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Daemon")
+            .field("jobs", &self.jobs.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Checks the setup before serving: `slurm.conf` readable, Slurm's
+/// commands runnable, the configured partition known to Slurm (its own
+/// words when it is not), and in native mode that job_submit.lua holds
+/// jobs. Each problem is an error naming the file, command or partition.
+pub fn check_setup(cfg: &Config, slurm: &Slurm) -> Result<(), SlurmError> {
+    let conf = cfg
+        .slurm
+        .conf
+        .clone()
+        .or_else(|| std::env::var_os("SLURM_CONF").map(std::path::PathBuf::from));
+    if let Some(conf) = conf
+        && let Err(e) = std::fs::File::open(&conf)
+    {
+        return Err(SlurmError::Config {
+            file: cfg.file.clone(),
+            message: format!("slurm.conf {} cannot be read: {e}", conf.display()),
+        });
+    }
+    for command in ["sinfo", "squeue", "sbatch", "scancel", "scontrol"] {
+        slurm.version(command)?;
+    }
+    if let Some(partition) = &cfg.slurm.partition {
+        slurm
+            .partition_exists(partition)
+            .map_err(|e| SlurmError::Config {
+                file: cfg.file.clone(),
+                message: format!("partition {partition:?}: {e}"),
+            })?;
+    }
+    if cfg.mode == Mode::Native {
+        native::check_setup(cfg, slurm)?;
+    }
+    Ok(())
+}
+
+impl Daemon {
+    /// Checks the state folder, reads the cluster from Slurm, builds the
+    /// policies, restores the saved state if there is one, and takes the
+    /// partition's lock.
+    pub fn start(cfg: Config) -> Result<Daemon, SlurmError> {
+        let mut warnings = persist::prepare_folder(&cfg.state_dir)?;
+        warnings.extend(state::prepare_ends_dir(&cfg)?);
+        let slurm = Slurm::new(cfg.slurm.bin_dir.clone(), cfg.slurm.conf.clone())
+            .with_timeout(Duration::from_secs(cfg.slurm.timeout_s.max(1)));
+        check_setup(&cfg, &slurm)?;
+        let access = Access::new(&cfg)?;
+        let nodes = slurm.nodes()?;
+        let racks = match &cfg.slurm.topology_conf {
+            Some(p) => topology::racks_from_topology_conf(p)?,
+            None => topology::racks_from_table(&cfg.racks, &cfg.file)?,
+        };
+        let map = topology::build(&nodes, &racks)?;
+        let (set, strategy, policies) = policies::build(&cfg)?;
+        warnings.extend(policies.cache_refused());
+        let recovered = state::recover(&cfg.state_dir)?;
+        let restored = match &recovered.state {
+            Some(st) => Snapshot::from_bytes(&st.scheduler)
+                .and_then(|snap| Scheduler::restore(map.topology.clone(), set, snap))
+                .map_err(|e| SlurmError::State {
+                    file: persist::state_file(&cfg.state_dir).display().to_string(),
+                    message: e.to_string(),
+                })?,
+            None => Scheduler::with_policies(map.topology.clone(), set),
+        };
+        let mut daemon = Daemon::assemble(cfg, slurm, map, restored, policies, access, recovered)?;
+        daemon.sched.set_placement_strategy(strategy);
+        daemon.rebuild_native_book();
+        for w in &warnings {
+            tracing::warn!("{w}");
+        }
+        daemon.warnings.extend(warnings);
+        daemon.replay_slot_changes();
+        // The daemon's identity is on disk before its lock carries it: a
+        // daemon killed now finds its own lock when it comes back.
+        daemon.save()?;
+        daemon.take_lock()?;
+        daemon.apply_saved_cancels();
+        Ok(daemon)
+    }
+
+    /// The daemon of a restored (or new) scheduler and its saved state.
+    fn assemble(
+        cfg: Config,
+        slurm: Slurm,
+        map: ClusterMap,
+        mut sched: Scheduler,
+        policies: Policies,
+        access: Access,
+        recovered: state::Recovered,
+    ) -> Result<Daemon, SlurmError> {
+        let mut vcs = BTreeMap::new();
+        for v in &cfg.vc {
+            let id = sched.virtual_cluster(&v.name);
+            sched.set_quota(id, v.quota_gpus);
+            sched.set_weight(id, v.weight);
+            vcs.insert(v.name.clone(), id);
+        }
+        let foreign_vc = sched.virtual_cluster(FOREIGN_VC);
+        let last_now = sched.snapshot().last_round_s();
+        let loaded = recovered.state.is_some();
+        let legacy_tags = recovered
+            .state
+            .as_ref()
+            .is_some_and(|s| s.daemon_id.is_empty());
+        let st = recovered.state.unwrap_or_default();
+        let id = if st.daemon_id.is_empty() {
+            persist::random_hex(8)?
+        } else {
+            st.daemon_id.clone()
+        };
+        Ok(Daemon {
+            slurm,
+            map,
+            sched,
+            policies,
+            access,
+            vcs,
+            foreign_vc,
+            jobs: st.jobs.into_iter().map(|j| (j.id, j)).collect(),
+            history: st.history.into(),
+            users: st.users,
+            next_id: st.next_id.max(recovered.next_id_floor).max(1),
+            uncounted: st.uncounted,
+            stats: DaemonStats {
+                recovered: loaded,
+                ..DaemonStats::default()
+            },
+            started: Instant::now(),
+            last_error: None,
+            outage: None,
+            hold: None,
+            state_note: recovered.note,
+            warnings: Vec::new(),
+            cancels: Vec::new(),
+            updates: Vec::new(),
+            dirty: false,
+            last_now,
+            id,
+            seq: st.seq,
+            prev_seq: st.seq,
+            slot_changes: st.slot_changes,
+            legacy_tags,
+            lock: None,
+            native: native::NativeBook::default(),
+            cfg,
+        })
+    }
+
+    /// This daemon's identity.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn now_s(&mut self) -> u64 {
+        let now = unix_ms() / 1000;
+        self.last_now = self.last_now.max(now);
+        self.last_now
+    }
+
+    /// The Slurm commands of this daemon.
+    pub fn slurm(&self) -> &Slurm {
+        &self.slurm
+    }
+
+    /// Whether this daemon serves the native mode.
+    fn native_mode(&self) -> bool {
+        self.cfg.mode == Mode::Native
+    }
+
+    /// Takes the partition's lock in Slurm, or refuses to start.
+    fn take_lock(&mut self) -> Result<(), SlurmError> {
+        let now = unix_ms() / 1000;
+        let trusted = [0, self.access.daemon_uid];
+        let taken = crate::lock::take(
+            &self.slurm,
+            self.cfg.slurm.partition.as_deref(),
+            &self.id,
+            self.cfg.lock_stale_s,
+            now,
+            &trusted,
+        )?;
+        self.warnings.extend(taken.notes);
+        self.lock = Some((taken.lock, Instant::now()));
+        Ok(())
+    }
+
+    /// Renews the lock's heartbeat when it is due (an update for the Slurm
+    /// thread).
+    fn heartbeat(&mut self) {
+        let due = crate::lock::heartbeat_every(self.cfg.lock_stale_s);
+        let Some((lock, at)) = self.lock.as_mut() else {
+            return;
+        };
+        if at.elapsed() < due {
+            return;
+        }
+        lock.beat_s = unix_ms() / 1000;
+        *at = Instant::now();
+        self.updates.push(JobUpdate {
+            job: lock.job,
+            fields: vec![format!("Comment={}", lock.comment())],
+        });
+    }
+
+    /// The Slurm jobs to cancel since the last call.
+    pub fn take_cancels(&mut self) -> Vec<CancelOrder> {
+        std::mem::take(&mut self.cancels)
+    }
+
+    /// Cancels that Slurm did not take (it did not answer): tried again.
+    pub fn retry_cancels(&mut self, failed: Vec<CancelOrder>) {
+        self.cancels.extend(failed);
+    }
+
+    /// The Slurm job updates since the last call.
+    pub fn take_updates(&mut self) -> Vec<JobUpdate> {
+        self.heartbeat();
+        std::mem::take(&mut self.updates)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,249 @@
+//! One daemon per cluster and partition: a lock Slurm itself holds.
+//!
+//! The lock is a batch job that never runs: held at submission
+//! (`sbatch --hold`), named [`LOCK_NAME`], in the partition the daemon
+//! serves, submitted by the daemon's user, its comment naming the
+//! partition, the daemon (its identity), host and pid, and a heartbeat the
+//! daemon renews (`scontrol update
+//! Comment=...`; every quarter of `lock_stale_s`, at most every 10 s).
+//! Slurm orders job ids, so of two daemons starting at once
+//! the one with the lower lock id keeps it; the other cancels its own and
+//! refuses to start, saying who serves the partition. A lock whose
+//! heartbeat is older than `lock_stale_s` belongs to a daemon that is gone:
+//! it is cancelled and taken over (said in the log and `status`). Locks
+//! are only believed from root or the daemon's own user, so a user cannot
+//! forge one to keep the daemon from starting. Operators see the lock with
+//! `squeue -n gangway-lock`.
+
+use super::SlurmError;
+use super::engine::{Slurm, SlurmJob};
+
+/// The lock job's name.
+pub const LOCK_NAME: &str = "gangway-lock";
+
+/// How often the daemon renews its lock's heartbeat when a lock without
+/// one for `stale_s` counts as abandoned: four times within it, at most
+/// every 10 s.
+pub fn heartbeat_every(stale_s: u64) -> std::time::Duration {
+    std::time::Duration::from_secs((stale_s / 4).clamp(1, 10))
+}
+
+/// A lock as its comment says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lock {
+    /// Its Slurm job.
+    pub job: u64,
+    /// The partition it locks (`(default)` for Slurm's default one).
+    pub partition: String,
+    /// The daemon holding it.
+    pub daemon: String,
+    /// Where that daemon runs.
+    pub host: String,
+    /// Its process id.
+    pub pid: u32,
+    /// Unix seconds of its last heartbeat.
+    pub beat_s: u64,
+}
+
+impl Lock {
+    /// The comment that says it.
+    pub fn comment(&self) -> String {
+        format!(
+            "gangway-lock:{}:{}:{}:{}:{}",
+            self.partition, self.daemon, self.host, self.pid, self.beat_s
+        )
+    }
+
+    /// Reads a comment written by [`Lock::comment`].
+    pub fn parse(job: u64, comment: &str) -> Option<Lock> {
+        let rest = comment.strip_prefix("gangway-lock:")?;
+        let f: Vec<&str> = rest.split(':').collect();
+        let [partition, daemon, host, pid, beat] = f[..] else {
+            return None;
+        };
+        Some(Lock {
+            job,
+            partition: partition.into(),
+            daemon: daemon.into(),
+            host: host.into(),
+            pid: pid.parse().ok()?,
+            beat_s: beat.parse().ok()?,
+        })
+    }
+
+    /// A sentence naming the daemon and its lock.
+    pub fn describe(&self, now_s: u64) -> String {
+        format!(
+            "daemon {} on {} (pid {}), lock Slurm job {}, last heartbeat {} s ago",
+            self.daemon,
+            self.host,
+            self.pid,
+            self.job,
+            now_s.saturating_sub(self.beat_s)
+        )
+    }
+}
+
+/// The partition key of a lock.
+pub fn partition_key(partition: Option<&str>) -> String {
+    partition.unwrap_or("(default)").to_string()
+}
+
+/// The pending locks of `partition` among `jobs` submitted by one of
+/// `trusted` (uids), oldest first.
+pub fn locks(jobs: &[SlurmJob], partition: &str, trusted: &[u32]) -> Vec<Lock> {
+    let mut found: Vec<Lock> = jobs
+        .iter()
+        .filter(|j| j.name == LOCK_NAME && j.state == "PENDING" && trusted.contains(&j.user_id))
+        .filter_map(|j| Lock::parse(j.job_id, &j.comment))
+        .filter(|l| l.partition == partition)
+        .collect();
+    found.sort_by_key(|l| l.job);
+    found
+}
+
+/// What taking the lock found: our lock's job, and what an operator
+/// should know (a stale lock taken over).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Taken {
+    /// Our lock.
+    pub lock: Lock,
+    /// Sentences for the log and `status`.
+    pub notes: Vec<String>,
+}
+
+/// This machine's name, for locks.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().replace(':', "-"))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// Takes the lock of `partition` for daemon `daemon`, or refuses, naming
+/// the daemon that holds it. `trusted`: uids whose locks are believed.
+pub fn take(
+    slurm: &Slurm,
+    partition: Option<&str>,
+    daemon: &str,
+    stale_s: u64,
+    now_s: u64,
+    trusted: &[u32],
+) -> Result<Taken, SlurmError> {
+    let key = partition_key(partition);
+    let mut notes = Vec::new();
+    let held = locks(&slurm.jobs()?, &key, trusted);
+    let mut ours = None;
+    for lock in held {
+        if lock.daemon == daemon {
+            ours = Some(lock);
+        } else if now_s.saturating_sub(lock.beat_s) < stale_s {
+            return Err(refusal(&key, &lock, now_s, stale_s));
+        } else {
+            let note = format!(
+                "took over partition {key} from {} (no heartbeat for over {stale_s} s)",
+                lock.describe(now_s)
+            );
+            tracing::warn!("{note}");
+            notes.push(note);
+            slurm.scancel(lock.job)?;
+        }
+    }
+    let mut lock = Lock {
+        job: 0,
+        partition: key.clone(),
+        daemon: daemon.to_string(),
+        host: hostname(),
+        pid: std::process::id(),
+        beat_s: now_s,
+    };
+    match ours {
+        Some(old) => {
+            lock.job = old.job;
+            slurm.update_job(lock.job, &[format!("Comment={}", lock.comment())])?;
+        }
+        None => lock.job = submit(slurm, partition, &lock)?,
+    }
+    // Two daemons that started at once: the older lock wins.
+    let held = locks(&slurm.jobs()?, &key, trusted);
+    if let Some(first) = held.iter().find(|l| {
+        l.daemon != daemon && l.job < lock.job && now_s.saturating_sub(l.beat_s) < stale_s
+    }) {
+        let _ = slurm.scancel(lock.job);
+        return Err(refusal(&key, first, now_s, stale_s));
+    }
+    Ok(Taken { lock, notes })
+}
+
+/// Submits a lock job (held, never run).
+fn submit(slurm: &Slurm, partition: Option<&str>, lock: &Lock) -> Result<u64, SlurmError> {
+    let mut args = vec![
+        "--hold".to_string(),
+        format!("--job-name={LOCK_NAME}"),
+        format!("--comment={}", lock.comment()),
+        "--output=/dev/null".to_string(),
+        "--chdir=/".to_string(),
+        "--ntasks=1".to_string(),
+    ];
+    if let Some(p) = partition {
+        args.push(format!("--partition={p}"));
+    }
+    slurm.sbatch(
+        &args,
+        "#!/bin/sh\n# gangway-slurm's lock on its partition: never runs\ntrue\n",
+    )
+}
+
+/// The error of a daemon that finds `lock` held by another.
+fn refusal(partition: &str, lock: &Lock, now_s: u64, stale_s: u64) -> SlurmError {
+    SlurmError::Refused(format!(
+        "another gangway-slurm serves partition {partition}: {}; stop it first (if it is gone, \
+         its lock is taken over {stale_s} s after its last heartbeat, or `scancel {}`)",
+        lock.describe(now_s),
+        lock.job
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: u64, name: &str, comment: &str, uid: u32, state: &str) -> SlurmJob {
+        SlurmJob {
+            job_id: id,
+            group: id,
+            name: name.into(),
+            comment: comment.into(),
+            user_id: uid,
+            state: state.into(),
+            ..SlurmJob::default()
+        }
+    }
+
+    #[test]
+    fn locks_are_read_from_trusted_pending_jobs_only() {
+        let l = Lock {
+            job: 7,
+            partition: "gpu".into(),
+            daemon: "d1".into(),
+            host: "h".into(),
+            pid: 42,
+            beat_s: 100,
+        };
+        assert_eq!(Lock::parse(7, &l.comment()), Some(l.clone()));
+        assert_eq!(Lock::parse(7, "gangway-lock:gpu:d1"), None);
+        let forged = Lock {
+            daemon: "evil".into(),
+            ..l.clone()
+        };
+        let jobs = vec![
+            job(9, LOCK_NAME, &forged.comment(), 1001, "PENDING"),
+            job(7, LOCK_NAME, &l.comment(), 0, "PENDING"),
+            job(8, LOCK_NAME, &l.comment(), 0, "CANCELLED"),
+            job(6, "other", &l.comment(), 0, "PENDING"),
+        ];
+        assert_eq!(locks(&jobs, "gpu", &[0]), vec![l.clone()]);
+        assert!(locks(&jobs, "gpu2", &[0]).is_empty());
+        assert!(l.describe(130).contains("last heartbeat 30 s ago"));
+        assert_eq!(partition_key(None), "(default)");
+    }
+}

@@ -1,0 +1,215 @@
+//! Daemons sharing a cluster, and jobs Gangway did not start: a second
+//! daemon on the same partition refuses to start (the first's lock), one on
+//! another partition neither adopts nor cancels the first's jobs, a daemon
+//! gone without a word is taken over once its lock goes stale; jobs started
+//! in Slurm directly keep their GPUs under the `philly` preset (reclaim
+//! included).
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use gangway_slurm::client::{self, Daemon};
+use gangway_slurm::engine::NodeGpus;
+
+use super::harness::{Cluster, SERIAL, slurm_here};
+
+#[test]
+fn a_second_daemon_does_not_touch_the_firsts_jobs() {
+    if !slurm_here("a second daemon does not touch the first's jobs") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cluster = Cluster::start("two-daemons", None);
+    let stale = cluster.config_with("a.toml", |t| format!("lock_stale_s = 6\n{t}"));
+    cluster.config = stale;
+    cluster.start_daemon();
+    let jobs: Vec<u64> = (0..3)
+        .map(|_| cluster.submit(8, "prod", &["sleep", "8"]))
+        .collect();
+    cluster.wait_for(30, "the first daemon's jobs running", |s| {
+        jobs.iter().all(|id| {
+            s.running
+                .iter()
+                .any(|j| j.id == *id && j.state == "running")
+        })
+    });
+    // Another daemon, another state folder, the same partition: refused,
+    // naming the first.
+    let other_state = cluster.dir.join("other-state");
+    let same = cluster.config_with("b.toml", |t| {
+        let t = t.replace(
+            &cluster.state().display().to_string(),
+            &other_state.display().to_string(),
+        );
+        format!("lock_stale_s = 6\n{t}")
+    });
+    let (err, _) = cluster.refused_start(&same);
+    assert!(
+        err.contains("another gangway-slurm serves partition (default)"),
+        "{err}"
+    );
+    assert!(err.contains("lock Slurm job"), "{err}");
+    // On another partition of the same nodes: it starts, and sees the
+    // first's jobs as foreign load.
+    let third_state = cluster.dir.join("third-state");
+    let third = cluster.config_with("c.toml", |t| {
+        t.replace(
+            &cluster.state().display().to_string(),
+            &third_state.display().to_string(),
+        )
+        .replacen("[slurm]\n", "[slurm]\npartition = \"gpu2\"\n", 1)
+    });
+    cluster
+        .others
+        .push(cluster.spawn_daemon(&third, "daemon-c.log", &[]));
+    let c_socket = gangway_slurm::config::socket_in(&third_state);
+    let c = Daemon::at(&c_socket);
+    let t = Instant::now();
+    let foreign = loop {
+        if let Ok(s) = client::status(&c, None)
+            && s.foreign_gpus > 0
+        {
+            break s.foreign_gpus;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the third daemon never counted the first's jobs"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let theirs = client::status(&c, None).unwrap();
+    assert!(
+        theirs.running.is_empty() && theirs.pending.is_empty(),
+        "it adopted: {theirs:?}"
+    );
+    // Every job of the first passes, launched once, never cancelled.
+    for id in &jobs {
+        let j = cluster.finished(60, *id);
+        assert_eq!(j.state, "passed", "{:?}", j.events);
+        assert_eq!(j.attempts, 1, "{:?}", j.events);
+        assert!(
+            j.events.iter().all(|e| !e.contains("cancel")),
+            "{:?}",
+            j.events
+        );
+    }
+    // The first daemon gone without a word (SIGKILL): the same partition
+    // is refused until its lock is stale, then taken over.
+    cluster.kill_daemon();
+    let (err, _) = cluster.refused_start(&same);
+    assert!(err.contains("another gangway-slurm serves"), "{err}");
+    std::thread::sleep(Duration::from_secs(7));
+    cluster.config = same;
+    cluster.state_dir = other_state;
+    cluster.start_daemon();
+    let s = cluster.status();
+    assert!(
+        s.warnings
+            .iter()
+            .any(|w| w.contains("took over partition (default)")),
+        "{:?}",
+        s.warnings
+    );
+    println!(
+        "daemons: a second daemon on the same partition was refused; one on another partition counted the \
+         first's {foreign} GPUs as foreign and touched none of its jobs; a stale lock was taken over"
+    );
+    cluster.passed = true;
+}
+
+/// Node and GPU indices a Slurm job holds, from `squeue --json`.
+fn held_by(cluster: &Cluster, job: u64) -> BTreeSet<(String, u32)> {
+    let v: serde_json::Value = serde_json::from_str(&cluster.slurm(&["squeue", "--json"])).unwrap();
+    let jobs = gangway_slurm::engine::parse_squeue(&v.to_string()).unwrap();
+    let gangway_slurm::engine::Parsed::Data(jobs) = jobs else {
+        panic!("squeue answered with errors")
+    };
+    jobs.iter()
+        .filter(|j| j.job_id == job)
+        .flat_map(|j| j.gpus.iter().cloned())
+        .flat_map(|(n, g)| g.into_iter().map(move |i| (n.clone(), i)))
+        .collect()
+}
+
+#[test]
+fn jobs_started_in_slurm_directly_keep_their_gpus_under_philly() {
+    if !slurm_here("foreign jobs keep their GPUs under philly") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cluster = Cluster::start("foreign-philly", None);
+    cluster.start_daemon();
+    assert!(
+        cluster
+            .status()
+            .policies
+            .iter()
+            .any(|p| p.slot == "reclaim" && p.active == "quota-reclaim")
+    );
+    // 10 GPUs held by a job started in Slurm directly.
+    let out = cluster.slurm(&[
+        "sbatch",
+        "--parsable",
+        "-J",
+        "foreign",
+        "-o",
+        "/dev/null",
+        "-N",
+        "2",
+        "-w",
+        "n1,n2",
+        "--gres=gpu:5",
+        "--wrap",
+        "sleep 40",
+    ]);
+    let foreign: u64 = out.trim().parse().unwrap();
+    cluster.wait_for(20, "the foreign GPUs counted", |s| s.foreign_gpus == 10);
+    let held = held_by(&cluster, foreign);
+    assert_eq!(held.len(), 10);
+    // research (quota 20, holding nothing) waits for more than is free:
+    // quota-reclaim would take borrowed GPUs back for it, and the foreign
+    // job's are not Gangway's to take.
+    let jobs: Vec<u64> = [(16, "research"), (4, "research"), (8, "prod"), (8, "prod")]
+        .iter()
+        .map(|(g, vc)| cluster.submit(*g, vc, &["sleep", "6"]))
+        .collect();
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(15) {
+        let s = cluster.status();
+        assert_eq!(s.foreign_gpus, 10, "{}", client::format_status(&s));
+        for j in s.running.iter().chain(&s.pending).chain(&s.finished) {
+            assert!(
+                j.events
+                    .iter()
+                    .all(|e| !e.contains("preempted") && !e.contains("(Resources)")),
+                "job {}: {:?}",
+                j.id,
+                j.events
+            );
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // No launch went onto the foreign job's GPUs.
+    let log = std::fs::read_to_string(cluster.state().join("launches.jsonl")).unwrap_or_default();
+    for line in log.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let placement: NodeGpus = serde_json::from_value(v["placement"].clone()).unwrap();
+        for (node, gpus) in placement {
+            for g in gpus {
+                assert!(
+                    !held.contains(&(node.clone(), g)),
+                    "launched onto {node}:{g}: {line}"
+                );
+            }
+        }
+    }
+    cluster.slurm(&["scancel", &foreign.to_string()]);
+    for id in &jobs {
+        let j = cluster.finished(90, *id);
+        assert_eq!(j.state, "passed", "{:?}", j.events);
+    }
+    println!(
+        "daemons: a job started in Slurm directly kept its 10 GPUs under philly for 15 s of waiting gangs"
+    );
+    cluster.passed = true;
+}
