@@ -95,7 +95,7 @@ pub use config::{ConfigError, Configure, config_text, no_options, parse_options}
 pub use ids::{JobId, Level, ServerId, VcId};
 pub use log::{LogLevel, log};
 pub use manifest::{Manifest, QueueOrder, RunningScope};
-pub use slot_contract::{InvalidDecision, Policy, SlotContract};
+pub use slot_contract::{InvalidDecision, Policy, SlotContract, WorkCost};
 pub use slots::{
     Backfill, Defragment, DefragmentDecision, DefragmentPolicy, DefragmentView, FailedAttempt,
     FailureClass, Fairness, FairnessDecision, FairnessPolicy, FairnessView, FifoQuota, Fixed, Gang,

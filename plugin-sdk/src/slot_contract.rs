@@ -38,6 +38,32 @@ impl InvalidDecision {
     }
 }
 
+/// What one call of a slot's built-in policies costs at most, in fuel units
+/// (about one per Wasm instruction), measured on their Wasm modules: a
+/// fixed part (decoding, set-up) and a part per job in the view
+/// ([`SlotContract::view_jobs`]).
+///
+/// ```
+/// use gangway_plugin_sdk::WorkCost;
+/// let cost = WorkCost { per_call: 30_000, per_job: 1_000 };
+/// assert_eq!(cost.of(10), 40_000);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkCost {
+    /// Fuel of a call whatever the view's size.
+    pub per_call: u64,
+    /// Fuel per job in the view.
+    pub per_job: u64,
+}
+
+impl WorkCost {
+    /// The cost of a call on a view of `jobs` jobs.
+    pub const fn of(&self, jobs: usize) -> u64 {
+        self.per_call
+            .saturating_add(self.per_job.saturating_mul(jobs as u64))
+    }
+}
+
 /// One slot of the contract, described once: its [`Slot`], its view and
 /// decision types, and their wire encoding. Implemented by the marker types
 /// of [`crate::slots`]; everything that handles "any slot" (the host's
@@ -55,6 +81,10 @@ pub trait SlotContract: Copy + Default + Send + Sync + std::fmt::Debug + 'static
     /// defragment slots' `none`): a host then neither builds the slot's
     /// view nor calls it.
     const FALLBACK_DECIDES_NOTHING: bool = false;
+    /// What a call of the slot's built-in policies costs at most, in fuel:
+    /// the measure a host holds a module's work to (a module may use a
+    /// multiple of it over its recent calls, see the core's `WorkBudget`).
+    const WORK: WorkCost;
     /// What the policy sees each round.
     type View: Clone
         + std::fmt::Debug

@@ -37,13 +37,30 @@ pub enum PolicyErrorKind {
     #[error("refused: {0}")]
     Refused(String),
     /// The module is quarantined after repeated failures.
-    #[error("quarantined after {0} consecutive failures")]
+    #[error("quarantined after {0} failures")]
     Quarantined(u32),
     /// The module used up the fuel it may use over its whole life in this
     /// slot ([`crate::wasm::SandboxConfig::fuel_per_backend`]): every
     /// further call fails at once.
     #[error("used up its fuel for the run or period ({0} units)")]
     RunBudget(u64),
+    /// The module used more fuel than its work budget allows
+    /// ([`crate::wasm::WorkBudget`]): over its recent calls, more than a
+    /// multiple of what its slot's built-in policies cost on the same views.
+    #[error(
+        "used more than its work budget: {spent} fuel units over its last {window} calls, \
+         {factor}x its slot's built-in policies allowing {allowed}"
+    )]
+    WorkBudget {
+        /// What the window's calls used, this one included.
+        spent: u64,
+        /// What the window allowed.
+        allowed: u64,
+        /// The budget's factor.
+        factor: u64,
+        /// The budget's window, in calls.
+        window: u32,
+    },
 }
 
 /// A failed policy call: which slot, which module, what happened.

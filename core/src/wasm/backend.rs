@@ -14,6 +14,7 @@ use super::direct::DirectInstance;
 use super::error::{WasmError, WasmErrorKind};
 use super::module::{Code, PolicyModule, SlotExport};
 use super::store::{HostState, classify, error_text, new_store};
+use super::work::{Allowance, WorkMeter};
 use crate::policy::{
     Backend, BoxedBackend, PolicyError, PolicyErrorKind, PolicyOrigin, Stamp, ViewChanges,
 };
@@ -104,6 +105,8 @@ pub(crate) struct WasmBackend<S: SlotContract> {
     /// Fuel used so far by every instance of this backend (see
     /// `SandboxConfig::fuel_per_backend`).
     spent_fuel: u64,
+    /// Its recent calls under the engine's work budget.
+    work: WorkMeter,
     /// When the current fuel period began (`SandboxConfig::fuel_period`),
     /// from the first call.
     period_start: Option<std::time::Instant>,
@@ -129,6 +132,7 @@ impl<S: SlotContract> WasmBackend<S> {
             view: Vec::new(),
             known: KnownChanges::default(),
             spent_fuel: 0,
+            work: WorkMeter::default(),
             period_start: None,
             _slot: std::marker::PhantomData,
         };
@@ -171,29 +175,45 @@ impl<S: SlotContract> WasmBackend<S> {
         PolicyError::new(S::SLOT, self.module.name(), kind)
     }
 
-    /// Arms the CPU budget for the next entry into the instance.
-    fn arm(&self, store: &mut Store<HostState>) -> Result<(), InstanceError> {
+    /// Arms the CPU budget for the next entry into the instance: the
+    /// per-call fuel, or `cap` if less (what the work budget has left), and
+    /// the epoch deadline, no later than the engine's `deadline_at`.
+    /// Returns the fuel armed (0 without fuel metering).
+    fn arm(&self, store: &mut Store<HostState>, cap: Option<u64>) -> Result<u64, InstanceError> {
         let engine = &self.module.engine;
+        let mut armed = 0;
         if let Budget::Fuel(n) = engine.config.budget {
+            armed = cap.map_or(n, |cap| cap.min(n));
             store
-                .set_fuel(n)
+                .set_fuel(armed)
                 .map_err(|e| InstanceError::Kind(PolicyErrorKind::Trap(error_text(&e))))?;
         }
         if engine.deadline_ticks > 0 {
-            store.set_epoch_deadline(engine.deadline_ticks);
+            let ticks = match engine.config.deadline_at {
+                Some(at) => {
+                    let left = at.saturating_duration_since(std::time::Instant::now());
+                    let left = left.as_nanos().div_ceil(engine.tick.as_nanos().max(1));
+                    u64::try_from(left)
+                        .unwrap_or(u64::MAX)
+                        .min(engine.deadline_ticks)
+                }
+                None => engine.deadline_ticks,
+            };
+            store.set_epoch_deadline(ticks);
         }
         store.data_mut().logs_left = engine.config.log_messages_per_call;
-        Ok(())
+        Ok(armed)
     }
 
-    /// Adds the fuel `store`'s last call (or instantiation) used to what
-    /// this backend has spent.
-    fn spend(&mut self, store: &Store<HostState>) {
-        if let Budget::Fuel(n) = self.module.engine.config.budget
-            && let Ok(left) = store.get_fuel()
-        {
-            self.spent_fuel = self.spent_fuel.saturating_add(n.saturating_sub(left));
-        }
+    /// Adds the fuel `store`'s last call (or instantiation), armed with
+    /// `armed`, used to what this backend has spent, and returns it.
+    fn spend(&mut self, store: &Store<HostState>, armed: u64) -> u64 {
+        let used = match store.get_fuel() {
+            Ok(left) if armed > 0 => armed.saturating_sub(left),
+            _ => 0,
+        };
+        self.spent_fuel = self.spent_fuel.saturating_add(used);
+        used
     }
 
     /// A fresh instance with `init(config)` done, and the manifest it answered.
@@ -204,7 +224,7 @@ impl<S: SlotContract> WasmBackend<S> {
             .instantiations
             .fetch_add(1, Ordering::Relaxed);
         let mut store = new_store(&engine.engine, self.module.name(), &engine.config);
-        self.arm(&mut store)?;
+        self.arm(&mut store, None)?;
         let classify = |e: &wasmtime::Error| InstanceError::Kind(classify(e, &engine.config));
         let (entry, init) = match &self.module.compiled.code {
             Code::Component { pre, exports } => {
@@ -335,7 +355,55 @@ impl<S: SlotContract> WasmBackend<S> {
         view: &S::View,
         changes: Option<&ViewChanges<'_>>,
     ) -> Result<S::Decision, PolicyError> {
-        if let Some(period) = self.module.engine.config.fuel_period {
+        self.check_run_budget()?;
+        let allowance = self.work_allowance(view)?;
+        let mut live = self.live_instance()?;
+        self.encode(&live, view, changes);
+        let armed = match self.arm(&mut live.store, allowance.map(|a| a.fuel)) {
+            Ok(armed) => armed,
+            Err(InstanceError::Kind(kind)) => return Err(self.error(kind)),
+            Err(_) => return Err(self.error(PolicyErrorKind::Trap("cannot arm".into()))),
+        };
+        let messages = self.view_changes;
+        let answer = live.call(&self.view, |bytes| {
+            if messages {
+                wire::decode_reply_message::<S>(bytes, view)
+            } else {
+                S::decode_decision(bytes, view)
+            }
+        });
+        let used = self.spend(&live.store, armed);
+        if let (Some(a), Some(budget)) = (allowance, self.module.engine.config.work_budget) {
+            self.work.record(&budget, a.measure, used);
+        }
+        match answer {
+            Ok(Ok(Ok(decision))) => {
+                self.hold(&mut live, view, changes);
+                self.live = Some(live);
+                Ok(decision)
+            }
+            // The instance is dropped here on every failure and never used
+            // again: refusals and undecodable replies included.
+            Ok(Ok(Err(e))) => Err(self.error(PolicyErrorKind::Decode(e.to_string()))),
+            Ok(Err(message)) => Err(self.error(PolicyErrorKind::Refused(message))),
+            Err(e) => {
+                let kind = match (classify(&e, &self.module.engine.config), allowance) {
+                    // Out of what the work budget left, not of the call's own budget.
+                    (PolicyErrorKind::OutOfFuel(n), Some(a)) if armed < n => {
+                        self.over_budget(a.allowed, a.spent.saturating_add(used))
+                    }
+                    (kind, _) => kind,
+                };
+                Err(self.error(kind))
+            }
+        }
+    }
+
+    /// Starts a new fuel period when the last one is over, and fails the
+    /// call at once when the backend's fuel for its run (or period) is spent.
+    fn check_run_budget(&mut self) -> Result<(), PolicyError> {
+        let config = &self.module.engine.config;
+        if let Some(period) = config.fuel_period {
             let now = std::time::Instant::now();
             let start = *self.period_start.get_or_insert(now);
             if now.duration_since(start) >= period {
@@ -343,32 +411,71 @@ impl<S: SlotContract> WasmBackend<S> {
                 self.spent_fuel = 0;
             }
         }
-        if let Some(limit) = self.module.engine.config.fuel_per_backend
+        if let Some(limit) = config.fuel_per_backend
             && self.spent_fuel >= limit
         {
             self.live = None;
             return Err(self.error(PolicyErrorKind::RunBudget(limit)));
         }
-        if self.live.is_none() {
-            match self.instantiate() {
-                Ok((live, _)) => {
-                    self.spend(&live.store);
-                    self.live = Some(Box::new(live));
-                }
-                Err(InstanceError::Kind(kind)) => return Err(self.error(kind)),
-                Err(InstanceError::Signature { function, reason }) => {
-                    return Err(self.error(PolicyErrorKind::Abi(format!(
-                        "`{function}` has the wrong type: {reason}"
-                    ))));
-                }
-                Err(InstanceError::Manifest(reason)) => {
-                    return Err(self.error(PolicyErrorKind::Decode(reason)));
-                }
+        Ok(())
+    }
+
+    /// What the work budget lets the call on `view` use (`None`: no work
+    /// budget); a call that finds nothing left fails at once, counted in
+    /// the window as a call that used nothing.
+    fn work_allowance(&mut self, view: &S::View) -> Result<Option<Allowance>, PolicyError> {
+        let config = &self.module.engine.config;
+        let (Budget::Fuel(_), Some(budget)) = (config.budget, config.work_budget) else {
+            return Ok(None);
+        };
+        let allowance = self.work.allowance(&budget, S::WORK, S::view_jobs(view));
+        if allowance.fuel == 0 {
+            self.work.record(&budget, allowance.measure, 0);
+            let kind = self.over_budget(allowance.allowed, allowance.spent);
+            return Err(self.error(kind));
+        }
+        Ok(Some(allowance))
+    }
+
+    /// The error of a call past its work budget.
+    fn over_budget(&self, allowed: u64, spent: u64) -> PolicyErrorKind {
+        let budget = self.module.engine.config.work_budget.unwrap_or_default();
+        PolicyErrorKind::WorkBudget {
+            spent,
+            allowed,
+            factor: budget.factor,
+            window: budget.window,
+        }
+    }
+
+    /// The live instance, made afresh (its `init` fuel counted against the
+    /// run's) when the last call failed.
+    fn live_instance(&mut self) -> Result<Box<Live<S::View>>, PolicyError> {
+        if let Some(live) = self.live.take() {
+            return Ok(live);
+        }
+        match self.instantiate() {
+            Ok((live, _)) => {
+                let full = match self.module.engine.config.budget {
+                    Budget::Fuel(n) => n,
+                    Budget::Deadline(_) => 0,
+                };
+                self.spend(&live.store, full);
+                Ok(Box::new(live))
+            }
+            Err(InstanceError::Kind(kind)) => Err(self.error(kind)),
+            Err(InstanceError::Signature { function, reason }) => Err(self.error(
+                PolicyErrorKind::Abi(format!("`{function}` has the wrong type: {reason}")),
+            )),
+            Err(InstanceError::Manifest(reason)) => {
+                Err(self.error(PolicyErrorKind::Decode(reason)))
             }
         }
-        let Some(mut live) = self.live.take() else {
-            return Err(self.error(PolicyErrorKind::Trap("no instance".into())));
-        };
+    }
+
+    /// Writes the call's message for `view` into `self.view`: a change from
+    /// the view the instance holds where the module takes changes.
+    fn encode(&mut self, live: &Live<S::View>, view: &S::View, changes: Option<&ViewChanges<'_>>) {
         if self.view_changes {
             let known = match (changes, live.held_at) {
                 (Some(changes), Some(at)) if changes.since(at, &mut self.known) => {
@@ -380,51 +487,30 @@ impl<S: SlotContract> WasmBackend<S> {
         } else {
             S::encode_view(view, &mut self.view);
         }
-        if let Err(InstanceError::Kind(kind)) = self.arm(&mut live.store) {
-            return Err(self.error(kind));
+    }
+
+    /// After an answered call: the instance now holds `view`, so the next
+    /// view may be a change from it. A change is applied to the copy the
+    /// way the guest applied it (kept entries advanced in place, new ones
+    /// decoded): for a standing backlog that is an addition per job, not a
+    /// copy of every job.
+    fn hold(&self, live: &mut Live<S::View>, view: &S::View, changes: Option<&ViewChanges<'_>>) {
+        if !(self.view_changes && S::VIEW_CHANGES) {
+            return;
         }
-        let messages = self.view_changes;
-        let answer = live.call(&self.view, |bytes| {
-            if messages {
-                wire::decode_reply_message::<S>(bytes, view)
-            } else {
-                S::decode_decision(bytes, view)
-            }
-        });
-        self.spend(&live.store);
-        match answer {
-            Ok(Ok(Ok(decision))) => {
-                if self.view_changes && S::VIEW_CHANGES {
-                    // The guest now holds `view`: the next view may be a
-                    // change from it. A change is applied to the copy the
-                    // way the guest applied it (kept entries advanced in
-                    // place, new ones decoded): for a standing backlog that
-                    // is an addition per job, not a copy of every job.
-                    let changed = self.view.last() == Some(&wire::VIEW_CHANGE);
-                    match &mut live.held {
-                        Some(held) => {
-                            // (A change that did not apply leaves a partial
-                            // copy: the whole view replaces it.)
-                            if !(changed
-                                && wire::decode_view_message::<S>(&self.view, held).is_ok())
-                            {
-                                held.clone_from(view);
-                            }
-                        }
-                        None => live.held = Some(view.clone()),
-                    }
-                    debug_assert!(live.held.as_ref() == Some(view));
-                    live.held_at = changes.map(|c| c.stamp());
+        let changed = self.view.last() == Some(&wire::VIEW_CHANGE);
+        match &mut live.held {
+            Some(held) => {
+                // (A change that did not apply leaves a partial copy: the
+                // whole view replaces it.)
+                if !(changed && wire::decode_view_message::<S>(&self.view, held).is_ok()) {
+                    held.clone_from(view);
                 }
-                self.live = Some(live);
-                Ok(decision)
             }
-            // The instance is dropped here on every failure and never used
-            // again: refusals and undecodable replies included.
-            Ok(Ok(Err(e))) => Err(self.error(PolicyErrorKind::Decode(e.to_string()))),
-            Ok(Err(message)) => Err(self.error(PolicyErrorKind::Refused(message))),
-            Err(e) => Err(self.error(classify(&e, &self.module.engine.config))),
+            None => live.held = Some(view.clone()),
         }
+        debug_assert!(live.held.as_ref() == Some(view));
+        live.held_at = changes.map(|c| c.stamp());
     }
 }
 

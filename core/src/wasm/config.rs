@@ -4,6 +4,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use super::work::WorkBudget;
+
 /// The CPU budget of one policy call.
 ///
 /// The host chooses per engine: fuel is deterministic (the same module, view
@@ -179,6 +181,21 @@ pub struct SandboxConfig {
     /// swaps it). `None`: one allowance for the backend's life (the
     /// default, and what deterministic replays use).
     pub fuel_period: Option<Duration>,
+    /// With a fuel budget, how much work a module may do relative to its
+    /// slot's built-in policies over its recent calls (see [`WorkBudget`]):
+    /// a module slow within each call's budget is quarantined within a few
+    /// calls. Deterministic, as fuel is. By default [`WorkBudget::default`];
+    /// hosts loading modules with an interpreter use
+    /// [`WorkBudget::for_limits`]; `None` turns it off (an absolute bound,
+    /// `fuel_per_backend`, may still hold).
+    pub work_budget: Option<WorkBudget>,
+    /// No call runs past this instant: with epoch interruption on (a
+    /// deadline budget or a `wall_clock_cap`), each call's deadline is at
+    /// most the time left until it, and a call made after it fails at once
+    /// with [`crate::policy::PolicyErrorKind::DeadlineExceeded`]. For a
+    /// host with a limit on its whole work (`policy-check`'s time limit).
+    /// `None`: no such instant (the default).
+    pub deadline_at: Option<std::time::Instant>,
     /// The most Wasm stack one call may use, in bytes (deep recursion traps).
     pub stack_bytes: usize,
     /// The most `log` messages one call may send; further ones are dropped.
@@ -270,6 +287,8 @@ impl Default for SandboxConfig {
             wall_clock_cap: Some(Duration::from_secs(10)),
             fuel_per_backend: None,
             fuel_period: None,
+            work_budget: Some(WorkBudget::default()),
+            deadline_at: None,
             stack_bytes: 512 << 10,
             log_messages_per_call: 16,
             log_message_bytes: 1024,

@@ -87,6 +87,9 @@ impl PolicyEngine {
             Budget::Deadline(d) => Some(d),
             Budget::Fuel(_) => config.wall_clock_cap,
         };
+        if config.deadline_at.is_some() && deadline.is_none() {
+            return invalid("a deadline_at without a wall-clock cap (no epoch interruption)");
+        }
         let mut wt = Config::new();
         wt.wasm_component_model(true)
             .consume_fuel(matches!(config.budget, Budget::Fuel(_)))
@@ -115,16 +118,16 @@ impl PolicyEngine {
             ))
             .and_then(|mut log| log.func_wrap("log", host_log))
             .map_err(engine_err)?;
-        let (deadline_ticks, ticker_stop) = match deadline {
+        let (deadline_ticks, tick, ticker_stop) = match deadline {
             Some(deadline) => {
                 let tick =
                     (deadline / 10).clamp(Duration::from_millis(1), Duration::from_millis(100));
                 let ticks = deadline.as_nanos().div_ceil(tick.as_nanos()) + 1;
                 let stop = Arc::new(AtomicBool::new(false));
                 spawn_ticker(&engine, tick, stop.clone())?;
-                (u64::try_from(ticks).unwrap_or(u64::MAX), Some(stop))
+                (u64::try_from(ticks).unwrap_or(u64::MAX), tick, Some(stop))
             }
-            None => (0, None),
+            None => (0, Duration::ZERO, None),
         };
         let disk = DiskCache::new(config.module_cache.clone());
         Ok(PolicyEngine {
@@ -133,6 +136,7 @@ impl PolicyEngine {
                 linker,
                 config,
                 deadline_ticks,
+                tick,
                 cache: Mutex::new(HashMap::new()),
                 disk,
                 ticker_stop,

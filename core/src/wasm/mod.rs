@@ -12,7 +12,8 @@
 //!   failure classification.
 //! * [`PolicyEngine`]: one shared wasmtime engine with the [`SandboxConfig`]
 //!   (memory cap, [`Budget`] of fuel or an epoch deadline per call, a
-//!   wall-clock backstop, [`LoadLimits`] on what it compiles) and a
+//!   [`WorkBudget`] relative to the slot's built-in policies over recent
+//!   calls, a wall-clock backstop, [`LoadLimits`] on what it compiles) and a
 //!   compiled-module cache keyed by the SHA-256 of the bytes.
 //!   [`PolicyEngine::load`] refuses anything but a component within the
 //!   limits that exports each slot it implements once and imports at most
@@ -62,9 +63,11 @@ mod restore;
 mod store;
 mod warm_up;
 mod wiring;
+mod work;
 
 pub use config::{Budget, CallPath, LoadLimits, SandboxConfig, set_signal_traps_default};
 pub use contract::CONTRACT_VERSION;
 pub use engine::PolicyEngine;
 pub use error::{WasmError, WasmErrorKind};
 pub use module::PolicyModule;
+pub use work::WorkBudget;

@@ -23,6 +23,8 @@ pub(crate) struct EngineInner {
     pub(crate) config: SandboxConfig,
     /// Epoch ticks per call (0: no epoch deadline).
     pub(crate) deadline_ticks: u64,
+    /// How often the epoch advances (zero: no epoch deadline).
+    pub(crate) tick: std::time::Duration,
     pub(crate) cache: Mutex<HashMap<[u8; 32], Arc<Compiled>>>,
     /// Compiled code kept on disk across processes.
     pub(crate) disk: DiskCache,

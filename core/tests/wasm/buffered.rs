@@ -198,3 +198,46 @@ fn garbage_in_the_buffered_reply_does_not_decode() {
         |k| matches!(k, PolicyErrorKind::Decode(m) if m.contains("FairnessDecision")),
     );
 }
+
+/// `log` inside `view-buffer` is allowed (the contract forbids it only in
+/// `cabi_realloc` and post-return): on both paths the module runs every
+/// round to its answer, the same one (the empty order, which the core
+/// refuses for leaving out the pending jobs), with no ABI error or trap.
+#[test]
+fn log_in_view_buffer_is_allowed_on_both_paths() {
+    let core = buffered_wat(
+        "(block (result i32) (call $log (i32.const 2) (i32.const 300) (i32.const 5)) (i32.const 32768))",
+        "(i64.or (i64.shl (i64.const 64) (i64.const 32)) (i64.const 1))",
+        r#"(data (i32.const 300) "hello")"#,
+    )
+    // The slot's own function answers the empty decision too.
+    .replace("(then (unreachable))", "(then (nop))")
+    .replacen(
+        "(module",
+        "(module\n  (import \"gangway:policy/log@2.1.0\" \"log\" (func $log (param i32 i32 i32)))",
+        1,
+    );
+    let bytes = guests::componentize_doctored(&core, WIT_2_1, "fairness-policy-buffered");
+    let mut answers = Vec::new();
+    for path in guests::PATHS {
+        let module = guests::engine_on(path).load("log-in-buffer", &bytes).unwrap();
+        assert_eq!(
+            module.buffered_slots().is_empty(),
+            path == CallPath::Component
+        );
+        let (sched, reports, _) = beside_default(&module, JOBS, ROUNDS);
+        let errors: Vec<PolicyErrorKind> = reports
+            .iter()
+            .map(|r| the_fairness_error(r, "log-in-buffer").kind.clone())
+            .collect();
+        for kind in &errors {
+            assert!(
+                matches!(kind, PolicyErrorKind::InvalidDecision(m) if m.starts_with("omits")),
+                "{path:?}: {kind}"
+            );
+        }
+        answers.push(errors);
+        accounted(&sched, JOBS as usize + 1);
+    }
+    assert_eq!(answers[0], answers[1]);
+}

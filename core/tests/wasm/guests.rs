@@ -153,6 +153,35 @@ pub(crate) fn fairness(trigger: u32, body: &str, data: &str) -> Vec<u8> {
     )
 }
 
+/// Loop iterations a slow call makes: about 8 fuel units each, so about
+/// 180 million units, just under the default per-call budget (200 million).
+const BURN: u32 = 22_000_000;
+
+/// A reclaim guest that answers the empty decision (stop nothing), after
+/// burning just under a call's fuel on real views from its `after`-th
+/// such call on.
+pub(crate) fn slow_reclaim(after: u32) -> Vec<u8> {
+    let body = format!(
+        r#"(global.set $calls (i32.add (global.get $calls) (i32.const 1)))
+           (if (i32.gt_u (global.get $calls) (i32.const {after}))
+             (then
+               (global.set $i (i32.const 0))
+               (loop $burn
+                 (global.set $i (i32.add (global.get $i) (i32.const 1)))
+                 (br_if $burn (i32.lt_u (global.get $i) (i32.const {BURN}))))))"#
+    );
+    let globals = "(global $i (mut i32) (i32.const 0)) (global $calls (mut i32) (i32.const 0))";
+    let core = fairness_wat("2.0.0", TRIGGER_BYTES, &body, globals)
+        .replace("fairness@2.0.0", "reclaim@2.0.0")
+        .replace("#order", "#reclaim")
+        .replace(r#"(data (i32.const 64) "\00")"#, r#"(data (i32.const 64) "\00\00")"#)
+        .replace(
+            "(call $reply (i32.const 64) (i32.const 1))",
+            "(call $reply (i32.const 64) (i32.const 2))",
+        );
+    componentize(&core, &[], WIT, "reclaim-policy")
+}
+
 /// The hostile behaviours, by name: (WAT body, data segments).
 pub(crate) fn behaviour(name: &str) -> (&'static str, &'static str) {
     match name {
@@ -276,6 +305,9 @@ pub(crate) fn sandbox() -> SandboxConfig {
     SandboxConfig {
         budget: gangway_core::wasm::Budget::Fuel(20_000_000),
         memory_bytes: 16 << 20,
+        // Each call held to its own budget only (`budgets.rs` tests the
+        // work budget).
+        work_budget: None,
         ..SandboxConfig::default()
     }
 }

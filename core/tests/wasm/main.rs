@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod abi;
+mod budgets;
 mod buffered;
 mod differential;
 mod findings;

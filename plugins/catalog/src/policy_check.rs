@@ -30,8 +30,8 @@ pub struct CheckOptions {
     pub seed: u64,
     /// Scheduler scenarios per slot.
     pub scenarios: u32,
-    /// The sandbox the module runs in (its wall-clock cap is set to the
-    /// time limit, so the limit holds inside a call too).
+    /// The sandbox the module runs in (no call runs past the time limit:
+    /// each call's epoch deadline is the time left).
     pub sandbox: SandboxConfig,
     /// Give up (and fail) after this long in total.
     pub time_limit: Duration,
@@ -122,6 +122,7 @@ pub fn check_module(
     options: &CheckOptions,
 ) -> Result<CheckReport, CheckError> {
     let started = Instant::now();
+    // No call runs past the limit: each call's deadline is the time left.
     let sandbox = SandboxConfig {
         wall_clock_cap: Some(
             options
@@ -129,7 +130,12 @@ pub fn check_module(
                 .wall_clock_cap
                 .map_or(options.time_limit, |c| c.min(options.time_limit)),
         ),
+        deadline_at: started.checked_add(options.time_limit),
         ..options.sandbox.clone()
+    };
+    let too_slow = || CheckError::TooSlow {
+        module: name.to_string(),
+        limit: options.time_limit,
     };
     let engine = PolicyEngine::new(sandbox).map_err(CheckError::Engine)?;
     let module = engine.load(name, bytes).map_err(CheckError::Load)?;
@@ -140,18 +146,19 @@ pub fn check_module(
         time_limit: Some(options.time_limit),
         ..Options::default()
     };
-    let reports = conformance::module(&module, config, &kit).map_err(|f| match f.kind {
-        conformance::FindingKind::OutOfTime(limit) => CheckError::TooSlow {
-            module: name.to_string(),
-            limit,
-        },
-        _ => CheckError::Rule(Box::new(f)),
+    let reports = conformance::module(&module, config, &kit).map_err(|f| {
+        // A call cut short by the limit fails as any missed deadline does:
+        // past the limit, any finding is the limit's.
+        if started.elapsed() >= options.time_limit {
+            return too_slow();
+        }
+        match f.kind {
+            conformance::FindingKind::OutOfTime(_) => too_slow(),
+            _ => CheckError::Rule(Box::new(f)),
+        }
     })?;
     if started.elapsed() > options.time_limit {
-        return Err(CheckError::TooSlow {
-            module: name.to_string(),
-            limit: options.time_limit,
-        });
+        return Err(too_slow());
     }
     Ok(CheckReport {
         module: name.to_string(),

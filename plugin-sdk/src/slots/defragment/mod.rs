@@ -6,7 +6,7 @@ mod rules;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{JobId, ServerId};
-use crate::slot_contract::{InvalidDecision, Policy, SlotContract};
+use crate::slot_contract::{InvalidDecision, Policy, SlotContract, WorkCost};
 use crate::slots::Nothing;
 use crate::slots::Slot;
 use crate::view::ServerState;
@@ -75,6 +75,11 @@ impl SlotContract for Defragment {
     const NAME: &'static str = "defragment";
     const CALL: &'static str = "plan";
     const FALLBACK: &'static str = "none";
+    /// The costliest built-in module (gandiva), measured and rounded up.
+    const WORK: WorkCost = WorkCost {
+        per_call: 2_500,
+        per_job: 21_000,
+    };
     const FALLBACK_DECIDES_NOTHING: bool = true;
     type View = DefragmentView;
     type Decision = DefragmentDecision;

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::JobId;
 use crate::manifest::{Manifest, QueueOrder};
-use crate::slot_contract::{InvalidDecision, Policy, SlotContract};
+use crate::slot_contract::{InvalidDecision, Policy, SlotContract, WorkCost};
 use crate::slots::Slot;
 use crate::view::{ClusterSummary, PendingJob, VcUsage};
 use crate::wire::codec::{self, WireError};
@@ -110,6 +110,11 @@ impl SlotContract for Fairness {
     const NAME: &'static str = "fairness";
     const CALL: &'static str = "order";
     const FALLBACK: &'static str = "fifo-quota";
+    /// The costliest built-in module (vc-quota), measured and rounded up.
+    const WORK: WorkCost = WorkCost {
+        per_call: 32_000,
+        per_job: 1_200,
+    };
     const VIEW_CHANGES: bool = true;
     type View = FairnessView;
     type Decision = FairnessDecision;

@@ -6,7 +6,7 @@ pub(crate) mod wire;
 
 use serde::{Deserialize, Serialize};
 
-use crate::slot_contract::{InvalidDecision, Policy, SlotContract};
+use crate::slot_contract::{InvalidDecision, Policy, SlotContract, WorkCost};
 use crate::slots::QueueView;
 use crate::slots::Slot;
 use crate::slots::queue_view;
@@ -58,6 +58,11 @@ impl SlotContract for Gang {
     const NAME: &'static str = "gang";
     const CALL: &'static str = "on-blocked";
     const FALLBACK: &'static str = "backfill";
+    /// The costliest built-in module (the gang built-ins), measured and rounded up.
+    const WORK: WorkCost = WorkCost {
+        per_call: 11_000,
+        per_job: 600,
+    };
     const VIEW_CHANGES: bool = true;
     type View = QueueView;
     type Decision = GangDecision;

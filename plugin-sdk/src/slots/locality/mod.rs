@@ -6,7 +6,7 @@ pub(crate) mod wire;
 
 use serde::{Deserialize, Serialize};
 
-use crate::slot_contract::{InvalidDecision, Policy, SlotContract};
+use crate::slot_contract::{InvalidDecision, Policy, SlotContract, WorkCost};
 use crate::slots::QueueView;
 use crate::slots::Slot;
 use crate::slots::queue_view;
@@ -44,6 +44,11 @@ impl SlotContract for Locality {
     const NAME: &'static str = "locality";
     const CALL: &'static str = "spread";
     const FALLBACK: &'static str = "strict";
+    /// The costliest built-in module (the locality built-ins), measured and rounded up.
+    const WORK: WorkCost = WorkCost {
+        per_call: 14_000,
+        per_job: 600,
+    };
     const VIEW_CHANGES: bool = true;
     type View = QueueView;
     type Decision = LocalityDecision;

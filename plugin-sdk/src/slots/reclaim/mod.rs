@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::JobId;
 use crate::manifest::{Manifest, RunningScope};
-use crate::slot_contract::{InvalidDecision, Policy, SlotContract};
+use crate::slot_contract::{InvalidDecision, Policy, SlotContract, WorkCost};
 use crate::slots::Nothing;
 use crate::slots::Slot;
 use crate::view::{ClusterSummary, RunningJob, ServerState, VcUsage, WaitingJob};
@@ -123,6 +123,11 @@ impl SlotContract for Reclaim {
     const NAME: &'static str = "reclaim";
     const CALL: &'static str = "reclaim";
     const FALLBACK: &'static str = "none";
+    /// The costliest built-in module (las and quota-reclaim), measured and rounded up.
+    const WORK: WorkCost = WorkCost {
+        per_call: 340_000,
+        per_job: 20_000,
+    };
     const FALLBACK_DECIDES_NOTHING: bool = true;
     const VIEW_CHANGES: bool = true;
     type View = ReclaimView;

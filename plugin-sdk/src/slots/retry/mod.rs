@@ -7,7 +7,7 @@ mod rules;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{JobId, VcId};
-use crate::slot_contract::{InvalidDecision, Policy, SlotContract};
+use crate::slot_contract::{InvalidDecision, Policy, SlotContract, WorkCost};
 use crate::slots::Slot;
 use crate::view::{ClusterSummary, VcUsage};
 use crate::wire::codec;
@@ -248,6 +248,11 @@ impl SlotContract for Retry {
     const NAME: &'static str = "retry";
     const CALL: &'static str = "retry";
     const FALLBACK: &'static str = "fixed";
+    /// The costliest built-in module (the retry built-ins), measured and rounded up.
+    const WORK: WorkCost = WorkCost {
+        per_call: 4_000,
+        per_job: 1_300,
+    };
     type View = RetryView;
     type Decision = RetryDecision;
     type Fallback = Fixed;

@@ -17,7 +17,7 @@ use gangway_catalog::new_policy;
 use gangway_catalog::policy_check::{CheckError, CheckOptions, CheckReport, check_module};
 use gangway_catalog::resolve::large_policy_hint;
 use gangway_core::conformance;
-use gangway_core::wasm::{Budget, CallPath, LoadLimits, SandboxConfig};
+use gangway_core::wasm::{Budget, CallPath, LoadLimits, SandboxConfig, WorkBudget};
 
 /// Check a Gangway policy module (a gangway:policy@2.x Wasm component, or a
 /// core module built with the SDK), or make a new policy crate.
@@ -175,6 +175,11 @@ fn new(name: &str, dir: &Path, gangway: Option<&PathBuf>) -> ExitCode {
 
 /// The check's options from the command line.
 fn check_options(args: &Args) -> CheckOptions {
+    let limits = if args.large_policies {
+        LoadLimits::for_interpreters()
+    } else {
+        LoadLimits::default()
+    };
     CheckOptions {
         views: args.views,
         scenarios: args.scenarios,
@@ -187,11 +192,10 @@ fn check_options(args: &Args) -> CheckOptions {
                 Budget::Fuel(args.fuel.max(1))
             },
             memory_bytes: args.memory_mib.max(1) << 20,
-            limits: if args.large_policies {
-                LoadLimits::for_interpreters()
-            } else {
-                LoadLimits::default()
-            },
+            limits,
+            // Held to the work budget the hosts hold it to: a module
+            // certified here is not quarantined there for its cost.
+            work_budget: Some(WorkBudget::for_limits(&limits)),
             ..SandboxConfig::default()
         },
         time_limit: Duration::from_secs(args.time_limit_s),

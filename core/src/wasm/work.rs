@@ -1,0 +1,197 @@
+//! Budgets that fit the work: a module may use a multiple of what its slot's
+//! built-in policies cost on the same views, over a sliding window of its
+//! recent calls. A module slow within each call's budget (just under it
+//! every call, or only after many cheap calls) runs out of this allowance
+//! within a few calls, its calls fail and its guard quarantines it: a run
+//! is held for milliseconds, not minutes. Fuel is deterministic, so the
+//! same run quarantines at the same call every time.
+
+use std::collections::VecDeque;
+
+use gangway_plugin_sdk::WorkCost;
+
+use super::config::LoadLimits;
+
+/// How much work a module may do relative to its slot's built-in policies
+/// ([`gangway_plugin_sdk::SlotContract::WORK`]): over its last `window`
+/// calls, at most `factor` times what the built-ins would have cost on the
+/// same views, each call counted as at least `floor` (small views cost
+/// little, and a module written in another language has fixed costs of
+/// its own). A call may use what the window has left, up to the per-call
+/// [`super::Budget`]; a call that finds nothing left fails at once with
+/// [`crate::policy::PolicyErrorKind::WorkBudget`], and so does one that
+/// runs out of what was left. Failed calls count what they used.
+///
+/// The default (20x over 32 calls, each counted as at least 100,000 units:
+/// about 0.1 ms of guest CPU here) leaves room for a module twenty times
+/// slower than the built-ins on average, and several hundred times slower
+/// on single calls after cheap ones; a module that burns the whole
+/// per-call budget (0.2 s) on every call fails its first call after a few
+/// milliseconds.
+///
+/// ```
+/// use gangway_core::wasm::{LoadLimits, WorkBudget};
+/// assert_eq!(WorkBudget::default().factor, 20);
+/// assert_eq!(WorkBudget::for_limits(&LoadLimits::for_interpreters()).factor, 2_000);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkBudget {
+    /// How many times the built-ins' cost a module may use over the window.
+    pub factor: u64,
+    /// How many recent calls the allowance is counted over.
+    pub window: u32,
+    /// The least a call counts as, in fuel units.
+    pub floor: u64,
+}
+
+impl WorkBudget {
+    /// The factor for modules that carry an interpreter (a Python policy
+    /// built with componentize-py runs its policy in CPython inside the
+    /// sandbox: about a hundred times the fuel of the same policy in Rust),
+    /// a hundred times the default, as their per-call budget is.
+    pub const INTERPRETER_FACTOR: u64 = 100;
+
+    /// The work budget for modules held to `limits`: the default, or a
+    /// hundred times its factor for [`LoadLimits::for_interpreters`].
+    pub fn for_limits(limits: &LoadLimits) -> WorkBudget {
+        let default = WorkBudget::default();
+        if limits.core_instances > LoadLimits::default().core_instances {
+            WorkBudget {
+                factor: default.factor * WorkBudget::INTERPRETER_FACTOR,
+                ..default
+            }
+        } else {
+            default
+        }
+    }
+}
+
+impl Default for WorkBudget {
+    fn default() -> Self {
+        WorkBudget {
+            factor: 20,
+            window: 32,
+            floor: 100_000,
+        }
+    }
+}
+
+impl std::fmt::Display for WorkBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}x its slot's built-in policies over its last {} calls",
+            self.factor, self.window
+        )
+    }
+}
+
+/// A backend's recent calls under its [`WorkBudget`]: each call's measure
+/// (what the built-ins would cost, at least the floor) and the fuel it
+/// used.
+#[derive(Debug, Default)]
+pub(crate) struct WorkMeter {
+    calls: VecDeque<(u64, u64)>,
+    measure: u64,
+    spent: u64,
+}
+
+/// What a call may use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Allowance {
+    /// This call's measure.
+    pub(crate) measure: u64,
+    /// The fuel left for it (0: none).
+    pub(crate) fuel: u64,
+    /// What the window allows in all, and what it has used.
+    pub(crate) allowed: u64,
+    pub(crate) spent: u64,
+}
+
+impl WorkMeter {
+    /// What a call on a view of `jobs` jobs of a slot costing `cost` may use.
+    pub(crate) fn allowance(&self, budget: &WorkBudget, cost: WorkCost, jobs: usize) -> Allowance {
+        let measure = cost.of(jobs).max(budget.floor);
+        // The window holds the call about to be made and the ones before it.
+        let keep = usize::try_from(budget.window.max(1) - 1).unwrap_or(usize::MAX);
+        let skip = self.calls.len().saturating_sub(keep);
+        let (old_measure, old_spent) = self
+            .calls
+            .iter()
+            .take(skip)
+            .fold((0u64, 0u64), |(m, s), (cm, cs)| (m + cm, s + cs));
+        let allowed = budget
+            .factor
+            .saturating_mul(self.measure - old_measure + measure);
+        let spent = self.spent - old_spent;
+        Allowance {
+            measure,
+            fuel: allowed.saturating_sub(spent),
+            allowed,
+            spent,
+        }
+    }
+
+    /// Records a call: its measure and the fuel it used.
+    pub(crate) fn record(&mut self, budget: &WorkBudget, measure: u64, spent: u64) {
+        self.calls.push_back((measure, spent));
+        self.measure = self.measure.saturating_add(measure);
+        self.spent = self.spent.saturating_add(spent);
+        let window = usize::try_from(budget.window.max(1)).unwrap_or(usize::MAX);
+        while self.calls.len() > window {
+            if let Some((m, s)) = self.calls.pop_front() {
+                self.measure -= m;
+                self.spent -= s;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const COST: WorkCost = WorkCost {
+        per_call: 1_000,
+        per_job: 100,
+    };
+
+    fn budget() -> WorkBudget {
+        WorkBudget {
+            factor: 10,
+            window: 4,
+            floor: 2_000,
+        }
+    }
+
+    #[test]
+    fn a_call_may_use_what_the_window_has_left() {
+        let (b, mut m) = (budget(), WorkMeter::default());
+        // 100 jobs: 11,000 units measured, 110,000 allowed.
+        let a = m.allowance(&b, COST, 100);
+        assert_eq!((a.measure, a.fuel), (11_000, 110_000));
+        m.record(&b, a.measure, 100_000);
+        // The next call: 220,000 allowed over both, 100,000 used.
+        assert_eq!(m.allowance(&b, COST, 100).fuel, 120_000);
+    }
+
+    #[test]
+    fn small_views_count_as_the_floor() {
+        let a = WorkMeter::default().allowance(&budget(), COST, 0);
+        assert_eq!((a.measure, a.fuel), (2_000, 20_000));
+    }
+
+    #[test]
+    fn calls_leave_the_window() {
+        let (b, mut m) = (budget(), WorkMeter::default());
+        m.record(&b, 11_000, 440_000);
+        for _ in 0..2 {
+            m.record(&b, 11_000, 0);
+        }
+        // The costly call is still among the last four: nothing left.
+        assert_eq!(m.allowance(&b, COST, 100).fuel, 0);
+        m.record(&b, 11_000, 0);
+        // Now it is not.
+        assert_eq!(m.allowance(&b, COST, 100).fuel, 440_000);
+    }
+}
