@@ -69,7 +69,14 @@ fn stopped_by_its_work_budget(after: u32) {
     for _ in 0..failures {
         let e = backend.decide(&real_view()).unwrap_err();
         assert!(
-            matches!(e.kind, PolicyErrorKind::WorkBudget { factor: 20, window: 32, .. }),
+            matches!(
+                e.kind,
+                PolicyErrorKind::WorkBudget {
+                    factor: 20,
+                    window: 32,
+                    ..
+                }
+            ),
             "{e}"
         );
     }
@@ -83,4 +90,37 @@ fn a_module_just_under_each_calls_fuel_is_quarantined() {
 #[test]
 fn a_module_slow_after_forty_cheap_calls_is_quarantined() {
     stopped_by_its_work_budget(40);
+}
+
+/// The fairness guest that keeps the view's order answers validly, slow
+/// or not: without a work budget a scheduler runs it every round with no
+/// error; with the default budget it is quarantined after three calls.
+#[test]
+fn a_valid_fairness_guest_just_under_each_calls_fuel_is_quarantined() {
+    use crate::support::{accounted, run, scheduler};
+    use gangway_core::policy::GuardSettings;
+    use gangway_plugin_sdk::Fairness;
+    for (work_budget, errors) in [
+        (None, 0),
+        (Some(gangway_core::wasm::WorkBudget::default()), 3),
+    ] {
+        let module = engine(SandboxConfig {
+            work_budget,
+            ..SandboxConfig::default()
+        })
+        .load("slow.wasm", &guests::slow_fairness(0))
+        .unwrap();
+        let mut sched = scheduler(30);
+        sched.policies_mut().set_guard(GuardSettings::default());
+        sched.swap::<Fairness>(module.backend::<Fairness>(b"").unwrap());
+        let reports = run(&mut sched, 100, 5);
+        let got: Vec<_> = reports.iter().flat_map(|r| &r.policy_errors).collect();
+        assert_eq!(got.len(), errors, "{got:?}");
+        assert!(
+            got.iter()
+                .all(|e| matches!(e.kind, PolicyErrorKind::WorkBudget { .. })),
+            "{got:?}"
+        );
+        accounted(&sched, 31);
+    }
 }

@@ -220,7 +220,9 @@ fn log_in_view_buffer_is_allowed_on_both_paths() {
     let bytes = guests::componentize_doctored(&core, WIT_2_1, "fairness-policy-buffered");
     let mut answers = Vec::new();
     for path in guests::PATHS {
-        let module = guests::engine_on(path).load("log-in-buffer", &bytes).unwrap();
+        let module = guests::engine_on(path)
+            .load("log-in-buffer", &bytes)
+            .unwrap();
         assert_eq!(
             module.buffered_slots().is_empty(),
             path == CallPath::Component

@@ -174,12 +174,114 @@ pub(crate) fn slow_reclaim(after: u32) -> Vec<u8> {
     let core = fairness_wat("2.0.0", TRIGGER_BYTES, &body, globals)
         .replace("fairness@2.0.0", "reclaim@2.0.0")
         .replace("#order", "#reclaim")
-        .replace(r#"(data (i32.const 64) "\00")"#, r#"(data (i32.const 64) "\00\00")"#)
+        .replace(
+            r#"(data (i32.const 64) "\00")"#,
+            r#"(data (i32.const 64) "\00\00")"#,
+        )
         .replace(
             "(call $reply (i32.const 64) (i32.const 1))",
             "(call $reply (i32.const 64) (i32.const 2))",
         );
     componentize(&core, &[], WIT, "reclaim-policy")
+}
+
+/// Reads a 2.0 fairness view (postcard) at `$p` and writes the decision
+/// that keeps the view's order with every job eligible after the heap:
+/// WAT helpers for [`slow_fairness`].
+const ECHO: &str = r#"
+  (global $p (mut i32) (i32.const 0))
+  (global $out (mut i32) (i32.const 0))
+  (func $skip
+    (loop $more
+      (global.set $p (i32.add (global.get $p) (i32.const 1)))
+      (br_if $more (i32.and (i32.load8_u (i32.sub (global.get $p) (i32.const 1))) (i32.const 128)))))
+  (func $skipn (param $n i32)
+    (loop $l
+      (if (local.get $n)
+        (then (call $skip) (local.set $n (i32.sub (local.get $n) (i32.const 1))) (br $l)))))
+  (func $read (result i32) (local $v i32) (local $s i32) (local $b i32)
+    (loop $more
+      (local.set $b (i32.load8_u (global.get $p)))
+      (global.set $p (i32.add (global.get $p) (i32.const 1)))
+      (local.set $v (i32.or (local.get $v)
+        (i32.shl (i32.and (local.get $b) (i32.const 127)) (local.get $s))))
+      (local.set $s (i32.add (local.get $s) (i32.const 7)))
+      (br_if $more (i32.and (local.get $b) (i32.const 128))))
+    (local.get $v))
+  (func $put (param $b i32)
+    (i32.store8 (global.get $out) (local.get $b))
+    (global.set $out (i32.add (global.get $out) (i32.const 1))))
+  (func $putv (param $v i32)
+    (loop $more
+      (if (i32.ge_u (local.get $v) (i32.const 128))
+        (then
+          (call $put (i32.or (i32.and (local.get $v) (i32.const 127)) (i32.const 128)))
+          (local.set $v (i32.shr_u (local.get $v) (i32.const 7)))
+          (br $more))))
+    (call $put (local.get $v)))
+  ;; The decision for the view at $ptr of $len bytes: (address, length).
+  (func $echo (param $ptr i32) (param $len i32) (result i32) (local $n i32) (local $start i32) (local $b i32)
+    (local.set $start (i32.and (i32.add (global.get $heap) (i32.const 7)) (i32.const -8)))
+    (if (i32.gt_u (i32.add (i32.add (local.get $start) (local.get $len)) (i32.const 16))
+                  (i32.mul (memory.size) (i32.const 65536)))
+      (then (drop (memory.grow (i32.add (i32.shr_u (local.get $len) (i32.const 16)) (i32.const 1))))))
+    (global.set $out (local.get $start))
+    (global.set $p (local.get $ptr))
+    (call $skip) (call $skipn (i32.const 2))
+    (global.set $p (i32.add (global.get $p) (i32.const 1)))
+    (call $skipn (i32.mul (call $read) (i32.const 3)))
+    (local.set $n (call $read))
+    (loop $vc
+      (if (local.get $n)
+        (then
+          (call $skip)
+          (local.set $b (i32.load8_u (global.get $p)))
+          (global.set $p (i32.add (global.get $p) (i32.const 1)))
+          (if (local.get $b) (then (call $skip)))
+          (call $skipn (i32.const 5))
+          (local.set $n (i32.sub (local.get $n) (i32.const 1)))
+          (br $vc))))
+    (local.set $n (call $read))
+    (call $putv (local.get $n))
+    (loop $job
+      (if (local.get $n)
+        (then
+          ;; the id's bytes, then eligible
+          (loop $id
+            (local.set $b (i32.load8_u (global.get $p)))
+            (global.set $p (i32.add (global.get $p) (i32.const 1)))
+            (call $put (local.get $b))
+            (br_if $id (i32.and (local.get $b) (i32.const 128))))
+          (call $put (i32.const 1))
+          (call $skipn (i32.const 7))
+          (global.set $p (i32.add (global.get $p) (i32.const 1)))
+          (call $skip)
+          (local.set $n (i32.sub (local.get $n) (i32.const 1)))
+          (br $job))))
+    (call $reply (local.get $start) (i32.sub (global.get $out) (local.get $start))))
+"#;
+
+/// A fairness guest that keeps the view's order (every job eligible: a
+/// valid decision), after burning just under a call's fuel on real views
+/// from its `after`-th such call on.
+pub(crate) fn slow_fairness(after: u32) -> Vec<u8> {
+    let body = format!(
+        r#"(if (i32.gt_u (local.get $len) (i32.const {TRIGGER_BYTES}))
+             (then
+               (global.set $calls (i32.add (global.get $calls) (i32.const 1)))
+               (if (i32.gt_u (global.get $calls) (i32.const {after}))
+                 (then
+                   (global.set $i (i32.const 0))
+                   (loop $burn
+                     (global.set $i (i32.add (global.get $i) (i32.const 1)))
+                     (br_if $burn (i32.lt_u (global.get $i) (i32.const {BURN}))))))))
+           (return (call $echo (local.get $ptr) (local.get $len)))"#
+    );
+    let globals = format!(
+        "(global $i (mut i32) (i32.const 0)) (global $calls (mut i32) (i32.const 0)) {ECHO}"
+    );
+    // Every view is answered by the echo; only real ones burn.
+    fairness(0, &body, &globals)
 }
 
 /// The hostile behaviours, by name: (WAT body, data segments).

@@ -8,7 +8,9 @@ use gangway_catalog as catalog;
 use gangway_catalog::handles::SlotHandles;
 use gangway_core::Slot;
 use gangway_core::policy::{PolicySet, SlotEvent, SlotStatus};
-use gangway_core::wasm::{Budget, LoadLimits, PolicyEngine, PolicyModule, SandboxConfig};
+use gangway_core::wasm::{
+    Budget, LoadLimits, PolicyEngine, PolicyModule, SandboxConfig, WorkBudget,
+};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -115,19 +117,27 @@ pub(crate) struct Slots {
     engine: Option<PolicyEngine>,
     /// The fuel a module may use in one slot over the scheduler's life.
     fuel_per_backend: Option<u64>,
+    /// What a module may use relative to its slot's built-in policies.
+    work_budget: Option<WorkBudget>,
     /// The bounds modules are held to before they compile.
     limits: LoadLimits,
 }
 
 impl Slots {
     /// Handles on every slot of `set` (which the scheduler then owns), its
-    /// modules each allowed `fuel_per_backend` in a slot and held to
-    /// `limits`.
-    pub(crate) fn of(set: &PolicySet, fuel_per_backend: Option<u64>, limits: LoadLimits) -> Slots {
+    /// modules each allowed `fuel_per_backend` in a slot, held to
+    /// `work_budget` and to `limits`.
+    pub(crate) fn of(
+        set: &PolicySet,
+        fuel_per_backend: Option<u64>,
+        work_budget: Option<WorkBudget>,
+        limits: LoadLimits,
+    ) -> Slots {
         Slots {
             handles: SlotHandles::of(set),
             engine: None,
             fuel_per_backend,
+            work_budget,
             limits,
         }
     }
@@ -138,6 +148,7 @@ impl Slots {
             let engine = PolicyEngine::new(SandboxConfig {
                 budget: Budget::for_limits(&self.limits),
                 fuel_per_backend: self.fuel_per_backend,
+                work_budget: self.work_budget,
                 limits: self.limits,
                 ..SandboxConfig::default()
             })

@@ -4,7 +4,7 @@
 use std::sync::{Mutex, MutexGuard};
 
 use gangway_core::policy::PolicySet;
-use gangway_core::wasm::LoadLimits;
+use gangway_core::wasm::{LoadLimits, WorkBudget};
 use gangway_core::{
     AttemptEnd, FailureClass, FinalStatus, JobSpec, JobState, PlacementStrategy, RetryAction,
     Scheduler, ServerId, WaitReason,
@@ -247,11 +247,13 @@ impl PyScheduler {
     /// A scheduler over `topology`. `policies` names a preset of the catalog
     /// (`gangway.presets()`), built natively; `None` is the core's built-in
     /// defaults. `placement` (`"best-fit"` or `"spread"`) overrides the
-    /// preset's tie-break. `policy_fuel` bounds the fuel a Wasm module may
-    /// use in one slot over the scheduler's life (calls and instantiations;
-    /// the default, 10^12 units, is about a minute of guest CPU); past it
-    /// the module's calls fail, the slot's fallback decides and the module
-    /// is quarantined. 0: no bound. `large_policies=True` lets modules that
+    /// preset's tie-break. By default a Wasm module may use 20 times what
+    /// its slot's built-in policies cost on the same views over its last 32
+    /// calls, and 10^12 units (about a minute of guest CPU) over the
+    /// scheduler's life; past either its calls fail, the slot's fallback
+    /// decides and the module is quarantined. `policy_fuel` is an absolute
+    /// bound over the scheduler's life instead (calls and instantiations;
+    /// 0: no bound). `large_policies=True` lets modules that
     /// carry an interpreter load (a Python policy built with
     /// `gangway.componentize`: up to 64 MiB, compiled once into the module
     /// cache, with a hundred times the default fuel per call and, unless
@@ -276,17 +278,24 @@ impl PyScheduler {
             Some(p) => placement_strategy(p)?,
             None => strategy,
         };
-        let fuel = policy_fuel.unwrap_or(if large_policies {
-            gangway_catalog::resolve::Loader::INTERPRETER_FUEL_PER_BACKEND
-        } else {
-            gangway_catalog::resolve::Loader::DEFAULT_FUEL_PER_BACKEND
-        });
         let limits = if large_policies {
             LoadLimits::for_interpreters()
         } else {
             LoadLimits::default()
         };
-        let slots = Slots::of(&set, (fuel > 0).then_some(fuel), limits);
+        // `policy_fuel` is an absolute bound instead of the work budget.
+        let (fuel, work_budget) = match policy_fuel {
+            Some(fuel) => (fuel, None),
+            None if large_policies => (
+                gangway_catalog::resolve::Loader::INTERPRETER_FUEL_PER_BACKEND,
+                Some(WorkBudget::for_limits(&limits)),
+            ),
+            None => (
+                gangway_catalog::resolve::Loader::DEFAULT_FUEL_PER_BACKEND,
+                Some(WorkBudget::for_limits(&limits)),
+            ),
+        };
+        let slots = Slots::of(&set, (fuel > 0).then_some(fuel), work_budget, limits);
         let mut sched = Scheduler::with_policies(topology.inner.clone(), set);
         sched.set_placement_strategy(strategy);
         Ok(PyScheduler {

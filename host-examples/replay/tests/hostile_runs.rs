@@ -47,6 +47,42 @@ fn replay_quarantines_or_refuses_every_hostile_module() {
     }
 }
 
+/// A fairness module that answers validly after burning just under each
+/// call's fuel (176 of 200 million units on every real call; such modules
+/// held a 2,000-job replay for 95-102 s before work budgets):
+/// by default its work budget fails its first slow call, three failures
+/// quarantine it, and the replay ends within the hostile bounds with every
+/// job accounted for.
+#[test]
+fn a_module_just_under_each_calls_fuel_is_quarantined_by_default() {
+    let path = save("slow.wasm", &hostile::guests::slow_fairness(0));
+    let dir = temp_dir().join("replay-slow");
+    let args = [
+        "--fairness",
+        &path,
+        "--jobs",
+        "2000",
+        "--no-plots",
+        "--out",
+        dir.to_str().unwrap(),
+    ];
+    let m = measured(env!("CARGO_BIN_EXE_replay"), &args);
+    within_bounds("replay --fairness slow.wasm", &m);
+    assert!(m.status.success(), "{}", m.stderr);
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap();
+    let run = &report["runs"][0];
+    let q = run["quarantines"].as_array().unwrap();
+    assert_eq!(q.len(), 1, "{q:?}");
+    assert_eq!(q[0]["slot"], "fairness");
+    assert!(
+        q[0]["error"].as_str().unwrap().contains("work budget"),
+        "{q:?}"
+    );
+    assert_eq!(run["policy_errors"], 3);
+    assert_eq!(run["jobs"]["never_started"], 0);
+}
+
 /// The report names the quarantine, the error and the policy restored.
 fn quarantined(dir: &Path, name: &str, verdict: &str) {
     let report: serde_json::Value =

@@ -8,7 +8,9 @@
 use std::path::Path;
 
 use gangway_core::policy::{PolicySet, SlotStatus};
-use gangway_core::wasm::{Budget, LoadLimits, PolicyEngine, PolicyModule, SandboxConfig};
+use gangway_core::wasm::{
+    Budget, LoadLimits, PolicyEngine, PolicyModule, SandboxConfig, WorkBudget,
+};
 use gangway_core::{PlacementStrategy, Slot};
 
 use super::SlurmError;
@@ -47,6 +49,7 @@ pub fn build(cfg: &Config) -> Result<(PolicySet, PlacementStrategy, Policies), S
     };
     let engine = PolicyEngine::new(SandboxConfig {
         budget: Budget::for_limits(&limits),
+        work_budget: Some(WorkBudget::for_limits(&limits)),
         limits,
         fuel_per_backend: (cfg.policy_fuel_per_day > 0).then_some(cfg.policy_fuel_per_day),
         fuel_period: Some(std::time::Duration::from_secs(24 * 3600)),

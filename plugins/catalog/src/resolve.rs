@@ -8,6 +8,7 @@ use gangway_core::Slot;
 use gangway_core::policy::{BoxedBackend, PolicySet};
 use gangway_core::wasm::{
     Budget, LoadLimits, PolicyEngine, PolicyModule, SandboxConfig, WasmError, WasmErrorKind,
+    WorkBudget,
 };
 use gangway_plugin_sdk::with_slot;
 
@@ -127,9 +128,9 @@ pub struct Loader {
 
 impl Loader {
     /// The fuel one module may use in one slot over a whole replay by
-    /// default: about a minute of guest CPU here (the built-in policies use
-    /// at most 44 G units in the heaviest runs measured, `las` reclaiming on
-    /// 20,000 jobs).
+    /// default, besides its work budget: about a minute of guest CPU here
+    /// (the built-in policies use at most 44 G units in the heaviest runs
+    /// measured, `las` reclaiming on 20,000 jobs).
     pub const DEFAULT_FUEL_PER_BACKEND: u64 = 1_000_000_000_000;
 
     /// The default fuel per module and slot over a run for modules that
@@ -157,14 +158,31 @@ impl Loader {
     /// A loader as [`Loader::with_fuel_per_backend`] whose modules are held
     /// to `limits` before they compile, e.g.
     /// [`LoadLimits::for_interpreters`] for Python policies built with
-    /// componentize-py.
+    /// componentize-py, and to the work budget for those limits
+    /// ([`WorkBudget::for_limits`]).
     pub fn with_limits(
         fuel_per_backend: Option<u64>,
+        limits: LoadLimits,
+    ) -> Result<Loader, PolicyResolveError> {
+        Loader::with_budgets(
+            fuel_per_backend,
+            Some(WorkBudget::for_limits(&limits)),
+            limits,
+        )
+    }
+
+    /// A loader as [`Loader::with_limits`] with the work budget given
+    /// (`None`: none; each module in each slot is then bounded only by
+    /// `fuel_per_backend` over its run and the per-call budget).
+    pub fn with_budgets(
+        fuel_per_backend: Option<u64>,
+        work_budget: Option<WorkBudget>,
         limits: LoadLimits,
     ) -> Result<Loader, PolicyResolveError> {
         let engine = PolicyEngine::new(SandboxConfig {
             budget: Budget::for_limits(&limits),
             fuel_per_backend,
+            work_budget,
             limits,
             ..SandboxConfig::default()
         })

@@ -106,7 +106,7 @@ fn a_configuration_file_is_passed_to_init() {
 #[test]
 fn hostile_modules_fail_with_one_line() {
     let cases = [
-        ("infinite-loop", "ran out of fuel"),
+        ("infinite-loop", "used more than its work budget"),
         ("memory-bomb", "hit its memory cap of 67108864 bytes"),
         ("trap", "trapped: wasm `unreachable` instruction executed"),
         ("lift-out-of-bounds", "broke the component ABI"),
@@ -125,9 +125,51 @@ fn a_hostile_module_that_fails_at_load_is_named() {
     expect_failure(
         "spin.wasm",
         &guests::fairness(0, body, data),
-        &["--fuel", "5000000"],
-        "module spin.wasm: failed its warm-up call: fairness policy \"spin.wasm\": ran out of fuel (CPU budget of 5000000 units)",
+        &["--fuel", "1000000"],
+        "module spin.wasm: failed its warm-up call: fairness policy \"spin.wasm\": ran out of fuel (CPU budget of 1000000 units)",
     );
+}
+
+/// A module slow on every call (176 million fuel units, within a call's
+/// budget: a check took 78-86 s with it against a 30 s limit) fails
+/// `policy-check` at once by default, for its work budget.
+#[test]
+fn a_module_slow_within_each_call_fails_for_its_work_budget() {
+    expect_failure(
+        "slow.wasm",
+        &guests::slow_reclaim(0),
+        &[],
+        "used more than its work budget",
+    );
+}
+
+/// The check's time limit holds inside calls: without a work budget, with
+/// a per-call budget of 100 billion units (over a minute of guest CPU),
+/// the slow module's check stops at its 2 s limit, every call after it
+/// cut short, and says so.
+#[test]
+fn the_time_limit_holds_within_calls() {
+    use gangway_catalog::policy_check::{CheckError, CheckOptions, check_module};
+    use gangway_core::wasm::{Budget, SandboxConfig};
+    let options = CheckOptions {
+        sandbox: SandboxConfig {
+            budget: Budget::Fuel(100_000_000_000),
+            work_budget: None,
+            module_cache: None,
+            ..SandboxConfig::default()
+        },
+        time_limit: Duration::from_secs(2),
+        ..CheckOptions::default()
+    };
+    let started = Instant::now();
+    let result = check_module("slow.wasm", &guests::slow_reclaim(0), b"", &options);
+    let took = started.elapsed();
+    assert!(
+        matches!(result, Err(CheckError::TooSlow { .. })),
+        "{result:?}"
+    );
+    // The limit plus a margin for the calls in flight and the machine.
+    assert!(took < Duration::from_secs(12), "took {took:?}");
 }
 
 #[test]

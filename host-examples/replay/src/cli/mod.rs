@@ -142,20 +142,23 @@ pub struct Cli {
     /// from the start).
     #[arg(long, default_value_t = sim::DEFAULT_CHECKPOINT_S)]
     pub checkpoint_s: u64,
-    /// The fuel a Wasm module may use in one slot over the whole replay
-    /// (instructions, roughly; 0: no bound). A module past it falls back to
-    /// the slot's built-in policy and is quarantined, and the report says
-    /// so: a policy slow within each call's budget cannot make a replay
-    /// take hours. The default is about a minute of guest CPU; the built-in
-    /// policies use at most a twentieth of it.
-    #[arg(long, default_value_t = policies::Loader::DEFAULT_FUEL_PER_BACKEND)]
-    pub policy_fuel: u64,
+    /// An absolute bound on the fuel a Wasm module may use in one slot over
+    /// the whole replay (instructions, roughly; 0: no bound), instead of
+    /// the default budgets. By default a module may use 20 times what the
+    /// slot's built-in policies cost on the same views over its last 32
+    /// calls (2,000 times with `--large-policies`), and 10^12 units over
+    /// the run: a module past either falls back to the slot's built-in
+    /// policy for that call, three failures in a row (or five in twenty
+    /// calls) quarantine it, and the report says so, so a policy slow
+    /// within each call's budget cannot hold a replay for minutes.
+    #[arg(long)]
+    pub policy_fuel: Option<u64>,
     /// Allow policy modules that carry an interpreter, such as a Python
     /// policy built with componentize-py (`python -m gangway.componentize`):
     /// up to 64 MiB and 128 core instances, compiled for up to 5 minutes
     /// (once; the module cache keeps it), instead of 4 MiB and 16; each
-    /// call gets a hundred times the default fuel, and so does the run
-    /// unless `--policy-fuel` is given.
+    /// call gets a hundred times the default fuel, and so do the work
+    /// budget and the run's bound unless `--policy-fuel` is given.
     #[arg(long)]
     pub large_policies: bool,
     /// Skip the SVG plots.

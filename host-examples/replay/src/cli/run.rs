@@ -100,16 +100,20 @@ fn policy_loader(cli: &Cli) -> Result<policies::Loader, ReplayError> {
     } else {
         LoadLimits::default()
     };
-    let fuel =
-        if cli.large_policies && cli.policy_fuel == policies::Loader::DEFAULT_FUEL_PER_BACKEND {
-            policies::Loader::INTERPRETER_FUEL_PER_BACKEND
-        } else {
-            cli.policy_fuel
-        };
-    Ok(policies::Loader::with_limits(
-        (fuel > 0).then_some(fuel),
-        limits,
-    )?)
+    let loader = match cli.policy_fuel {
+        // The default: the work budget, and a bound over the run.
+        None => {
+            let fuel = if cli.large_policies {
+                policies::Loader::INTERPRETER_FUEL_PER_BACKEND
+            } else {
+                policies::Loader::DEFAULT_FUEL_PER_BACKEND
+            };
+            policies::Loader::with_limits(Some(fuel), limits)
+        }
+        // An absolute bound over the run instead (0: none).
+        Some(fuel) => policies::Loader::with_budgets((fuel > 0).then_some(fuel), None, limits),
+    };
+    Ok(loader?)
 }
 
 /// The replays of one command line, one policy set after another.
