@@ -212,11 +212,10 @@ async fn main() {
         .collect();
     create_many(&c.client, "bench-ks", pods).await;
     let (times, task) = bind_times(&c.client, "bench-ks");
-    let mut ks = c.kube_scheduler_with(a.ks_qps);
+    let ks = c.kube_scheduler_with(a.ks_qps);
     let (ks_rate, ks_bound) = throughput(&times, a.pods as usize, Duration::from_secs(900)).await;
     let ks_mem = peak_kib(ks.id());
-    let _ = ks.kill();
-    let _ = ks.wait();
+    drop(ks);
     task.abort();
     println!(
         "kube-scheduler: {ks_bound} pods bound, {ks_rate:.0} pods/s, peak RSS {} MiB",

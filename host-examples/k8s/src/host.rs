@@ -549,8 +549,14 @@ impl Host {
     ) {
         let mut truth = EngineTruth::default();
         let mut broken: Vec<(GangKey, String)> = Vec::new();
+        let down: BTreeSet<&str> = input
+            .nodes
+            .iter()
+            .filter(|n| n.health == gangway_core::Health::Down)
+            .map(|n| n.name.as_str())
+            .collect();
         for view in views.values() {
-            match self.held(view) {
+            match self.held(view, &down) {
                 Ok(Some((job, placement))) => {
                     truth.running.insert(job, placement);
                 }
@@ -572,7 +578,8 @@ impl Host {
         let diffs = sched.reconcile(&truth, foreign_vc, now);
         for (key, why) in broken {
             let pods = live_bound(views, &key);
-            self.evict(&key, pods, &why, false, out);
+            let lost = why.contains("NotReady");
+            self.evict(&key, pods, &why, lost, out);
         }
         for d in diffs {
             self.on_difference(d, views, out);
@@ -582,7 +589,11 @@ impl Host {
     /// Where a gang's GPUs are held, by its bound pods' plan or the plan we
     /// just bound: `Ok(None)` if nowhere, `Err` if its pods cannot be
     /// accounted for (a node unknown, a pod of the plan deleted).
-    fn held(&mut self, view: &GangView<'_>) -> Result<Option<(JobId, Placement)>, String> {
+    fn held(
+        &mut self,
+        view: &GangView<'_>,
+        down: &BTreeSet<&str>,
+    ) -> Result<Option<(JobId, Placement)>, String> {
         let Some(entry) = self.gangs.get(&view.key) else {
             return Ok(None);
         };
@@ -607,6 +618,13 @@ impl Host {
                 "pod {} of the gang was deleted while it ran",
                 missing.join(", ")
             ));
+        }
+        if let Some(pl) = plan
+            .places
+            .iter()
+            .find(|pl| down.contains(pl.node.as_str()))
+        {
+            return Err(format!("node {} is NotReady", pl.node));
         }
         let Some(map) = &self.map else {
             return Ok(None);
@@ -917,6 +935,7 @@ impl Host {
             .map(|pl| pod_bind(&key, job, &plan, pl))
             .collect();
         let text = placement_text(map, &used);
+        tracing::info!(gang = %key, "binding {} pods to {text}", binds.len());
         if let Some(e) = self.gangs.get_mut(&key) {
             e.bound = Some((plan, now_ms));
             e.reason = None;
@@ -968,6 +987,7 @@ impl Host {
         }
         e.reason = Some(reason.to_string());
         let note = format!("{} ({} GPUs) waits: {note}", view.key, view.gpus());
+        tracing::info!(gang = %view.key, "{note}");
         out.push(Action::Status {
             gang: view.key.clone(),
             phase: "Pending".into(),

@@ -166,7 +166,7 @@ impl State {
         metric(
             "gangway_leader",
             "gauge",
-            "1 if this replica leads.",
+            "Whether this replica leads (1) or not (0).",
             &one(u8::from(self.leader).to_string()),
         );
         metric(

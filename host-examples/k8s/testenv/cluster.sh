@@ -21,8 +21,10 @@
 # Authentication: bearer tokens from a static token file; authorization:
 # RBAC only. Serving certificate: a CA made here with openssl signs a
 # certificate for 127.0.0.1, and every kubeconfig trusts that CA.
-# The ServiceAccount admission plugin is off: no controller-manager creates
-# service accounts, so pods name none.
+# Two admission plugins are off, both for want of a controller-manager:
+# ServiceAccount (nothing creates service accounts, so pods name none) and
+# TaintNodesByCondition (it taints every new node not-ready:NoSchedule, and
+# only the node lifecycle controller would lift the taint).
 #
 # KWOK plays the kubelets of every node, with the Stage documents of
 # stages.yaml (KWOK has none built in): a node becomes Ready (unless it is
@@ -172,7 +174,7 @@ start() {
     --service-account-key-file="$pki/sa.pub" \
     --service-account-signing-key-file="$pki/sa.key" \
     --service-cluster-ip-range=10.96.0.0/16 \
-    --disable-admission-plugins=ServiceAccount \
+    --disable-admission-plugins=ServiceAccount,TaintNodesByCondition \
     --max-requests-inflight=1000 \
     --max-mutating-requests-inflight=500 \
     --endpoint-reconciler-type=none \

@@ -86,6 +86,12 @@ async fn swap(
 ) -> Result<String, K8sError> {
     let slot = gangway_k8s::policies::slot_named(slot)?;
     let api: Api<ConfigMap> = Api::namespaced(client, &cfg.namespace);
+    if let Some(m) = module {
+        // Checked here too, so a bad file is refused before the cluster sees it.
+        let (_, _, policies) = gangway_k8s::policies::build("philly")?;
+        let conf = conf.map(read).transpose()?.unwrap_or_default();
+        policies.swap(slot, &m.display().to_string(), &read(m)?, &conf)?;
+    }
     let (wasm, toml) = match module {
         Some(m) => (
             serde_json::to_value(ByteString(read(m)?)).unwrap_or_default(),

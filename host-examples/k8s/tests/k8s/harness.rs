@@ -239,39 +239,43 @@ impl Cluster {
     }
 
     /// Starts kube-scheduler (default profile) as system:kube-scheduler.
-    pub fn kube_scheduler(&self) -> Child {
+    pub fn kube_scheduler(&self) -> KubeScheduler {
         self.kube_scheduler_with(None)
     }
 
     /// kube-scheduler, its client limited to `qps` (default: its own, 50).
-    pub fn kube_scheduler_with(&self, qps: Option<u32>) -> Child {
+    pub fn kube_scheduler_with(&self, qps: Option<u32>) -> KubeScheduler {
         let log = std::fs::File::create(self.dir.join("log/kube-scheduler.log")).unwrap();
         let mut cmd = Command::new(self.bin.join("kube-scheduler"));
         if let Some(q) = qps {
             cmd.arg(format!("--kube-api-qps={q}"))
                 .arg(format!("--kube-api-burst={q}"));
         }
-        cmd.arg(format!(
-            "--kubeconfig={}",
-            self.dir.join("kube-scheduler.kubeconfig").display()
-        ))
-        .arg(format!(
-            "--authentication-kubeconfig={}",
-            self.dir.join("kube-scheduler.kubeconfig").display()
-        ))
-        .arg(format!(
-            "--authorization-kubeconfig={}",
-            self.dir.join("kube-scheduler.kubeconfig").display()
-        ))
-        .args([
-            "--bind-address=127.0.0.1",
-            "--secure-port=0",
-            "--leader-elect=false",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(log))
-        .spawn()
-        .unwrap()
+        let kubeconfig = self.dir.join("kube-scheduler.kubeconfig");
+        let child = cmd
+            .arg(format!(
+                "--kubeconfig={}",
+                self.dir.join("kube-scheduler.kubeconfig").display()
+            ))
+            .arg(format!(
+                "--authentication-kubeconfig={}",
+                self.dir.join("kube-scheduler.kubeconfig").display()
+            ))
+            .arg(format!(
+                "--authorization-kubeconfig={}",
+                self.dir.join("kube-scheduler.kubeconfig").display()
+            ))
+            .args([
+                "--bind-address=127.0.0.1",
+                "--secure-port=0",
+                "--leader-elect=false",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log))
+            .spawn()
+            .unwrap();
+        let _ = kubeconfig;
+        KubeScheduler(child)
     }
 
     /// Every pod of a namespace.
@@ -281,8 +285,20 @@ impl Cluster {
     }
 }
 
+/// Whether to leave failed tests' processes running (`GANGWAY_K8S_KEEP`).
+fn keep() -> bool {
+    std::thread::panicking() && std::env::var_os("GANGWAY_K8S_KEEP").is_some()
+}
+
 impl Drop for Cluster {
     fn drop(&mut self) {
+        if keep() {
+            eprintln!(
+                "GANGWAY_K8S_KEEP: the cluster in {} is left running",
+                self.dir.display()
+            );
+            return;
+        }
         let _ = Command::new("bash")
             .arg(cluster_sh())
             .arg("stop")
@@ -296,6 +312,23 @@ impl Drop for Cluster {
                 self.dir.display()
             );
         }
+    }
+}
+
+/// A kube-scheduler process, killed when dropped.
+pub struct KubeScheduler(pub Child);
+
+impl KubeScheduler {
+    /// Its process id.
+    pub fn id(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for KubeScheduler {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -379,6 +412,9 @@ impl Sched {
 
 impl Drop for Sched {
     fn drop(&mut self) {
+        if keep() {
+            return;
+        }
         self.kill();
     }
 }
