@@ -500,7 +500,8 @@ impl Host {
         }
         if !ready {
             let finished = !view.pods.is_empty() && view.live().next().is_none();
-            if !finished && (view.group.is_some() || view.live().next().is_some()) {
+            let evicting = self.gangs.get(&view.key).is_some_and(|e| e.evicting);
+            if !finished && !evicting && (view.group.is_some() || view.live().next().is_some()) {
                 let live = view.live().count();
                 let msg = format!(
                     "{live} of minMember {} pods exist; the gang waits for the rest",
@@ -772,6 +773,8 @@ impl Host {
         let e = self.gangs.entry(key.clone()).or_default();
         e.evicting = true;
         e.bound = None;
+        // Not placed again until its pods are gone (and back).
+        self.withdraw(key, self.last_now);
         let n = pods.len();
         self.stats.gangs_interrupted += 1;
         let note = format!("{why}: the gang is re-queued whole; its {n} running pods are evicted");
@@ -1056,13 +1059,13 @@ impl Host {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        let mut out = Vec::new();
-        self.evict(gang, bound.to_vec(), &why, false, &mut out);
         if let Some(s) = self.sched.as_mut()
             && s.job(job).is_some_and(|j| j.is_running())
         {
             let _ = s.requeue(job, now);
         }
+        let mut out = Vec::new();
+        self.evict(gang, bound.to_vec(), &why, false, &mut out);
         self.pending_out.extend(out);
     }
 }

@@ -124,8 +124,15 @@ async fn swap(
     {
         Ok(_) => {}
         Err(kube::Error::Api(e)) if e.code == 404 => {
+            // A merge patch's nulls delete keys; a new object has none.
+            let mut body = patch;
+            for key in ["binaryData", "data"] {
+                if let Some(map) = body[key].as_object_mut() {
+                    map.retain(|_, v| !v.is_null());
+                }
+            }
             let cm: ConfigMap =
-                serde_json::from_value(patch).map_err(|e| K8sError::Policy(e.to_string()))?;
+                serde_json::from_value(body).map_err(|e| K8sError::Policy(e.to_string()))?;
             api.create(&kube::api::PostParams::default(), &cm)
                 .await
                 .map_err(|e| K8sError::api(what.clone(), e))?;

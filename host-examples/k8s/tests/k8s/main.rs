@@ -470,8 +470,8 @@ async fn lost_nodes_requeue_their_gangs_whole() {
     };
     let _serial = SERIAL.lock().await;
     let c = Cluster::start(&bin, "lost").await;
-    c.add_nodes(3, 2, 8).await;
-    let check = checker::Checker::start(&c.client, grid(3, 2, 8));
+    c.add_nodes(4, 2, 8).await;
+    let check = checker::Checker::start(&c.client, grid(4, 2, 8));
     let _s = c.scheduler("a", &c.config("gangway", ""));
     for g in ["ga", "gb"] {
         create_group(&c.client, "team-a", g, Some(2)).await;
@@ -590,7 +590,8 @@ async fn default_scheduler_pods_are_respected() {
     )
     .await;
     let _s = c.scheduler("a", &c.config("gangway", ""));
-    create_pod(&c.client, "team-a", gpu_pod("four", 4, None, None)).await;
+    // 2 of the node's 8 GPUs are left: a 2-GPU pod fits, then a 4-GPU one
+    // does not (NoCapacity) until the foreign pod ends.
     create_pod(&c.client, "team-a", gpu_pod("two", 2, None, None)).await;
     let pods: Api<Pod> = Api::namespaced(c.client.clone(), "team-a");
     wait_until("the 2-GPU pod bound", Duration::from_secs(20), || async {
@@ -601,7 +602,19 @@ async fn default_scheduler_pods_are_respected() {
             .is_some()
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    create_pod(&c.client, "team-a", gpu_pod("four", 4, None, None)).await;
+    wait_until(
+        "the 4-GPU pod's reason",
+        Duration::from_secs(10),
+        || async {
+            events(&c.client, "team-a", "four")
+                .await
+                .iter()
+                .any(|(r, n)| r == "FailedScheduling" && n.contains("no-capacity"))
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(
         node_of(&pods.get("four").await.unwrap()),
         None,
