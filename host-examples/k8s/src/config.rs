@@ -13,6 +13,7 @@
 //! cycle_ms = 20                         # a cycle at most this soon after a change
 //! resync_s = 2                          # and at least this often
 //! bind_concurrency = 64                 # Binding requests in flight at once
+//! view_window = 1024                    # pending gangs per VC a round considers (0: all)
 //! metrics_addr = "0.0.0.0:10251"        # /metrics, /healthz, /readyz
 //! leader_elect = true                   # a coordination.k8s.io Lease; only the leader binds
 //! lease_name = "gangway-scheduler"
@@ -57,6 +58,9 @@ pub struct Config {
     pub resync_s: u64,
     /// Binding requests in flight at once.
     pub bind_concurrency: usize,
+    /// Pending gangs of each VC a round shows the fairness policy (0: all);
+    /// at most this many gangs of one VC start in one round.
+    pub view_window: usize,
     /// Where `/metrics`, `/healthz` and `/readyz` are served ("" = off).
     pub metrics_addr: String,
     /// Elect a leader with a Lease (off: this replica always binds).
@@ -89,6 +93,7 @@ impl Default for Config {
             cycle_ms: 20,
             resync_s: 2,
             bind_concurrency: 64,
+            view_window: 1024,
             metrics_addr: "0.0.0.0:10251".into(),
             leader_elect: true,
             lease_name: "gangway-scheduler".into(),

@@ -95,6 +95,7 @@ struct Entry {
 /// The host (see the module docs).
 pub struct Host {
     levels: Vec<String>,
+    view_window: usize,
     strategy: PlacementStrategy,
     /// The policies while there is no scheduler (no GPU node yet).
     parked: Option<PolicySet>,
@@ -159,6 +160,7 @@ impl Host {
     pub fn new(levels: Vec<String>, policies: PolicySet, strategy: PlacementStrategy) -> Host {
         Host {
             levels,
+            view_window: Scheduler::DEFAULT_VIEW_WINDOW,
             strategy,
             parked: Some(policies),
             sched: None,
@@ -173,6 +175,14 @@ impl Host {
             last_now: 0,
             pending_out: Vec::new(),
             stats: Stats::default(),
+        }
+    }
+
+    /// Sets how many pending gangs of each VC a round considers (0: all).
+    pub fn set_view_window(&mut self, jobs_per_vc: usize) {
+        self.view_window = jobs_per_vc;
+        if let Some(s) = self.sched.as_mut() {
+            s.set_view_window(jobs_per_vc);
         }
     }
 
@@ -272,6 +282,7 @@ impl Host {
         }
         let mut sched = Scheduler::with_policies(map.topology.clone(), policies);
         sched.set_placement_strategy(self.strategy);
+        sched.set_view_window(self.view_window);
         self.sched = Some(sched);
         self.map = Some(map);
         self.vc_ids.clear();

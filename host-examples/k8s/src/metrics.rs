@@ -42,6 +42,8 @@ pub struct State {
     pub ready: bool,
     /// Binding requests the API refused.
     pub bind_errors: u64,
+    /// Status writes and Events dropped (the reporter's queue was full).
+    pub reports_dropped: u64,
 }
 
 impl State {

@@ -30,7 +30,7 @@ use super::metrics::{self, State};
 use super::objects::{self, GroupInfo, NodeInfo, PodInfo};
 use super::podgroup::PodGroup;
 use super::policies::{self, Policies};
-use super::report::{Action, BindOrder, EventOrder, Target};
+use super::report::{Action, EventOrder, PodBind, Target};
 
 fn unix_ms() -> u64 {
     SystemTime::now()
@@ -174,10 +174,9 @@ struct Leading {
 
 fn new_leading(cfg: &Config) -> Result<Leading, K8sError> {
     let (set, strategy, policies) = policies::build(&cfg.preset)?;
-    Ok(Leading {
-        host: Host::new(cfg.levels.clone(), set, strategy),
-        policies,
-    })
+    let mut host = Host::new(cfg.levels.clone(), set, strategy);
+    host.set_view_window(cfg.view_window);
+    Ok(Leading { host, policies })
 }
 
 /// Runs the scheduler until it fails to start; it never returns otherwise.
@@ -229,6 +228,8 @@ pub async fn run(cfg: Config, client: Client) -> Result<(), K8sError> {
             instance: Some(identity.clone()),
         },
     );
+    let (reports, rx) = tokio::sync::mpsc::channel(100_000);
+    tokio::spawn(reporter(client.clone(), recorder, rx));
     let mut leading: Option<Leading> = None;
     loop {
         let _ = tokio::time::timeout(Duration::from_secs(cfg.resync_s), notify.notified()).await;
@@ -253,7 +254,7 @@ pub async fn run(cfg: Config, client: Client) -> Result<(), K8sError> {
         let Some(lead) = leading.as_mut() else {
             continue;
         };
-        if let Err(e) = cycle(&cfg, &client, &caches, lead, &recorder, &state).await {
+        if let Err(e) = cycle(&cfg, &client, &caches, lead, &reports, &state).await {
             tracing::error!("cycle: {e}");
         }
     }
@@ -322,7 +323,7 @@ async fn cycle(
     client: &Client,
     caches: &Caches,
     lead: &mut Leading,
-    recorder: &Recorder,
+    reports: &tokio::sync::mpsc::Sender<Action>,
     state: &Mutex<State>,
 ) -> Result<(), K8sError> {
     let source = format!("{}/{}", cfg.namespace, cfg.policies_configmap);
@@ -347,7 +348,7 @@ async fn cycle(
     };
     let actions = lead.host.cycle(&inputs)?;
     let took = t.elapsed().as_secs_f64();
-    execute(cfg, client, lead, recorder, state, actions).await;
+    execute(cfg, client, lead, reports, state, actions).await;
     set(state, |s| {
         s.cycles += 1;
         s.cycle_seconds += took;
@@ -356,63 +357,83 @@ async fn cycle(
     Ok(())
 }
 
-/// Carries out a cycle's actions: Bindings first (all at once, up to
-/// `bind_concurrency` in flight), then evictions, then status and Events.
+/// Carries out a cycle's actions: every Binding at once (up to
+/// `bind_concurrency` in flight), then evictions; status writes and Events
+/// go to the reporter task, so a cycle never waits for them.
 async fn execute(
     cfg: &Config,
     client: &Client,
     lead: &mut Leading,
-    recorder: &Recorder,
+    reports: &tokio::sync::mpsc::Sender<Action>,
     state: &Mutex<State>,
     actions: Vec<Action>,
 ) {
-    let mut binds = Vec::new();
-    let mut rest = Vec::new();
+    let mut orders = Vec::new();
+    let mut evictions = Vec::new();
     for a in actions {
         match a {
-            Action::Bind(order) => binds.push(order),
-            other => rest.push(other),
+            Action::Bind(order) => orders.push(order),
+            a @ Action::Evict { .. } => evictions.push(a),
+            other => {
+                if reports.try_send(other).is_err() {
+                    set(state, |s| s.reports_dropped += 1);
+                }
+            }
         }
     }
-    let results: Vec<(BindOrder, Vec<(String, String)>, Vec<(String, String)>)> =
-        futures::stream::iter(binds)
-            .map(|order| bind_gang(client, order, cfg.bind_concurrency))
-            .buffer_unordered(cfg.bind_concurrency.div_ceil(4).max(1))
-            .collect()
-            .await;
-    let now = unix_ms();
-    for (order, ok, failed) in results {
+    let flat: Vec<(usize, PodBind)> = orders
+        .iter()
+        .enumerate()
+        .flat_map(|(i, o)| o.binds.iter().cloned().map(move |b| (i, b)))
+        .collect();
+    let done: Vec<(usize, (String, String), bool, u64)> = futures::stream::iter(flat)
+        .map(|(i, b)| async move {
+            let ok = bind_pod(client, &b).await;
+            (i, (b.namespace, b.pod), ok, unix_ms())
+        })
+        .buffer_unordered(cfg.bind_concurrency)
+        .collect()
+        .await;
+    type Outcome = (Vec<(String, String)>, Vec<(String, String)>, u64);
+    let mut per: Vec<Outcome> = vec![(Vec::new(), Vec::new(), 0); orders.len()];
+    for (i, pod, ok, at) in done {
+        let slot = &mut per[i];
+        slot.2 = slot.2.max(at);
+        if ok {
+            slot.0.push(pod);
+        } else {
+            slot.1.push(pod);
+        }
+    }
+    for (order, (ok, failed, at)) in orders.iter().zip(per) {
         if failed.is_empty() {
-            let secs = now.saturating_sub(order.last_pod_ms) as f64 / 1000.0;
+            let secs = at.saturating_sub(order.last_pod_ms) as f64 / 1000.0;
             set(state, |s| s.observe_latency(secs));
         } else {
             set(state, |s| s.bind_errors += failed.len() as u64);
         }
         lead.host
-            .on_bound(&order.gang, order.job, &ok, &failed, now);
+            .on_bound(&order.gang, order.job, &ok, &failed, unix_ms());
     }
-    futures::stream::iter(rest)
-        .for_each_concurrent(cfg.bind_concurrency, |a| other_action(client, recorder, a))
+    futures::stream::iter(evictions)
+        .for_each_concurrent(cfg.bind_concurrency, |a| other_action(client, None, a))
         .await;
 }
 
-/// Binds every pod of a gang; returns the pods bound and those refused.
-async fn bind_gang(
-    client: &Client,
-    order: BindOrder,
-    concurrency: usize,
-) -> (BindOrder, Vec<(String, String)>, Vec<(String, String)>) {
-    let results: Vec<(String, String, bool)> = futures::stream::iter(order.binds.clone())
-        .map(|b| async move {
-            let ok = bind_pod(client, &b).await;
-            (b.namespace, b.pod, ok)
-        })
-        .buffer_unordered(concurrency)
-        .collect()
-        .await;
-    let (ok, failed): (Vec<_>, Vec<_>) = results.into_iter().partition(|r| r.2);
-    let strip = |v: Vec<(String, String, bool)>| v.into_iter().map(|(a, b, _)| (a, b)).collect();
-    (order, strip(ok), strip(failed))
+/// The reporter task: status writes and Events, a few at a time, in the
+/// order the cycles decided them.
+async fn reporter(client: Client, recorder: Recorder, mut rx: tokio::sync::mpsc::Receiver<Action>) {
+    let limit = Arc::new(tokio::sync::Semaphore::new(16));
+    while let Some(a) = rx.recv().await {
+        let Ok(permit) = Arc::clone(&limit).acquire_owned().await else {
+            return;
+        };
+        let (client, recorder) = (client.clone(), recorder.clone());
+        tokio::spawn(async move {
+            other_action(&client, Some(&recorder), a).await;
+            drop(permit);
+        });
+    }
 }
 
 /// One Binding, tried up to three times on errors that may pass.
@@ -452,7 +473,7 @@ async fn bind_pod(client: &Client, b: &super::report::PodBind) -> bool {
 }
 
 /// An eviction, status write or Event.
-async fn other_action(client: &Client, recorder: &Recorder, a: Action) {
+async fn other_action(client: &Client, recorder: Option<&Recorder>, a: Action) {
     match a {
         Action::Evict { pods, grace0, gang } => {
             for (ns, name) in pods {
@@ -487,7 +508,11 @@ async fn other_action(client: &Client, recorder: &Recorder, a: Action) {
                 }
             }
         }
-        Action::Event(ev) => publish(recorder, ev).await,
+        Action::Event(ev) => {
+            if let Some(r) = recorder {
+                publish(r, ev).await;
+            }
+        }
         Action::Bind(_) => {}
     }
 }

@@ -591,7 +591,7 @@ async fn default_scheduler_pods_are_respected() {
     .await;
     let _s = c.scheduler("a", &c.config("gangway", ""));
     // 2 of the node's 8 GPUs are left: a 2-GPU pod fits, then a 4-GPU one
-    // does not (NoCapacity) until the foreign pod ends.
+    // does not (it waits, with a reason) until the foreign pod ends.
     create_pod(&c.client, "team-a", gpu_pod("two", 2, None, None)).await;
     let pods: Api<Pod> = Api::namespaced(c.client.clone(), "team-a");
     wait_until("the 2-GPU pod bound", Duration::from_secs(20), || async {
@@ -610,7 +610,7 @@ async fn default_scheduler_pods_are_respected() {
             events(&c.client, "team-a", "four")
                 .await
                 .iter()
-                .any(|(r, n)| r == "FailedScheduling" && n.contains("no-capacity"))
+                .any(|(r, n)| r == "FailedScheduling" && n.contains("waits"))
         },
     )
     .await;
