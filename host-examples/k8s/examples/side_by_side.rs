@@ -261,12 +261,13 @@ async fn main() {
             names.iter().all(|n| t.contains_key(n))
         })
         .await;
-        let t = times.lock().unwrap();
-        let done = names.iter().map(|n| t[n]).max().unwrap();
+        let done = {
+            let t = times.lock().unwrap();
+            names.iter().map(|n| t[n]).max().unwrap()
+        };
         lat.entry(size as u32)
             .or_default()
             .push(done.saturating_duration_since(created).as_secs_f64());
-        drop(t);
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     task.abort();

@@ -62,121 +62,22 @@ impl State {
     /// The Prometheus text exposition of everything.
     pub fn render(&self) -> String {
         let mut o = String::new();
-        let s = &self.stats;
-        let mut metric = |name: &str, kind: &str, help: &str, lines: &[(String, String)]| {
-            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
-            for (labels, value) in lines {
-                let _ = writeln!(o, "{name}{labels} {value}");
-            }
-        };
-        let one = |v: String| vec![(String::new(), v)];
-        let waiting: Vec<(String, String)> = s
+        let waiting: Vec<(String, String)> = self
+            .stats
             .waiting
             .iter()
             .map(|(r, n)| (format!("{{reason=\"{r}\"}}"), n.to_string()))
             .collect();
-        metric(
+        write_metric(
+            &mut o,
             "gangway_pending_gangs",
             "gauge",
             "Gangs waiting, by the reason Gangway gives.",
             &waiting,
         );
-        metric(
-            "gangway_pods_bound_total",
-            "counter",
-            "Pods bound.",
-            &one(s.pods_bound.to_string()),
-        );
-        metric(
-            "gangway_gangs_bound_total",
-            "counter",
-            "Gangs bound whole.",
-            &one(s.gangs_bound.to_string()),
-        );
-        metric(
-            "gangway_gangs_finished_total",
-            "counter",
-            "Gangs whose pods all ended.",
-            &one(s.gangs_finished.to_string()),
-        );
-        metric(
-            "gangway_gangs_interrupted_total",
-            "counter",
-            "Gangs evicted whole (node lost, preempted, moved, bound in part).",
-            &one(s.gangs_interrupted.to_string()),
-        );
-        metric(
-            "gangway_bind_errors_total",
-            "counter",
-            "Binding requests the API server refused.",
-            &one(self.bind_errors.to_string()),
-        );
-        metric(
-            "gangway_gang_problems_total",
-            "counter",
-            "Problems with users' gangs reported as Events.",
-            &one(s.problems.to_string()),
-        );
-        metric(
-            "gangway_policy_errors_total",
-            "counter",
-            "Policy calls that failed (the built-in policy answered).",
-            &one(s.policy_errors.to_string()),
-        );
-        metric(
-            "gangway_policy_quarantines_total",
-            "counter",
-            "Policy modules quarantined.",
-            &one(s.quarantines.to_string()),
-        );
-        metric(
-            "gangway_topology_rebuilds_total",
-            "counter",
-            "Topology rebuilds from the nodes.",
-            &one(s.topology_rebuilds.to_string()),
-        );
-        metric(
-            "gangway_round_seconds_total",
-            "counter",
-            "Seconds in scheduling rounds.",
-            &one(s.round_seconds.to_string()),
-        );
-        metric(
-            "gangway_rounds_total",
-            "counter",
-            "Scheduling rounds.",
-            &one(s.rounds.to_string()),
-        );
-        metric(
-            "gangway_last_round_seconds",
-            "gauge",
-            "The last round's seconds.",
-            &one(s.last_round_seconds.to_string()),
-        );
-        metric(
-            "gangway_cycle_seconds_total",
-            "counter",
-            "Seconds in cycles (host logic, API calls excluded).",
-            &one(self.cycle_seconds.to_string()),
-        );
-        metric(
-            "gangway_cycles_total",
-            "counter",
-            "Cycles.",
-            &one(self.cycles.to_string()),
-        );
-        metric(
-            "gangway_leader",
-            "gauge",
-            "Whether this replica leads (1) or not (0).",
-            &one(u8::from(self.leader).to_string()),
-        );
-        metric(
-            "process_resident_memory_bytes",
-            "gauge",
-            "Resident memory.",
-            &one((rss_kib() * 1024).to_string()),
-        );
+        for (name, kind, help, value) in self.scalars() {
+            write_metric(&mut o, name, kind, help, &[(String::new(), value)]);
+        }
         let mut lines = Vec::new();
         let mut cumulative = 0;
         for (le, n) in BUCKETS.iter().zip(self.latency_buckets) {
@@ -189,13 +90,132 @@ impl State {
         ));
         lines.push(("_sum".into(), self.latency_sum.to_string()));
         lines.push(("_count".into(), self.latency_count.to_string()));
-        metric(
+        write_metric(
+            &mut o,
             "gangway_gang_bind_latency_seconds",
             "histogram",
             "From a gang's last pod created to every pod bound.",
             &lines,
         );
         o
+    }
+
+    /// Every single-valued metric: name, type, help, value.
+    fn scalars(&self) -> Vec<(&'static str, &'static str, &'static str, String)> {
+        let s = &self.stats;
+        vec![
+            (
+                "gangway_pods_bound_total",
+                "counter",
+                "Pods bound.",
+                s.pods_bound.to_string(),
+            ),
+            (
+                "gangway_gangs_bound_total",
+                "counter",
+                "Gangs bound whole.",
+                s.gangs_bound.to_string(),
+            ),
+            (
+                "gangway_gangs_finished_total",
+                "counter",
+                "Gangs whose pods all ended.",
+                s.gangs_finished.to_string(),
+            ),
+            (
+                "gangway_gangs_interrupted_total",
+                "counter",
+                "Gangs evicted whole (node lost, preempted, moved, bound in part).",
+                s.gangs_interrupted.to_string(),
+            ),
+            (
+                "gangway_bind_errors_total",
+                "counter",
+                "Binding requests the API server refused.",
+                self.bind_errors.to_string(),
+            ),
+            (
+                "gangway_reports_dropped_total",
+                "counter",
+                "Status writes and Events dropped (the reporter's queue was full).",
+                self.reports_dropped.to_string(),
+            ),
+            (
+                "gangway_gang_problems_total",
+                "counter",
+                "Problems with users' gangs reported as Events.",
+                s.problems.to_string(),
+            ),
+            (
+                "gangway_policy_errors_total",
+                "counter",
+                "Policy calls that failed (the built-in policy answered).",
+                s.policy_errors.to_string(),
+            ),
+            (
+                "gangway_policy_quarantines_total",
+                "counter",
+                "Policy modules quarantined.",
+                s.quarantines.to_string(),
+            ),
+            (
+                "gangway_topology_rebuilds_total",
+                "counter",
+                "Topology rebuilds from the nodes.",
+                s.topology_rebuilds.to_string(),
+            ),
+            (
+                "gangway_round_seconds_total",
+                "counter",
+                "Seconds in scheduling rounds.",
+                s.round_seconds.to_string(),
+            ),
+            (
+                "gangway_rounds_total",
+                "counter",
+                "Scheduling rounds.",
+                s.rounds.to_string(),
+            ),
+            (
+                "gangway_last_round_seconds",
+                "gauge",
+                "The last round's seconds.",
+                s.last_round_seconds.to_string(),
+            ),
+            (
+                "gangway_cycle_seconds_total",
+                "counter",
+                "Seconds in cycles (host logic, API calls excluded).",
+                self.cycle_seconds.to_string(),
+            ),
+            (
+                "gangway_cycles_total",
+                "counter",
+                "Cycles.",
+                self.cycles.to_string(),
+            ),
+            (
+                "gangway_leader",
+                "gauge",
+                "Whether this replica leads (1) or not (0).",
+                u8::from(self.leader).to_string(),
+            ),
+            (
+                "process_resident_memory_bytes",
+                "gauge",
+                "Resident memory.",
+                (rss_kib() * 1024).to_string(),
+            ),
+        ]
+    }
+}
+
+/// One metric in the text format: HELP, TYPE, then a line per
+/// `(labels or suffix, value)`.
+fn write_metric(o: &mut String, name: &str, kind: &str, help: &str, lines: &[(String, String)]) {
+    let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    for (labels, value) in lines {
+        let _ = writeln!(o, "{name}{labels} {value}");
     }
 }
 
