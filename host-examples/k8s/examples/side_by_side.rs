@@ -174,72 +174,70 @@ fn one_gpu(name: &str, scheduler: &str) -> serde_json::Value {
     p
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
-    let a = args();
-    let Some(bin) = harness::bin_dir("side_by_side") else {
-        return;
-    };
-    let c = Cluster::start(&bin, "bench").await;
-    c.namespace("bench-ks").await;
-    c.namespace("bench-gw").await;
-    c.namespace("bench-gang").await;
+/// Creates `count` fake 8-GPU nodes, 40 to a rack.
+async fn add_nodes(c: &Cluster, count: u32) {
     let t = Instant::now();
     let nodes: Api<Node> = Api::all(c.client.clone());
-    futures::stream::iter(0..a.nodes)
+    futures::stream::iter(0..count)
         .for_each_concurrent(64, |i| {
             let nodes = nodes.clone();
             async move {
-                let n: Node = serde_json::from_value(fake_node(
-                    &format!("n{i:05}"),
-                    &format!("r{:03}", i / 40),
-                    8,
-                ))
-                .unwrap();
+                let node = fake_node(&format!("n{i:05}"), &format!("r{:03}", i / 40), 8);
+                let n: Node = serde_json::from_value(node).unwrap();
                 nodes.create(&PostParams::default(), &n).await.unwrap();
             }
         })
         .await;
     println!(
-        "{} nodes created in {:.1} s",
-        a.nodes,
+        "{count} nodes created in {:.1} s",
         t.elapsed().as_secs_f64()
     );
+}
 
-    // 1. kube-scheduler.
+/// Phase 1: kube-scheduler binds `pods` one-GPU pods created before it
+/// starts. Returns (pods/s, pods bound, peak RSS KiB).
+async fn kube_scheduler_phase(c: &Cluster, a: &Args) -> (f64, usize, u64) {
     let pods: Vec<_> = (0..a.pods)
         .map(|i| one_gpu(&format!("p{i:05}"), "default-scheduler"))
         .collect();
     create_many(&c.client, "bench-ks", pods).await;
     let (times, task) = bind_times(&c.client, "bench-ks");
     let ks = c.kube_scheduler_with(a.ks_qps);
-    let (ks_rate, ks_bound) = throughput(&times, a.pods as usize, Duration::from_secs(900)).await;
-    let ks_mem = peak_kib(ks.id());
+    let (rate, bound) = throughput(&times, a.pods as usize, Duration::from_secs(900)).await;
+    let mem = peak_kib(ks.id());
     drop(ks);
     task.abort();
     println!(
-        "kube-scheduler: {ks_bound} pods bound, {ks_rate:.0} pods/s, peak RSS {} MiB",
-        ks_mem / 1024
+        "kube-scheduler: {bound} pods bound, {rate:.0} pods/s, peak RSS {} MiB",
+        mem / 1024
     );
     clear(&c.client, "bench-ks").await;
+    (rate, bound, mem)
+}
 
-    // 2. gangway-k8s.
+/// Phase 2: the same pods for gangway-k8s, started after they exist.
+/// Returns the running scheduler (for phase 3), pods/s and pods bound.
+async fn gangway_phase(c: &Cluster, a: &Args) -> (harness::Sched, f64, usize) {
     let pods: Vec<_> = (0..a.pods)
         .map(|i| one_gpu(&format!("p{i:05}"), "gangway"))
         .collect();
     create_many(&c.client, "bench-gw", pods).await;
     let (times, task) = bind_times(&c.client, "bench-gw");
-    let config = c.config("bench", "");
-    let gw = c.scheduler("bench", &config);
-    let (gw_rate, gw_bound) = throughput(&times, a.pods as usize, Duration::from_secs(900)).await;
+    let gw = c.scheduler("bench", &c.config("bench", ""));
+    let (rate, bound) = throughput(&times, a.pods as usize, Duration::from_secs(900)).await;
     task.abort();
     println!(
-        "gangway-k8s: {gw_bound} pods bound, {gw_rate:.0} pods/s, peak RSS {} MiB",
+        "gangway-k8s: {bound} pods bound, {rate:.0} pods/s, peak RSS {} MiB",
         peak_kib(gw.pid()) / 1024
     );
     clear(&c.client, "bench-gw").await;
+    (gw, rate, bound)
+}
 
-    // 3. Gangs, with background pods running.
+/// Phase 3: `background` single pods bound, then gangs of 8 and 16 one-GPU
+/// pods one at a time; per size, each gang's time from its last pod
+/// created to all its pods bound.
+async fn gang_phase(c: &Cluster, a: &Args) -> BTreeMap<u32, Vec<f64>> {
     let bg: Vec<_> = (0..a.background)
         .map(|i| one_gpu(&format!("bg{i:05}"), "gangway"))
         .collect();
@@ -249,13 +247,14 @@ async fn main() {
     for g in 0..a.gangs * 2 {
         let size = if g % 2 == 0 { 8 } else { 16 };
         let name = format!("gang{g:03}");
-        create_group(&c.client, "bench-gang", &name, Some(size)).await;
-        let pods: Vec<_> = (0..size)
-            .map(|k| gpu_pod(&format!("{name}-{k:02}"), 1, Some(&name), None))
+        create_group(&c.client, "bench-gang", &name, Some(i64::from(size))).await;
+        let names: Vec<String> = (0..size).map(|k| format!("{name}-{k:02}")).collect();
+        let pods: Vec<_> = names
+            .iter()
+            .map(|n| gpu_pod(n, 1, Some(&name), None))
             .collect();
         create_many(&c.client, "bench-gang", pods).await;
         let created = Instant::now();
-        let names: Vec<String> = (0..size).map(|k| format!("{name}-{k:02}")).collect();
         wait_until("the gang bound", Duration::from_secs(60), || async {
             let t = times.lock().unwrap();
             names.iter().all(|n| t.contains_key(n))
@@ -265,12 +264,30 @@ async fn main() {
             let t = times.lock().unwrap();
             names.iter().map(|n| t[n]).max().unwrap()
         };
-        lat.entry(size as u32)
+        lat.entry(size)
             .or_default()
             .push(done.saturating_duration_since(created).as_secs_f64());
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     task.abort();
+    lat
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let a = args();
+    let Some(bin) = harness::bin_dir("side_by_side") else {
+        return;
+    };
+    let c = Cluster::start(&bin, "bench").await;
+    for ns in ["bench-ks", "bench-gw", "bench-gang"] {
+        c.namespace(ns).await;
+    }
+    add_nodes(&c, a.nodes).await;
+    let (ks_rate, ks_bound, ks_mem) = kube_scheduler_phase(&c, &a).await;
+    let (gw, gw_rate, gw_bound) = gangway_phase(&c, &a).await;
+    let lat = gang_phase(&c, &a).await;
+    let mut gangs = Vec::new();
     for (size, mut v) in lat {
         v.sort_by(|a, b| a.partial_cmp(b).unwrap());
         let p = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
@@ -281,12 +298,17 @@ async fn main() {
             p(0.9),
             v[v.len() - 1]
         );
+        gangs.push(format!(
+            "{size} GPUs p50 {:.2} s max {:.2} s",
+            p(0.5),
+            v[v.len() - 1]
+        ));
     }
-    println!("gangway-k8s peak RSS {} MiB", peak_kib(gw.pid()) / 1024);
+    let gw_mem = peak_kib(gw.pid()) / 1024;
     println!(
-        "| {} nodes | kube-scheduler {ks_rate:.0} pods/s ({ks_bound} bound, {} MiB) | gangway-k8s {gw_rate:.0} pods/s ({gw_bound} bound, {} MiB) |",
+        "| {} | {ks_rate:.0} ({ks_bound} bound, {} MiB) | {gw_rate:.0} ({gw_bound} bound, {gw_mem} MiB) | {} |",
         a.nodes,
         ks_mem / 1024,
-        peak_kib(gw.pid()) / 1024
+        gangs.join("; ")
     );
 }

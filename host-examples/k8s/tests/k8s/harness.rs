@@ -278,6 +278,19 @@ impl Cluster {
         KubeScheduler(child)
     }
 
+    /// Waits until `n` pods of namespace `ns` are bound.
+    pub async fn wait_bound(&self, ns: &str, n: usize, secs: u64) {
+        let what = format!("{n} pods of {ns} bound");
+        wait_until(&what, Duration::from_secs(secs), || async {
+            let pods = self.pods(ns).await;
+            pods.iter()
+                .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+                .count()
+                == n
+        })
+        .await;
+    }
+
     /// Every pod of a namespace.
     pub async fn pods(&self, ns: &str) -> Vec<Pod> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);

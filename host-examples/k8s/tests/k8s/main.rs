@@ -33,6 +33,15 @@ const REASONS: [&str; 7] = [
     "RetryDelay",
 ];
 
+/// Waits until pod `name` of `api` is bound.
+async fn bound(api: &Api<Pod>, name: &str, secs: u64) {
+    let what = format!("{name} bound");
+    wait_until(&what, Duration::from_secs(secs), || async {
+        api.get(name).await.ok().and_then(|p| node_of(&p)).is_some()
+    })
+    .await;
+}
+
 fn node_of(p: &Pod) -> Option<String> {
     p.spec.as_ref()?.node_name.clone()
 }
@@ -213,19 +222,7 @@ async fn a_gang_that_cannot_fit_waits_with_its_reason() {
     // Still nothing bound while the first gang runs.
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(c.pods("team-b").await.iter().all(|p| node_of(p).is_none()));
-    wait_until(
-        "the waiting gang to be bound whole",
-        Duration::from_secs(30),
-        || async {
-            c.pods("team-b")
-                .await
-                .iter()
-                .filter(|p| node_of(p).is_some())
-                .count()
-                == 2
-        },
-    )
-    .await;
+    c.wait_bound("team-b", 2, 30).await;
     let (s, r, _) = condition(&c.client, "team-b", "wide").await.unwrap();
     assert_eq!((s.as_str(), r.as_str()), ("True", "Scheduled"));
     assert!(check.violations().is_empty(), "{:?}", check.violations());
@@ -267,15 +264,7 @@ async fn a_gang_short_of_min_member_waits() {
         gpu_pod("three-2", 2, Some("three"), None),
     )
     .await;
-    wait_until("all three bound", Duration::from_secs(10), || async {
-        c.pods("team-a")
-            .await
-            .iter()
-            .filter(|p| node_of(p).is_some())
-            .count()
-            == 3
-    })
-    .await;
+    c.wait_bound("team-a", 3, 10).await;
 }
 
 /// The scheduler killed (SIGKILL) while it binds, and restarted: every pod
@@ -328,27 +317,8 @@ async fn restart_binds_nothing_twice() {
             s = c.scheduler("a", &config);
         }
     }
-    wait_until("all 60 pods bound", Duration::from_secs(60), || async {
-        c.pods("team-b")
-            .await
-            .iter()
-            .filter(|p| node_of(p).is_some())
-            .count()
-            == 60
-    })
-    .await;
-    wait_until(
-        "the half-bound gang finished",
-        Duration::from_secs(20),
-        || async {
-            pods.get("half-1")
-                .await
-                .ok()
-                .and_then(|p| node_of(&p))
-                .is_some()
-        },
-    )
-    .await;
+    c.wait_bound("team-b", 60, 60).await;
+    bound(&pods, "half-1", 20).await;
     let p1 = pods.get("half-1").await.unwrap();
     assert_eq!(node_of(&p1).as_deref(), Some("r0-n0"));
     assert_eq!(indices(&p1).as_deref(), Some("4,5,6,7"));
@@ -411,15 +381,7 @@ async fn two_replicas_one_leader() {
         )
         .await;
     }
-    wait_until("10 bound", Duration::from_secs(20), || async {
-        c.pods("team-a")
-            .await
-            .iter()
-            .filter(|p| node_of(p).is_some())
-            .count()
-            == 10
-    })
-    .await;
+    c.wait_bound("team-a", 10, 20).await;
     let (leader, other) = if first == "replica-a" {
         (&mut a, &mut b)
     } else {
@@ -446,15 +408,7 @@ async fn two_replicas_one_leader() {
         )
         .await;
     }
-    wait_until("20 bound", Duration::from_secs(20), || async {
-        c.pods("team-a")
-            .await
-            .iter()
-            .filter(|p| node_of(p).is_some())
-            .count()
-            == 20
-    })
-    .await;
+    c.wait_bound("team-a", 20, 20).await;
     assert!(other.alive());
     assert!(check.violations().is_empty(), "{:?}", check.violations());
 }
@@ -484,15 +438,7 @@ async fn lost_nodes_requeue_their_gangs_whole() {
             .await;
         }
     }
-    wait_until("both gangs bound", Duration::from_secs(20), || async {
-        c.pods("team-a")
-            .await
-            .iter()
-            .filter(|p| node_of(p).is_some())
-            .count()
-            == 4
-    })
-    .await;
+    c.wait_bound("team-a", 4, 20).await;
     let pods: Api<Pod> = Api::namespaced(c.client.clone(), "team-a");
     let node_a = node_of(&pods.get("ga-0").await.unwrap()).unwrap();
     let node_b = node_of(&pods.get("gb-0").await.unwrap()).unwrap();
@@ -535,19 +481,7 @@ async fn lost_nodes_requeue_their_gangs_whole() {
             .await;
         }
     }
-    wait_until(
-        "both gangs bound again",
-        Duration::from_secs(30),
-        || async {
-            c.pods("team-a")
-                .await
-                .iter()
-                .filter(|p| node_of(p).is_some())
-                .count()
-                == 4
-        },
-    )
-    .await;
+    c.wait_bound("team-a", 4, 30).await;
     for p in c.pods("team-a").await {
         let n = node_of(&p).unwrap();
         assert!(
@@ -594,14 +528,7 @@ async fn default_scheduler_pods_are_respected() {
     // does not (it waits, with a reason) until the foreign pod ends.
     create_pod(&c.client, "team-a", gpu_pod("two", 2, None, None)).await;
     let pods: Api<Pod> = Api::namespaced(c.client.clone(), "team-a");
-    wait_until("the 2-GPU pod bound", Duration::from_secs(20), || async {
-        pods.get("two")
-            .await
-            .ok()
-            .and_then(|p| node_of(&p))
-            .is_some()
-    })
-    .await;
+    bound(&pods, "two", 20).await;
     create_pod(&c.client, "team-a", gpu_pod("four", 4, None, None)).await;
     wait_until(
         "the 4-GPU pod's reason",
@@ -624,18 +551,7 @@ async fn default_scheduler_pods_are_respected() {
         .delete("theirs", &DeleteParams::default())
         .await
         .unwrap();
-    wait_until(
-        "the 4-GPU pod bound once the foreign pod is gone",
-        Duration::from_secs(20),
-        || async {
-            pods.get("four")
-                .await
-                .ok()
-                .and_then(|p| node_of(&p))
-                .is_some()
-        },
-    )
-    .await;
+    bound(&pods, "four", 20).await;
     drop(ks);
     assert!(check.violations().is_empty(), "{:?}", check.violations());
 }
@@ -652,63 +568,16 @@ async fn a_module_swap_takes_effect() {
     let _serial = SERIAL.lock().await;
     let c = Cluster::start(&bin, "swap").await;
     c.add_nodes(1, 1, 8).await;
-    let config = c.config("gangway", "");
-    let s = c.scheduler("a", &config);
-    let pods: Api<Pod> = Api::namespaced(c.client.clone(), "team-a");
+    let s = c.scheduler("a", &c.config("gangway", ""));
     // Which went first: the bind times the checker recorded.
     let check = checker::Checker::start(&c.client, grid(1, 1, 8));
-    let run = |round: u32| {
-        let client = c.client.clone();
-        let pods = pods.clone();
-        async move {
-            create_pod(
-                &client,
-                "team-a",
-                gpu_pod(&format!("block{round}"), 8, None, Some("3s")),
-            )
-            .await;
-            wait_until("the blocker to run", Duration::from_secs(10), || async {
-                pods.get(&format!("block{round}"))
-                    .await
-                    .ok()
-                    .is_some_and(|p| phase(&p) == "Running")
-            })
-            .await;
-            create_pod(
-                &client,
-                "team-a",
-                gpu_pod(&format!("big{round}"), 8, None, Some("2s")),
-            )
-            .await;
-            tokio::time::sleep(Duration::from_millis(1500)).await;
-            create_pod(
-                &client,
-                "team-a",
-                gpu_pod(&format!("small{round}"), 1, None, Some("2s")),
-            )
-            .await;
-            wait_until("both bound", Duration::from_secs(40), || async {
-                let b = pods
-                    .get(&format!("big{round}"))
-                    .await
-                    .ok()
-                    .and_then(|p| node_of(&p));
-                let s = pods
-                    .get(&format!("small{round}"))
-                    .await
-                    .ok()
-                    .and_then(|p| node_of(&p));
-                b.is_some() && s.is_some()
-            })
-            .await;
-        }
-    };
-    run(0).await;
-    let first_small = |f: &checker::Findings, round: u32| {
+    let small_first = |round: u32| {
+        let f = check.findings.lock().unwrap();
         f.bound[&format!("team-a/small{round}")].1 < f.bound[&format!("team-a/big{round}")].1
     };
+    big_then_small(&c, 0).await;
     assert!(
-        !first_small(&check.findings.lock().unwrap(), 0),
+        !small_first(0),
         "the preset let the later small pod go first"
     );
     let module = gangway_plugin_artifacts::path("example-smallest-first").unwrap();
@@ -729,20 +598,62 @@ async fn a_module_swap_takes_effect() {
         s.log_text().contains("staged in the fairness slot")
     })
     .await;
-    run(1).await;
+    big_then_small(&c, 1).await;
     assert!(
-        first_small(&check.findings.lock().unwrap(), 1),
+        small_first(1),
         "after the swap the small pod should go first"
     );
     let cms: Api<ConfigMap> = Api::namespaced(c.client.clone(), "gangway-system");
+    let cm = cms.get("gangway-policies").await.unwrap();
+    assert!(cm.binary_data.unwrap().contains_key("fairness.wasm"));
+}
+
+/// A pod whose `nvidia.com/gpu` limit is fractional never reaches a
+/// scheduler: the API server refuses it (extended resources are whole).
+async fn fractional_resource_is_refused(pods: &Api<Pod>) {
+    let mut bad = gpu_pod("bad-resource", 1, None, None);
+    bad["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = json!("0.5");
+    let bad: Pod = serde_json::from_value(bad).unwrap();
+    let refused = pods.create(&PostParams::default(), &bad).await.unwrap_err();
     assert!(
-        cms.get("gangway-policies")
-            .await
-            .unwrap()
-            .binary_data
-            .unwrap()
-            .contains_key("fairness.wasm")
+        refused.to_string().contains("must be an integer"),
+        "{refused}"
     );
+}
+
+/// The node busy with an 8-GPU pod; then an 8-GPU pod, and 1.5 s later a
+/// 1-GPU pod, both waiting; returns once both are bound.
+async fn big_then_small(c: &Cluster, round: u32) {
+    let pods: Api<Pod> = Api::namespaced(c.client.clone(), "team-a");
+    let name = |what: &str| format!("{what}{round}");
+    create_pod(
+        &c.client,
+        "team-a",
+        gpu_pod(&name("block"), 8, None, Some("3s")),
+    )
+    .await;
+    wait_until("the blocker to run", Duration::from_secs(10), || async {
+        pods.get(&name("block"))
+            .await
+            .ok()
+            .is_some_and(|p| phase(&p) == "Running")
+    })
+    .await;
+    create_pod(
+        &c.client,
+        "team-a",
+        gpu_pod(&name("big"), 8, None, Some("2s")),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    create_pod(
+        &c.client,
+        "team-a",
+        gpu_pod(&name("small"), 1, None, Some("2s")),
+    )
+    .await;
+    bound(&pods, &name("big"), 40).await;
+    bound(&pods, &name("small"), 40).await;
 }
 
 /// Bad input gets an Event naming the problem, and the scheduler keeps
@@ -785,24 +696,7 @@ async fn malformed_input_gets_events_and_never_stops_the_scheduler() {
     }
     create_pod(&c.client, "team-c", gpu_pod("stranger", 1, None, None)).await;
     let pods: Api<Pod> = Api::namespaced(c.client.clone(), "team-a");
-    let bad: Pod = serde_json::from_value(gpu_pod("bad-resource", 1, None, None)).unwrap();
-    let mut bad = bad;
-    bad.spec.as_mut().unwrap().containers[0]
-        .resources
-        .as_mut()
-        .unwrap()
-        .limits
-        .as_mut()
-        .unwrap()
-        .insert(
-            "nvidia.com/gpu".into(),
-            k8s_openapi::apimachinery::pkg::api::resource::Quantity("0.5".into()),
-        );
-    let refused = pods.create(&PostParams::default(), &bad).await.unwrap_err();
-    assert!(
-        refused.to_string().contains("must be an integer"),
-        "{refused}"
-    );
+    fractional_resource_is_refused(&pods).await;
     create_pod(&c.client, "team-a", gpu_pod("fine", 2, None, None)).await;
     let expect = [
         ("team-a", "zero", "InvalidMinMember", "minMember is 0"),
@@ -824,14 +718,7 @@ async fn malformed_input_gets_events_and_never_stops_the_scheduler() {
         )
         .await;
     }
-    wait_until("the good pod bound", Duration::from_secs(15), || async {
-        pods.get("fine")
-            .await
-            .ok()
-            .and_then(|p| node_of(&p))
-            .is_some()
-    })
-    .await;
+    bound(&pods, "fine", 15).await;
     assert!(s.alive(), "the scheduler stopped: {}", s.log_text());
     for name in ["zero-0", "huge-0", "negative", "fraction"] {
         assert_eq!(
