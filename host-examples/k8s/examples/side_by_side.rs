@@ -15,7 +15,14 @@
 //! cargo build --release -p gangway-k8s --bin gangway-k8s --example side_by_side
 //! target/release/examples/side_by_side --nodes 1000
 //! target/release/examples/side_by_side --nodes 5000
+//! # kube-scheduler's client not held to its default 50 requests/s:
+//! target/release/examples/side_by_side --nodes 5000 --kube-scheduler-qps 1000
 //! ```
+//!
+//! gangway-k8s runs with its default configuration but for `levels` (the
+//! fake nodes' rack label); kube-scheduler with its defaults (default
+//! profile, client at 50 requests/s, burst 100) unless
+//! `--kube-scheduler-qps` sets both its QPS and burst.
 
 #![allow(clippy::unwrap_used, missing_docs, unreachable_pub)]
 
@@ -223,7 +230,11 @@ async fn gangway_phase(c: &Cluster, a: &Args) -> (harness::Sched, f64, usize) {
         .collect();
     create_many(&c.client, "bench-gw", pods).await;
     let (times, task) = bind_times(&c.client, "bench-gw");
-    let gw = c.scheduler("bench", &c.config("bench", ""));
+    // The defaults (cycle_ms 20, resync_s 2, bind_concurrency 64, leader
+    // election on) but for the rack label of the fake nodes.
+    let config = c.dir.join("bench.toml");
+    std::fs::write(&config, "levels = [\"gangway.test/rack\"]\n").unwrap();
+    let gw = c.scheduler("bench", &config);
     let (rate, bound) = throughput(&times, a.pods as usize, Duration::from_secs(900)).await;
     task.abort();
     println!(
