@@ -165,12 +165,12 @@ async fn clear(client: &Client, ns: &str) {
     api.delete_collection(&dp, &ListParams::default())
         .await
         .unwrap();
+    // A failed list (the API server closing a kept-alive connection under
+    // load) is asked again.
     wait_until("pods deleted", Duration::from_secs(300), || async {
         api.list(&ListParams::default().limit(1))
             .await
-            .unwrap()
-            .items
-            .is_empty()
+            .is_ok_and(|l| l.items.is_empty())
     })
     .await;
 }
