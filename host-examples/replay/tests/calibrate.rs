@@ -549,5 +549,11 @@ fn targets_measured_in_a_log_are_what_a_replay_of_it_is_fitted_to() {
     let score = |w: &str| v[w]["score"].as_f64().unwrap();
     assert!(score("best") <= score("start"));
     assert!(v["best"]["holdout"][0]["fit"]["items"].as_u64().unwrap() > 0);
+    // The built-in held-out window after the study window is past this
+    // log's end: skipped and said, not a failed calibration.
+    assert_eq!(v["best"]["holdout"].as_array().unwrap().len(), 1);
+    assert_eq!(v["holdout_skipped"][0]["window"], "1..1.25");
+    let reason = v["holdout_skipped"][0]["reason"].as_str().unwrap();
+    assert!(reason.contains("no jobs"), "{reason}");
     let _ = std::fs::remove_dir_all(&dir);
 }

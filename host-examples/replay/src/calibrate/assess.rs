@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::fit::{Fit, fmt};
 use super::knobs::{self, Knob, Range};
-use super::plan::Plan;
+use super::plan::{Plan, Window};
 use super::search::{Calibration, Candidate, quantile};
 
 /// A setting's fit on one window.
@@ -66,12 +66,12 @@ pub struct Assessed {
 
 impl Assessed {
     /// `candidate` with its training `fits` (in the order of its scores)
-    /// and the next of `held` for each held-out window.
+    /// and its fit on each held-out window replayed.
     pub(crate) fn of(
         plan: &Plan,
         candidate: &Candidate,
         fits: &[Fit],
-        held: &mut impl Iterator<Item = Fit>,
+        held: Vec<(&Window, Fit)>,
     ) -> Assessed {
         let setting = &candidate.setting;
         let replays = plan
@@ -87,10 +87,8 @@ impl Assessed {
                 fit: fit.clone(),
             })
             .collect();
-        let holdout: Vec<WindowFit> = plan
-            .holdout
-            .iter()
-            .zip(held)
+        let holdout: Vec<WindowFit> = held
+            .into_iter()
             .map(|(w, fit)| WindowFit {
                 window: w.name.clone(),
                 load: 1.0,
@@ -178,6 +176,15 @@ impl Calibration {
         };
         both(&self.start.train, &self.best.train, false, &mut rows);
         both(&self.start.holdout, &self.best.holdout, true, &mut rows);
+        for s in &self.holdout_skipped {
+            rows.push(vec![
+                format!("{} (held out)", s.window),
+                String::new(),
+                s.args.join(" "),
+                format!("not replayed: {}", s.reason),
+                String::new(),
+            ]);
+        }
         let summary = |a: &Assessed| format!("{:.3}", a.score);
         let spread = |a: &Assessed| {
             format!(

@@ -112,6 +112,9 @@ pub struct Calibration {
     pub start: Assessed,
     /// The best candidate, on every window.
     pub best: Assessed,
+    /// The held-out windows not replayed, and why (a window past the
+    /// trace's end has no jobs).
+    pub holdout_skipped: Vec<Skipped>,
     /// Every candidate, in order.
     pub candidates: Vec<Candidate>,
     /// For each target, how close the settings tried came to it on their
@@ -167,15 +170,16 @@ pub fn calibrate(
     ));
     search.refine(spec, refine, progress)?;
     let best = search.best();
-    let (start, best, sensitivity) = search.assess(spec, best)?;
+    let a = search.assess(spec, best)?;
     Ok(Calibration {
         spec: spec.clone(),
         plan: plan.clone(),
-        start,
-        best,
+        start: a.start,
+        best: a.best,
+        holdout_skipped: a.holdout_skipped,
         reach: super::assess::reach(&search.fits),
         candidates: search.candidates,
-        sensitivity,
+        sensitivity: a.sensitivity,
     })
 }
 
@@ -306,13 +310,10 @@ impl Search<'_, '_, '_> {
     }
 
     /// The start and candidate `best` on every window: their training fits
-    /// from the search, their replays on the held-out windows, and the
-    /// best's sensitivity replays, all in one batch.
-    fn assess(
-        &mut self,
-        spec: &Spec,
-        best: usize,
-    ) -> Result<(Assessed, Assessed, Option<SensitivityReport>), ReplayError> {
+    /// from the search, their replays on the held-out windows (a window
+    /// whose replay fails, e.g. beyond the trace's end, is skipped and
+    /// said), and the best's sensitivity replays, all in one batch.
+    fn assess(&mut self, spec: &Spec, best: usize) -> Result<Assessment, ReplayError> {
         let plan = self.plan;
         let settings = [&self.candidates[0].setting, &self.candidates[best].setting];
         let held: Vec<Vec<String>> = settings
@@ -327,31 +328,82 @@ impl Search<'_, '_, '_> {
                 .map(|p| plan.argv(&plan.sensitivity, &p.setting)),
         );
         let mut replays = super::evaluate::replay_all(self.evaluate, &argvs)?.into_iter();
-        let mut next = |argv: &Vec<String>| -> Result<Replayed, ReplayError> {
+        let mut next = || {
             replays
                 .next()
                 .unwrap_or_else(|| Err("the evaluator lost a replay".into()))
-                .map_err(|e| ReplayError::Usage(format!("replay {argv:?} failed: {e}")))
         };
-        let mut held_fits = Vec::new();
-        for argv in &held {
-            held_fits.push(next(argv)?.fit);
-        }
-        let mut held_fits = held_fits.into_iter();
-        let start = Assessed::of(plan, &self.candidates[0], &self.fits[0], &mut held_fits);
-        let best_assessed = Assessed::of(
-            plan,
-            &self.candidates[best],
-            &self.fits[best],
-            &mut held_fits,
-        );
+        let held_fits: Vec<Result<Fit, String>> =
+            held.iter().map(|_| next().map(|r| r.fit)).collect();
+        let (start_held, best_held, holdout_skipped) = held_windows(plan, held_fits);
+        let start = Assessed::of(plan, &self.candidates[0], &self.fits[0], start_held);
+        let best = Assessed::of(plan, &self.candidates[best], &self.fits[best], best_held);
         let mut replayed = Vec::new();
         for p in &points {
-            replayed.push(next(&plan.argv(&plan.sensitivity, &p.setting))?);
+            let r = next().map_err(|e| {
+                let argv = plan.argv(&plan.sensitivity, &p.setting);
+                ReplayError::Usage(format!("replay {argv:?} failed: {e}"))
+            })?;
+            replayed.push(r);
         }
-        let report = sensitivity::report(plan, points, replayed);
-        Ok((start, best_assessed, report))
+        Ok(Assessment {
+            start,
+            best,
+            sensitivity: sensitivity::report(plan, points, replayed),
+            holdout_skipped,
+        })
     }
+}
+
+/// The start's and the best's fits on every window, the sensitivity
+/// report, and the held-out windows not replayed.
+struct Assessment {
+    start: Assessed,
+    best: Assessed,
+    sensitivity: Option<SensitivityReport>,
+    holdout_skipped: Vec<Skipped>,
+}
+
+/// A held-out window left out of the assessment: its replay failed.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Skipped {
+    /// The window's name.
+    pub window: String,
+    /// Its arguments (`--skip A --jobs N`).
+    pub args: Vec<String>,
+    /// Why its replay failed (`the workload has no jobs` past the trace's end).
+    pub reason: String,
+}
+
+/// A setting's fits on the held-out windows replayed.
+type HeldFits<'p> = Vec<(&'p Window, Fit)>;
+
+/// Splits the held-out replays (`fits`: the start's on each window, then
+/// the best's) into the start's and the best's fits on the windows both
+/// replayed, and the windows skipped.
+fn held_windows(
+    plan: &Plan,
+    fits: Vec<Result<Fit, String>>,
+) -> (HeldFits<'_>, HeldFits<'_>, Vec<Skipped>) {
+    let n = plan.holdout.len();
+    let mut fits = fits.into_iter();
+    let start: Vec<Result<Fit, String>> = fits.by_ref().take(n).collect();
+    let best: Vec<Result<Fit, String>> = fits.take(n).collect();
+    let (mut s_out, mut b_out, mut skipped) = (Vec::new(), Vec::new(), Vec::new());
+    for ((w, s), b) in plan.holdout.iter().zip(start).zip(best) {
+        match (s, b) {
+            (Ok(s), Ok(b)) => {
+                s_out.push((w, s));
+                b_out.push((w, b));
+            }
+            (Err(e), _) | (_, Err(e)) => skipped.push(Skipped {
+                window: w.name.clone(),
+                args: w.args.clone(),
+                reason: e,
+            }),
+        }
+    }
+    (s_out, b_out, skipped)
 }
 
 fn score_str(s: Option<f64>) -> String {
