@@ -2,9 +2,11 @@
 
 The search is the ``replay calibrate`` command's (one implementation, in
 Rust): a seeded Latin-hypercube search over knobs such as the arrival
-scale, quota factor, lending, the delay ladder and per-job relaxation
-deadlines, trained on the first half of a trace window and validated on the
-second. With a Ray ``address`` each batch of candidate replays runs as Ray
+scale, quota model and factor, lending, the delay ladder and per-job
+relaxation deadlines, each candidate replayed on several windows of a trace
+at its load and a few percent either side and scored by its worst window,
+then validated on held-out windows, with a sensitivity report around the
+best. With a Ray ``address`` each batch of candidate replays runs as Ray
 tasks through the sweep machinery; without one they run on threads in this
 process.
 """
@@ -28,8 +30,12 @@ class Calibration:
     """What a calibration found: ``data`` is ``calibrate.json`` as a dict.
 
     ``best_args`` are the replay arguments of the best fit (add a window's);
-    ``fit_rows()`` / ``table()`` hold one row per target with its observed
-    value and the start's and best's values on both windows.
+    ``windows()`` names the windows each setting was replayed on (training
+    windows at load 1, then the held-out ones); ``fit_rows()`` / ``table()``
+    hold one row per target with its observed value and the start's and
+    best's values on every window; ``sensitivity_rows()`` /
+    ``sensitivity_table()`` the best fit with its time scale and quota
+    factor moved.
     """
 
     def __init__(self, text: str) -> None:
@@ -48,23 +54,40 @@ class Calibration:
         """The best fit's knob values by name."""
         return dict(self.data["best"]["setting"])
 
-    def score(self, which: str = "best", window: str = "train") -> Optional[float]:
+    def _fits(self, which: str) -> List[Tuple[str, Dict[str, Any]]]:
+        """``which``'s fits at load 1: (window name, fit), training first."""
+        found = self.data[which]
+        train = [(w["window"], w["fit"]) for w in found["train"] if w["load"] == 1.0]
+        held = [(f"{w['window']} held-out", w["fit"]) for w in found["holdout"]]
+        return train + held
+
+    def windows(self) -> List[str]:
+        """The windows' names: training windows (at load 1), then held-out
+        ones (``... held-out``)."""
+        return [name for name, _ in self._fits("best")]
+
+    def score(self, which: str = "best", window: Optional[str] = None) -> Optional[float]:
         """The score (mean squared normalized error; lower is better) of
-        ``which`` (``best`` or ``start``) on ``window`` (``train`` or ``holdout``)."""
-        fit = self.data[which][window]
-        return None if fit is None else float(fit["score"])
+        ``which`` (``best`` or ``start``): without ``window`` the one the
+        search minimised (a high quantile of its training scores, by default
+        the worst), else its score on that window (a name of ``windows()``)."""
+        if window is None:
+            return float(self.data[which]["score"])
+        for name, fit in self._fits(which):
+            if name == window:
+                return float(fit["score"])
+        return None
 
     def fit_rows(self) -> List[Dict[str, Any]]:
         """One dict per target: ``target``, ``observed``, then the model's
-        value and whether it is met for the start and the best on each window."""
+        value and whether it is met for the start and the best on each
+        window (``best.whole``, ``best.whole.met``, ...)."""
+        fits = {which: self._fits(which) for which in ("start", "best")}
         rows: List[Dict[str, Any]] = []
-        for i, item in enumerate(self.data["best"]["train"]["detail"]):
+        for i, item in enumerate(fits["best"][0][1]["detail"]):
             row: Dict[str, Any] = {"target": item["name"], "observed": item["observed"]}
             for which in ("start", "best"):
-                for window in ("train", "holdout"):
-                    fit = self.data[which][window]
-                    if fit is None:
-                        continue
+                for window, fit in fits[which]:
                     it = fit["detail"][i]
                     row[f"{which}.{window}"] = it["model"]
                     row[f"{which}.{window}.met"] = it["met"]
@@ -75,12 +98,37 @@ class Calibration:
         """:meth:`fit_rows` as a pandas DataFrame, or the list without pandas."""
         return _frame(self.fit_rows())
 
+    def sensitivity_rows(self) -> List[Dict[str, Any]]:
+        """One dict per sensitivity replay: ``knob`` (``time_scale`` or
+        ``quota_factor``), ``factor`` (over the best fit's), ``value``,
+        ``gpu_allocation_mean``, ``score``, then every fit item's value by
+        target name. Empty when the calibration made none."""
+        report = self.data.get("sensitivity") or {"points": []}
+        rows: List[Dict[str, Any]] = []
+        for p in report["points"]:
+            row: Dict[str, Any] = {
+                "knob": p["knob"],
+                "factor": p["factor"],
+                "value": p["value"],
+                "gpu_allocation_mean": p["gpu_allocation_mean"],
+                "score": p["fit"]["score"],
+            }
+            row.update({it["name"]: it["model"] for it in p["fit"]["detail"]})
+            rows.append(row)
+        return rows
+
+    def sensitivity_table(self) -> Any:
+        """:meth:`sensitivity_rows` as a pandas DataFrame, or the list without pandas."""
+        return _frame(self.sensitivity_rows())
+
     def __repr__(self) -> str:
-        held = self.score("best", "holdout")
+        held = [
+            f"{name} {fit['score']:.3f}" for name, fit in self._fits("best") if name.endswith(" held-out")
+        ]
         return (
             f"Calibration({len(self.data['candidates'])} candidates, best score "
             f"{self.score():.3f} (start {self.score('start'):.3f})"
-            + ("" if held is None else f", held-out {held:.3f}")
+            + ("" if not held else ", " + ", ".join(held))
             + ")"
         )
 
@@ -120,10 +168,11 @@ def calibrate(
     """Calibrates the model to ``targets`` (``"philly"``, the study's
     figures, or a targets file) on the replay that ``**replay_options``
     describe (the arguments of :func:`gangway.replay`; with ``trace``,
-    ``jobs`` and ``skip`` give the window split into training and held-out
-    halves). ``spec`` is a search file (knobs, ranges, start, candidates;
-    default the built-in one), ``candidates`` and ``search_seed`` override
-    it. With ``address`` (a Ray cluster, or ``"local"``) candidate replays
+    ``jobs`` and ``skip`` give the window whose parts the search replays).
+    ``spec`` is a search file (knobs, ranges, start, candidates, windows,
+    loads, sensitivity; default the built-in one), ``candidates`` and
+    ``search_seed`` override it. ``holdout=False`` skips the held-out
+    windows. With ``address`` (a Ray cluster, or ``"local"``) candidate replays
     run as Ray tasks, each asking for ``num_cpus``; else on ``threads``
     threads here. ``out`` keeps ``calibrate.json``. Prints the fit table
     unless ``echo=False``.

@@ -20,12 +20,18 @@ def test_calibration_in_process_is_deterministic_and_never_worse(tmp_path: Path)
     assert a.text == b.text
     assert json.loads((tmp_path / "calibrate.json").read_text()) == a.data
     assert a.score("best") <= a.score("start")
-    assert a.score("best", "holdout") is not None
+    assert a.windows() == ["seed 5", "seed 6 held-out"]
+    assert a.score("best", "seed 6 held-out") is not None
+    assert a.score("best", "no such window") is None
     rows = a.fit_rows()
     assert rows[0]["target"] == "first wait 4 p50 (min)"
-    assert {"start.train", "best.holdout"} <= set(rows[0])
+    assert {"start.seed 5", "best.seed 6 held-out"} <= set(rows[0])
     assert a.best_args and all(isinstance(x, str) for x in a.best_args)
     assert "Calibration(4 candidates" in repr(a)
+    sens = a.sensitivity_rows()
+    assert {r["knob"] for r in sens} == {"time_scale", "quota_factor"}
+    assert all(0 < r["gpu_allocation_mean"] <= 1 for r in sens)
+    assert "first wait 5-8 p50 (min)" in sens[0]
 
 
 def test_calibration_on_ray_matches_in_process() -> None:
@@ -96,7 +102,7 @@ def test_targets_measured_in_a_log_calibrate_a_replay_of_it(tmp_path: Path) -> N
         candidates=3,
         echo=False,
     )
-    assert cal.data["best"]["train"]["targets"] == "mine"
+    assert cal.data["best"]["train"][0]["fit"]["targets"] == "mine"
     assert cal.score("best") <= cal.score("start")
     with pytest.raises(gangway.ReplayError, match="no such file|cannot read"):
         gangway.targets_from_log(tmp_path / "missing.json")

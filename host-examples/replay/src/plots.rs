@@ -20,14 +20,14 @@ pub struct PlotError {
     pub message: String,
 }
 
-fn err(file: &Path, e: impl std::fmt::Display) -> PlotError {
+pub(crate) fn err(file: &Path, e: impl std::fmt::Display) -> PlotError {
     PlotError {
         file: file.display().to_string(),
         message: e.to_string(),
     }
 }
 
-const COLORS: [RGBColor; 8] = [
+pub(crate) const COLORS: [RGBColor; 8] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
@@ -46,7 +46,7 @@ fn canvas(file: &Path) -> Result<DrawingArea<SVGBackend<'_>, Shift>, PlotError> 
 }
 
 /// Draws the series labels in a framed box.
-fn legend<'a, CT: CoordTranslate>(
+pub(crate) fn legend<'a, CT: CoordTranslate>(
     chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
     file: &Path,
 ) -> Result<(), PlotError> {

@@ -3,7 +3,7 @@
 //! ```text
 //! {
 //!   "reproduce": {"gangway_version", "commit", "args": [...], "seed",
-//!                 "time_scale", "inputs": [{"role", "path", "sha256"}]},
+//!                 "time_scale", "quotas", "inputs": [{"role", "path", "sha256"}]},
 //!   "workload": {"source", "jobs", "warm", "skipped": [{"at", "reason"}]},
 //!   "topology": {"source", "servers", "gpus", "racks", "grouping", "shape"},
 //!   "runs": [{

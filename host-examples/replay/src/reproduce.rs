@@ -25,6 +25,10 @@ pub struct Reproduce {
     pub seed: u64,
     /// The factor on submit times.
     pub time_scale: f64,
+    /// The VCs' quotas: the model (`--quotas`) and what it gave, in one
+    /// line (`demand:0.711: each VC's share ...`, `helios: the Helios
+    /// artifact's Philly VC sizes ...`).
+    pub quotas: String,
     /// Every input file read, with its SHA-256.
     pub inputs: Vec<InputFile>,
 }
@@ -134,6 +138,7 @@ impl Reproduce {
             args,
             seed,
             time_scale,
+            quotas: String::new(),
             inputs: Vec::new(),
         }
     }

@@ -1,10 +1,13 @@
 //! `replay calibrate`: a small calibration is deterministic, its best fit is
-//! no worse than its start on the training window, and it reports the
-//! held-out window; `--fit` adds a fit that could fail to every run.
+//! no worse than its start on its worst training window, and it reports
+//! the held-out windows and the sensitivity replays; `--fit` adds a fit
+//! that could fail to every run.
 #![allow(clippy::unwrap_used)]
 
 use gangway_replay::calibrate::command::{self, CalibrateCli};
-use gangway_replay::calibrate::search::{Plan, Spec, calibrate, local_evaluator};
+use gangway_replay::calibrate::search::{
+    PHILLY_CALIBRATION, Plan, Spec, calibrate, local_evaluator,
+};
 
 fn out(tag: &str) -> String {
     std::env::temp_dir()
@@ -28,14 +31,12 @@ fn a_small_calibration_is_deterministic_and_never_worse_than_its_start() {
             .map(String::from)
             .to_vec(),
         "philly",
+        &spec,
         true,
     )
     .unwrap();
-    assert_eq!(plan.train, ["--jobs", "1200", "--seed", "5"]);
-    assert_eq!(
-        plan.holdout.as_deref().unwrap(),
-        ["--jobs", "1200", "--seed", "6"]
-    );
+    assert_eq!(plan.train[0].args, ["--jobs", "1200", "--seed", "5"]);
+    assert_eq!(plan.holdout[0].args, ["--jobs", "1200", "--seed", "6"]);
     let mut evaluate = local_evaluator(2);
     let a = calibrate(&spec, &plan, &mut evaluate, &mut |_| {}).unwrap();
     let b = calibrate(&spec, &plan, &mut evaluate, &mut |_| {}).unwrap();
@@ -53,14 +54,12 @@ fn a_small_calibration_is_deterministic_and_never_worse_than_its_start() {
     );
     let start = a.candidates[0].score.unwrap();
     assert!(
-        a.best.train.score <= start,
+        a.best.score <= start,
         "best {} vs start {start}",
-        a.best.train.score
+        a.best.score
     );
-    assert_eq!(
-        a.start.train.score, start,
-        "the start replayed again scores the same"
-    );
+    assert_eq!(a.start.score, start);
+    assert_eq!(a.start.train[0].fit.score, start, "one window, one load");
     // The candidates differ (the search moved) and the best is reported on
     // the held-out window, with the same items as on the training one.
     let scores: std::collections::BTreeSet<String> = a
@@ -69,16 +68,133 @@ fn a_small_calibration_is_deterministic_and_never_worse_than_its_start() {
         .map(|c| format!("{:?}", c.score))
         .collect();
     assert!(scores.len() > 1, "{scores:?}");
-    let held = a.best.holdout.as_ref().unwrap();
-    assert_eq!(held.items, a.best.train.items);
-    assert!(a.table().contains("best held-out"));
+    let held = &a.best.holdout[0].fit;
+    assert_eq!(held.items, a.best.train[0].fit.items);
+    assert!(a.table().contains("seed 6 held-out"), "{}", a.table());
+    assert!(
+        a.sensitivity.is_none(),
+        "the spec asks for no sensitivity replays"
+    );
+}
+
+/// Two training windows (the halves of a 600-job log), a held-out one
+/// across them, two loads, and a small sensitivity report.
+const TWO_WINDOWS: &str = "candidates = 4\nrefine_share = 0.25\nseed = 7\n\
+    [knobs]\ntime_scale = [0.4, 1.2]\nfirst_widen_s = [60, 1800]\ndeadline_spread = [0.0, 1.0]\n\
+    [start]\ntime_scale = 1.0\nfirst_widen_s = 600\n\
+    [windows]\ntrain = [[0, 0.5], [0.5, 1]]\nloads = [0.9, 1.0]\nholdout = [[0.25, 0.75]]\n\
+    [sensitivity]\ntime_scale = [1.1, 0.9, 1.0]\nquota_factor = [0.8, 1.2]\nwindow = [0, 1]\n";
+
+#[test]
+fn a_calibration_over_two_windows_is_deterministic_and_no_worse_on_the_worst_window() {
+    let dir = std::path::PathBuf::from(out("two-windows"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("log.json");
+    std::fs::write(&log, philly_log(600)).unwrap();
+    let spec = Spec::parse(TWO_WINDOWS, "test").unwrap();
+    let args = [
+        "--trace",
+        log.to_str().unwrap(),
+        "--format",
+        "philly",
+        "--jobs",
+        "600",
+    ];
+    let mut args: Vec<String> = args.map(String::from).to_vec();
+    args.extend(["--cluster", "2x8x8"].map(String::from));
+    let plan = Plan::new(args, "philly", &spec, true).unwrap();
+    let windows: Vec<(&str, &[String])> = plan
+        .train
+        .iter()
+        .chain(&plan.holdout)
+        .map(|w| (w.name.as_str(), w.args.as_slice()))
+        .collect();
+    let jobs = |skip: &str, n: &str| ["--skip", skip, "--jobs", n].map(String::from);
+    assert_eq!(windows[0], ("0..0.5", jobs("0", "300").as_slice()));
+    assert_eq!(windows[1], ("0.5..1", jobs("300", "300").as_slice()));
+    assert_eq!(windows[2], ("0.25..0.75", jobs("150", "300").as_slice()));
+    let mut evaluate = local_evaluator(2);
+    let a = calibrate(&spec, &plan, &mut evaluate, &mut |_| {}).unwrap();
+    let b = calibrate(&spec, &plan, &mut evaluate, &mut |_| {}).unwrap();
+    assert_eq!(
+        serde_json::to_string(&a).unwrap(),
+        serde_json::to_string(&b).unwrap(),
+        "the same calibration twice gives the same record"
+    );
+    // Every candidate is scored on both windows at both loads, and its
+    // score is the worst of the four.
+    for c in &a.candidates {
+        assert_eq!(c.scores.len(), 4, "{c:?}");
+        let worst = c.scores.iter().copied().fold(f64::MIN, f64::max);
+        assert_eq!(c.score, Some(worst), "{c:?}");
+    }
+    // The best is no worse than the start on its worst window.
+    assert!(
+        a.best.spread.worst <= a.start.spread.worst,
+        "best {:?} vs start {:?}",
+        a.best.spread,
+        a.start.spread
+    );
+    assert_eq!(a.best.score, a.best.spread.worst);
+    assert!(a.best.spread.best <= a.best.spread.median);
+    let loads: Vec<(String, f64)> = a
+        .best
+        .train
+        .iter()
+        .map(|w| (w.window.clone(), w.load))
+        .collect();
+    assert_eq!(loads[1], ("0..0.5".to_string(), 1.0));
+    assert_eq!(loads[2], ("0.5..1".to_string(), 0.9));
+    // The load moves the time scale the replay ran at.
+    let time_scale = |w: &gangway_replay::calibrate::search::WindowFit| {
+        let i = w.args.iter().position(|x| x == "--time-scale").unwrap();
+        w.args[i + 1].parse::<f64>().unwrap()
+    };
+    let (low, at_one) = (time_scale(&a.best.train[0]), time_scale(&a.best.train[1]));
+    assert!((low - at_one * 0.9).abs() < 0.001, "{low} vs {at_one}");
+    // The held-out window, never replayed by the search.
+    assert_eq!(a.best.holdout.len(), 1);
+    assert_eq!(a.best.holdout[0].args[..4], jobs("150", "300"));
+    // The sensitivity report: the time scale's points in increasing
+    // factor, then the quota factor's, each with its own fit.
+    let s = a.sensitivity.as_ref().unwrap();
+    let factors: Vec<(String, f64)> = s
+        .points
+        .iter()
+        .map(|p| (p.knob.as_str().to_string(), p.factor))
+        .collect();
+    let expect = [
+        ("time_scale", 0.9),
+        ("time_scale", 1.0),
+        ("time_scale", 1.1),
+        ("quota_factor", 0.8),
+        ("quota_factor", 1.2),
+    ];
+    assert_eq!(
+        factors,
+        expect.map(|(k, f)| (k.to_string(), f)).to_vec(),
+        "{factors:?}"
+    );
+    assert!((s.points[1].value - at_one).abs() < 0.001);
+    assert!(
+        s.points
+            .iter()
+            .all(|p| p.fit.items == a.best.train[0].fit.items)
+    );
+    assert!(s.points.iter().all(|p| p.gpu_allocation_mean > 0.0));
+    let table = a.table();
+    assert!(table.contains("0.25..0.75 (held out)"), "{table}");
+    assert!(table.contains("sensitivity on whole"), "{table}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn calibrate_refuses_knob_flags_and_a_trace_without_a_window() {
+    let spec = Spec::parse("", "empty").unwrap();
     let e = Plan::new(
         ["--time-scale", "0.5"].map(String::from).to_vec(),
         "philly",
+        &spec,
         true,
     )
     .unwrap_err();
@@ -89,6 +205,7 @@ fn calibrate_refuses_knob_flags_and_a_trace_without_a_window() {
     let e = Plan::new(
         ["--trace", "t.csv"].map(String::from).to_vec(),
         "philly",
+        &spec,
         true,
     )
     .unwrap_err();
@@ -143,6 +260,70 @@ fn fit_is_in_the_report_and_can_fail() {
         .collect();
     assert_eq!(args, ["--cluster=4x8x8", "--jobs=1500", "--fit=philly"]);
     assert_eq!(v["reproduce"]["time_scale"], 0.65);
+    let quotas = v["reproduce"]["quotas"].as_str().unwrap();
+    assert!(quotas.starts_with("demand: each VC's share"), "{quotas}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--quotas helios`: the Helios artifact's Philly VC sizes (nodes of 8
+/// GPUs), said in the report, with the file's hash among the inputs.
+#[test]
+fn helios_quotas_are_the_cited_vc_sizes() {
+    let Some(data) = std::env::var_os("GANGWAY_DATA") else {
+        eprintln!("SKIPPED helios quotas: GANGWAY_DATA is not set");
+        return;
+    };
+    let philly = std::path::Path::new(&data).join("philly");
+    let p = |f: &str| philly.join(f).display().to_string();
+    let dir = out("helios");
+    let json = gangway_replay::json::replay_json([
+        "--trace",
+        &p("rfold_philly_trace.csv"),
+        "--format",
+        "rfold",
+        "--vcs",
+        &p("adaptdl_philly.csv"),
+        "--skip",
+        "20000",
+        "--jobs",
+        "2000",
+        "--quotas",
+        "helios",
+        "--native",
+        "--no-plots",
+        "--quiet",
+        "--out",
+        &dir,
+    ])
+    .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let quota = |vc: &str| v["runs"][0]["per_vc"][vc]["quota_gpus"].as_u64();
+    // helios_philly_vc.csv: 6214e9 64 nodes, 11cb48 16, ed69ec 8.
+    assert_eq!(quota("6214e9"), Some(512));
+    assert_eq!(quota("11cb48"), Some(128));
+    assert_eq!(quota("ed69ec"), Some(64));
+    let said = v["reproduce"]["quotas"].as_str().unwrap();
+    assert!(
+        said.starts_with("helios: the Helios artifact's Philly VC sizes"),
+        "{said}"
+    );
+    assert!(said.contains("11 VCs, 352 nodes of 8 GPUs"), "{said}");
+    let input = v["reproduce"]["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["role"] == "quotas")
+        .unwrap();
+    assert!(
+        input["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("helios_philly_vc.csv")
+    );
+    assert_eq!(
+        input["sha256"],
+        "a6873abd7d94a09c646961ad7a0f011faf4069dcdf0c1f7717521613fd6156f7"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -156,7 +337,23 @@ fn the_study_window_calibrates_with_the_real_trace() {
     let trace = philly.join("rfold_philly_trace.csv").display().to_string();
     let vcs = philly.join("adaptdl_philly.csv").display().to_string();
     let dir = out("study");
+    std::fs::create_dir_all(&dir).unwrap();
+    // The built-in knobs and ranges on small windows: the halves of 8,000
+    // jobs and the 2,000 after them held out, at one load.
+    let mut spec: toml::Table = toml::from_str(PHILLY_CALIBRATION).unwrap();
+    let windows = "train = [[0, 0.5], [0.5, 1]]\nloads = [1.0]\nholdout = [[1, 1.25]]";
+    spec.insert(
+        "windows".into(),
+        toml::Value::Table(toml::from_str(windows).unwrap()),
+    );
+    let sensitivity = "time_scale = [0.95, 1.05]\nquota_factor = []\nwindow = [0, 0.5]";
+    let sensitivity = toml::Value::Table(toml::from_str(sensitivity).unwrap());
+    spec.insert("sensitivity".into(), sensitivity);
+    let spec_file = format!("{dir}/spec.toml");
+    std::fs::write(&spec_file, toml::to_string(&spec).unwrap()).unwrap();
     let cli = CalibrateCli::from_args([
+        "--spec",
+        &spec_file,
         "--candidates",
         "4",
         "--quiet",
@@ -177,15 +374,23 @@ fn the_study_window_calibrates_with_the_real_trace() {
     .unwrap();
     let json = command::run_local(&cli).unwrap();
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(v["plan"]["train"][3], "4000");
-    assert_eq!(v["plan"]["holdout"][1], "14071");
-    let start = v["start"]["train"]["score"].as_f64().unwrap();
-    let best = v["best"]["train"]["score"].as_f64().unwrap();
+    assert_eq!(v["plan"]["train"][1]["args"][1], "14071");
+    assert_eq!(v["plan"]["holdout"][0]["args"][1], "18071");
+    assert_eq!(v["plan"]["holdout"][0]["args"][3], "2000");
+    let start = v["start"]["score"].as_f64().unwrap();
+    let best = v["best"]["score"].as_f64().unwrap();
     assert!(best <= start, "{best} vs {start}");
-    assert!(v["best"]["holdout"]["score"].as_f64().is_some());
+    assert!(v["best"]["holdout"][0]["fit"]["score"].as_f64().is_some());
+    assert_eq!(v["sensitivity"]["points"].as_array().unwrap().len(), 2);
     assert_eq!(
         std::fs::read_to_string(format!("{dir}/calibrate.json")).unwrap(),
         json
+    );
+    let svg = std::fs::read_to_string(format!("{dir}/sensitivity.svg")).unwrap();
+    assert!(
+        svg.contains("waits (min) vs time_scale"),
+        "{}",
+        &svg[..200.min(svg.len())]
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -340,9 +545,15 @@ fn targets_measured_in_a_log_are_what_a_replay_of_it_is_fitted_to() {
     .unwrap();
     let json = command::run_local(&cli).unwrap();
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(v["best"]["train"]["targets"], "mine");
-    let score = |w: &str| v[w]["train"]["score"].as_f64().unwrap();
+    assert_eq!(v["best"]["train"][0]["fit"]["targets"], "mine");
+    let score = |w: &str| v[w]["score"].as_f64().unwrap();
     assert!(score("best") <= score("start"));
-    assert!(v["best"]["holdout"]["items"].as_u64().unwrap() > 0);
+    assert!(v["best"]["holdout"][0]["fit"]["items"].as_u64().unwrap() > 0);
+    // The built-in held-out window after the study window is past this
+    // log's end: skipped and said, not a failed calibration.
+    assert_eq!(v["best"]["holdout"].as_array().unwrap().len(), 1);
+    assert_eq!(v["holdout_skipped"][0]["window"], "1..1.25");
+    let reason = v["holdout_skipped"][0]["reason"].as_str().unwrap();
+    assert!(reason.contains("no jobs"), "{reason}");
     let _ = std::fs::remove_dir_all(&dir);
 }

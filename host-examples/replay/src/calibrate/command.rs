@@ -5,24 +5,29 @@ use std::path::PathBuf;
 use clap::Parser;
 
 use super::search::{self, Calibration, Evaluate, Plan, Spec};
+use super::sensitivity_plot;
 use crate::cli::ReplayError;
 
 /// Fits the model's knobs (arrival scale, quotas, lending, the delay
 /// ladder, per-job relaxation deadlines, round interval...) to observed
-/// targets: a seeded Latin-hypercube search of candidate replays on the
-/// first half of the trace window, then the best and the start replayed
-/// on the second half (held out). Prints the fit table and writes
-/// `calibrate.json`.
+/// targets: a seeded Latin-hypercube search of candidate settings, each
+/// replayed on several parts of the trace window (each on its own, as a
+/// user runs it) at its load and a few percent either side, minimising a
+/// high quantile of those scores (by default the worst); then the start
+/// and the best replayed on held-out windows, and the best with its time
+/// scale and quota factor moved (the sensitivity report). Prints the
+/// tables and writes `calibrate.json` and `sensitivity.svg`.
 ///
 /// The replay's own arguments (trace, topology, policies, window) follow
-/// `--`; with `--trace`, `--jobs N` (and `--skip A`) give the window to
-/// split. Targets: `philly` (the study's figures; see
-/// `host-examples/replay/src/calibrate/philly-targets.toml` for the file format) or a
-/// file of yours. Knobs and ranges: the built-in specification
-/// (`host-examples/replay/src/calibrate/philly-calibration.toml`) or `--spec FILE`.
-/// Knobs: time_scale, quota_factor, lend, first_widen_s,
-/// second_widen_ratio, deadline_spread, gang_deadline_factor, placement,
-/// round_interval_s, view_window.
+/// `--`; with `--trace`, `--jobs N` (and `--skip A`) give the window whose
+/// parts the specification's `[windows]` name. Targets: `philly` (the
+/// study's figures; see `host-examples/replay/src/calibrate/philly-targets.toml`
+/// for the file format) or a file of yours. Knobs, ranges and windows: the
+/// built-in specification
+/// (`host-examples/replay/src/calibrate/philly-calibration.toml`) or
+/// `--spec FILE`. Knobs: time_scale, quota_factor, quota_model, lend,
+/// first_widen_s, second_widen_ratio, deadline_spread,
+/// gang_deadline_factor, placement, round_interval_s, view_window.
 #[derive(Debug, Parser)]
 #[command(name = "replay calibrate", version)]
 pub struct CalibrateCli {
@@ -32,7 +37,7 @@ pub struct CalibrateCli {
     /// What to match: `philly` or a targets file (TOML).
     #[arg(long, default_value = "philly")]
     pub targets: String,
-    /// Candidate replays on the training window (overrides the spec's).
+    /// Candidate settings (overrides the spec's).
     #[arg(long)]
     pub candidates: Option<usize>,
     /// Seeds the search (overrides the spec's).
@@ -41,10 +46,10 @@ pub struct CalibrateCli {
     /// Replays run at once (default: the machine's CPUs).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Train on the whole window; no held-out validation.
+    /// No held-out windows.
     #[arg(long)]
     pub no_holdout: bool,
-    /// Output directory for calibrate.json.
+    /// Output directory for calibrate.json and sensitivity.svg.
     #[arg(long, default_value = "calibrate-out")]
     pub out: PathBuf,
     /// Print nothing on stdout.
@@ -86,24 +91,25 @@ pub fn run(cli: &CalibrateCli, evaluate: &mut Evaluate<'_>) -> Result<String, Re
         spec.seed = s;
     }
     search::check_targets(&cli.targets)?;
-    let plan = Plan::new(cli.replay_args.clone(), &cli.targets, !cli.no_holdout)?;
+    let plan = Plan::new(
+        cli.replay_args.clone(),
+        &cli.targets,
+        &spec,
+        !cli.no_holdout,
+    )?;
     let say = |line: &str| {
         if !cli.quiet {
             println!("{line}");
         }
     };
-    say(&format!(
-        "calibrating {} knobs with {} candidates on {} (held out: {})",
-        spec.knobs.len(),
-        spec.candidates,
-        plan.train.join(" "),
-        plan.holdout.as_ref().map_or("none".into(), |h| h.join(" "))
-    ));
+    say_plan(&spec, &plan, &say);
     let clock = std::time::Instant::now();
+    let cpu = crate::cpu_time::process_cpu();
     let cal: Calibration = search::calibrate(&spec, &plan, evaluate, &mut |l| say(l))?;
     say(&format!(
-        "searched in {:.1} s",
-        clock.elapsed().as_secs_f64()
+        "searched in {:.1} s{}",
+        clock.elapsed().as_secs_f64(),
+        crate::cpu_time::describe(crate::cpu_time::since(cpu))
     ));
     say("");
     say(cal.table().trim_end());
@@ -112,11 +118,50 @@ pub fn run(cli: &CalibrateCli, evaluate: &mut Evaluate<'_>) -> Result<String, Re
         "the best fit's replay arguments: {}",
         cal.best.args.join(" ")
     ));
+    write_outputs(cli, &cal, &say)
+}
+
+/// Says what the calibration replays: its windows, loads and held-out windows.
+fn say_plan(spec: &Spec, plan: &Plan, say: &dyn Fn(&str)) {
+    let names = |w: &[search::Window]| {
+        w.iter()
+            .map(|w| format!("{} ({})", w.name, w.args.join(" ")))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    say(&format!(
+        "calibrating {} knobs with {} candidates, each replayed on {} at loads {:?} (the q{} \
+         of its scores is minimised); held out: {}",
+        spec.knobs.len(),
+        spec.candidates,
+        names(&plan.train),
+        plan.loads,
+        plan.quantile,
+        if plan.holdout.is_empty() {
+            "none".into()
+        } else {
+            names(&plan.holdout)
+        }
+    ));
+    say(&format!(
+        "each replay: replay {} WINDOW KNOBS --fit {}",
+        plan.base.join(" "),
+        plan.targets
+    ));
+}
+
+/// Writes `calibrate.json` and the sensitivity plot into `--out`; returns
+/// the JSON.
+fn write_outputs(
+    cli: &CalibrateCli,
+    cal: &Calibration,
+    say: &dyn Fn(&str),
+) -> Result<String, ReplayError> {
     std::fs::create_dir_all(&cli.out).map_err(|source| ReplayError::Write {
         file: cli.out.display().to_string(),
         source,
     })?;
-    let json = serde_json::to_string_pretty(&cal)
+    let json = serde_json::to_string_pretty(cal)
         .map_err(|e| ReplayError::Usage(format!("cannot encode the calibration: {e}")))?;
     let path = cli.out.join("calibrate.json");
     std::fs::write(&path, &json).map_err(|source| ReplayError::Write {
@@ -124,6 +169,11 @@ pub fn run(cli: &CalibrateCli, evaluate: &mut Evaluate<'_>) -> Result<String, Re
         source,
     })?;
     say(&format!("wrote {}", path.display()));
+    if let Some(s) = &cal.sensitivity {
+        let svg = cli.out.join("sensitivity.svg");
+        sensitivity_plot::write(&svg, s)?;
+        say(&format!("wrote {}", svg.display()));
+    }
     Ok(json)
 }
 

@@ -9,8 +9,12 @@ pub enum Knob {
     /// `--time-scale`: the factor on submit times (arrival rate: below 1
     /// adds load the public trace lacks).
     TimeScale,
-    /// `--quotas demand:F`: the VCs' quotas as shares of F times the cluster.
+    /// `--quotas MODEL:F`: F times the VCs' quotas of the quota model
+    /// (`demand`: shares of F times the cluster).
     QuotaFactor,
+    /// `--quotas MODEL`: `demand` (each VC's share of the workload's GPU
+    /// time), `helios` (the Helios artifact's Philly VC sizes) or `none`.
+    QuotaModel,
     /// `--set fairness.lend=B`: whether `vc-quota` lends idle GPUs beyond a quota.
     Lend,
     /// The `delay` ladder's first widening, seconds (`locality.widen_after_s[0]`).
@@ -34,9 +38,10 @@ pub enum Knob {
 
 impl Knob {
     /// Every knob, in the order arguments are written.
-    pub const ALL: [Knob; 10] = [
+    pub const ALL: [Knob; 11] = [
         Knob::TimeScale,
         Knob::QuotaFactor,
+        Knob::QuotaModel,
         Knob::Lend,
         Knob::FirstWidenS,
         Knob::SecondWidenRatio,
@@ -52,6 +57,7 @@ impl Knob {
         match self {
             Knob::TimeScale => "time_scale",
             Knob::QuotaFactor => "quota_factor",
+            Knob::QuotaModel => "quota_model",
             Knob::Lend => "lend",
             Knob::FirstWidenS => "first_widen_s",
             Knob::SecondWidenRatio => "second_widen_ratio",
@@ -74,6 +80,7 @@ impl Knob {
         match self {
             Knob::TimeScale | Knob::QuotaFactor | Knob::GangDeadlineFactor => Value::Number(1.0),
             Knob::Lend => Value::Choice("true".into()),
+            Knob::QuotaModel => Value::Choice("demand".into()),
             Knob::FirstWidenS => Value::Number(600.0),
             Knob::SecondWidenRatio => Value::Number(6.0),
             Knob::DeadlineSpread => Value::Number(0.0),
@@ -165,11 +172,16 @@ pub fn args_of(setting: &Setting) -> Vec<String> {
         Value::Choice(_) => 0.0,
     };
     let mut ladder_done = false;
+    let mut quotas_done = false;
     for (knob, value) in setting {
         let v = value.to_string();
         match knob {
             Knob::TimeScale => out.extend(["--time-scale".into(), v]),
-            Knob::QuotaFactor => out.extend(["--quotas".into(), format!("demand:{v}")]),
+            Knob::QuotaFactor | Knob::QuotaModel => {
+                if !std::mem::replace(&mut quotas_done, true) {
+                    out.extend(["--quotas".into(), quotas_arg(setting)]);
+                }
+            }
             Knob::Lend => out.extend(["--set".into(), format!("fairness.lend={v}")]),
             Knob::FirstWidenS | Knob::SecondWidenRatio => {
                 if !std::mem::replace(&mut ladder_done, true) {
@@ -193,6 +205,31 @@ pub fn args_of(setting: &Setting) -> Vec<String> {
         }
     }
     out
+}
+
+/// The `--quotas` argument of `setting`: its quota model and factor
+/// (`demand:0.7`, `helios`, `helios:1.2`, `none`).
+///
+/// ```
+/// use gangway_replay::calibrate::knobs::{quotas_arg, Knob, Setting, Value};
+/// let mut s = Setting::new();
+/// s.insert(Knob::QuotaModel, Value::Choice("helios".into()));
+/// assert_eq!(quotas_arg(&s), "helios");
+/// s.insert(Knob::QuotaFactor, Value::Number(0.9));
+/// assert_eq!(quotas_arg(&s), "helios:0.9");
+/// s.remove(&Knob::QuotaModel);
+/// assert_eq!(quotas_arg(&s), "demand:0.9");
+/// ```
+pub fn quotas_arg(setting: &Setting) -> String {
+    let model = setting
+        .get(&Knob::QuotaModel)
+        .cloned()
+        .unwrap_or(Knob::QuotaModel.default_value())
+        .to_string();
+    match setting.get(&Knob::QuotaFactor) {
+        Some(f) if model != "none" => format!("{model}:{f}"),
+        _ => model,
+    }
 }
 
 /// The flags [`args_of`] may write: a calibration's base arguments must

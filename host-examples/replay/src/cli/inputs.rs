@@ -1,13 +1,13 @@
 //! What a replay reads before it runs: the topology, the workload, the
 //! quotas, the policy sets and the `reproduce` record.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use gangway_catalog::PolicyChoice;
 use gangway_core::{RackGrouping, Topology};
 
+use super::quotas::{Quotas, quotas};
 use super::{Cli, Feature, ReplayError, choices, say};
 use crate::calibrate::targets::Targets;
 use crate::reproduce::{Reproduce, result_args};
@@ -26,8 +26,8 @@ pub(super) struct Inputs {
     pub(super) trace: Trace,
     /// Where the workload came from (the `workload:` line).
     pub(super) source: String,
-    /// GPU quota per VC name.
-    pub(super) quotas: BTreeMap<String, u32>,
+    /// The VCs' quotas and which model gave them.
+    pub(super) quotas: Quotas,
     /// The policy sets, in order.
     pub(super) choices: Vec<PolicyChoice>,
     /// The targets to fit to (`--fit`).
@@ -66,12 +66,13 @@ impl Inputs {
         );
         warn_of_differences(&trace, &topo, &topo_source);
         let quotas = quotas(&cli.quotas, &trace, topo.total_gpus())?;
+        say(cli, &format!("quotas: {}", quotas.description));
         let choices: Vec<PolicyChoice> = choices(cli)?;
         let targets = match &cli.fit {
             Some(spec) => Some(Targets::named_or_file(spec)?),
             None => None,
         };
-        let reproduce = reproduce_of(cli)?;
+        let reproduce = reproduce_of(cli, &quotas)?;
         Ok(Inputs {
             topo,
             topo_source,
@@ -206,9 +207,9 @@ fn traced_workload(
         None => None,
     };
     let warm = !cli.without.contains(&Feature::WarmStart);
-    t.window_warm(cli.skip, cli.jobs.unwrap_or(usize::MAX), warm);
-    let over = t.limit_warm(cluster_gpus);
     let time_scale = cli.time_scale.unwrap_or(1.0);
+    t.window_warm_scaled(cli.skip, cli.jobs.unwrap_or(usize::MAX), warm, time_scale);
+    let over = t.limit_warm(cluster_gpus);
     t.scale_time(time_scale);
     let mut source = format!("{} ({})", path.display(), cli.format);
     if let Some((file, n)) = labels {
@@ -286,75 +287,9 @@ pub const DEFAULT_GENERATED_TIME_SCALE: f64 = 0.65;
 /// starts with (feature `warm-start`), so the cluster is not empty at first.
 pub const WARM_LEAD_DAYS: f64 = 10.0;
 
-/// Quotas per VC name.
-pub fn quotas(
-    spec: &str,
-    trace: &Trace,
-    cluster_gpus: u32,
-) -> Result<BTreeMap<String, u32>, ReplayError> {
-    match spec {
-        "none" => Ok(BTreeMap::new()),
-        "demand" => Ok(demand_quotas(trace, cluster_gpus)),
-        s if s.starts_with("demand:") => {
-            let f: f64 = s["demand:".len()..]
-                .parse()
-                .ok()
-                .filter(|f: &f64| *f > 0.0 && f.is_finite())
-                .ok_or_else(|| {
-                    ReplayError::Usage(format!("--quotas {s}: expected demand:F, F > 0"))
-                })?;
-            let gpus = (f64::from(cluster_gpus) * f).round() as u32;
-            Ok(demand_quotas(trace, gpus.max(1))
-                .into_iter()
-                .map(|(vc, q)| (vc, q.min(cluster_gpus)))
-                .collect())
-        }
-        file => {
-            let text = std::fs::read_to_string(file)
-                .map_err(|e| ReplayError::Usage(format!("{file}: cannot read quotas: {e}")))?;
-            let mut out = BTreeMap::new();
-            for (i, line) in text.lines().enumerate() {
-                let line = line.trim();
-                if line.is_empty() || line.starts_with('#') || (i == 0 && line.starts_with("vc")) {
-                    continue;
-                }
-                let (vc, gpus) = line.split_once(',').ok_or_else(|| {
-                    ReplayError::Usage(format!("{file}:{}: expected `vc,gpus`", i + 1))
-                })?;
-                let gpus: u32 = gpus.trim().parse().map_err(|_| {
-                    ReplayError::Usage(format!("{file}:{}: {gpus:?} is not a GPU count", i + 1))
-                })?;
-                out.insert(vc.trim().to_string(), gpus);
-            }
-            Ok(out)
-        }
-    }
-}
-
-/// Each VC's share of the trace's GPU-time demand times the cluster's GPUs
-/// (the quotas add up to the cluster), and at least the VC's largest job so
-/// every job fits its quota.
-pub fn demand_quotas(trace: &Trace, cluster_gpus: u32) -> BTreeMap<String, u32> {
-    let mut demand: BTreeMap<&str, (f64, u32)> = BTreeMap::new();
-    for j in &trace.jobs {
-        let run = j.run_s();
-        let e = demand.entry(j.vc.as_str()).or_default();
-        e.0 += f64::from(j.gpus) * run as f64;
-        e.1 = e.1.max(j.gpus);
-    }
-    let total: f64 = demand.values().map(|d| d.0).sum::<f64>().max(1.0);
-    demand
-        .into_iter()
-        .map(|(vc, (gpu_s, largest))| {
-            let share = (gpu_s / total * f64::from(cluster_gpus)).round() as u32;
-            (vc.to_string(), share.max(largest).min(cluster_gpus))
-        })
-        .collect()
-}
-
 /// The `reproduce` record of `cli`: its arguments, seed, time scale and
 /// the input files it names.
-fn reproduce_of(cli: &Cli) -> Result<Reproduce, ReplayError> {
+fn reproduce_of(cli: &Cli, quotas: &Quotas) -> Result<Reproduce, ReplayError> {
     let time_scale = cli.time_scale.unwrap_or(if cli.trace.is_some() {
         1.0
     } else {
@@ -368,9 +303,8 @@ fn reproduce_of(cli: &Cli) -> Result<Reproduce, ReplayError> {
         cli.seed,
         time_scale,
     );
-    let quota_file = (!matches!(cli.quotas.as_str(), "none" | "demand")
-        && !cli.quotas.starts_with("demand:"))
-    .then(|| PathBuf::from(&cli.quotas));
+    r.quotas.clone_from(&quotas.description);
+    let quota_file = quotas.file.clone();
     let fit_file = cli
         .fit
         .as_ref()

@@ -15,11 +15,11 @@ use gangway_catalog::slot_flags::{PolicyOrModule, SlotFlags};
 use gangway_catalog::{PolicyChoice, SlotChoice};
 
 mod inputs;
+mod quotas;
 mod run;
 
-pub use inputs::{
-    DEFAULT_GENERATED_JOBS, DEFAULT_GENERATED_TIME_SCALE, WARM_LEAD_DAYS, demand_quotas, quotas,
-};
+pub use inputs::{DEFAULT_GENERATED_JOBS, DEFAULT_GENERATED_TIME_SCALE, WARM_LEAD_DAYS};
+pub use quotas::{HELIOS_GPUS_PER_NODE, HELIOS_VC_FILE, Quotas, demand_quotas, quotas};
 pub use run::{Watched, jobs_csv, run, run_observed};
 
 /// Replays a GPU-cluster job trace through Gangway's scheduler and policies.
@@ -113,7 +113,10 @@ pub struct Cli {
     pub out: PathBuf,
     /// VC quotas: `demand` (each VC's share of the trace's GPU-time times the
     /// cluster's GPUs), `demand:F` (the same shares of F times the cluster's
-    /// GPUs, e.g. `demand:0.6`), `none`, or a CSV file `vc,gpus`.
+    /// GPUs, e.g. `demand:0.6`), `helios` (the Helios artifact's Philly VC
+    /// sizes, `$GANGWAY_DATA/philly/helios_philly_vc.csv`: nodes of 8 GPUs;
+    /// `helios:F` F times them), `none`, or a CSV file `vc,gpus` (or
+    /// `vc,node num`, as Helios writes it). The run says which it used.
     #[arg(long, default_value = "demand")]
     pub quotas: String,
     /// Seconds between scheduling passes (0: a round at every event).

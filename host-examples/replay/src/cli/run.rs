@@ -46,7 +46,7 @@ pub fn run_observed(
     observer: &mut dyn FnMut(usize, Watched<'_>) -> ControlFlow<()>,
 ) -> Result<(), ReplayError> {
     let mut inputs = Inputs::load(cli)?;
-    let cfg = sim_config(cli, std::mem::take(&mut inputs.quotas));
+    let cfg = sim_config(cli, std::mem::take(&mut inputs.quotas.by_vc));
     std::fs::create_dir_all(&cli.out).map_err(|source| ReplayError::Write {
         file: cli.out.display().to_string(),
         source,

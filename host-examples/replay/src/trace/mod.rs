@@ -243,23 +243,47 @@ impl Trace {
     /// assert_eq!((t.jobs[1].name.as_str(), t.jobs[1].submit_s), ("w", 0));
     /// ```
     pub fn window_warm(&mut self, skip: usize, len: usize, warm: bool) {
+        self.window_warm_scaled(skip, len, warm, 1.0);
+    }
+
+    /// [`Trace::window_warm`] for a replay whose submit times will be
+    /// multiplied by `time_scale` ([`Trace::scale_time`]): a job submitted
+    /// `d` seconds before the window is taken to have started `d *
+    /// time_scale` seconds before it, as it would in a replay of the whole
+    /// trace at that scale, so a compressed window starts with the work a
+    /// compressed run carries into it.
+    ///
+    /// ```
+    /// use gangway_replay::trace::{Attempt, Outcome, Trace, TraceJob};
+    /// let job = |name: &str, submit_s, run_s| TraceJob {
+    ///     name: name.into(), vc: "a".into(), user: String::new(), gpus: 1, submit_s,
+    ///     attempts: vec![Attempt::new(run_s, Outcome::Passed)],
+    /// };
+    /// let jobs = vec![job("a", 0, 700), job("w", 1_000, 60)];
+    /// let mut t = Trace { jobs: jobs.clone(), ..Trace::default() };
+    /// t.window_warm_scaled(1, 10, true, 1.0);
+    /// assert_eq!(t.warm, 0, "at scale 1, a ended 300 s before the window");
+    /// let mut t = Trace { jobs, ..Trace::default() };
+    /// t.window_warm_scaled(1, 10, true, 0.5);
+    /// assert_eq!((t.warm, t.jobs[0].attempts[0].run_s), (1, 200));
+    /// ```
+    pub fn window_warm_scaled(&mut self, skip: usize, len: usize, warm: bool, time_scale: f64) {
         let skip = skip.min(self.jobs.len());
         let start = self.jobs.get(skip).map(|j| j.submit_s);
         let mut carried = Vec::new();
         if let (true, Some(start)) = (warm, start) {
             for j in &self.jobs[..skip] {
-                let mut t = j.submit_s;
+                let gap = start.saturating_sub(j.submit_s) as f64 * time_scale;
+                // Seconds the job's next attempt started before the window.
+                let mut before = gap.round() as u64;
                 let mut left = Vec::new();
                 for a in &j.attempts {
-                    let end = t.saturating_add(a.run_s);
-                    if end > start {
+                    if a.run_s > before {
                         let mut a = *a;
-                        if t < start {
-                            a.run_s = end - start;
-                        }
+                        a.run_s -= before;
                         left.push(a);
                     }
-                    t = end;
+                    before = before.saturating_sub(a.run_s);
                 }
                 if !left.is_empty() {
                     carried.push(TraceJob {
