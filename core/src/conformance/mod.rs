@@ -230,8 +230,10 @@ fn wasm_slot<S: SlotContract + SlotViews>(
     check::<S>(
         module.name(),
         &mut || {
+            // The module's `-buffered` twin checked against the slot's
+            // own function on every view: what production runs, either path.
             module
-                .backend::<S>(config)
+                .backend_checking_twins::<S>(config)
                 .map_err(|e| Finding::config(S::SLOT, module.name(), &e.to_string()))
         },
         options,

@@ -44,6 +44,10 @@ pub enum PolicyErrorKind {
     /// further call fails at once.
     #[error("used up its fuel for the run or period ({0} units)")]
     RunBudget(u64),
+    /// The module's `-buffered` twin and the slot's own function answered
+    /// one view differently (contract 2.1 has them answer alike).
+    #[error("its -buffered twin and the slot's function disagree: {0}")]
+    TwinsDisagree(String),
     /// The module used more fuel than its work budget allows
     /// ([`crate::wasm::WorkBudget`]): over its recent calls, more than a
     /// multiple of what its slot's built-in policies cost on the same views.

@@ -107,6 +107,8 @@ pub(crate) struct WasmBackend<S: SlotContract> {
     spent_fuel: u64,
     /// Its recent calls under the engine's work budget.
     work: WorkMeter,
+    /// How its `-buffered` twins are checked against the slot's function.
+    twins: TwinCheck,
     /// When the current fuel period began (`SandboxConfig::fuel_period`),
     /// from the first call.
     period_start: Option<std::time::Instant>,
@@ -122,7 +124,14 @@ pub(crate) enum InstanceError {
 
 impl<S: SlotContract> WasmBackend<S> {
     /// Instantiates the module for slot `S` and runs `init(config)`.
-    pub(crate) fn start(module: PolicyModule, config: &[u8]) -> Result<Self, WasmError> {
+    pub(crate) fn start(
+        module: PolicyModule,
+        config: &[u8],
+        mut twins: TwinCheck,
+    ) -> Result<Self, WasmError> {
+        if !module.buffered_slots().contains(&S::SLOT) {
+            twins.every = 0;
+        }
         let mut backend = WasmBackend {
             module,
             config: Arc::from(config),
@@ -133,6 +142,7 @@ impl<S: SlotContract> WasmBackend<S> {
             known: KnownChanges::default(),
             spent_fuel: 0,
             work: WorkMeter::default(),
+            twins,
             period_start: None,
             _slot: std::marker::PhantomData,
         };
@@ -216,8 +226,14 @@ impl<S: SlotContract> WasmBackend<S> {
         used
     }
 
-    /// A fresh instance with `init(config)` done, and the manifest it answered.
+    /// A fresh instance with `init(config)` done, and the manifest it
+    /// answered: entered through the slot's twins unless they were declined.
     fn instantiate(&self) -> Result<(Live<S::View>, Manifest), InstanceError> {
+        self.instantiate_with(self.twins.declined.is_none())
+    }
+
+    /// [`WasmBackend::instantiate`], through the twins if `twins`.
+    fn instantiate_with(&self, twins: bool) -> Result<(Live<S::View>, Manifest), InstanceError> {
         let engine = &self.module.engine;
         self.module
             .compiled
@@ -232,7 +248,7 @@ impl<S: SlotContract> WasmBackend<S> {
             }
             Code::Direct(code) => {
                 let direct = code
-                    .instantiate(&mut store, S::SLOT)
+                    .instantiate(&mut store, S::SLOT, twins)
                     .map_err(|e| classify(&e))?;
                 let init = direct.init(&mut store, &self.config, MANIFEST_BYTES);
                 (Entry::Direct(Box::new(direct)), init)
@@ -380,7 +396,7 @@ impl<S: SlotContract> WasmBackend<S> {
             Ok(Ok(Ok(decision))) => {
                 self.hold(&mut live, view, changes);
                 self.live = Some(live);
-                Ok(decision)
+                self.check_twins(view, decision)
             }
             // The instance is dropped here on every failure and never used
             // again: refusals and undecodable replies included.
@@ -544,6 +560,137 @@ impl PolicyModule {
                 },
             ));
         }
-        Ok(Box::new(WasmBackend::<S>::start(self.clone(), config)?))
+        Ok(Box::new(WasmBackend::<S>::start(
+            self.clone(),
+            config,
+            TwinCheck::default(),
+        )?))
+    }
+
+    /// [`PolicyModule::backend`] checking the slot's `-buffered` twin
+    /// against its own function on every call: a difference fails the call
+    /// with [`PolicyErrorKind::TwinsDisagree`] (what the conformance kit
+    /// uses).
+    #[cfg(feature = "conformance")]
+    pub(crate) fn backend_checking_twins<S: SlotContract>(
+        &self,
+        config: &[u8],
+    ) -> Result<BoxedBackend<S>, WasmError> {
+        self.backend::<S>(config)?;
+        let twins = TwinCheck {
+            every: 1,
+            fail: true,
+            ..TwinCheck::default()
+        };
+        Ok(Box::new(WasmBackend::<S>::start(
+            self.clone(),
+            config,
+            twins,
+        )?))
+    }
+}
+
+/// How a backend checks a 2.1 module's `-buffered` twin against the slot's
+/// own function (which the component runtime calls): on its first call and
+/// every `every`-th after (0: never), the same view is also given to a
+/// fresh instance entered through the function. On a difference a host's
+/// backend declines the twins (the function's answer stands, and every
+/// later call goes through the function), saying why; the conformance kit's
+/// fails the call.
+#[derive(Clone, Debug)]
+pub(crate) struct TwinCheck {
+    pub(crate) every: u64,
+    pub(crate) fail: bool,
+    calls: u64,
+    declined: Option<String>,
+}
+
+impl Default for TwinCheck {
+    fn default() -> Self {
+        TwinCheck {
+            every: 64,
+            fail: false,
+            calls: 0,
+            declined: None,
+        }
+    }
+}
+
+impl<S: SlotContract> WasmBackend<S> {
+    /// The twin's answer to `view` checked against the slot's function's,
+    /// when a check is due (see [`TwinCheck`]).
+    fn check_twins(
+        &mut self,
+        view: &S::View,
+        twin: S::Decision,
+    ) -> Result<S::Decision, PolicyError> {
+        let t = &mut self.twins;
+        if t.every == 0 || t.declined.is_some() {
+            return Ok(twin);
+        }
+        let due = t.calls.is_multiple_of(t.every);
+        t.calls += 1;
+        if !due {
+            return Ok(twin);
+        }
+        let function = self.call_function(view);
+        if function.as_ref().is_ok_and(|d| *d == twin) {
+            return Ok(twin);
+        }
+        let said = |text: String| -> String { text.chars().take(300).collect() };
+        let reason = format!(
+            "on a view of {} jobs the twin answered {}, the function {}",
+            S::view_jobs(view),
+            said(format!("{twin:?}")),
+            match &function {
+                Ok(d) => said(format!("{d:?}")),
+                Err(kind) => format!("an error ({kind})"),
+            }
+        );
+        if self.twins.fail {
+            return Err(self.error(PolicyErrorKind::TwinsDisagree(reason)));
+        }
+        tracing::warn!(
+            module = self.module.name(),
+            slot = %S::SLOT,
+            "declining the module's -buffered twins, its calls go through the slot's function from now on: {reason}"
+        );
+        self.twins.declined = Some(reason);
+        self.live = None;
+        function.map_err(|kind| self.error(kind))
+    }
+
+    /// The answer of a fresh instance entered through the slot's own
+    /// function to the whole of `view`.
+    fn call_function(&mut self, view: &S::View) -> Result<S::Decision, PolicyErrorKind> {
+        let (mut live, _) = self.instantiate_with(false).map_err(|e| match e {
+            InstanceError::Kind(kind) => kind,
+            InstanceError::Signature { function, reason } => {
+                PolicyErrorKind::Abi(format!("`{function}` has the wrong type: {reason}"))
+            }
+            InstanceError::Manifest(reason) => PolicyErrorKind::Decode(reason),
+        })?;
+        if let Err(InstanceError::Kind(kind)) = self.arm(&mut live.store, None) {
+            return Err(kind);
+        }
+        let mut message = Vec::new();
+        if self.view_changes {
+            wire::encode_view_message_known::<S>(None, view, None, &mut message);
+        } else {
+            S::encode_view(view, &mut message);
+        }
+        let messages = self.view_changes;
+        match live.call(&message, |bytes| {
+            if messages {
+                wire::decode_reply_message::<S>(bytes, view)
+            } else {
+                S::decode_decision(bytes, view)
+            }
+        }) {
+            Ok(Ok(Ok(decision))) => Ok(decision),
+            Ok(Ok(Err(e))) => Err(PolicyErrorKind::Decode(e.to_string())),
+            Ok(Err(message)) => Err(PolicyErrorKind::Refused(message)),
+            Err(e) => Err(classify(&e, &self.module.engine.config)),
+        }
     }
 }

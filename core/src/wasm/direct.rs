@@ -233,11 +233,14 @@ impl DirectCode {
             .collect()
     }
 
-    /// Instantiates the module in `store` for `slot`.
+    /// Instantiates the module in `store` for `slot`, entered through the
+    /// slot's `-buffered` twins if it has them and `twins`, else through
+    /// the slot's own functions.
     pub(crate) fn instantiate(
         &self,
         store: &mut Store<HostState>,
         slot: Slot,
+        twins: bool,
     ) -> wasmtime::Result<DirectInstance> {
         let names = self
             .slots
@@ -256,12 +259,12 @@ impl DirectCode {
                 .transpose()
         };
         let buffered = match &names.buffered {
-            Some((view_buffer, call)) => Some(Buffered {
+            Some((view_buffer, call)) if twins => Some(Buffered {
                 view_buffer: instance.get_typed_func(&mut *store, view_buffer)?,
                 call: instance.get_typed_func(&mut *store, call)?,
                 buffer: Cell::new(None),
             }),
-            None => None,
+            _ => None,
         };
         Ok(DirectInstance {
             memory: instance

@@ -13,43 +13,13 @@ use gangway_plugin_sdk::Fairness;
 use crate::guests;
 use crate::support::{accounted, beside_default, empty_view, run, scheduler, the_fairness_error};
 
-/// The contract this host speaks, with the `-buffered` interfaces.
-const WIT_2_1: &str = include_str!("../../../plugin-sdk/wit/policy.wit");
-
 const JOBS: u64 = 60;
 const ROUNDS: u64 = 4;
 
-/// A 2.1 fairness guest: the 2.0 functions answer the empty decision; the
-/// buffered `view-buffer` answers `buffer` and `call` runs `call` (which
-/// must leave the packed answer, an i64) on views longer than the trigger,
-/// and otherwise answer as the 2.0 functions do. `data` adds data segments.
-fn buffered_wat(buffer: &str, call: &str, data: &str) -> String {
-    let core = guests::fairness_wat("2.1.0", guests::TRIGGER_BYTES, "(unreachable)", data);
-    let trigger = guests::TRIGGER_BYTES;
-    let buffered = format!(
-        r#"
-  (func (export "gangway:policy/fairness-buffered@2.1.0#view-buffer") (param $len i32) (result i32)
-    (if (i32.lt_u (memory.size) (i32.const 4))
-      (then (drop (memory.grow (i32.const 4)))))
-    (if (i32.gt_u (local.get $len) (i32.const {trigger}))
-      (then (return {buffer})))
-    (i32.const 32768))
-  (func (export "gangway:policy/fairness-buffered@2.1.0#call") (param $len i32) (result i64)
-    (if (i32.gt_u (local.get $len) (i32.const {trigger}))
-      (then (return {call})))
-    ;; ok: the empty decision, one byte at 64
-    (i64.or (i64.shl (i64.const 64) (i64.const 32)) (i64.const 1)))
-)"#
-    );
-    // Replace the module's closing parenthesis with the buffered functions.
-    let end = core.trim_end().len() - 1;
-    format!("{}{buffered}", &core[..end])
-}
-
 fn buffered_component(buffer: &str, call: &str, data: &str) -> Vec<u8> {
     guests::componentize_doctored(
-        &buffered_wat(buffer, call, data),
-        WIT_2_1,
+        &guests::buffered_wat(buffer, call, data),
+        guests::WIT_2_1,
         "fairness-policy-buffered",
     )
 }
@@ -205,7 +175,7 @@ fn garbage_in_the_buffered_reply_does_not_decode() {
 /// refuses for leaving out the pending jobs), with no ABI error or trap.
 #[test]
 fn log_in_view_buffer_is_allowed_on_both_paths() {
-    let core = buffered_wat(
+    let core = guests::buffered_wat(
         "(block (result i32) (call $log (i32.const 2) (i32.const 300) (i32.const 5)) (i32.const 32768))",
         "(i64.or (i64.shl (i64.const 64) (i64.const 32)) (i64.const 1))",
         r#"(data (i32.const 300) "hello")"#,
@@ -217,7 +187,7 @@ fn log_in_view_buffer_is_allowed_on_both_paths() {
         "(module\n  (import \"gangway:policy/log@2.1.0\" \"log\" (func $log (param i32 i32 i32)))",
         1,
     );
-    let bytes = guests::componentize_doctored(&core, WIT_2_1, "fairness-policy-buffered");
+    let bytes = guests::componentize_doctored(&core, guests::WIT_2_1, "fairness-policy-buffered");
     let mut answers = Vec::new();
     for path in guests::PATHS {
         let module = guests::engine_on(path)
@@ -242,4 +212,27 @@ fn log_in_view_buffer_is_allowed_on_both_paths() {
         accounted(&sched, JOBS as usize + 1);
     }
     assert_eq!(answers[0], answers[1]);
+}
+
+/// A host on the direct path checks the twin against the slot's function
+/// on its first real call, finds they disagree, declines the twins and
+/// goes on through the function: every round decides as the component
+/// runtime does, without an error (through the twin every round would fail
+/// for leaving out the pending jobs).
+#[test]
+fn twins_that_disagree_with_their_function_are_declined() {
+    let bytes = guests::disagreeing_twins();
+    let mut starts = Vec::new();
+    for path in guests::PATHS {
+        let module = guests::engine_on(path).load("twins", &bytes).unwrap();
+        let (sched, reports, _) = beside_default(&module, JOBS, ROUNDS);
+        assert!(
+            reports.iter().all(|r| r.policy_errors.is_empty()),
+            "{path:?}: {:?}",
+            reports.iter().map(|r| &r.policy_errors).collect::<Vec<_>>()
+        );
+        starts.push(reports.iter().map(|r| r.starts.clone()).collect::<Vec<_>>());
+        accounted(&sched, JOBS as usize + 1);
+    }
+    assert_eq!(starts[0], starts[1]);
 }

@@ -188,7 +188,7 @@ pub(crate) fn slow_reclaim(after: u32) -> Vec<u8> {
 /// Reads a 2.0 fairness view (postcard) at `$p` and writes the decision
 /// that keeps the view's order with every job eligible after the heap:
 /// WAT helpers for [`slow_fairness`].
-const ECHO: &str = r#"
+pub(crate) const ECHO: &str = r#"
   (global $p (mut i32) (i32.const 0))
   (global $out (mut i32) (i32.const 0))
   (func $skip
@@ -455,4 +455,48 @@ pub(crate) fn twice_exported_fairness() -> Vec<u8> {
             "(func (export \"gangway:policy/fairness@2.0.0#order\") (export \"gangway:policy/fairness@2.1.0#order\")",
         );
     componentize(&core, &[&v21], world, "twice")
+}
+
+/// The contract this host speaks, with the `-buffered` interfaces.
+pub(crate) const WIT_2_1: &str = include_str!("../../../plugin-sdk/wit/policy.wit");
+
+/// A 2.1 fairness guest: the 2.0 functions answer the empty decision; the
+/// buffered `view-buffer` answers `buffer` and `call` runs `call` (which
+/// must leave the packed answer, an i64) on views longer than the trigger,
+/// and otherwise answer as the 2.0 functions do. `data` adds data segments.
+pub(crate) fn buffered_wat(buffer: &str, call: &str, data: &str) -> String {
+    let core = fairness_wat("2.1.0", TRIGGER_BYTES, "(unreachable)", data);
+    let trigger = TRIGGER_BYTES;
+    let buffered = format!(
+        r#"
+  (func (export "gangway:policy/fairness-buffered@2.1.0#view-buffer") (param $len i32) (result i32)
+    (if (i32.lt_u (memory.size) (i32.const 4))
+      (then (drop (memory.grow (i32.const 4)))))
+    (if (i32.gt_u (local.get $len) (i32.const {trigger}))
+      (then (return {buffer})))
+    (i32.const 32768))
+  (func (export "gangway:policy/fairness-buffered@2.1.0#call") (param $len i32) (result i64)
+    (if (i32.gt_u (local.get $len) (i32.const {trigger}))
+      (then (return {call})))
+    ;; ok: the empty decision, one byte at 64
+    (i64.or (i64.shl (i64.const 64) (i64.const 32)) (i64.const 1)))
+)"#
+    );
+    // Replace the module's closing parenthesis with the buffered functions.
+    let end = core.trim_end().len() - 1;
+    format!("{}{buffered}", &core[..end])
+}
+
+/// A 2.1 guest whose slot function keeps the view's order (a valid
+/// decision) while its `-buffered` twin answers the empty order: twins
+/// that disagree.
+pub(crate) fn disagreeing_twins() -> Vec<u8> {
+    let echo = "(then (return (call $echo (local.get $ptr) (local.get $len))))";
+    let core = buffered_wat(
+        "(i32.const 32768)",
+        "(i64.or (i64.shl (i64.const 64) (i64.const 32)) (i64.const 1))",
+        &format!("(global $i (mut i32) (i32.const 0)) {}", ECHO),
+    )
+    .replace("(then (unreachable))", echo);
+    componentize_doctored(&core, WIT_2_1, "fairness-policy-buffered")
 }

@@ -210,3 +210,16 @@ fn a_missing_file_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot read /nonexistent/policy.wasm"));
 }
+
+/// The kit checks both halves of a 2.1 module: a `-buffered` twin that
+/// answers otherwise than the slot's function (which the component runtime
+/// calls) is a finding, with the view as a regression test.
+#[test]
+fn twins_that_disagree_with_their_function_fail() {
+    expect_failure(
+        "twins.wasm",
+        &guests::disagreeing_twins(),
+        &[],
+        "its -buffered twin and the slot's function disagree",
+    );
+}
