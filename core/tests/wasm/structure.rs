@@ -275,8 +275,10 @@ fn the_cache_serves_known_bytes_under_any_name() {
     assert_eq!(engine.cached_modules(), 1);
     assert_eq!(a.hash(), b.hash());
     assert_eq!(b.name(), "b");
-    // The warm-up ran once: one instance per slot for the first load only.
-    assert_eq!(b.instantiations(), 1);
+    // The warm-up ran once, for the first load only: one instance of the
+    // slot entered through its twins, and one through its own function,
+    // which the first call of every backend checks the twins against.
+    assert_eq!(b.instantiations(), 2);
 }
 
 #[test]
