@@ -11,6 +11,8 @@ pub(crate) mod codec;
 pub(crate) mod compact;
 mod known;
 pub(crate) mod postcard;
+#[cfg(test)]
+mod vectors;
 
 pub use codec::{WireError, decode, encode, encode_into};
 pub use known::KnownChanges;
