@@ -74,6 +74,9 @@
 //! its slot's folder, here so that it too runs natively and as Wasm.
 #![forbid(unsafe_code)]
 
+// The derived wire code names this crate by its name, here too.
+extern crate self as gangway_plugin_sdk;
+
 mod config;
 #[doc(hidden)]
 pub mod export;

@@ -3,9 +3,11 @@
 //! Each slot is one folder: `mod.rs` holds its view, its decision, the
 //! trait a policy author implements and the marker type that describes the
 //! slot to the host ([`crate::SlotContract`]); `rules.rs` the rules every
-//! decision is checked against; `wire.rs` how its view and decision cross
-//! the sandbox boundary; `fallback.rs` its built-in policy. The locality
-//! and gang slots share one view, in `queue_view/`.
+//! decision is checked against; `fallback.rs` its built-in policy. How its
+//! view and decision cross the sandbox boundary is derived from their
+//! definitions (`#[derive(Wire)]` and its `#[wire(...)]` attributes, see
+//! [`crate::wire`]). The locality and gang slots share one view, in
+//! `queue_view/`.
 //!
 //! This file is the registry: [`Slot`] names every slot at run time, and
 //! [`with_slot!`](crate::with_slot) turns a [`Slot`] into its marker type,

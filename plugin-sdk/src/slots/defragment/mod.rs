@@ -11,10 +11,12 @@ use crate::slots::Nothing;
 use crate::slots::Slot;
 use crate::view::ServerState;
 use crate::view::{ClusterSummary, RunningJob, VcUsage, WaitingJob};
+use crate::wire::Wire;
 use crate::wire::codec;
 
 /// What the defragment slot sees, after a round's placement and reclaim.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
+#[wire(view)]
 pub struct DefragmentView {
     /// The host's clock (seconds).
     pub now_s: u64,
@@ -31,7 +33,7 @@ pub struct DefragmentView {
 
 /// One migration: `job` is checkpointed and restarted with these GPUs per
 /// server.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
 pub struct Move {
     /// A running job.
     pub job: JobId,
@@ -46,7 +48,8 @@ pub struct Move {
 /// then starts `start` within its spread limit; if any move does not fit or
 /// the gang still does not fit, it refuses the whole decision and moves
 /// nothing.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
+#[wire(answers = DefragmentView)]
 pub struct DefragmentDecision {
     /// Migrations, in order.
     pub moves: Vec<Move>,

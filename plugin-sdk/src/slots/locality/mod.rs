@@ -2,7 +2,6 @@
 
 mod fallback;
 mod rules;
-pub(crate) mod wire;
 
 use serde::{Deserialize, Serialize};
 
@@ -11,15 +10,18 @@ use crate::slots::QueueView;
 use crate::slots::Slot;
 use crate::slots::queue_view;
 use crate::view::SpreadLimit;
-use crate::wire::codec::{self, WireError};
+use crate::wire::Wire;
+use crate::wire::codec;
 
 pub use fallback::Strict;
 /// The locality slot's answer: one spread limit per job of the
 /// [`QueueView`], in the same order.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
+#[wire(answers = QueueView)]
 pub struct LocalityDecision {
     /// `limits[i]` bounds where job `i` may go this round: no level deeper
-    /// than the server level.
+    /// than the server level. (In a compact reply, runs of equal limits.)
+    #[wire(max = jobs, runs)]
     pub limits: Vec<SpreadLimit>,
 }
 
@@ -49,7 +51,6 @@ impl SlotContract for Locality {
         per_call: 14_000,
         per_job: 600,
     };
-    const VIEW_CHANGES: bool = true;
     type View = QueueView;
     type Decision = LocalityDecision;
     type Fallback = Strict;
@@ -61,22 +62,6 @@ impl SlotContract for Locality {
 
     fn max_reply_bytes(view: &QueueView) -> usize {
         codec::LEN + view.jobs.len() * (1 + codec::U32)
-    }
-    fn encode_decision_compact(d: &LocalityDecision, _view: &QueueView, out: &mut Vec<u8>) -> bool {
-        wire::encode_decision_compact(d, out)
-    }
-    fn decode_decision_compact(
-        bytes: &[u8],
-        view: &QueueView,
-    ) -> Result<LocalityDecision, WireError> {
-        wire::decode_decision_compact(bytes, view)
-    }
-    fn encode_decision(d: &LocalityDecision, out: &mut Vec<u8>) {
-        wire::encode_decision(d, out);
-    }
-    fn decode_decision(bytes: &[u8], view: &QueueView) -> Result<LocalityDecision, WireError> {
-        codec::check_reply_len::<Self::Decision>(bytes, Self::max_reply_bytes(view))?;
-        wire::decode_decision(bytes, view.jobs.len())
     }
 }
 

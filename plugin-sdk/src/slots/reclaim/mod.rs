@@ -3,7 +3,6 @@
 
 mod give_back;
 mod rules;
-pub(crate) mod wire;
 
 pub use give_back::{GpuCounts, give_back_walk};
 
@@ -15,29 +14,37 @@ use crate::slot_contract::{InvalidDecision, Policy, SlotContract, WorkCost};
 use crate::slots::Nothing;
 use crate::slots::Slot;
 use crate::view::{ClusterSummary, RunningJob, ServerState, VcUsage, WaitingJob};
-use crate::wire::codec::{self, WireError};
+use crate::wire::Wire;
+use crate::wire::codec;
 
 /// What the reclaim slot sees, after a round's placement: the jobs running
-/// now and the jobs of the round's view that did not start, with why.
-#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// now and the jobs of the round's view that did not start, with why. Its
+/// VCs, servers, running and waiting jobs travel as runs of a view change.
+#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
+#[wire(view)]
 pub struct ReclaimView {
     /// The host's clock (seconds).
+    #[wire(now)]
     pub now_s: u64,
     /// Cluster capacity after this round's starts.
     pub cluster: ClusterSummary,
     /// Every virtual cluster, indexed by [`crate::VcId`], after this round's starts.
+    #[wire(runs)]
     pub vcs: Vec<VcUsage>,
     /// Every server, by id, with its free GPUs after this round's starts
     /// (under [`crate::RunningScope::Borrowed`] and
     /// [`crate::RunningScope::GiveBack`], only the servers with free GPUs or
     /// running a job of `running`, and `waiting` only the jobs their VC's
     /// quota covers).
+    #[wire(runs)]
     pub servers: Vec<ServerState>,
     /// Every running job, by id (with [`RunningScope::Borrowed`], only
     /// those of VCs that borrow; with [`RunningScope::GiveBack`], only those
     /// of [`ReclaimView::give_back`]).
+    #[wire(runs)]
     pub running: Vec<RunningJob>,
     /// The jobs of this round's view still waiting, in fairness order.
+    #[wire(runs)]
     pub waiting: Vec<WaitingJob>,
 }
 
@@ -82,7 +89,8 @@ impl Clone for ReclaimView {
 /// limit, at once. It refuses the whole decision, stopping nothing, if a
 /// `start` job would not fit after the stops, or if a stopped job's GPUs are
 /// not used by any `start` job (it never stops more than it needs).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
+#[wire(answers = ReclaimView)]
 pub struct ReclaimDecision {
     /// Running jobs to stop, each at most once.
     pub stop: Vec<JobId>,
@@ -129,7 +137,6 @@ impl SlotContract for Reclaim {
         per_job: 20_000,
     };
     const FALLBACK_DECIDES_NOTHING: bool = true;
-    const VIEW_CHANGES: bool = true;
     type View = ReclaimView;
     type Decision = ReclaimDecision;
     type Fallback = Nothing;
@@ -150,23 +157,6 @@ impl SlotContract for Reclaim {
 
     fn max_reply_bytes(view: &ReclaimView) -> usize {
         2 * codec::LEN + (view.running.len() + view.waiting.len()) * codec::U64
-    }
-    fn encode_view(view: &ReclaimView, out: &mut Vec<u8>) {
-        wire::encode_view(view, out);
-    }
-    fn decode_view_into(bytes: &[u8], view: &mut ReclaimView) -> Result<(), WireError> {
-        wire::decode_view_into(bytes, view)
-    }
-    fn encode_view_change(
-        base: &ReclaimView,
-        view: &ReclaimView,
-        known: Option<&crate::wire::KnownChanges>,
-        out: &mut Vec<u8>,
-    ) -> bool {
-        wire::encode_view_change(base, view, known, out)
-    }
-    fn apply_view_change(bytes: &[u8], view: &mut ReclaimView) -> Result<(), WireError> {
-        wire::apply_view_change(bytes, view)
     }
 }
 

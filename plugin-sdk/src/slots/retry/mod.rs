@@ -10,6 +10,7 @@ use crate::ids::{JobId, VcId};
 use crate::slot_contract::{InvalidDecision, Policy, SlotContract, WorkCost};
 use crate::slots::Slot;
 use crate::view::{ClusterSummary, VcUsage};
+use crate::wire::Wire;
 use crate::wire::codec;
 
 pub use fallback::Fixed;
@@ -17,7 +18,7 @@ pub use fallback::Fixed;
 /// (a rule-based classifier over the job's logs), as the host reports them.
 /// The host passes `Unknown` when it cannot tell.
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Wire,
 )]
 pub enum FailureClass {
     /// No classification.
@@ -147,7 +148,7 @@ impl std::fmt::Display for FailureClass {
 }
 
 /// One failed attempt, as the retry slot sees it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
 pub struct FailedAttempt {
     /// The job.
     pub job: JobId,
@@ -173,7 +174,8 @@ pub struct FailedAttempt {
 
 /// What the retry slot sees: the attempts that failed since the last round,
 /// by job id.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
+#[wire(view)]
 pub struct RetryView {
     /// The host's clock (seconds).
     pub now_s: u64,
@@ -182,7 +184,7 @@ pub struct RetryView {
 }
 
 /// What to do about one failed attempt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Wire)]
 pub enum RetryAction {
     /// Queue the job again once `after_s` seconds have passed (0: now).
     Retry {
@@ -221,7 +223,8 @@ impl Default for RetryAction {
 }
 
 /// The retry slot's answer: one action per failure of the view, in order.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
+#[wire(answers = RetryView)]
 pub struct RetryDecision {
     /// `actions[i]` applies to `failures[i]`.
     pub actions: Vec<RetryAction>,
