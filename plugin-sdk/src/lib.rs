@@ -56,7 +56,7 @@
 //! ## Running as a Wasm component
 //!
 //! The same type becomes a sandboxed plugin with one macro line
-//! ([`export_fairness!`] and its five siblings) in a `cdylib` crate built for
+//! ([`export!`]`(Fairness, MyPolicy)`) in a `cdylib` crate built for
 //! `wasm32-unknown-unknown`. The contract is the WIT package
 //! `gangway:policy@2.1.0` in this crate's `wit/policy.wit`; the
 //! [contract page](crate::contract) explains the calling convention, the

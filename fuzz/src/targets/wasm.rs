@@ -17,8 +17,8 @@ use std::cell::RefCell;
 use gangway_catalog::CatalogSlot;
 use gangway_core::policy::PolicyErrorKind;
 use gangway_core::wasm::{CallPath, PolicyEngine, PolicyModule, SandboxConfig};
-use gangway_plugin_sdk::{SlotContract, wire};
 use gangway_plugin_sdk::testing::SlotViews;
+use gangway_plugin_sdk::{SlotContract, wire};
 
 use super::replies::reply_bytes;
 use super::{by_slot, generate};

@@ -666,7 +666,8 @@ mod tests {
     use crate::WaitReason;
     use crate::ids::{JobId, Level};
     use crate::slots::{FairnessView, QueueView, ReclaimView};
-    use crate::testing::strategy;
+    use crate::testing::SlotViews;
+    use crate::{Gang, Reclaim};
 
     /// How a view changes between two rounds: jobs leave, arrive, change,
     /// move, and time passes.
@@ -749,7 +750,7 @@ mod tests {
         /// Whatever changed, the base plus the change is the new view.
         #[test]
         fn a_change_rebuilds_the_round_view(
-            base in strategy::fairness_view(),
+            base in Fairness::views(),
             edits in edits(),
             vc_edits in prop::collection::vec((any::<usize>(), any::<u32>()), 0..4),
             dt in prop_oneof![Just(0u64), 1u64..100_000, Just(u64::MAX)],
@@ -790,7 +791,7 @@ mod tests {
         /// with the jobs or whole.
         #[test]
         fn a_change_rebuilds_the_queue_view(
-            base in strategy::queue_view(true),
+            base in Gang::views(),
             edits in edits(),
             dt in prop_oneof![Just(0u64), 1u64..100_000],
         ) {
@@ -810,7 +811,7 @@ mod tests {
         /// list as runs, with running jobs' attained service advanced.
         #[test]
         fn a_change_rebuilds_the_reclaim_view(
-            base in strategy::reclaim_view(),
+            base in Reclaim::views(),
             drop_running in any::<usize>(),
             drop_waiting in any::<usize>(),
             freed in any::<usize>(),
@@ -862,7 +863,7 @@ mod tests {
         /// and never builds more jobs than the base and the bytes hold.
         #[test]
         fn garbage_changes_are_refused_or_bounded(
-            base in strategy::queue_view(true),
+            base in Gang::views(),
             bytes in prop::collection::vec(any::<u8>(), 0..200),
         ) {
             let mut held = base.clone();

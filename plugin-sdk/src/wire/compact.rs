@@ -258,12 +258,13 @@ pub fn read_position_runs<E: Positioned, V: Keyed>(
 mod tests {
     use proptest::prelude::*;
 
+    use crate::Fairness;
     use crate::ids::{JobId, Level};
     use crate::slots::{
         FairnessDecision, FairnessView, GangAction, GangDecision, LocalityDecision, QueueView,
         Ranked,
     };
-    use crate::testing::strategy;
+    use crate::testing::SlotViews;
     use crate::view::SpreadLimit;
     use crate::wire::WireDecision;
 
@@ -273,7 +274,7 @@ mod tests {
         /// Whatever the decision, a compact reply decodes to it.
         #[test]
         fn compact_replies_decode_to_the_decision(
-            view in strategy::fairness_view(),
+            view in Fairness::views(),
             swaps in prop::collection::vec((any::<usize>(), any::<usize>()), 0..4),
             flips in prop::collection::vec(any::<usize>(), 0..3),
             limits in prop::collection::vec((0u8..3, 0u32..3), 1..4),
@@ -322,7 +323,7 @@ mod tests {
         /// produce more entries than the view has jobs.
         #[test]
         fn garbage_compact_replies_are_refused_or_bounded(
-            view in strategy::fairness_view(),
+            view in Fairness::views(),
             bytes in prop::collection::vec(any::<u8>(), 0..64),
         ) {
             let queue = QueueView { jobs: view.jobs.clone(), ..QueueView::default() };

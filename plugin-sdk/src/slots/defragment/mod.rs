@@ -2,6 +2,8 @@
 //! elsewhere) so that a waiting gang finds the local room it needs.
 
 mod rules;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) mod testing;
 
 use serde::{Deserialize, Serialize};
 
@@ -69,6 +71,27 @@ impl<P: DefragmentPolicy + ?Sized> Policy<Defragment> for P {
     }
 }
 
+/// The defragment slot's export glue, with its WIT names: what
+/// [`export!`](crate::export)`(Defragment, ...)` expands.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __gangway_export_defragment {
+    ($policy:ty) => {
+        $crate::__gangway_export!(
+            __GangwayDefragment,
+            __gangway_defragment,
+            "defragment-policy-buffered",
+            $policy,
+            defragment,
+            defragment_buffered,
+            plan,
+            $crate::Defragment
+        );
+    };
+}
+#[doc(hidden)]
+pub use crate::__gangway_export_defragment as Defragment;
+
 /// The defragment slot (WIT interface `defragment`, function `plan`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Defragment;
@@ -108,37 +131,5 @@ impl SlotContract for Defragment {
             + codec::U64
             + view.running.len() * (codec::U64 + codec::LEN)
             + gpus * 2 * codec::U32
-    }
-}
-
-#[cfg(any(test, feature = "testing"))]
-impl crate::testing::SlotViews for Defragment {
-    fn views() -> proptest::strategy::BoxedStrategy<Self::View> {
-        use proptest::strategy::Strategy;
-        crate::testing::strategy::defragment_view().boxed()
-    }
-
-    fn smaller(view: &DefragmentView) -> Vec<DefragmentView> {
-        use crate::testing::shrink;
-        let mut out = Vec::new();
-        for running in shrink::smaller_lists(&view.running) {
-            out.push(DefragmentView {
-                running,
-                ..view.clone()
-            });
-        }
-        for waiting in shrink::smaller_lists(&view.waiting) {
-            out.push(DefragmentView {
-                waiting,
-                ..view.clone()
-            });
-        }
-        for servers in shrink::unused_servers_dropped(&view.servers, &view.running) {
-            out.push(DefragmentView {
-                servers,
-                ..view.clone()
-            });
-        }
-        out
     }
 }

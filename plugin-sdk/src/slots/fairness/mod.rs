@@ -2,6 +2,8 @@
 
 mod fallback;
 mod rules;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) mod testing;
 
 use serde::{Deserialize, Serialize};
 
@@ -111,6 +113,27 @@ impl<P: FairnessPolicy + ?Sized> Policy<Fairness> for P {
     }
 }
 
+/// The fairness slot's export glue, with its WIT names: what
+/// [`export!`](crate::export)`(Fairness, ...)` expands.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __gangway_export_fairness {
+    ($policy:ty) => {
+        $crate::__gangway_export!(
+            __GangwayFairness,
+            __gangway_fairness,
+            "fairness-policy-buffered",
+            $policy,
+            fairness,
+            fairness_buffered,
+            order,
+            $crate::Fairness
+        );
+    };
+}
+#[doc(hidden)]
+pub use crate::__gangway_export_fairness as Fairness;
+
 /// The fairness slot (WIT interface `fairness`, function `order`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Fairness;
@@ -145,34 +168,5 @@ impl SlotContract for Fairness {
 
     fn max_reply_bytes(view: &FairnessView) -> usize {
         codec::LEN + view.jobs.len() * (codec::U64 + 1)
-    }
-}
-
-#[cfg(any(test, feature = "testing"))]
-impl crate::testing::SlotViews for Fairness {
-    fn views() -> proptest::strategy::BoxedStrategy<Self::View> {
-        use proptest::strategy::Strategy;
-        crate::testing::strategy::fairness_view().boxed()
-    }
-
-    fn smaller(view: &FairnessView) -> Vec<FairnessView> {
-        use crate::testing::shrink;
-        let mut out = Vec::new();
-        for (dropped, vcs) in shrink::without_each_vc(&view.vcs, |v| v.id, |v, id| v.id = id) {
-            let mut v = view.clone();
-            v.vcs = vcs;
-            v.jobs.retain(|j| j.vc != dropped);
-            for j in &mut v.jobs {
-                j.vc = shrink::renumbered(j.vc, dropped);
-            }
-            out.push(v);
-        }
-        for jobs in shrink::smaller_lists(&view.jobs) {
-            out.push(FairnessView {
-                jobs,
-                ..view.clone()
-            });
-        }
-        out
     }
 }

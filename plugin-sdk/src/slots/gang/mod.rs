@@ -2,6 +2,8 @@
 
 mod fallback;
 mod rules;
+#[cfg(any(test, feature = "testing"))]
+mod testing;
 
 use serde::{Deserialize, Serialize};
 
@@ -52,6 +54,27 @@ impl<P: GangPolicy + ?Sized> Policy<Gang> for P {
     }
 }
 
+/// The gang slot's export glue, with its WIT names: what
+/// [`export!`](crate::export)`(Gang, ...)` expands.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __gangway_export_gang {
+    ($policy:ty) => {
+        $crate::__gangway_export!(
+            __GangwayGang,
+            __gangway_gang,
+            "gang-policy-buffered",
+            $policy,
+            gang,
+            gang_buffered,
+            on_blocked,
+            $crate::Gang
+        );
+    };
+}
+#[doc(hidden)]
+pub use crate::__gangway_export_gang as Gang;
+
 /// The gang slot (WIT interface `gang`, function `on-blocked`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Gang;
@@ -77,17 +100,5 @@ impl SlotContract for Gang {
 
     fn max_reply_bytes(view: &QueueView) -> usize {
         codec::LEN + view.jobs.len() + codec::U32
-    }
-}
-
-#[cfg(any(test, feature = "testing"))]
-impl crate::testing::SlotViews for Gang {
-    fn views() -> proptest::strategy::BoxedStrategy<Self::View> {
-        use proptest::strategy::Strategy;
-        crate::testing::strategy::queue_view(true).boxed()
-    }
-
-    fn smaller(view: &QueueView) -> Vec<QueueView> {
-        crate::slots::queue_view::smaller(view)
     }
 }

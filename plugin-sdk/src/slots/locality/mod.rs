@@ -2,6 +2,8 @@
 
 mod fallback;
 mod rules;
+#[cfg(any(test, feature = "testing"))]
+mod testing;
 
 use serde::{Deserialize, Serialize};
 
@@ -37,6 +39,27 @@ impl<P: LocalityPolicy + ?Sized> Policy<Locality> for P {
     }
 }
 
+/// The locality slot's export glue, with its WIT names: what
+/// [`export!`](crate::export)`(Locality, ...)` expands.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __gangway_export_locality {
+    ($policy:ty) => {
+        $crate::__gangway_export!(
+            __GangwayLocality,
+            __gangway_locality,
+            "locality-policy-buffered",
+            $policy,
+            locality,
+            locality_buffered,
+            spread,
+            $crate::Locality
+        );
+    };
+}
+#[doc(hidden)]
+pub use crate::__gangway_export_locality as Locality;
+
 /// The locality slot (WIT interface `locality`, function `spread`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Locality;
@@ -62,17 +85,5 @@ impl SlotContract for Locality {
 
     fn max_reply_bytes(view: &QueueView) -> usize {
         codec::LEN + view.jobs.len() * (1 + codec::U32)
-    }
-}
-
-#[cfg(any(test, feature = "testing"))]
-impl crate::testing::SlotViews for Locality {
-    fn views() -> proptest::strategy::BoxedStrategy<Self::View> {
-        use proptest::strategy::Strategy;
-        crate::testing::strategy::queue_view(false).boxed()
-    }
-
-    fn smaller(view: &QueueView) -> Vec<QueueView> {
-        crate::slots::queue_view::smaller(view)
     }
 }

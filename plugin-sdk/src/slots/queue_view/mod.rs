@@ -1,5 +1,7 @@
 //! The view the locality and gang slots share: the jobs fairness made
 //! eligible, in fairness order, and (for the gang slot) their spread limits.
+#[cfg(any(test, feature = "testing"))]
+pub(crate) mod testing;
 
 use serde::{Deserialize, Serialize};
 
@@ -67,39 +69,4 @@ impl Clone for QueueView {
         self.jobs.clone_from(jobs);
         self.spread.clone_from(spread);
     }
-}
-
-/// The locality and gang slots' one step smaller views (see
-/// [`crate::testing::SlotViews::smaller`]): halves of the jobs, then each
-/// job dropped, with its spread limit when the view has them.
-#[cfg(any(test, feature = "testing"))]
-pub(crate) fn smaller(view: &QueueView) -> Vec<QueueView> {
-    let with_spread = view.spread.len() == view.jobs.len() && !view.jobs.is_empty();
-    let pairs: Vec<(PendingJob, Option<SpreadLimit>)> = view
-        .jobs
-        .iter()
-        .enumerate()
-        .map(|(i, j)| {
-            (
-                *j,
-                if with_spread {
-                    view.spread.get(i).copied()
-                } else {
-                    None
-                },
-            )
-        })
-        .collect();
-    crate::testing::shrink::smaller_lists(&pairs)
-        .into_iter()
-        .map(|kept| QueueView {
-            jobs: kept.iter().map(|(j, _)| *j).collect(),
-            spread: if with_spread {
-                kept.iter().filter_map(|(_, s)| *s).collect()
-            } else {
-                view.spread.clone()
-            },
-            ..view.clone()
-        })
-        .collect()
 }

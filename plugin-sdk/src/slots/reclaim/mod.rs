@@ -3,6 +3,8 @@
 
 mod give_back;
 mod rules;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) mod testing;
 
 pub use give_back::{GpuCounts, give_back_walk};
 
@@ -122,6 +124,27 @@ impl<P: ReclaimPolicy + ?Sized> Policy<Reclaim> for P {
     }
 }
 
+/// The reclaim slot's export glue, with its WIT names: what
+/// [`export!`](crate::export)`(Reclaim, ...)` expands.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __gangway_export_reclaim {
+    ($policy:ty) => {
+        $crate::__gangway_export!(
+            __GangwayReclaim,
+            __gangway_reclaim,
+            "reclaim-policy-buffered",
+            $policy,
+            reclaim,
+            reclaim_buffered,
+            reclaim,
+            $crate::Reclaim
+        );
+    };
+}
+#[doc(hidden)]
+pub use crate::__gangway_export_reclaim as Reclaim;
+
 /// The reclaim slot (WIT interface `reclaim`, function `reclaim`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Reclaim;
@@ -157,51 +180,5 @@ impl SlotContract for Reclaim {
 
     fn max_reply_bytes(view: &ReclaimView) -> usize {
         2 * codec::LEN + (view.running.len() + view.waiting.len()) * codec::U64
-    }
-}
-
-#[cfg(any(test, feature = "testing"))]
-impl crate::testing::SlotViews for Reclaim {
-    fn views() -> proptest::strategy::BoxedStrategy<Self::View> {
-        use proptest::strategy::Strategy;
-        crate::testing::strategy::reclaim_view().boxed()
-    }
-
-    fn smaller(view: &ReclaimView) -> Vec<ReclaimView> {
-        use crate::testing::shrink;
-        let mut out = Vec::new();
-        for (dropped, vcs) in shrink::without_each_vc(&view.vcs, |v| v.id, |v, id| v.id = id) {
-            let mut v = view.clone();
-            v.vcs = vcs;
-            v.running.retain(|j| j.vc != dropped);
-            v.waiting.retain(|w| w.job.vc != dropped);
-            for j in &mut v.running {
-                j.vc = shrink::renumbered(j.vc, dropped);
-            }
-            for w in &mut v.waiting {
-                w.job.vc = shrink::renumbered(w.job.vc, dropped);
-            }
-            out.push(v);
-        }
-        for running in shrink::smaller_lists(&view.running) {
-            out.push(ReclaimView {
-                running,
-                ..view.clone()
-            });
-        }
-        for waiting in shrink::smaller_lists(&view.waiting) {
-            out.push(ReclaimView {
-                waiting,
-                ..view.clone()
-            });
-        }
-        for servers in crate::testing::shrink::unused_servers_dropped(&view.servers, &view.running)
-        {
-            out.push(ReclaimView {
-                servers,
-                ..view.clone()
-            });
-        }
-        out
     }
 }

@@ -3,6 +3,8 @@
 
 mod fallback;
 mod rules;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) mod testing;
 
 use serde::{Deserialize, Serialize};
 
@@ -242,6 +244,27 @@ impl<P: RetryPolicy + ?Sized> Policy<Retry> for P {
     }
 }
 
+/// The retry slot's export glue, with its WIT names: what
+/// [`export!`](crate::export)`(Retry, ...)` expands.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __gangway_export_retry {
+    ($policy:ty) => {
+        $crate::__gangway_export!(
+            __GangwayRetry,
+            __gangway_retry,
+            "retry-policy-buffered",
+            $policy,
+            retry,
+            retry_buffered,
+            retry,
+            $crate::Retry
+        );
+    };
+}
+#[doc(hidden)]
+pub use crate::__gangway_export_retry as Retry;
+
 /// The retry slot (WIT interface `retry`, function `retry`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Retry;
@@ -272,23 +295,5 @@ impl SlotContract for Retry {
 
     fn max_reply_bytes(view: &RetryView) -> usize {
         codec::LEN + view.failures.len() * (1 + codec::U32 + 2 * codec::U64)
-    }
-}
-
-#[cfg(any(test, feature = "testing"))]
-impl crate::testing::SlotViews for Retry {
-    fn views() -> proptest::strategy::BoxedStrategy<Self::View> {
-        use proptest::strategy::Strategy;
-        crate::testing::strategy::retry_view().boxed()
-    }
-
-    fn smaller(view: &RetryView) -> Vec<RetryView> {
-        crate::testing::shrink::smaller_lists(&view.failures)
-            .into_iter()
-            .map(|failures| RetryView {
-                failures,
-                ..view.clone()
-            })
-            .collect()
     }
 }
