@@ -25,9 +25,10 @@
 //!    waiting gang.
 //!
 //! Each slot is described once by a marker type in [`slots`] implementing
-//! [`SlotContract`] (its name, view, decision and their encoding); a policy
-//! type implements the slot's own small trait and thereby [`Policy`] for
-//! that slot.
+//! [`SlotContract`] (its name, view, decision, rules and built-in policy;
+//! the wire encoding of the view and decision is derived from their types,
+//! see [`wire`]); a policy type implements the slot's own small trait and
+//! thereby [`Policy`] for that slot.
 //!
 //! ```
 //! use gangway_plugin_sdk::*;

@@ -87,8 +87,11 @@ pub(crate) fn decode_into<T: Wire>(bytes: &[u8], value: &mut T) -> Result<(), Wi
 /// the first pass counted.
 #[inline(always)]
 pub fn write_message(out: &mut Vec<u8>, max: usize, write: impl Fn(&mut Writer<'_>)) {
-    if let Err(needed) = write_sized(out, max, &write) {
-        let _ = write_sized(out, needed, &write);
+    // One call site of `write`, so that it is compiled once: a second pass
+    // knows the size it needs and fits.
+    let mut size = max;
+    while let Err(needed) = write_sized(out, size, &write) {
+        size = needed;
     }
 }
 
