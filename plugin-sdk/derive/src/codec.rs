@@ -26,9 +26,19 @@ pub(crate) fn wire(input: &DeriveInput, shape: &Shape) -> syn::Result<TokenStrea
     })
 }
 
+/// How a value's writing and reading are inlined: always, so that a whole
+/// message is read by one function whose reader keeps its cursor in a
+/// register (a reader passed by reference to a function of its own keeps
+/// it in memory: in Wasm a store per byte read, natively a decode of a
+/// 1,000-job view 40% slower).
+fn inline() -> TokenStream {
+    quote!(#[inline(always)])
+}
+
 /// The items of a struct's impl.
 fn struct_body(shape: &Shape) -> TokenStream {
     let tys: Vec<&Type> = shape.fields.iter().map(|f| &f.ty).collect();
+    let inline = inline();
     let members: Vec<_> = shape.fields.iter().map(|f| &f.member).collect();
     let wire = quote!(::gangway_plugin_sdk::wire::Wire);
     let d = quote!(::gangway_plugin_sdk::wire::__derive);
@@ -46,11 +56,11 @@ fn struct_body(shape: &Shape) -> TokenStream {
                 ::core::option::Option::None => 0 #(+ #wire::max_bytes(&self.#members))*,
             }
         }
-        #[inline]
+        #inline
         fn write(&self, w: &mut ::gangway_plugin_sdk::wire::Writer<'_>) {
             #(#wire::write(&self.#members, w);)*
         }
-        #[inline]
+        #inline
         fn read_into(
             &mut self,
             r: &mut ::gangway_plugin_sdk::wire::Reader<'_>,
@@ -108,6 +118,7 @@ fn enum_body(variants: &[&Variant]) -> TokenStream {
             #pattern
         }));
     }
+    let inline = inline();
     let first_min = min.first().cloned().unwrap_or(quote!(0));
     let first_max = max
         .first()
@@ -131,11 +142,11 @@ fn enum_body(variants: &[&Variant]) -> TokenStream {
         fn max_bytes(&self) -> usize {
             5 + match self { #(#sizes,)* }
         }
-        #[inline]
+        #inline
         fn write(&self, w: &mut ::gangway_plugin_sdk::wire::Writer<'_>) {
             match self { #(#writes)* }
         }
-        #[inline]
+        #inline
         fn read_into(
             &mut self,
             r: &mut ::gangway_plugin_sdk::wire::Reader<'_>,

@@ -69,3 +69,76 @@ fn expand(input: &DeriveInput) -> syn::Result<proc_macro2::TokenStream> {
         #decision
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use syn::parse_quote;
+
+    use super::expand;
+
+    /// The error the derive gives for `input`, or what it expanded.
+    fn error(input: syn::DeriveInput) -> String {
+        match expand(&input) {
+            Ok(tokens) => panic!("expanded: {tokens}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_plain_struct_gets_wire_alone() {
+        let input: syn::DeriveInput = parse_quote! {
+            struct Pair { a: u32, b: u64 }
+        };
+        let out = expand(&input).map(|t| t.to_string()).unwrap_or_default();
+        assert!(out.contains("Wire for Pair"), "{out}");
+        assert!(!out.contains("Kept") && !out.contains("WireView"), "{out}");
+    }
+
+    #[test]
+    fn an_entry_needs_one_key() {
+        let e = error(parse_quote! {
+            #[wire(entry)]
+            struct Job { id: u64, #[wire(clock)] waiting_s: u64 }
+        });
+        assert!(e.contains("exactly one `key` or `entry` field"), "{e}");
+    }
+
+    #[test]
+    fn a_decisions_runs_name_the_list_they_cover() {
+        let e = error(parse_quote! {
+            #[wire(answers = View)]
+            struct Answer { #[wire(runs)] limits: Vec<u32> }
+        });
+        assert!(e.contains("need `max = list`"), "{e}");
+    }
+
+    #[test]
+    fn a_views_runs_follow_its_clock() {
+        let e = error(parse_quote! {
+            #[wire(view)]
+            struct View { #[wire(runs)] jobs: Vec<u32>, #[wire(now)] now_s: u64 }
+        });
+        assert!(e.contains("follow the `now` field"), "{e}");
+    }
+
+    #[test]
+    fn a_paired_list_follows_its_list() {
+        let e = error(parse_quote! {
+            #[wire(view)]
+            struct View {
+                #[wire(now)] now_s: u64,
+                #[wire(pairs_with = jobs)] spread: Vec<u8>,
+                #[wire(runs)] jobs: Vec<u32>,
+            }
+        });
+        assert!(e.contains("follows the runs list it pairs with"), "{e}");
+    }
+
+    #[test]
+    fn unknown_attributes_are_refused() {
+        let e = error(parse_quote! {
+            struct Pair { #[wire(kee)] a: u32 }
+        });
+        assert!(e.contains("expected key, clock"), "{e}");
+    }
+}
