@@ -13,8 +13,9 @@
 //! [`with_slot!`](crate::with_slot) turns a [`Slot`] into its marker type,
 //! so that code which must do something for every slot (a policy set, the
 //! conformance kit, a host's configuration) is written once, generically,
-//! and iterates [`Slot::ALL`]. Adding a slot is a new folder, a variant
-//! here and a line in `with_slot!`.
+//! and iterates [`Slot::ALL`]. Adding a slot is a new folder, its `mod`
+//! and `pub use` here (and its marker's re-export at the crate root), and a
+//! line in the registry table below.
 //!
 //! A round consults the slots in the order of [`Slot::ALL`]: [`Retry`]
 //! (failed attempts since the last round), [`Fairness`], [`Locality`],

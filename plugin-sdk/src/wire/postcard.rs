@@ -448,14 +448,16 @@ impl<T: Wire> Wire for Vec<T> {
             None => self.iter().map(Wire::max_bytes).sum(),
         }
     }
-    #[inline(always)]
+    #[cfg_attr(not(target_arch = "wasm32"), inline(always))]
+    #[cfg_attr(target_arch = "wasm32", inline)]
     fn write(&self, w: &mut Writer<'_>) {
         w.varint(self.len() as u64);
         for e in self {
             e.write(w);
         }
     }
-    #[inline(always)]
+    #[cfg_attr(not(target_arch = "wasm32"), inline(always))]
+    #[cfg_attr(target_arch = "wasm32", inline)]
     fn read_into(&mut self, r: &mut Reader<'_>) -> Result<(), WireError> {
         let n = r.len(T::MIN_BYTES.max(1))?;
         read_list(r, self, n)
