@@ -677,14 +677,14 @@ impl<S: SlotContract> WasmBackend<S> {
         if self.view_changes {
             wire::encode_view_message_known::<S>(None, view, None, &mut message);
         } else {
-            S::encode_view(view, &mut message);
+            wire::encode_view_into::<S>(view, &mut message);
         }
         let messages = self.view_changes;
         match live.call(&message, |bytes| {
             if messages {
                 wire::decode_reply_message::<S>(bytes, view)
             } else {
-                S::decode_decision(bytes, view)
+                wire::decode_decision::<S>(bytes, view)
             }
         }) {
             Ok(Ok(Ok(decision))) => Ok(decision),
