@@ -16,7 +16,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .to_string();
     let code = format!(
         r#"/// Runs wit-bindgen for one world of `gangway:policy` (internal to the
-/// `export_*!` macros).
+/// `export!` macro).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __gangway_generate {{

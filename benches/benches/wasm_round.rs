@@ -15,7 +15,7 @@
 //!
 //! A further group, `slot_call_philly_1000_pending`, takes one fairness call
 //! of that round apart: the view's postcard encoding and decoding alone
-//! (serde and the SDK's hand-written codec), the native policy, the Wasm call
+//! (serde and the SDK's derived codec), the native policy, the Wasm call
 //! under a fuel budget and under an epoch deadline, the same call told by
 //! the core's change log that nothing changed, and a trivial Wasm policy
 //! (transport alone).

@@ -9,7 +9,7 @@ use gangway_catalog as catalog;
 use gangway_core::Slot;
 use gangway_plugin_sdk::testing::SlotViews;
 use gangway_plugin_sdk::with_slot;
-use gangway_plugin_sdk::{Manifest, QueueOrder, SlotContract};
+use gangway_plugin_sdk::{Manifest, QueueOrder, SlotContract, wire};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use rand::{Rng, SeedableRng};
@@ -34,7 +34,7 @@ fn view_bytes<S: SlotContract + SlotViews>(seed: &[u8]) -> Vec<u8> {
         .map(|t| t.current())
         .unwrap_or_default();
     let mut out = Vec::new();
-    S::encode_view(&view, &mut out);
+    wire::encode_view_into::<S>(&view, &mut out);
     out
 }
 

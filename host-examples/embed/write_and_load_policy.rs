@@ -62,7 +62,7 @@ impl Configure for LeastServedVcFirst {
 fn run() -> Result<String, Box<dyn std::error::Error>> {
     let mut log = String::new();
     // 2. Every contract rule, on generated views and scenarios.
-    let report = conformance::fairness(LeastServedVcFirst, &Options::quick())
+    let report = conformance::policy::<Fairness>(LeastServedVcFirst, &Options::quick())
         .map_err(|failure| failure.to_string())?;
     log.push_str(&format!(
         "conformance: {} views, {} scenarios, slowest call {} us\n",
@@ -122,7 +122,7 @@ fn run() -> Result<String, Box<dyn std::error::Error>> {
     let mut wasm = module.backend::<Fairness>(b"")?;
     let native = SmallestFirst::from_config(b"")?;
     let mut runner = TestRunner::deterministic();
-    let views = gangway_plugin_sdk::testing::strategy::fairness_view();
+    let views = <gangway_plugin_sdk::Fairness as gangway_plugin_sdk::testing::SlotViews>::views();
     for _ in 0..50 {
         let view = views
             .new_tree(&mut runner)

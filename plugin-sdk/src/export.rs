@@ -1,16 +1,20 @@
-//! The one-line export macros, one per slot: `export_fairness!`,
-//! `export_locality!`, `export_gang!`, `export_reclaim!`, `export_retry!`
-//! and `export_defragment!`.
+//! The one-line export macro, [`export!`](crate::export), for every slot:
+//! `gangway_plugin_sdk::export!(Fairness, MyPolicy);`.
 //!
-//! On `wasm32` each macro runs wit-bindgen for the slot's buffered world of
+//! On `wasm32` it runs wit-bindgen for the slot's buffered world of
 //! `gangway:policy@2.1.0` (the slot's interface and its `-buffered` twin)
 //! inside the calling crate and exports the given type through the SDK's
-//! generic guest glue (see the [contract
-//! page](crate::contract) for the ABI). On every other target it only checks
-//! at compile time that the type implements the slot trait and
-//! [`crate::Configure`], so a policy crate keeps one unconditional line and
-//! still builds natively for its tests. A crate may export several slots
-//! (one macro each); each slot then gets its own instance.
+//! generic guest glue (see the [contract page](crate::contract) for the
+//! ABI). On every other target it only checks at compile time that the
+//! type implements the slot trait and [`crate::Configure`], so a policy
+//! crate keeps one unconditional line and still builds natively for its
+//! tests. A crate may export several slots (one line each); each slot then
+//! gets its own instance.
+//!
+//! Each slot's folder holds the WIT names of its glue (its interface, its
+//! buffered twin and world, its per-round function), in a hidden macro
+//! re-exported under the slot's marker name, which `export!` calls:
+//! `export!(Fairness, P)` is `gangway_plugin_sdk::Fairness!(P)`.
 //!
 //! The generated code refers to this crate as `gangway_plugin_sdk`, so a
 //! policy crate must depend on it under that name (not renamed).
@@ -19,10 +23,13 @@
 #[doc(hidden)]
 pub const fn assert_exportable<S: crate::SlotContract, P: crate::Policy<S> + crate::Configure>() {}
 
-/// Exports a [`FairnessPolicy`](crate::FairnessPolicy) + [`Configure`](crate::Configure)
-/// type as the `gangway:policy/fairness` interface of a Wasm component.
+/// Exports a policy type of slot `S` (its marker type: `Fairness`,
+/// `Locality`, `Gang`, `Reclaim`, `Retry` or `Defragment`) as the slot's
+/// `gangway:policy` interface of a Wasm component. The type implements the
+/// slot's trait ([`FairnessPolicy`](crate::FairnessPolicy), ...) and
+/// [`Configure`](crate::Configure).
 ///
-/// Use it once, at the root of a `cdylib` policy crate:
+/// Use it at the root of a `cdylib` policy crate, one line per slot:
 ///
 /// ```
 /// use gangway_plugin_sdk::*;
@@ -40,112 +47,13 @@ pub const fn assert_exportable<S: crate::SlotContract, P: crate::Policy<S> + cra
 ///     fn from_config(_: &[u8]) -> Result<Self, ConfigError> { Ok(Fifo) }
 /// }
 ///
-/// gangway_plugin_sdk::export_fairness!(Fifo);
+/// gangway_plugin_sdk::export!(Fairness, Fifo);
 /// # fn main() {}
 /// ```
 #[macro_export]
-macro_rules! export_fairness {
-    ($policy:ty) => {
-        $crate::__gangway_export!(
-            __GangwayFairness,
-            __gangway_fairness,
-            "fairness-policy-buffered",
-            $policy,
-            fairness,
-            fairness_buffered,
-            order,
-            $crate::Fairness
-        );
-    };
-}
-
-/// Exports a [`LocalityPolicy`](crate::LocalityPolicy) type as the
-/// `gangway:policy/locality` interface. See [`export_fairness!`] for usage.
-#[macro_export]
-macro_rules! export_locality {
-    ($policy:ty) => {
-        $crate::__gangway_export!(
-            __GangwayLocality,
-            __gangway_locality,
-            "locality-policy-buffered",
-            $policy,
-            locality,
-            locality_buffered,
-            spread,
-            $crate::Locality
-        );
-    };
-}
-
-/// Exports a [`GangPolicy`](crate::GangPolicy) type as the
-/// `gangway:policy/gang` interface. See [`export_fairness!`] for usage.
-#[macro_export]
-macro_rules! export_gang {
-    ($policy:ty) => {
-        $crate::__gangway_export!(
-            __GangwayGang,
-            __gangway_gang,
-            "gang-policy-buffered",
-            $policy,
-            gang,
-            gang_buffered,
-            on_blocked,
-            $crate::Gang
-        );
-    };
-}
-
-/// Exports a [`ReclaimPolicy`](crate::ReclaimPolicy) type as the
-/// `gangway:policy/reclaim` interface. See [`export_fairness!`] for usage.
-#[macro_export]
-macro_rules! export_reclaim {
-    ($policy:ty) => {
-        $crate::__gangway_export!(
-            __GangwayReclaim,
-            __gangway_reclaim,
-            "reclaim-policy-buffered",
-            $policy,
-            reclaim,
-            reclaim_buffered,
-            reclaim,
-            $crate::Reclaim
-        );
-    };
-}
-
-/// Exports a [`RetryPolicy`](crate::RetryPolicy) type as the
-/// `gangway:policy/retry` interface. See [`export_fairness!`] for usage.
-#[macro_export]
-macro_rules! export_retry {
-    ($policy:ty) => {
-        $crate::__gangway_export!(
-            __GangwayRetry,
-            __gangway_retry,
-            "retry-policy-buffered",
-            $policy,
-            retry,
-            retry_buffered,
-            retry,
-            $crate::Retry
-        );
-    };
-}
-
-/// Exports a [`DefragmentPolicy`](crate::DefragmentPolicy) type as the
-/// `gangway:policy/defragment` interface. See [`export_fairness!`] for usage.
-#[macro_export]
-macro_rules! export_defragment {
-    ($policy:ty) => {
-        $crate::__gangway_export!(
-            __GangwayDefragment,
-            __gangway_defragment,
-            "defragment-policy-buffered",
-            $policy,
-            defragment,
-            defragment_buffered,
-            plan,
-            $crate::Defragment
-        );
+macro_rules! export {
+    ($slot:ident, $policy:ty) => {
+        $crate::$slot!($policy);
     };
 }
 

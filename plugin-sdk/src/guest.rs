@@ -1,4 +1,4 @@
-//! Guest-side glue, compiled only for `wasm32`: what the `export_*!` macros
+//! Guest-side glue, compiled only for `wasm32`: what the `export!` macro
 //! call from inside a policy component. One generic implementation serves
 //! every slot, through the slot's [`SlotContract`].
 //!

@@ -2,15 +2,17 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::wire::Wire;
+
 /// A job's identifier, chosen by the host (unique per scheduler).
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Wire,
 )]
 pub struct JobId(pub u64);
 
 /// A virtual cluster (tenant): an index into the views' `vcs` tables.
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Wire,
 )]
 pub struct VcId(pub u32);
 
@@ -29,7 +31,7 @@ impl VcId {
 /// A server: a dense index (`0..servers`) fixed when the topology is built,
 /// the same number in every view and in the host's placements.
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Wire,
 )]
 pub struct ServerId(pub u32);
 
@@ -52,7 +54,7 @@ impl ServerId {
 /// job's whole gang: the server level means "one server", level 0 means "anywhere".
 /// A larger number is a *narrower* (more local) limit.
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Wire,
 )]
 pub struct Level(pub u8);
 

@@ -25,9 +25,10 @@
 //!    waiting gang.
 //!
 //! Each slot is described once by a marker type in [`slots`] implementing
-//! [`SlotContract`] (its name, view, decision and their encoding); a policy
-//! type implements the slot's own small trait and thereby [`Policy`] for
-//! that slot.
+//! [`SlotContract`] (its name, view, decision, rules and built-in policy;
+//! the wire encoding of the view and decision is derived from their types,
+//! see [`wire`]); a policy type implements the slot's own small trait and
+//! thereby [`Policy`] for that slot.
 //!
 //! ```
 //! use gangway_plugin_sdk::*;
@@ -56,7 +57,7 @@
 //! ## Running as a Wasm component
 //!
 //! The same type becomes a sandboxed plugin with one macro line
-//! ([`export_fairness!`] and its five siblings) in a `cdylib` crate built for
+//! ([`export!`]`(Fairness, MyPolicy)`) in a `cdylib` crate built for
 //! `wasm32-unknown-unknown`. The contract is the WIT package
 //! `gangway:policy@2.1.0` in this crate's `wit/policy.wit`; the
 //! [contract page](crate::contract) explains the calling convention, the
@@ -73,6 +74,9 @@
 //! when no policy is configured, and falls back on when one fails) lives in
 //! its slot's folder, here so that it too runs natively and as Wasm.
 #![forbid(unsafe_code)]
+
+// The derived wire code names this crate by its name, here too.
+extern crate self as gangway_plugin_sdk;
 
 mod config;
 #[doc(hidden)]

@@ -15,7 +15,7 @@ pub enum LogLevel {
 
 /// Sends a message to the host's log.
 ///
-/// Inside a Wasm component exported with one of the `export_*!` macros this
+/// Inside a Wasm component exported with [`export!`](crate::export) this
 /// calls the `gangway:policy/log` import, which the host may rate-limit or
 /// truncate. Natively (tests, or a policy linked into the host) it does
 /// nothing: a native host observes its policies directly.

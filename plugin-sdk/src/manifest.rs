@@ -4,7 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::wire::codec::{self, WireError};
+use crate::wire::postcard::{decode_into, encode_into};
+use crate::wire::{Wire, WireError};
 
 /// Which pending jobs the fairness policy needs to see: the core keeps each
 /// VC's pending jobs sorted by this key and a round's view holds only the
@@ -13,7 +14,7 @@ use crate::wire::codec::{self, WireError};
 /// each VC* by this key (whatever it does across VCs) then decides as it
 /// would over the full backlog whenever no VC has more pending jobs than the
 /// window; beyond it, a VC's later jobs wait with [`crate::WaitReason::Queued`].
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
 pub enum QueueOrder {
     /// Every pending job, every round (the cost grows with the backlog).
     #[default]
@@ -29,7 +30,7 @@ pub enum QueueOrder {
 }
 
 /// Which running jobs the reclaim policy needs to see.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
 pub enum RunningScope {
     /// Every running job, every round in which a job waits.
     #[default]
@@ -69,7 +70,7 @@ pub enum RunningScope {
 /// An empty reply means the default manifest. A manifest of an earlier
 /// layout (the queue order alone; then with the running scope) still
 /// decodes, with the defaults for the fields added since.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
 pub struct Manifest {
     /// The order of the pending jobs the fairness policy needs to see
     /// (ignored for other slots).
@@ -83,19 +84,6 @@ pub struct Manifest {
     /// The SDK's export glue sets it for every slot it exports; a policy
     /// leaves it `false`, and native backends ignore it.
     pub view_changes: bool,
-}
-
-/// The first layout of [`Manifest`]: the queue order alone.
-#[derive(Deserialize)]
-struct ManifestV1 {
-    queue_order: QueueOrder,
-}
-
-/// The second layout of [`Manifest`]: the queue order and running scope.
-#[derive(Deserialize)]
-struct ManifestV2 {
-    queue_order: QueueOrder,
-    running: RunningScope,
 }
 
 impl Manifest {
@@ -115,7 +103,9 @@ impl Manifest {
         if *self == Manifest::default() {
             Vec::new()
         } else {
-            codec::encode(self)
+            let mut out = Vec::new();
+            encode_into(self, &mut out);
+            out
         }
     }
 
@@ -134,24 +124,27 @@ impl Manifest {
                 ),
             });
         }
-        let m: Manifest = match codec::decode(bytes) {
-            Ok(m) => m,
-            Err(e) => match (
-                codec::decode::<ManifestV2>(bytes),
-                codec::decode::<ManifestV1>(bytes),
-            ) {
-                (Ok(v2), _) => Manifest {
-                    queue_order: v2.queue_order,
-                    running: v2.running,
+        // The earlier layouts: the queue order alone; then with the
+        // running scope.
+        let mut m = Manifest::default();
+        if let Err(e) = decode_into(bytes, &mut m) {
+            let mut v2 = <(QueueOrder, RunningScope)>::default();
+            let mut v1 = QueueOrder::default();
+            m = if decode_into(bytes, &mut v2).is_ok() {
+                Manifest {
+                    queue_order: v2.0,
+                    running: v2.1,
                     ..Manifest::default()
-                },
-                (_, Ok(v1)) => Manifest {
-                    queue_order: v1.queue_order,
+                }
+            } else if decode_into(bytes, &mut v1).is_ok() {
+                Manifest {
+                    queue_order: v1,
                     ..Manifest::default()
-                },
-                _ => return Err(e),
-            },
-        };
+                }
+            } else {
+                return Err(e);
+            };
+        }
         if let QueueOrder::AttainedBands(t) = &m.queue_order
             && (t.len() > 64 || t.windows(2).any(|w| w[0] >= w[1]))
         {

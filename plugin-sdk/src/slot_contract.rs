@@ -9,7 +9,7 @@ use serde::{Serialize, de::DeserializeOwned};
 use crate::manifest::Manifest;
 use crate::slots::Slot;
 use crate::view::{ClusterSummary, VcUsage};
-use crate::wire::codec::{self, WireError};
+use crate::wire::{WireDecision, WireView};
 
 /// Why a decision breaks its slot's rules ([`SlotContract::validate`]):
 /// what it names that it must not, e.g. "lists job 7 twice".
@@ -65,9 +65,11 @@ impl WorkCost {
 }
 
 /// One slot of the contract, described once: its [`Slot`], its view and
-/// decision types, and their wire encoding. Implemented by the marker types
-/// of [`crate::slots`]; everything that handles "any slot" (the host's
-/// backends and validation, the guest glue) is generic over it.
+/// decision types (whose wire encoding is derived from their definitions:
+/// [`WireView`], [`WireDecision`]), its rules and its built-in policy.
+/// Implemented by the marker types of [`crate::slots`]; everything that
+/// handles "any slot" (the host's backends and validation, the guest glue)
+/// is generic over it.
 pub trait SlotContract: Copy + Default + Send + Sync + std::fmt::Debug + 'static {
     /// Which slot.
     const SLOT: Slot;
@@ -86,7 +88,8 @@ pub trait SlotContract: Copy + Default + Send + Sync + std::fmt::Debug + 'static
     /// multiple of it over its recent calls, see the core's `WorkBudget`).
     const WORK: WorkCost;
     /// What the policy sees each round.
-    type View: Clone
+    type View: WireView
+        + Clone
         + std::fmt::Debug
         + Default
         + PartialEq
@@ -95,7 +98,8 @@ pub trait SlotContract: Copy + Default + Send + Sync + std::fmt::Debug + 'static
         + Send
         + Sync;
     /// What it answers.
-    type Decision: Clone
+    type Decision: WireDecision<View = Self::View>
+        + Clone
         + std::fmt::Debug
         + Default
         + PartialEq
@@ -125,81 +129,6 @@ pub trait SlotContract: Copy + Default + Send + Sync + std::fmt::Debug + 'static
     /// is refused before anything is decoded, so a reply can never make the
     /// host allocate more than a bounded multiple of the view.
     fn max_reply_bytes(view: &Self::View) -> usize;
-
-    /// Encodes a view into `out` (cleared first).
-    fn encode_view(view: &Self::View, out: &mut Vec<u8>) {
-        codec::encode_into(view, out);
-    }
-
-    /// Decodes a view into `view`, reusing its memory where it can.
-    fn decode_view_into(bytes: &[u8], view: &mut Self::View) -> Result<(), WireError> {
-        *view = codec::decode(bytes)?;
-        Ok(())
-    }
-
-    /// Whether the slot's views can travel as changes
-    /// ([`SlotContract::encode_view_change`]): a host keeps a copy of the last
-    /// view it sent only for such slots.
-    const VIEW_CHANGES: bool = false;
-
-    /// Encodes `view` as a change from `base`, the view of the instance's
-    /// last answered call, into `out` (cleared first); `false` (leaving
-    /// `out` unspecified) when the slot has no change encoding or the
-    /// whole view is about as short. `known`, when the host tracks its
-    /// changes, names the entries that may differ other than by time (the
-    /// others are kept unread). See `wire::encode_view_message_known`.
-    fn encode_view_change(
-        _base: &Self::View,
-        _view: &Self::View,
-        _known: Option<&crate::wire::KnownChanges>,
-        _out: &mut Vec<u8>,
-    ) -> bool {
-        false
-    }
-
-    /// Applies a change written by [`SlotContract::encode_view_change`] to
-    /// `view`, which holds its base.
-    fn apply_view_change(_bytes: &[u8], _view: &mut Self::View) -> Result<(), WireError> {
-        Err(WireError {
-            what: "view change",
-            reason: format!("the {} slot's views travel whole", Self::SLOT),
-        })
-    }
-
-    /// Encodes `decision` as runs over the `view` it answers into `out`
-    /// (cleared first); `false` (leaving `out` unspecified) when the slot
-    /// has no compact encoding or it would not be shorter. See
-    /// `wire::encode_reply_message`.
-    fn encode_decision_compact(
-        _decision: &Self::Decision,
-        _view: &Self::View,
-        _out: &mut Vec<u8>,
-    ) -> bool {
-        false
-    }
-
-    /// Decodes a compact reply to `view`.
-    fn decode_decision_compact(
-        _bytes: &[u8],
-        _view: &Self::View,
-    ) -> Result<Self::Decision, WireError> {
-        Err(WireError {
-            what: "compact reply",
-            reason: format!("the {} slot's replies are plain", Self::SLOT),
-        })
-    }
-
-    /// Encodes a decision into `out` (cleared first).
-    fn encode_decision(decision: &Self::Decision, out: &mut Vec<u8>) {
-        codec::encode_into(decision, out);
-    }
-
-    /// Decodes the reply to `view`: refused unheard if longer than
-    /// [`SlotContract::max_reply_bytes`].
-    fn decode_decision(bytes: &[u8], view: &Self::View) -> Result<Self::Decision, WireError> {
-        codec::check_reply_len::<Self::Decision>(bytes, Self::max_reply_bytes(view))?;
-        codec::decode(bytes)
-    }
 }
 
 /// A policy for slot `S`, whichever slot that is: what the host calls. Every

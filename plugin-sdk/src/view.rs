@@ -8,11 +8,14 @@
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{JobId, Level, VcId};
+use crate::wire::Wire;
 
 /// A pending job as policies see it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
+#[wire(entry, tracked = jobs)]
 pub struct PendingJob {
     /// The job.
+    #[wire(key)]
     pub id: JobId,
     /// Its virtual cluster (tenant).
     pub vc: VcId,
@@ -25,6 +28,7 @@ pub struct PendingJob {
     pub submitted_s: u64,
     /// Seconds since the job last became pending (its submit, or the end of its
     /// last attempt): the wait that delay scheduling and reservations measure.
+    #[wire(clock)]
     pub waiting_s: u64,
     /// Attempts already started (0 for a new job; a retry has at least 1).
     pub attempts: u32,
@@ -39,9 +43,11 @@ pub struct PendingJob {
 }
 
 /// A virtual cluster's configuration and current use.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
+#[wire(entry, tracked = vcs)]
 pub struct VcUsage {
     /// The virtual cluster.
+    #[wire(key)]
     pub id: VcId,
     /// Its quota in GPUs, if the host configured one.
     pub quota_gpus: Option<u32>,
@@ -58,7 +64,7 @@ pub struct VcUsage {
 }
 
 /// Per-level capacity of the topology.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
 pub struct LevelSummary {
     /// Domains at this level.
     pub domains: u32,
@@ -69,7 +75,7 @@ pub struct LevelSummary {
 }
 
 /// Capacity of the whole cluster.
-#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
 pub struct ClusterSummary {
     /// GPUs on servers that are up (including draining ones).
     pub total_gpus: u32,
@@ -110,7 +116,7 @@ impl Clone for ClusterSummary {
 /// The gang must fit in one domain of `level`, and on at most `max_servers`
 /// servers (0: as many as the level allows). `SpreadLimit::new(Level(1), 4)`
 /// is "one rack, at most 4 servers".
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, Wire)]
 pub struct SpreadLimit {
     /// The widest level whose single domain must hold the gang.
     pub level: Level,
@@ -153,7 +159,7 @@ impl std::fmt::Display for SpreadLimit {
 
 /// Why a pending job did not start in a round.
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Wire,
 )]
 pub enum WaitReason {
     /// Fairness made it ineligible and its VC is at its quota with it (or
@@ -239,9 +245,12 @@ impl std::fmt::Display for WaitReason {
 
 /// A job that did not start this round, with why, as the reclaim and
 /// defragment slots see it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
+#[wire(entry)]
 pub struct WaitingJob {
-    /// The job.
+    /// The job (its entry in the host's change log; the reason and limit
+    /// are the round's).
+    #[wire(entry)]
     pub job: PendingJob,
     /// Why it waits after this round's placement.
     pub reason: WaitReason,
@@ -251,9 +260,11 @@ pub struct WaitingJob {
 }
 
 /// One server's capacity, as the reclaim and defragment slots see it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
+#[wire(entry)]
 pub struct ServerState {
     /// The server.
+    #[wire(key)]
     pub id: crate::ServerId,
     /// The domain just above it (its rack, in the usual shape), as an index
     /// shared by the servers of that domain.
@@ -265,9 +276,11 @@ pub struct ServerState {
 }
 
 /// A running job as the reclaim and defragment slots see it.
-#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
+#[wire(entry, tracked = jobs)]
 pub struct RunningJob {
     /// The job.
+    #[wire(key)]
     pub id: JobId,
     /// Its virtual cluster.
     pub vc: VcId,
@@ -282,6 +295,7 @@ pub struct RunningJob {
     /// Attempts started, this one included.
     pub attempts: u32,
     /// GPU-seconds received, the current attempt up to now included.
+    #[wire(clock = gpus)]
     pub attained_gpu_s: u64,
     /// Its GPUs per server, by server id.
     pub parts: Vec<(crate::ServerId, u32)>,

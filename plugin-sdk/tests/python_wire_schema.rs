@@ -7,8 +7,8 @@
 //! `GANGWAY_BLESS=1 cargo test -p gangway-plugin-sdk --test python_wire_schema`.
 
 use gangway_plugin_sdk::{
-    Defragment, FailureClass, Fairness, Gang, GangAction, Locality, Manifest, QueueOrder, Reclaim,
-    Retry, RetryAction, RunningScope, SlotContract, WaitReason,
+    FailureClass, GangAction, Manifest, QueueOrder, RetryAction, RunningScope, Slot, SlotContract,
+    WaitReason, with_slot,
 };
 use serde_reflection::{Registry, Samples, Tracer, TracerConfig};
 use std::collections::BTreeMap;
@@ -41,12 +41,9 @@ where
 fn schema() -> String {
     let mut tracer = Tracer::new(TracerConfig::default());
     let mut slots = BTreeMap::new();
-    slot::<Fairness>(&mut tracer, &mut slots);
-    slot::<Locality>(&mut tracer, &mut slots);
-    slot::<Gang>(&mut tracer, &mut slots);
-    slot::<Reclaim>(&mut tracer, &mut slots);
-    slot::<Retry>(&mut tracer, &mut slots);
-    slot::<Defragment>(&mut tracer, &mut slots);
+    for s in Slot::DECLARED {
+        with_slot!(s, |S| slot::<S>(&mut tracer, &mut slots));
+    }
     let manifest = trace::<Manifest>(&mut tracer);
     // Tracing a struct sees the first variant of the enums inside it; these
     // are traced whole on their own.

@@ -5,9 +5,9 @@
 //!
 //! ```
 //! use gangway_core::conformance::{self, Options};
-//! use gangway_plugin_sdk::FifoQuota;
+//! use gangway_plugin_sdk::{Fairness, FifoQuota};
 //!
-//! let report = conformance::fairness(FifoQuota, &Options::quick()).unwrap();
+//! let report = conformance::policy::<Fairness>(FifoQuota, &Options::quick()).unwrap();
 //! assert!(report.views >= 64);
 //! ```
 //!
@@ -38,18 +38,16 @@
 //! same way), printed as a complete regression test to paste: the view, what
 //! the policy answered and [`check_view`] on it.
 
+mod finding;
 mod run;
 pub mod scenario;
 
 use std::time::Duration;
 
-use gangway_plugin_sdk::{
-    Configure, DefragmentPolicy, FairnessPolicy, GangPolicy, LocalityPolicy, Policy, ReclaimPolicy,
-    RetryPolicy,
-};
-use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
+use gangway_plugin_sdk::{Configure, Policy};
 
-pub use run::{Finding, FindingKind, Report, Repro, check, check_view};
+pub use finding::{Finding, FindingKind, Report, Repro};
+pub use run::{check, check_view};
 
 use crate::policy::{BoxedBackend, Native};
 use gangway_plugin_sdk::SlotContract;
@@ -119,64 +117,23 @@ where
         &mut || Ok(Box::new(Native::new(name, make())) as BoxedBackend<S>),
         options,
     )
-    .map_err(|f| f.with_maker(run::given_maker::<P>(name)))
+    .map_err(|f| f.with_maker(finding::given_maker::<P>(name)))
 }
 
-fn configured<S, P>(policy: P, options: &Options) -> Result<Report, Finding>
-where
-    S: SlotContract + SlotViews,
-    P: Policy<S> + Clone + Send + 'static,
-{
-    let name = std::any::type_name::<P>();
-    native::<S, P>(name, || policy.clone(), options)
-}
-
-/// Checks a fairness policy.
-pub fn fairness<P: FairnessPolicy + Clone + Send + 'static>(
-    policy: P,
+/// Checks a policy value in slot `S` (its marker type), cloning it when
+/// the kit needs a fresh instance: `conformance::policy::<Fairness>(MyPolicy,
+/// &options)`, for any slot.
+pub fn policy<S: SlotContract + SlotViews>(
+    policy: impl Policy<S> + Clone + Send + 'static,
     options: &Options,
 ) -> Result<Report, Finding> {
-    configured::<Fairness, P>(policy, options)
+    let name = type_name_of(&policy);
+    native::<S, _>(name, || policy.clone(), options)
 }
 
-/// Checks a locality policy.
-pub fn locality<P: LocalityPolicy + Clone + Send + 'static>(
-    policy: P,
-    options: &Options,
-) -> Result<Report, Finding> {
-    configured::<Locality, P>(policy, options)
-}
-
-/// Checks a gang policy.
-pub fn gang<P: GangPolicy + Clone + Send + 'static>(
-    policy: P,
-    options: &Options,
-) -> Result<Report, Finding> {
-    configured::<Gang, P>(policy, options)
-}
-
-/// Checks a reclaim policy.
-pub fn reclaim<P: ReclaimPolicy + Clone + Send + 'static>(
-    policy: P,
-    options: &Options,
-) -> Result<Report, Finding> {
-    configured::<Reclaim, P>(policy, options)
-}
-
-/// Checks a retry policy.
-pub fn retry<P: RetryPolicy + Clone + Send + 'static>(
-    policy: P,
-    options: &Options,
-) -> Result<Report, Finding> {
-    configured::<Retry, P>(policy, options)
-}
-
-/// Checks a defragment policy.
-pub fn defragment<P: DefragmentPolicy + Clone + Send + 'static>(
-    policy: P,
-    options: &Options,
-) -> Result<Report, Finding> {
-    configured::<Defragment, P>(policy, options)
+/// The name of `value`'s type.
+fn type_name_of<T>(_value: &T) -> &'static str {
+    std::any::type_name::<T>()
 }
 
 /// Checks `P` built from its default configuration (empty bytes), as a
@@ -249,7 +206,7 @@ fn wasm_slot<S: SlotContract + SlotViews>(
 /// `&std::fs::read("las.toml").unwrap()`), for a regression test.
 #[cfg(feature = "wasm")]
 pub fn module_maker(path: &str, slot: gangway_plugin_sdk::Slot, config: &str) -> String {
-    let marker = run::marker(slot);
+    let marker = finding::marker(slot);
     format!(
         "gangway_core::wasm::PolicyEngine::new(Default::default()).unwrap().load_file({path:?}).unwrap()\
          .backend::<gangway_plugin_sdk::{marker}>({config}).unwrap()"

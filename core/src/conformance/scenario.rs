@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use gangway_plugin_sdk::{FailureClass, JobId};
 
-use super::run::{Finding, FindingKind};
+use super::finding::{Finding, FindingKind};
 use gangway_plugin_sdk::testing::SlotViews;
 
 use super::Options;

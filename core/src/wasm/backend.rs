@@ -385,7 +385,7 @@ impl<S: SlotContract> WasmBackend<S> {
             if messages {
                 wire::decode_reply_message::<S>(bytes, view)
             } else {
-                S::decode_decision(bytes, view)
+                wire::decode_decision::<S>(bytes, view)
             }
         });
         let used = self.spend(&live.store, armed);
@@ -501,7 +501,7 @@ impl<S: SlotContract> WasmBackend<S> {
             };
             wire::encode_view_message_known::<S>(live.held.as_ref(), view, known, &mut self.view);
         } else {
-            S::encode_view(view, &mut self.view);
+            wire::encode_view_into::<S>(view, &mut self.view);
         }
     }
 
@@ -511,7 +511,7 @@ impl<S: SlotContract> WasmBackend<S> {
     /// decoded): for a standing backlog that is an addition per job, not a
     /// copy of every job.
     fn hold(&self, live: &mut Live<S::View>, view: &S::View, changes: Option<&ViewChanges<'_>>) {
-        if !(self.view_changes && S::VIEW_CHANGES) {
+        if !(self.view_changes && <S::View as wire::WireView>::CHANGES) {
             return;
         }
         let changed = self.view.last() == Some(&wire::VIEW_CHANGE);
@@ -677,14 +677,14 @@ impl<S: SlotContract> WasmBackend<S> {
         if self.view_changes {
             wire::encode_view_message_known::<S>(None, view, None, &mut message);
         } else {
-            S::encode_view(view, &mut message);
+            wire::encode_view_into::<S>(view, &mut message);
         }
         let messages = self.view_changes;
         match live.call(&message, |bytes| {
             if messages {
                 wire::decode_reply_message::<S>(bytes, view)
             } else {
-                S::decode_decision(bytes, view)
+                wire::decode_decision::<S>(bytes, view)
             }
         }) {
             Ok(Ok(Ok(decision))) => Ok(decision),

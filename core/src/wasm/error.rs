@@ -66,7 +66,7 @@ pub enum WasmErrorKind {
     /// component type the SDK's export macros embed, or does not match it.
     #[error(
         "a core Wasm module that cannot be made a component ({0}); build the policy with \
-         gangway-plugin-sdk and its export macro (e.g. `export_fairness!`) for \
+         gangway-plugin-sdk and its export macro (`export!(Fairness, MyPolicy)`) for \
          wasm32-unknown-unknown, or give a component"
     )]
     NotAComponent(String),

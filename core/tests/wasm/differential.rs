@@ -10,7 +10,7 @@ use gangway_core::Slot;
 use gangway_core::policy::{BoxedBackend, Native, PolicySet};
 use gangway_core::wasm::{CallPath, PolicyEngine, PolicyModule, SandboxConfig};
 use gangway_plugin_sdk::SlotContract;
-use gangway_plugin_sdk::testing::strategy;
+use gangway_plugin_sdk::testing::SlotViews;
 use gangway_plugin_sdk::{Configure, FairnessView, JobId, Policy, QueueView, SpreadLimit};
 use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 use proptest::prelude::*;
@@ -226,14 +226,14 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     #[test]
-    fn fairness_native_and_wasm_decide_alike(view in strategy::fairness_view()) {
+    fn fairness_native_and_wasm_decide_alike(view in Fairness::views()) {
         every_module(|n, m, t| alike(n, m, &mut t.fairness, &view))?;
     }
 
     #[test]
     fn locality_and_gang_native_and_wasm_decide_alike(
-        locality in strategy::queue_view(false),
-        gang in strategy::queue_view(true),
+        locality in Locality::views(),
+        gang in Gang::views(),
     ) {
         every_module(|n, m, t| {
             alike(n, m, &mut t.locality, &locality)?;
@@ -243,9 +243,9 @@ proptest! {
 
     #[test]
     fn reclaim_retry_defragment_native_and_wasm_decide_alike(
-        reclaim in strategy::reclaim_view(),
-        retry in strategy::retry_view(),
-        defragment in strategy::defragment_view(),
+        reclaim in Reclaim::views(),
+        retry in Retry::views(),
+        defragment in Defragment::views(),
     ) {
         every_module(|n, m, t| {
             alike(n, m, &mut t.reclaim, &reclaim)?;
@@ -329,7 +329,7 @@ proptest! {
     /// built-in still decides as its native twin, step by step.
     #[test]
     fn changing_views_decide_alike_round_after_round(
-        view in strategy::fairness_view(),
+        view in Fairness::views(),
         steps in prop::collection::vec((0u64..5_000, any::<u64>()), 1..6),
     ) {
         let views = in_turn(&view, &steps);

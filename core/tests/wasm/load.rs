@@ -152,7 +152,7 @@ fn a_manifest_out_of_bounds_fails_the_load() {
 #[test]
 fn compiled_modules_are_kept_on_disk_across_engines() {
     use gangway_core::wasm::{CallPath, PolicyEngine, SandboxConfig};
-    use gangway_plugin_sdk::testing::strategy;
+    use gangway_plugin_sdk::testing::SlotViews;
     use proptest::strategy::{Strategy, ValueTree};
     use proptest::test_runner::TestRunner;
 
@@ -161,12 +161,7 @@ fn compiled_modules_are_kept_on_disk_across_engines() {
     let bytes = gangway_plugin_artifacts::module("las").unwrap();
     let mut runner = TestRunner::deterministic();
     let views: Vec<_> = (0..20)
-        .map(|_| {
-            strategy::fairness_view()
-                .new_tree(&mut runner)
-                .unwrap()
-                .current()
-        })
+        .map(|_| Fairness::views().new_tree(&mut runner).unwrap().current())
         .collect();
     for path in [CallPath::Direct, CallPath::Component] {
         let config = SandboxConfig {

@@ -220,7 +220,8 @@ mod tests {
 
     #[test]
     fn generation_is_a_function_of_the_seed() {
-        use gangway_plugin_sdk::testing::strategy::fairness_view;
+        use gangway_plugin_sdk::testing::SlotViews;
+        let fairness_view = gangway_plugin_sdk::Fairness::views;
         assert_eq!(
             generate(fairness_view(), b"abc"),
             generate(fairness_view(), b"abc")

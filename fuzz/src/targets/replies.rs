@@ -26,7 +26,7 @@ pub(crate) fn reply_bytes<S: CatalogSlot + SlotViews>(
         return tail.to_vec();
     };
     let mut bytes = Vec::new();
-    S::encode_decision(&decision, &mut bytes);
+    wire::encode_decision_into::<S>(&decision, &mut bytes);
     for pair in tail.chunks(2) {
         if let (Some(&at), Some(&value), false) = (pair.first(), pair.get(1), bytes.is_empty()) {
             let i = usize::from(at) % bytes.len();
@@ -46,7 +46,7 @@ pub(crate) fn check_reply<S: SlotContract>(view: &S::View, bytes: &[u8]) {
     if let Ok(decision) = wire::decode_reply_message::<S>(bytes, view) {
         let _ = S::validate(view, &decision);
     }
-    let Ok(decision) = S::decode_decision(bytes, view) else {
+    let Ok(decision) = wire::decode_decision::<S>(bytes, view) else {
         return;
     };
     assert!(
@@ -54,9 +54,9 @@ pub(crate) fn check_reply<S: SlotContract>(view: &S::View, bytes: &[u8]) {
         "a reply longer than the view's bound decoded"
     );
     let mut again = Vec::new();
-    S::encode_decision(&decision, &mut again);
+    wire::encode_decision_into::<S>(&decision, &mut again);
     assert_eq!(
-        S::decode_decision(&again, view).as_ref(),
+        wire::decode_decision::<S>(&again, view).as_ref(),
         Ok(&decision),
         "a decision does not survive re-encoding"
     );

@@ -17,8 +17,8 @@ use std::cell::RefCell;
 use gangway_catalog::CatalogSlot;
 use gangway_core::policy::PolicyErrorKind;
 use gangway_core::wasm::{CallPath, PolicyEngine, PolicyModule, SandboxConfig};
-use gangway_plugin_sdk::SlotContract;
 use gangway_plugin_sdk::testing::SlotViews;
+use gangway_plugin_sdk::{SlotContract, wire};
 
 use super::replies::reply_bytes;
 use super::{by_slot, generate};
@@ -349,7 +349,7 @@ fn one<S: CatalogSlot + SlotContract + SlotViews>(
             other => panic!("error(...) read as {other}"),
         },
         (outcome, 0) if !rest.is_empty() => {
-            let host = S::decode_decision(&rest[1..], &view);
+            let host = wire::decode_decision::<S>(&rest[1..], &view);
             assert_eq!(
                 outcome.is_ok(),
                 host.is_ok(),

@@ -13,7 +13,7 @@ fn decode_view<S: SlotContract>(bytes: &[u8]) {
     let mut held = S::View::default();
     let _ = wire::decode_view_message::<S>(bytes, &mut held);
     let mut view = S::View::default();
-    if S::decode_view_into(bytes, &mut view).is_err() {
+    if wire::decode_view_into::<S>(bytes, &mut view).is_err() {
         return;
     }
     // And over the view the bytes hold.
@@ -25,9 +25,9 @@ fn decode_view<S: SlotContract>(bytes: &[u8]) {
         Err(e) => panic!("the fast decoder accepted what postcard refuses: {e}"),
     }
     let mut again = Vec::new();
-    S::encode_view(&view, &mut again);
+    wire::encode_view_into::<S>(&view, &mut again);
     let mut back = S::View::default();
-    S::decode_view_into(&again, &mut back).expect("a re-encoded view decodes");
+    wire::decode_view_into::<S>(&again, &mut back).expect("a re-encoded view decodes");
     assert_eq!(back, view, "a view does not survive re-encoding");
 }
 
@@ -44,25 +44,25 @@ fn roundtrip<S: SlotContract + SlotViews>(seed: &[u8]) {
         return;
     };
     let mut fast = Vec::new();
-    S::encode_view(&view, &mut fast);
+    wire::encode_view_into::<S>(&view, &mut fast);
     assert_eq!(
         fast,
         wire::encode(&view),
         "the fast codec's view bytes are not postcard's"
     );
     let mut back = S::View::default();
-    S::decode_view_into(&fast, &mut back).expect("an encoded view decodes");
+    wire::decode_view_into::<S>(&fast, &mut back).expect("an encoded view decodes");
     assert_eq!(back, view);
 
     let decision = gangway_plugin_sdk::Policy::<S>::decide(&S::Fallback::default(), &view);
     let mut bytes = Vec::new();
-    S::encode_decision(&decision, &mut bytes);
+    wire::encode_decision_into::<S>(&decision, &mut bytes);
     assert_eq!(
         bytes,
         wire::encode(&decision),
         "the fast codec's decision bytes are not postcard's"
     );
-    let back = S::decode_decision(&bytes, &view).expect("an encoded decision decodes");
+    let back = wire::decode_decision::<S>(&bytes, &view).expect("an encoded decision decodes");
     assert_eq!(back, decision);
 
     // View messages: the same view again (a change of time alone), and

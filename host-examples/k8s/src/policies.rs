@@ -66,7 +66,8 @@ pub fn build(preset: &str) -> Result<(PolicySet, PlacementStrategy, Policies), K
 pub fn slot_named(name: &str) -> Result<Slot, K8sError> {
     Slot::from_name(name).ok_or_else(|| {
         K8sError::Policy(format!(
-            "unknown slot {name:?} (fairness, locality, gang, reclaim, retry or defragment)"
+            "unknown slot {name:?} ({})",
+            Slot::DECLARED.map(Slot::as_str).join(", ")
         ))
     })
 }

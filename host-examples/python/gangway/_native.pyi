@@ -6,6 +6,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 __version__: str
 #: The contract's WIT (plugin-sdk/wit/policy.wit), for ``python -m gangway.componentize``.
 POLICY_WIT: str
+#: The contract's slots, from its registry, in declaration order (``fairness``, ...).
+SLOTS: Tuple[str, ...]
 
 class GangwayError(Exception):
     """Base of every error Gangway raises."""

@@ -122,6 +122,10 @@ PathArg = Union[str, "os.PathLike[str]"]
 #: A slot's policy: a built-in name, a ``.wasm`` file, or a Python policy.
 PolicyArg = Union[str, "os.PathLike[str]", Any]
 
+#: The contract's slots, from its registry (the native module): each is a
+#: keyword of :func:`replay` taking that slot's policy.
+_SLOTS: Tuple[str, ...] = tuple(_native.SLOTS)
+
 # What each keyword of replay() takes, checked before the run:
 # path (an existing file), module (a policy name or an existing .wasm file),
 # str, count (int >= 0), positive (int >= 1), number (float > 0),
@@ -129,8 +133,7 @@ PolicyArg = Union[str, "os.PathLike[str]", Any]
 _KINDS: Dict[str, str] = dict(
     trace="path", format="str", vcs="path", machines="path", cluster="str",
     rack_grouping="str", rack_size="positive", topology="path", policies="str",
-    fairness="module", locality="module", gang="module", reclaim="module",
-    retry="module", defragment="module", config="configs", compare="strs",
+    **{slot: "module" for slot in _SLOTS}, config="configs", compare="strs",
     seed="count", jobs="positive", skip="count", time_scale="number",
     native="flag", quotas="str", round_interval="positive",
     server_mtbf_hours="number", placement="str", view_window="count",
@@ -139,9 +142,6 @@ _KINDS: Dict[str, str] = dict(
     no_plots="flag", jobs_csv="flag", without="strs", verbose="count",
     settings="settings", fit="str",
 )
-
-
-_SLOTS = ("fairness", "locality", "gang", "reclaim", "retry", "defragment")
 
 
 def _check(name: str, value: Any) -> None:
@@ -217,12 +217,6 @@ def replay(
     rack_grouping: Optional[str] = None,
     rack_size: Optional[int] = None,
     topology: Optional[PathArg] = None,
-    fairness: Optional[PolicyArg] = None,
-    locality: Optional[PolicyArg] = None,
-    gang: Optional[PolicyArg] = None,
-    reclaim: Optional[PolicyArg] = None,
-    retry: Optional[PolicyArg] = None,
-    defragment: Optional[PolicyArg] = None,
     config: Union[Dict[str, PathArg], List[str], None] = None,
     quotas: Optional[str] = None,
     round_interval: Optional[int] = None,
@@ -242,6 +236,7 @@ def replay(
     out: Optional[PathArg] = None,
     echo: bool = True,
     progress: Union[bool, Callable[[int, str, int, int, int], Any], None] = None,
+    **slot_policies: Optional[PolicyArg],
 ) -> "Report":
     """Runs ``replay`` with these arguments and returns its :class:`Report`.
 
@@ -287,13 +282,16 @@ def replay(
     ``True`` for a tqdm bar per policy set (``tqdm.auto``: in a notebook
     too; needs tqdm installed).
     """
+    for name in slot_policies:
+        if name not in _SLOTS:
+            raise TypeError(f"replay() got an unexpected keyword argument {name!r}")
     given: Dict[str, Any] = dict(
         trace=trace, format=format, machines=machines, policies=policies,
         compare=compare, seed=seed, jobs=jobs, skip=skip, time_scale=time_scale,
         native=native, vcs=vcs, cluster=cluster, rack_grouping=rack_grouping,
-        rack_size=rack_size, topology=topology, fairness=fairness,
-        locality=locality, gang=gang, reclaim=reclaim, retry=retry,
-        defragment=defragment, config=config, quotas=quotas,
+        rack_size=rack_size, topology=topology,
+        **{slot: slot_policies.get(slot) for slot in _SLOTS},
+        config=config, quotas=quotas,
         round_interval=round_interval, server_mtbf_hours=server_mtbf_hours,
         placement=placement, view_window=view_window, restart_s=restart_s,
         checkpoint_s=checkpoint_s, policy_fuel=policy_fuel,
@@ -357,6 +355,29 @@ def replay(
         if echo:
             _echo("".join(printed), temporary)
     return report
+
+
+def _slot_keywords(f: Callable[..., Any]) -> None:
+    """Shows ``f``'s per-slot keywords (its ``**slot_policies``) in its
+    signature, one per slot of the registry, before ``config``: where
+    ``inspect``, ``help`` and editors look."""
+    import inspect
+
+    signature = inspect.signature(f)
+    params = [
+        p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD
+    ]
+    at = next(i for i, p in enumerate(params) if p.name == "config")
+    slots = [
+        inspect.Parameter(
+            slot, inspect.Parameter.KEYWORD_ONLY, default=None, annotation="Optional[PolicyArg]"
+        )
+        for slot in _SLOTS
+    ]
+    setattr(f, "__signature__", signature.replace(parameters=params[:at] + slots + params[at:]))
+
+
+_slot_keywords(replay)
 
 
 def _frame(rows: List[Dict[str, Any]]) -> Any:

@@ -5,7 +5,9 @@
 //! [`replay`] the `replay` command, [`topology`] topologies, [`scheduler`]
 //! the scheduler and [`policy`] policy modules and their hot swap.
 
+use gangway_plugin_sdk::Slot;
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
 
 mod errors;
 mod policy;
@@ -43,6 +45,12 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<scheduler::PyRound>()?;
     m.add_class::<scheduler::PyStart>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // The contract's slots, from its registry (declaration order): the
+    // package's per-slot keywords follow it.
+    m.add(
+        "SLOTS",
+        PyTuple::new(m.py(), Slot::DECLARED.map(Slot::as_str))?,
+    )?;
     // The contract's WIT, for `python -m gangway.componentize`.
     m.add(
         "POLICY_WIT",

@@ -47,7 +47,7 @@ impl<S: SlotContract> Backend<S> for PyBackend<S> {
                 .extract()
         })
         .map_err(|e| self.error(PolicyErrorKind::Refused(format!("raised {e}"))))?;
-        S::decode_decision(&answer, view).map_err(|e| {
+        wire::decode_decision::<S>(&answer, view).map_err(|e| {
             self.error(PolicyErrorKind::Decode(format!(
                 "the {} decision does not read: {e}",
                 S::NAME

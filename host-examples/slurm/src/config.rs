@@ -43,6 +43,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use gangway_core::Slot;
 use serde::Deserialize;
 
 use super::SlurmError;
@@ -178,32 +179,22 @@ impl Default for SlurmConfig {
 }
 
 /// The whole configuration.
+///
+/// Unknown keys are refused: the slot keys are collected by a flattened map
+/// (which serde cannot combine with `deny_unknown_fields`), and
+/// [`slot_modules`] refuses any key that names no slot.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Config {
     /// The state folder: snapshot, Unix socket, launch log.
     pub state_dir: PathBuf,
     /// The catalog preset for the six slots.
     #[serde(default = "default_preset")]
     pub preset: String,
-    /// A Wasm module for the fairness slot instead of the preset's.
-    #[serde(default)]
-    pub fairness: Option<PathBuf>,
-    /// A Wasm module for the locality slot.
-    #[serde(default)]
-    pub locality: Option<PathBuf>,
-    /// A Wasm module for the gang slot.
-    #[serde(default)]
-    pub gang: Option<PathBuf>,
-    /// A Wasm module for the reclaim (preemption) slot.
-    #[serde(default)]
-    pub reclaim: Option<PathBuf>,
-    /// A Wasm module for the retry slot.
-    #[serde(default)]
-    pub retry: Option<PathBuf>,
-    /// A Wasm module for the defragment (migration) slot.
-    #[serde(default)]
-    pub defragment: Option<PathBuf>,
+    /// Wasm modules replacing the preset's policies, by slot: a top-level
+    /// key naming a slot of the contract's registry (`fairness = "f.wasm"`,
+    /// ... `defragment = ...`). Any other unknown key is refused.
+    #[serde(flatten, deserialize_with = "slot_modules")]
+    pub modules: BTreeMap<Slot, PathBuf>,
     /// Milliseconds between cycles (read Slurm, round, launch).
     #[serde(default = "default_poll")]
     pub poll_interval_ms: u64,
@@ -377,18 +368,13 @@ impl Config {
         abs(&mut self.state_dir);
         for p in [
             &mut self.ends_dir,
-            &mut self.fairness,
-            &mut self.locality,
-            &mut self.gang,
-            &mut self.reclaim,
-            &mut self.retry,
-            &mut self.defragment,
             &mut self.slurm.bin_dir,
             &mut self.slurm.conf,
             &mut self.slurm.topology_conf,
         ]
         .into_iter()
         .flatten()
+        .chain(self.modules.values_mut())
         {
             abs(p);
         }
@@ -405,6 +391,36 @@ impl Config {
             .clone()
             .unwrap_or_else(|| self.state_dir.join("ends"))
     }
+}
+
+/// The configuration's keys that name no setting: each must name a slot of
+/// the registry and give a module file.
+fn slot_modules<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<Slot, PathBuf>, D::Error> {
+    use serde::de::Error;
+    let rest = BTreeMap::<String, toml::Value>::deserialize(d)?;
+    let mut modules = BTreeMap::new();
+    for (key, value) in rest {
+        let Some(slot) = Slot::from_name(&key) else {
+            return Err(D::Error::custom(format!(
+                "unknown field `{key}`: neither a setting nor a slot ({})",
+                slot_names()
+            )));
+        };
+        let toml::Value::String(path) = value else {
+            return Err(D::Error::custom(format!(
+                "`{key}` takes a module file (a string), not {value}"
+            )));
+        };
+        modules.insert(slot, PathBuf::from(path));
+    }
+    Ok(modules)
+}
+
+/// The slots' names in their declaration order, for messages.
+pub fn slot_names() -> String {
+    Slot::DECLARED.map(Slot::as_str).join(", ")
 }
 
 /// The socket path inside a state folder.
@@ -435,6 +451,29 @@ mod tests {
             Path::new("/"),
         );
         assert!(large.unwrap().large_policies);
+    }
+
+    #[test]
+    fn every_slot_of_the_registry_takes_a_module() {
+        let keys: String = Slot::DECLARED
+            .iter()
+            .map(|s| format!("{} = \"{}.wasm\"\n", s.as_str(), s.as_str()))
+            .collect();
+        let text = format!("state_dir = \"st\"\n{keys}[[vc]]\nname = \"a\"\n");
+        let cfg = Config::parse(&text, "x.toml", Path::new("/base")).unwrap();
+        assert_eq!(cfg.modules.len(), Slot::COUNT);
+        for slot in Slot::DECLARED {
+            let want = PathBuf::from(format!("/base/{}.wasm", slot.as_str()));
+            assert_eq!(cfg.modules.get(&slot), Some(&want));
+        }
+        let e = Config::parse(
+            "state_dir = \"s\"\ngang = 3\n[[vc]]\nname = \"a\"",
+            "c.toml",
+            Path::new("/"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("`gang` takes a module file"), "{e}");
     }
 
     #[test]

@@ -60,18 +60,9 @@ pub fn build(cfg: &Config) -> Result<(PolicySet, PlacementStrategy, Policies), S
         engine,
         handles: SlotHandles::of(&set),
     };
-    for (slot, path) in [
-        (Slot::Fairness, &cfg.fairness),
-        (Slot::Locality, &cfg.locality),
-        (Slot::Gang, &cfg.gang),
-        (Slot::Reclaim, &cfg.reclaim),
-        (Slot::Retry, &cfg.retry),
-        (Slot::Defragment, &cfg.defragment),
-    ] {
-        if let Some(path) = path {
-            let wasm = read_module(path)?;
-            policies.swap(slot, &path.display().to_string(), &wasm, b"")?;
-        }
+    for (&slot, path) in &cfg.modules {
+        let wasm = read_module(path)?;
+        policies.swap(slot, &path.display().to_string(), &wasm, b"")?;
     }
     Ok((set, preset.placement, policies))
 }
@@ -80,7 +71,8 @@ pub fn build(cfg: &Config) -> Result<(PolicySet, PlacementStrategy, Policies), S
 pub fn slot_named(name: &str) -> Result<Slot, SlurmError> {
     Slot::from_name(name).ok_or_else(|| {
         SlurmError::Policy(format!(
-            "unknown slot {name:?} (fairness, locality, gang, reclaim, retry or defragment)"
+            "unknown slot {name:?} ({})",
+            super::config::slot_names()
         ))
     })
 }

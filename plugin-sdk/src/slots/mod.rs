@@ -3,16 +3,19 @@
 //! Each slot is one folder: `mod.rs` holds its view, its decision, the
 //! trait a policy author implements and the marker type that describes the
 //! slot to the host ([`crate::SlotContract`]); `rules.rs` the rules every
-//! decision is checked against; `wire.rs` how its view and decision cross
-//! the sandbox boundary; `fallback.rs` its built-in policy. The locality
-//! and gang slots share one view, in `queue_view/`.
+//! decision is checked against; `fallback.rs` its built-in policy. How its
+//! view and decision cross the sandbox boundary is derived from their
+//! definitions (`#[derive(Wire)]` and its `#[wire(...)]` attributes, see
+//! [`crate::wire`]). The locality and gang slots share one view, in
+//! `queue_view/`.
 //!
 //! This file is the registry: [`Slot`] names every slot at run time, and
 //! [`with_slot!`](crate::with_slot) turns a [`Slot`] into its marker type,
 //! so that code which must do something for every slot (a policy set, the
 //! conformance kit, a host's configuration) is written once, generically,
-//! and iterates [`Slot::ALL`]. Adding a slot is a new folder, a variant
-//! here and a line in `with_slot!`.
+//! and iterates [`Slot::ALL`]. Adding a slot is a new folder, its `mod`
+//! and `pub use` here (and its marker's re-export at the crate root), and a
+//! line in the registry table below.
 //!
 //! A round consults the slots in the order of [`Slot::ALL`]: [`Retry`]
 //! (failed attempts since the last round), [`Fairness`], [`Locality`],
@@ -43,30 +46,77 @@ pub use retry::{
     FailedAttempt, FailureClass, Fixed, Retry, RetryAction, RetryDecision, RetryPolicy, RetryView,
 };
 
-/// A policy slot, named at run time. Its marker type, which carries
-/// everything about it, is what [`with_slot!`](crate::with_slot) gives.
-///
-/// The variants' order is their wire order (snapshots and reports encode a
-/// slot by it); [`Slot::ALL`] is the order a round consults them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum Slot {
-    /// Orders pending jobs and marks which may start now.
-    Fairness,
-    /// Gives each eligible job its spread limit.
-    Locality,
-    /// Decides what a job that does not fit does to the jobs behind it.
-    Gang,
-    /// Chooses running jobs to stop so that waiting ones can start.
-    Reclaim,
-    /// Decides what happens after an attempt fails.
-    Retry,
-    /// Proposes migrations of running jobs that free room for a waiting gang.
-    Defragment,
+/// The registry: every slot, one line each, in the order of their
+/// [`Slot`] variants (their wire order: snapshots and reports encode a slot
+/// by it), with its place in a round's order ([`Slot::ALL`]) and what the
+/// variant's documentation says. Expands `$crate::$callback!` with
+/// `{ $args }` and the lines; [`Slot`] and [`with_slot!`](crate::with_slot)
+/// are made from it. Adding a slot is a folder (its view, decision, trait,
+/// marker type with its [`crate::SlotContract`], rules, fallback, test
+/// strategies and export macro) and a line here.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __gangway_slots {
+    ($callback:ident { $($args:tt)* }) => {
+        $crate::$callback! { { $($args)* }
+            /// Orders pending jobs and marks which may start now.
+            Fairness = 1,
+            /// Gives each eligible job its spread limit.
+            Locality = 2,
+            /// Decides what a job that does not fit does to the jobs behind it.
+            Gang = 3,
+            /// Chooses running jobs to stop so that waiting ones can start.
+            Reclaim = 4,
+            /// Decides what happens after an attempt fails.
+            Retry = 0,
+            /// Proposes migrations of running jobs that free room for a waiting gang.
+            Defragment = 5,
+        }
+    };
 }
+
+/// [`Slot`] and its constants, from the registry's lines.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __gangway_slot_enum {
+    ({} $( $(#[$doc:meta])* $slot:ident = $round:literal, )*) => {
+        /// A policy slot, named at run time. Its marker type, which carries
+        /// everything about it, is what [`with_slot!`](crate::with_slot) gives.
+        ///
+        /// The variants' order is their wire order (snapshots and reports
+        /// encode a slot by it); [`Slot::ALL`] is the order a round consults
+        /// them.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        pub enum Slot {
+            $( $(#[$doc])* $slot, )*
+        }
+
+        impl Slot {
+            /// How many slots there are.
+            pub const COUNT: usize = [$(stringify!($slot)),*].len();
+
+            /// All slots in their declaration order (fairness, locality,
+            /// gang, reclaim, retry, defragment): the order of their wire
+            /// encoding, of a report's keys and of a CLI's flags.
+            ///
+            /// ```
+            /// use gangway_plugin_sdk::Slot;
+            /// assert_eq!(Slot::DECLARED[0], Slot::Fairness);
+            /// assert!(Slot::DECLARED.windows(2).all(|w| w[0] < w[1]));
+            /// ```
+            pub const DECLARED: [Slot; Slot::COUNT] = [$(Slot::$slot),*];
+
+            /// Each slot's place in a round's order, by declaration.
+            const ROUND: [u8; Slot::COUNT] = [$($round),*];
+        }
+    };
+}
+
+__gangway_slots!(__gangway_slot_enum {});
 
 /// Runs `$body` with the type name `$S` bound to the marker type of the
 /// slot `$slot` (a [`Slot`] value): the one place that turns a slot named at
-/// run time into its type.
+/// run time into its type (a `match` over the registry's lines).
 ///
 /// ```
 /// use gangway_plugin_sdk::{with_slot, Slot, SlotContract};
@@ -76,65 +126,41 @@ pub enum Slot {
 #[macro_export]
 macro_rules! with_slot {
     ($slot:expr, |$S:ident| $body:expr) => {
+        $crate::__gangway_slots!(__gangway_with_slot { ($slot) $S ($body) })
+    };
+}
+
+/// The `match` of [`with_slot!`](crate::with_slot).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __gangway_with_slot {
+    ({ ($slot:expr) $S:ident ($body:expr) } $( $(#[$doc:meta])* $marker:ident = $round:literal, )*) => {
         match $slot {
-            $crate::Slot::Fairness => {
-                type $S = $crate::Fairness;
-                $body
-            }
-            $crate::Slot::Locality => {
-                type $S = $crate::Locality;
-                $body
-            }
-            $crate::Slot::Gang => {
-                type $S = $crate::Gang;
-                $body
-            }
-            $crate::Slot::Reclaim => {
-                type $S = $crate::Reclaim;
-                $body
-            }
-            $crate::Slot::Retry => {
-                type $S = $crate::Retry;
-                $body
-            }
-            $crate::Slot::Defragment => {
-                type $S = $crate::Defragment;
-                $body
-            }
+            $(
+                $crate::Slot::$marker => {
+                    type $S = $crate::$marker;
+                    $body
+                }
+            )*
         }
     };
 }
 
 impl Slot {
-    /// How many slots there are.
-    pub const COUNT: usize = 6;
-
     /// All slots, in the order a round consults them.
-    pub const ALL: [Slot; Slot::COUNT] = [
-        Slot::Retry,
-        Slot::Fairness,
-        Slot::Locality,
-        Slot::Gang,
-        Slot::Reclaim,
-        Slot::Defragment,
-    ];
-
-    /// All slots in their declaration order (fairness, locality, gang,
-    /// reclaim, retry, defragment): the order of their wire encoding, of a
-    /// report's keys and of a CLI's flags.
     ///
     /// ```
     /// use gangway_plugin_sdk::Slot;
-    /// assert_eq!(Slot::DECLARED[0], Slot::Fairness);
-    /// assert!(Slot::DECLARED.windows(2).all(|w| w[0] < w[1]));
+    /// assert_eq!(Slot::ALL[0], Slot::Retry);
+    /// assert_eq!(Slot::ALL[5], Slot::Defragment);
     /// ```
-    pub const DECLARED: [Slot; Slot::COUNT] = {
-        // Slot::ALL sorted by variant (an insertion sort: const code).
-        let mut slots = Slot::ALL;
+    pub const ALL: [Slot; Slot::COUNT] = {
+        // DECLARED sorted by round position (an insertion sort: const code).
+        let mut slots = Slot::DECLARED;
         let mut i = 1;
         while i < Slot::COUNT {
             let mut j = i;
-            while j > 0 && slots[j - 1] as u8 > slots[j] as u8 {
+            while j > 0 && Slot::ROUND[slots[j - 1] as usize] > Slot::ROUND[slots[j] as usize] {
                 let t = slots[j - 1];
                 slots[j - 1] = slots[j];
                 slots[j] = t;

@@ -1,4 +1,6 @@
-//! proptest strategies for realistic views of every slot: random topologies
+//! The parts of the proptest strategies for realistic views that every slot
+//! shares (each slot's own view strategy is in its folder, behind
+//! [`crate::testing::SlotViews::views`]): random topologies
 //! (one to four levels, 2- to 8-GPU servers), virtual clusters with and
 //! without quotas, job sizes of 1 to 128 GPUs weighted as in the Philly
 //! trace (most jobs 1 GPU), waits, attempts and attained service, and queues
@@ -11,12 +13,8 @@
 use proptest::prelude::*;
 
 use crate::ids::{JobId, Level, ServerId, VcId};
-use crate::slots::{
-    DefragmentView, FailedAttempt, FailureClass, FairnessView, QueueView, ReclaimView, RetryView,
-};
 use crate::view::{
-    ClusterSummary, LevelSummary, PendingJob, RunningJob, ServerState, SpreadLimit, VcUsage,
-    WaitReason, WaitingJob,
+    ClusterSummary, LevelSummary, PendingJob, RunningJob, ServerState, VcUsage, WaitReason,
 };
 
 /// The shape of a random cluster a view describes.
@@ -187,68 +185,13 @@ pub fn pending_jobs(shape: Shape, vcs: u32, now: u64) -> impl Strategy<Value = V
     })
 }
 
-/// A fairness view: a random cluster, 1 to 15 VCs, a random queue.
-pub fn fairness_view() -> impl Strategy<Value = FairnessView> {
-    (shape(), 1usize..16, 0u64..10_000_000)
-        .prop_flat_map(|(shape, nvcs, now)| {
-            let total = shape.total_gpus();
-            (
-                Just(shape.clone()),
-                0..=total,
-                vcs(nvcs, total),
-                pending_jobs(shape, nvcs as u32, now),
-                Just(now),
-            )
-        })
-        .prop_map(|(shape, free, mut vcs, jobs, now)| {
-            for j in &jobs {
-                if let Some(v) = vcs.get_mut(j.vc.0 as usize) {
-                    v.pending_gpus += j.gpus;
-                    v.pending_jobs += 1;
-                }
-            }
-            FairnessView {
-                now_s: now,
-                cluster: shape.summary(free),
-                vcs,
-                jobs,
-            }
-        })
-}
-
-/// A locality or gang view: the eligible part of a random fairness view.
-/// `with_limits` fills `spread` (what the gang slot sees).
-pub fn queue_view(with_limits: bool) -> impl Strategy<Value = QueueView> {
-    (fairness_view(), any::<u64>()).prop_map(move |(round, seed)| {
-        let jobs: Vec<PendingJob> = round
-            .jobs
-            .into_iter()
-            .enumerate()
-            .filter(|(i, _)| (seed >> (i % 64)) & 1 == 1 || seed.count_ones() > 40)
-            .map(|(_, j)| j)
-            .collect();
-        let spread = if with_limits {
-            jobs.iter()
-                .map(|j| SpreadLimit::new(j.min_level, j.min_servers * (1 + (seed % 3) as u32)))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        QueueView {
-            now_s: round.now_s,
-            cluster: round.cluster,
-            jobs,
-            spread,
-        }
-    })
-}
-
-fn wait_reason() -> impl Strategy<Value = WaitReason> {
+/// A wait reason, any of them.
+pub fn wait_reason() -> impl Strategy<Value = WaitReason> {
     prop::sample::select(WaitReason::ALL.to_vec())
 }
 
 /// `n` running jobs on `shape`, packed onto servers in id order.
-fn running_jobs(
+pub fn running_jobs(
     shape: Shape,
     vcs: u32,
     n: usize,
@@ -290,95 +233,8 @@ fn running_jobs(
     )
 }
 
-/// A reclaim view: running jobs, and waiting jobs with their reasons.
-pub fn reclaim_view() -> impl Strategy<Value = ReclaimView> {
-    (fairness_view(), 0usize..60, any::<u64>())
-        .prop_flat_map(|(round, n, seed)| {
-            let shape = shape_of(&round.cluster);
-            let nvcs = round.vcs.len() as u32;
-            (
-                Just(round.clone()),
-                running_jobs(shape, nvcs, n, round.now_s),
-                prop::collection::vec(wait_reason(), round.jobs.len()),
-                Just(seed),
-            )
-        })
-        .prop_map(|(round, running, reasons, _)| ReclaimView {
-            now_s: round.now_s,
-            servers: servers_of(&shape_of(&round.cluster), &running),
-            cluster: round.cluster,
-            vcs: round.vcs,
-            running,
-            waiting: round
-                .jobs
-                .into_iter()
-                .zip(reasons)
-                .map(|(job, reason)| WaitingJob {
-                    limit: SpreadLimit::new(job.min_level, 0),
-                    job,
-                    reason,
-                })
-                .collect(),
-        })
-}
-
-/// A retry view: 0 to 50 failures of random classes.
-pub fn retry_view() -> impl Strategy<Value = RetryView> {
-    (
-        0u64..10_000_000,
-        prop::collection::vec(
-            (
-                gang_size(),
-                1u32..8,
-                0u64..100_000,
-                prop::sample::select(FailureClass::ALL.to_vec()),
-                any::<bool>(),
-            ),
-            0..50,
-        ),
-    )
-        .prop_map(|(now, rows)| RetryView {
-            now_s: now,
-            failures: rows
-                .into_iter()
-                .enumerate()
-                .map(|(i, (gpus, attempts, run_s, class, probe))| {
-                    let attempt_gpus = if probe { 1 } else { gpus };
-                    FailedAttempt {
-                        job: JobId(i as u64 + 1),
-                        vc: VcId(0),
-                        user: 0,
-                        gpus,
-                        attempt_gpus,
-                        attempts,
-                        run_s,
-                        class,
-                        probe,
-                        failed_gpu_s: u64::from(attempt_gpus) * run_s,
-                    }
-                })
-                .collect(),
-        })
-}
-
-/// A defragment view: servers with their free GPUs, the jobs on them, and
-/// gangs waiting with fragmentation delay.
-pub fn defragment_view() -> impl Strategy<Value = DefragmentView> {
-    reclaim_view().prop_map(|r| DefragmentView {
-        now_s: r.now_s,
-        cluster: r.cluster,
-        servers: r.servers,
-        running: r.running,
-        waiting: r
-            .waiting
-            .into_iter()
-            .filter(|w| w.reason == WaitReason::Fragmentation)
-            .collect(),
-    })
-}
-
 /// The servers of `shape` with the GPUs `running` leaves free.
-fn servers_of(shape: &Shape, running: &[RunningJob]) -> Vec<ServerState> {
+pub fn servers_of(shape: &Shape, running: &[RunningJob]) -> Vec<ServerState> {
     let servers = shape.servers_per_rack * shape.racks;
     let mut used = vec![0u32; servers as usize];
     for j in running {
@@ -399,7 +255,7 @@ fn servers_of(shape: &Shape, running: &[RunningJob]) -> Vec<ServerState> {
 }
 
 /// The shape a summary made by [`Shape::summary`] describes.
-fn shape_of(c: &ClusterSummary) -> Shape {
+pub fn shape_of(c: &ClusterSummary) -> Shape {
     let levels = &c.levels;
     let server = levels.last().cloned().unwrap_or_default();
     let racks = if levels.len() >= 2 {

@@ -1,28 +1,35 @@
-//! Bulk views as changes from the last one: what the host sends a module
+//! Views as changes from the last one: what the host sends a module
 //! whose glue asks for it (the manifest's `view_changes`, which the SDK's
 //! export glue sets). A backlog that stands from round to round then costs
 //! the jobs and VCs that changed, not every entry encoded by the host and
 //! decoded in the sandbox again. Views of fewer than 16 entries travel
 //! whole.
 //!
-//! A change of a fairness view ([`FairnessView`]) is its `now_s` and `cluster`
-//! whole, then its `vcs` and its jobs as runs. A change of a locality or
-//! gang view ([`QueueView`]) is its `now_s` and `cluster`, a byte saying
-//! whether each job's spread limit travels with it (1: both views have one
-//! limit per job) or the limits follow whole after the runs (0), then the
-//! runs. A change of a reclaim view ([`ReclaimView`]) is its `now_s` and
-//! `cluster` whole, then its VCs, servers, running jobs and waiting jobs,
-//! each list as runs.
+//! A view type says which of its lists travel as runs (`#[wire(runs)]`,
+//! see `gangway-wire-derive`); a view without such lists always travels
+//! whole. A change is the view's fields in declaration order: its clock
+//! (`#[wire(now)]`) and every other field whole, each list that travels as
+//! runs as runs. A list paired with another (`#[wire(pairs_with = ...)]`:
+//! a queue view's spread limits, one per job) is preceded by a byte saying
+//! whether its entries travel with the list's runs (1: both views have one
+//! per entry) or whole at their own place (0). So a change of a fairness
+//! view ([`crate::FairnessView`]) is its `now_s` and `cluster`, then its
+//! `vcs` and its jobs as runs; a change of a locality or gang view
+//! ([`crate::QueueView`]) its `now_s`, `cluster`, that byte, the jobs' runs
+//! and, unpaired, the limits; a change of a reclaim view
+//! ([`crate::ReclaimView`]) its `now_s` and `cluster`, then its VCs,
+//! servers, running jobs and waiting jobs, each as runs.
 //!
 //! A list's runs start with a varint `count << 1 | in_place`, then `count`
 //! runs. A run is a varint header `count << 1 | kind`:
 //! - kind 0, *keep*: a varint `from`; the base's entries `from..from +
-//!   count` (and their limits, when they travel with the jobs), each
-//!   advanced by the time between the two views (`dt = now_s - base.now_s`,
-//!   wrapping): a pending or waiting job's `waiting_s` by `dt`, a running
-//!   job's `attained_gpu_s` by `gpus * dt`, a server or a VC not at all;
-//! - kind 1, *new*: `count` entries follow in full, each job followed by its
-//!   limit when limits travel with the jobs.
+//!   count` (and their paired entries, when they travel with the list),
+//!   each advanced by the time between the two views (`dt = now_s -
+//!   base.now_s`, wrapping) along its clock (`#[wire(clock)]`): a pending
+//!   or waiting job's `waiting_s` by `dt`, a running job's
+//!   `attained_gpu_s` by `gpus * dt`, a server or a VC not at all;
+//! - kind 1, *new*: `count` entries follow in full, each followed by its
+//!   paired entry when they travel with the list.
 //!
 //! `in_place` (1) promises that every keep run starts at or after both the
 //! position its first entry takes in the new list and the end of the keep
@@ -39,18 +46,28 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use super::codec::{U32, U64, WireError};
+use super::codec::{U64, WireError};
 use super::known::KnownChanges;
-use super::postcard::{JOB_MAX, RUNNING_MAX, Reader, VC_MAX, Writer};
-use crate::view::{PendingJob, RunningJob, ServerState, SpreadLimit, VcUsage, WaitingJob};
+use super::postcard::{Reader, Wire, Writer};
+use crate::ids::{JobId, ServerId, VcId};
 
 /// Where the entries of the new list come from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Run {
+pub enum Run {
     /// The base's entries `from..from + count`.
-    Keep { from: usize, count: usize },
+    Keep {
+        /// The first.
+        from: usize,
+        /// How many.
+        count: usize,
+    },
     /// The new list's entries `from..from + count`, sent in full.
-    New { from: usize, count: usize },
+    New {
+        /// The first.
+        from: usize,
+        /// How many.
+        count: usize,
+    },
 }
 
 /// How far past the expected base entry the diff looks for an entry before
@@ -60,13 +77,24 @@ const LOOKAHEAD: usize = 16;
 thread_local! {
     /// The diff's scratch: its runs and the base's index by key (built
     /// only when an entry is not where the diff expects it).
-    pub(crate) static DIFF: RefCell<Scratch> = RefCell::new(Scratch::default());
+    static DIFF: RefCell<Scratch> = RefCell::new(Scratch::default());
+}
+
+/// Runs `f` with the diff's scratch, its runs cleared (a view change's
+/// lists append their runs to it in turn).
+pub fn with_scratch<R>(f: impl FnOnce(&mut Scratch) -> R) -> R {
+    DIFF.with(|scratch| {
+        let scratch = &mut *scratch.borrow_mut();
+        scratch.runs.clear();
+        f(scratch)
+    })
 }
 
 /// The diff's scratch: its runs, and the base's positions by key.
 #[derive(Default)]
-pub(crate) struct Scratch {
-    pub(crate) runs: Vec<Run>,
+pub struct Scratch {
+    /// The runs of the lists diffed so far, one list after another.
+    pub runs: Vec<Run>,
     index: HashMap<u64, usize, BuildHasherDefault<IdHasher>>,
 }
 
@@ -90,219 +118,111 @@ impl Hasher for IdHasher {
     }
 }
 
-/// An entry of a list that a view change carries as runs.
-pub(crate) trait Kept: Default {
-    /// The fewest bytes it takes on the wire.
-    const MIN_BYTES: usize;
-    /// Its id: how the diff finds it when it moved.
+/// What identifies an entry of a list: an id, as a number.
+pub trait Keyed {
+    /// The id.
     fn key(&self) -> u64;
+}
+
+impl Keyed for JobId {
+    #[inline(always)]
+    fn key(&self) -> u64 {
+        self.0
+    }
+}
+
+impl Keyed for VcId {
+    #[inline(always)]
+    fn key(&self) -> u64 {
+        u64::from(self.0)
+    }
+}
+
+impl Keyed for ServerId {
+    #[inline(always)]
+    fn key(&self) -> u64 {
+        u64::from(self.0)
+    }
+}
+
+/// An id made from its number (what a decision's entry naming a view's
+/// entry by position is built from).
+pub trait FromKey {
+    /// The id of number `key`.
+    fn from_key(key: u64) -> Self;
+}
+
+impl FromKey for JobId {
+    #[inline(always)]
+    fn from_key(key: u64) -> Self {
+        JobId(key)
+    }
+}
+
+/// An entry of a list that a view change carries as runs (derived from
+/// `#[wire(entry)]`, its `#[wire(key)]` and `#[wire(clock)]` fields).
+pub trait Kept: Wire + Keyed {
     /// Whether `self`, `dt` seconds later, is `new`.
     fn later_is(&self, new: &Self, dt: u64) -> bool;
     /// Whether `self`, later, is `new` as far as `known` tells: the same
-    /// id, not among the changes (lists the host does not track compare
-    /// their entries whole, as [`Kept::later_is`] does).
+    /// id, its clock moved with time, not among the changes (entries the
+    /// host does not track compare whole, as [`Kept::later_is`] does).
     fn later_is_known(&self, new: &Self, dt: u64, known: &KnownChanges) -> bool;
     /// `self`, `dt` seconds later.
     fn advance(&mut self, dt: u64);
-    /// The most bytes it takes on the wire.
-    fn max_bytes(&self) -> usize;
-    /// Writes it.
-    fn write(&self, w: &mut Writer<'_>);
-    /// Reads it over `self`, reusing its memory.
-    fn read(&mut self, r: &mut Reader<'_>) -> Result<(), WireError>;
 }
 
-impl Kept for PendingJob {
-    const MIN_BYTES: usize = 10;
-    fn key(&self) -> u64 {
-        self.id.0
-    }
-    #[inline(always)]
-    fn later_is(&self, new: &Self, dt: u64) -> bool {
-        let PendingJob {
-            id,
-            vc,
-            user,
-            gpus,
-            submitted_s,
-            waiting_s,
-            attempts,
-            attained_gpu_s,
-            min_level,
-            min_servers,
-        } = self;
-        // Without short-circuits: one branch per job, not one per field.
-        (*id == new.id)
-            & (waiting_s.wrapping_add(dt) == new.waiting_s)
-            & (*vc == new.vc)
-            & (*user == new.user)
-            & (*gpus == new.gpus)
-            & (*submitted_s == new.submitted_s)
-            & (*attempts == new.attempts)
-            & (*attained_gpu_s == new.attained_gpu_s)
-            & (*min_level == new.min_level)
-            & (*min_servers == new.min_servers)
-    }
-    #[inline(always)]
-    fn later_is_known(&self, new: &Self, dt: u64, known: &KnownChanges) -> bool {
-        // The wait is compared: it follows the clock only once the job's
-        // pending time has come (a host may submit ahead of its clock).
-        (self.id == new.id) & (self.waiting_s.wrapping_add(dt) == new.waiting_s)
-            && !known.job_changed(self.id)
-    }
-    fn advance(&mut self, dt: u64) {
-        self.waiting_s = self.waiting_s.wrapping_add(dt);
-    }
-    fn max_bytes(&self) -> usize {
-        JOB_MAX
-    }
-    fn write(&self, w: &mut Writer<'_>) {
-        w.pending_job(self);
-    }
-    fn read(&mut self, r: &mut Reader<'_>) -> Result<(), WireError> {
-        r.pending_job_into(self)
+/// One side of a diff: a list, and the entries paired with it (one per
+/// entry when they travel with the list; else unused).
+pub struct Side<'a, T, C> {
+    /// The list.
+    pub list: &'a [T],
+    /// Its paired entries.
+    pub paired: &'a [C],
+}
+
+impl<T, C> Clone for Side<'_, T, C> {
+    fn clone(&self) -> Self {
+        *self
     }
 }
 
-impl Kept for VcUsage {
-    const MIN_BYTES: usize = 7;
-    fn key(&self) -> u64 {
-        u64::from(self.id.0)
-    }
-    fn later_is(&self, new: &Self, _dt: u64) -> bool {
-        // A VC's attained service grows when an attempt ends, not with time.
-        self == new
-    }
-    fn later_is_known(&self, new: &Self, _dt: u64, known: &KnownChanges) -> bool {
-        self.id == new.id && !known.vc_changed(self.id)
-    }
-    fn advance(&mut self, _dt: u64) {}
-    fn max_bytes(&self) -> usize {
-        VC_MAX
-    }
-    fn write(&self, w: &mut Writer<'_>) {
-        w.vc(self);
-    }
-    fn read(&mut self, r: &mut Reader<'_>) -> Result<(), WireError> {
-        r.vc_into(self)
+impl<T, C> Copy for Side<'_, T, C> {}
+
+impl<'a, T, C> Side<'a, T, C> {
+    /// The side from entry `at` on.
+    fn from(self, at: usize, paired: bool) -> Self {
+        Side {
+            list: &self.list[at..],
+            paired: if paired { &self.paired[at..] } else { &[] },
+        }
     }
 }
 
-impl Kept for ServerState {
-    const MIN_BYTES: usize = 4;
-    fn key(&self) -> u64 {
-        u64::from(self.id.0)
-    }
-    fn later_is(&self, new: &Self, _dt: u64) -> bool {
-        self == new
-    }
-    fn later_is_known(&self, new: &Self, _dt: u64, _known: &KnownChanges) -> bool {
-        // Hosts do not track servers: a server is compared whole.
-        self == new
-    }
-    fn advance(&mut self, _dt: u64) {}
-    fn max_bytes(&self) -> usize {
-        4 * U32
-    }
-    fn write(&self, w: &mut Writer<'_>) {
-        w.server_state(self);
-    }
-    fn read(&mut self, r: &mut Reader<'_>) -> Result<(), WireError> {
-        r.server_state_into(self)
-    }
-}
-
-impl Kept for RunningJob {
-    const MIN_BYTES: usize = 9;
-    fn key(&self) -> u64 {
-        self.id.0
-    }
-    fn later_is(&self, new: &Self, dt: u64) -> bool {
-        let RunningJob {
-            id,
-            vc,
-            user,
-            gpus,
-            submitted_s,
-            started_s,
-            attempts,
-            attained_gpu_s,
-            parts,
-        } = self;
-        *id == new.id
-            && attained_gpu_s.wrapping_add(u64::from(*gpus).wrapping_mul(dt)) == new.attained_gpu_s
-            && *vc == new.vc
-            && *user == new.user
-            && *gpus == new.gpus
-            && *submitted_s == new.submitted_s
-            && *started_s == new.started_s
-            && *attempts == new.attempts
-            && *parts == new.parts
-    }
-    fn later_is_known(&self, new: &Self, dt: u64, known: &KnownChanges) -> bool {
-        let advanced = self
-            .attained_gpu_s
-            .wrapping_add(u64::from(self.gpus).wrapping_mul(dt));
-        (self.id == new.id) & (advanced == new.attained_gpu_s) && !known.job_changed(self.id)
-    }
-    fn advance(&mut self, dt: u64) {
-        self.attained_gpu_s = self
-            .attained_gpu_s
-            .wrapping_add(u64::from(self.gpus).wrapping_mul(dt));
-    }
-    fn max_bytes(&self) -> usize {
-        RUNNING_MAX + self.parts.len() * 2 * U32
-    }
-    fn write(&self, w: &mut Writer<'_>) {
-        w.running_job(self);
-    }
-    fn read(&mut self, r: &mut Reader<'_>) -> Result<(), WireError> {
-        r.running_job_into(self)
-    }
-}
-
-impl Kept for WaitingJob {
-    const MIN_BYTES: usize = 13;
-    fn key(&self) -> u64 {
-        self.job.id.0
-    }
-    fn later_is(&self, new: &Self, dt: u64) -> bool {
-        self.job.later_is(&new.job, dt) && self.reason == new.reason && self.limit == new.limit
-    }
-    fn later_is_known(&self, new: &Self, dt: u64, known: &KnownChanges) -> bool {
-        // The reason and limit are the round's, not the host's state.
-        self.job.later_is_known(&new.job, dt, known)
-            && self.reason == new.reason
-            && self.limit == new.limit
-    }
-    fn advance(&mut self, dt: u64) {
-        self.job.advance(dt);
-    }
-    fn max_bytes(&self) -> usize {
-        JOB_MAX + U32 + 1 + U32
-    }
-    fn write(&self, w: &mut Writer<'_>) {
-        w.waiting_job(self);
-    }
-    fn read(&mut self, r: &mut Reader<'_>) -> Result<(), WireError> {
-        r.waiting_job_into(self)
-    }
-}
-
-/// One side of a diff: a list, and its jobs' spread limits (one per entry
-/// when limits travel with the jobs; else unused).
-#[derive(Clone, Copy)]
-pub(crate) struct Side<'a, T> {
-    pub(crate) list: &'a [T],
-    pub(crate) spread: &'a [SpreadLimit],
+/// Whether base entry `b` is new entry `n` `dt` seconds later (and its
+/// paired entry the same, when `paired`), as far as `known` tells.
+#[inline(always)]
+fn same<T: Kept, C: PartialEq>(
+    base: Side<'_, T, C>,
+    new: Side<'_, T, C>,
+    (b, n): (usize, usize),
+    paired: bool,
+    dt: u64,
+    known: Option<&KnownChanges>,
+) -> bool {
+    let entry = match known {
+        Some(known) => base.list[b].later_is_known(&new.list[n], dt, known),
+        None => base.list[b].later_is(&new.list[n], dt),
+    };
+    entry && (!paired || base.paired[b] == new.paired[n])
 }
 
 /// How many entries at the start of `new` are those of `base`, `dt`
-/// seconds later (with the same limits when `paired`), as far as `known`
-/// tells when the host knows its changes.
-fn unchanged<T: Kept>(
-    base: Side<'_, T>,
-    new: Side<'_, T>,
+/// seconds later (with the same paired entries when `paired`), as far as
+/// `known` tells when the host knows its changes.
+fn unchanged<T: Kept, C: PartialEq>(
+    base: Side<'_, T, C>,
+    new: Side<'_, T, C>,
     paired: bool,
     dt: u64,
     known: Option<&KnownChanges>,
@@ -323,58 +243,58 @@ fn unchanged<T: Kept>(
         }
     }
     if paired {
-        at = base.spread[..at]
+        at = base.paired[..at]
             .iter()
-            .zip(&new.spread[..at])
+            .zip(&new.paired[..at])
             .take_while(|(a, b)| a == b)
             .count();
     }
     at
 }
 
-/// Appends the runs that build `new` from `base` (with their limits when
-/// `paired`), `dt` seconds later, to `scratch.runs`; returns how many
-/// entries travel in full. With `known`, an entry is kept when its id is
-/// not among the changes, unread.
-pub(crate) fn diff<T: Kept>(
-    base: Side<'_, T>,
-    new: Side<'_, T>,
-    paired: bool,
-    dt: u64,
-    known: Option<&KnownChanges>,
-    scratch: &mut Scratch,
-) -> usize {
-    let Scratch { runs, index } = scratch;
-    index.clear();
+/// What a diff compares: the two sides, whether paired entries travel with
+/// the list, the time between the views and what the host knows changed.
+pub struct Diff<'a, T, C> {
+    /// The base view's list.
+    pub base: Side<'a, T, C>,
+    /// The new view's list.
+    pub new: Side<'a, T, C>,
+    /// Whether paired entries travel with the list.
+    pub paired: bool,
+    /// Seconds between the views (wrapping).
+    pub dt: u64,
+    /// What the host knows changed, if it tracks its changes.
+    pub known: Option<&'a KnownChanges>,
+}
+
+impl<T, C> Clone for Diff<'_, T, C> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T, C> Copy for Diff<'_, T, C> {}
+
+/// Appends the runs that build `d.new` from `d.base`, `d.dt` seconds
+/// later, to `scratch.runs`; returns how many entries travel in full. With
+/// `known`, an entry is kept when its id is not among the changes, unread.
+pub fn diff<T: Kept, C: PartialEq>(d: Diff<'_, T, C>, scratch: &mut Scratch) -> usize {
+    scratch.index.clear();
     // This list's runs: only they may be merged with.
-    let first = runs.len();
-    let same = |b: usize, n: usize| {
-        let entry = match known {
-            Some(known) => base.list[b].later_is_known(&new.list[n], dt, known),
-            None => base.list[b].later_is(&new.list[n], dt),
-        };
-        entry && (!paired || base.spread[b] == new.spread[n])
-    };
-    let mut next = 0;
-    let mut literal = 0;
-    let mut n = 0;
+    let first = scratch.runs.len();
+    let (mut next, mut n, mut literal) = (0, 0, 0);
     // Whether the base is sorted by key, once a search needs to know.
     let mut by_key: Option<bool> = None;
-    while n < new.list.len() {
+    while n < d.new.list.len() {
         // The common case first: a stretch of entries unchanged but for time.
         let stretch = unchanged(
-            Side {
-                list: &base.list[next..],
-                spread: if paired { &base.spread[next..] } else { &[] },
-            },
-            Side {
-                list: &new.list[n..],
-                spread: if paired { &new.spread[n..] } else { &[] },
-            },
-            paired,
-            dt,
-            known,
+            d.base.from(next, d.paired),
+            d.new.from(n, d.paired),
+            d.paired,
+            d.dt,
+            d.known,
         );
+        let runs = &mut scratch.runs;
         if stretch > 0 {
             match runs[first..].last_mut() {
                 Some(Run::Keep { from, count }) if *from + *count == next => *count += stretch,
@@ -387,8 +307,8 @@ pub(crate) fn diff<T: Kept>(
             n += stretch;
             continue;
         }
-        let key = new.list[n].key();
-        if base.list.get(next).is_some_and(|b| b.key() == key) {
+        let key = d.new.list[n].key();
+        if d.base.list.get(next).is_some_and(|b| b.key() == key) {
             // The entry where the diff expects it, changed: it travels in
             // full, in its place.
             match runs[first..].last_mut() {
@@ -400,30 +320,8 @@ pub(crate) fn diff<T: Kept>(
             n += 1;
             continue;
         }
-        let found = if next < base.list.len() && same(next, n) {
-            Some(next)
-        } else {
-            let ahead = (next + 1..base.list.len().min(next + LOOKAHEAD))
-                .find(|&b| base.list[b].key() == key)
-                .filter(|&b| same(b, n));
-            ahead.or_else(|| {
-                // Lists the host sorts by key (VCs, servers, running jobs)
-                // are searched; any other gets an index.
-                let sorted = *by_key.get_or_insert_with(|| base.list.is_sorted_by_key(T::key));
-                let at = if sorted {
-                    base.list.binary_search_by_key(&key, T::key).ok()
-                } else {
-                    if index.is_empty() && !base.list.is_empty() {
-                        index.reserve(base.list.len());
-                        for (b, e) in base.list.iter().enumerate() {
-                            index.insert(e.key(), b);
-                        }
-                    }
-                    index.get(&key).copied()
-                };
-                at.filter(|&b| same(b, n))
-            })
-        };
+        let found = find(d, (next, n), key, &mut by_key, &mut scratch.index);
+        let runs = &mut scratch.runs;
         match (found, runs[first..].last_mut()) {
             (Some(b), Some(Run::Keep { from, count })) if *from + *count == b => *count += 1,
             (Some(b), _) => runs.push(Run::Keep { from: b, count: 1 }),
@@ -444,16 +342,60 @@ pub(crate) fn diff<T: Kept>(
     literal
 }
 
-/// [`diff`] of two lists without limits.
-pub(crate) fn diff_list<T: Kept>(
+/// Where new entry `n`, of id `key`, is in the base unchanged, if anywhere:
+/// at `next`, a few entries on, or (searched in a base sorted by key, else
+/// through an index of the base built once) anywhere.
+fn find<T: Kept, C: PartialEq>(
+    d: Diff<'_, T, C>,
+    (next, n): (usize, usize),
+    key: u64,
+    by_key: &mut Option<bool>,
+    index: &mut HashMap<u64, usize, BuildHasherDefault<IdHasher>>,
+) -> Option<usize> {
+    let same = |b: usize| same(d.base, d.new, (b, n), d.paired, d.dt, d.known);
+    let base = d.base.list;
+    if next < base.len() && same(next) {
+        return Some(next);
+    }
+    let ahead = (next + 1..base.len().min(next + LOOKAHEAD))
+        .find(|&b| base[b].key() == key)
+        .filter(|&b| same(b));
+    ahead.or_else(|| {
+        // Lists the host sorts by key (VCs, servers, running jobs) are
+        // searched; any other gets an index.
+        let sorted = *by_key.get_or_insert_with(|| base.is_sorted_by_key(T::key));
+        let at = if sorted {
+            base.binary_search_by_key(&key, T::key).ok()
+        } else {
+            if index.is_empty() && !base.is_empty() {
+                index.reserve(base.len());
+                for (b, e) in base.iter().enumerate() {
+                    index.insert(e.key(), b);
+                }
+            }
+            index.get(&key).copied()
+        };
+        at.filter(|&b| same(b))
+    })
+}
+
+/// [`diff`] of two lists without paired entries.
+pub fn diff_list<T: Kept>(
     base: &[T],
     new: &[T],
     dt: u64,
     known: Option<&KnownChanges>,
     scratch: &mut Scratch,
 ) -> usize {
-    let bare = |list| Side { list, spread: &[] };
-    diff(bare(base), bare(new), false, dt, known, scratch)
+    let bare = |list| Side::<T, ()> { list, paired: &[] };
+    let d = Diff {
+        base: bare(base),
+        new: bare(new),
+        paired: false,
+        dt,
+        known,
+    };
+    diff(d, scratch)
 }
 
 /// Whether `runs` can rebuild their list inside the base's memory: every
@@ -476,29 +418,27 @@ fn in_place(runs: &[Run]) -> bool {
     true
 }
 
-impl Writer<'_> {
-    /// Writes `runs`, the entries of new runs in full (jobs with their
-    /// limits when `spread` travels with them).
-    pub(crate) fn runs<T: Kept>(
-        &mut self,
-        runs: &[Run],
-        list: &[T],
-        spread: Option<&[SpreadLimit]>,
-    ) {
-        self.varint(((runs.len() as u64) << 1) | u64::from(in_place(runs)));
-        for run in runs {
-            match *run {
-                Run::Keep { from, count } => {
-                    self.varint((count as u64) << 1);
-                    self.varint(from as u64);
-                }
-                Run::New { from, count } => {
-                    self.varint(((count as u64) << 1) | 1);
-                    for n in from..from + count {
-                        list[n].write(self);
-                        if let Some(spread) = spread {
-                            self.spread_limit(spread[n]);
-                        }
+/// Writes `runs`, the entries of new runs in full (each followed by its
+/// paired entry when `paired` travels with the list).
+pub fn write_runs<T: Wire, C: Wire>(
+    w: &mut Writer<'_>,
+    runs: &[Run],
+    list: &[T],
+    paired: Option<&[C]>,
+) {
+    w.varint(((runs.len() as u64) << 1) | u64::from(in_place(runs)));
+    for run in runs {
+        match *run {
+            Run::Keep { from, count } => {
+                w.varint((count as u64) << 1);
+                w.varint(from as u64);
+            }
+            Run::New { from, count } => {
+                w.varint(((count as u64) << 1) | 1);
+                for n in from..from + count {
+                    list[n].write(w);
+                    if let Some(paired) = paired {
+                        paired[n].write(w);
                     }
                 }
             }
@@ -506,62 +446,105 @@ impl Writer<'_> {
     }
 }
 
-/// Views with fewer entries than this (jobs, and VCs, servers and running
-/// jobs where the view has them) travel whole. Sending smaller views as
-/// changes too (RFold's fairness views: about 11 VCs and a job or two)
-/// moved decoding out of the guest but as much diffing into the host: the
-/// replay's Wasm loop did not change measurably.
-pub(crate) const MIN_ENTRIES: usize = 16;
+/// Views with fewer entries than this (in all the lists that travel as
+/// runs) travel whole. Sending smaller views as changes too (RFold's
+/// fairness views: about 11 VCs and a job or two) moved decoding out of
+/// the guest but as much diffing into the host: the replay's Wasm loop did
+/// not change measurably.
+pub const MIN_ENTRIES: usize = 16;
 
 /// Whether a change with `literal` of `entries` entries in full is worth
 /// sending rather than the whole view.
-pub(crate) fn worth(literal: usize, entries: usize) -> bool {
+pub fn worth(literal: usize, entries: usize) -> bool {
     entries >= MIN_ENTRIES && literal * 2 <= entries
 }
 
 /// The most bytes `runs` take, with the new entries of `list` in full
-/// (`extra` more bytes each).
-pub(crate) fn runs_max<T: Kept>(runs: &[Run], list: &[T], extra: usize) -> usize {
+/// (and their entries of `paired`, when they travel with them).
+pub fn runs_max<T: Wire, C: Wire>(runs: &[Run], list: &[T], paired: Option<&[C]>) -> usize {
     let new: usize = runs
         .iter()
         .map(|r| match *r {
             Run::Keep { .. } => 0,
-            Run::New { from, count } => list[from..from + count]
-                .iter()
-                .map(|e| e.max_bytes() + extra)
-                .sum(),
+            Run::New { from, count } => {
+                let entries: usize = list[from..from + count].iter().map(Wire::max_bytes).sum();
+                let pairs: usize = paired.map_or(0, |p| {
+                    p[from..from + count].iter().map(Wire::max_bytes).sum()
+                });
+                entries + pairs
+            }
         })
         .sum();
     U64 + runs.len() * 2 * U64 + new
 }
 
-/// Rebuilds `list` (and `spread`, when limits travel with the jobs) from
-/// the runs `r` holds: in place when the runs say they allow it, else into
-/// a new list (kept entries moved out of the base, not copied).
-pub(crate) fn apply_runs<T: Kept>(
+/// Whether a list's paired entries travel with its runs, as the byte
+/// before them says (1: yes, 0: whole at their own place); refused when
+/// they travel with a base list that has not one per entry.
+pub fn read_paired(r: &mut Reader<'_>, list: usize, paired: usize) -> Result<bool, WireError> {
+    match r.byte()? {
+        1 if list == paired => Ok(true),
+        1 => Err(r.error("entries travel paired with a base list they do not pair with")),
+        0 => Ok(false),
+        _ => Err(r.error("bad bool")),
+    }
+}
+
+/// Rebuilds `list` from the runs `r` holds: in place when the runs say
+/// they allow it, else into a new list (kept entries moved out of the
+/// base, not copied).
+pub fn apply_runs<T: Kept>(
     r: &mut Reader<'_>,
     list: &mut Vec<T>,
-    spread: Option<&mut Vec<SpreadLimit>>,
+    dt: u64,
+) -> Result<(), WireError> {
+    apply_runs_paired::<T, ()>(r, list, None, dt)
+}
+
+/// [`apply_runs`], with the list's paired entries when they travel with it.
+pub fn apply_runs_paired<T: Kept, C: Wire + Clone>(
+    r: &mut Reader<'_>,
+    list: &mut Vec<T>,
+    paired: Option<&mut Vec<C>>,
     dt: u64,
 ) -> Result<(), WireError> {
     let header = r.u64()?;
     let n = usize::try_from(header >> 1).unwrap_or(usize::MAX);
     r.room_for(n, 2)?;
     if header & 1 == 1 {
-        apply_runs_in_place(r, n, list, spread, dt)
+        apply_runs_in_place(r, n, list, paired, dt)
     } else {
-        apply_runs_moving(r, n, list, spread, dt)
+        apply_runs_moving(r, n, list, paired, dt)
+    }
+}
+
+/// The fewest bytes an entry of a new run takes, with its paired entry.
+fn entry_min<T: Wire, C: Wire>(paired: bool) -> usize {
+    if paired {
+        T::MIN_BYTES + C::MIN_BYTES
+    } else {
+        T::MIN_BYTES
+    }
+}
+
+/// Reads a keep run's `from` and checks `from..from + count` is in a base
+/// of `len` entries.
+fn keep_run(r: &mut Reader<'_>, count: usize, len: usize) -> Result<(usize, usize), WireError> {
+    let from = usize::try_from(r.u64()?).unwrap_or(usize::MAX);
+    match from.checked_add(count) {
+        Some(end) if end <= len => Ok((from, end)),
+        _ => Err(r.error("keep run past the base view")),
     }
 }
 
 /// The `n` runs of an in-place list (see the module docs): kept entries
 /// slide left over the entries that left, new entries overwrite the base's
 /// in their place or follow at the end.
-fn apply_runs_in_place<T: Kept>(
+fn apply_runs_in_place<T: Kept, C: Wire>(
     r: &mut Reader<'_>,
     n: usize,
     list: &mut Vec<T>,
-    mut spread: Option<&mut Vec<SpreadLimit>>,
+    mut paired: Option<&mut Vec<C>>,
     dt: u64,
 ) -> Result<(), WireError> {
     let (mut out, mut kept_to) = (0usize, 0usize);
@@ -569,11 +552,7 @@ fn apply_runs_in_place<T: Kept>(
         let header = r.u64()?;
         let count = usize::try_from(header >> 1).unwrap_or(usize::MAX);
         if header & 1 == 0 {
-            let from = usize::try_from(r.u64()?).unwrap_or(usize::MAX);
-            let end = match from.checked_add(count) {
-                Some(end) if end <= list.len() => end,
-                _ => return Err(r.error("keep run past the base view")),
-            };
+            let (from, end) = keep_run(r, count, list.len())?;
             if from < out || from < kept_to {
                 return Err(r.error("keep run out of place in an in-place list"));
             }
@@ -582,9 +561,9 @@ fn apply_runs_in_place<T: Kept>(
                 for k in 0..count {
                     list.swap(out + k, from + k);
                 }
-                if let Some(spread) = spread.as_deref_mut() {
+                if let Some(paired) = paired.as_deref_mut() {
                     for k in 0..count {
-                        spread.swap(out + k, from + k);
+                        paired.swap(out + k, from + k);
                     }
                 }
             }
@@ -594,59 +573,57 @@ fn apply_runs_in_place<T: Kept>(
             out += count;
             kept_to = end;
         } else {
-            let each = if spread.is_some() {
-                T::MIN_BYTES + 2
-            } else {
-                T::MIN_BYTES
-            };
-            r.room_for(count, each)?;
+            r.room_for(count, entry_min::<T, C>(paired.is_some()))?;
             for _ in 0..count {
-                if let Some(e) = list.get_mut(out) {
-                    e.read(r)?;
-                } else {
-                    let mut e = T::default();
-                    e.read(r)?;
-                    list.push(e);
-                }
-                if let Some(spread) = spread.as_deref_mut() {
-                    let limit = r.spread_limit()?;
-                    match spread.get_mut(out) {
-                        Some(s) => *s = limit,
-                        None => spread.push(limit),
-                    }
+                read_at(r, list, out)?;
+                if let Some(paired) = paired.as_deref_mut() {
+                    read_at(r, paired, out)?;
                 }
                 out += 1;
             }
         }
     }
     list.truncate(out);
-    if let Some(spread) = spread {
-        spread.truncate(out);
+    if let Some(paired) = paired {
+        paired.truncate(out);
     }
     Ok(())
 }
 
+/// Reads entry `at` of `list` over the one there, or (at the end) as a new
+/// one.
+#[inline(always)]
+fn read_at<T: Wire>(r: &mut Reader<'_>, list: &mut Vec<T>, at: usize) -> Result<(), WireError> {
+    if let Some(e) = list.get_mut(at) {
+        e.read_into(r)
+    } else {
+        let mut e = T::default();
+        e.read_into(r)?;
+        list.push(e);
+        Ok(())
+    }
+}
+
 /// The `n` runs of a list whose entries may move: rebuilt into a new list.
-fn apply_runs_moving<T: Kept>(
+fn apply_runs_moving<T: Kept, C: Wire + Clone>(
     r: &mut Reader<'_>,
     n: usize,
     list: &mut Vec<T>,
-    spread: Option<&mut Vec<SpreadLimit>>,
+    paired: Option<&mut Vec<C>>,
     dt: u64,
 ) -> Result<(), WireError> {
     let mut next: Vec<T> = Vec::new();
-    let mut next_spread = Vec::new();
+    let mut next_paired = Vec::new();
     let mut kept = 0usize;
     for _ in 0..n {
         let header = r.u64()?;
         let count = usize::try_from(header >> 1).unwrap_or(usize::MAX);
         if header & 1 == 0 {
-            let from = usize::try_from(r.u64()?).unwrap_or(usize::MAX);
             kept = kept.saturating_add(count);
-            let end = match from.checked_add(count) {
-                Some(end) if end <= list.len() && kept <= list.len() => end,
-                _ => return Err(r.error("keep run past the base view")),
-            };
+            let (from, end) = keep_run(r, count, list.len())?;
+            if kept > list.len() {
+                return Err(r.error("keep run past the base view"));
+            }
             if next.capacity() == 0 {
                 next.reserve(list.len());
             }
@@ -655,29 +632,23 @@ fn apply_runs_moving<T: Kept>(
             for e in &mut next[start..] {
                 e.advance(dt);
             }
-            if let Some(spread) = &spread {
-                next_spread.extend_from_slice(&spread[from..end]);
+            if let Some(paired) = &paired {
+                next_paired.extend_from_slice(&paired[from..end]);
             }
         } else {
-            let each = if spread.is_some() {
-                T::MIN_BYTES + 2
-            } else {
-                T::MIN_BYTES
-            };
-            r.room_for(count, each)?;
+            r.room_for(count, entry_min::<T, C>(paired.is_some()))?;
             for _ in 0..count {
-                let mut e = T::default();
-                e.read(r)?;
-                next.push(e);
-                if spread.is_some() {
-                    next_spread.push(r.spread_limit()?);
+                let at = next.len();
+                read_at(r, &mut next, at)?;
+                if paired.is_some() {
+                    read_at(r, &mut next_paired, at)?;
                 }
             }
         }
     }
     *list = next;
-    if let Some(spread) = spread {
-        *spread = next_spread;
+    if let Some(paired) = paired {
+        *paired = next_paired;
     }
     Ok(())
 }
@@ -687,14 +658,16 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::{Fairness, Locality, Reclaim, SlotContract};
+    use crate::wire::{Wire, WireView};
+    use crate::{Fairness, wire};
 
-    use crate::view::SpreadLimit;
+    use crate::view::{PendingJob, RunningJob, ServerState, SpreadLimit, VcUsage};
 
     use crate::WaitReason;
     use crate::ids::{JobId, Level};
     use crate::slots::{FairnessView, QueueView, ReclaimView};
-    use crate::testing::strategy;
+    use crate::testing::SlotViews;
+    use crate::{Gang, Reclaim};
 
     /// How a view changes between two rounds: jobs leave, arrive, change,
     /// move, and time passes.
@@ -777,7 +750,7 @@ mod tests {
         /// Whatever changed, the base plus the change is the new view.
         #[test]
         fn a_change_rebuilds_the_round_view(
-            base in strategy::fairness_view(),
+            base in Fairness::views(),
             edits in edits(),
             vc_edits in prop::collection::vec((any::<usize>(), any::<u32>()), 0..4),
             dt in prop_oneof![Just(0u64), 1u64..100_000, Just(u64::MAX)],
@@ -794,9 +767,9 @@ mod tests {
             known.seal();
             let view = FairnessView { now_s: base.now_s.wrapping_add(dt), jobs, vcs, ..base.clone() };
             let mut bytes = vec![0xAA; 5];
-            if Fairness::encode_view_change(&base, &view, None, &mut bytes) {
+            if view.encode_change(&base, None, &mut bytes) {
                 let mut held = base.clone();
-                Fairness::apply_view_change(&bytes, &mut held).unwrap();
+                held.apply_change(&bytes).unwrap();
                 prop_assert_eq!(&held, &view);
             } else {
                 // Only a small view travels whole when nothing but time passed.
@@ -808,9 +781,9 @@ mod tests {
             }
             // Told what changed, the host keeps the rest unread: the same view.
             let mut message = Vec::new();
-            crate::wire::encode_view_message_known::<Fairness>(Some(&base), &view, Some(&known), &mut message);
+            wire::encode_view_message_known::<Fairness>(Some(&base), &view, Some(&known), &mut message);
             let mut held = base.clone();
-            crate::wire::decode_view_message::<Fairness>(&message, &mut held).unwrap();
+            wire::decode_view_message::<Fairness>(&message, &mut held).unwrap();
             prop_assert_eq!(held, view);
         }
 
@@ -818,7 +791,7 @@ mod tests {
         /// with the jobs or whole.
         #[test]
         fn a_change_rebuilds_the_queue_view(
-            base in strategy::queue_view(true),
+            base in Gang::views(),
             edits in edits(),
             dt in prop_oneof![Just(0u64), 1u64..100_000],
         ) {
@@ -826,9 +799,9 @@ mod tests {
             let view = QueueView { now_s: base.now_s.wrapping_add(dt), jobs, spread, ..base.clone() };
             for known in [None, Some(&known)] {
                 let mut bytes = Vec::new();
-                if Locality::encode_view_change(&base, &view, known, &mut bytes) {
+                if view.encode_change(&base, known, &mut bytes) {
                     let mut held = base.clone();
-                    Locality::apply_view_change(&bytes, &mut held).unwrap();
+                    held.apply_change(&bytes).unwrap();
                     prop_assert_eq!(held, view.clone());
                 }
             }
@@ -838,7 +811,7 @@ mod tests {
         /// list as runs, with running jobs' attained service advanced.
         #[test]
         fn a_change_rebuilds_the_reclaim_view(
-            base in strategy::reclaim_view(),
+            base in Reclaim::views(),
             drop_running in any::<usize>(),
             drop_waiting in any::<usize>(),
             freed in any::<usize>(),
@@ -867,15 +840,15 @@ mod tests {
             // server's free GPUs changed): told so, the change is the same.
             let none = KnownChanges::default();
             let mut known = Vec::new();
-            if Reclaim::encode_view_change(&base, &view, Some(&none), &mut known) {
+            if view.encode_change(&base, Some(&none), &mut known) {
                 let mut held = base.clone();
-                Reclaim::apply_view_change(&known, &mut held).unwrap();
+                held.apply_change(&known).unwrap();
                 prop_assert_eq!(&held, &view);
             }
             let mut bytes = Vec::new();
-            if Reclaim::encode_view_change(&base, &view, None, &mut bytes) {
+            if view.encode_change(&base, None, &mut bytes) {
                 let mut held = base.clone();
-                Reclaim::apply_view_change(&bytes, &mut held).unwrap();
+                held.apply_change(&bytes).unwrap();
                 prop_assert_eq!(held, view);
             } else {
                 let entries =
@@ -883,23 +856,23 @@ mod tests {
                 prop_assert!(entries < MIN_ENTRIES, "{} entries", entries);
             }
             let mut held = base.clone();
-            let _ = Reclaim::apply_view_change(&bytes, &mut held);
+            let _ = held.apply_change(&bytes);
         }
 
         /// On arbitrary bytes over any base the guest's side never panics,
         /// and never builds more jobs than the base and the bytes hold.
         #[test]
         fn garbage_changes_are_refused_or_bounded(
-            base in strategy::queue_view(true),
+            base in Gang::views(),
             bytes in prop::collection::vec(any::<u8>(), 0..200),
         ) {
             let mut held = base.clone();
-            if Locality::apply_view_change(&bytes, &mut held).is_ok() {
-                prop_assert!(held.jobs.len() <= base.jobs.len() + bytes.len() / PendingJob::MIN_BYTES);
+            if held.apply_change(&bytes).is_ok() {
+                prop_assert!(held.jobs.len() <= base.jobs.len() + bytes.len() / <PendingJob as Wire>::MIN_BYTES);
             }
             let mut round = FairnessView { jobs: base.jobs.clone(), ..FairnessView::default() };
-            if Fairness::apply_view_change(&bytes, &mut round).is_ok() {
-                prop_assert!(round.jobs.len() <= base.jobs.len() + bytes.len() / PendingJob::MIN_BYTES);
+            if round.apply_change(&bytes).is_ok() {
+                prop_assert!(round.jobs.len() <= base.jobs.len() + bytes.len() / <PendingJob as Wire>::MIN_BYTES);
             }
         }
     }
@@ -936,10 +909,10 @@ mod tests {
             j.attained_gpu_s += 120;
         }
         let mut bytes = Vec::new();
-        assert!(Reclaim::encode_view_change(&base, &view, None, &mut bytes));
+        assert!(view.encode_change(&base, None, &mut bytes));
         assert!(bytes.len() < 24, "{} bytes", bytes.len());
         let mut held = base.clone();
-        Reclaim::apply_view_change(&bytes, &mut held).unwrap();
+        held.apply_change(&bytes).unwrap();
         assert_eq!(held, view);
     }
 
@@ -965,13 +938,13 @@ mod tests {
             j.waiting_s += 1;
         }
         let mut bytes = Vec::new();
-        assert!(Fairness::encode_view_change(&base, &view, None, &mut bytes));
+        assert!(view.encode_change(&base, None, &mut bytes));
         assert!(bytes.len() < 16, "{} bytes", bytes.len());
         view.jobs.drain(100..140);
-        assert!(Fairness::encode_view_change(&base, &view, None, &mut bytes));
+        assert!(view.encode_change(&base, None, &mut bytes));
         assert!(bytes.len() < 20, "{} bytes", bytes.len());
         let mut held = base.clone();
-        Fairness::apply_view_change(&bytes, &mut held).unwrap();
+        held.apply_change(&bytes).unwrap();
         assert_eq!(held, view);
         // A change whose keep runs copy more than the base holds is refused.
         // (now, cluster, no VC runs, then two runs that each keep job 0.)
@@ -980,21 +953,21 @@ mod tests {
             jobs: vec![PendingJob::default()],
             ..FairnessView::default()
         };
-        let err = Fairness::apply_view_change(&bad, &mut small).unwrap_err();
+        let err = small.apply_change(&bad).unwrap_err();
         assert!(err.to_string().contains("past the base view"), "{err}");
         // One keep run copies it once.
         let mut small = FairnessView {
             jobs: vec![PendingJob::default()],
             ..FairnessView::default()
         };
-        Fairness::apply_view_change(&[0, 0, 0, 0, 0, 0, 2, 2, 0], &mut small).unwrap();
+        small.apply_change(&[0, 0, 0, 0, 0, 0, 2, 2, 0]).unwrap();
         // In place, a keep run that reaches back before the last one is refused.
         let mut two = FairnessView {
             jobs: vec![PendingJob::default(); 2],
             ..FairnessView::default()
         };
         let back = [0, 0, 0, 0, 0, 0, 5, 2, 1, 2, 0];
-        let err = Fairness::apply_view_change(&back, &mut two).unwrap_err();
+        let err = two.apply_change(&back).unwrap_err();
         assert!(err.to_string().contains("out of place"), "{err}");
     }
 
@@ -1032,9 +1005,9 @@ mod tests {
             ..PendingJob::default()
         });
         let mut whole = Vec::new();
-        Fairness::encode_view(&view, &mut whole);
+        wire::encode_view_into::<Fairness>(&view, &mut whole);
         let mut bytes = Vec::new();
-        assert!(Fairness::encode_view_change(&base, &view, None, &mut bytes));
+        assert!(view.encode_change(&base, None, &mut bytes));
         assert!(
             bytes.len() * 3 < whole.len(),
             "{} of {} bytes",
@@ -1043,7 +1016,7 @@ mod tests {
         );
         let mut held = base.clone();
         let memory = held.vcs.as_ptr();
-        Fairness::apply_view_change(&bytes, &mut held).unwrap();
+        held.apply_change(&bytes).unwrap();
         assert_eq!(held, view);
         assert_eq!(held.vcs.as_ptr(), memory, "rebuilt in place");
     }

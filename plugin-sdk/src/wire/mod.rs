@@ -1,42 +1,131 @@
-//! The wire format of views and decisions: postcard over serde, behind this
-//! module so it can change without touching any policy's signature.
+//! The wire format of views and decisions: postcard's bytes, written and
+//! read by code derived from each type's definition (`#[derive(Wire)]`,
+//! crate `gangway-wire-derive`), behind this module so it can change
+//! without touching any policy's signature.
 //!
-//! The bulk views and decisions (fairness, locality, gang) have a
-//! hand-written codec (private) that writes and reads exactly postcard's
-//! bytes, about three times faster; every slot reaches the right codec
-//! through its [`crate::SlotContract`].
+//! The derive writes, for every view and decision type, its encoding and
+//! decoding byte for byte as `postcard` does through serde ([`Wire`]), and
+//! from attributes that say what is not mechanical: which lists of a view
+//! travel as runs of a view change and how their entries advance with
+//! time ([`WireView`], [`Kept`]), and which lists of a decision are
+//! bounded by the view and travel as compact runs ([`WireDecision`]). The
+//! algorithms (the diff, the runs, their application) are generic, here;
+//! the types declare only their fields. A policy's module thus needs no
+//! serde for its views and decisions.
 
 pub(crate) mod change;
 pub(crate) mod codec;
 pub(crate) mod compact;
 mod known;
 pub(crate) mod postcard;
+#[cfg(test)]
+mod vectors;
 
+pub use change::{FromKey, Kept, Keyed};
 pub use codec::{WireError, decode, encode, encode_into};
+pub use compact::Positioned;
+/// Derives [`Wire`] (and, from `#[wire(...)]` attributes, [`Kept`],
+/// [`Positioned`], [`WireView`] and [`WireDecision`]); see the
+/// `gangway-wire-derive` crate.
+pub use gangway_wire_derive::Wire;
 pub use known::KnownChanges;
+pub use postcard::{Reader, Wire, Writer};
 
 use crate::SlotContract;
 
-/// Encodes a view of slot `S` with the slot's codec.
+/// What the derived code calls: the generic halves of the format.
+#[doc(hidden)]
+pub mod __derive {
+    pub use super::change::{
+        Diff, MIN_ENTRIES, Side, apply_runs, apply_runs_paired, diff, diff_list, read_paired,
+        runs_max, with_scratch, worth, write_runs,
+    };
+    pub use super::compact::{
+        position_runs_max, read_position_runs, read_value_runs, value_runs, value_runs_max,
+        with_position_runs, write_position_runs, write_value_runs,
+    };
+    pub use super::postcard::{
+        add_max, larger_max, read_bounded_list, read_list, smaller_min, write_message,
+    };
+}
+
+/// A view's encoding whole and as a change from the last one (derived
+/// for a type marked `#[wire(view)]`).
+pub trait WireView: Wire {
+    /// Whether its views can travel as changes (some of its lists travel
+    /// as runs): a host keeps a copy of the last view it sent only for
+    /// such views.
+    const CHANGES: bool;
+
+    /// Encodes `self` as a change from `base`, the view of the instance's
+    /// last answered call, into `out` (cleared first); `false` (leaving
+    /// `out` unspecified) when the view has no change encoding or the
+    /// whole view is about as short. `known`, when the host tracks its
+    /// changes, names the entries that may differ other than by time (the
+    /// others are kept unread). See [`encode_view_message_known`].
+    fn encode_change(&self, base: &Self, known: Option<&KnownChanges>, out: &mut Vec<u8>) -> bool;
+
+    /// Applies a change written by [`WireView::encode_change`] to `self`,
+    /// which holds its base. After an error `self` must not be used.
+    fn apply_change(&mut self, bytes: &[u8]) -> Result<(), WireError>;
+}
+
+/// A decision's decoding bounded by the view it answers, and its compact
+/// form as runs over that view (derived for a type marked
+/// `#[wire(answers = View)]`).
+pub trait WireDecision: Wire {
+    /// The view it answers.
+    type View;
+
+    /// Decodes a plain reply to `view`: a list bounded by the view
+    /// (`#[wire(max = ...)]`) naming more entries than the view has is
+    /// refused before anything is allocated. Trailing bytes are an error.
+    fn decode_for(bytes: &[u8], view: &Self::View) -> Result<Self, WireError>;
+
+    /// Encodes `self` as runs over `view` into `out` (cleared first);
+    /// `false` (leaving `out` unspecified) when the decision has no compact
+    /// form or it would not be shorter. See [`encode_reply_message`].
+    fn encode_compact(&self, view: &Self::View, out: &mut Vec<u8>) -> bool;
+
+    /// Decodes a compact reply to `view`; trailing bytes are an error.
+    fn decode_compact(bytes: &[u8], view: &Self::View) -> Result<Self, WireError>;
+}
+
+/// Encodes a view of slot `S`.
 ///
 /// ```
 /// use gangway_plugin_sdk::{Fairness, wire, FairnessView};
 /// let view = FairnessView { now_s: 7, ..FairnessView::default() };
 /// let bytes = wire::encode_view::<Fairness>(&view);
-/// assert_eq!(bytes, wire::encode(&view));
+/// assert_eq!(bytes, wire::encode(&view)); // postcard's bytes
 /// assert_eq!(wire::decode_view::<Fairness>(&bytes).unwrap(), view);
 /// ```
 pub fn encode_view<S: SlotContract>(view: &S::View) -> Vec<u8> {
     let mut out = Vec::new();
-    S::encode_view(view, &mut out);
+    encode_view_into::<S>(view, &mut out);
     out
 }
 
-/// Decodes a view of slot `S` with the slot's codec.
+/// Encodes a view of slot `S` into `out` (cleared first).
+pub fn encode_view_into<S: SlotContract>(view: &S::View, out: &mut Vec<u8>) {
+    postcard::encode_into(view, out);
+}
+
+/// Decodes a view of slot `S`.
 pub fn decode_view<S: SlotContract>(bytes: &[u8]) -> Result<S::View, WireError> {
     let mut view = S::View::default();
-    S::decode_view_into(bytes, &mut view)?;
+    decode_view_into::<S>(bytes, &mut view)?;
     Ok(view)
+}
+
+/// Decodes a view of slot `S` into `view`, reusing its memory (what the
+/// guest glue does every round). After an error `view` holds a partial
+/// decoding and must not be used.
+pub fn decode_view_into<S: SlotContract>(
+    bytes: &[u8],
+    view: &mut S::View,
+) -> Result<(), WireError> {
+    postcard::decode_into(bytes, view)
 }
 
 /// The last byte of a view message that holds the whole view.
@@ -110,9 +199,9 @@ pub fn encode_view_message_known<S: SlotContract>(
     out: &mut Vec<u8>,
 ) {
     match base {
-        Some(base) if S::encode_view_change(base, view, known, out) => out.push(VIEW_CHANGE),
+        Some(base) if view.encode_change(base, known, out) => out.push(VIEW_CHANGE),
         _ => {
-            S::encode_view(view, out);
+            encode_view_into::<S>(view, out);
             out.push(VIEW_FULL);
         }
     }
@@ -126,8 +215,8 @@ pub fn decode_view_message<S: SlotContract>(
     view: &mut S::View,
 ) -> Result<(), WireError> {
     match bytes.split_last() {
-        Some((&VIEW_FULL, body)) => S::decode_view_into(body, view),
-        Some((&VIEW_CHANGE, body)) => S::apply_view_change(body, view),
+        Some((&VIEW_FULL, body)) => decode_view_into::<S>(body, view),
+        Some((&VIEW_CHANGE, body)) => view.apply_change(body),
         _ => Err(WireError {
             what: "view message",
             reason: "empty, or its last byte is neither 0 (whole view) nor 1 (change)".into(),
@@ -160,10 +249,10 @@ pub fn encode_reply_message<S: SlotContract>(
     view: &S::View,
     out: &mut Vec<u8>,
 ) {
-    if S::encode_decision_compact(decision, view, out) {
+    if decision.encode_compact(view, out) {
         out.push(REPLY_COMPACT);
     } else {
-        S::encode_decision(decision, out);
+        encode_decision_into::<S>(decision, out);
         out.push(REPLY_PLAIN);
     }
 }
@@ -176,8 +265,8 @@ pub fn decode_reply_message<S: SlotContract>(
 ) -> Result<S::Decision, WireError> {
     codec::check_reply_len::<S::Decision>(bytes, S::max_reply_bytes(view).saturating_add(1))?;
     match bytes.split_last() {
-        Some((&REPLY_PLAIN, body)) => S::decode_decision(body, view),
-        Some((&REPLY_COMPACT, body)) => S::decode_decision_compact(body, view),
+        Some((&REPLY_PLAIN, body)) => decode_decision::<S>(body, view),
+        Some((&REPLY_COMPACT, body)) => S::Decision::decode_compact(body, view),
         _ => Err(WireError {
             what: "reply message",
             reason: "empty, or its last byte is neither 0 (plain) nor 1 (compact)".into(),
@@ -185,16 +274,22 @@ pub fn decode_reply_message<S: SlotContract>(
     }
 }
 
-/// Encodes a decision of slot `S` with the slot's codec.
+/// Encodes a decision of slot `S`.
 pub fn encode_decision<S: SlotContract>(decision: &S::Decision) -> Vec<u8> {
     let mut out = Vec::new();
-    S::encode_decision(decision, &mut out);
+    encode_decision_into::<S>(decision, &mut out);
     out
 }
 
+/// Encodes a decision of slot `S` into `out` (cleared first).
+pub fn encode_decision_into<S: SlotContract>(decision: &S::Decision, out: &mut Vec<u8>) {
+    postcard::encode_into(decision, out);
+}
+
 /// Decodes the reply of slot `S` to `view`, bounded by the view: a reply
-/// longer than any well-formed answer to it, or naming more entries than
-/// the view has jobs, is refused before anything is allocated.
+/// longer than any well-formed answer to it
+/// ([`SlotContract::max_reply_bytes`]), or naming more entries than the
+/// view has jobs, is refused before anything is allocated.
 ///
 /// ```
 /// use gangway_plugin_sdk::{Fairness, wire, FairnessView};
@@ -209,5 +304,6 @@ pub fn decode_decision<S: SlotContract>(
     bytes: &[u8],
     view: &S::View,
 ) -> Result<S::Decision, WireError> {
-    S::decode_decision(bytes, view)
+    codec::check_reply_len::<S::Decision>(bytes, S::max_reply_bytes(view))?;
+    S::Decision::decode_for(bytes, view)
 }

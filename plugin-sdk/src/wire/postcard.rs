@@ -1,75 +1,108 @@
-//! Hand-written postcard codec for the bulk views ([`FairnessView`],
-//! [`QueueView`], [`ReclaimView`]) and the fairness, locality and gang
-//! decisions: byte for
-//! byte what [`crate::codec::encode`] produces (the tests check it against
-//! serde's bytes on random values and against postcard's decoding of random
-//! bytes), about three times faster, because it reads and writes each varint
-//! straight from and into the buffer instead of going through serde. Every
-//! struct is destructured exhaustively, so a field added to one of these
-//! types fails to compile here until the codec learns it.
+//! Postcard's format without serde: the [`Wire`] trait a view or decision
+//! type derives (`#[derive(Wire)]`, crate `gangway-wire-derive`), its
+//! implementations for the primitives the contract's types are made of,
+//! and the [`Writer`] and [`Reader`] the derived code writes and reads
+//! with. Byte for byte what `postcard` writes for the same type through
+//! serde (the tests check it against serde's bytes on random values, and
+//! against postcard's decoding of random bytes), about three times faster,
+//! because each varint goes straight from and into the buffer; and no
+//! serde in a policy's module.
 //!
-//! Decisions are decoded bounded by the view they answer: a length above the
-//! view's number of jobs is refused before anything is allocated.
+//! Decoding reads into a value kept from the last call (`read_into`),
+//! reusing its lists' memory; a length is refused before anything is
+//! allocated when the bytes left cannot hold its entries.
 
 use super::codec::{U32, U64, WireError};
-use crate::ids::ServerId;
-use crate::ids::{JobId, Level, VcId};
-use crate::view::{
-    ClusterSummary, LevelSummary, PendingJob, RunningJob, ServerState, SpreadLimit, VcUsage,
-    WaitReason, WaitingJob,
-};
 
-/// A [`WaitReason`]'s variant index, as serde numbers it (declaration order).
-fn reason_index(r: WaitReason) -> u64 {
-    match r {
-        WaitReason::FairShare => 0,
-        WaitReason::Fragmentation => 1,
-        WaitReason::Reserved => 2,
-        WaitReason::HeldByPolicy => 3,
-        WaitReason::NoCapacity => 4,
-        WaitReason::Queued => 5,
-        WaitReason::RetryDelay => 6,
+/// A type with postcard's encoding, written and read without serde.
+/// Derived (`#[derive(Wire)]`) for the contract's views, decisions and
+/// their parts, field by field in declaration order: a struct is its
+/// fields, an enum its variant's index (a varint) and then its fields, as
+/// serde numbers and postcard writes them.
+pub trait Wire: Default {
+    /// The type's name, as decoding errors call it.
+    const NAME: &'static str;
+    /// The fewest bytes any value takes (what bounds a length before
+    /// anything is allocated).
+    const MIN_BYTES: usize;
+    /// The most bytes any value takes, if that does not depend on the
+    /// value (no list inside).
+    const MAX_BYTES: Option<usize>;
+
+    /// The most bytes this value takes.
+    fn max_bytes(&self) -> usize;
+
+    /// Writes it.
+    fn write(&self, w: &mut Writer<'_>);
+
+    /// Reads a value over `self`, reusing its memory. After an error
+    /// `self` holds a partial value and must not be used.
+    fn read_into(&mut self, r: &mut Reader<'_>) -> Result<(), WireError>;
+}
+
+/// `a + b` of two [`Wire::MAX_BYTES`] (for derived constants).
+#[doc(hidden)]
+pub const fn add_max(a: Option<usize>, b: Option<usize>) -> Option<usize> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a + b),
+        _ => None,
     }
 }
 
-/// The [`WaitReason`] of variant index `i`, if any.
-fn reason_of(i: u32) -> Option<WaitReason> {
-    Some(match i {
-        0 => WaitReason::FairShare,
-        1 => WaitReason::Fragmentation,
-        2 => WaitReason::Reserved,
-        3 => WaitReason::HeldByPolicy,
-        4 => WaitReason::NoCapacity,
-        5 => WaitReason::Queued,
-        6 => WaitReason::RetryDelay,
-        _ => return None,
-    })
+/// The larger of two [`Wire::MAX_BYTES`] (for derived enums).
+#[doc(hidden)]
+pub const fn larger_max(a: Option<usize>, b: Option<usize>) -> Option<usize> {
+    match (a, b) {
+        (Some(a), Some(b)) if a >= b => Some(a),
+        (Some(_), Some(b)) => Some(b),
+        _ => None,
+    }
 }
 
-/// The most bytes a [`VcUsage`] takes.
-pub(crate) const VC_MAX: usize = U32 + 1 + U32 + U32 + U32 + U32 + U64 + U32;
-/// The most bytes a [`PendingJob`] takes.
-pub(crate) const JOB_MAX: usize = 4 * U64 + 5 * U32 + 1;
-/// The most bytes a [`RunningJob`] takes, but for its parts.
-pub(crate) const RUNNING_MAX: usize = 4 * U64 + 4 * U32 + U64;
-
-/// The most bytes a [`ClusterSummary`] takes.
-pub(crate) fn cluster_max(c: &ClusterSummary) -> usize {
-    U32 + U32 + 1 + U64 + c.levels.len() * 3 * U32
+/// The smaller of two [`Wire::MIN_BYTES`] (for derived enums).
+#[doc(hidden)]
+pub const fn smaller_min(a: usize, b: usize) -> usize {
+    if a <= b { a } else { b }
 }
 
-/// Writes a message into `out`, sized up front for its worst case and cut
-/// to the bytes written: a bounds check per byte on a slice held in
+/// Encodes `value` into `out` (cleared first), as postcard does.
+pub(crate) fn encode_into<T: Wire>(value: &T, out: &mut Vec<u8>) {
+    write_message(out, value.max_bytes(), |w| value.write(w));
+}
+
+/// Decodes `bytes` over `value` (reusing its memory); trailing bytes are
+/// an error. After an error `value` must not be used.
+pub(crate) fn decode_into<T: Wire>(bytes: &[u8], value: &mut T) -> Result<(), WireError> {
+    let mut r = Reader::new(bytes, T::NAME);
+    value.read_into(&mut r)?;
+    r.finish()
+}
+
+/// Writes a message into `out`, sized up front for `max` bytes and cut to
+/// the bytes written: a bounds check per byte on a slice held in
 /// registers, instead of a `Vec::push`'s capacity check and length update
 /// (a byte store may alias the `Vec`'s own fields, so `push` reloads them).
 /// Memory the buffer had from an earlier message is overwritten, not zeroed
-/// again. Returns `false`, leaving `out` unspecified, if `max` was too small.
+/// again. Should `max` be short, the message is written again at the size
+/// the first pass counted.
 #[inline(always)]
-pub(crate) fn write_sized(
+pub fn write_message(out: &mut Vec<u8>, max: usize, write: impl Fn(&mut Writer<'_>)) {
+    // One call site of `write`, so that it is compiled once: a second pass
+    // knows the size it needs and fits.
+    let mut size = max;
+    while let Err(needed) = write_sized(out, size, &write) {
+        size = needed;
+    }
+}
+
+/// One pass of [`write_message`]: the bytes it needed, leaving `out`
+/// unspecified, if `max` was too small.
+#[inline(always)]
+fn write_sized(
     out: &mut Vec<u8>,
     max: usize,
-    write: impl FnOnce(&mut Writer<'_>),
-) -> bool {
+    write: &impl Fn(&mut Writer<'_>),
+) -> Result<(), usize> {
     if out.len() < max {
         out.resize(max, 0);
     }
@@ -80,181 +113,35 @@ pub(crate) fn write_sized(
     write(&mut w);
     let (at, fits) = (w.at, w.at <= w.buf.len());
     out.truncate(at);
-    fits
+    if fits { Ok(()) } else { Err(at) }
 }
 
-/// The cursor of [`write_sized`].
-pub(crate) struct Writer<'a> {
+/// Where a message is written: a buffer and a cursor (see
+/// [`write_message`]). A byte past the buffer's end is counted, not
+/// written.
+pub struct Writer<'a> {
     buf: &'a mut [u8],
     at: usize,
 }
 
 impl Writer<'_> {
+    /// Writes one byte.
     #[inline(always)]
-    pub(crate) fn byte(&mut self, b: u8) {
+    pub fn byte(&mut self, b: u8) {
         if let Some(slot) = self.buf.get_mut(self.at) {
             *slot = b;
         }
         self.at += 1;
     }
 
+    /// Writes `v` as a varint (7 bits a byte, least significant first).
     #[inline(always)]
-    pub(crate) fn varint(&mut self, mut v: u64) {
+    pub fn varint(&mut self, mut v: u64) {
         while v >= 0x80 {
             self.byte((v as u8) | 0x80);
             v >>= 7;
         }
         self.byte(v as u8);
-    }
-
-    pub(crate) fn cluster_summary(&mut self, c: &ClusterSummary) {
-        let ClusterSummary {
-            total_gpus,
-            free_gpus,
-            server_level,
-            levels,
-        } = c;
-        self.varint(u64::from(*total_gpus));
-        self.varint(u64::from(*free_gpus));
-        self.byte(server_level.0);
-        self.varint(levels.len() as u64);
-        for l in levels {
-            let LevelSummary {
-                domains,
-                max_domain_gpus,
-                max_free_gpus,
-            } = l;
-            self.varint(u64::from(*domains));
-            self.varint(u64::from(*max_domain_gpus));
-            self.varint(u64::from(*max_free_gpus));
-        }
-    }
-
-    pub(crate) fn vcs(&mut self, vcs: &[VcUsage]) {
-        self.varint(vcs.len() as u64);
-        for v in vcs {
-            self.vc(v);
-        }
-    }
-
-    #[inline(always)]
-    pub(crate) fn vc(&mut self, v: &VcUsage) {
-        let VcUsage {
-            id,
-            quota_gpus,
-            weight,
-            held_gpus,
-            pending_gpus,
-            attained_gpu_s,
-            pending_jobs,
-        } = v;
-        self.varint(u64::from(id.0));
-        match quota_gpus {
-            None => self.byte(0),
-            Some(q) => {
-                self.byte(1);
-                self.varint(u64::from(*q));
-            }
-        }
-        self.varint(u64::from(*weight));
-        self.varint(u64::from(*held_gpus));
-        self.varint(u64::from(*pending_gpus));
-        self.varint(*attained_gpu_s);
-        self.varint(u64::from(*pending_jobs));
-    }
-
-    pub(crate) fn pending_jobs(&mut self, jobs: &[PendingJob]) {
-        self.varint(jobs.len() as u64);
-        for j in jobs {
-            self.pending_job(j);
-        }
-    }
-
-    #[inline(always)]
-    pub(crate) fn pending_job(&mut self, j: &PendingJob) {
-        let PendingJob {
-            id,
-            vc,
-            user,
-            gpus,
-            submitted_s,
-            waiting_s,
-            attempts,
-            attained_gpu_s,
-            min_level,
-            min_servers,
-        } = j;
-        self.varint(id.0);
-        self.varint(u64::from(vc.0));
-        self.varint(u64::from(*user));
-        self.varint(u64::from(*gpus));
-        self.varint(*submitted_s);
-        self.varint(*waiting_s);
-        self.varint(u64::from(*attempts));
-        self.varint(*attained_gpu_s);
-        self.byte(min_level.0);
-        self.varint(u64::from(*min_servers));
-    }
-
-    pub(crate) fn server_state(&mut self, s: &ServerState) {
-        let ServerState {
-            id,
-            domain,
-            gpus,
-            free,
-        } = s;
-        self.varint(u64::from(id.0));
-        self.varint(u64::from(*domain));
-        self.varint(u64::from(*gpus));
-        self.varint(u64::from(*free));
-    }
-
-    pub(crate) fn running_job(&mut self, j: &RunningJob) {
-        let RunningJob {
-            id,
-            vc,
-            user,
-            gpus,
-            submitted_s,
-            started_s,
-            attempts,
-            attained_gpu_s,
-            parts,
-        } = j;
-        self.varint(id.0);
-        self.varint(u64::from(vc.0));
-        self.varint(u64::from(*user));
-        self.varint(u64::from(*gpus));
-        self.varint(*submitted_s);
-        self.varint(*started_s);
-        self.varint(u64::from(*attempts));
-        self.varint(*attained_gpu_s);
-        self.varint(parts.len() as u64);
-        for (server, g) in parts {
-            self.varint(u64::from(server.0));
-            self.varint(u64::from(*g));
-        }
-    }
-
-    pub(crate) fn waiting_job(&mut self, wj: &WaitingJob) {
-        let WaitingJob { job, reason, limit } = wj;
-        self.pending_job(job);
-        self.varint(reason_index(*reason));
-        self.spread_limit(*limit);
-    }
-
-    pub(crate) fn spread_limits(&mut self, limits: &[SpreadLimit]) {
-        self.varint(limits.len() as u64);
-        for l in limits {
-            self.spread_limit(*l);
-        }
-    }
-
-    #[inline(always)]
-    pub(crate) fn spread_limit(&mut self, limit: SpreadLimit) {
-        let SpreadLimit { level, max_servers } = limit;
-        self.byte(level.0);
-        self.varint(u64::from(max_servers));
     }
 }
 
@@ -276,14 +163,17 @@ fn trailing(what: &'static str, at: usize, extra: usize) -> WireError {
     }
 }
 
-pub(crate) struct Reader<'a> {
+/// What a message is read from: its bytes, a cursor, and the name of what
+/// is read (for errors).
+pub struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
     what: &'static str,
 }
 
 impl<'a> Reader<'a> {
-    pub(crate) fn new(bytes: &'a [u8], what: &'static str) -> Self {
+    /// A reader of `bytes`, which hold a `what`.
+    pub fn new(bytes: &'a [u8], what: &'static str) -> Self {
         Reader { bytes, at: 0, what }
     }
 
@@ -292,12 +182,13 @@ impl<'a> Reader<'a> {
     /// taken and its cursor can live in a register (in Wasm, a reader in
     /// linear memory costs a store per byte read).
     #[inline(always)]
-    pub(crate) fn error(&self, reason: &'static str) -> WireError {
+    pub fn error(&self, reason: &'static str) -> WireError {
         wire_error(self.what, self.at, reason)
     }
 
+    /// Reads one byte.
     #[inline]
-    pub(crate) fn byte(&mut self) -> Result<u8, WireError> {
+    pub fn byte(&mut self) -> Result<u8, WireError> {
         match self.bytes.get(self.at) {
             Some(&b) => {
                 self.at += 1;
@@ -308,8 +199,8 @@ impl<'a> Reader<'a> {
     }
 
     /// A varint of at most `max_bytes` bytes (5 for `u32`, 10 for `u64`).
-    /// A varint of at most `max_bytes` bytes. One-byte values (most counts,
-    /// ids of VCs and levels) take the inlined fast path.
+    /// One-byte values (most counts, ids of VCs and levels) take the
+    /// inlined fast path.
     #[inline(always)]
     fn varint(&mut self, max_bytes: u32) -> Result<u64, WireError> {
         match self.bytes.get(self.at) {
@@ -342,13 +233,15 @@ impl<'a> Reader<'a> {
         Err(self.error("bad varint"))
     }
 
+    /// Reads a `u64` varint.
     #[inline(always)]
-    pub(crate) fn u64(&mut self) -> Result<u64, WireError> {
+    pub fn u64(&mut self) -> Result<u64, WireError> {
         self.varint(10)
     }
 
+    /// Reads a `u32` varint.
     #[inline(always)]
-    pub(crate) fn u32(&mut self) -> Result<u32, WireError> {
+    pub fn u32(&mut self) -> Result<u32, WireError> {
         let v = self.varint(5)?;
         match u32::try_from(v) {
             Ok(v) => Ok(v),
@@ -359,18 +252,16 @@ impl<'a> Reader<'a> {
     /// A sequence length; each element takes at least `min_bytes` bytes, so
     /// a length the remaining bytes cannot hold is refused before allocating.
     #[inline(always)]
-    pub(crate) fn len(&mut self, min_bytes: usize) -> Result<usize, WireError> {
+    pub fn len(&mut self, min_bytes: usize) -> Result<usize, WireError> {
         let n = usize::try_from(self.u64()?).unwrap_or(usize::MAX);
-        if n.saturating_mul(min_bytes) > self.bytes.len() - self.at {
-            return Err(self.error("length past the end"));
-        }
+        self.room_for(n, min_bytes)?;
         Ok(n)
     }
 
     /// Refuses `n` elements of at least `min_bytes` bytes each when the
     /// remaining bytes cannot hold them.
     #[inline(always)]
-    pub(crate) fn room_for(&self, n: usize, min_bytes: usize) -> Result<(), WireError> {
+    pub fn room_for(&self, n: usize, min_bytes: usize) -> Result<(), WireError> {
         if n.saturating_mul(min_bytes) > self.bytes.len() - self.at {
             return Err(self.error("length past the end"));
         }
@@ -380,7 +271,7 @@ impl<'a> Reader<'a> {
     /// A sequence length as [`Reader::len`] does, and at most `max`: the
     /// number of entries the answered view allows.
     #[inline(always)]
-    pub(crate) fn bounded_len(&mut self, min_bytes: usize, max: usize) -> Result<usize, WireError> {
+    pub fn bounded_len(&mut self, min_bytes: usize, max: usize) -> Result<usize, WireError> {
         let n = self.len(min_bytes)?;
         if n > max {
             return Err(self.error("more entries than the view has jobs"));
@@ -388,153 +279,9 @@ impl<'a> Reader<'a> {
         Ok(n)
     }
 
+    /// Refuses bytes left over.
     #[inline(always)]
-    pub(crate) fn spread_limits(
-        &mut self,
-        out: &mut Vec<SpreadLimit>,
-        max: usize,
-    ) -> Result<(), WireError> {
-        let n = self.bounded_len(2, max)?;
-        out.resize(n, SpreadLimit::default());
-        for l in out.iter_mut() {
-            *l = self.spread_limit()?;
-        }
-        Ok(())
-    }
-
-    #[inline(always)]
-    pub(crate) fn spread_limit(&mut self) -> Result<SpreadLimit, WireError> {
-        Ok(SpreadLimit {
-            level: Level(self.byte()?),
-            max_servers: self.u32()?,
-        })
-    }
-
-    #[inline(always)]
-    pub(crate) fn cluster_summary(&mut self, c: &mut ClusterSummary) -> Result<(), WireError> {
-        c.total_gpus = self.u32()?;
-        c.free_gpus = self.u32()?;
-        c.server_level = Level(self.byte()?);
-        let n = self.len(3)?;
-        c.levels.resize(n, LevelSummary::default());
-        for l in c.levels.iter_mut() {
-            *l = LevelSummary {
-                domains: self.u32()?,
-                max_domain_gpus: self.u32()?,
-                max_free_gpus: self.u32()?,
-            };
-        }
-        Ok(())
-    }
-
-    /// The VCs' usage, overwritten in place (the length is usually the
-    /// last call's): no per-element length update as `push` would do.
-    #[inline(always)]
-    pub(crate) fn vcs(&mut self, vcs: &mut Vec<VcUsage>) -> Result<(), WireError> {
-        let n = self.len(7)?;
-        vcs.resize(n, VcUsage::default());
-        for v in vcs.iter_mut() {
-            self.vc_into(v)?;
-        }
-        Ok(())
-    }
-
-    /// One VC's usage, over `v`.
-    #[inline(always)]
-    pub(crate) fn vc_into(&mut self, v: &mut VcUsage) -> Result<(), WireError> {
-        *v = VcUsage {
-            id: VcId(self.u32()?),
-            quota_gpus: match self.byte()? {
-                0 => None,
-                1 => Some(self.u32()?),
-                _ => return Err(self.error("bad Option tag")),
-            },
-            weight: self.u32()?,
-            held_gpus: self.u32()?,
-            pending_gpus: self.u32()?,
-            attained_gpu_s: self.u64()?,
-            pending_jobs: self.u32()?,
-        };
-        Ok(())
-    }
-
-    #[inline(always)]
-    pub(crate) fn pending_jobs(&mut self, jobs: &mut Vec<PendingJob>) -> Result<(), WireError> {
-        let n = self.len(10)?;
-        jobs.resize(n, PendingJob::default());
-        for j in jobs.iter_mut() {
-            self.pending_job_into(j)?;
-        }
-        Ok(())
-    }
-
-    pub(crate) fn server_state_into(&mut self, s: &mut ServerState) -> Result<(), WireError> {
-        *s = ServerState {
-            id: ServerId(self.u32()?),
-            domain: self.u32()?,
-            gpus: self.u32()?,
-            free: self.u32()?,
-        };
-        Ok(())
-    }
-
-    /// Overwrites `j`, reusing the memory of its parts.
-    pub(crate) fn running_job_into(&mut self, j: &mut RunningJob) -> Result<(), WireError> {
-        let mut parts = std::mem::take(&mut j.parts);
-        *j = RunningJob {
-            id: JobId(self.u64()?),
-            vc: VcId(self.u32()?),
-            user: self.u32()?,
-            gpus: self.u32()?,
-            submitted_s: self.u64()?,
-            started_s: self.u64()?,
-            attempts: self.u32()?,
-            attained_gpu_s: self.u64()?,
-            parts: {
-                let m = self.len(2)?;
-                parts.clear();
-                parts.reserve(m);
-                for _ in 0..m {
-                    parts.push((ServerId(self.u32()?), self.u32()?));
-                }
-                parts
-            },
-        };
-        Ok(())
-    }
-
-    pub(crate) fn waiting_job_into(&mut self, w: &mut WaitingJob) -> Result<(), WireError> {
-        let WaitingJob { job, reason, limit } = w;
-        self.pending_job_into(job)?;
-        *reason = match reason_of(self.u32()?) {
-            Some(reason) => reason,
-            None => return Err(self.error("bad enum variant")),
-        };
-        *limit = self.spread_limit()?;
-        Ok(())
-    }
-
-    /// Overwrites `j` in place (no pending job is returned by value: in
-    /// Wasm that costs a copy through linear memory per job).
-    #[inline(always)]
-    pub(crate) fn pending_job_into(&mut self, j: &mut PendingJob) -> Result<(), WireError> {
-        *j = PendingJob {
-            id: JobId(self.u64()?),
-            vc: VcId(self.u32()?),
-            user: self.u32()?,
-            gpus: self.u32()?,
-            submitted_s: self.u64()?,
-            waiting_s: self.u64()?,
-            attempts: self.u32()?,
-            attained_gpu_s: self.u64()?,
-            min_level: Level(self.byte()?),
-            min_servers: self.u32()?,
-        };
-        Ok(())
-    }
-
-    #[inline(always)]
-    pub(crate) fn finish(&self) -> Result<(), WireError> {
+    pub fn finish(&self) -> Result<(), WireError> {
         if self.at == self.bytes.len() {
             Ok(())
         } else {
@@ -543,12 +290,213 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// Reads `n` entries (a length already read and checked) over `list`,
+/// reusing its entries' memory: the list is resized first and each entry
+/// overwritten in place (no per-entry length update, as `push` would do;
+/// the length is usually the last call's).
+#[inline(always)]
+pub fn read_list<T: Wire>(
+    r: &mut Reader<'_>,
+    list: &mut Vec<T>,
+    n: usize,
+) -> Result<(), WireError> {
+    list.resize_with(n, T::default);
+    for e in list.iter_mut() {
+        e.read_into(r)?;
+    }
+    Ok(())
+}
+
+/// Reads a list of at most `max` entries over `list` (a decision's list,
+/// bounded by the view it answers: a longer one is refused before anything
+/// is allocated).
+#[inline(always)]
+pub fn read_bounded_list<T: Wire>(
+    r: &mut Reader<'_>,
+    list: &mut Vec<T>,
+    max: usize,
+) -> Result<(), WireError> {
+    let n = r.bounded_len(T::MIN_BYTES.max(1), max)?;
+    read_list(r, list, n)
+}
+
+impl Wire for u8 {
+    const NAME: &'static str = "u8";
+    const MIN_BYTES: usize = 1;
+    const MAX_BYTES: Option<usize> = Some(1);
+    fn max_bytes(&self) -> usize {
+        1
+    }
+    #[inline(always)]
+    fn write(&self, w: &mut Writer<'_>) {
+        w.byte(*self);
+    }
+    #[inline(always)]
+    fn read_into(&mut self, r: &mut Reader<'_>) -> Result<(), WireError> {
+        *self = r.byte()?;
+        Ok(())
+    }
+}
+
+impl Wire for u32 {
+    const NAME: &'static str = "u32";
+    const MIN_BYTES: usize = 1;
+    const MAX_BYTES: Option<usize> = Some(U32);
+    fn max_bytes(&self) -> usize {
+        U32
+    }
+    #[inline(always)]
+    fn write(&self, w: &mut Writer<'_>) {
+        w.varint(u64::from(*self));
+    }
+    #[inline(always)]
+    fn read_into(&mut self, r: &mut Reader<'_>) -> Result<(), WireError> {
+        *self = r.u32()?;
+        Ok(())
+    }
+}
+
+impl Wire for u64 {
+    const NAME: &'static str = "u64";
+    const MIN_BYTES: usize = 1;
+    const MAX_BYTES: Option<usize> = Some(U64);
+    fn max_bytes(&self) -> usize {
+        U64
+    }
+    #[inline(always)]
+    fn write(&self, w: &mut Writer<'_>) {
+        w.varint(*self);
+    }
+    #[inline(always)]
+    fn read_into(&mut self, r: &mut Reader<'_>) -> Result<(), WireError> {
+        *self = r.u64()?;
+        Ok(())
+    }
+}
+
+impl Wire for bool {
+    const NAME: &'static str = "bool";
+    const MIN_BYTES: usize = 1;
+    const MAX_BYTES: Option<usize> = Some(1);
+    fn max_bytes(&self) -> usize {
+        1
+    }
+    #[inline(always)]
+    fn write(&self, w: &mut Writer<'_>) {
+        w.byte(u8::from(*self));
+    }
+    #[inline(always)]
+    fn read_into(&mut self, r: &mut Reader<'_>) -> Result<(), WireError> {
+        *self = match r.byte()? {
+            0 => false,
+            1 => true,
+            _ => return Err(r.error("bad bool")),
+        };
+        Ok(())
+    }
+}
+
+/// Nothing: no bytes (what a list without a paired one pairs with).
+impl Wire for () {
+    const NAME: &'static str = "()";
+    const MIN_BYTES: usize = 0;
+    const MAX_BYTES: Option<usize> = Some(0);
+    fn max_bytes(&self) -> usize {
+        0
+    }
+    fn write(&self, _w: &mut Writer<'_>) {}
+    fn read_into(&mut self, _r: &mut Reader<'_>) -> Result<(), WireError> {
+        Ok(())
+    }
+}
+
+impl<T: Wire> Wire for Option<T> {
+    const NAME: &'static str = "Option";
+    const MIN_BYTES: usize = 1;
+    const MAX_BYTES: Option<usize> = add_max(Some(1), T::MAX_BYTES);
+    fn max_bytes(&self) -> usize {
+        1 + self.as_ref().map_or(0, Wire::max_bytes)
+    }
+    #[inline(always)]
+    fn write(&self, w: &mut Writer<'_>) {
+        match self {
+            None => w.byte(0),
+            Some(v) => {
+                w.byte(1);
+                v.write(w);
+            }
+        }
+    }
+    #[inline(always)]
+    fn read_into(&mut self, r: &mut Reader<'_>) -> Result<(), WireError> {
+        match r.byte()? {
+            0 => *self = None,
+            1 => self.get_or_insert_with(T::default).read_into(r)?,
+            _ => return Err(r.error("bad Option tag")),
+        }
+        Ok(())
+    }
+}
+
+impl<T: Wire> Wire for Vec<T> {
+    const NAME: &'static str = "Vec";
+    const MIN_BYTES: usize = 1;
+    const MAX_BYTES: Option<usize> = None;
+    fn max_bytes(&self) -> usize {
+        U64 + match T::MAX_BYTES {
+            Some(each) => self.len().saturating_mul(each),
+            None => self.iter().map(Wire::max_bytes).sum(),
+        }
+    }
+    #[cfg_attr(not(target_arch = "wasm32"), inline(always))]
+    #[cfg_attr(target_arch = "wasm32", inline)]
+    fn write(&self, w: &mut Writer<'_>) {
+        w.varint(self.len() as u64);
+        for e in self {
+            e.write(w);
+        }
+    }
+    #[cfg_attr(not(target_arch = "wasm32"), inline(always))]
+    #[cfg_attr(target_arch = "wasm32", inline)]
+    fn read_into(&mut self, r: &mut Reader<'_>) -> Result<(), WireError> {
+        let n = r.len(T::MIN_BYTES.max(1))?;
+        read_list(r, self, n)
+    }
+}
+
+impl<A: Wire, B: Wire> Wire for (A, B) {
+    const NAME: &'static str = "tuple";
+    const MIN_BYTES: usize = A::MIN_BYTES + B::MIN_BYTES;
+    const MAX_BYTES: Option<usize> = add_max(A::MAX_BYTES, B::MAX_BYTES);
+    fn max_bytes(&self) -> usize {
+        self.0.max_bytes() + self.1.max_bytes()
+    }
+    #[inline(always)]
+    fn write(&self, w: &mut Writer<'_>) {
+        self.0.write(w);
+        self.1.write(w);
+    }
+    #[inline(always)]
+    fn read_into(&mut self, r: &mut Reader<'_>) -> Result<(), WireError> {
+        self.0.read_into(r)?;
+        self.1.read_into(r)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
 
-    use super::*;
-    use crate::{Fairness, Gang, Locality, PendingJob, Reclaim, SlotContract};
+    use crate::ids::{JobId, Level, ServerId, VcId};
+    use crate::slots::{
+        Defragment, DefragmentDecision, FailureClass, Fairness, FairnessDecision, FairnessView,
+        Gang, GangAction, GangDecision, Locality, LocalityDecision, Move, QueueView, Ranked,
+        Reclaim, ReclaimDecision, ReclaimView, Retry, RetryAction, RetryDecision,
+    };
+    use crate::testing::SlotViews;
+    use crate::view::{PendingJob, RunningJob, ServerState, SpreadLimit, WaitingJob};
+    use crate::wire::{self, codec};
+    use crate::{Manifest, QueueOrder, RunningScope, SlotContract};
 
     /// A fairness view of `n` jobs: what bounds a decision's length.
     fn fairness_of(n: usize) -> FairnessView {
@@ -565,41 +513,95 @@ mod tests {
             ..QueueView::default()
         }
     }
-    use crate::slots::{
-        FairnessDecision, FairnessView, GangAction, GangDecision, LocalityDecision, QueueView,
-        Ranked, ReclaimView,
-    };
-    use crate::testing::strategy;
-    use crate::view::SpreadLimit;
-    use crate::wire::codec;
+
+    /// Slot `S`'s view encodes to serde's bytes, and decodes back over a
+    /// view that held another one.
+    fn view_is_postcard<S: SlotContract>(
+        view: &S::View,
+        held: &mut S::View,
+    ) -> Result<(), TestCaseError> {
+        let mut buf = vec![0xAA; 3];
+        wire::encode_view_into::<S>(view, &mut buf);
+        prop_assert_eq!(&buf, &codec::encode(view));
+        wire::decode_view_into::<S>(&buf, held).unwrap();
+        prop_assert_eq!(&*held, view);
+        Ok(())
+    }
+
+    /// Slot `S`'s decision encodes to serde's bytes and decodes back.
+    fn decision_is_postcard<S: SlotContract>(
+        decision: &S::Decision,
+        view: &S::View,
+    ) -> Result<(), TestCaseError> {
+        let mut buf = Vec::new();
+        wire::encode_decision_into::<S>(decision, &mut buf);
+        prop_assert_eq!(&buf, &codec::encode(decision));
+        prop_assert_eq!(&wire::decode_decision::<S>(&buf, view).unwrap(), decision);
+        Ok(())
+    }
+
+    /// Whether `bytes` decode alike (both refused, or both to the same
+    /// value) through the derived codec and postcard.
+    fn agree<T: super::Wire + PartialEq + std::fmt::Debug + serde::de::DeserializeOwned>(
+        bytes: &[u8],
+    ) -> Result<(), TestCaseError> {
+        let mut value = T::default();
+        let derived = super::decode_into(bytes, &mut value).ok().map(|()| value);
+        prop_assert_eq!(derived, codec::decode::<T>(bytes).ok());
+        Ok(())
+    }
+
+    fn retry_action() -> impl Strategy<Value = RetryAction> {
+        prop_oneof![
+            any::<u64>().prop_map(|after_s| RetryAction::Retry { after_s }),
+            (any::<u32>(), any::<u64>(), any::<u64>()).prop_map(|(gpus, run_s, after_s)| {
+                RetryAction::Probe {
+                    gpus,
+                    run_s,
+                    after_s,
+                }
+            }),
+            Just(RetryAction::GiveUp),
+        ]
+    }
+
+    fn manifest() -> impl Strategy<Value = Manifest> {
+        let order = prop_oneof![
+            Just(QueueOrder::All),
+            Just(QueueOrder::Submit),
+            prop::collection::vec(any::<u64>(), 0..5).prop_map(QueueOrder::AttainedBands),
+            Just(QueueOrder::Smallest),
+        ];
+        let running = prop_oneof![
+            Just(RunningScope::All),
+            Just(RunningScope::Borrowed),
+            any::<u64>().prop_map(|min_run_s| RunningScope::GiveBack { min_run_s }),
+        ];
+        (order, running, any::<bool>()).prop_map(|(queue_order, running, view_changes)| Manifest {
+            queue_order,
+            running,
+            view_changes,
+        })
+    }
 
     proptest! {
         #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
-        /// The hand-written view codec is byte for byte postcard.
+        /// Every slot's view codec is byte for byte postcard.
         #[test]
         fn the_view_codec_is_postcard(
-            round in strategy::fairness_view(),
-            queue in strategy::queue_view(true),
-            reclaim in strategy::reclaim_view(),
+            fairness in Fairness::views(),
+            queue in Gang::views(),
+            reclaim in Reclaim::views(),
+            retry in Retry::views(),
+            defragment in Defragment::views(),
         ) {
-            let mut buf = vec![0xAA; 3];
-            Fairness::encode_view(&round, &mut buf);
-            prop_assert_eq!(&buf, &codec::encode(&round));
-            let mut back = FairnessView::default();
-            Fairness::decode_view_into(&buf, &mut back).unwrap();
-            prop_assert_eq!(back, round);
-            Locality::encode_view(&queue, &mut buf);
-            prop_assert_eq!(&buf, &codec::encode(&queue));
-            let mut back = QueueView::default();
-            Locality::decode_view_into(&buf, &mut back).unwrap();
-            prop_assert_eq!(back, queue);
-            Reclaim::encode_view(&reclaim, &mut buf);
-            prop_assert_eq!(&buf, &codec::encode(&reclaim));
+            view_is_postcard::<Fairness>(&fairness, &mut fairness_of(3))?;
+            view_is_postcard::<Locality>(&queue, &mut QueueView::default())?;
             // Into a view that held another one: every field is overwritten.
-            let mut back = strategy_sample();
-            Reclaim::decode_view_into(&buf, &mut back).unwrap();
-            prop_assert_eq!(back, reclaim);
+            view_is_postcard::<Reclaim>(&reclaim, &mut strategy_sample())?;
+            view_is_postcard::<Retry>(&retry, &mut Default::default())?;
+            view_is_postcard::<Defragment>(&defragment, &mut Default::default())?;
         }
 
         /// Decisions too.
@@ -609,6 +611,10 @@ mod tests {
             limits in prop::collection::vec((any::<u8>(), any::<u32>()), 0..300),
             actions in prop::collection::vec(0u8..3, 0..300),
             max_reservations in any::<u32>(),
+            stop in prop::collection::vec(any::<u64>(), 0..20),
+            retry in prop::collection::vec(retry_action(), 0..20),
+            moves in prop::collection::vec((any::<u64>(), prop::collection::vec((any::<u32>(), any::<u32>()), 0..4)), 0..10),
+            start in prop::option::of(any::<u64>()),
         ) {
             let f = FairnessDecision {
                 order: order.iter().map(|(j, e)| Ranked { job: JobId(*j), eligible: *e }).collect(),
@@ -623,40 +629,58 @@ mod tests {
                     .collect(),
                 max_reservations,
             };
+            decision_is_postcard::<Fairness>(&f, &fairness_of(300))?;
+            decision_is_postcard::<Locality>(&l, &queue_of(300))?;
+            decision_is_postcard::<Gang>(&g, &queue_of(300))?;
+            let reclaim = ReclaimDecision { stop: stop.iter().map(|&j| JobId(j)).collect(), start: vec![JobId(1)] };
+            let big = ReclaimView { running: vec![RunningJob::default(); 40], ..ReclaimView::default() };
+            decision_is_postcard::<Reclaim>(&reclaim, &big)?;
+            let r = RetryDecision { actions: retry };
+            let failures = crate::RetryView { failures: vec![Default::default(); 20], ..Default::default() };
+            decision_is_postcard::<Retry>(&r, &failures)?;
+            let d = DefragmentDecision {
+                moves: moves
+                    .into_iter()
+                    .map(|(j, to)| Move { job: JobId(j), to: to.into_iter().map(|(s, g)| (ServerId(s), g)).collect() })
+                    .collect(),
+                start: start.map(JobId),
+            };
+            let room = crate::DefragmentView {
+                running: vec![RunningJob { gpus: 40, ..RunningJob::default() }; 10],
+                ..Default::default()
+            };
+            decision_is_postcard::<Defragment>(&d, &room)?;
+        }
+
+        /// The manifest a policy's `init` answers.
+        #[test]
+        fn the_manifest_codec_is_postcard(m in manifest()) {
             let mut buf = Vec::new();
-            Fairness::encode_decision(&f, &mut buf);
-            prop_assert_eq!(&buf, &codec::encode(&f));
-            prop_assert_eq!(Fairness::decode_decision(&buf, &fairness_of(300)).unwrap(), f);
-            Locality::encode_decision(&l, &mut buf);
-            prop_assert_eq!(&buf, &codec::encode(&l));
-            prop_assert_eq!(Locality::decode_decision(&buf, &queue_of(300)).unwrap(), l);
-            Gang::encode_decision(&g, &mut buf);
-            prop_assert_eq!(&buf, &codec::encode(&g));
-            prop_assert_eq!(Gang::decode_decision(&buf, &queue_of(300)).unwrap(), g);
+            super::encode_into(&m, &mut buf);
+            prop_assert_eq!(&buf, &codec::encode(&m));
+            agree::<Manifest>(&buf)?;
         }
 
         /// On arbitrary bytes (a hostile reply) the decoders never panic and
         /// accept exactly what postcard accepts, with the same value.
         #[test]
         fn the_decoders_agree_with_postcard_on_garbage(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
-            let mut round = FairnessView::default();
-            prop_assert_eq!(
-                Fairness::decode_view_into(&bytes, &mut round).ok().map(|()| round),
-                codec::decode::<FairnessView>(&bytes).ok()
-            );
-            let mut queue = QueueView::default();
-            prop_assert_eq!(
-                Locality::decode_view_into(&bytes, &mut queue).ok().map(|()| queue),
-                codec::decode::<QueueView>(&bytes).ok()
-            );
-            let mut reclaim = ReclaimView::default();
-            prop_assert_eq!(
-                Reclaim::decode_view_into(&bytes, &mut reclaim).ok().map(|()| reclaim),
-                codec::decode::<ReclaimView>(&bytes).ok()
-            );
-            prop_assert_eq!(Fairness::decode_decision(&bytes, &fairness_of(300)).ok(), codec::decode::<FairnessDecision>(&bytes).ok());
-            prop_assert_eq!(Locality::decode_decision(&bytes, &queue_of(300)).ok(), codec::decode::<LocalityDecision>(&bytes).ok());
-            prop_assert_eq!(Gang::decode_decision(&bytes, &queue_of(300)).ok(), codec::decode::<GangDecision>(&bytes).ok());
+            agree::<FairnessView>(&bytes)?;
+            agree::<QueueView>(&bytes)?;
+            agree::<ReclaimView>(&bytes)?;
+            agree::<crate::RetryView>(&bytes)?;
+            agree::<crate::DefragmentView>(&bytes)?;
+            agree::<Manifest>(&bytes)?;
+            agree::<(QueueOrder, RunningScope)>(&bytes)?;
+            agree::<FailureClass>(&bytes)?;
+            agree::<WaitingJob>(&bytes)?;
+            agree::<(VcId, Option<u32>)>(&bytes)?;
+            prop_assert_eq!(wire::decode_decision::<Fairness>(&bytes, &fairness_of(300)).ok(), codec::decode::<FairnessDecision>(&bytes).ok());
+            prop_assert_eq!(wire::decode_decision::<Locality>(&bytes, &queue_of(300)).ok(), codec::decode::<LocalityDecision>(&bytes).ok());
+            prop_assert_eq!(wire::decode_decision::<Gang>(&bytes, &queue_of(300)).ok(), codec::decode::<GangDecision>(&bytes).ok());
+            agree::<ReclaimDecision>(&bytes)?;
+            agree::<RetryDecision>(&bytes)?;
+            agree::<DefragmentDecision>(&bytes)?;
         }
 
         /// A decision naming more entries than the view has jobs is refused
@@ -667,8 +691,8 @@ mod tests {
                 order: (0..n + extra).map(|i| Ranked { job: JobId(i as u64), eligible: true }).collect(),
             };
             let bytes = codec::encode(&f);
-            prop_assert!(Fairness::decode_decision(&bytes, &fairness_of(n)).is_err());
-            prop_assert!(Fairness::decode_decision(&bytes, &fairness_of(n + extra)).is_ok());
+            prop_assert!(wire::decode_decision::<Fairness>(&bytes, &fairness_of(n)).is_err());
+            prop_assert!(wire::decode_decision::<Fairness>(&bytes, &fairness_of(n + extra)).is_ok());
         }
     }
 
@@ -692,13 +716,26 @@ mod tests {
     #[test]
     fn the_decoder_refuses_what_postcard_refuses() {
         let mut view = QueueView::default();
+        let mut decode = |bytes: &[u8]| wire::decode_view_into::<Locality>(bytes, &mut view);
         // A u32 varint past u32::MAX, a u64 varint of 11 bytes, trailing
         // bytes, a length longer than the input.
-        assert!(Locality::decode_view_into(&[0, 0xff, 0xff, 0xff, 0xff, 0x7f], &mut view).is_err());
+        assert!(decode(&[0, 0xff, 0xff, 0xff, 0xff, 0x7f]).is_err());
         let mut long = vec![0xffu8; 10];
         long.push(0x01);
-        assert!(Locality::decode_view_into(&long, &mut view).is_err());
-        assert!(Locality::decode_view_into(&[0, 0, 0, 1, 0, 0, 0, 0, 7], &mut view).is_err());
-        assert!(Locality::decode_view_into(&[0, 0, 0, 1, 0, 0xff, 0xff, 0x03], &mut view).is_err());
+        assert!(decode(&long).is_err());
+        assert!(decode(&[0, 0, 0, 1, 0, 0, 0, 0, 7]).is_err());
+        assert!(decode(&[0, 0, 0, 1, 0, 0xff, 0xff, 0x03]).is_err());
+    }
+
+    /// A message longer than its stated most bytes is written whole anyway.
+    #[test]
+    fn a_short_estimate_still_writes_the_whole_message() {
+        let mut out = vec![7; 2];
+        super::write_message(&mut out, 1, |w| {
+            for b in 0..40u8 {
+                w.byte(b);
+            }
+        });
+        assert_eq!(out, (0..40).collect::<Vec<u8>>());
     }
 }

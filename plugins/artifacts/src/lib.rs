@@ -7,7 +7,7 @@
 //! `gangway-policy-<name>` with `crate-type = ["cdylib", "rlib"]` that
 //! declares its policies in its `Cargo.toml` (`[package.metadata.gangway]
 //! policies = [{ name, slot, type }]`) and exports them with the SDK's
-//! export macro. Its module is called `<name>`.
+//! `export!` macro. Its module is called `<name>`.
 //!
 //! ```
 //! let names: Vec<&str> = gangway_plugin_artifacts::all().iter().map(|(n, _)| *n).collect();

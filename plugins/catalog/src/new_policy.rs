@@ -114,7 +114,7 @@ const FILES: [(&str, &str); 6] = [
 /// let made = gangway_catalog::new_policy::create(&dir, "oldest-first", &gangway_catalog::new_policy::built_from()).unwrap();
 /// let lib = std::fs::read_to_string(made.join("src/lib.rs")).unwrap();
 /// assert!(lib.contains("pub struct OldestFirst"));
-/// assert!(lib.contains("gangway_plugin_sdk::export_fairness!(OldestFirst);"));
+/// assert!(lib.contains("gangway_plugin_sdk::export!(Fairness, OldestFirst);"));
 /// assert!(gangway_catalog::new_policy::create(&dir, "oldest-first", &gangway_catalog::new_policy::built_from()).is_err());
 /// assert!(gangway_catalog::new_policy::create(&dir, "Bad Name", &gangway_catalog::new_policy::built_from()).is_err());
 /// # std::fs::remove_dir_all(&dir).unwrap();

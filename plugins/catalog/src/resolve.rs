@@ -114,8 +114,8 @@ pub fn parse_choice(spec: &str) -> Result<PolicyChoice, PolicyResolveError> {
 pub fn slot_named(name: &str, context: &str) -> Result<Slot, PolicyResolveError> {
     Slot::from_name(name).ok_or_else(|| {
         PolicyResolveError::Choice(format!(
-            "{context:?}: unknown slot {name:?} (fairness, locality, gang, reclaim, retry or \
-             defragment)"
+            "{context:?}: unknown slot {name:?} ({})",
+            Slot::DECLARED.map(Slot::as_str).join(", ")
         ))
     })
 }

@@ -259,7 +259,7 @@ impl LocalityPolicy for Delay {
     }
 }
 
-gangway_plugin_sdk::export_locality!(Delay);
+gangway_plugin_sdk::export!(Locality, Delay);
 
 #[cfg(test)]
 mod tests {

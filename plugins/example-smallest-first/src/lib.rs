@@ -86,7 +86,7 @@ impl FairnessPolicy for SmallestFirst {
 }
 
 // One line makes the same type a Wasm component for the `fairness` slot.
-gangway_plugin_sdk::export_fairness!(SmallestFirst);
+gangway_plugin_sdk::export!(Fairness, SmallestFirst);
 
 #[cfg(test)]
 mod tests {

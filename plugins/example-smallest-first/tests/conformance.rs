@@ -50,7 +50,7 @@ fn a_broken_policy_fails_with_its_smallest_view() {
             }
         }
     }
-    let failure = conformance::fairness(Forgetful, &Options::quick()).unwrap_err();
+    let failure = conformance::policy::<Fairness>(Forgetful, &Options::quick()).unwrap_err();
     assert!(
         matches!(&failure.kind, FindingKind::Invalid(k) if k.to_string().contains("omits 1 of 3 pending jobs")),
         "shrunk to the smallest view: {failure}"
@@ -110,7 +110,7 @@ fn a_failure_shrinks_to_the_smallest_view_and_prints_a_regression_test() {
             FairnessDecision { order }
         }
     }
-    let failure = conformance::fairness(Twice, &Options::quick()).unwrap_err();
+    let failure = conformance::policy::<Fairness>(Twice, &Options::quick()).unwrap_err();
     assert!(matches!(failure.kind, FindingKind::Invalid(_)), "{failure}");
     let view =
         gangway_plugin_sdk::wire::decode_view::<Fairness>(&view_bytes(failure.view().unwrap()))

@@ -180,12 +180,13 @@ impl RetryPolicy for FailureAware {
     }
 }
 
-gangway_plugin_sdk::export_retry!(FailureAware);
+gangway_plugin_sdk::export!(Retry, FailureAware);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gangway_plugin_sdk::testing::strategy;
+    use gangway_plugin_sdk::Retry;
+    use gangway_plugin_sdk::testing::SlotViews;
     use proptest::prelude::*;
 
     fn failure(class: FailureClass, gpus: u32, attempts: u32, probe: bool) -> FailedAttempt {
@@ -244,7 +245,7 @@ mod tests {
         /// One action per failure; a probe is always smaller than its gang;
         /// deterministic failures are never retried.
         #[test]
-        fn answers_are_well_formed(view in strategy::retry_view()) {
+        fn answers_are_well_formed(view in Retry::views()) {
             let d = FailureAware::default().retry(&view);
             prop_assert_eq!(d.actions.len(), view.failures.len());
             for (f, a) in view.failures.iter().zip(&d.actions) {

@@ -21,7 +21,7 @@
 
 pub use gangway_plugin_sdk::{Backfill, FifoQuota, Fixed, Strict};
 
-gangway_plugin_sdk::export_fairness!(FifoQuota);
-gangway_plugin_sdk::export_locality!(Strict);
-gangway_plugin_sdk::export_gang!(Backfill);
-gangway_plugin_sdk::export_retry!(Fixed);
+gangway_plugin_sdk::export!(Fairness, FifoQuota);
+gangway_plugin_sdk::export!(Locality, Strict);
+gangway_plugin_sdk::export!(Gang, Backfill);
+gangway_plugin_sdk::export!(Retry, Fixed);

@@ -53,7 +53,7 @@ impl GangPolicy for FifoBlock {
     }
 }
 
-gangway_plugin_sdk::export_gang!(FifoBlock);
+gangway_plugin_sdk::export!(Gang, FifoBlock);
 
 #[cfg(test)]
 mod tests {

@@ -68,7 +68,7 @@ impl Configure for Fifo {
     }
 }
 
-gangway_plugin_sdk::export_fairness!(Fifo);
+gangway_plugin_sdk::export!(Fairness, Fifo);
 
 #[cfg(test)]
 mod tests {

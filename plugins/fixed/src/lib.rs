@@ -70,12 +70,13 @@ impl RetryPolicy for FixedRetry {
     }
 }
 
-gangway_plugin_sdk::export_retry!(FixedRetry);
+gangway_plugin_sdk::export!(Retry, FixedRetry);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gangway_plugin_sdk::testing::strategy;
+    use gangway_plugin_sdk::Retry;
+    use gangway_plugin_sdk::testing::SlotViews;
     use proptest::prelude::*;
 
     #[test]
@@ -90,7 +91,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn one_action_per_failure_never_a_probe(view in strategy::retry_view(), max in 0u32..6) {
+        fn one_action_per_failure_never_a_probe(view in Retry::views(), max in 0u32..6) {
             let p = FixedRetry(Fixed { max_attempts: max, after_s: 5 });
             let d = p.retry(&view);
             prop_assert_eq!(d.actions.len(), view.failures.len());

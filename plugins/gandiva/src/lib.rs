@@ -212,12 +212,13 @@ impl DefragmentPolicy for Gandiva {
     }
 }
 
-gangway_plugin_sdk::export_defragment!(Gandiva);
+gangway_plugin_sdk::export!(Defragment, Gandiva);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gangway_plugin_sdk::testing::strategy;
+    use gangway_plugin_sdk::Defragment;
+    use gangway_plugin_sdk::testing::SlotViews;
     use gangway_plugin_sdk::{
         ClusterSummary, JobId, Level, PendingJob, ServerState, SpreadLimit, WaitReason,
     };
@@ -308,7 +309,7 @@ mod tests {
         /// Moves only running jobs, each once, onto other servers with room
         /// for them, with exactly their GPUs; a start whenever it moves.
         #[test]
-        fn plans_are_well_formed(view in strategy::defragment_view()) {
+        fn plans_are_well_formed(view in Defragment::views()) {
             let d = Gandiva::default().plan(&view);
             prop_assert_eq!(d.moves.is_empty(), d.start.is_none());
             let mut free: HashMap<ServerId, u32> = view.servers.iter().map(|s| (s.id, s.free)).collect();

@@ -52,7 +52,7 @@ impl LocalityPolicy for Greedy {
     }
 }
 
-gangway_plugin_sdk::export_locality!(Greedy);
+gangway_plugin_sdk::export!(Locality, Greedy);
 
 #[cfg(test)]
 mod tests {

@@ -159,8 +159,8 @@ impl FairnessPolicy for Las {
     }
 }
 
-gangway_plugin_sdk::export_fairness!(Las);
-gangway_plugin_sdk::export_reclaim!(LasPreempt);
+gangway_plugin_sdk::export!(Fairness, Las);
+gangway_plugin_sdk::export!(Reclaim, LasPreempt);
 
 mod preempt;
 pub use preempt::LasPreempt;

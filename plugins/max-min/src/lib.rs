@@ -221,7 +221,7 @@ impl FairnessPolicy for MaxMin {
     }
 }
 
-gangway_plugin_sdk::export_fairness!(MaxMin);
+gangway_plugin_sdk::export!(Fairness, MaxMin);
 
 #[cfg(test)]
 mod tests;

@@ -319,12 +319,13 @@ impl<'v> Reclaiming<'v> {
     }
 }
 
-gangway_plugin_sdk::export_reclaim!(QuotaReclaim);
+gangway_plugin_sdk::export!(Reclaim, QuotaReclaim);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gangway_plugin_sdk::testing::strategy;
+    use gangway_plugin_sdk::Reclaim;
+    use gangway_plugin_sdk::testing::SlotViews;
     use gangway_plugin_sdk::{
         ClusterSummary, Level, PendingJob, ServerId, ServerState, SpreadLimit, VcUsage, WaitReason,
     };
@@ -440,7 +441,7 @@ mod tests {
         /// implementation's.
         #[test]
         fn agrees_with_the_first_implementation(
-            view in strategy::reclaim_view(),
+            view in Reclaim::views(),
             min_run_s in prop_oneof![Just(0u64), 0u64..2_000],
             max_starts in 1u32..20,
         ) {
@@ -453,7 +454,7 @@ mod tests {
         /// job.
         #[test]
         fn decides_alike_on_what_the_vcs_can_give_back(
-            mut view in strategy::reclaim_view(),
+            mut view in Reclaim::views(),
             min_run_s in prop_oneof![Just(0u64), 0u64..2_000],
             max_starts in 1u32..20,
             max_servers in prop::collection::vec(0u32..4, 64),
@@ -470,7 +471,7 @@ mod tests {
         /// Whatever the view, it stops only running jobs of VCs over their
         /// quota, starts only waiting jobs within theirs, each once.
         #[test]
-        fn stops_borrowers_for_entitled_jobs(view in strategy::reclaim_view()) {
+        fn stops_borrowers_for_entitled_jobs(view in Reclaim::views()) {
             let d = QuotaReclaim::default().reclaim(&view);
             let mut seen = HashSet::new();
             for id in d.stop.iter().chain(&d.start) {

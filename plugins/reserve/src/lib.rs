@@ -132,7 +132,7 @@ impl GangPolicy for Reserve {
     }
 }
 
-gangway_plugin_sdk::export_gang!(Reserve);
+gangway_plugin_sdk::export!(Gang, Reserve);
 
 #[cfg(test)]
 mod tests {

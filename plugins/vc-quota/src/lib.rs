@@ -313,7 +313,7 @@ impl FairnessPolicy for VcQuota {
     }
 }
 
-gangway_plugin_sdk::export_fairness!(VcQuota);
+gangway_plugin_sdk::export!(Fairness, VcQuota);
 
 #[cfg(test)]
 mod tests;

@@ -5,7 +5,7 @@
 //! quotas, `max-min` (which compiles this same file with `#[path]`) sets
 //! its fair shares. It is shared as a source file rather than through a
 //! Cargo dependency because every policy crate exports its Wasm interface
-//! with `export_fairness!`: linking `vc-quota` into `max-min` would put two
+//! with `export!(Fairness, ...)`: linking `vc-quota` into `max-min` would put two
 //! definitions of the same exports into one module.
 //!
 //! The queues are one list of the pending jobs sorted by (VC, submit time,

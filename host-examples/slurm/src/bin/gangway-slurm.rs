@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use gangway_catalog::slot_flags::{ModuleFile, SlotFlags};
-use gangway_slurm::config::{Config, socket_in};
+use gangway_slurm::config::{Config, slot_names, socket_in};
 use gangway_slurm::{SlurmError, client, daemon};
 
 #[derive(Parser)]
@@ -187,10 +187,10 @@ fn swap(
         .map(|(slot, path)| (slot.as_str(), PathBuf::from(path)))
         .collect();
     if chosen.is_empty() {
-        return Err(SlurmError::Refused(
-            "swap needs --SLOT FILE.wasm (fairness, locality, gang, reclaim, retry, defragment), or --rollback SLOT"
-                .into(),
-        ));
+        return Err(SlurmError::Refused(format!(
+            "swap needs --SLOT FILE.wasm ({}), or --rollback SLOT",
+            slot_names()
+        )));
     }
     for (slot, path) in chosen {
         println!(

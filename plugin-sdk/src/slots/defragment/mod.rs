@@ -2,6 +2,8 @@
 //! elsewhere) so that a waiting gang finds the local room it needs.
 
 mod rules;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) mod testing;
 
 use serde::{Deserialize, Serialize};
 
@@ -11,10 +13,12 @@ use crate::slots::Nothing;
 use crate::slots::Slot;
 use crate::view::ServerState;
 use crate::view::{ClusterSummary, RunningJob, VcUsage, WaitingJob};
+use crate::wire::Wire;
 use crate::wire::codec;
 
 /// What the defragment slot sees, after a round's placement and reclaim.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
+#[wire(view)]
 pub struct DefragmentView {
     /// The host's clock (seconds).
     pub now_s: u64,
@@ -31,7 +35,7 @@ pub struct DefragmentView {
 
 /// One migration: `job` is checkpointed and restarted with these GPUs per
 /// server.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
 pub struct Move {
     /// A running job.
     pub job: JobId,
@@ -46,7 +50,8 @@ pub struct Move {
 /// then starts `start` within its spread limit; if any move does not fit or
 /// the gang still does not fit, it refuses the whole decision and moves
 /// nothing.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
+#[wire(answers = DefragmentView)]
 pub struct DefragmentDecision {
     /// Migrations, in order.
     pub moves: Vec<Move>,
@@ -65,6 +70,27 @@ impl<P: DefragmentPolicy + ?Sized> Policy<Defragment> for P {
         self.plan(view)
     }
 }
+
+/// The defragment slot's export glue, with its WIT names: what
+/// [`export!`](crate::export)`(Defragment, ...)` expands.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __gangway_export_defragment {
+    ($policy:ty) => {
+        $crate::__gangway_export!(
+            __GangwayDefragment,
+            __gangway_defragment,
+            "defragment-policy-buffered",
+            $policy,
+            defragment,
+            defragment_buffered,
+            plan,
+            $crate::Defragment
+        );
+    };
+}
+#[doc(hidden)]
+pub use crate::__gangway_export_defragment as Defragment;
 
 /// The defragment slot (WIT interface `defragment`, function `plan`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -105,37 +131,5 @@ impl SlotContract for Defragment {
             + codec::U64
             + view.running.len() * (codec::U64 + codec::LEN)
             + gpus * 2 * codec::U32
-    }
-}
-
-#[cfg(any(test, feature = "testing"))]
-impl crate::testing::SlotViews for Defragment {
-    fn views() -> proptest::strategy::BoxedStrategy<Self::View> {
-        use proptest::strategy::Strategy;
-        crate::testing::strategy::defragment_view().boxed()
-    }
-
-    fn smaller(view: &DefragmentView) -> Vec<DefragmentView> {
-        use crate::testing::shrink;
-        let mut out = Vec::new();
-        for running in shrink::smaller_lists(&view.running) {
-            out.push(DefragmentView {
-                running,
-                ..view.clone()
-            });
-        }
-        for waiting in shrink::smaller_lists(&view.waiting) {
-            out.push(DefragmentView {
-                waiting,
-                ..view.clone()
-            });
-        }
-        for servers in shrink::unused_servers_dropped(&view.servers, &view.running) {
-            out.push(DefragmentView {
-                servers,
-                ..view.clone()
-            });
-        }
-        out
     }
 }

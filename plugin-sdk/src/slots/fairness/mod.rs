@@ -2,7 +2,8 @@
 
 mod fallback;
 mod rules;
-pub(crate) mod wire;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) mod testing;
 
 use serde::{Deserialize, Serialize};
 
@@ -11,22 +12,28 @@ use crate::manifest::{Manifest, QueueOrder};
 use crate::slot_contract::{InvalidDecision, Policy, SlotContract, WorkCost};
 use crate::slots::Slot;
 use crate::view::{ClusterSummary, PendingJob, VcUsage};
-use crate::wire::codec::{self, WireError};
+use crate::wire::Wire;
+use crate::wire::codec;
 
 pub use fallback::FifoQuota;
-/// Everything the fairness slot sees.
-#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// Everything the fairness slot sees. Its VCs and jobs travel as runs of
+/// a view change.
+#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
+#[wire(view)]
 pub struct FairnessView {
     /// The host's clock for this round (seconds).
+    #[wire(now)]
     pub now_s: u64,
     /// Cluster capacity.
     pub cluster: ClusterSummary,
     /// Every virtual cluster known to the scheduler, indexed by [`crate::VcId`].
+    #[wire(runs)]
     pub vcs: Vec<VcUsage>,
     /// The pending jobs of this round, ordered by (submit time, id): all of
     /// them, or each VC's first ones in the policy's [`QueueOrder`] (see
     /// [`FairnessPolicy::queue_order`]; `vcs[v].pending_jobs` says how many
     /// a VC has in all).
+    #[wire(runs)]
     pub jobs: Vec<PendingJob>,
 }
 
@@ -56,12 +63,15 @@ impl Clone for FairnessView {
     }
 }
 
-/// One entry of a [`FairnessDecision`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// One entry of a [`FairnessDecision`]: a job of the view, and whether
+/// it may start (in a compact reply, runs of view positions with the flag).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
 pub struct Ranked {
     /// The job.
+    #[wire(key)]
     pub job: JobId,
     /// Whether it may start this round.
+    #[wire(flag)]
     pub eligible: bool,
 }
 
@@ -70,9 +80,11 @@ pub struct Ranked {
 ///
 /// `order` must be a permutation of exactly the view's jobs. A job with
 /// `eligible == false` waits this round with the reason *fair-share*.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
+#[wire(answers = FairnessView)]
 pub struct FairnessDecision {
     /// Every job of the view once, most urgent first, with its eligibility.
+    #[wire(max = jobs, positions)]
     pub order: Vec<Ranked>,
 }
 
@@ -101,6 +113,27 @@ impl<P: FairnessPolicy + ?Sized> Policy<Fairness> for P {
     }
 }
 
+/// The fairness slot's export glue, with its WIT names: what
+/// [`export!`](crate::export)`(Fairness, ...)` expands.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __gangway_export_fairness {
+    ($policy:ty) => {
+        $crate::__gangway_export!(
+            __GangwayFairness,
+            __gangway_fairness,
+            "fairness-policy-buffered",
+            $policy,
+            fairness,
+            fairness_buffered,
+            order,
+            $crate::Fairness
+        );
+    };
+}
+#[doc(hidden)]
+pub use crate::__gangway_export_fairness as Fairness;
+
 /// The fairness slot (WIT interface `fairness`, function `order`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Fairness;
@@ -115,7 +148,6 @@ impl SlotContract for Fairness {
         per_call: 32_000,
         per_job: 1_200,
     };
-    const VIEW_CHANGES: bool = true;
     type View = FairnessView;
     type Decision = FairnessDecision;
     type Fallback = FifoQuota;
@@ -136,71 +168,5 @@ impl SlotContract for Fairness {
 
     fn max_reply_bytes(view: &FairnessView) -> usize {
         codec::LEN + view.jobs.len() * (codec::U64 + 1)
-    }
-    fn encode_view(view: &FairnessView, out: &mut Vec<u8>) {
-        wire::encode_view(view, out);
-    }
-    fn decode_view_into(bytes: &[u8], view: &mut FairnessView) -> Result<(), WireError> {
-        wire::decode_view_into(bytes, view)
-    }
-    fn encode_view_change(
-        base: &FairnessView,
-        view: &FairnessView,
-        known: Option<&crate::wire::KnownChanges>,
-        out: &mut Vec<u8>,
-    ) -> bool {
-        wire::encode_view_change(base, view, known, out)
-    }
-    fn apply_view_change(bytes: &[u8], view: &mut FairnessView) -> Result<(), WireError> {
-        wire::apply_view_change(bytes, view)
-    }
-    fn encode_decision_compact(
-        d: &FairnessDecision,
-        view: &FairnessView,
-        out: &mut Vec<u8>,
-    ) -> bool {
-        wire::encode_decision_compact(d, view, out)
-    }
-    fn decode_decision_compact(
-        bytes: &[u8],
-        view: &FairnessView,
-    ) -> Result<FairnessDecision, WireError> {
-        wire::decode_decision_compact(bytes, view)
-    }
-    fn encode_decision(d: &FairnessDecision, out: &mut Vec<u8>) {
-        wire::encode_decision(d, out);
-    }
-    fn decode_decision(bytes: &[u8], view: &FairnessView) -> Result<FairnessDecision, WireError> {
-        codec::check_reply_len::<Self::Decision>(bytes, Self::max_reply_bytes(view))?;
-        wire::decode_decision(bytes, view.jobs.len())
-    }
-}
-
-#[cfg(any(test, feature = "testing"))]
-impl crate::testing::SlotViews for Fairness {
-    fn views() -> proptest::strategy::BoxedStrategy<Self::View> {
-        use proptest::strategy::Strategy;
-        crate::testing::strategy::fairness_view().boxed()
-    }
-
-    fn smaller(view: &FairnessView) -> Vec<FairnessView> {
-        use crate::testing::shrink;
-        let mut out = Vec::new();
-        for (dropped, vcs) in shrink::without_each_vc(&view.vcs, |v| v.id, |v, id| v.id = id) {
-            let mut v = view.clone();
-            v.vcs = vcs;
-            v.jobs.retain(|j| j.vc != dropped);
-            for j in &mut v.jobs {
-                j.vc = shrink::renumbered(j.vc, dropped);
-            }
-            out.push(v);
-        }
-        for jobs in shrink::smaller_lists(&view.jobs) {
-            out.push(FairnessView {
-                jobs,
-                ..view.clone()
-            });
-        }
-        out
     }
 }

@@ -2,7 +2,8 @@
 
 mod fallback;
 mod rules;
-pub(crate) mod wire;
+#[cfg(any(test, feature = "testing"))]
+mod testing;
 
 use serde::{Deserialize, Serialize};
 
@@ -10,11 +11,12 @@ use crate::slot_contract::{InvalidDecision, Policy, SlotContract, WorkCost};
 use crate::slots::QueueView;
 use crate::slots::Slot;
 use crate::slots::queue_view;
-use crate::wire::codec::{self, WireError};
+use crate::wire::Wire;
+use crate::wire::codec;
 
 pub use fallback::Backfill;
 /// What a job that cannot be placed does to the jobs behind it.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
 pub enum GangAction {
     /// Later jobs may start around it (backfill).
     #[default]
@@ -28,9 +30,12 @@ pub enum GangAction {
 
 /// The gang slot's answer: one action per job of the [`QueueView`], used if
 /// that job turns out not to fit this round.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
+#[wire(answers = QueueView)]
 pub struct GangDecision {
-    /// `on_blocked[i]` applies to job `i` of the view.
+    /// `on_blocked[i]` applies to job `i` of the view. (In a compact
+    /// reply, runs of equal actions.)
+    #[wire(max = jobs, runs)]
     pub on_blocked: Vec<GangAction>,
     /// At most this many jobs hold reservations in one round; further
     /// [`GangAction::Reserve`] answers act as [`GangAction::Backfill`].
@@ -49,6 +54,27 @@ impl<P: GangPolicy + ?Sized> Policy<Gang> for P {
     }
 }
 
+/// The gang slot's export glue, with its WIT names: what
+/// [`export!`](crate::export)`(Gang, ...)` expands.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __gangway_export_gang {
+    ($policy:ty) => {
+        $crate::__gangway_export!(
+            __GangwayGang,
+            __gangway_gang,
+            "gang-policy-buffered",
+            $policy,
+            gang,
+            gang_buffered,
+            on_blocked,
+            $crate::Gang
+        );
+    };
+}
+#[doc(hidden)]
+pub use crate::__gangway_export_gang as Gang;
+
 /// The gang slot (WIT interface `gang`, function `on-blocked`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Gang;
@@ -63,7 +89,6 @@ impl SlotContract for Gang {
         per_call: 11_000,
         per_job: 600,
     };
-    const VIEW_CHANGES: bool = true;
     type View = QueueView;
     type Decision = GangDecision;
     type Fallback = Backfill;
@@ -75,30 +100,5 @@ impl SlotContract for Gang {
 
     fn max_reply_bytes(view: &QueueView) -> usize {
         codec::LEN + view.jobs.len() + codec::U32
-    }
-    fn encode_decision_compact(d: &GangDecision, _view: &QueueView, out: &mut Vec<u8>) -> bool {
-        wire::encode_decision_compact(d, out)
-    }
-    fn decode_decision_compact(bytes: &[u8], view: &QueueView) -> Result<GangDecision, WireError> {
-        wire::decode_decision_compact(bytes, view)
-    }
-    fn encode_decision(d: &GangDecision, out: &mut Vec<u8>) {
-        wire::encode_decision(d, out);
-    }
-    fn decode_decision(bytes: &[u8], view: &QueueView) -> Result<GangDecision, WireError> {
-        codec::check_reply_len::<Self::Decision>(bytes, Self::max_reply_bytes(view))?;
-        wire::decode_decision(bytes, view.jobs.len())
-    }
-}
-
-#[cfg(any(test, feature = "testing"))]
-impl crate::testing::SlotViews for Gang {
-    fn views() -> proptest::strategy::BoxedStrategy<Self::View> {
-        use proptest::strategy::Strategy;
-        crate::testing::strategy::queue_view(true).boxed()
-    }
-
-    fn smaller(view: &QueueView) -> Vec<QueueView> {
-        crate::slots::queue_view::smaller(view)
     }
 }

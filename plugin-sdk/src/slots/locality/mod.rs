@@ -2,7 +2,8 @@
 
 mod fallback;
 mod rules;
-pub(crate) mod wire;
+#[cfg(any(test, feature = "testing"))]
+mod testing;
 
 use serde::{Deserialize, Serialize};
 
@@ -11,15 +12,18 @@ use crate::slots::QueueView;
 use crate::slots::Slot;
 use crate::slots::queue_view;
 use crate::view::SpreadLimit;
-use crate::wire::codec::{self, WireError};
+use crate::wire::Wire;
+use crate::wire::codec;
 
 pub use fallback::Strict;
 /// The locality slot's answer: one spread limit per job of the
 /// [`QueueView`], in the same order.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
+#[wire(answers = QueueView)]
 pub struct LocalityDecision {
     /// `limits[i]` bounds where job `i` may go this round: no level deeper
-    /// than the server level.
+    /// than the server level. (In a compact reply, runs of equal limits.)
+    #[wire(max = jobs, runs)]
     pub limits: Vec<SpreadLimit>,
 }
 
@@ -35,6 +39,27 @@ impl<P: LocalityPolicy + ?Sized> Policy<Locality> for P {
     }
 }
 
+/// The locality slot's export glue, with its WIT names: what
+/// [`export!`](crate::export)`(Locality, ...)` expands.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __gangway_export_locality {
+    ($policy:ty) => {
+        $crate::__gangway_export!(
+            __GangwayLocality,
+            __gangway_locality,
+            "locality-policy-buffered",
+            $policy,
+            locality,
+            locality_buffered,
+            spread,
+            $crate::Locality
+        );
+    };
+}
+#[doc(hidden)]
+pub use crate::__gangway_export_locality as Locality;
+
 /// The locality slot (WIT interface `locality`, function `spread`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Locality;
@@ -49,7 +74,6 @@ impl SlotContract for Locality {
         per_call: 14_000,
         per_job: 600,
     };
-    const VIEW_CHANGES: bool = true;
     type View = QueueView;
     type Decision = LocalityDecision;
     type Fallback = Strict;
@@ -61,33 +85,5 @@ impl SlotContract for Locality {
 
     fn max_reply_bytes(view: &QueueView) -> usize {
         codec::LEN + view.jobs.len() * (1 + codec::U32)
-    }
-    fn encode_decision_compact(d: &LocalityDecision, _view: &QueueView, out: &mut Vec<u8>) -> bool {
-        wire::encode_decision_compact(d, out)
-    }
-    fn decode_decision_compact(
-        bytes: &[u8],
-        view: &QueueView,
-    ) -> Result<LocalityDecision, WireError> {
-        wire::decode_decision_compact(bytes, view)
-    }
-    fn encode_decision(d: &LocalityDecision, out: &mut Vec<u8>) {
-        wire::encode_decision(d, out);
-    }
-    fn decode_decision(bytes: &[u8], view: &QueueView) -> Result<LocalityDecision, WireError> {
-        codec::check_reply_len::<Self::Decision>(bytes, Self::max_reply_bytes(view))?;
-        wire::decode_decision(bytes, view.jobs.len())
-    }
-}
-
-#[cfg(any(test, feature = "testing"))]
-impl crate::testing::SlotViews for Locality {
-    fn views() -> proptest::strategy::BoxedStrategy<Self::View> {
-        use proptest::strategy::Strategy;
-        crate::testing::strategy::queue_view(false).boxed()
-    }
-
-    fn smaller(view: &QueueView) -> Vec<QueueView> {
-        crate::slots::queue_view::smaller(view)
     }
 }

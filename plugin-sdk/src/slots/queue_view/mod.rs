@@ -1,14 +1,15 @@
 //! The view the locality and gang slots share: the jobs fairness made
 //! eligible, in fairness order, and (for the gang slot) their spread limits.
-
-pub(crate) mod wire;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) mod testing;
 
 use serde::{Deserialize, Serialize};
 
 use crate::view::{ClusterSummary, PendingJob, SpreadLimit};
+use crate::wire::Wire;
 
 /// The `SlotContract` methods of a slot whose view is the [`QueueView`]
-/// (its size, its idle form and its codecs), shared by locality and gang.
+/// (its size and its idle form), shared by locality and gang.
 macro_rules! queue_view_methods {
     () => {
         fn view_jobs(view: &QueueView) -> usize {
@@ -20,45 +21,27 @@ macro_rules! queue_view_methods {
                 ..QueueView::default()
             }
         }
-        fn encode_view(view: &QueueView, out: &mut Vec<u8>) {
-            $crate::slots::queue_view::wire::encode_view(view, out);
-        }
-        fn decode_view_into(
-            bytes: &[u8],
-            view: &mut QueueView,
-        ) -> Result<(), $crate::wire::WireError> {
-            $crate::slots::queue_view::wire::decode_view_into(bytes, view)
-        }
-        fn encode_view_change(
-            base: &QueueView,
-            view: &QueueView,
-            known: Option<&$crate::wire::KnownChanges>,
-            out: &mut Vec<u8>,
-        ) -> bool {
-            $crate::slots::queue_view::wire::encode_view_change(base, view, known, out)
-        }
-        fn apply_view_change(
-            bytes: &[u8],
-            view: &mut QueueView,
-        ) -> Result<(), $crate::wire::WireError> {
-            $crate::slots::queue_view::wire::apply_view_change(bytes, view)
-        }
     };
 }
 pub(crate) use queue_view_methods;
 
 /// What the locality and gang slots see: the jobs fairness made eligible, in
-/// fairness order.
-#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// fairness order. Its jobs travel as runs of a view change, with their
+/// limits when each job has one.
+#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
+#[wire(view)]
 pub struct QueueView {
     /// The host's clock for this round (seconds).
+    #[wire(now)]
     pub now_s: u64,
     /// Cluster capacity.
     pub cluster: ClusterSummary,
     /// The eligible jobs, in the order they will be placed.
+    #[wire(runs)]
     pub jobs: Vec<PendingJob>,
     /// For the gang slot: the spread limit the locality slot chose for each
     /// job (same order as `jobs`); empty when the locality slot is asked.
+    #[wire(pairs_with = jobs)]
     pub spread: Vec<SpreadLimit>,
 }
 
@@ -86,39 +69,4 @@ impl Clone for QueueView {
         self.jobs.clone_from(jobs);
         self.spread.clone_from(spread);
     }
-}
-
-/// The locality and gang slots' one step smaller views (see
-/// [`crate::testing::SlotViews::smaller`]): halves of the jobs, then each
-/// job dropped, with its spread limit when the view has them.
-#[cfg(any(test, feature = "testing"))]
-pub(crate) fn smaller(view: &QueueView) -> Vec<QueueView> {
-    let with_spread = view.spread.len() == view.jobs.len() && !view.jobs.is_empty();
-    let pairs: Vec<(PendingJob, Option<SpreadLimit>)> = view
-        .jobs
-        .iter()
-        .enumerate()
-        .map(|(i, j)| {
-            (
-                *j,
-                if with_spread {
-                    view.spread.get(i).copied()
-                } else {
-                    None
-                },
-            )
-        })
-        .collect();
-    crate::testing::shrink::smaller_lists(&pairs)
-        .into_iter()
-        .map(|kept| QueueView {
-            jobs: kept.iter().map(|(j, _)| *j).collect(),
-            spread: if with_spread {
-                kept.iter().filter_map(|(_, s)| *s).collect()
-            } else {
-                view.spread.clone()
-            },
-            ..view.clone()
-        })
-        .collect()
 }

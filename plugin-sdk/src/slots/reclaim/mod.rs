@@ -3,7 +3,8 @@
 
 mod give_back;
 mod rules;
-pub(crate) mod wire;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) mod testing;
 
 pub use give_back::{GpuCounts, give_back_walk};
 
@@ -15,29 +16,37 @@ use crate::slot_contract::{InvalidDecision, Policy, SlotContract, WorkCost};
 use crate::slots::Nothing;
 use crate::slots::Slot;
 use crate::view::{ClusterSummary, RunningJob, ServerState, VcUsage, WaitingJob};
-use crate::wire::codec::{self, WireError};
+use crate::wire::Wire;
+use crate::wire::codec;
 
 /// What the reclaim slot sees, after a round's placement: the jobs running
-/// now and the jobs of the round's view that did not start, with why.
-#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// now and the jobs of the round's view that did not start, with why. Its
+/// VCs, servers, running and waiting jobs travel as runs of a view change.
+#[derive(Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
+#[wire(view)]
 pub struct ReclaimView {
     /// The host's clock (seconds).
+    #[wire(now)]
     pub now_s: u64,
     /// Cluster capacity after this round's starts.
     pub cluster: ClusterSummary,
     /// Every virtual cluster, indexed by [`crate::VcId`], after this round's starts.
+    #[wire(runs)]
     pub vcs: Vec<VcUsage>,
     /// Every server, by id, with its free GPUs after this round's starts
     /// (under [`crate::RunningScope::Borrowed`] and
     /// [`crate::RunningScope::GiveBack`], only the servers with free GPUs or
     /// running a job of `running`, and `waiting` only the jobs their VC's
     /// quota covers).
+    #[wire(runs)]
     pub servers: Vec<ServerState>,
     /// Every running job, by id (with [`RunningScope::Borrowed`], only
     /// those of VCs that borrow; with [`RunningScope::GiveBack`], only those
     /// of [`ReclaimView::give_back`]).
+    #[wire(runs)]
     pub running: Vec<RunningJob>,
     /// The jobs of this round's view still waiting, in fairness order.
+    #[wire(runs)]
     pub waiting: Vec<WaitingJob>,
 }
 
@@ -82,7 +91,8 @@ impl Clone for ReclaimView {
 /// limit, at once. It refuses the whole decision, stopping nothing, if a
 /// `start` job would not fit after the stops, or if a stopped job's GPUs are
 /// not used by any `start` job (it never stops more than it needs).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
+#[wire(answers = ReclaimView)]
 pub struct ReclaimDecision {
     /// Running jobs to stop, each at most once.
     pub stop: Vec<JobId>,
@@ -114,6 +124,27 @@ impl<P: ReclaimPolicy + ?Sized> Policy<Reclaim> for P {
     }
 }
 
+/// The reclaim slot's export glue, with its WIT names: what
+/// [`export!`](crate::export)`(Reclaim, ...)` expands.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __gangway_export_reclaim {
+    ($policy:ty) => {
+        $crate::__gangway_export!(
+            __GangwayReclaim,
+            __gangway_reclaim,
+            "reclaim-policy-buffered",
+            $policy,
+            reclaim,
+            reclaim_buffered,
+            reclaim,
+            $crate::Reclaim
+        );
+    };
+}
+#[doc(hidden)]
+pub use crate::__gangway_export_reclaim as Reclaim;
+
 /// The reclaim slot (WIT interface `reclaim`, function `reclaim`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Reclaim;
@@ -129,7 +160,6 @@ impl SlotContract for Reclaim {
         per_job: 20_000,
     };
     const FALLBACK_DECIDES_NOTHING: bool = true;
-    const VIEW_CHANGES: bool = true;
     type View = ReclaimView;
     type Decision = ReclaimDecision;
     type Fallback = Nothing;
@@ -150,68 +180,5 @@ impl SlotContract for Reclaim {
 
     fn max_reply_bytes(view: &ReclaimView) -> usize {
         2 * codec::LEN + (view.running.len() + view.waiting.len()) * codec::U64
-    }
-    fn encode_view(view: &ReclaimView, out: &mut Vec<u8>) {
-        wire::encode_view(view, out);
-    }
-    fn decode_view_into(bytes: &[u8], view: &mut ReclaimView) -> Result<(), WireError> {
-        wire::decode_view_into(bytes, view)
-    }
-    fn encode_view_change(
-        base: &ReclaimView,
-        view: &ReclaimView,
-        known: Option<&crate::wire::KnownChanges>,
-        out: &mut Vec<u8>,
-    ) -> bool {
-        wire::encode_view_change(base, view, known, out)
-    }
-    fn apply_view_change(bytes: &[u8], view: &mut ReclaimView) -> Result<(), WireError> {
-        wire::apply_view_change(bytes, view)
-    }
-}
-
-#[cfg(any(test, feature = "testing"))]
-impl crate::testing::SlotViews for Reclaim {
-    fn views() -> proptest::strategy::BoxedStrategy<Self::View> {
-        use proptest::strategy::Strategy;
-        crate::testing::strategy::reclaim_view().boxed()
-    }
-
-    fn smaller(view: &ReclaimView) -> Vec<ReclaimView> {
-        use crate::testing::shrink;
-        let mut out = Vec::new();
-        for (dropped, vcs) in shrink::without_each_vc(&view.vcs, |v| v.id, |v, id| v.id = id) {
-            let mut v = view.clone();
-            v.vcs = vcs;
-            v.running.retain(|j| j.vc != dropped);
-            v.waiting.retain(|w| w.job.vc != dropped);
-            for j in &mut v.running {
-                j.vc = shrink::renumbered(j.vc, dropped);
-            }
-            for w in &mut v.waiting {
-                w.job.vc = shrink::renumbered(w.job.vc, dropped);
-            }
-            out.push(v);
-        }
-        for running in shrink::smaller_lists(&view.running) {
-            out.push(ReclaimView {
-                running,
-                ..view.clone()
-            });
-        }
-        for waiting in shrink::smaller_lists(&view.waiting) {
-            out.push(ReclaimView {
-                waiting,
-                ..view.clone()
-            });
-        }
-        for servers in crate::testing::shrink::unused_servers_dropped(&view.servers, &view.running)
-        {
-            out.push(ReclaimView {
-                servers,
-                ..view.clone()
-            });
-        }
-        out
     }
 }

@@ -3,6 +3,8 @@
 
 mod fallback;
 mod rules;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) mod testing;
 
 use serde::{Deserialize, Serialize};
 
@@ -10,6 +12,7 @@ use crate::ids::{JobId, VcId};
 use crate::slot_contract::{InvalidDecision, Policy, SlotContract, WorkCost};
 use crate::slots::Slot;
 use crate::view::{ClusterSummary, VcUsage};
+use crate::wire::Wire;
 use crate::wire::codec;
 
 pub use fallback::Fixed;
@@ -17,7 +20,7 @@ pub use fallback::Fixed;
 /// (a rule-based classifier over the job's logs), as the host reports them.
 /// The host passes `Unknown` when it cannot tell.
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Wire,
 )]
 pub enum FailureClass {
     /// No classification.
@@ -147,7 +150,7 @@ impl std::fmt::Display for FailureClass {
 }
 
 /// One failed attempt, as the retry slot sees it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
 pub struct FailedAttempt {
     /// The job.
     pub job: JobId,
@@ -173,7 +176,8 @@ pub struct FailedAttempt {
 
 /// What the retry slot sees: the attempts that failed since the last round,
 /// by job id.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
+#[wire(view)]
 pub struct RetryView {
     /// The host's clock (seconds).
     pub now_s: u64,
@@ -182,7 +186,7 @@ pub struct RetryView {
 }
 
 /// What to do about one failed attempt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Wire)]
 pub enum RetryAction {
     /// Queue the job again once `after_s` seconds have passed (0: now).
     Retry {
@@ -221,7 +225,8 @@ impl Default for RetryAction {
 }
 
 /// The retry slot's answer: one action per failure of the view, in order.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
+#[wire(answers = RetryView)]
 pub struct RetryDecision {
     /// `actions[i]` applies to `failures[i]`.
     pub actions: Vec<RetryAction>,
@@ -238,6 +243,27 @@ impl<P: RetryPolicy + ?Sized> Policy<Retry> for P {
         self.retry(view)
     }
 }
+
+/// The retry slot's export glue, with its WIT names: what
+/// [`export!`](crate::export)`(Retry, ...)` expands.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __gangway_export_retry {
+    ($policy:ty) => {
+        $crate::__gangway_export!(
+            __GangwayRetry,
+            __gangway_retry,
+            "retry-policy-buffered",
+            $policy,
+            retry,
+            retry_buffered,
+            retry,
+            $crate::Retry
+        );
+    };
+}
+#[doc(hidden)]
+pub use crate::__gangway_export_retry as Retry;
 
 /// The retry slot (WIT interface `retry`, function `retry`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -269,23 +295,5 @@ impl SlotContract for Retry {
 
     fn max_reply_bytes(view: &RetryView) -> usize {
         codec::LEN + view.failures.len() * (1 + codec::U32 + 2 * codec::U64)
-    }
-}
-
-#[cfg(any(test, feature = "testing"))]
-impl crate::testing::SlotViews for Retry {
-    fn views() -> proptest::strategy::BoxedStrategy<Self::View> {
-        use proptest::strategy::Strategy;
-        crate::testing::strategy::retry_view().boxed()
-    }
-
-    fn smaller(view: &RetryView) -> Vec<RetryView> {
-        crate::testing::shrink::smaller_lists(&view.failures)
-            .into_iter()
-            .map(|failures| RetryView {
-                failures,
-                ..view.clone()
-            })
-            .collect()
     }
 }

@@ -1,0 +1,197 @@
+//! What a check reports: a passed check's [`Report`], or a [`Finding`]
+//! that names the broken rule and reproduces it on the smallest failing
+//! view.
+
+use std::time::Duration;
+
+use gangway_plugin_sdk::Slot;
+
+use crate::policy::PolicyErrorKind;
+
+/// What a policy did in a passed check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// The policy (or module) name.
+    pub policy: String,
+    /// The slot checked.
+    pub slot: Slot,
+    /// SlotViews it was given.
+    pub views: usize,
+    /// Calls made (determinism re-calls included).
+    pub calls: usize,
+    /// The slowest call, in microseconds.
+    pub slowest_us: u128,
+    /// The most jobs in one view.
+    pub max_jobs: usize,
+    /// Scheduler scenarios run, and their rounds.
+    pub scenarios: usize,
+    /// Rounds of those scenarios.
+    pub rounds: usize,
+}
+
+/// Which rule a policy broke.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FindingKind {
+    /// Its configuration was refused (or a fresh instance could not be made).
+    Config(String),
+    /// A call failed: a trap, an exhausted budget, a refusal, a reply that
+    /// does not decode (or, natively, a panic).
+    Failed(PolicyErrorKind),
+    /// The answer broke the contract.
+    Invalid(PolicyErrorKind),
+    /// The same view got another answer: asked again, or by a fresh instance.
+    Nondeterministic {
+        /// Whether the other answer came from a fresh instance.
+        fresh: bool,
+    },
+    /// A call took longer than the options allow for its view.
+    TooSlow {
+        /// What it took, in microseconds.
+        took_us: u128,
+        /// What was allowed.
+        allowed_us: u128,
+        /// Jobs of the view.
+        jobs: usize,
+    },
+    /// A scheduler scenario broke: a policy error made the round fall back,
+    /// or (never, unless the core has a bug) an invariant broke.
+    Scenario(String),
+    /// With liveness on: a job that fits the cluster never started.
+    Liveness(String),
+    /// The whole check took longer than [`super::Options::time_limit`].
+    OutOfTime(Duration),
+}
+
+/// A broken rule, with the smallest view that shows it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{slot} policy {policy}: {}{}", describe(.kind), reproduce(self))]
+pub struct Finding {
+    /// The slot.
+    pub slot: Slot,
+    /// The policy (or module) name.
+    pub policy: String,
+    /// What went wrong.
+    pub kind: FindingKind,
+    /// The smallest failing view and how to check it again; `None` for a
+    /// failure without a view (a scenario, a configuration).
+    pub repro: Option<Box<Repro>>,
+}
+
+/// What reproduces a [`Finding`]: the smallest failing view, what the policy
+/// answered on it, and how to make the policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Repro {
+    /// The view as a line of Rust (decoding its bytes).
+    pub view: String,
+    /// What the policy answered on it (its `Debug` form), if it answered.
+    pub decision: Option<String>,
+    /// A Rust expression that makes the policy as a `BoxedBackend` of the
+    /// slot: exact for a module and for a policy built from its default
+    /// configuration; for a policy value given to the kit, a call to a
+    /// `your_policy()` for the test's author to write, its type named.
+    pub maker: String,
+}
+
+impl Finding {
+    pub(crate) fn config(slot: Slot, policy: &str, message: &str) -> Finding {
+        Finding {
+            slot,
+            policy: policy.to_string(),
+            kind: FindingKind::Config(message.to_string()),
+            repro: None,
+        }
+    }
+
+    /// The smallest failing view as a line of Rust, to paste into a test.
+    pub fn view(&self) -> Option<&str> {
+        self.repro.as_ref().map(|r| r.view.as_str())
+    }
+
+    /// The same finding, its regression test making the policy with
+    /// `maker` (a Rust expression of type `BoxedBackend<S>`), as
+    /// `policy-check` does with the module's path and configuration file.
+    #[must_use]
+    pub fn with_maker(mut self, maker: impl Into<String>) -> Finding {
+        if let Some(r) = &mut self.repro {
+            r.maker = maker.into();
+        }
+        self
+    }
+
+    /// A complete test that fails as the policy failed, on the smallest
+    /// failing view: the view, what the policy answered, and the check
+    /// through [`super::check_view`]. `None` for a failure without a view.
+    pub fn regression_test(&self) -> Option<String> {
+        let repro = self.repro.as_ref()?;
+        let marker = marker(self.slot);
+        let answered = match &repro.decision {
+            Some(d) => format!("    // It answered: {d}\n"),
+            None => String::new(),
+        };
+        Some(format!(
+            "#[test]\n\
+             fn smallest_failing_{slot}_view() {{\n\
+             \x20   {view}\n\
+             {answered}\
+             \x20   let policy = {maker};\n\
+             \x20   gangway_core::conformance::check_view::<gangway_plugin_sdk::{marker}>(policy, &view).unwrap();\n\
+             }}",
+            slot = self.slot,
+            view = repro.view,
+            maker = repro.maker,
+        ))
+    }
+}
+
+/// The SDK's marker type of `slot`: its name, capitalised.
+pub(crate) fn marker(slot: Slot) -> String {
+    let mut name = slot.as_str().to_string();
+    name[..1].make_ascii_uppercase();
+    name
+}
+
+pub(crate) fn describe(kind: &FindingKind) -> String {
+    match kind {
+        FindingKind::Config(m) => format!("cannot be made: {m}"),
+        FindingKind::Failed(k) => format!("a call failed: {k}"),
+        FindingKind::Invalid(k) => format!("an answer breaks the contract: {k}"),
+        FindingKind::Nondeterministic { fresh: false } => {
+            "the same view got a different answer when asked again; decisions must be a pure \
+             function of the view"
+                .into()
+        }
+        FindingKind::Nondeterministic { fresh: true } => {
+            "a fresh instance answered the same view differently; decisions must be a pure \
+             function of the view"
+                .into()
+        }
+        FindingKind::TooSlow {
+            took_us,
+            allowed_us,
+            jobs,
+        } => format!(
+            "a call over {jobs} jobs took {took_us} us, more than the {allowed_us} us allowed"
+        ),
+        FindingKind::Scenario(m) => format!("in a scheduler scenario: {m}"),
+        FindingKind::Liveness(m) => format!("liveness: {m}"),
+        FindingKind::OutOfTime(d) => format!("the check took more than {d:?}"),
+    }
+}
+
+fn reproduce(finding: &Finding) -> String {
+    match finding.regression_test() {
+        Some(test) => {
+            format!("\n  smallest failing view, as a regression test to paste:\n\n{test}")
+        }
+        None => String::new(),
+    }
+}
+
+/// The maker of a policy value given to the kit, of type `P`.
+pub(crate) fn given_maker<P>(name: &str) -> String {
+    format!(
+        "Box::new(gangway_core::policy::Native::new({name:?}, your_policy() /* -> {}, as given to the kit */))",
+        std::any::type_name::<P>()
+    )
+}
