@@ -4,8 +4,6 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use super::work::WorkBudget;
-
 /// The CPU budget of one policy call.
 ///
 /// The host chooses per engine: fuel is deterministic (the same module, view
@@ -299,5 +297,79 @@ impl Default for SandboxConfig {
             module_cache: super::disk_cache::default_folder(),
             signal_traps: SIGNAL_TRAPS.load(Ordering::Relaxed),
         }
+    }
+}
+
+/// How much work a module may do relative to its slot's built-in policies
+/// ([`gangway_plugin_sdk::SlotContract::WORK`]): over its last `window`
+/// calls, at most `factor` times what the built-ins would have cost on the
+/// same views, each call counted as at least `floor` (small views cost
+/// little, and a module written in another language has fixed costs of
+/// its own). A call may use what the window has left, up to the per-call
+/// [`super::Budget`]; a call that finds nothing left fails at once with
+/// [`crate::policy::PolicyErrorKind::WorkBudget`], and so does one that
+/// runs out of what was left. Failed calls count what they used.
+///
+/// The default (20x over 32 calls, each counted as at least 100,000 units:
+/// about 0.1 ms of guest CPU here) leaves room for a module twenty times
+/// slower than the built-ins on average, and several hundred times slower
+/// on single calls after cheap ones; a module that burns the whole
+/// per-call budget (0.2 s) on every call fails its first call after a few
+/// milliseconds.
+///
+/// ```
+/// use gangway_core::wasm::{LoadLimits, WorkBudget};
+/// assert_eq!(WorkBudget::default().factor, 20);
+/// assert_eq!(WorkBudget::for_limits(&LoadLimits::for_interpreters()).factor, 2_000);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkBudget {
+    /// How many times the built-ins' cost a module may use over the window.
+    pub factor: u64,
+    /// How many recent calls the allowance is counted over.
+    pub window: u32,
+    /// The least a call counts as, in fuel units.
+    pub floor: u64,
+}
+
+impl WorkBudget {
+    /// The factor for modules that carry an interpreter (a Python policy
+    /// built with componentize-py runs its policy in CPython inside the
+    /// sandbox: about a hundred times the fuel of the same policy in Rust),
+    /// a hundred times the default, as their per-call budget is.
+    pub const INTERPRETER_FACTOR: u64 = 100;
+
+    /// The work budget for modules held to `limits`: the default, or a
+    /// hundred times its factor for [`LoadLimits::for_interpreters`].
+    pub fn for_limits(limits: &LoadLimits) -> WorkBudget {
+        let default = WorkBudget::default();
+        if limits.core_instances > LoadLimits::default().core_instances {
+            WorkBudget {
+                factor: default.factor * WorkBudget::INTERPRETER_FACTOR,
+                ..default
+            }
+        } else {
+            default
+        }
+    }
+}
+
+impl Default for WorkBudget {
+    fn default() -> Self {
+        WorkBudget {
+            factor: 20,
+            window: 32,
+            floor: 100_000,
+        }
+    }
+}
+
+impl std::fmt::Display for WorkBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}x its slot's built-in policies over its last {} calls",
+            self.factor, self.window
+        )
     }
 }

@@ -65,9 +65,10 @@ mod warm_up;
 mod wiring;
 mod work;
 
-pub use config::{Budget, CallPath, LoadLimits, SandboxConfig, set_signal_traps_default};
+pub use config::{
+    Budget, CallPath, LoadLimits, SandboxConfig, WorkBudget, set_signal_traps_default,
+};
 pub use contract::CONTRACT_VERSION;
 pub use engine::PolicyEngine;
 pub use error::{WasmError, WasmErrorKind};
 pub use module::PolicyModule;
-pub use work::WorkBudget;

@@ -43,6 +43,7 @@ pub mod search;
 pub mod sensitivity;
 pub mod sensitivity_plot;
 pub mod spec;
+pub mod tables;
 pub mod targets;
 pub mod targets_command;
 

@@ -10,7 +10,7 @@ use rand::{Rng, SeedableRng, seq::SliceRandom};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 
-pub use super::assess::{Assessed, Reach, Spread, WindowFit};
+pub use super::assess::{Assessed, Candidate, Reach, Spread, WindowFit, quantile};
 pub use super::evaluate::{Evaluate, Replayed, local_evaluator};
 use super::fit::Fit;
 use super::knobs::{Knob, Range, Setting, Value};
@@ -79,28 +79,6 @@ fn around(ranges: &BTreeMap<Knob, Range>, best: &Setting, fraction: f64) -> BTre
         .collect()
 }
 
-/// One candidate tried.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Candidate {
-    /// Its index (0: the start).
-    pub index: usize,
-    /// 0: the start, 1: the first hypercube, 2...: the refining ones.
-    pub stage: u8,
-    /// Its knobs.
-    pub setting: Setting,
-    /// The score the search minimises: the plan's quantile of `scores`
-    /// (lower is better; `null` if a replay failed).
-    pub score: Option<f64>,
-    /// Its score on each training window at each load (window by window,
-    /// the loads of a window in order).
-    pub scores: Vec<f64>,
-    /// Targets met on its worst training replay (the fewest).
-    pub met: usize,
-    /// Why a replay of it failed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
 /// What a calibration found (`calibrate.json`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Calibration {
@@ -124,21 +102,6 @@ pub struct Calibration {
     /// The best fit with its time scale and quota factor moved (none when
     /// the specification asks for no sensitivity replays).
     pub sensitivity: Option<SensitivityReport>,
-}
-
-/// The nearest-rank quantile `q` (in (0, 1]) of `scores`.
-///
-/// ```
-/// use gangway_replay::calibrate::search::quantile;
-/// assert_eq!(quantile(&[3.0, 1.0, 2.0, 9.0], 1.0), Some(9.0));
-/// assert_eq!(quantile(&[3.0, 1.0, 2.0, 9.0], 0.5), Some(2.0));
-/// assert_eq!(quantile(&[], 0.9), None);
-/// ```
-pub fn quantile(scores: &[f64], q: f64) -> Option<f64> {
-    let mut s = scores.to_vec();
-    s.sort_by(f64::total_cmp);
-    let rank = (q * s.len() as f64).ceil() as usize;
-    s.get(rank.clamp(1, s.len().max(1)) - 1).copied()
 }
 
 /// Runs the calibration `spec` over `plan`, each batch of replays through
