@@ -212,6 +212,8 @@ impl<S: SlotContract> WasmBackend<S> {
             store.set_epoch_deadline(ticks);
         }
         store.data_mut().logs_left = engine.config.log_messages_per_call;
+        // The kit compares the twin's and the function's log messages too.
+        store.data_mut().captured = self.twins.fail.then(Vec::new);
         Ok(armed)
     }
 
@@ -633,20 +635,35 @@ impl<S: SlotContract> WasmBackend<S> {
         if !due {
             return Ok(twin);
         }
-        let function = self.call_function(view);
-        if function.as_ref().is_ok_and(|d| *d == twin) {
+        let twin_logs = self
+            .live
+            .as_mut()
+            .and_then(|live| live.store.data_mut().captured.take())
+            .unwrap_or_default();
+        let (function, logs) = self.call_function(view);
+        let same_answer = function.as_ref().is_ok_and(|d| *d == twin);
+        if same_answer && logs == twin_logs {
             return Ok(twin);
         }
         let said = |text: String| -> String { text.chars().take(300).collect() };
-        let reason = format!(
-            "on a view of {} jobs the twin answered {}, the function {}",
-            S::view_jobs(view),
-            said(format!("{twin:?}")),
-            match &function {
-                Ok(d) => said(format!("{d:?}")),
-                Err(kind) => format!("an error ({kind})"),
-            }
-        );
+        let reason = if same_answer {
+            format!(
+                "on a view of {} jobs the twin logged {}, the function {}",
+                S::view_jobs(view),
+                said(format!("{twin_logs:?}")),
+                said(format!("{logs:?}"))
+            )
+        } else {
+            format!(
+                "on a view of {} jobs the twin answered {}, the function {}",
+                S::view_jobs(view),
+                said(format!("{twin:?}")),
+                match &function {
+                    Ok(d) => said(format!("{d:?}")),
+                    Err(kind) => format!("an error ({kind})"),
+                }
+            )
+        };
         if self.twins.fail {
             return Err(self.error(PolicyErrorKind::TwinsDisagree(reason)));
         }
@@ -661,17 +678,26 @@ impl<S: SlotContract> WasmBackend<S> {
     }
 
     /// The answer of a fresh instance entered through the slot's own
-    /// function to the whole of `view`.
-    fn call_function(&mut self, view: &S::View) -> Result<S::Decision, PolicyErrorKind> {
-        let (mut live, _) = self.instantiate_with(false).map_err(|e| match e {
-            InstanceError::Kind(kind) => kind,
-            InstanceError::Signature { function, reason } => {
-                PolicyErrorKind::Abi(format!("`{function}` has the wrong type: {reason}"))
+    /// function to the whole of `view`, and what it logged (when kept).
+    fn call_function(
+        &mut self,
+        view: &S::View,
+    ) -> (Result<S::Decision, PolicyErrorKind>, Vec<String>) {
+        let mut live = match self.instantiate_with(false) {
+            Ok((live, _)) => live,
+            Err(e) => {
+                let kind = match e {
+                    InstanceError::Kind(kind) => kind,
+                    InstanceError::Signature { function, reason } => {
+                        PolicyErrorKind::Abi(format!("`{function}` has the wrong type: {reason}"))
+                    }
+                    InstanceError::Manifest(reason) => PolicyErrorKind::Decode(reason),
+                };
+                return (Err(kind), Vec::new());
             }
-            InstanceError::Manifest(reason) => PolicyErrorKind::Decode(reason),
-        })?;
+        };
         if let Err(InstanceError::Kind(kind)) = self.arm(&mut live.store, None) {
-            return Err(kind);
+            return (Err(kind), Vec::new());
         }
         let mut message = Vec::new();
         if self.view_changes {
@@ -680,7 +706,7 @@ impl<S: SlotContract> WasmBackend<S> {
             wire::encode_view_into::<S>(view, &mut message);
         }
         let messages = self.view_changes;
-        match live.call(&message, |bytes| {
+        let answer = match live.call(&message, |bytes| {
             if messages {
                 wire::decode_reply_message::<S>(bytes, view)
             } else {
@@ -691,6 +717,8 @@ impl<S: SlotContract> WasmBackend<S> {
             Ok(Ok(Err(e))) => Err(PolicyErrorKind::Decode(e.to_string())),
             Ok(Err(message)) => Err(PolicyErrorKind::Refused(message)),
             Err(e) => Err(classify(&e, &self.module.engine.config)),
-        }
+        };
+        let logs = live.store.data_mut().captured.take().unwrap_or_default();
+        (answer, logs)
     }
 }

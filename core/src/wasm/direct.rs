@@ -723,8 +723,9 @@ fn core_log(
         .map_err(|e| wasmtime::Error::msg(format!("invalid utf-8 in a string: {e}")))?;
     if keep {
         let text = bounded_utf8(message, caller.data().log_bytes)
-            .map_err(|e| wasmtime::Error::msg(format!("invalid utf-8 in a string: {e}")))?;
-        record_log(caller.data(), level, &text);
+            .map_err(|e| wasmtime::Error::msg(format!("invalid utf-8 in a string: {e}")))?
+            .to_string();
+        record_log(caller.data_mut(), level, &text);
     }
     Ok(())
 }

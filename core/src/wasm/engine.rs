@@ -540,7 +540,7 @@ fn host_log(
             LogLevel::Info => "info",
             LogLevel::Debug => "debug",
         };
-        record_log(store.data(), level, &text);
+        record_log(store.data_mut(), level, &text);
     }
     Ok(())
 }

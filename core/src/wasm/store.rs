@@ -28,6 +28,9 @@ pub(crate) struct HostState {
     /// or a post-return function (the canonical ABI forbids it; the direct
     /// call path enforces it as the component runtime does).
     pub(crate) may_leave: bool,
+    /// The current call's log messages (`level: text`), when the host
+    /// compares them (the conformance kit's twin check); `None`: not kept.
+    pub(crate) captured: Option<Vec<String>>,
 }
 
 impl HostState {
@@ -48,6 +51,7 @@ impl HostState {
                 Budget::Deadline(_) => 0,
             },
             may_leave: true,
+            captured: None,
         }
     }
 }
@@ -182,7 +186,7 @@ pub(crate) fn take_log_slot(state: &mut HostState) -> bool {
 }
 
 /// Forwards one `log` message (already bounded) to `tracing`.
-pub(crate) fn record_log(state: &HostState, level: &str, message: &str) {
+pub(crate) fn record_log(state: &mut HostState, level: &str, message: &str) {
     let module = &*state.module;
     let message = bounded(message, state.log_bytes);
     match level {
@@ -190,6 +194,9 @@ pub(crate) fn record_log(state: &HostState, level: &str, message: &str) {
         "warn" => tracing::warn!(module, "{message}"),
         "debug" => tracing::debug!(module, "{message}"),
         _ => tracing::info!(module, "{message}"),
+    }
+    if let Some(captured) = state.captured.as_mut() {
+        captured.push(format!("{level}: {message}"));
     }
 }
 

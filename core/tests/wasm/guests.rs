@@ -500,3 +500,23 @@ pub(crate) fn disagreeing_twins() -> Vec<u8> {
     .replace("(then (unreachable))", echo);
     componentize_doctored(&core, WIT_2_1, "fairness-policy-buffered")
 }
+
+/// A 2.1 guest whose `-buffered` twin and slot function both answer the
+/// empty order, the twin logging `hello` on real views and the function
+/// not: twins that answer alike but log differently.
+pub(crate) fn twin_that_logs() -> Vec<u8> {
+    let core = buffered_wat(
+        "(i32.const 32768)",
+        r#"(block (result i64)
+             (call $log (i32.const 2) (i32.const 300) (i32.const 5))
+             (i64.or (i64.shl (i64.const 64) (i64.const 32)) (i64.const 1)))"#,
+        r#"(data (i32.const 300) "hello")"#,
+    )
+    .replace("(then (unreachable))", "(then (nop))")
+    .replacen(
+        "(module",
+        "(module\n  (import \"gangway:policy/log@2.1.0\" \"log\" (func $log (param i32 i32 i32)))",
+        1,
+    );
+    componentize_doctored(&core, WIT_2_1, "fairness-policy-buffered")
+}

@@ -223,3 +223,14 @@ fn twins_that_disagree_with_their_function_fail() {
         "its -buffered twin and the slot's function disagree",
     );
 }
+
+/// Twins that answer alike but log differently are a finding too.
+#[test]
+fn twins_that_log_otherwise_than_their_function_fail() {
+    expect_failure(
+        "twin-logs.wasm",
+        &guests::twin_that_logs(),
+        &[],
+        "the twin logged [\"info: hello\"], the function []",
+    );
+}
