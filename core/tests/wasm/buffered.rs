@@ -236,3 +236,28 @@ fn twins_that_disagree_with_their_function_are_declined() {
     }
     assert_eq!(starts[0], starts[1]);
 }
+
+/// A host compares the twin's answers with the function's, not their log
+/// messages (the kit does both): twins that answer alike but log otherwise
+/// are kept, and both paths answer alike.
+#[test]
+fn a_host_keeps_twins_that_only_log_otherwise() {
+    let bytes = guests::twin_that_logs();
+    let mut answers = Vec::new();
+    for path in guests::PATHS {
+        let module = guests::engine_on(path).load("twin-logs", &bytes).unwrap();
+        let (_, reports, _) = beside_default(&module, JOBS, ROUNDS);
+        let errors: Vec<PolicyErrorKind> = reports
+            .iter()
+            .map(|r| the_fairness_error(r, "twin-logs").kind.clone())
+            .collect();
+        answers.push(errors);
+    }
+    assert!(
+        answers[0]
+            .iter()
+            .all(|k| matches!(k, PolicyErrorKind::InvalidDecision(_))),
+        "{answers:?}"
+    );
+    assert_eq!(answers[0], answers[1]);
+}
