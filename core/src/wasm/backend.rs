@@ -548,20 +548,7 @@ impl PolicyModule {
     /// # }
     /// ```
     pub fn backend<S: SlotContract>(&self, config: &[u8]) -> Result<BoxedBackend<S>, WasmError> {
-        if !self.compiled.slots.contains(&S::SLOT) {
-            return Err(WasmError::of(
-                &self.name,
-                WasmErrorKind::SlotNotExported {
-                    slot: S::SLOT,
-                    implemented: self
-                        .slots()
-                        .iter()
-                        .map(|s| s.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                },
-            ));
-        }
+        self.exports::<S>()?;
         Ok(Box::new(WasmBackend::<S>::start(
             self.clone(),
             config,
@@ -578,7 +565,7 @@ impl PolicyModule {
         &self,
         config: &[u8],
     ) -> Result<BoxedBackend<S>, WasmError> {
-        self.backend::<S>(config)?;
+        self.exports::<S>()?;
         let twins = TwinCheck {
             every: 1,
             fail: true,
@@ -589,6 +576,28 @@ impl PolicyModule {
             config,
             twins,
         )?))
+    }
+}
+
+impl PolicyModule {
+    /// Whether the module exports slot `S`, else the error naming what it
+    /// implements.
+    fn exports<S: SlotContract>(&self) -> Result<(), WasmError> {
+        if self.compiled.slots.contains(&S::SLOT) {
+            return Ok(());
+        }
+        Err(WasmError::of(
+            &self.name,
+            WasmErrorKind::SlotNotExported {
+                slot: S::SLOT,
+                implemented: self
+                    .slots()
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            },
+        ))
     }
 }
 
