@@ -5,6 +5,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::placement::PlacementChoice;
 
+/// The user number of a job [`Scheduler::reconcile`](crate::Scheduler::reconcile) adopted as foreign
+/// load: the engine runs it on its own, so no reclaim or defragment view
+/// shows it (a policy cannot stop or move it). Hosts do not give this number
+/// to their own users.
+pub const FOREIGN_USER: u32 = u32::MAX;
+
 /// What a host submits.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JobSpec {

@@ -68,11 +68,13 @@ mod job;
 mod placement;
 mod placement_strategy;
 pub mod policy;
+mod reach;
 pub mod reconcile;
 mod retention;
 mod round;
 mod scheduler;
 mod scheduler_error;
+mod server_set;
 pub mod snapshot;
 mod state;
 mod topology;
@@ -81,8 +83,8 @@ pub mod wasm;
 
 pub use book::VirtualCluster;
 pub use gangway_plugin_sdk::{
-    FailureClass, JobId, Level, QueueOrder, RetryAction, RunningJob, Slot, SpreadLimit, VcId,
-    WaitReason,
+    FailureClass, GpuTypeId, GpuTypeSet, JobId, Level, QueueOrder, RetryAction, RunningJob, Slot,
+    SpreadLimit, VcId, WaitReason,
 };
 pub use job::{
     AttemptEnd, AttemptFailure, FinalStatus, JobRecord, JobSpec, JobState, WaitBreakdown,
@@ -92,10 +94,11 @@ pub use placement_strategy::PlacementStrategy;
 pub use round::{Migration, Preemption, Reservation, RoundReport, Start};
 pub use scheduler::Scheduler;
 pub use scheduler_error::SchedulerError;
+pub use server_set::ServerSet;
 pub use state::{
     ClusterState, GpuMask, Health, InvariantViolation, Placement, ServerGpus, StateError,
 };
 pub use topology::{
-    Domain, DomainId, MAX_GPUS_PER_SERVER, Node, RackGrouping, Server, ServerId, Topology,
-    TopologyBuilder, TopologyError,
+    DEFAULT_GPU_TYPE, Domain, DomainId, GpuRequest, GpuRequestError, GpuType, MAX_GPUS_PER_SERVER,
+    Node, RackGrouping, Server, ServerId, Topology, TopologyBuilder, TopologyError,
 };

@@ -16,10 +16,13 @@
 //! [`PlacementStrategy::Heartbeat`] replaces steps 3-4 with a seeded draw
 //! (YARN's assignment as servers heartbeat); steps 1-2 still hold.
 
-use gangway_plugin_sdk::{Level, SpreadLimit};
+use std::collections::BTreeMap;
+
+use gangway_plugin_sdk::{GpuTypeId, GpuTypeSet, Level, SpreadLimit};
 use serde::{Deserialize, Serialize};
 
 use crate::placement_strategy::PlacementStrategy;
+use crate::server_set::ServerSet;
 use crate::state::{ClusterState, GpuMask, Placement, ServerGpus};
 use crate::topology::{DomainId, ServerId};
 
@@ -66,23 +69,97 @@ pub(crate) fn lowest_bits(mask: GpuMask, n: u32) -> GpuMask {
     out
 }
 
-impl ClusterState {
-    fn max_bucket(&self) -> usize {
-        self.buckets
-            .first()
-            .map_or(0, |b| b.len().saturating_sub(1))
-    }
+/// Free capacity per domain and the servers of each free-GPU count: the
+/// cluster's own index, or one restricted to a set of servers.
+trait FreeIndex {
+    /// GPUs available in domain `d`.
+    fn avail_in(&self, d: DomainId) -> u32;
+    /// One more than the largest free-GPU count indexed.
+    fn bucket_count(&self, d: DomainId) -> usize;
+    /// The servers of domain `d` with exactly `c` free GPUs, lowest id first.
+    fn servers_with(&self, d: DomainId, c: usize) -> impl Iterator<Item = ServerId> + Clone + '_;
+    /// How many of them there are.
+    fn count_with(&self, d: DomainId, c: usize) -> usize;
+}
 
+impl FreeIndex for ClusterState {
+    fn avail_in(&self, d: DomainId) -> u32 {
+        self.domain_avail[d.0 as usize]
+    }
+    fn bucket_count(&self, d: DomainId) -> usize {
+        self.buckets[d.0 as usize].len()
+    }
+    fn servers_with(&self, d: DomainId, c: usize) -> impl Iterator<Item = ServerId> + Clone + '_ {
+        self.buckets[d.0 as usize][c].iter().copied()
+    }
+    fn count_with(&self, d: DomainId, c: usize) -> usize {
+        self.buckets[d.0 as usize][c].len()
+    }
+}
+
+/// The index of a cluster restricted to a set of servers, for one search:
+/// only the domains holding an allowed server with free GPUs.
+struct Restricted {
+    domains: BTreeMap<DomainId, (u32, Vec<Vec<ServerId>>)>,
+}
+
+impl Restricted {
+    fn of(state: &ClusterState, allowed: &ServerSet) -> Restricted {
+        let topo = state.topology();
+        let max = topo.max_server_gpus() as usize;
+        let mut domains: BTreeMap<DomainId, (u32, Vec<Vec<ServerId>>)> = BTreeMap::new();
+        for s in allowed.iter() {
+            let a = state.avail(s);
+            let Some(server) = topo.server(s).filter(|_| a > 0) else {
+                continue;
+            };
+            for &d in &server.ancestors {
+                let entry = domains
+                    .entry(d)
+                    .or_insert_with(|| (0, vec![Vec::new(); max + 1]));
+                entry.0 += a;
+                if let Some(b) = entry.1.get_mut(a as usize) {
+                    b.push(s);
+                }
+            }
+        }
+        Restricted { domains }
+    }
+}
+
+impl FreeIndex for Restricted {
+    fn avail_in(&self, d: DomainId) -> u32 {
+        self.domains.get(&d).map_or(0, |e| e.0)
+    }
+    fn bucket_count(&self, d: DomainId) -> usize {
+        self.domains.get(&d).map_or(0, |e| e.1.len())
+    }
+    fn servers_with(&self, d: DomainId, c: usize) -> impl Iterator<Item = ServerId> + Clone + '_ {
+        self.domains
+            .get(&d)
+            .and_then(|e| e.1.get(c))
+            .into_iter()
+            .flatten()
+            .copied()
+    }
+    fn count_with(&self, d: DomainId, c: usize) -> usize {
+        self.domains
+            .get(&d)
+            .and_then(|e| e.1.get(c))
+            .map_or(0, Vec::len)
+    }
+}
+
+impl ClusterState {
     /// The fewest servers of domain `d` that can hold `gpus`, if any.
-    fn min_servers_in(&self, d: DomainId, gpus: u32) -> Option<u32> {
-        if self.domain_avail[d.0 as usize] < gpus {
+    fn min_servers_in(&self, ix: &impl FreeIndex, d: DomainId, gpus: u32) -> Option<u32> {
+        if ix.avail_in(d) < gpus {
             return None;
         }
-        let buckets = &self.buckets[d.0 as usize];
         let mut remaining = gpus;
         let mut k = 0u32;
-        for c in (1..buckets.len()).rev() {
-            let n = buckets[c].len() as u32;
+        for c in (1..ix.bucket_count(d)).rev() {
+            let n = ix.count_with(d, c) as u32;
             if n == 0 {
                 continue;
             }
@@ -108,10 +185,15 @@ impl ClusterState {
     /// The single server of domain `d` that best takes `gpus` under the
     /// strategy: the smallest hole that fits (best fit), the largest
     /// (spread), or the first with room in a random heartbeat order.
-    fn fit_server(&self, d: DomainId, gpus: u32, skip: &[ServerId]) -> Option<ServerId> {
-        let buckets = &self.buckets[d.0 as usize];
-        let pick = |c: usize| buckets[c].iter().find(|s| !skip.contains(s)).copied();
-        let sizes = gpus as usize..buckets.len();
+    fn fit_server(
+        &self,
+        ix: &impl FreeIndex,
+        d: DomainId,
+        gpus: u32,
+        skip: &[ServerId],
+    ) -> Option<ServerId> {
+        let pick = |c: usize| ix.servers_with(d, c).find(|s| !skip.contains(s));
+        let sizes = gpus as usize..ix.bucket_count(d);
         match self.strategy {
             PlacementStrategy::BestFit => sizes.into_iter().find_map(pick),
             PlacementStrategy::Spread => sizes.into_iter().rev().find_map(pick),
@@ -119,7 +201,7 @@ impl ClusterState {
                 let fits = || {
                     sizes
                         .clone()
-                        .flat_map(|c| buckets[c].iter())
+                        .flat_map(|c| ix.servers_with(d, c))
                         .filter(|s| !skip.contains(s))
                 };
                 let n = fits().count();
@@ -127,28 +209,27 @@ impl ClusterState {
                     return None;
                 }
                 let r = (self.heartbeat(seed, d, gpus) % n as u64) as usize;
-                fits().nth(r).copied()
+                fits().nth(r)
             }
         }
     }
 
     /// Concrete GPUs for `gpus` inside domain `d` on the fewest servers.
-    fn place_in(&self, d: DomainId, gpus: u32) -> Option<Placement> {
-        let buckets = &self.buckets[d.0 as usize];
+    fn place_in(&self, ix: &impl FreeIndex, d: DomainId, gpus: u32) -> Option<Placement> {
         let mut chosen: Vec<ServerId> = Vec::new();
         let mut parts = Vec::new();
         let mut remaining = gpus;
         while remaining > 0 {
-            if let Some(s) = self.fit_server(d, remaining, &chosen) {
+            if let Some(s) = self.fit_server(ix, d, remaining, &chosen) {
                 parts.push(ServerGpus {
                     server: s,
                     gpus: lowest_bits(self.avail_mask(s), remaining),
                 });
                 break;
             }
-            let s = (1..buckets.len())
+            let s = (1..ix.bucket_count(d))
                 .rev()
-                .find_map(|c| buckets[c].iter().find(|s| !chosen.contains(s)).copied())?;
+                .find_map(|c| ix.servers_with(d, c).find(|s| !chosen.contains(s)))?;
             let mask = self.avail_mask(s);
             remaining -= mask.count_ones();
             parts.push(ServerGpus {
@@ -166,14 +247,46 @@ impl ClusterState {
     /// the module docs for the preference order). `None` when no such
     /// placement exists now.
     pub fn find_placement(&self, gpus: u32, limit: SpreadLimit) -> Option<PlacementChoice> {
-        if gpus == 0 || gpus > self.free_gpus() {
+        self.search(self, gpus, limit)
+    }
+
+    /// [`ClusterState::find_placement`] on the servers of `allowed` only
+    /// (`None`: on any server).
+    pub fn find_placement_among(
+        &self,
+        gpus: u32,
+        limit: SpreadLimit,
+        allowed: Option<&ServerSet>,
+    ) -> Option<PlacementChoice> {
+        match allowed {
+            None => self.find_placement(gpus, limit),
+            Some(set) => self.search(&Restricted::of(self, set), gpus, limit),
+        }
+    }
+
+    /// GPUs available to new work on the servers of `allowed` (`None`: all).
+    pub fn free_gpus_among(&self, allowed: Option<&ServerSet>) -> u32 {
+        match allowed {
+            None => self.free_gpus(),
+            Some(set) => set.iter().map(|s| self.avail(s)).sum(),
+        }
+    }
+
+    /// The search of [`ClusterState::find_placement`] over an index.
+    fn search(
+        &self,
+        ix: &impl FreeIndex,
+        gpus: u32,
+        limit: SpreadLimit,
+    ) -> Option<PlacementChoice> {
+        let root = DomainId(0);
+        if gpus == 0 || gpus > ix.avail_in(root) {
             return None;
         }
         let topo = &self.topo;
         let server_level = topo.server_level();
-        let root = DomainId(0);
-        if gpus as usize <= self.max_bucket()
-            && let Some(s) = self.fit_server(root, gpus, &[])
+        if (gpus as usize) < ix.bucket_count(root)
+            && let Some(s) = self.fit_server(ix, root, gpus, &[])
         {
             return Some(PlacementChoice {
                 placement: Placement {
@@ -189,11 +302,11 @@ impl ClusterState {
         for level in (limit.level.0..server_level.0).rev() {
             let mut best: Option<(u32, u32, DomainId)> = None;
             for &d in topo.domains_at(Level(level)) {
-                let avail = self.domain_avail[d.0 as usize];
+                let avail = ix.avail_in(d);
                 if avail < gpus {
                     continue;
                 }
-                if let Some(k) = self.min_servers_in(d, gpus) {
+                if let Some(k) = self.min_servers_in(ix, d, gpus) {
                     let fit = match self.strategy {
                         PlacementStrategy::BestFit => avail,
                         PlacementStrategy::Spread => u32::MAX - avail,
@@ -212,7 +325,7 @@ impl ClusterState {
             if let Some((k, _, d)) = best
                 && limit.allows(k)
             {
-                let placement = self.place_in(d, gpus)?;
+                let placement = self.place_in(ix, d, gpus)?;
                 let servers = placement.servers();
                 return Some(PlacementChoice {
                     locality: topo.common_level(&servers),
@@ -232,16 +345,22 @@ impl ClusterState {
         gpus: u32,
         limit: Level,
         preferred: Option<Scope>,
+        types: Option<GpuTypeSet>,
     ) -> Option<Scope> {
         let topo = &self.topo;
+        let typed = |t: Option<GpuTypeId>| match types {
+            None => true,
+            Some(set) => t.is_some_and(|t| set.contains(t)),
+        };
         let big_enough = |scope: Scope| match scope {
-            Scope::Server(s) => topo
-                .server(s)
-                .is_some_and(|sv| sv.gpus >= gpus && self.health(s) == Some(crate::Health::Up)),
-            Scope::Domain(d) => topo
-                .domains()
-                .get(d.0 as usize)
-                .is_some_and(|dm| dm.gpus >= gpus && dm.level == limit),
+            Scope::Server(s) => topo.server(s).is_some_and(|sv| {
+                sv.gpus >= gpus
+                    && self.health(s) == Some(crate::Health::Up)
+                    && typed(Some(sv.gpu_type))
+            }),
+            Scope::Domain(d) => topo.domains().get(d.0 as usize).is_some_and(|dm| {
+                dm.gpus >= gpus && dm.level == limit && typed(topo.domain_gpu_type(d))
+            }),
         };
         if let Some(p) = preferred.filter(|p| big_enough(*p)) {
             return Some(p);
@@ -467,7 +586,7 @@ mod tests {
         let mut st = ClusterState::new(Arc::new(Topology::uniform(2, 2, 8).unwrap()));
         let c = st.find_placement(12, SpreadLimit::level(Level(1))).unwrap();
         st.allocate(JobId(1), &c.placement).unwrap();
-        let scope = st.reservation_scope(16, Level(1), None).unwrap();
+        let scope = st.reservation_scope(16, Level(1), None, None).unwrap();
         assert_eq!(
             scope,
             Scope::Domain(DomainId(2)),
@@ -476,9 +595,60 @@ mod tests {
         assert_eq!(st.hold_in(scope, 16, 0), 16);
         assert_eq!(st.free_gpus(), 4);
         st.clear_holds();
-        let scope = st.reservation_scope(16, Level(1), Some(Scope::Domain(DomainId(1))));
+        let scope = st.reservation_scope(16, Level(1), Some(Scope::Domain(DomainId(1))), None);
         assert_eq!(scope, Some(Scope::Domain(DomainId(1))), "sticky");
         assert_eq!(st.hold_in(Scope::Domain(DomainId(1)), 16, 0), 4);
         st.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn a_search_among_servers_stays_among_them() {
+        let st = mixed();
+        let limit = SpreadLimit::level(Level::ANY);
+        // Rack a (servers 0-2) only: 10 GPUs fit there, 21 do not.
+        let rack_a: ServerSet = [ServerId(0), ServerId(1), ServerId(2)]
+            .into_iter()
+            .collect();
+        let c = st.find_placement_among(10, limit, Some(&rack_a)).unwrap();
+        assert!(c.placement.parts.iter().all(|p| rack_a.contains(p.server)));
+        assert!(st.find_placement_among(21, limit, Some(&rack_a)).is_none());
+        assert_eq!(st.free_gpus_among(Some(&rack_a)), 20);
+        // One small server: the 2-GPU one, though best fit would take it anyway.
+        let one: ServerSet = [ServerId(5)].into_iter().collect();
+        assert!(st.find_placement_among(3, limit, Some(&one)).is_none());
+        let c = st.find_placement_among(2, limit, Some(&one)).unwrap();
+        assert_eq!(c.placement.parts[0].server, ServerId(5));
+    }
+
+    proptest::proptest! {
+        /// Searching among every server is the unrestricted search.
+        #[test]
+        fn a_search_among_every_server_is_the_search(
+            taken in proptest::collection::vec((0u32..6, 0u64..256), 0..6),
+            gpus in 1u32..30,
+            level in 0u8..3,
+            strategy in 0u8..3,
+        ) {
+            let mut st = mixed();
+            st.set_strategy(match strategy {
+                0 => PlacementStrategy::BestFit,
+                1 => PlacementStrategy::Spread,
+                _ => PlacementStrategy::Heartbeat { seed: 7 },
+            });
+            for (i, (s, mask)) in taken.into_iter().enumerate() {
+                let server = ServerId(s);
+                let m = mask & st.avail_mask(server);
+                if m != 0 {
+                    let p = Placement { parts: vec![ServerGpus { server, gpus: m }] };
+                    let _ = st.allocate(JobId(i as u64 + 100), &p);
+                }
+            }
+            let every: ServerSet = (0..st.topology().servers().len() as u32).map(ServerId).collect();
+            let limit = SpreadLimit::level(Level(level));
+            proptest::prop_assert_eq!(
+                st.find_placement_among(gpus, limit, Some(&every)),
+                st.find_placement(gpus, limit)
+            );
+        }
     }
 }

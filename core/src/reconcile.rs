@@ -61,11 +61,7 @@ use crate::scheduler::Scheduler;
 use crate::state::{Health, Placement, StateError};
 use crate::topology::ServerId;
 
-/// The user number of a job [`Scheduler::reconcile`] adopted as foreign
-/// load: the engine runs it on its own, so no reclaim or defragment view
-/// shows it (a policy cannot stop or move it). Hosts do not give this number
-/// to their own users.
-pub const FOREIGN_USER: u32 = u32::MAX;
+pub use crate::job::FOREIGN_USER;
 
 /// What the engine says is true now.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

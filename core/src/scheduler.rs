@@ -13,8 +13,11 @@ use crate::job::{AttemptEnd, JobRecord, JobSpec, JobState};
 use crate::policy::{BoxedBackend, PolicySet, SlotHealth, ViewChanges};
 use crate::round::{Round, RoundReport, RoundScratch};
 use crate::scheduler_error::SchedulerError;
+use crate::server_set::ServerSet;
 use crate::state::{ClusterState, Health, InvariantViolation};
-use crate::topology::{ServerId, Topology};
+use crate::topology::{GpuRequest, ServerId, Topology};
+
+mod types;
 
 /// A GPU-cluster scheduler: jobs, virtual clusters, allocation state and the
 /// six policy slots. The host feeds it events (submit, attempt ends, server
@@ -50,6 +53,9 @@ pub struct Scheduler {
     pub(crate) view_window: usize,
     /// Rounds run so far.
     pub(crate) rounds: u64,
+    /// Reclaim and defragment are not shown jobs that have run less than
+    /// this many seconds (0: every stoppable job).
+    pub(crate) min_run_before_stop: u64,
     /// What a round keeps for the next one to reuse.
     scratch: RoundScratch,
 }
@@ -91,6 +97,7 @@ impl Scheduler {
             last_round_s: 0,
             view_window: Scheduler::DEFAULT_VIEW_WINDOW,
             rounds: 0,
+            min_run_before_stop: 0,
             scratch: RoundScratch::default(),
         }
     }
@@ -112,6 +119,50 @@ impl Scheduler {
     /// window and the number of VCs, not with the backlog.
     pub fn set_view_window(&mut self, jobs_per_vc: usize) {
         self.view_window = jobs_per_vc;
+    }
+
+    /// Sets a run time under which no reclaim or defragment policy may
+    /// stop or move a job, whatever the policy (`0`, the default: each
+    /// policy's own rule). Such jobs are left out of their views. A host
+    /// on which stopping a job is costly (a Kubernetes gang's pods are
+    /// deleted and made again) keeps young gangs from being taken back
+    /// moments after they started.
+    pub fn set_min_run_before_stop(&mut self, secs: u64) {
+        self.min_run_before_stop = secs;
+    }
+
+    /// Restricts where job `id` may be placed from now on to the servers
+    /// of `allowed` (`None`: anywhere again): a host's constraint that the
+    /// core's view of GPUs does not capture (a node selector, a taint the
+    /// job's pods do not tolerate, too little memory on a server for them).
+    /// Every placement the core makes for it (starts, reclaim's starts,
+    /// defragment's target and moves) stays within the set, and when it
+    /// does not fit, its wait reason counts the set's free GPUs only. A
+    /// restricted job is never given a reservation (the gang slot's
+    /// `Reserve` backfills it). Not kept in snapshots: a host sets it
+    /// again after a restore.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use gangway_core::{JobId, JobSpec, Scheduler, ServerId, ServerSet, Topology};
+    /// let mut sched = Scheduler::new(Topology::uniform(1, 2, 8).unwrap());
+    /// let vc = sched.virtual_cluster("a");
+    /// sched.submit(JobSpec { id: JobId(1), vc, user: 0, gpus: 4, submitted_s: 0 }).unwrap();
+    /// let only: ServerSet = [ServerId(1)].into_iter().collect();
+    /// sched.restrict(JobId(1), Some(Arc::new(only))).unwrap();
+    /// let round = sched.round(0).unwrap();
+    /// assert_eq!(round.starts[0].choice.placement.parts[0].server, ServerId(1));
+    /// ```
+    pub fn restrict(
+        &mut self,
+        id: JobId,
+        allowed: Option<Arc<ServerSet>>,
+    ) -> Result<(), SchedulerError> {
+        if self.book.get(&id).is_none() {
+            return Err(SchedulerError::UnknownJob(id));
+        }
+        self.book.restrict(id, allowed);
+        Ok(())
     }
 
     /// The topology.
@@ -186,9 +237,11 @@ impl Scheduler {
         ViewChanges::new(log, log.now())
     }
 
-    /// Submits a job; it waits for the next round.
+    /// Submits a job; it waits for the next round. On a cluster of several
+    /// GPU types it may run on any type large enough for its gang (see
+    /// [`Scheduler::submit_requesting`]).
     pub fn submit(&mut self, spec: JobSpec) -> Result<(), SchedulerError> {
-        self.book.submit(spec)
+        self.submit_requesting(spec, &GpuRequest::default())
     }
 
     /// Runs one scheduling round at time `now` and applies its decisions.
@@ -218,6 +271,7 @@ impl Scheduler {
         let round = Round {
             now,
             view_window: self.view_window,
+            min_run_s: self.min_run_before_stop,
             state: &mut self.state,
             book: &mut self.book,
             policies: &mut self.policies,
@@ -421,6 +475,7 @@ impl Scheduler {
     pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
         self.state.check_invariants()?;
         self.book.check(&self.state)?;
+        self.check_types()?;
         if self.state.held_gpus() != 0 {
             return Err(InvariantViolation(
                 "reservation holds survived the round".into(),

@@ -27,6 +27,16 @@ pub enum SchedulerError {
         /// The cluster's GPUs.
         cluster: u32,
     },
+    /// No GPU type of the cluster satisfies what the job asks of its GPUs
+    /// (or, on a cluster of several types, none is large enough for its
+    /// gang: a gang runs on one type).
+    #[error("{job}: {source}")]
+    GpuRequest {
+        /// The job.
+        job: JobId,
+        /// Why its request cannot be satisfied.
+        source: crate::topology::GpuRequestError,
+    },
     /// The virtual cluster id was not created by [`crate::Scheduler::virtual_cluster`].
     #[error("{job}: unknown virtual cluster {vc:?}")]
     UnknownVc {

@@ -28,7 +28,7 @@
 //! | bytes | what |
 //! |---|---|
 //! | 6 | magic `GWSNAP` |
-//! | varint | format version ([`SNAPSHOT_VERSION`], now 2) |
+//! | varint | format version ([`SNAPSHOT_VERSION`], now 3) |
 //! | varint + (string, varint, enum) each | servers: name, GPU count, health |
 //! | enum | placement strategy |
 //! | varint + records | virtual clusters in [`VcId`](gangway_plugin_sdk::VcId) order |
@@ -40,10 +40,13 @@
 //! | varint | rounds run |
 //! | option of varint | the time of the last round that showed fairness a view |
 //! | varint + (enum, record) each | each slot's policy: slot, name, module SHA-256 (option of string), configuration (bytes) |
+//! | varint + (varint, varint + strings) each | version 3: each job's allowed GPU types by name, most preferred first |
 //!
 //! A change of any of these fields makes a new version; [`Snapshot::from_bytes`]
-//! reads version 1 (the same without the policies, which it reads as none
-//! recorded) and refuses versions it does not know with
+//! reads version 2 (the same without the GPU types: a snapshot with none,
+//! as on a cluster of one type, is still written as version 2, byte for
+//! byte as before), version 1 (without the policies too, which it reads as
+//! none recorded) and refuses versions it does not know with
 //! [`SnapshotError::UnsupportedVersion`] rather than guessing. The struct is also plain serde, so a host may store
 //! it as JSON for people to read.
 //!
@@ -94,7 +97,11 @@ use crate::state::{Health, InvariantViolation};
 use crate::topology::{ServerId, Topology};
 
 /// The snapshot format this build writes and reads.
-pub const SNAPSHOT_VERSION: u32 = 2;
+pub const SNAPSHOT_VERSION: u32 = 3;
+
+/// The format without GPU types: what a snapshot with no job's types is
+/// written as.
+const UNTYPED_VERSION: u32 = 2;
 
 /// The oldest snapshot format this build reads (without policies).
 const OLDEST_VERSION: u32 = 1;
@@ -129,6 +136,7 @@ pub struct Snapshot {
     rounds: u64,
     prev_view_round_s: Option<u64>,
     policies: Vec<(Slot, PolicyOrigin)>,
+    gpu_types: Vec<(JobId, Vec<String>)>,
 }
 
 /// Why a snapshot could not be encoded, decoded or restored.
@@ -182,7 +190,8 @@ pub enum SnapshotError {
 }
 
 impl Snapshot {
-    /// The format version ([`SNAPSHOT_VERSION`] for snapshots this build made).
+    /// The format version ([`SNAPSHOT_VERSION`] for snapshots this build
+    /// made with GPU types, 2 for those without).
     pub fn version(&self) -> u32 {
         self.version
     }
@@ -209,9 +218,32 @@ impl Snapshot {
     }
 
     /// Encodes the snapshot: magic, then postcard.
+    /// Without GPU types it is version 2, as before them.
     pub fn to_bytes(&self) -> Result<Vec<u8>, SnapshotError> {
         let mut out = SNAPSHOT_MAGIC.to_vec();
-        let body = postcard::to_allocvec(self).map_err(|e| SnapshotError::Encode(e.to_string()))?;
+        let encode = |s: &Snapshot| {
+            postcard::to_allocvec(s).map_err(|e| SnapshotError::Encode(e.to_string()))
+        };
+        let body = match (self.gpu_types.is_empty(), self.version) {
+            (false, _) => encode(&Snapshot {
+                version: SNAPSHOT_VERSION,
+                ..self.clone()
+            })?,
+            (true, v) => {
+                // Version 2 is version 3 without its last field, the
+                // types: an empty list is its last byte, 0.
+                let mut body = if v == UNTYPED_VERSION {
+                    encode(self)?
+                } else {
+                    encode(&Snapshot {
+                        version: UNTYPED_VERSION,
+                        ..self.clone()
+                    })?
+                };
+                body.pop();
+                body
+            }
+        };
         out.extend_from_slice(&body);
         Ok(out)
     }
@@ -224,14 +256,19 @@ impl Snapshot {
             .ok_or(SnapshotError::NotASnapshot)?;
         let (version, _) = postcard::take_from_bytes::<u32>(body)
             .map_err(|e| SnapshotError::Decode(format!("format version: {e}")))?;
-        let v1_body;
+        let old_body;
         let body = match version {
             SNAPSHOT_VERSION => body,
+            UNTYPED_VERSION => {
+                // Version 2 is version 3 without its last field, the GPU
+                // types: an empty list is the one byte 0.
+                old_body = [body, &[0]].concat();
+                &old_body[..]
+            }
             OLDEST_VERSION => {
-                // Version 1 is version 2 without its last field, the
-                // policies: an empty list is the one byte 0.
-                v1_body = [body, &[0]].concat();
-                &v1_body[..]
+                // Version 1 is version 2 without the policies.
+                old_body = [body, &[0, 0]].concat();
+                &old_body[..]
             }
             _ => {
                 return Err(SnapshotError::UnsupportedVersion {
@@ -276,8 +313,13 @@ impl Scheduler {
                     .unwrap_or(Health::Up),
             })
             .collect();
+        let gpu_types = self.gpu_type_names();
         Snapshot {
-            version: SNAPSHOT_VERSION,
+            version: if gpu_types.is_empty() {
+                UNTYPED_VERSION
+            } else {
+                SNAPSHOT_VERSION
+            },
             servers,
             strategy: self.state.strategy(),
             vcs: self.book.vcs.list().to_vec(),
@@ -294,6 +336,7 @@ impl Scheduler {
             rounds: self.rounds,
             prev_view_round_s: self.book.prev_view_round_s(),
             policies: self.policies.origins(),
+            gpu_types,
         }
     }
 
@@ -320,6 +363,9 @@ impl Scheduler {
         for record in snapshot.jobs {
             sched.restore_job(record)?;
         }
+        sched
+            .restore_gpu_types(&snapshot.gpu_types)
+            .map_err(|(job, why)| invalid_job(job, why))?;
         sched.restore_health(&snapshot.servers)?;
         let scopes = (snapshot.servers.len(), domains);
         sched.restore_reservations(snapshot.reservations, scopes)?;
@@ -535,12 +581,12 @@ mod tests {
             Snapshot::from_bytes(&bytes[..bytes.len() - 3]),
             Err(SnapshotError::Decode(_))
         ));
-        let mut v3 = bytes.clone();
-        v3[6] = 3;
-        let e = Snapshot::from_bytes(&v3).unwrap_err();
+        let mut v4 = bytes.clone();
+        v4[6] = 4;
+        let e = Snapshot::from_bytes(&v4).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "snapshot format version 3 is not supported (this build reads version 2)"
+            "snapshot format version 4 is not supported (this build reads version 3)"
         );
         let mut long = bytes;
         long.push(0);

@@ -5,7 +5,8 @@
 
 use gangway_core::policy::{Backend, PolicyError, PolicySet};
 use gangway_core::{
-    AttemptEnd, FailureClass, JobSpec, JobState, RoundReport, Scheduler, ServerId, TopologyBuilder,
+    AttemptEnd, FailureClass, GpuRequest, JobSpec, JobState, RoundReport, Scheduler,
+    SchedulerError, ServerId, TopologyBuilder,
 };
 use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 use gangway_plugin_sdk::{
@@ -17,7 +18,7 @@ use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
 enum Op {
-    Submit { gpus: u32, vc: u8 },
+    Submit { gpus: u32, vc: u8, ask: u8 },
     Round { advance: u64 },
     End { pick: usize, outcome: u8, class: u8 },
     Down { server: usize },
@@ -28,8 +29,8 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => (prop_oneof![Just(1u32), Just(2), Just(3), Just(4), Just(8), Just(12), Just(16), Just(40)], 0u8..3)
-            .prop_map(|(gpus, vc)| Op::Submit { gpus, vc }),
+        4 => (prop_oneof![Just(1u32), Just(2), Just(3), Just(4), Just(8), Just(12), Just(16), Just(40)], 0u8..3, any::<u8>())
+            .prop_map(|(gpus, vc, ask)| Op::Submit { gpus, vc, ask }),
         4 => (0u64..400).prop_map(|advance| Op::Round { advance }),
         3 => (any::<usize>(), 0u8..4, 0u8..23).prop_map(|(pick, outcome, class)| Op::End { pick, outcome, class }),
         1 => any::<usize>().prop_map(|server| Op::Down { server }),
@@ -50,8 +51,72 @@ fn topology() -> impl Strategy<Value = (bool, Vec<Vec<u32>>)> {
     )
 }
 
-fn build(pods: bool, racks: &[Vec<u32>]) -> gangway_core::Topology {
+/// GPU types of a topology: how many (1 to 3), and whether a rack mixes
+/// them (server by server) or holds one (rack by rack).
+#[derive(Clone, Copy, Debug)]
+struct Typing {
+    types: u8,
+    mixed_racks: bool,
+}
+
+impl Typing {
+    const ONE: Typing = Typing {
+        types: 1,
+        mixed_racks: false,
+    };
+
+    /// The type of server `s` of rack `r`.
+    fn of(self, r: usize, s: usize) -> usize {
+        let n = usize::from(self.types.max(1));
+        if self.mixed_racks { (r + s) % n } else { r % n }
+    }
+
+    /// Memory of type `t`'s GPUs.
+    fn memory(t: usize) -> u32 {
+        16 * (t as u32 + 1)
+    }
+
+    /// What a job asks, from its random byte: some types in some order
+    /// (bit 0 clear: any type), sometimes a memory minimum; sometimes an
+    /// unknown type.
+    fn request(self, ask: u8) -> GpuRequest {
+        let n = usize::from(self.types);
+        let mut types: Vec<String> = if ask & 1 == 0 {
+            Vec::new()
+        } else {
+            (0..n)
+                .filter(|t| ask >> (1 + t) & 1 == 1)
+                .map(|t| format!("t{t}"))
+                .collect()
+        };
+        if ask & 0x10 != 0 {
+            types.reverse();
+        }
+        if ask & 0xe0 == 0xe0 {
+            types.push("nope".into());
+        }
+        let min_memory_gb = match ask >> 5 & 3 {
+            1 => 32,
+            2 => 48,
+            _ => 0,
+        };
+        GpuRequest {
+            types,
+            min_memory_gb,
+        }
+    }
+}
+
+fn typing() -> impl Strategy<Value = Typing> {
+    (1u8..4, any::<bool>()).prop_map(|(types, mixed_racks)| Typing { types, mixed_racks })
+}
+
+fn build_typed(pods: bool, racks: &[Vec<u32>], typing: Typing) -> gangway_core::Topology {
     let mut b = TopologyBuilder::new();
+    let types: Vec<_> = (0..usize::from(typing.types))
+        .filter(|_| typing.types > 1)
+        .map(|t| b.add_gpu_type(format!("t{t}"), Typing::memory(t)).unwrap())
+        .collect();
     let root = b.root();
     for (r, servers) in racks.iter().enumerate() {
         let parent = if pods {
@@ -61,7 +126,11 @@ fn build(pods: bool, racks: &[Vec<u32>]) -> gangway_core::Topology {
         };
         let rack = b.add_domain(parent, format!("rack{r}")).unwrap();
         for (s, g) in servers.iter().enumerate() {
-            b.add_server(rack, format!("r{r}s{s}"), *g).unwrap();
+            match types.get(typing.of(r, s)) {
+                Some(t) => b.add_server_of_type(rack, format!("r{r}s{s}"), *g, *t),
+                None => b.add_server(rack, format!("r{r}s{s}"), *g),
+            }
+            .unwrap();
         }
     }
     b.build().unwrap()
@@ -410,7 +479,36 @@ fn run(
     chaos: Option<u64>,
     quota: Option<u32>,
 ) -> Result<Vec<RoundReport>, TestCaseError> {
-    let mut sched = Scheduler::with_policies(build(topo.0, &topo.1), policies(chaos));
+    run_typed(topo, Typing::ONE, ops, chaos, quota)
+}
+
+/// Whether a gang of `gpus` asking `request` can ever run on `topo`: on
+/// one type it names (any, if none), with the memory, large enough.
+fn satisfiable(topo: &gangway_core::Topology, gpus: u32, request: &GpuRequest) -> bool {
+    let named_known = request
+        .types
+        .iter()
+        .all(|n| topo.gpu_type_by_name(n).is_some());
+    named_known
+        && topo.gpu_types().iter().enumerate().any(|(i, t)| {
+            let id = gangway_core::GpuTypeId(i as u8);
+            (request.types.is_empty() || request.types.contains(&t.name))
+                && t.memory_gb >= request.min_memory_gb
+                && topo.type_gpus(id) >= gpus
+        })
+}
+
+/// [`run`] on a topology with GPU types: jobs ask for types by their ops'
+/// `ask`, a refused request must be one no type satisfies, and every
+/// running gang is on one type it may use.
+fn run_typed(
+    topo: &(bool, Vec<Vec<u32>>),
+    typing: Typing,
+    ops: &[Op],
+    chaos: Option<u64>,
+    quota: Option<u32>,
+) -> Result<Vec<RoundReport>, TestCaseError> {
+    let mut sched = Scheduler::with_policies(build_typed(topo.0, &topo.1, typing), policies(chaos));
     let vcs: Vec<_> = (0..3)
         .map(|i| sched.virtual_cluster(&format!("vc{i}")))
         .collect();
@@ -422,7 +520,7 @@ fn run(
     let mut reports = Vec::new();
     for op in ops {
         match *op {
-            Op::Submit { gpus, vc } => {
+            Op::Submit { gpus, vc, ask } => {
                 let spec = JobSpec {
                     id: JobId(next_id),
                     vc: vcs[vc as usize],
@@ -431,10 +529,26 @@ fn run(
                     submitted_s: now,
                 };
                 next_id += 1;
-                if sched.submit(spec).is_ok() {
-                    submitted += 1;
+                if typing.types == 1 {
+                    if sched.submit(spec).is_ok() {
+                        submitted += 1;
+                    } else {
+                        prop_assert!(gpus > sched.topology().total_gpus());
+                    }
                 } else {
-                    prop_assert!(gpus > sched.topology().total_gpus());
+                    let request = typing.request(ask);
+                    match sched.submit_requesting(spec, &request) {
+                        Ok(()) => {
+                            prop_assert!(satisfiable(sched.topology(), gpus, &request));
+                            submitted += 1;
+                        }
+                        Err(SchedulerError::GpuRequest { .. }) => {
+                            prop_assert!(!satisfiable(sched.topology(), gpus, &request));
+                        }
+                        Err(e) => {
+                            prop_assert!(gpus > sched.topology().total_gpus(), "{e}");
+                        }
+                    }
                 }
             }
             Op::Round { advance } => {
@@ -583,6 +697,20 @@ proptest! {
         prop_assert_eq!(a, b, "same inputs, same decisions");
     }
 
+    /// On clusters of several GPU types, with jobs asking for types and
+    /// memory: every gang on one type it may use, whatever the policies.
+    #[test]
+    fn a_gang_never_spans_two_gpu_types(
+        topo in topology(),
+        typing in typing(),
+        ops in prop::collection::vec(op(), 1..160),
+        seed in prop::option::of(any::<u64>()),
+    ) {
+        let a = run_typed(&topo, typing, &ops, seed, Some(8))?;
+        let b = run_typed(&topo, typing, &ops, seed, Some(8))?;
+        prop_assert_eq!(a, b, "same inputs, same decisions");
+    }
+
     /// Reclaim and migration decisions that are often sound, so the core
     /// applies them (and rolls the unsound ones back) under random events.
     #[test]
@@ -608,6 +736,7 @@ fn chaos_policies_trigger_fallbacks() {
         ops.push(Op::Submit {
             gpus: [1, 2, 4, 8, 16][i % 5],
             vc: (i % 3) as u8,
+            ask: 0,
         });
         ops.push(Op::Round { advance: 30 });
         if i % 4 == 0 {
@@ -639,6 +768,7 @@ fn eager_decisions_are_applied() {
         ops.push(Op::Submit {
             gpus: [1, 2, 1, 8, 16, 3][i % 6],
             vc: (i % 3) as u8,
+            ask: 0,
         });
         ops.push(Op::Round { advance: 20 });
         ops.push(Op::End {

@@ -29,6 +29,22 @@ fn official_machine_list_loads() {
     assert_eq!(topo.total_gpus(), 2_490);
     let two = topo.servers().iter().filter(|s| s.gpus == 2).count();
     assert_eq!(two, 321);
+    // Its memory column gives two GPU types, one per machine generation.
+    let types: Vec<_> = topo
+        .gpu_types()
+        .iter()
+        .map(|t| (t.name.as_str(), t.memory_gb))
+        .collect();
+    assert_eq!(types, [("12GB", 12), ("24GB", 24)]);
+    let small = topo.gpu_type_by_name("12GB").unwrap();
+    let large = topo.gpu_type_by_name("24GB").unwrap();
+    assert_eq!(topo.type_gpus(small), 642);
+    assert_eq!(topo.type_gpus(large), 1_848);
+    assert!(
+        topo.servers()
+            .iter()
+            .all(|s| (s.gpus == 2) == (s.gpu_type == small))
+    );
     let sched = Scheduler::new(topo);
     sched.check_invariants().unwrap();
 }
@@ -47,4 +63,6 @@ fn revised_machine_list_loads() {
     assert_eq!(topo.total_gpus(), 3_205);
     assert_eq!(topo.servers().iter().filter(|s| s.gpus == 8).count(), 264);
     assert_eq!(topo.domains_at(gangway_plugin_sdk::Level(1)).len(), 23);
+    // No memory column: one GPU type.
+    assert!(!topo.is_heterogeneous());
 }

@@ -4,7 +4,10 @@
 -- Every job submitted to GANGWAY_PARTITION is held at submission (priority 0)
 -- with its GPU request recorded in its admin comment and cleared, so that the
 -- daemon can pin it to exact GPU indices (Slurm refuses to turn an untyped
--- GPU request into a typed one). Only root and the daemon's user may change or
+-- GPU request into a typed one). A typed request (--gres=gpu:a100:4,
+-- --gpus=a100:8) is recorded as it is: the daemon places it on nodes of that
+-- GPU type (the node feature its [gpu_types] names). --constraint stays on
+-- the job and is recorded too (--constraint=a100|h100 names GPU types). Only root and the daemon's user may change or
 -- release a job there: a user cannot release their own job past Gangway.
 -- scancel works as always.
 --
@@ -37,18 +40,10 @@ local function asks_gpus(spec)
    return spec ~= nil and string.find(spec, "gpu") ~= nil
 end
 
--- A typed GPU request (gres:gpu:a100:2) cannot be placed on exact indices.
-local function typed(spec)
-   if spec == nil then
-      return false
-   end
-   for item in string.gmatch(spec, "[^,]+") do
-      local _, colons = string.gsub(item, "[:/]", "")
-      if string.find(item, "gpu") and colons > 2 then
-         return true
-      end
-   end
-   return false
+-- Text recorded in the admin comment has no whitespace: the daemon reads the
+-- recorded request as space-separated fields.
+local function has_space(text)
+   return text ~= nil and string.find(text, "%s") ~= nil
 end
 
 function slurm_job_submit(job_desc, part_list, submit_uid)
@@ -75,8 +70,9 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
                      GANGWAY_PARTITION)
       return slurm.ERROR
    end
-   if typed(per_node) or typed(per_job) then
-      slurm.log_user("partition %s: ask for a GPU count, not a GPU type (Gangway chooses the GPUs)",
+   local features = job_desc.features or ""
+   if has_space(per_node) or has_space(per_job) or has_space(features) then
+      slurm.log_user("partition %s: a GPU request or --constraint with spaces cannot be placed",
                      GANGWAY_PARTITION)
       return slurm.ERROR
    end
@@ -85,8 +81,8 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
       nodes = ""
    end
    job_desc.admin_comment = string.format(
-      "gangway: held until Gangway places it [request tres_per_node=%s tres_per_job=%s nodes=%s]",
-      per_node, per_job, tostring(nodes))
+      "gangway: held until Gangway places it [request tres_per_node=%s tres_per_job=%s nodes=%s features=%s]",
+      per_node, per_job, tostring(nodes), features)
    job_desc.tres_per_node = ""
    job_desc.tres_per_job = ""
    job_desc.priority = 0

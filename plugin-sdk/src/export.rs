@@ -103,6 +103,18 @@ macro_rules! __gangway_export {
                     const { ::core::cell::RefCell::new(::std::vec::Vec::new()) };
             }
 
+            /// How many bytes this slot writes into the module's
+            /// `gangway:config-tree` section.
+            const CONFIG_TREE_LEN: usize = $crate::guest::config_tree_len::<$slot, super::$alias>();
+
+            /// The slot's name and a newline if its policy reads its options
+            /// as a configuration tree, nothing if it reads text: the host
+            /// reads the section to know which form to hand `init`.
+            #[used]
+            #[unsafe(link_section = "gangway:config-tree")]
+            static CONFIG_TREE: [u8; CONFIG_TREE_LEN] =
+                $crate::guest::config_tree_entry::<$slot, super::$alias, CONFIG_TREE_LEN>();
+
             struct Export;
 
             impl exports::gangway::policy::$iface::Guest for Export {

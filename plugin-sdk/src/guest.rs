@@ -16,7 +16,7 @@ use std::cell::RefCell;
 use std::sync::OnceLock;
 use std::thread::LocalKey;
 
-use crate::{Configure, LogLevel, Manifest, Policy, SlotContract};
+use crate::{ConfigForm, Configure, LogLevel, Manifest, Policy, SlotContract};
 
 /// wit-bindgen, re-exported so policy crates need not depend on it.
 #[doc(hidden)]
@@ -55,6 +55,34 @@ thread_local! {
     /// The buffer replies are encoded into (before their exact-size copy,
     /// or kept for the host to read, contract 2.1).
     static REPLY: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The length of slot `S`'s entry in the module's `gangway:config-tree`
+/// custom section ([`crate::CONFIG_TREE_SECTION`]) when its policy is `P`:
+/// its name and a newline if `P` reads a configuration tree, else 0.
+#[doc(hidden)]
+pub const fn config_tree_len<S: SlotContract, P: Configure>() -> usize {
+    match P::CONFIG_FORM {
+        ConfigForm::Tree => S::NAME.len() + 1,
+        ConfigForm::Text => 0,
+    }
+}
+
+/// Slot `S`'s entry in the `gangway:config-tree` section, of
+/// [`config_tree_len`] bytes.
+#[doc(hidden)]
+pub const fn config_tree_entry<S: SlotContract, P: Configure, const N: usize>() -> [u8; N] {
+    let mut out = [0u8; N];
+    let name = S::NAME.as_bytes();
+    let mut i = 0;
+    while i < N && i < name.len() {
+        out[i] = name[i];
+        i += 1;
+    }
+    if N > 0 {
+        out[N - 1] = b'\n';
+    }
+    out
 }
 
 /// The `init` export of slot `S`: configures the policy and answers its

@@ -90,16 +90,22 @@ mod manifest;
 pub mod room;
 mod slot_contract;
 mod slots;
+pub mod sort;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod view;
 pub mod wire;
 
-pub use config::{ConfigError, Configure, config_text, no_options, parse_options};
-pub use ids::{JobId, Level, ServerId, VcId};
+#[cfg(not(target_arch = "wasm32"))]
+pub use config::config_tree;
+pub use config::{
+    CONFIG_TREE_SECTION, ConfigError, ConfigForm, Configure, config_text, no_options,
+    parse_options, read_options,
+};
+pub use ids::{GpuTypeId, GpuTypeSet, JobId, Level, ServerId, VcId};
 pub use log::{LogLevel, log};
 pub use manifest::{Manifest, QueueOrder, RunningScope};
-pub use slot_contract::{InvalidDecision, Policy, SlotContract, WorkCost};
+pub use slot_contract::{InvalidDecision, Policy, SlotContract, ViewSize, WorkCost};
 pub use slots::{
     Backfill, Defragment, DefragmentDecision, DefragmentPolicy, DefragmentView, FailedAttempt,
     FailureClass, Fairness, FairnessDecision, FairnessPolicy, FairnessView, FifoQuota, Fixed, Gang,

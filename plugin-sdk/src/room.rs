@@ -123,7 +123,9 @@ impl Top {
     fn new(values: impl Iterator<Item = (u64, usize)>, bound: usize) -> Top {
         let mut entries: Vec<(u64, usize)> = values.filter(|(v, _)| *v > 0).collect();
         if entries.len() > bound {
-            entries.select_nth_unstable_by(bound, |a, b| b.0.cmp(&a.0));
+            // Largest first (which of equal values are kept does not
+            // change the sum, nor any sum after a raise).
+            crate::sort::by_key(&mut entries, |(v, _)| [!*v, 0, 0]);
             entries.truncate(bound);
         }
         let sum = entries.iter().map(|(v, _)| v).sum();
@@ -235,7 +237,7 @@ impl Room {
         let n = self.free.len();
         let mut servers: Vec<usize> = (0..n).collect();
         if grouping == Grouping::Domain {
-            servers.sort_by_key(|i| (self.key(*i, grouping), *i));
+            crate::sort::by_key(&mut servers, |i| [self.key(*i, grouping), *i as u64, 0]);
         }
         let mut ranges: Vec<(u64, Range<usize>)> = Vec::new();
         let mut group_of = vec![usize::MAX; n];
@@ -312,7 +314,7 @@ impl Room {
             self.free[*i] = self.free[*i].saturating_add(*g);
         }
         let mut members: Vec<usize> = groups.servers[answer.group].to_vec();
-        members.sort_by_key(|i| (std::cmp::Reverse(self.free[*i]), *i));
+        crate::sort::by_key(&mut members, |i| [!u64::from(self.free[*i]), *i as u64, 0]);
         let mut left = gpus;
         for i in members {
             if left == 0 {
@@ -382,7 +384,7 @@ impl Room {
                 inside.push((g, at, j));
             }
         }
-        inside.sort_unstable_by_key(|(g, at, _)| (*g, *at));
+        crate::sort::by_key(&mut inside, |(g, at, _)| [*g as u64, *at as u64, 0]);
         inside
     }
 
@@ -563,7 +565,7 @@ mod tests {
                 return members.iter().map(free).sum::<u64>() >= u64::from(gpus);
             }
             let mut frees: Vec<u64> = members.iter().map(free).collect();
-            frees.sort_unstable_by(|a, b| b.cmp(a));
+            crate::sort::by_key(&mut frees, |f| [!*f, 0, 0]);
             frees.iter().take(limit.max_servers as usize).sum::<u64>() >= u64::from(gpus)
         }
 
@@ -605,7 +607,7 @@ mod tests {
             type Choice = (usize, u32, usize, u64, Vec<JobId>, HashMap<usize, u32>);
             let mut best: Option<Choice> = None;
             let mut keys: Vec<u64> = groups.keys().copied().collect();
-            keys.sort_unstable();
+            crate::sort::by_key(&mut keys, |k| [*k, 0, 0]);
             for key in keys {
                 let members = &groups[&key];
                 let mut extra: HashMap<usize, u32> = HashMap::default();
@@ -643,7 +645,7 @@ mod tests {
             }
             // Take the gang's GPUs from the group, largest holes first.
             let mut members = groups.remove(&key).unwrap_or_default();
-            members.sort_by_key(|i| (std::cmp::Reverse(self.free[*i]), *i));
+            crate::sort::by_key(&mut members, |i| [!u64::from(self.free[*i]), *i as u64, 0]);
             let mut left = gpus;
             for i in members {
                 if left == 0 {

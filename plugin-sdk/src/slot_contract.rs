@@ -39,29 +39,59 @@ impl InvalidDecision {
 }
 
 /// What one call of a slot's built-in policies costs at most, in fuel units
-/// (about one per Wasm instruction), measured on their Wasm modules: a
-/// fixed part (decoding, set-up) and a part per job in the view
-/// ([`SlotContract::view_jobs`]).
+/// (about one per Wasm instruction), measured on their Wasm modules over
+/// the largest views of Philly-scale replays: a fixed part (decoding,
+/// set-up) and parts per job and per server in the view
+/// ([`SlotContract::view_size`]).
 ///
 /// ```
-/// use gangway_plugin_sdk::WorkCost;
-/// let cost = WorkCost { per_call: 30_000, per_job: 1_000 };
+/// use gangway_plugin_sdk::{ViewSize, WorkCost};
+/// let cost = WorkCost { per_call: 30_000, per_job: 1_000, ..WorkCost::default() };
 /// assert_eq!(cost.of(10), 40_000);
+/// let servers = WorkCost { per_server: 10, ..cost };
+/// assert_eq!(servers.of_size(ViewSize { jobs: 10, servers: 30 }), 40_300);
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WorkCost {
     /// Fuel of a call whatever the view's size.
     pub per_call: u64,
     /// Fuel per job in the view.
     pub per_job: u64,
+    /// Fuel per server in the view.
+    pub per_server: u64,
 }
 
 impl WorkCost {
-    /// The cost of a call on a view of `jobs` jobs.
+    /// No cost at all (to fill the parts a slot's cost does not have, in a
+    /// `const`).
+    pub const NONE: WorkCost = WorkCost {
+        per_call: 0,
+        per_job: 0,
+        per_server: 0,
+    };
+
+    /// The cost of a call on a view of `jobs` jobs (and nothing else).
     pub const fn of(&self, jobs: usize) -> u64 {
         self.per_call
             .saturating_add(self.per_job.saturating_mul(jobs as u64))
     }
+
+    /// The cost of a call on a view of `size`.
+    pub const fn of_size(&self, size: ViewSize) -> u64 {
+        self.per_call
+            .saturating_add(self.per_job.saturating_mul(size.jobs))
+            .saturating_add(self.per_server.saturating_mul(size.servers))
+    }
+}
+
+/// What a view holds that a call's cost may grow with
+/// ([`SlotContract::view_size`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ViewSize {
+    /// Jobs, of every list of the view.
+    pub jobs: u64,
+    /// Servers.
+    pub servers: u64,
 }
 
 /// One slot of the contract, described once: its [`Slot`], its view and
@@ -83,8 +113,9 @@ pub trait SlotContract: Copy + Default + Send + Sync + std::fmt::Debug + 'static
     /// defragment slots' `none`): a host then neither builds the slot's
     /// view nor calls it.
     const FALLBACK_DECIDES_NOTHING: bool = false;
-    /// What a call of the slot's built-in policies costs at most, in fuel:
-    /// the measure a host holds a module's work to (a module may use a
+    /// What a call of the slot's built-in policies costs at most, in fuel,
+    /// on a view of a given size ([`SlotContract::view_size`]): the
+    /// measure a host holds a module's work to (a module may use a
     /// multiple of it over its recent calls, see the core's `WorkBudget`).
     const WORK: WorkCost;
     /// What the policy sees each round.
@@ -117,8 +148,17 @@ pub trait SlotContract: Copy + Default + Send + Sync + std::fmt::Debug + 'static
     /// applies the decision.)
     fn validate(view: &Self::View, decision: &Self::Decision) -> Result<(), InvalidDecision>;
 
-    /// How many jobs `view` holds: what a call's cost may grow with.
+    /// How many jobs `view` holds.
     fn view_jobs(view: &Self::View) -> usize;
+
+    /// What `view` holds that a call's cost may grow with: by default its
+    /// jobs ([`SlotContract::view_jobs`]).
+    fn view_size(view: &Self::View) -> ViewSize {
+        ViewSize {
+            jobs: Self::view_jobs(view) as u64,
+            ..ViewSize::default()
+        }
+    }
 
     /// The view of an idle cluster summarised by `cluster`, with virtual
     /// clusters `vcs`: no job waits, runs or failed (what a host calls a

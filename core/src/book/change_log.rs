@@ -9,7 +9,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use gangway_plugin_sdk::wire::KnownChanges;
 use gangway_plugin_sdk::{JobId, VcId};
 
-use crate::policy::Stamp;
+/// A point in a scheduler's change log: the state a view was built from.
+/// A backend keeps the stamp of the view it last answered and asks
+/// [`crate::policy::ViewChanges::since`] what changed after it. Stamps of another
+/// scheduler (or of one restored from a snapshot) are never confused with
+/// this one's: asking with them answers "unknown".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    pub(crate) log: u64,
+    pub(crate) at: u64,
+}
 
 /// Ids for logs: a stamp of one log means nothing to another (a restored
 /// or cloned book starts a new one).

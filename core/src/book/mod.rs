@@ -16,6 +16,7 @@ mod check;
 mod queue;
 mod running;
 mod table;
+mod types;
 mod vcs;
 mod waits;
 
@@ -23,21 +24,25 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use gangway_plugin_sdk::{
-    JobId, Level, PendingJob, QueueOrder, RetryAction, VcId, VcUsage, WaitReason,
+    GpuTypeId, JobId, PendingJob, QueueOrder, RetryAction, VcId, VcUsage, WaitReason,
 };
 use rustc_hash::FxHashMap;
 
 use crate::job::{AttemptEnd, AttemptFailure, FinalStatus, JobRecord, JobSpec, JobState};
 use crate::placement::{PlacementChoice, Scope};
+use crate::reach::Reach;
 use crate::scheduler_error::SchedulerError;
 use crate::state::{ClusterState, Placement};
 use crate::topology::Topology;
 
 pub(crate) use change_log::ChangeLog;
+pub use change_log::Stamp;
 use queue::QueueIndex;
 pub(crate) use queue::Queued;
 pub(crate) use running::{RunningIndex, Started, stoppable};
 use table::JobTable;
+
+use crate::server_set::ServerSet;
 pub(crate) use table::attained_at;
 pub(crate) use vcs::Vcs;
 pub use vcs::VirtualCluster;
@@ -61,6 +66,13 @@ pub(crate) struct JobBook {
     pub(crate) vcs: Vcs,
     /// Sticky reservation scopes of blocked jobs.
     pub(crate) reservations: BTreeMap<JobId, Scope>,
+    /// The servers a job may be placed on, where the host restricted it.
+    pub(crate) allowed: FxHashMap<JobId, Arc<ServerSet>>,
+    /// The GPU types each job may run on, most preferred first: every
+    /// job's on a cluster of several types, none on a cluster of one.
+    pub(crate) gpu_types: FxHashMap<JobId, Arc<[GpuTypeId]>>,
+    /// Where each job of `gpu_types` may be placed (see [`Reach`]).
+    reach: FxHashMap<JobId, Arc<Reach>>,
     /// The pending jobs of the last round's fairness view, with the reason
     /// each waited for (a job leaves it when it stops being pending).
     last_view: FxHashMap<JobId, WaitReason>,
@@ -83,6 +95,9 @@ impl JobBook {
             awaiting_retry: BTreeSet::new(),
             vcs: Vcs::default(),
             reservations: BTreeMap::new(),
+            allowed: FxHashMap::default(),
+            gpu_types: FxHashMap::default(),
+            reach: FxHashMap::default(),
             last_view: FxHashMap::default(),
             prev_view_round_s: None,
         }
@@ -150,8 +165,8 @@ impl JobBook {
 
     /// A pending job's queue entry: as policies see it, and since when.
     pub(crate) fn queued(&self, job: &JobRecord) -> Queued {
-        let topo = &self.topology;
         let gpus = job.next_gpus();
+        let (min_level, min_servers) = self.min_spread(job.spec.id, gpus);
         let since_s = match job.state {
             JobState::Pending { since_s, .. } => since_s,
             _ => 0,
@@ -167,8 +182,8 @@ impl JobBook {
                 waiting_s: 0,
                 attempts: job.attempts,
                 attained_gpu_s: job.attained_gpu_s,
-                min_level: topo.min_level_for(gpus).unwrap_or(Level::ANY),
-                min_servers: topo.min_servers_for(gpus).unwrap_or(u32::MAX),
+                min_level,
+                min_servers,
             },
         }
     }
@@ -225,9 +240,27 @@ impl JobBook {
 
     // ---- Changing ------------------------------------------------------
 
-    /// Adds a just-submitted job, pending from its submit time. Refuses a
-    /// repeated id, no GPUs, more GPUs than the cluster has, an unknown VC.
-    pub(crate) fn submit(&mut self, spec: JobSpec) -> Result<(), SchedulerError> {
+    /// Adds a just-submitted job, pending from its submit time, allowed on
+    /// `types` (most preferred first; `None` on a cluster of one type).
+    /// Refuses what [`JobBook::check_submit`] refuses.
+    pub(crate) fn submit(
+        &mut self,
+        spec: JobSpec,
+        types: Option<Arc<[GpuTypeId]>>,
+    ) -> Result<(), SchedulerError> {
+        self.check_submit(&spec)?;
+        let (id, since) = (spec.id, spec.submitted_s);
+        if let Some(types) = types {
+            self.set_gpu_types(id, types);
+        }
+        self.records.insert(id, JobRecord::submitted(spec));
+        self.enqueue(id, since);
+        Ok(())
+    }
+
+    /// Refuses a repeated id, no GPUs, more GPUs than the cluster has, an
+    /// unknown VC.
+    pub(crate) fn check_submit(&self, spec: &JobSpec) -> Result<(), SchedulerError> {
         let id = spec.id;
         if self.records.contains_key(&id) {
             return Err(SchedulerError::DuplicateJob(id));
@@ -249,9 +282,6 @@ impl JobBook {
                 vc: spec.vc,
             });
         }
-        let since = spec.submitted_s;
-        self.records.insert(id, JobRecord::submitted(spec));
-        self.enqueue(id, since);
         Ok(())
     }
 
@@ -677,6 +707,8 @@ impl JobBook {
             });
         }
         self.last_view.remove(&id);
+        self.allowed.remove(&id);
+        self.forget_types(id);
         self.records
             .remove(&id)
             .ok_or(SchedulerError::UnknownJob(id))
@@ -686,10 +718,15 @@ impl JobBook {
     pub(crate) fn forget_finished(&mut self) -> usize {
         let before = self.records.len();
         let last_view = &mut self.last_view;
+        let allowed = &mut self.allowed;
+        let (gpu_types, reach) = (&mut self.gpu_types, &mut self.reach);
         self.records.retain(|id, j| {
             let finished = matches!(j.state, JobState::Finished { .. });
             if finished {
                 last_view.remove(id);
+                allowed.remove(id);
+                gpu_types.remove(id);
+                reach.remove(id);
             }
             !finished
         });

@@ -1,7 +1,7 @@
 //! The running jobs as the reclaim and defragment views show them, by id,
 //! and each VC's running jobs by start: what a give-back walk reads newest
 //! first without sorting every running job. Foreign load
-//! ([`crate::reconcile::FOREIGN_USER`]) is by id only: no walk gives it back.
+//! ([`crate::job::FOREIGN_USER`]) is by id only: no walk gives it back.
 
 use std::collections::BTreeMap;
 
@@ -28,7 +28,7 @@ pub(crate) struct RunningIndex {
 
 /// Whether a policy may stop or move `job`: not foreign load.
 pub(crate) fn stoppable(job: &RunningJob) -> bool {
-    job.user != crate::reconcile::FOREIGN_USER
+    job.user != crate::job::FOREIGN_USER
 }
 
 impl RunningIndex {

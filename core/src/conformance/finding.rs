@@ -23,6 +23,8 @@ pub struct Report {
     pub slowest_us: u128,
     /// The most jobs in one view.
     pub max_jobs: usize,
+    /// Calls of the history check (see [`super::Options::history`]).
+    pub history: usize,
     /// Scheduler scenarios run, and their rounds.
     pub scenarios: usize,
     /// Rounds of those scenarios.
@@ -61,6 +63,13 @@ pub enum FindingKind {
     Liveness(String),
     /// The whole check took longer than [`super::Options::time_limit`].
     OutOfTime(Duration),
+    /// Asked again after a long history of calls on the same instance, a
+    /// view got another answer than the first time: its answers depend on
+    /// what the instance saw before.
+    HistoryDependent {
+        /// The calls the instance had answered when it answered otherwise.
+        calls: usize,
+    },
 }
 
 /// A broken rule, with the smallest view that shows it.
@@ -176,6 +185,11 @@ pub(crate) fn describe(kind: &FindingKind) -> String {
         FindingKind::Scenario(m) => format!("in a scheduler scenario: {m}"),
         FindingKind::Liveness(m) => format!("liveness: {m}"),
         FindingKind::OutOfTime(d) => format!("the check took more than {d:?}"),
+        FindingKind::HistoryDependent { calls } => format!(
+            "after {calls} calls on one instance it answered a view otherwise than the first \
+             time; decisions must be a pure function of the view, whatever the instance saw \
+             before"
+        ),
     }
 }
 

@@ -25,10 +25,21 @@
 //! * it is deterministic: the same view again, and a freshly made instance,
 //!   give the same answer;
 //! * it stays within [`Options::time_per_job`] per job of the view (plus a
-//!   base allowance), so a round's cost stays proportional to its view.
+//!   base allowance), so a round's cost stays proportional to its view;
+//! * its answers do not depend on its history: after the generated views,
+//!   the same instance is asked them again, with the slot's largest views
+//!   ([`SlotViews::largest`]) among them, for [`Options::history`] calls
+//!   in all, and each answer must be the first one that view got.
 //!
-//! And, through the real [`crate::Scheduler`] with the policy in its slot,
-//! on generated cluster scenarios ([`scenario`]): invariants hold after every
+//! A Wasm module is checked as hosts run it: under the engine's budgets
+//! (the work budget included), and a 2.1 module's `-buffered` twin is
+//! checked against the slot's own function on every call, the function
+//! running on an instance of its own that lives as long as the twin's, so
+//! both have long histories.
+//!
+//! And, through the real [`crate::Scheduler`] with the policy in its slot
+//! (the same instance from scenario to scenario, after its history), on
+//! generated cluster scenarios ([`scenario`]): invariants hold after every
 //! round, no job is lost, no gang starts half; with
 //! [`Options::liveness`], the oldest job that could start does start once
 //! the arrivals stop.
@@ -75,12 +86,16 @@ pub struct Options {
     /// shrinking a failure, scenarios); `None`: no limit. Shrinking a
     /// failure never takes more than a third of it (or 20 s).
     pub time_limit: Option<Duration>,
+    /// Calls made on the instance of the generated views after them, each
+    /// on a view it answered before or one of the slot's largest views,
+    /// each answer compared with that view's first (0: none).
+    pub history: u32,
 }
 
 impl Default for Options {
     /// 256 views, 16 scenarios, 1 ms per job plus 100 ms: generous enough
     /// for a debug build on a busy machine, tight enough to catch a policy
-    /// quadratic in its queue.
+    /// quadratic in its queue; a history of 2,000 calls.
     fn default() -> Self {
         Options {
             cases: 256,
@@ -90,16 +105,18 @@ impl Default for Options {
             scenarios: 16,
             liveness: false,
             time_limit: None,
+            history: 2_000,
         }
     }
 }
 
 impl Options {
-    /// A quicker check: 64 views and 4 scenarios.
+    /// A quicker check: 64 views, 4 scenarios, a history of 200 calls.
     pub fn quick() -> Options {
         Options {
             cases: 64,
             scenarios: 4,
+            history: 200,
             ..Options::default()
         }
     }

@@ -2,16 +2,20 @@
 //! smallest view that fails the same way.
 
 use std::cell::RefCell;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use gangway_plugin_sdk::wire;
+use gangway_plugin_sdk::{Manifest, wire};
+use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 
 use gangway_plugin_sdk::testing::SlotViews;
 
 use super::finding::{Finding, FindingKind, Report, Repro, describe, marker};
 use super::{Options, scenario};
-use crate::policy::{BoxedBackend, PolicyError, PolicyErrorKind};
+use crate::policy::{
+    Backend, BoxedBackend, PolicyError, PolicyErrorKind, PolicyOrigin, ViewChanges,
+};
 use gangway_plugin_sdk::SlotContract;
 
 /// The Rust line that rebuilds `view` of slot `S`.
@@ -29,7 +33,12 @@ struct State<S: SlotContract> {
     report: Report,
     /// The failure behind the test case that failed, in full.
     failure: Option<FindingKind>,
+    /// Views answered, with their first answers (at most [`SEEN`]).
+    seen: Vec<(S::View, S::Decision)>,
 }
+
+/// How many answered views the history asks again.
+const SEEN: usize = 256;
 
 /// Checks slot `S` of the policy `factory` makes (a fresh instance per
 /// call), on generated views and in scheduler scenarios. A failing view is
@@ -44,6 +53,7 @@ pub fn check<S: SlotContract + SlotViews>(
         backend: factory()?,
         report: empty_report::<S>(name),
         failure: None,
+        seen: Vec::new(),
     });
     let factory = RefCell::new(factory);
     let started = Instant::now();
@@ -72,8 +82,8 @@ pub fn check<S: SlotContract + SlotViews>(
             }
         }
     });
-    let mut report = match result {
-        Ok(()) => state.into_inner().report,
+    let mut st = match result {
+        Ok(()) => state.into_inner(),
         Err(error) => {
             let failed = Failed {
                 error,
@@ -84,10 +94,143 @@ pub fn check<S: SlotContract + SlotViews>(
             return Err(failed.finding::<S>(name, factory.into_inner(), options));
         }
     };
-    let (scenarios, rounds) = scenario::run::<S>(name, factory.into_inner(), options)?;
+    history::<S>(&mut st, options, started).map_err(|(kind, view)| Finding {
+        slot: S::SLOT,
+        policy: name.to_string(),
+        kind,
+        repro: view.map(|v| {
+            Box::new(Repro {
+                view: repro::<S>(&v),
+                decision: None,
+                maker: format!(
+                    "Box::new(gangway_core::policy::Native::new({name:?}, your_policy()))"
+                ),
+            })
+        }),
+    })?;
+    // The same instance, with its history, in every scenario.
+    let shared = Shared {
+        name: st.backend.name().to_string(),
+        backend: Arc::new(Mutex::new(st.backend)),
+    };
+    let (scenarios, rounds) = scenario::run::<S>(
+        name,
+        &mut || Ok(Box::new(shared.clone()) as BoxedBackend<S>),
+        options,
+    )?;
+    let mut report = st.report;
     report.scenarios = scenarios;
     report.rounds = rounds;
     Ok(report)
+}
+
+/// The history check (see [`Options::history`]): the instance that answered
+/// the generated views is asked them again, and the slot's largest views,
+/// for `options.history` calls; each answer must be that view's first.
+/// A failure comes with the view that showed it.
+fn history<S: SlotContract + SlotViews>(
+    st: &mut State<S>,
+    options: &Options,
+    started: Instant,
+) -> Result<(), (FindingKind, Option<S::View>)> {
+    if options.history == 0 || st.seen.is_empty() {
+        return Ok(());
+    }
+    let mut runner = runner(options, Duration::ZERO);
+    let largest: Vec<S::View> = (0..LARGEST)
+        .filter_map(|_| S::largest().new_tree(&mut runner).ok().map(|t| t.current()))
+        .collect();
+    for view in largest {
+        let answer = st
+            .backend
+            .decide(&view)
+            .map_err(|e| (FindingKind::Failed(e.kind), Some(view.clone())))?;
+        S::validate(&view, &answer)
+            .map_err(|e| (FindingKind::Invalid(e.into()), Some(view.clone())))?;
+        st.report.calls += 1;
+        st.report.max_jobs = st.report.max_jobs.max(S::view_jobs(&view));
+        st.seen.push((view, answer));
+    }
+    for call in 0..options.history as usize {
+        if options.time_limit.is_some_and(|l| started.elapsed() > l) {
+            return Err((
+                FindingKind::OutOfTime(options.time_limit.unwrap_or_default()),
+                None,
+            ));
+        }
+        let (view, first) = &st.seen[call % st.seen.len()];
+        let answer = st
+            .backend
+            .decide(view)
+            .map_err(|e| (FindingKind::Failed(e.kind), Some(view.clone())))?;
+        st.report.calls += 1;
+        st.report.history += 1;
+        if answer != *first {
+            let calls = st.report.calls;
+            return Err((FindingKind::HistoryDependent { calls }, Some(view.clone())));
+        }
+    }
+    Ok(())
+}
+
+/// How many of the slot's largest views the history asks.
+const LARGEST: usize = 4;
+
+/// One backend shared by the scenarios of a check, so a policy's instance
+/// keeps its history from one to the next.
+struct Shared<S: SlotContract> {
+    name: String,
+    backend: Arc<Mutex<BoxedBackend<S>>>,
+}
+
+impl<S: SlotContract> Clone for Shared<S> {
+    fn clone(&self) -> Self {
+        Shared {
+            name: self.name.clone(),
+            backend: self.backend.clone(),
+        }
+    }
+}
+
+impl<S: SlotContract> Shared<S> {
+    fn with<R>(&self, f: impl FnOnce(&mut BoxedBackend<S>) -> R) -> R {
+        let mut backend = self
+            .backend
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        f(&mut backend)
+    }
+}
+
+impl<S: SlotContract> Backend<S> for Shared<S> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn decide(&mut self, view: &S::View) -> Result<S::Decision, PolicyError> {
+        self.with(|b| b.decide(view))
+    }
+    fn decide_with_changes(
+        &mut self,
+        view: &S::View,
+        changes: &ViewChanges<'_>,
+    ) -> Result<S::Decision, PolicyError> {
+        self.with(|b| b.decide_with_changes(view, changes))
+    }
+    fn manifest(&self) -> Manifest {
+        self.with(|b| b.manifest())
+    }
+    fn prepare_round(&mut self) {
+        self.with(|b| b.prepare_round());
+    }
+    fn report(&mut self, outcome: Result<(), &PolicyError>) {
+        self.with(|b| b.report(outcome));
+    }
+    fn origin(&self) -> PolicyOrigin {
+        self.with(|b| b.origin())
+    }
+    fn is_noop(&self) -> bool {
+        self.with(|b| b.is_noop())
+    }
 }
 
 /// The view generator of a check: `options.cases` views from
@@ -170,6 +313,7 @@ fn empty_report<S: SlotContract>(name: &str) -> Report {
         calls: 0,
         slowest_us: 0,
         max_jobs: 0,
+        history: 0,
         scenarios: 0,
         rounds: 0,
     }
@@ -209,6 +353,7 @@ fn smallest<S: SlotContract + SlotViews>(
                 backend,
                 report: empty_report::<S>(name),
                 failure: None,
+                seen: Vec::new(),
             };
             if let Err(k) = one_view::<S>(&mut st, &candidate, options, &mut *factory)
                 && signature(&k) == same
@@ -290,6 +435,9 @@ fn one_view<S: SlotContract + SlotViews>(
     let (again, _) = call(&mut st.backend, &mut st.report);
     if again.map_err(|e| FindingKind::Failed(e.kind))? != first {
         return Err(FindingKind::Nondeterministic { fresh: false });
+    }
+    if st.seen.len() < SEEN {
+        st.seen.push((view.clone(), first.clone()));
     }
     if st.report.views.is_multiple_of(16) {
         let mut other = fresh().map_err(|f| match f.kind {

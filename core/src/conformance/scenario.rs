@@ -135,61 +135,121 @@ pub(crate) fn one<S: SlotContract>(
     scenario: &Scenario,
     liveness: bool,
 ) -> Result<usize, FindingKind> {
-    let mut b = TopologyBuilder::new();
-    let root = b.root();
-    for (i, rack) in scenario.racks.iter().enumerate() {
-        let domain = b
-            .add_domain(root, format!("rack{i}"))
-            .map_err(|e| fail(scenario, 0, e.to_string()))?;
-        for (j, g) in rack.iter().enumerate() {
-            b.add_server(domain, format!("r{i}s{j}"), *g)
-                .map_err(|e| fail(scenario, 0, e.to_string()))?;
-        }
-    }
-    let topo = b.build().map_err(|e| fail(scenario, 0, e.to_string()))?;
-    let mut sched = Scheduler::with_policies(topo, PolicySet::fallbacks().with::<S>(backend));
-    let vcs: Vec<_> = scenario
-        .quotas
-        .iter()
-        .enumerate()
-        .map(|(i, q)| {
-            let vc = sched.virtual_cluster(&format!("vc{i}"));
-            sched.set_quota(vc, *q);
-            vc
-        })
-        .collect();
-    // When each running job's attempt ends, and how.
-    let mut ends: BTreeMap<JobId, u64> = BTreeMap::new();
-    let mut failures_left: Vec<u32> = scenario.jobs.iter().map(|j| j.failures).collect();
-    let mut next = 0usize;
-    let mut t = 0u64;
-    let mut rounds = 0usize;
+    let mut drive = Drive::<S>::new(backend, scenario)?;
     let last_arrival = scenario.jobs.last().map_or(0, |j| j.submit_s);
-    let total = sched.topology().total_gpus();
     loop {
-        while let Some(j) = scenario.jobs.get(next).filter(|j| j.submit_s <= t) {
+        drive.arrive()?;
+        drive.end_due()?;
+        let idle = drive.round()?;
+        if drive.next >= scenario.jobs.len()
+            && (idle || drive.t > last_arrival + TAIL_ROUNDS * ROUND_S)
+        {
+            break;
+        }
+        drive.t += ROUND_S;
+    }
+    if liveness {
+        drive.liveness(name, last_arrival)?;
+    }
+    Ok(drive.rounds)
+}
+
+/// A scenario being driven: the scheduler, its clock and what is due.
+struct Drive<'a, S> {
+    scenario: &'a Scenario,
+    sched: Scheduler,
+    vcs: Vec<crate::VcId>,
+    /// When each running job's attempt ends.
+    ends: BTreeMap<JobId, u64>,
+    /// Failures each job has still to go through before it passes.
+    failures_left: Vec<u32>,
+    /// The next job to arrive.
+    next: usize,
+    t: u64,
+    rounds: usize,
+    _slot: std::marker::PhantomData<S>,
+}
+
+impl<'a, S: SlotContract> Drive<'a, S> {
+    /// The scenario's cluster and virtual clusters, the policy in its slot.
+    fn new(backend: BoxedBackend<S>, scenario: &'a Scenario) -> Result<Self, FindingKind> {
+        let mut b = TopologyBuilder::new();
+        let root = b.root();
+        for (i, rack) in scenario.racks.iter().enumerate() {
+            let domain = b
+                .add_domain(root, format!("rack{i}"))
+                .map_err(|e| fail(scenario, 0, e.to_string()))?;
+            for (j, g) in rack.iter().enumerate() {
+                b.add_server(domain, format!("r{i}s{j}"), *g)
+                    .map_err(|e| fail(scenario, 0, e.to_string()))?;
+            }
+        }
+        let topo = b.build().map_err(|e| fail(scenario, 0, e.to_string()))?;
+        let mut sched = Scheduler::with_policies(topo, PolicySet::fallbacks().with::<S>(backend));
+        let vcs = scenario
+            .quotas
+            .iter()
+            .enumerate()
+            .map(|(i, q)| {
+                let vc = sched.virtual_cluster(&format!("vc{i}"));
+                sched.set_quota(vc, *q);
+                vc
+            })
+            .collect();
+        Ok(Drive {
+            scenario,
+            sched,
+            vcs,
+            ends: BTreeMap::new(),
+            failures_left: scenario.jobs.iter().map(|j| j.failures).collect(),
+            next: 0,
+            t: 0,
+            rounds: 0,
+            _slot: std::marker::PhantomData,
+        })
+    }
+
+    fn fail(&self, what: String) -> FindingKind {
+        fail(self.scenario, self.t, what)
+    }
+
+    /// Submits the jobs that have arrived by now.
+    fn arrive(&mut self) -> Result<(), FindingKind> {
+        while let Some(j) = self
+            .scenario
+            .jobs
+            .get(self.next)
+            .filter(|j| j.submit_s <= self.t)
+        {
             let spec = JobSpec {
-                id: JobId(next as u64),
-                vc: vcs[j.vc as usize % vcs.len()],
+                id: JobId(self.next as u64),
+                vc: self.vcs[j.vc as usize % self.vcs.len()],
                 user: 0,
                 gpus: j.gpus,
                 submitted_s: j.submit_s,
             };
-            sched
+            self.sched
                 .submit(spec)
-                .map_err(|e| fail(scenario, t, e.to_string()))?;
-            next += 1;
+                .map_err(|e| self.fail(e.to_string()))?;
+            self.next += 1;
         }
-        let due: Vec<JobId> = ends
+        Ok(())
+    }
+
+    /// Ends the attempts due by now: failed while the job has failures
+    /// left, passed after.
+    fn end_due(&mut self) -> Result<(), FindingKind> {
+        let due: Vec<JobId> = self
+            .ends
             .iter()
-            .filter(|(_, end)| **end <= t)
+            .filter(|(_, end)| **end <= self.t)
             .map(|(id, _)| *id)
             .collect();
         for id in due {
-            ends.remove(&id);
-            let i = id.0 as usize;
-            let end = if failures_left[i] > 0 {
-                failures_left[i] -= 1;
+            self.ends.remove(&id);
+            let left = &mut self.failures_left[id.0 as usize];
+            let end = if *left > 0 {
+                *left -= 1;
                 AttemptEnd::Failed {
                     class: FailureClass::Unknown,
                     last: false,
@@ -197,74 +257,70 @@ pub(crate) fn one<S: SlotContract>(
             } else {
                 AttemptEnd::Passed
             };
-            sched
-                .end_attempt(id, t, end)
-                .map_err(|e| fail(scenario, t, e.to_string()))?;
+            self.sched
+                .end_attempt(id, self.t, end)
+                .map_err(|e| self.fail(e.to_string()))?;
         }
-        let report = sched
-            .round(t)
-            .map_err(|e| fail(scenario, t, e.to_string()))?;
-        rounds += 1;
+        Ok(())
+    }
+
+    /// Runs a round and checks it: no fallback for the slot, every start
+    /// whole, the invariants, no job lost. Returns whether nothing runs or
+    /// waits any more.
+    fn round(&mut self) -> Result<bool, FindingKind> {
+        let report = self
+            .sched
+            .round(self.t)
+            .map_err(|e| self.fail(e.to_string()))?;
+        self.rounds += 1;
         if let Some(e) = report.policy_errors.iter().find(|e| e.slot == S::SLOT) {
-            return Err(fail(
-                scenario,
-                t,
-                format!("the round fell back on the built-in policy: {e}"),
-            ));
+            return Err(self.fail(format!("the round fell back on the built-in policy: {e}")));
         }
         for p in &report.preempted {
-            ends.remove(&p.job);
+            self.ends.remove(&p.job);
         }
         for s in &report.starts {
-            let job = sched
+            let job = self
+                .sched
                 .job(s.job)
-                .ok_or_else(|| fail(scenario, t, format!("{} started but is unknown", s.job)))?;
-            if s.choice.placement.gpu_count() != job.next_gpus() {
-                return Err(fail(
-                    scenario,
-                    t,
-                    format!(
-                        "{} started on {} GPUs, needs {}",
-                        s.job,
-                        s.choice.placement.gpu_count(),
-                        job.next_gpus()
-                    ),
-                ));
+                .ok_or_else(|| self.fail(format!("{} started but is unknown", s.job)))?;
+            let (got, needs) = (s.choice.placement.gpu_count(), job.next_gpus());
+            if got != needs {
+                return Err(self.fail(format!("{} started on {got} GPUs, needs {needs}", s.job)));
             }
-            let run = match s.probe_s {
-                Some(p) => p.min(scenario.jobs[s.job.0 as usize].run_s),
-                None => scenario.jobs[s.job.0 as usize].run_s,
-            };
-            ends.insert(s.job, t + run);
+            let run_s = self.scenario.jobs[s.job.0 as usize].run_s;
+            let run = s.probe_s.map_or(run_s, |p| p.min(run_s));
+            self.ends.insert(s.job, self.t + run);
         }
-        sched
+        self.sched
             .check_invariants()
-            .map_err(|e| fail(scenario, t, e.to_string()))?;
-        if sched.jobs().len() != next {
-            return Err(fail(scenario, t, "a job was lost".into()));
+            .map_err(|e| self.fail(e.to_string()))?;
+        if self.sched.jobs().len() != self.next {
+            return Err(self.fail("a job was lost".into()));
         }
-        let idle = ends.is_empty() && sched.pending_len() == 0 && sched.retrying_len() == 0;
-        if next >= scenario.jobs.len() && (idle || t > last_arrival + TAIL_ROUNDS * ROUND_S) {
-            break;
-        }
-        t += ROUND_S;
+        Ok(self.ends.is_empty() && self.sched.pending_len() == 0 && self.sched.retrying_len() == 0)
     }
-    if liveness {
-        let never: BTreeSet<JobId> = sched
+
+    /// Fails if a job that fits the cluster never started.
+    fn liveness(&self, name: &str, last_arrival: u64) -> Result<(), FindingKind> {
+        let total = self.sched.topology().total_gpus();
+        let never: BTreeSet<JobId> = self
+            .sched
             .jobs()
             .iter()
             .filter(|(_, j)| j.first_start_s.is_none() && j.spec.gpus <= total)
             .filter(|(_, j)| matches!(j.state, JobState::Pending { .. }))
             .map(|(id, _)| *id)
             .collect();
-        if let Some(id) = never.first() {
-            return Err(FindingKind::Liveness(format!(
-                "{id} ({} GPUs) never started in {rounds} rounds, {} of them after the last \
+        match never.first() {
+            Some(id) => Err(FindingKind::Liveness(format!(
+                "{id} ({} GPUs) never started in {} rounds, {} of them after the last \
                  arrival, on a cluster of {total} GPUs ({name})",
-                sched.job(*id).map_or(0, |j| j.spec.gpus),
-                (t.saturating_sub(last_arrival)) / ROUND_S
-            )));
+                self.sched.job(*id).map_or(0, |j| j.spec.gpus),
+                self.rounds,
+                (self.t.saturating_sub(last_arrival)) / ROUND_S
+            ))),
+            None => Ok(()),
         }
     }
-    Ok(rounds)
 }

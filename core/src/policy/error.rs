@@ -65,6 +65,41 @@ pub enum PolicyErrorKind {
         /// The budget's window, in calls.
         window: u32,
     },
+    /// The module cost the host more than its round budget allows
+    /// ([`crate::wasm::RoundBudget`]): over its last rounds, more fuel or
+    /// wall-clock time than the bound, whatever its views.
+    #[error(
+        "used more than its round budget: {spent} {unit} over its last {rounds} rounds, \
+         {allowed} allowed"
+    )]
+    RoundBudget {
+        /// What the window's entries used, this one included.
+        spent: u64,
+        /// What the window allows.
+        allowed: u64,
+        /// Of what.
+        unit: BudgetUnit,
+        /// The budget's window, in rounds.
+        rounds: u32,
+    },
+}
+
+/// What a [`PolicyErrorKind::RoundBudget`] was spent in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BudgetUnit {
+    /// Fuel units.
+    Fuel,
+    /// Milliseconds of wall-clock time.
+    Time,
+}
+
+impl std::fmt::Display for BudgetUnit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BudgetUnit::Fuel => "fuel units",
+            BudgetUnit::Time => "ms",
+        })
+    }
 }
 
 /// A failed policy call: which slot, which module, what happened.

@@ -8,9 +8,10 @@ use gangway_plugin_sdk::{Manifest, SlotContract};
 use super::backend::{BoxedBackend, PolicyOrigin, fallback_backend};
 use super::{PolicyError, PolicyErrorKind, ViewChanges};
 
-/// When a guarded slot gives up on a policy: after a run of failures, or
-/// after too many among its recent calls however they alternate with good
-/// ones.
+/// When a guarded slot gives up on a policy: after a run of failures, after
+/// too many among its recent calls however they alternate with good ones,
+/// after too large a share of failures over a longer window, or when its
+/// failures took too long.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GuardSettings {
     /// Quarantine the active policy after this many failed calls in a row.
@@ -20,19 +21,35 @@ pub struct GuardSettings {
     pub window: u32,
     /// See [`GuardSettings::window`].
     pub window_failures: u32,
+    /// Quarantine it too after [`GuardSettings::long_window_failures`]
+    /// failed calls among its last `long_window` calls (at most 64): a
+    /// share of failures, however evenly spread.
+    pub long_window: u32,
+    /// See [`GuardSettings::long_window`].
+    pub long_window_failures: u32,
+    /// Quarantine it too when its failed calls among its last
+    /// `long_window` calls took this long in all (wall-clock time of the
+    /// calls, the host's work in them included): failures that cost much
+    /// are quarantined however rare. `None`: no such bound.
+    pub failure_time: Option<std::time::Duration>,
     /// How many earlier policies to keep above the baseline for rollback.
     pub keep_previous: usize,
 }
 
 impl Default for GuardSettings {
-    /// Three failures in a row, or five of the last twenty calls (a policy
-    /// that fails every second call is quarantined by its tenth); two
-    /// earlier policies kept.
+    /// Three failures in a row, five of the last twenty calls (a policy
+    /// that fails every second call is quarantined by its tenth), eight of
+    /// the last 64 (12.5 %: one that fails every fifth call is quarantined
+    /// by its fortieth), or failures that took a second among the last 64
+    /// calls; two earlier policies kept.
     fn default() -> Self {
         GuardSettings {
             quarantine_after: 3,
             window: 20,
             window_failures: 5,
+            long_window: 64,
+            long_window_failures: 8,
+            failure_time: Some(std::time::Duration::from_secs(1)),
             keep_previous: 2,
         }
     }
@@ -46,29 +63,65 @@ impl GuardSettings {
             quarantine_after: u32::MAX,
             window: 64,
             window_failures: u32::MAX,
+            long_window: 64,
+            long_window_failures: u32::MAX,
+            failure_time: None,
             keep_previous,
         }
     }
 }
 
-/// The outcomes of a policy's last calls, newest in the lowest bit (1: a
-/// failure): what the failure-rate rule counts.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Recent(u64);
+/// The outcomes of a policy's last 64 calls, newest in the lowest bit (1:
+/// a failure), and how long its failed ones took: what the failure-rate
+/// and failure-time rules count.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Recent {
+    outcomes: u64,
+    /// The durations of the failed calls among the last 64, oldest first,
+    /// each with the call's number.
+    failed: std::collections::VecDeque<(u64, std::time::Duration)>,
+    /// Calls recorded so far.
+    calls: u64,
+}
 
 impl Recent {
-    fn record(&mut self, failed: bool) {
-        self.0 = (self.0 << 1) | u64::from(failed);
+    fn record(&mut self, failed: Option<std::time::Duration>) {
+        self.outcomes = (self.outcomes << 1) | u64::from(failed.is_some());
+        self.calls += 1;
+        if let Some(took) = failed {
+            self.failed.push_back((self.calls, took));
+        }
+        while self
+            .failed
+            .front()
+            .is_some_and(|(call, _)| self.calls - call >= 64)
+        {
+            self.failed.pop_front();
+        }
     }
 
     /// Failures among the last `window` calls.
-    fn failures(self, window: u32) -> u32 {
-        let mask = match window {
-            0 => 0,
-            64.. => u64::MAX,
-            w => (1u64 << w) - 1,
-        };
-        (self.0 & mask).count_ones()
+    fn failures(&self, window: u32) -> u32 {
+        (self.outcomes & mask(window)).count_ones()
+    }
+
+    /// The time the failed calls among the last `window` calls took.
+    fn failure_time(&self, window: u32) -> std::time::Duration {
+        let window = u64::from(window.min(64));
+        self.failed
+            .iter()
+            .filter(|(call, _)| self.calls - call < window)
+            .map(|(_, took)| *took)
+            .sum()
+    }
+}
+
+/// The lowest `window` bits (all 64 from 64 on).
+fn mask(window: u32) -> u64 {
+    match window {
+        0 => 0,
+        64.. => u64::MAX,
+        w => (1u64 << w) - 1,
     }
 }
 
@@ -462,6 +515,7 @@ impl<S: SlotContract> Guarded<S> {
         changes: &ViewChanges<'_>,
     ) -> Decided<S::Decision> {
         self.health.calls += 1;
+        let started = std::time::Instant::now();
         let active = self.active_mut();
         let answer =
             active
@@ -476,7 +530,7 @@ impl<S: SlotContract> Guarded<S> {
                 error: None,
             },
             Err(error) => {
-                self.failed(&error);
+                self.failed(&error, started.elapsed());
                 Decided {
                     decision: self.fallback(view),
                     error: Some(error),
@@ -516,26 +570,28 @@ impl<S: SlotContract> Guarded<S> {
         match outcome {
             Ok(()) => {
                 self.health.consecutive = 0;
-                self.recent.record(false);
+                self.recent.record(None);
                 self.health.recent_failures = self.recent.failures(self.guard.window);
                 self.active_mut().report(Ok(()));
                 None
             }
             Err(kind) => {
                 let error = PolicyError::new(S::SLOT, self.name(), kind);
-                self.failed(&error);
+                // The call itself answered; applying its decision failed.
+                self.failed(&error, std::time::Duration::ZERO);
                 Some(error)
             }
         }
     }
 
-    /// Counts a failure, tells the backend, and quarantines it after too many
-    /// in a row or among its recent calls.
-    fn failed(&mut self, error: &PolicyError) {
+    /// Counts a failure (a call that took `took`), tells the backend, and
+    /// quarantines it after too many in a row, among its recent calls or
+    /// as a share of its calls, or when its failures took too long.
+    fn failed(&mut self, error: &PolicyError, took: std::time::Duration) {
         tracing::warn!(%error, "policy failed; the built-in policy decides this round");
         self.health.failures += 1;
         self.health.consecutive += 1;
-        self.recent.record(true);
+        self.recent.record(Some(took));
         self.health.recent_failures = self.recent.failures(self.guard.window);
         self.active_mut().report(Err(error));
         let shared = self.shared.clone();
@@ -543,17 +599,47 @@ impl<S: SlotContract> Guarded<S> {
             return;
         };
         let removable = self.stack.len() > 1 || !self.fallback_baseline;
-        let in_a_row = self.health.consecutive >= self.guard.quarantine_after.max(1);
-        let too_often = self.health.recent_failures >= self.guard.window_failures.max(1);
-        if (in_a_row || too_often) && removable {
-            self.quarantine(error, &mut s);
+        if let Some(rule) = self.broken_rule()
+            && removable
+        {
+            self.quarantine(error, &rule, &mut s);
         }
         self.sync_status(&mut s);
     }
 
+    /// Which quarantine rule the active policy's failures broke, in words.
+    fn broken_rule(&self) -> Option<String> {
+        let g = &self.guard;
+        let h = &self.health;
+        let long = self.recent.failures(g.long_window);
+        let time = self.recent.failure_time(g.long_window);
+        if h.consecutive >= g.quarantine_after.max(1) {
+            Some(format!("{} failed calls in a row", h.consecutive))
+        } else if h.recent_failures >= g.window_failures.max(1) {
+            Some(format!(
+                "{} failed calls among its last {}",
+                h.recent_failures, g.window
+            ))
+        } else if long >= g.long_window_failures.max(1) {
+            Some(format!(
+                "{long} failed calls among its last {}",
+                g.long_window
+            ))
+        } else {
+            g.failure_time.filter(|limit| time >= *limit).map(|limit| {
+                format!(
+                    "its failed calls among its last {} took {} ms (at most {} ms)",
+                    g.long_window,
+                    time.as_millis(),
+                    limit.as_millis()
+                )
+            })
+        }
+    }
+
     /// Removes the active policy (the baseline itself gives way to the
-    /// built-in policy) and records why.
-    fn quarantine(&mut self, error: &PolicyError, s: &mut Shared<S>) {
+    /// built-in policy) for breaking `rule`, and records why.
+    fn quarantine(&mut self, error: &PolicyError, rule: &str, s: &mut Shared<S>) {
         let module = if self.stack.len() > 1 {
             self.stack.pop().map(|b| b.origin().identity())
         } else {
@@ -574,7 +660,7 @@ impl<S: SlotContract> Guarded<S> {
             failures = self.health.consecutive,
             recent_failures = self.health.recent_failures,
             %error,
-            "policy quarantined; the previous one is active again"
+            "policy quarantined after {rule}; the previous one is active again"
         );
         event(
             s,

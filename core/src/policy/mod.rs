@@ -57,13 +57,14 @@ mod guard;
 mod set;
 mod view_changes;
 
+pub use crate::book::Stamp;
 pub use backend::{Backend, BoxedBackend, Native, Noop, PolicyOrigin};
 pub(crate) use error::invalid;
-pub use error::{PolicyError, PolicyErrorKind};
+pub use error::{BudgetUnit, PolicyError, PolicyErrorKind};
 /// The slot markers, to name a slot in [`Scheduler::swap`](crate::Scheduler::swap),
 /// [`PolicySet::slot`] or a module's `backend::<S>()` without depending on
 /// `gangway-plugin-sdk`.
 pub use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry, SlotContract};
 pub use guard::{GuardSettings, Guarded, SlotEvent, SlotHandle, SlotHealth, SlotStatus};
 pub use set::PolicySet;
-pub use view_changes::{Stamp, ViewChanges};
+pub use view_changes::ViewChanges;

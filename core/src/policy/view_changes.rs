@@ -4,18 +4,7 @@
 
 use gangway_plugin_sdk::wire::KnownChanges;
 
-use crate::book::ChangeLog;
-
-/// A point in a scheduler's change log: the state a view was built from.
-/// A backend keeps the stamp of the view it last answered and asks
-/// [`ViewChanges::since`] what changed after it. Stamps of another
-/// scheduler (or of one restored from a snapshot) are never confused with
-/// this one's: asking with them answers "unknown".
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Stamp {
-    pub(crate) log: u64,
-    pub(crate) at: u64,
-}
+use crate::book::{ChangeLog, Stamp};
 
 /// The change log as a round shows it with a view: the view's stamp, and
 /// what changed since any earlier stamp.

@@ -20,6 +20,7 @@ use crate::placement::{PlacementChoice, lowest_bits};
 use crate::policy::invalid;
 use crate::policy::{PolicyErrorKind, Stamp, ViewChanges};
 use crate::state::{Placement, ServerGpus};
+use crate::topology::ServerId;
 
 impl Round<'_> {
     /// Asks the defragment slot (unless it is `none` or no gang waits with
@@ -138,9 +139,26 @@ impl Round<'_> {
         let Ok(old) = self.state.release(m.job) else {
             return Err(invalid(format!("moves {}, which holds no GPUs", m.job)));
         };
-        plan.released.push((m.job, old));
         let mut parts = Vec::with_capacity(m.to.len());
+        let at = self.book.reach_of(&m.job);
+        let topo = self.state.topology();
+        let gpu_type = |s: &ServerId| topo.server(*s).map(|s| s.gpu_type);
+        // A moved job keeps its GPU type (its speed, and its gang on one type).
+        let first_type = old.parts.first().and_then(|p| gpu_type(&p.server));
+        plan.released.push((m.job, old));
         for (server, gpus) in &m.to {
+            if !at.allows(topo, *server) {
+                return Err(invalid(format!(
+                    "moves {} onto {server}, where it may not run",
+                    m.job
+                )));
+            }
+            if gpu_type(server) != first_type {
+                return Err(invalid(format!(
+                    "moves {} onto {server}, of another GPU type than it runs on",
+                    m.job
+                )));
+            }
             let mask = self.state.avail_mask(*server);
             if mask.count_ones() < *gpus {
                 return Err(invalid(format!(
@@ -184,7 +202,11 @@ impl Round<'_> {
         let Some(gpus) = self.book.get(&target).map(|j| j.next_gpus()) else {
             return Err(invalid(format!("makes room for unknown {target}")));
         };
-        let Some(choice) = self.state.find_placement(gpus, limit) else {
+        let at = self.book.reach_of(&target);
+        let Some(choice) = self
+            .state
+            .find_placement_in(gpus, limit, at, |_| false, |_| {})
+        else {
             return Err(invalid(format!(
                 "the moves do not make room for {target} ({gpus} GPUs, {limit})"
             )));

@@ -35,6 +35,8 @@ pub(crate) struct Round<'a> {
     pub(crate) now: u64,
     /// Jobs per VC a fairness view shows (0: all).
     pub(crate) view_window: usize,
+    /// Reclaim and defragment views leave out jobs younger than this.
+    pub(crate) min_run_s: u64,
     pub(crate) state: &'a mut ClusterState,
     pub(crate) book: &'a mut JobBook,
     pub(crate) policies: &'a mut PolicySet,
@@ -189,6 +191,20 @@ mod tests {
         }
     }
 
+    /// Fails every fifth call, answers well in between: one failure in
+    /// five calls, never two among any four.
+    struct EveryFifth(std::sync::atomic::AtomicU32);
+    impl FairnessPolicy for EveryFifth {
+        fn order(&self, view: &FairnessView) -> FairnessDecision {
+            let calls = self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if calls % 5 == 4 {
+                Twice.order(view)
+            } else {
+                FifoQuota.order(view)
+            }
+        }
+    }
+
     /// A scheduler running `policy` in the fairness slot on one 8-GPU
     /// server, with more 1-GPU jobs waiting than it ever starts.
     fn one_server_with(policy: impl FairnessPolicy + Send + 'static) -> Scheduler {
@@ -236,6 +252,61 @@ mod tests {
         }
         assert_eq!(kept.policies().slot::<Fairness>().name(), "flaky");
         assert_eq!(kept.slot_health(Slot::Fairness).failures, 20);
+    }
+
+    /// Four failures in every twenty calls break neither the run rule nor
+    /// five in twenty; the share over the last 64 calls (eight) does.
+    #[test]
+    fn one_failure_in_five_calls_is_quarantined() {
+        let mut sched = one_server_with(EveryFifth(0.into()));
+        let mut quarantined_in = None;
+        for t in 1..=200 {
+            let report = sched.round(t).unwrap();
+            if report
+                .slot_events
+                .iter()
+                .any(|(_, e)| matches!(e, SlotEvent::Quarantined { .. }))
+            {
+                quarantined_in = Some(t);
+                break;
+            }
+        }
+        assert_eq!(quarantined_in, Some(40));
+        assert_eq!(sched.policies().slot::<Fairness>().name(), "fifo-quota");
+    }
+
+    /// Failures that cost much are quarantined however rare: a policy whose
+    /// every tenth call fails after 150 ms, with the default bound of a
+    /// second of failures among the last 64 calls.
+    #[test]
+    fn failures_that_take_long_are_quarantined() {
+        struct SlowToFail(std::sync::atomic::AtomicU32);
+        impl FairnessPolicy for SlowToFail {
+            fn order(&self, view: &FairnessView) -> FairnessDecision {
+                let calls = self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if calls % 10 == 9 {
+                    std::thread::sleep(std::time::Duration::from_millis(150));
+                    Twice.order(view)
+                } else {
+                    FifoQuota.order(view)
+                }
+            }
+        }
+        let mut sched = one_server_with(SlowToFail(0.into()));
+        let mut quarantined_in = None;
+        for t in 1..=100 {
+            let report = sched.round(t).unwrap();
+            if report
+                .slot_events
+                .iter()
+                .any(|(_, e)| matches!(e, SlotEvent::Quarantined { .. }))
+            {
+                quarantined_in = Some(t);
+                break;
+            }
+        }
+        // The seventh slow failure brings the time past a second.
+        assert_eq!(quarantined_in, Some(70));
     }
 
     #[test]

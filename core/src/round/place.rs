@@ -5,11 +5,24 @@ use gangway_plugin_sdk::{Fairness, Gang, Locality};
 use rustc_hash::FxHashSet;
 
 use gangway_plugin_sdk::{
-    FairnessView, GangAction, GangDecision, PendingJob, QueueView, SpreadLimit, WaitReason,
+    FairnessView, GangAction, GangDecision, GpuTypeSet, PendingJob, QueueView, SpreadLimit,
+    WaitReason,
 };
 
 use super::{Placed, Reservation, Round, RoundReport};
 use crate::policy::{Stamp, ViewChanges};
+use crate::server_set::ServerSet;
+
+/// What a failed search is remembered by within a round: size, limit and
+/// the server set (by address; 0 for any server).
+fn search_key(
+    gpus: u32,
+    limit: SpreadLimit,
+    set: Option<&std::sync::Arc<ServerSet>>,
+) -> (u32, SpreadLimit, usize) {
+    let set = set.map_or(0, |a| std::sync::Arc::as_ptr(a).addr());
+    (gpus, limit, set)
+}
 
 impl Round<'_> {
     /// Asks fairness and locality about the view's jobs and places them.
@@ -41,11 +54,10 @@ impl Round<'_> {
                 placed.reasons.insert(job.id, WaitReason::HeldByPolicy);
                 continue;
             }
-            if self.try_start(job, limit, &pass.failed, report) {
+            if self.try_start(job, limit, &mut pass.failed, report) {
                 continue;
             }
-            pass.failed.insert((job.gpus, limit));
-            let reason = self.why_waiting(job.gpus, pass.reserved_now);
+            let reason = self.why_waiting(job, pass.reserved_now);
             placed.reasons.insert(job.id, reason);
             let gang = pass
                 .gang
@@ -112,21 +124,26 @@ impl Round<'_> {
     }
 
     /// Starts `job` within `limit` if a placement is found and allocated
-    /// (not searched again for a size and limit that already `failed`);
-    /// whether it started.
+    /// (not searched again for a size, limit and server set that already
+    /// `failed`, and each set that fails noted there); whether it started.
     #[inline]
     fn try_start(
         &mut self,
         job: &PendingJob,
         limit: SpreadLimit,
-        failed: &FxHashSet<(u32, SpreadLimit)>,
+        failed: &mut FxHashSet<(u32, SpreadLimit, usize)>,
         report: &mut RoundReport,
     ) -> bool {
-        let found = if failed.contains(&(job.gpus, limit)) {
-            None
-        } else {
-            self.state.find_placement(job.gpus, limit)
-        };
+        let failed = std::cell::RefCell::new(failed);
+        let found = self.state.find_placement_in(
+            job.gpus,
+            limit,
+            self.book.reach_of(&job.id),
+            |set| failed.borrow().contains(&search_key(job.gpus, limit, set)),
+            |set| {
+                failed.borrow_mut().insert(search_key(job.gpus, limit, set));
+            },
+        );
         if let Some(choice) = found
             && self.state.allocate(job.id, &choice.placement).is_ok()
         {
@@ -137,11 +154,13 @@ impl Round<'_> {
         false
     }
 
-    /// Why a job of `gpus` GPUs that did not fit waits, with `reserved_now`
-    /// reservations made this round.
+    /// Why `job`, which did not fit, waits, with `reserved_now`
+    /// reservations made this round: free GPUs are counted where it may
+    /// run (on one GPU type at a time).
     #[inline]
-    fn why_waiting(&self, gpus: u32, reserved_now: u32) -> WaitReason {
-        let free = self.state.free_gpus();
+    fn why_waiting(&self, job: &PendingJob, reserved_now: u32) -> WaitReason {
+        let gpus = job.gpus;
+        let free = self.state.free_gpus_in(self.book.reach_of(&job.id));
         if free >= gpus {
             WaitReason::Fragmentation
         } else if reserved_now > 0 && free.saturating_add(self.state.held_gpus()) >= gpus {
@@ -179,8 +198,22 @@ impl Round<'_> {
         placed: &mut Placed,
         report: &mut RoundReport,
     ) -> bool {
+        // A job a host restricted to some servers gets none.
+        if self.book.allowed.contains_key(&job.id) {
+            return false;
+        }
+        // A typed job's scope is of one type it may use: a server, or a
+        // domain whose servers all share it.
+        let types = self
+            .book
+            .gpu_types
+            .get(&job.id)
+            .map(|t| GpuTypeSet::of(t.iter().copied()));
         let sticky = self.book.reservations.get(&job.id).copied();
-        let Some(scope) = self.state.reservation_scope(job.gpus, limit.level, sticky) else {
+        let Some(scope) = self
+            .state
+            .reservation_scope(job.gpus, limit.level, sticky, types)
+        else {
             return false;
         };
         let held = self.state.hold_in(scope, job.gpus, limit.max_servers);
@@ -224,8 +257,9 @@ impl Round<'_> {
 struct Pass {
     /// The gang slot's answer, asked when a job first fails to fit.
     gang: Option<GangDecision>,
-    /// Gang sizes and spread limits that found no placement this round.
-    failed: FxHashSet<(u32, SpreadLimit)>,
+    /// Gang sizes, spread limits and server sets that found no placement
+    /// this round.
+    failed: FxHashSet<(u32, SpreadLimit, usize)>,
     /// The gang slot blocked the jobs behind.
     blocked: bool,
     /// Reservations made this round.

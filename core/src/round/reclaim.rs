@@ -229,7 +229,10 @@ impl Round<'_> {
             };
             let gpus = job.next_gpus();
             let limit = limits.get(id).copied().unwrap_or_default();
-            if let Some(choice) = self.state.find_placement(gpus, limit)
+            let at = self.book.reach_of(id);
+            if let Some(choice) = self
+                .state
+                .find_placement_in(gpus, limit, at, |_| false, |_| {})
                 && self.state.allocate(*id, &choice.placement).is_ok()
             {
                 started.push((*id, choice));

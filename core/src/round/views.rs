@@ -75,11 +75,15 @@ impl Round<'_> {
         out: &mut Vec<RunningJob>,
     ) {
         let now = self.now;
+        let min_run_s = self.min_run_s;
         let mut started: Vec<JobId> = started.iter().map(|s| s.job).collect();
         started.sort_unstable();
         let mut n = 0;
         let running = self.book.running().values().filter(|r| {
-            shown(r.vc) && crate::book::stoppable(r) && started.binary_search(&r.id).is_err()
+            shown(r.vc)
+                && crate::book::stoppable(r)
+                && started.binary_search(&r.id).is_err()
+                && now.saturating_sub(r.started_s) >= min_run_s
         });
         for r in running {
             if n == out.len() {
@@ -111,6 +115,7 @@ impl Round<'_> {
         out: &mut Vec<RunningJob>,
     ) {
         let now = self.now;
+        let min_run_s = min_run_s.max(self.min_run_s);
         let mut started: Vec<JobId> = started.iter().map(|s| s.job).collect();
         started.sort_unstable();
         let index = self.book.running_index();

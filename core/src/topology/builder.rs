@@ -2,11 +2,12 @@
 
 use std::collections::{HashMap, HashSet};
 
-use gangway_plugin_sdk::Level;
+use gangway_plugin_sdk::{GpuTypeId, GpuTypeSet, Level};
 use petgraph::graph::DiGraph;
 
 use super::{
-    Domain, DomainId, MAX_GPUS_PER_SERVER, Node, Server, ServerId, Topology, TopologyError,
+    DEFAULT_GPU_TYPE, Domain, DomainId, GpuType, MAX_GPUS_PER_SERVER, Node, Server, ServerId,
+    Topology, TopologyError, TypeCapacity,
 };
 
 /// Builds a [`Topology`] domain by domain and server by server.
@@ -24,8 +25,10 @@ use super::{
 pub struct TopologyBuilder {
     level_names: Vec<String>,
     domains: Vec<(String, Option<DomainId>, usize)>,
-    servers: Vec<(String, DomainId, u32)>,
+    /// Each server's name, parent, GPUs and type (`None`: the default type).
+    servers: Vec<(String, DomainId, u32, Option<GpuTypeId>)>,
     names: HashSet<String>,
+    gpu_types: Vec<GpuType>,
 }
 
 impl Default for TopologyBuilder {
@@ -43,7 +46,59 @@ impl TopologyBuilder {
             domains: vec![("cluster".into(), None, 0)],
             servers: Vec::new(),
             names: HashSet::from(["cluster".to_string()]),
+            gpu_types: Vec::new(),
         }
+    }
+
+    /// Declares a GPU type: its name (unique) and the memory of one GPU in
+    /// GB (0 if not known). Types keep the order they are declared in.
+    pub fn add_gpu_type(
+        &mut self,
+        name: impl Into<String>,
+        memory_gb: u32,
+    ) -> Result<GpuTypeId, TopologyError> {
+        let name = name.into();
+        if self.gpu_types.iter().any(|t| t.name == name) {
+            return Err(TopologyError::DuplicateGpuType { name });
+        }
+        // One id stays free for the default type of untyped servers.
+        if self.gpu_types.len() + 1 >= GpuTypeSet::MAX {
+            return Err(TopologyError::TooManyGpuTypes);
+        }
+        let id = GpuTypeId(u8::try_from(self.gpu_types.len()).unwrap_or(u8::MAX));
+        self.gpu_types.push(GpuType { name, memory_gb });
+        Ok(id)
+    }
+
+    /// The type declared as `name`, if any.
+    pub fn gpu_type(&self, name: &str) -> Option<GpuTypeId> {
+        self.gpu_types
+            .iter()
+            .position(|t| t.name == name)
+            .map(|i| GpuTypeId(u8::try_from(i).unwrap_or(u8::MAX)))
+    }
+
+    /// Adds a server with `gpus` GPUs of type `gpu_type` (declared with
+    /// [`TopologyBuilder::add_gpu_type`]) under `parent`.
+    pub fn add_server_of_type(
+        &mut self,
+        parent: DomainId,
+        name: impl Into<String>,
+        gpus: u32,
+        gpu_type: GpuTypeId,
+    ) -> Result<ServerId, TopologyError> {
+        let name = name.into();
+        if gpu_type.index() >= self.gpu_types.len() {
+            return Err(TopologyError::UnknownGpuType {
+                server: name,
+                gpu_type: gpu_type.to_string(),
+            });
+        }
+        let id = self.add_server(parent, name, gpus)?;
+        if let Some(s) = self.servers.last_mut() {
+            s.3 = Some(gpu_type);
+        }
+        Ok(id)
     }
 
     /// Names the levels from the root down to the servers.
@@ -78,7 +133,8 @@ impl TopologyBuilder {
         Ok(id)
     }
 
-    /// Adds a server with `gpus` GPUs under `parent`.
+    /// Adds a server with `gpus` GPUs under `parent`, of the default GPU
+    /// type ([`DEFAULT_GPU_TYPE`], memory not known).
     pub fn add_server(
         &mut self,
         parent: DomainId,
@@ -96,14 +152,15 @@ impl TopologyBuilder {
             return Err(TopologyError::DuplicateName { name });
         }
         let id = ServerId(u32::try_from(self.servers.len()).unwrap_or(u32::MAX));
-        self.servers.push((name, parent, gpus));
+        self.servers.push((name, parent, gpus, None));
         Ok(id)
     }
 
     /// Checks the shape and builds the immutable topology. Domains without
     /// servers below them are kept (they simply never hold a job).
-    pub fn build(self) -> Result<Topology, TopologyError> {
+    pub fn build(mut self) -> Result<Topology, TopologyError> {
         let server_depth = self.server_depth()?;
+        let gpu_types = self.settle_types()?;
         let level_names = if self.level_names.len() == server_depth + 1 {
             self.level_names
         } else {
@@ -126,9 +183,18 @@ impl TopologyBuilder {
             .collect();
         max_domain_gpus.push(max_server_gpus);
         let servers_cap = servers_cap(&servers, &domains, by_level.len() + 1, max_server_gpus);
+        let type_capacity = (0..gpu_types.len())
+            .map(|t| {
+                TypeCapacity::of(&servers, &domains, by_level.len() + 1, |s| {
+                    s.gpu_type.index() == t
+                })
+            })
+            .collect();
+        let domain_types = domain_types(&servers, domains.len());
         Ok(Topology {
             graph,
             level_names,
+            domain_types,
             domains,
             servers,
             by_level,
@@ -137,7 +203,31 @@ impl TopologyBuilder {
             total_gpus,
             max_server_gpus,
             servers_cap,
+            gpu_types,
+            type_capacity,
         })
+    }
+
+    /// Gives untyped servers the default type (declared after the others,
+    /// only if some server has no type) and returns the types.
+    fn settle_types(&mut self) -> Result<Vec<GpuType>, TopologyError> {
+        let mut types = std::mem::take(&mut self.gpu_types);
+        if self.servers.iter().any(|s| s.3.is_none()) {
+            if types.iter().any(|t| t.name == DEFAULT_GPU_TYPE) {
+                return Err(TopologyError::DuplicateGpuType {
+                    name: DEFAULT_GPU_TYPE.to_string(),
+                });
+            }
+            let id = GpuTypeId(u8::try_from(types.len()).unwrap_or(u8::MAX));
+            types.push(GpuType {
+                name: DEFAULT_GPU_TYPE.to_string(),
+                memory_gb: 0,
+            });
+            for s in &mut self.servers {
+                s.3.get_or_insert(id);
+            }
+        }
+        Ok(types)
     }
 
     /// The depth of the servers below the cluster, the same for every
@@ -150,7 +240,7 @@ impl TopologyBuilder {
         if server_depth > usize::from(u8::MAX) {
             return Err(TopologyError::TooDeep(server_depth));
         }
-        for (name, parent, _) in &self.servers {
+        for (name, parent, _, _) in &self.servers {
             let depth = self.domains[parent.0 as usize].2 + 1;
             if depth != server_depth {
                 return Err(TopologyError::UnevenDepth {
@@ -206,18 +296,37 @@ fn add_domains(
     (domains, by_level)
 }
 
+/// Per domain, the one GPU type of every server below it (`None` if they
+/// mix types or there are none).
+fn domain_types(servers: &[Server], domains: usize) -> Vec<Option<GpuTypeId>> {
+    // Per domain: not seen yet, one type, or mixed.
+    let mut seen: Vec<Option<Option<GpuTypeId>>> = vec![None; domains];
+    for s in servers {
+        for d in &s.ancestors {
+            if let Some(slot) = seen.get_mut(d.0 as usize) {
+                *slot = match *slot {
+                    None => Some(Some(s.gpu_type)),
+                    Some(Some(t)) if t == s.gpu_type => Some(Some(t)),
+                    Some(_) => Some(None),
+                };
+            }
+        }
+    }
+    seen.into_iter().map(Option::flatten).collect()
+}
+
 /// Adds the builder's `raw` servers and their GPUs to `graph`, counting
 /// their GPUs in every domain above them: the servers and their ids by
 /// name.
 fn add_servers(
     graph: &mut DiGraph<Node, ()>,
     domains: &mut [Domain],
-    raw: Vec<(String, DomainId, u32)>,
+    raw: Vec<(String, DomainId, u32, Option<GpuTypeId>)>,
     server_depth: usize,
 ) -> (Vec<Server>, HashMap<String, ServerId>) {
     let mut servers = Vec::with_capacity(raw.len());
     let mut server_names = HashMap::with_capacity(raw.len());
-    for (i, (name, parent, gpus)) in raw.into_iter().enumerate() {
+    for (i, (name, parent, gpus, gpu_type)) in raw.into_iter().enumerate() {
         let id = ServerId(u32::try_from(i).unwrap_or(u32::MAX));
         let node = graph.add_node(Node::Server(id));
         graph.add_edge(domains[parent.0 as usize].node, node, ());
@@ -238,6 +347,7 @@ fn add_servers(
             name,
             gpus,
             ancestors,
+            gpu_type: gpu_type.unwrap_or_default(),
         });
     }
     (servers, server_names)
@@ -251,16 +361,31 @@ fn servers_cap(
     levels: usize,
     max_server_gpus: u32,
 ) -> Vec<Vec<u32>> {
+    let mut servers_cap = domain_caps(servers, domains, levels);
+    servers_cap[levels - 1] = vec![max_server_gpus];
+    servers_cap
+}
+
+/// Per level (of `levels`), over `servers`: the most GPUs any one domain
+/// of the level offers on its `k + 1` largest of them, at index `k` (the
+/// server level, which no domain is at, is left empty for the caller).
+pub(super) fn domain_caps<'a>(
+    servers: impl IntoIterator<Item = &'a Server>,
+    domains: &[Domain],
+    levels: usize,
+) -> Vec<Vec<u32>> {
     let mut per_domain: HashMap<DomainId, Vec<u32>> = HashMap::new();
     for s in servers {
         for d in &s.ancestors {
             per_domain.entry(*d).or_default().push(s.gpus);
         }
     }
-    let mut servers_cap: Vec<Vec<u32>> = vec![Vec::new(); levels];
+    let mut caps: Vec<Vec<u32>> = vec![Vec::new(); levels];
     for (d, mut sizes) in per_domain {
         sizes.sort_unstable_by(|a, b| b.cmp(a));
-        let cap = &mut servers_cap[domains[d.0 as usize].level.0 as usize];
+        let Some(cap) = caps.get_mut(domains[d.0 as usize].level.0 as usize) else {
+            continue;
+        };
         let mut sum = 0u32;
         for (k, g) in sizes.into_iter().enumerate() {
             sum = sum.saturating_add(g);
@@ -271,8 +396,7 @@ fn servers_cap(
             }
         }
     }
-    servers_cap[levels - 1] = vec![max_server_gpus];
-    servers_cap
+    caps
 }
 
 #[cfg(test)]

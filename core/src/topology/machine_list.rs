@@ -103,6 +103,8 @@ impl std::fmt::Display for RackGrouping {
 pub(crate) struct Machine {
     pub(crate) name: String,
     pub(crate) gpus: u32,
+    /// Memory of one GPU in GB, where the list has a memory column.
+    pub(crate) memory_gb: Option<u32>,
     /// Its line in the list.
     pub(crate) line: usize,
 }
@@ -111,7 +113,10 @@ impl Topology {
     /// Loads a Philly machine list: the official `cluster_machine_list`
     /// (`machineId, number of GPUs, single GPU mem`, with its leading spaces) or
     /// the revised list (`,machineId,number of GPUs`). Columns are found by
-    /// header name; racks come from `grouping`.
+    /// header name; racks come from `grouping`. Where the list has the
+    /// memory column (`single GPU mem`, e.g. ` 24GB`), each memory size is
+    /// a GPU type named as the list writes it (`12GB`, `24GB`; smallest
+    /// first), and the `same-sku` grouping keeps types in separate racks.
     pub fn from_machine_list(
         path: impl AsRef<Path>,
         grouping: RackGrouping,
@@ -171,6 +176,9 @@ pub(crate) fn parse_machine_list(file: &str, text: &str) -> Result<Vec<Machine>,
     };
     let id_col = find("machineId")?;
     let gpu_col = find("number of GPUs")?;
+    let mem_col = headers
+        .iter()
+        .position(|h| h.eq_ignore_ascii_case("single GPU mem"));
     let mut machines = Vec::new();
     let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for record in reader.records() {
@@ -196,6 +204,9 @@ pub(crate) fn parse_machine_list(file: &str, text: &str) -> Result<Vec<Machine>,
                 format!("machine {name}: GPU count {gpus_text:?} is not a whole number"),
             )
         })?;
+        let memory_gb = mem_col
+            .map(|c| memory_cell(file, line, name, record.get(c).unwrap_or("")))
+            .transpose()?;
         if let Some(first) = seen.insert(name.to_string(), line) {
             return Err(parse_err(
                 file,
@@ -206,6 +217,7 @@ pub(crate) fn parse_machine_list(file: &str, text: &str) -> Result<Vec<Machine>,
         machines.push(Machine {
             name: name.to_string(),
             gpus,
+            memory_gb,
             line,
         });
     }
@@ -213,6 +225,30 @@ pub(crate) fn parse_machine_list(file: &str, text: &str) -> Result<Vec<Machine>,
         return Err(parse_err(file, 1, "the machine list has no machines"));
     }
     Ok(machines)
+}
+
+/// GB of machine `name`'s memory cell `text` (on `line`), or an error
+/// naming it.
+fn memory_cell(file: &str, line: usize, name: &str, text: &str) -> Result<u32, TopologyError> {
+    parse_memory(text).ok_or_else(|| {
+        parse_err(
+            file,
+            line,
+            format!("machine {name}: GPU memory {text:?} is not a size like 24GB"),
+        )
+    })
+}
+
+/// GB of a memory size as the machine list writes it (`24GB`, `24 GB`,
+/// `24`).
+fn parse_memory(text: &str) -> Option<u32> {
+    let t = text.trim();
+    let digits = t
+        .strip_suffix("GB")
+        .or_else(|| t.strip_suffix("gb"))
+        .unwrap_or(t)
+        .trim();
+    digits.parse().ok()
 }
 
 /// The numeric part of a Philly machine id (`m31` -> 31), for a natural order.
@@ -234,17 +270,30 @@ pub(crate) fn group_machines(
     machines.sort_by(|a, b| numeric_key(&a.name).cmp(&numeric_key(&b.name)));
     if let RackGrouping::SameGpuCount { .. } = grouping {
         // Larger servers first; stable, so id order holds within a size.
-        machines.sort_by_key(|m| std::cmp::Reverse(m.gpus));
+        machines.sort_by_key(|m| (std::cmp::Reverse(m.gpus), m.memory_gb));
     }
     let mut b = TopologyBuilder::new();
+    let mut sizes: Vec<u32> = machines.iter().filter_map(|m| m.memory_gb).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    for gb in &sizes {
+        b.add_gpu_type(format!("{gb}GB"), *gb)
+            .map_err(|e| parse_err(file, 1, e.to_string()))?;
+    }
+    let type_of = |m: &Machine| {
+        m.memory_gb
+            .and_then(|gb| sizes.iter().position(|s| *s == gb))
+            .map(|i| gangway_plugin_sdk::GpuTypeId(u8::try_from(i).unwrap_or(u8::MAX)))
+    };
     let root = b.root();
     let mut rack = root;
     let mut in_rack = per_rack;
-    let mut last_gpus = None;
+    let mut last_sku = None;
     let mut racks = 0;
     for m in machines {
+        let sku = (m.gpus, m.memory_gb);
         let new_sku =
-            matches!(grouping, RackGrouping::SameGpuCount { .. }) && last_gpus != Some(m.gpus);
+            matches!(grouping, RackGrouping::SameGpuCount { .. }) && last_sku != Some(sku);
         let at_line =
             |e: TopologyError| parse_err(file, m.line, format!("machine {}: {e}", m.name));
         if in_rack == per_rack || new_sku {
@@ -254,9 +303,12 @@ pub(crate) fn group_machines(
             racks += 1;
             in_rack = 0;
         }
-        last_gpus = Some(m.gpus);
-        b.add_server(rack, m.name.clone(), m.gpus)
-            .map_err(at_line)?;
+        last_sku = Some(sku);
+        match type_of(&m) {
+            Some(t) => b.add_server_of_type(rack, m.name.clone(), m.gpus, t),
+            None => b.add_server(rack, m.name.clone(), m.gpus),
+        }
+        .map_err(at_line)?;
         in_rack += 1;
     }
     b.build().map_err(|e| parse_err(file, 1, e.to_string()))
@@ -283,6 +335,30 @@ mod tests {
         let names: Vec<_> = topo.servers().iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["m0", "m1", "m2", "m10"]);
         assert_eq!(topo.domains_at(gangway_plugin_sdk::Level(1)).len(), 2);
+    }
+
+    #[test]
+    fn the_memory_column_gives_gpu_types() {
+        let topo =
+            Topology::from_machine_list_str("l.csv", OFFICIAL, RackGrouping::default()).unwrap();
+        let names: Vec<_> = topo.gpu_types().iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["12GB", "24GB"]);
+        let m1 = topo.server_by_name("m1").unwrap();
+        let t = topo.servers()[m1.0 as usize].gpu_type;
+        assert_eq!(topo.gpu_types()[t.index()].memory_gb, 24);
+        assert_eq!(topo.type_gpus(t), 16);
+        // The revised list has no memory column: one type.
+        let revised =
+            Topology::from_machine_list_str("r.csv", REVISED, RackGrouping::default()).unwrap();
+        assert!(!revised.is_heterogeneous());
+        let bad = "machineId,number of GPUs,single GPU mem\nm0,8,lots\n";
+        let err = Topology::from_machine_list_str("b.csv", bad, RackGrouping::default())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "b.csv:2: machine m0: GPU memory \"lots\" is not a size like 24GB"
+        );
     }
 
     #[test]

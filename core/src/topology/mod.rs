@@ -7,15 +7,18 @@
 
 mod builder;
 mod file;
+mod gpu_type;
 mod machine_list;
 
 use std::collections::HashMap;
 
-use gangway_plugin_sdk::Level;
+use gangway_plugin_sdk::{GpuTypeId, GpuTypeSet, Level};
 use petgraph::graph::{DiGraph, NodeIndex};
 use serde::{Deserialize, Serialize};
 
 pub use builder::TopologyBuilder;
+pub use gpu_type::{DEFAULT_GPU_TYPE, GpuRequest, GpuRequestError, GpuType};
+pub(crate) use gpu_type::{TypeCapacity, resolve};
 pub use machine_list::RackGrouping;
 
 /// Most GPUs one server may have (free GPUs are tracked as a `u64` bitmask).
@@ -61,6 +64,8 @@ pub struct Server {
     pub gpus: u32,
     /// Its enclosing domains, from the cluster (index 0) down to its direct parent.
     pub ancestors: Vec<DomainId>,
+    /// The type of its GPUs.
+    pub gpu_type: GpuTypeId,
 }
 
 /// An immutable cluster topology.
@@ -87,6 +92,12 @@ pub struct Topology {
     /// Per level, at index `k`: the most GPUs one domain of the level
     /// offers on its `k + 1` largest servers (the server level: one server).
     servers_cap: Vec<Vec<u32>>,
+    /// The GPU types, indexed by [`GpuTypeId`].
+    gpu_types: Vec<GpuType>,
+    /// Per domain, the one GPU type of its servers (`None`: mixed, or none).
+    domain_types: Vec<Option<GpuTypeId>>,
+    /// What the servers of each type offer, indexed like `gpu_types`.
+    type_capacity: Vec<TypeCapacity>,
 }
 
 impl Topology {
@@ -219,6 +230,88 @@ impl Topology {
         Level(u8::try_from(depth.saturating_sub(1)).unwrap_or(u8::MAX))
     }
 
+    /// The GPU types, indexed by [`GpuTypeId`] (one, [`DEFAULT_GPU_TYPE`],
+    /// for a topology built without types).
+    pub fn gpu_types(&self) -> &[GpuType] {
+        &self.gpu_types
+    }
+
+    /// Whether the servers have more than one GPU type: then a gang is
+    /// placed on servers of one type only.
+    pub fn is_heterogeneous(&self) -> bool {
+        self.gpu_types.len() > 1
+    }
+
+    /// The type named `name`.
+    pub fn gpu_type_by_name(&self, name: &str) -> Option<GpuTypeId> {
+        self.gpu_types
+            .iter()
+            .position(|t| t.name == name)
+            .map(|i| GpuTypeId(u8::try_from(i).unwrap_or(u8::MAX)))
+    }
+
+    /// The one GPU type of every server below domain `d`, if they share
+    /// one (`None` if they mix types, or `d` has no servers).
+    pub fn domain_gpu_type(&self, d: DomainId) -> Option<GpuTypeId> {
+        self.domain_types.get(d.0 as usize).copied().flatten()
+    }
+
+    /// Every type, as a set.
+    pub fn all_gpu_types(&self) -> GpuTypeSet {
+        GpuTypeSet::all(self.gpu_types.len())
+    }
+
+    /// The servers of type `t` (empty for an unknown type).
+    pub fn servers_of_type(&self, t: GpuTypeId) -> &crate::ServerSet {
+        static EMPTY: crate::ServerSet = crate::ServerSet::EMPTY;
+        self.type_capacity
+            .get(t.index())
+            .map_or(&EMPTY, |c| &c.servers)
+    }
+
+    /// The servers of type `t`, shared (one set per type for the
+    /// topology's life: searches among it are remembered by its address).
+    pub(crate) fn type_servers_arc(
+        &self,
+        t: GpuTypeId,
+    ) -> Option<&std::sync::Arc<crate::ServerSet>> {
+        self.type_capacity.get(t.index()).map(|c| &c.servers)
+    }
+
+    /// GPUs of type `t` in all.
+    pub fn type_gpus(&self, t: GpuTypeId) -> u32 {
+        self.type_capacity.get(t.index()).map_or(0, |c| c.gpus)
+    }
+
+    /// Per type, what its servers offer.
+    pub(crate) fn type_capacity(&self) -> &[TypeCapacity] {
+        &self.type_capacity
+    }
+
+    /// For a gang of `gpus` on one of `types`: the narrowest level at which
+    /// one domain of one type can hold it when empty and the fewest servers
+    /// it takes there, over the types; `None` if no type can.
+    ///
+    /// ```
+    /// use gangway_core::{GpuTypeSet, Level, TopologyBuilder};
+    /// let mut b = TopologyBuilder::new();
+    /// let (big, small) = (b.add_gpu_type("big", 80).unwrap(), b.add_gpu_type("small", 16).unwrap());
+    /// let r = b.add_domain(b.root(), "r0").unwrap();
+    /// b.add_server_of_type(r, "b0", 8, big).unwrap();
+    /// b.add_server_of_type(r, "s0", 4, small).unwrap();
+    /// b.add_server_of_type(r, "s1", 4, small).unwrap();
+    /// let topo = b.build().unwrap();
+    /// assert_eq!(topo.min_spread_among(GpuTypeSet::of([small]), 8), Some((Level(1), 2)));
+    /// assert_eq!(topo.min_spread_among(topo.all_gpu_types(), 8), Some((Level(2), 1)));
+    /// assert_eq!(topo.min_spread_among(GpuTypeSet::of([small]), 9), None);
+    /// ```
+    pub fn min_spread_among(&self, types: GpuTypeSet, gpus: u32) -> Option<(Level, u32)> {
+        types
+            .iter()
+            .filter_map(|t| self.type_capacity.get(t.index())?.min_spread(gpus))
+            .min_by_key(|&(level, servers)| (std::cmp::Reverse(level), servers))
+    }
+
     /// The petgraph tree (domains, servers and GPUs as nodes; edges point to
     /// children). Crate-private: petgraph's types stay out of the public API.
     #[cfg(test)]
@@ -296,6 +389,23 @@ pub enum TopologyError {
     /// The topology has no servers.
     #[error("the topology has no servers")]
     Empty,
+    /// Two GPU types share a name.
+    #[error("GPU type {name:?} is declared twice")]
+    DuplicateGpuType {
+        /// The repeated name.
+        name: String,
+    },
+    /// More GPU types than a topology supports.
+    #[error("more than {} GPU types", GpuTypeSet::MAX)]
+    TooManyGpuTypes,
+    /// A server names a GPU type the builder does not know.
+    #[error("server {server:?}: unknown GPU type {gpu_type}")]
+    UnknownGpuType {
+        /// The server.
+        server: String,
+        /// The type it names (an id, or a name from a file).
+        gpu_type: String,
+    },
     /// The tree is deeper than a spread level can name.
     #[error("the topology is too deep ({0} levels)")]
     TooDeep(usize),

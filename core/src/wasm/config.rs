@@ -10,8 +10,11 @@ use std::time::Duration;
 /// and budget always stop at the same instruction), so replays reproduce
 /// exactly; a deadline bounds wall-clock time, which is what a live host
 /// cares about, at the price of determinism. Host work done for the guest
-/// (copying and checking a `log` message) is charged to the fuel budget, so
-/// neither budget can be dodged by making the host work.
+/// (copying and checking a `log` message or a refusal's text) is charged
+/// to the fuel budget before the host does it, so neither budget can be
+/// dodged by making the host work; what fuel cannot see (bulk memory
+/// operations, page faults) the round budget's time bounds
+/// ([`RoundBudget`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Budget {
     /// At most this many fuel units (roughly one per Wasm instruction) per call.
@@ -164,12 +167,17 @@ pub struct SandboxConfig {
     /// for none. Ignored with a deadline budget.
     pub wall_clock_cap: Option<Duration>,
     /// With a fuel budget, the most fuel one backend (a module serving one
-    /// slot) may use over its whole life, instantiations included: once it
-    /// is spent every call fails with
+    /// slot) may use over its whole life, everything counted: its calls,
+    /// each instance's instantiation and `init`, the host's twin checks and
+    /// the host's reading of its refusals and logs. No entry into the
+    /// module is given more than what is left, so the bound is absolute;
+    /// once it is spent every call fails with
     /// [`crate::policy::PolicyErrorKind::RunBudget`], so the slot's
-    /// built-in policy decides and the guard quarantines the module. A
-    /// bound on a whole replay for a policy slow within each call's budget;
-    /// deterministic, as fuel is. `None`: no bound (the default).
+    /// built-in policy decides and the guard quarantines the module. (A
+    /// module's warm-up at load is a backend of its own, held to the same
+    /// bound.) A bound on a whole replay for a policy slow within each
+    /// call's budget; deterministic, as fuel is. `None`: no bound (the
+    /// default).
     pub fuel_per_backend: Option<u64>,
     /// For a host that runs for days (the Slurm daemon): `fuel_per_backend`
     /// is allowed again in each period of this length of wall-clock time,
@@ -181,8 +189,8 @@ pub struct SandboxConfig {
     pub fuel_period: Option<Duration>,
     /// With a fuel budget, how much work a module may do relative to its
     /// slot's built-in policies over its recent calls (see [`WorkBudget`]):
-    /// a module slow within each call's budget is quarantined within a few
-    /// calls. Deterministic, as fuel is. By default [`WorkBudget::default`];
+    /// a module that burns more than half of each call's budget on every
+    /// call is quarantined within a few calls. Deterministic, as fuel is. By default [`WorkBudget::default`];
     /// hosts loading modules with an interpreter use
     /// [`WorkBudget::for_limits`]; `None` turns it off (an absolute bound,
     /// `fuel_per_backend`, may still hold).
@@ -196,14 +204,41 @@ pub struct SandboxConfig {
     pub deadline_at: Option<std::time::Instant>,
     /// The most Wasm stack one call may use, in bytes (deep recursion traps).
     pub stack_bytes: usize,
+    /// A bound on what a module may cost the host over any window of
+    /// rounds, in fuel and in time, whatever the views (see
+    /// [`RoundBudget`]); `None`: none.
+    pub round_budget: Option<RoundBudget>,
     /// The most `log` messages one call may send; further ones are dropped.
     pub log_messages_per_call: u32,
+    /// The most bytes of `log` messages one call may have kept; a message
+    /// past them is dropped.
+    pub log_bytes_per_call: usize,
+    /// The most `log` messages one backend (a module serving one slot) may
+    /// have kept over its life (or each `fuel_period`); later ones are
+    /// dropped and counted ([`super::PolicyEngine::log_counts`]), and a
+    /// warning says so once.
+    pub log_messages_per_backend: u64,
+    /// The most bytes of `log` messages one backend may have kept over its
+    /// life (or each `fuel_period`), as `log_messages_per_backend`.
+    pub log_bytes_per_backend: u64,
     /// Log messages and refusal texts longer than this many bytes are
-    /// truncated (only this many bytes are read from the guest).
+    /// truncated (only this many bytes are kept; the whole text is still
+    /// charged and checked as UTF-8).
     pub log_message_bytes: usize,
     /// Fuel charged for each `log` call, besides one unit per byte of its
-    /// message: the host's work on the guest's behalf.
+    /// message: the host's work on the guest's behalf. (A refusal's text
+    /// costs one unit per byte as well, charged before the host reads it.)
     pub log_call_fuel: u64,
+    /// How often, on average, a backend also gives a call's view to the
+    /// slot's own function of a 2.1 module and compares its answer with
+    /// the `-buffered` twin's: one call in this many (and the first),
+    /// chosen by a generator seeded by [`SandboxConfig::seed`], so a module
+    /// cannot tell which calls are checked. 0: never.
+    pub twin_check_every: u64,
+    /// The seed of the host's random choices (which calls' twins are
+    /// checked): a host that reproduces runs passes its run's seed; the
+    /// same seed, module and calls give the same choices.
+    pub seed: u64,
     /// How calls enter a module.
     pub call_path: CallPath,
     /// Whether the direct path enters a slot of a 2.1 module once per call,
@@ -286,11 +321,17 @@ impl Default for SandboxConfig {
             fuel_per_backend: None,
             fuel_period: None,
             work_budget: Some(WorkBudget::default()),
+            round_budget: Some(RoundBudget::default()),
             deadline_at: None,
             stack_bytes: 512 << 10,
             log_messages_per_call: 16,
+            log_bytes_per_call: 4 << 10,
+            log_messages_per_backend: 1_000,
+            log_bytes_per_backend: 64 << 10,
             log_message_bytes: 1024,
             log_call_fuel: 10_000,
+            twin_check_every: 64,
+            seed: 0,
             call_path: CallPath::default(),
             buffered_calls: true,
             limits: LoadLimits::default(),
@@ -361,6 +402,99 @@ impl Default for WorkBudget {
             window: 32,
             floor: 100_000,
         }
+    }
+}
+
+impl WorkBudget {
+    /// The most one call of a module is measured at under a per-call fuel
+    /// budget of `per_call` units: a two-`factor`th of it (5 million units
+    /// at the defaults), so what a call may use averages at most half the
+    /// per-call budget over any window, whatever the views. A module that
+    /// burns the whole per-call fuel on every call runs out of its work
+    /// budget at least every second call.
+    pub fn most_measured(&self, per_call: u64) -> u64 {
+        (per_call / self.factor.max(1).saturating_mul(2)).max(self.floor)
+    }
+}
+
+/// A bound on what a module may cost the host over any window of rounds,
+/// whatever it does in its calls and however large its views: at most
+/// `fuel` units and `time` of wall-clock time over any `rounds` consecutive
+/// rounds (a round in which a slot is not called counts, and so does each
+/// call outside a scheduler's rounds). An engine whose per-call fuel budget
+/// is `k` times [`Budget::DEFAULT_FUEL`] (modules with an interpreter get a
+/// hundred times) allows `k` times the fuel and the time
+/// ([`RoundBudget::scaled`]). Everything the module makes the host do is
+/// counted: its calls, the instantiation and `init` of each fresh
+/// instance, the host's twin checks, the host reading its replies,
+/// refusals and logs. An entry into the module may use what the window has
+/// left (its epoch deadline is the time left, to within an epoch tick); a
+/// call that finds either spent fails at once with
+/// [`crate::policy::PolicyErrorKind::RoundBudget`], so a scheduler's guard
+/// quarantines the module within three calls.
+///
+/// Fuel is deterministic and binds first for code that computes; time
+/// catches what fuel does not see (the host's work for the module, bulk
+/// memory operations, page faults). A round is held up by at most `time`
+/// plus one epoch tick per slot, and a run of `n` rounds by at most about
+/// `n / rounds` times `time` per slot.
+///
+/// ```
+/// use gangway_core::wasm::{Budget, RoundBudget};
+/// use std::time::Duration;
+/// let b = RoundBudget::default();
+/// assert_eq!(b.rounds, 100);
+/// let (fuel, time) = b.scaled(&Budget::Fuel(Budget::INTERPRETER_FUEL));
+/// assert_eq!((fuel, time), (100 * b.fuel, 100 * b.time));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RoundBudget {
+    /// How many consecutive rounds the bound holds over.
+    pub rounds: u32,
+    /// The most fuel over the window, at the default per-call budget.
+    pub fuel: u64,
+    /// The most wall-clock time over the window, at the default per-call
+    /// budget.
+    pub time: Duration,
+}
+
+impl Default for RoundBudget {
+    /// 100 rounds, 2x10^9 fuel units (ten calls' per-call fuel) and 250 ms
+    /// (the costliest built-in, `gandiva`, used at most 1.03x10^9 units and
+    /// 78 ms over 100 rounds in the heaviest replays measured: see
+    /// `docs/performance.md`, "Policy budgets").
+    fn default() -> Self {
+        RoundBudget {
+            rounds: 100,
+            fuel: 2_000_000_000,
+            time: Duration::from_millis(250),
+        }
+    }
+}
+
+impl RoundBudget {
+    /// The fuel and time over the window under the per-call `budget`: as
+    /// given for [`Budget::DEFAULT_FUEL`] or a deadline, scaled by how many
+    /// times that a larger fuel budget is.
+    pub fn scaled(&self, budget: &Budget) -> (u64, Duration) {
+        let k = match budget {
+            Budget::Fuel(n) => (n / Budget::DEFAULT_FUEL).max(1),
+            Budget::Deadline(_) => 1,
+        };
+        let k32 = u32::try_from(k).unwrap_or(u32::MAX);
+        (self.fuel.saturating_mul(k), self.time.saturating_mul(k32))
+    }
+}
+
+impl std::fmt::Display for RoundBudget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} fuel units and {} ms over any {} rounds",
+            self.fuel,
+            self.time.as_millis(),
+            self.rounds
+        )
     }
 }
 

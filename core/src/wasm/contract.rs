@@ -2,8 +2,8 @@
 //! WebAssembly features a policy may use, and how much text the host takes
 //! from a guest.
 
-use gangway_plugin_sdk::Slot;
-use wasmparser::WasmFeatures;
+use gangway_plugin_sdk::{CONFIG_TREE_SECTION, Slot};
+use wasmparser::{Parser, Payload, WasmFeatures};
 
 use super::error::WasmErrorKind;
 
@@ -47,6 +47,51 @@ pub(crate) fn check_version(name: &str, version: &str) -> Result<(), WasmErrorKi
             host: CONTRACT_VERSION.to_string(),
         })
     }
+}
+
+/// The slots of `exported` whose policies read their options as a
+/// configuration tree (`ConfigForm::Tree`): those named in the module's
+/// [`CONFIG_TREE_SECTION`] custom sections, in the component or in any of
+/// its core modules (each slot's name and a newline). No section: none, as
+/// for every module built before the tree (they take text). A name that is
+/// not a slot the module exports is refused.
+pub(crate) fn config_tree_slots(
+    component: &[u8],
+    exported: &[Slot],
+) -> Result<Vec<Slot>, WasmErrorKind> {
+    let mut slots = Vec::new();
+    for payload in Parser::new(0).parse_all(component) {
+        let Ok(Payload::CustomSection(section)) = payload else {
+            continue;
+        };
+        if section.name() != CONFIG_TREE_SECTION {
+            continue;
+        }
+        let bad = |what: String| {
+            WasmErrorKind::ConfigTreeSection(format!(
+                "{what}; it must list slots the module exports, each followed by a newline"
+            ))
+        };
+        let text =
+            std::str::from_utf8(section.data()).map_err(|_| bad("is not UTF-8".to_string()))?;
+        let Some(names) = text.strip_suffix('\n') else {
+            if text.is_empty() {
+                continue;
+            }
+            return Err(bad(format!("does not end in a newline ({text:?})")));
+        };
+        for name in names.split('\n') {
+            match Slot::from_name(name) {
+                Some(slot) if exported.contains(&slot) => {
+                    if !slots.contains(&slot) {
+                        slots.push(slot);
+                    }
+                }
+                _ => return Err(bad(format!("names {name:?}"))),
+            }
+        }
+    }
+    Ok(slots)
 }
 
 /// The WebAssembly features a policy may use: the core language of

@@ -25,9 +25,10 @@
 //! result discriminant, a string that is not UTF-8, a `log` level out of
 //! range, a `log` from inside `cabi_realloc` or a post-return function all
 //! fail the call (and discard the instance), as a lift or lower error or a
-//! trap would. A refusal's text and a log message are checked whole but only
-//! their first bytes are copied out, and a `log` costs fuel for the host's
-//! work, as it does through the component runtime.
+//! trap would. A refusal's text and a log message are charged to the call's
+//! fuel (one unit a byte) before the host reads them, then checked whole,
+//! only their first bytes copied out; a `log` costs fuel for the host's
+//! work besides, as it does through the component runtime.
 //!
 //! Only a component of exactly this shape takes the path; anything else
 //! (strings in UTF-16, `log` lowered with another memory or wired to
@@ -54,7 +55,7 @@ use wit_parser::{Function, Resolve, Type, TypeDefKind, WorldItem};
 
 use super::contract::{bounded_utf8, check_version, is_log, parse_name};
 use super::disk_cache::DiskCache;
-use super::store::{HostState, charge_log, record_log, take_log_slot};
+use super::store::{HostState, charge_log, charge_read, record_log, take_log_slot};
 use super::wiring::{Checked, Decline, Lifted, Wiring};
 
 /// A slot's core exports.
@@ -107,49 +108,7 @@ impl DirectCode {
         }
         let wiring = Wiring::read(component)
             .ok_or_else(|| Decline("the component does not parse".into()))?;
-        let mut main: Option<Lifted> = None;
-        let mut direct = Vec::new();
-        for (slot, interface) in slots {
-            let mut names = Vec::new();
-            for function in ["init", slot.call()] {
-                let lifted = wiring.lifted(interface, function)?;
-                let first = main.get_or_insert_with(|| lifted.clone());
-                if (first.instance, first.module) != (lifted.instance, lifted.module) {
-                    return Err(Decline(format!(
-                        "{interface}#{function} is lifted from another core instance than the other slot functions"
-                    )));
-                }
-                if lifted.name != format!("{interface}#{function}") {
-                    return Err(Decline(format!(
-                        "{interface}#{function} is lifted from the core export {}, not its canonical name",
-                        lifted.name
-                    )));
-                }
-                if lifted.realloc.is_none()
-                    || lifted.memory.is_none()
-                    || first.realloc != lifted.realloc
-                    || first.memory != lifted.memory
-                {
-                    return Err(Decline(format!(
-                        "{interface}#{function} is lifted without the realloc and memory the other slot functions use"
-                    )));
-                }
-                names.push((lifted.name, lifted.post_return));
-            }
-            let (call, post_call) = names.pop().ok_or_else(|| Decline("no call".into()))?;
-            let (init, post_init) = names.pop().ok_or_else(|| Decline("no init".into()))?;
-            direct.push(DirectSlot {
-                slot: *slot,
-                init,
-                call,
-                post_init,
-                post_call,
-                buffered: main
-                    .as_ref()
-                    .and_then(|m| buffered_functions(&wiring, interface, m)),
-            });
-        }
-        let main = main.ok_or_else(|| Decline("no slot functions".into()))?;
+        let (main, mut direct) = lifted_slots(&wiring, slots)?;
         let modules: Vec<&[u8]> = top
             .modules
             .iter()
@@ -168,40 +127,13 @@ impl DirectCode {
             .module(engine, bytes, deadline)
             .map_err(|e| Decline(format!("the main module does not compile: {e}")))?;
         let linker = core_linker(engine, &module, &memory)?;
-        if !has_func(&module, &realloc, 4, 1) {
-            return Err(Decline(format!(
-                "the realloc {realloc} has another signature"
-            )));
-        }
-        if !matches!(
-            module.get_export(&memory),
-            Some(ExternType::Memory(m)) if !m.is_64() && !m.is_shared()
-        ) {
-            return Err(Decline(format!(
-                "the memory {memory} is not an unshared 32-bit memory"
-            )));
-        }
-        if let Some(initialize) = &plan.initialize
-            && !has_func(&module, initialize, 0, 0)
-        {
-            return Err(Decline(format!(
-                "the start shim calls {initialize}, which is not a function of no arguments"
-            )));
-        }
-        for s in &direct {
-            let post_ok =
-                |name: &Option<String>| name.as_deref().is_none_or(|n| has_func(&module, n, 1, 0));
-            if !has_func(&module, &s.init, 2, 1)
-                || !has_func(&module, &s.call, 2, 1)
-                || !post_ok(&s.post_init)
-                || !post_ok(&s.post_call)
-            {
-                return Err(Decline(format!(
-                    "the {} slot's core functions have other signatures than the contract's",
-                    s.slot
-                )));
-            }
-        }
+        check_signatures(
+            &module,
+            &realloc,
+            &memory,
+            plan.initialize.as_deref(),
+            &direct,
+        )?;
         // A slot whose `-buffered` functions have other core signatures
         // than the contract's (or an engine that does not use them) is
         // called the 2.0 way.
@@ -278,6 +210,102 @@ impl DirectCode {
             buffered,
         })
     }
+}
+
+/// Each slot's `init` and call, lifted from one core instance under their
+/// canonical names with one realloc and one memory: the main instance
+/// (the first slot function's) and each slot's core exports.
+fn lifted_slots(wiring: &Wiring, slots: &[(Slot, &str)]) -> Checked<(Lifted, Vec<DirectSlot>)> {
+    let mut main: Option<Lifted> = None;
+    let mut direct = Vec::new();
+    for (slot, interface) in slots {
+        let mut names = Vec::new();
+        for function in ["init", slot.call()] {
+            let lifted = wiring.lifted(interface, function)?;
+            let first = main.get_or_insert_with(|| lifted.clone());
+            if (first.instance, first.module) != (lifted.instance, lifted.module) {
+                return Err(Decline(format!(
+                    "{interface}#{function} is lifted from another core instance than the other slot functions"
+                )));
+            }
+            if lifted.name != format!("{interface}#{function}") {
+                return Err(Decline(format!(
+                    "{interface}#{function} is lifted from the core export {}, not its canonical name",
+                    lifted.name
+                )));
+            }
+            if lifted.realloc.is_none()
+                || lifted.memory.is_none()
+                || first.realloc != lifted.realloc
+                || first.memory != lifted.memory
+            {
+                return Err(Decline(format!(
+                    "{interface}#{function} is lifted without the realloc and memory the other slot functions use"
+                )));
+            }
+            names.push((lifted.name, lifted.post_return));
+        }
+        let (call, post_call) = names.pop().ok_or_else(|| Decline("no call".into()))?;
+        let (init, post_init) = names.pop().ok_or_else(|| Decline("no init".into()))?;
+        direct.push(DirectSlot {
+            slot: *slot,
+            init,
+            call,
+            post_init,
+            post_call,
+            buffered: main
+                .as_ref()
+                .and_then(|m| buffered_functions(wiring, interface, m)),
+        });
+    }
+    let main = main.ok_or_else(|| Decline("no slot functions".into()))?;
+    Ok((main, direct))
+}
+
+/// The main module's realloc, memory, start shim and slot functions have
+/// the core signatures the canonical ABI gives them.
+fn check_signatures(
+    module: &Module,
+    realloc: &str,
+    memory: &str,
+    initialize: Option<&str>,
+    direct: &[DirectSlot],
+) -> Checked<()> {
+    if !has_func(module, realloc, 4, 1) {
+        return Err(Decline(format!(
+            "the realloc {realloc} has another signature"
+        )));
+    }
+    if !matches!(
+        module.get_export(memory),
+        Some(ExternType::Memory(m)) if !m.is_64() && !m.is_shared()
+    ) {
+        return Err(Decline(format!(
+            "the memory {memory} is not an unshared 32-bit memory"
+        )));
+    }
+    if let Some(initialize) = initialize
+        && !has_func(module, initialize, 0, 0)
+    {
+        return Err(Decline(format!(
+            "the start shim calls {initialize}, which is not a function of no arguments"
+        )));
+    }
+    for s in direct {
+        let post_ok =
+            |name: &Option<String>| name.as_deref().is_none_or(|n| has_func(module, n, 1, 0));
+        if !has_func(module, &s.init, 2, 1)
+            || !has_func(module, &s.call, 2, 1)
+            || !post_ok(&s.post_init)
+            || !post_ok(&s.post_call)
+        {
+            return Err(Decline(format!(
+                "the {} slot's core functions have other signatures than the contract's",
+                s.slot
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A live instance of the main core module, entered directly.
@@ -372,18 +400,31 @@ impl DirectInstance {
             .ok_or_else(|| wasmtime::Error::msg("view buffer: beyond end of memory"))?;
         target.copy_from_slice(view);
         let answer = buffered.call.call(&mut *store, len)?.cast_unsigned();
-        let log_bytes = store.data().log_bytes;
-        let memory = self.memory.data(&*store);
         // address << 32 | error << 31 | length
         // (Both fit: the shift leaves 32 bits, the mask 31.)
         let address = u32::try_from(answer >> 32).unwrap_or(u32::MAX);
         let length = u32::try_from(answer & 0x7fff_ffff).unwrap_or(u32::MAX);
         let payload = (address, length);
         if answer & (1 << 31) == 0 {
+            let memory = self.memory.data(&*store);
             Ok(Ok(read(bytes(memory, payload)?)))
         } else {
-            Ok(Err(refusal(memory, payload, log_bytes)?))
+            Ok(Err(self.refusal(store, payload)?))
         }
+    }
+
+    /// A refusal's text at `payload`: its bytes charged to the call's fuel
+    /// before they are read, then checked whole as UTF-8, at most
+    /// `log_bytes` (the configured log message length) kept.
+    fn refusal(
+        &self,
+        store: &mut Store<HostState>,
+        payload: (u32, u32),
+    ) -> wasmtime::Result<String> {
+        let len = bytes(self.memory.data(&*store), payload)?.len();
+        charge_read(&mut *store, len)?;
+        let memory = self.memory.data(&*store);
+        refusal(memory, payload, store.data().log_bytes)
     }
 
     /// Calls `entry` with `arg` as a `list<u8>` and lifts its
@@ -399,13 +440,12 @@ impl DirectInstance {
     ) -> wasmtime::Result<Result<R, String>> {
         let args = self.lower_list(store, arg)?;
         let ret = entry.call(&mut *store, args)?;
-        let log_bytes = store.data().log_bytes;
         // The guest's memory, looked up once for the whole reply.
         let memory = self.memory.data(&*store);
         let (tag, payload) = result_area(memory, ret)?;
         let answer = match tag {
             0 => Ok(ok(memory, payload)?),
-            _ => Err(refusal(memory, payload, log_bytes)?),
+            _ => Err(self.refusal(store, payload)?),
         };
         if let Some(post) = post {
             forbid_leaving(store, |store| post.call(&mut *store, ret))?;
@@ -460,8 +500,8 @@ fn bytes(memory: &[u8], (ptr, len): (u32, u32)) -> wasmtime::Result<&[u8]> {
         .ok_or_else(|| wasmtime::Error::msg("list pointer/length out of bounds of memory"))
 }
 
-/// A refusal's text: checked whole, at most `log_bytes` (the configured
-/// log message length) kept.
+/// A refusal's text (already charged): checked whole, at most
+/// `log_bytes` (the configured log message length) kept.
 fn refusal(memory: &[u8], payload: (u32, u32), log_bytes: usize) -> wasmtime::Result<String> {
     let bytes = bytes(memory, payload)?;
     std::str::from_utf8(bytes)
@@ -717,7 +757,7 @@ fn core_log(
         .filter(|r| r.end <= memory.data_size(&caller))
         .ok_or_else(|| wasmtime::Error::msg("string pointer/length out of bounds of memory"))?;
     charge_log(&mut caller, len)?;
-    let keep = take_log_slot(caller.data_mut());
+    let keep = take_log_slot(caller.data_mut(), len);
     let message = &memory.data(&caller)[range];
     std::str::from_utf8(message)
         .map_err(|e| wasmtime::Error::msg(format!("invalid utf-8 in a string: {e}")))?;

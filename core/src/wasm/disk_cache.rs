@@ -5,10 +5,13 @@
 //! the kind of code (component or core module), the engine's compatibility
 //! hash (wasmtime's version and every setting that changes compiled code)
 //! and the module's bytes. The file holds a magic number, the SHA-256 of
-//! the compiled artifact and the artifact. An entry is used only if its
-//! magic and digest check out and wasmtime accepts it for this engine;
-//! anything else (a corrupt, truncated or foreign file) is compiled again
-//! and the entry rewritten. Writes go to a temporary file renamed into
+//! the module's bytes it was compiled from, the SHA-256 of the compiled
+//! artifact and the artifact. An entry is used only for the module it
+//! names (an entry copied under another module's name is that other
+//! module's code: it is compiled again), if its magic and digest check out
+//! and wasmtime accepts it for this engine; anything else (a corrupt,
+//! truncated or foreign file, or one of the earlier format that named no
+//! module) is compiled again and the entry rewritten. Writes go to a temporary file renamed into
 //! place, so a reader never sees half an entry, and a folder that cannot be
 //! written only means nothing is kept. Code whose compiling outlasted its
 //! deadline (the engine's compile time limit) is not kept: a module the
@@ -48,8 +51,9 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 use wasmtime::{Engine, Module};
 
-/// The first bytes of an entry (the format's version is its last byte).
-const MAGIC: &[u8; 8] = b"GWCWASM\x01";
+/// The first bytes of an entry (the format's version is its last byte:
+/// 2 names the module the code was compiled from).
+const MAGIC: &[u8; 8] = b"GWCWASM\x02";
 
 /// The default cache folder, from the environment (see the module docs);
 /// `None` when it is turned off or no home is known.
@@ -207,8 +211,10 @@ impl DiskCache {
             let artifact = K::precompile(engine, bytes)?;
             return K::load(engine, &artifact);
         };
-        let path = folder.join(format!("{}.cwasm", key::<K>(engine, bytes)));
-        if let Some(code) = read(&path).and_then(|entry| K::load(engine, artifact(&entry)).ok()) {
+        let module: [u8; 32] = Sha256::digest(bytes).into();
+        let path = folder.join(format!("{}.cwasm", key::<K>(engine, &module)));
+        let entry = read(&path, &module);
+        if let Some(code) = entry.and_then(|entry| K::load(engine, artifact(&entry)).ok()) {
             return Ok(code);
         }
         let artifact = K::precompile(engine, bytes)?;
@@ -216,7 +222,7 @@ impl DiskCache {
         if Instant::now() > deadline {
             return Ok(code);
         }
-        if let Err(e) = write(folder, &path, &artifact) {
+        if let Err(e) = write(folder, &path, &module, &artifact) {
             tracing::debug!("module cache {}: {e}", folder.display());
         }
         Ok(code)
@@ -230,7 +236,7 @@ impl DiskCache {
     pub(crate) fn known_valid(&self, engine: &Engine, features: &str, module: &[u8; 32]) -> bool {
         self.folder.as_ref().is_some_and(|f| {
             read_trusted(&f.join(valid_name(engine, features, module)))
-                .is_some_and(|b| b == VALID_RECORD)
+                .is_some_and(|b| b == valid_record(module))
         })
     }
 
@@ -242,14 +248,18 @@ impl DiskCache {
             return;
         }
         let path = folder.join(valid_name(engine, features, module));
-        if let Err(e) = write_file(folder, &path, VALID_RECORD) {
+        if let Err(e) = write_file(folder, &path, &valid_record(module)) {
             tracing::debug!("module cache {}: {e}", folder.display());
         }
     }
 }
 
-/// What a file that records a module as valid holds.
-const VALID_RECORD: &[u8] = b"GWCWASM valid\n";
+/// What a file that records the module whose bytes hash to `module` as
+/// valid holds: a line, then the module's hash (so a record copied under
+/// another module's name holds for no module).
+fn valid_record(module: &[u8; 32]) -> Vec<u8> {
+    [&b"GWCWASM valid\n"[..], module].concat()
+}
 
 /// The name of the file that records a module as valid.
 fn valid_name(engine: &Engine, features: &str, module: &[u8; 32]) -> String {
@@ -263,35 +273,47 @@ fn valid_name(engine: &Engine, features: &str, module: &[u8; 32]) -> String {
     format!("{key}.valid")
 }
 
-/// The entry name of `bytes` compiled as `K` by `engine`.
-fn key<K: Kind>(engine: &Engine, bytes: &[u8]) -> String {
+/// The entry name of the module whose bytes hash to `module` compiled as
+/// `K` by `engine`.
+fn key<K: Kind>(engine: &Engine, module: &[u8; 32]) -> String {
     let mut h = ShaHasher(Sha256::new());
     h.write(MAGIC);
     h.write(K::NAME.as_bytes());
     engine.precompile_compatibility_hash().hash(&mut h);
-    h.write(&Sha256::digest(bytes));
+    h.write(module);
     h.0.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The entry at `path`, whole, if the file is whole and unchanged (its
-/// artifact is [`artifact`] of it: not copied out) and no other user could
-/// have written it.
-fn read(path: &Path) -> Option<Vec<u8>> {
+/// The entry at `path`, whole, if it was compiled from the module whose
+/// bytes hash to `module`, the file is whole and unchanged (its artifact
+/// is [`artifact`] of it: not copied out) and no other user could have
+/// written it.
+fn read(path: &Path, module: &[u8; 32]) -> Option<Vec<u8>> {
     let file = read_trusted(path)?;
     let rest = file.strip_prefix(&MAGIC[..])?;
+    let (named, rest) = rest.split_at_checked(32)?;
+    if named != module {
+        tracing::debug!(
+            "module cache entry {} was compiled from another module; it is compiled again",
+            path.display()
+        );
+        return None;
+    }
     let (digest, artifact) = rest.split_at_checked(32)?;
     (Sha256::digest(artifact).as_slice() == digest).then_some(file)
 }
 
 /// The artifact of an entry [`read`] accepted.
 fn artifact(entry: &[u8]) -> &[u8] {
-    entry.get(MAGIC.len() + 32..).unwrap_or_default()
+    entry.get(MAGIC.len() + 64..).unwrap_or_default()
 }
 
-/// Writes the entry at `path`.
-fn write(folder: &Path, path: &Path, artifact: &[u8]) -> std::io::Result<()> {
-    let mut entry = Vec::with_capacity(MAGIC.len() + 32 + artifact.len());
+/// Writes the entry at `path`: the code compiled from the module whose
+/// bytes hash to `module`.
+fn write(folder: &Path, path: &Path, module: &[u8; 32], artifact: &[u8]) -> std::io::Result<()> {
+    let mut entry = Vec::with_capacity(MAGIC.len() + 64 + artifact.len());
     entry.extend_from_slice(MAGIC);
+    entry.extend_from_slice(module);
     entry.extend_from_slice(&Sha256::digest(artifact));
     entry.extend_from_slice(artifact);
     write_file(folder, path, &entry)
@@ -452,7 +474,8 @@ mod tests {
         let path = entries[0].path();
         let written = std::fs::read(&path).unwrap();
         // Read back as it was written.
-        assert!(read(&path).is_some());
+        let named: [u8; 32] = Sha256::digest(&bytes).into();
+        assert!(read(&path, &named).is_some());
         assert_eq!(
             f(&engine, &cache.module(&engine, &bytes, later()).unwrap()),
             7
@@ -462,7 +485,7 @@ mod tests {
         let last = damaged.len() - 1;
         damaged[last] ^= 0x40;
         std::fs::write(&path, &damaged).unwrap();
-        assert!(read(&path).is_none());
+        assert!(read(&path, &named).is_none());
         assert_eq!(
             f(&engine, &cache.module(&engine, &bytes, later()).unwrap()),
             7
@@ -480,14 +503,49 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// An entry copied under another module's name (by someone who may
+    /// write the folder) holds the first module's code: it is not used for
+    /// the second, which is compiled again and its entry rewritten.
+    #[test]
+    fn an_entry_under_another_modules_name_is_not_used() {
+        let engine = Engine::default();
+        let seven = wat::parse_str(WAT).unwrap();
+        let eight = wat::parse_str(WAT.replace("i32.const 7", "i32.const 8")).unwrap();
+        let dir = folder("named");
+        let cache = DiskCache::new(Some(dir.clone()));
+        assert_eq!(
+            f(&engine, &cache.module(&engine, &seven, later()).unwrap()),
+            7
+        );
+        assert_eq!(
+            f(&engine, &cache.module(&engine, &eight, later()).unwrap()),
+            8
+        );
+        let entry = |bytes: &[u8]| {
+            let module: [u8; 32] = Sha256::digest(bytes).into();
+            dir.join(format!("{}.cwasm", key::<Module>(&engine, &module)))
+        };
+        let (of_seven, of_eight) = (entry(&seven), entry(&eight));
+        let eights = std::fs::read(&of_eight).unwrap();
+        std::fs::copy(&of_seven, &of_eight).unwrap();
+        // Whole and unchanged, so only the name it records tells.
+        assert_eq!(
+            f(&engine, &cache.module(&engine, &eight, later()).unwrap()),
+            8
+        );
+        assert_eq!(std::fs::read(&of_eight).unwrap(), eights, "rewritten");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn another_engine_configuration_has_its_own_entries() {
         let bytes = wat::parse_str(WAT).unwrap();
         let mut fuel = wasmtime::Config::new();
         fuel.consume_fuel(true);
         let (a, b) = (Engine::default(), Engine::new(&fuel).unwrap());
-        assert_ne!(key::<Module>(&a, &bytes), key::<Module>(&b, &bytes));
-        assert_ne!(key::<Module>(&a, &bytes), key::<Component>(&a, &bytes));
+        let m: [u8; 32] = Sha256::digest(&bytes).into();
+        assert_ne!(key::<Module>(&a, &m), key::<Module>(&b, &m));
+        assert_ne!(key::<Module>(&a, &m), key::<Component>(&a, &m));
         let dir = folder("engines");
         let cache = DiskCache::new(Some(dir.clone()));
         cache.module(&a, &bytes, later()).unwrap();
@@ -550,8 +608,9 @@ mod tests {
             0o600
         );
         // An entry anyone may write is not read, and is replaced.
+        let named: [u8; 32] = Sha256::digest(&bytes).into();
         mode(&entry, 0o666);
-        assert!(read(&entry).is_none());
+        assert!(read(&entry, &named).is_none());
         assert_eq!(
             f(&engine, &cache.module(&engine, &bytes, later()).unwrap()),
             7
@@ -560,7 +619,7 @@ mod tests {
             std::fs::metadata(&entry).unwrap().permissions().mode() & 0o777,
             0o600
         );
-        assert!(read(&entry).is_some());
+        assert!(read(&entry, &named).is_some());
         // A folder its group or anyone may write is not used at all: it
         // says why, nothing is read from it or written to it.
         for (m, who) in [(0o777, "anyone"), (0o770, "its group")] {
@@ -617,6 +676,16 @@ mod tests {
         assert!(
             !cache.known_valid(&b, "features", &m),
             "another engine configuration"
+        );
+        // A record copied under another module's name holds for neither.
+        std::fs::copy(
+            dir.join(valid_name(&a, "features", &m)),
+            dir.join(valid_name(&a, "features", &other)),
+        )
+        .unwrap();
+        assert!(
+            !cache.known_valid(&a, "features", &other),
+            "a copied record"
         );
         // No folder: nothing is known, recording does nothing.
         let none = DiskCache::new(None);

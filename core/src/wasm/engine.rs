@@ -2,7 +2,7 @@
 //! compile, warm up.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,8 +17,8 @@ use super::contract::{self, check_version, is_log, slot_export};
 use super::direct::{DirectCode, TopLevel};
 use super::disk_cache::DiskCache;
 use super::error::{WasmError, WasmErrorKind};
-use super::module::{Code, Compiled, EngineInner, PolicyModule, SlotExport};
-use super::store::{HostState, charge_log, error_text, record_log, take_log_slot};
+use super::module::{Code, Compiled, EngineInner, PolicyModule, SlotExport, Ticker};
+use super::store::{HostState, LogCounts, charge_log, error_text, record_log, take_log_slot};
 
 /// One shared wasmtime engine, its sandbox settings and a cache of compiled
 /// modules keyed by the SHA-256 of their bytes. Cheap to clone; clones share
@@ -118,15 +118,8 @@ impl PolicyEngine {
             ))
             .and_then(|mut log| log.func_wrap("log", host_log))
             .map_err(engine_err)?;
-        let (deadline_ticks, tick, ticker_stop) = match deadline {
-            Some(deadline) => {
-                let tick =
-                    (deadline / 10).clamp(Duration::from_millis(1), Duration::from_millis(100));
-                let ticks = deadline.as_nanos().div_ceil(tick.as_nanos()) + 1;
-                let stop = Arc::new(AtomicBool::new(false));
-                spawn_ticker(&engine, tick, stop.clone())?;
-                (u64::try_from(ticks).unwrap_or(u64::MAX), tick, Some(stop))
-            }
+        let (deadline_ticks, tick, ticker) = match deadline {
+            Some(deadline) => epoch_ticker(&engine, &config, deadline)?,
             None => (0, Duration::ZERO, None),
         };
         let disk = DiskCache::new(config.module_cache.clone());
@@ -139,7 +132,8 @@ impl PolicyEngine {
                 tick,
                 cache: Mutex::new(HashMap::new()),
                 disk,
-                ticker_stop,
+                logs: Arc::default(),
+                ticker,
             }),
         })
     }
@@ -154,6 +148,12 @@ impl PolicyEngine {
     /// the engine then compiles every module and keeps nothing.
     pub fn module_cache_refused(&self) -> Option<&str> {
         self.inner.disk.refused()
+    }
+
+    /// How many `log` messages its modules sent so far, kept and dropped
+    /// past the limits (take the difference of two counts for a run).
+    pub fn log_counts(&self) -> LogCounts {
+        self.inner.logs.counts()
     }
 
     /// How many distinct modules are compiled and cached.
@@ -357,7 +357,8 @@ impl PolicyEngine {
         slots.sort_by_key(|(slot, _)| *slot);
         versions.sort();
         let version = versions.swap_remove(0);
-        let slot_list = slots.iter().map(|(s, _)| *s).collect();
+        let slot_list: Vec<Slot> = slots.iter().map(|(s, _)| *s).collect();
+        let config_tree = contract::config_tree_slots(bytes, &slot_list).map_err(of)?;
         if self.inner.config.call_path == CallPath::Direct {
             match DirectCode::prepare(
                 engine,
@@ -372,9 +373,11 @@ impl PolicyEngine {
                     return Ok(Compiled {
                         code: Code::Direct(code),
                         slots: slot_list,
+                        config_tree,
                         version,
                         hash,
                         instantiations: AtomicU64::new(0),
+                        fuel_used: AtomicU64::new(0),
                     });
                 }
                 Err(decline) => tracing::info!(
@@ -419,9 +422,11 @@ impl PolicyEngine {
         Ok(Compiled {
             code: Code::Component { pre, exports },
             slots: slot_list,
+            config_tree,
             version,
             hash,
             instantiations: AtomicU64::new(0),
+            fuel_used: AtomicU64::new(0),
         })
     }
 }
@@ -499,15 +504,36 @@ fn check_limits(bytes: &[u8], limits: &LoadLimits) -> Result<(), WasmErrorKind> 
     Ok(())
 }
 
-fn spawn_ticker(engine: &Engine, tick: Duration, stop: Arc<AtomicBool>) -> Result<(), WasmError> {
+/// The epoch ticker of an engine whose calls have `deadline`: started,
+/// with how many ticks a call may take, how often it ticks (fine enough for
+/// the round budget's time too) and how to stop it.
+fn epoch_ticker(
+    engine: &Engine,
+    config: &SandboxConfig,
+    deadline: Duration,
+) -> Result<(u64, Duration, Option<Arc<Ticker>>), WasmError> {
+    let finest = config
+        .round_budget
+        .map_or(deadline, |r| r.scaled(&config.budget).1.min(deadline));
+    let tick = (finest / 10).clamp(Duration::from_millis(1), Duration::from_millis(100));
+    let ticks = deadline.as_nanos().div_ceil(tick.as_nanos()) + 1;
+    let ticker = Arc::new(Ticker::default());
+    spawn_ticker(engine, tick, ticker.clone())?;
+    Ok((u64::try_from(ticks).unwrap_or(u64::MAX), tick, Some(ticker)))
+}
+
+fn spawn_ticker(engine: &Engine, tick: Duration, ticker: Arc<Ticker>) -> Result<(), WasmError> {
     let weak = engine.weak();
     std::thread::Builder::new()
         .name("gangway-epoch".into())
         .spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
+            while !ticker.stop.load(Ordering::Relaxed) {
                 std::thread::sleep(tick);
                 match weak.upgrade() {
-                    Some(engine) => engine.increment_epoch(),
+                    Some(engine) => {
+                        engine.increment_epoch();
+                        ticker.ticks.fetch_add(1, Ordering::Relaxed);
+                    }
                     None => break,
                 }
             }
@@ -522,8 +548,10 @@ fn spawn_ticker(engine: &Engine, tick: Duration, stop: Arc<AtomicBool>) -> Resul
 
 /// The `gangway:policy/log.log` import through the component runtime:
 /// typed as the contract says (a component whose `log` has another type does
-/// not link), charged to the call's fuel, at most the per-call number of
-/// messages kept, each truncated.
+/// not link), charged to the call's fuel (the runtime lifts the message
+/// whole first, within the bytes the entry may make the host copy: see
+/// `arm` in `backend.rs`), at most the per-call and per-backend messages and
+/// bytes kept, each truncated.
 fn host_log(
     mut store: StoreContextMut<'_, HostState>,
     (level, message): (LogLevel, WasmStr),
@@ -533,7 +561,7 @@ fn host_log(
         (full.len(), contract::bounded(&full, store.data().log_bytes))
     };
     charge_log(&mut store, len)?;
-    if take_log_slot(store.data_mut()) {
+    if take_log_slot(store.data_mut(), len) {
         let level = match level {
             LogLevel::Error => "error",
             LogLevel::Warn => "warn",

@@ -150,7 +150,13 @@ pub enum WasmErrorKind {
         /// The slots it does implement.
         implemented: String,
     },
-    /// `init` refused the configuration.
+    /// The module's `gangway:config-tree` custom section (the slots that
+    /// read their options as a configuration tree) is malformed.
+    #[error("has a malformed gangway:config-tree section: it {0}")]
+    ConfigTreeSection(String),
+    /// `init` refused the configuration, or (for a slot that reads its
+    /// options as a configuration tree) the host could not parse it as
+    /// TOML.
     #[error("refused its {slot} configuration: {message}")]
     Config {
         /// The slot.

@@ -13,8 +13,10 @@
 //! * [`PolicyEngine`]: one shared wasmtime engine with the [`SandboxConfig`]
 //!   (memory cap, [`Budget`] of fuel or an epoch deadline per call, a
 //!   [`WorkBudget`] relative to the slot's built-in policies over recent
-//!   calls, a wall-clock backstop, [`LoadLimits`] on what it compiles) and a
-//!   compiled-module cache keyed by the SHA-256 of the bytes.
+//!   calls, a [`RoundBudget`] over any window of rounds in fuel and time,
+//!   a wall-clock backstop, limits on `log`, [`LoadLimits`] on what it
+//!   compiles) and a compiled-module cache keyed by the SHA-256 of the
+//!   bytes (each entry naming the module it was compiled from).
 //!   [`PolicyEngine::load`] refuses anything but a component within the
 //!   limits that exports each slot it implements once and imports at most
 //!   `log`, each refusal a [`WasmError`] naming the module and the problem;
@@ -57,18 +59,23 @@ mod contract;
 mod direct;
 mod disk_cache;
 mod engine;
+mod entry;
 mod error;
+mod live;
 mod module;
 mod restore;
+mod spending;
 mod store;
+mod twins;
 mod warm_up;
 mod wiring;
 mod work;
 
 pub use config::{
-    Budget, CallPath, LoadLimits, SandboxConfig, WorkBudget, set_signal_traps_default,
+    Budget, CallPath, LoadLimits, RoundBudget, SandboxConfig, WorkBudget, set_signal_traps_default,
 };
 pub use contract::CONTRACT_VERSION;
 pub use engine::PolicyEngine;
 pub use error::{WasmError, WasmErrorKind};
 pub use module::PolicyModule;
+pub use store::LogCounts;

@@ -7,14 +7,14 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use gangway_plugin_sdk::Slot;
+use gangway_plugin_sdk::{ConfigForm, Slot};
 use wasmtime::Engine;
 use wasmtime::component::{ComponentExportIndex, InstancePre, Linker};
 
 use super::config::{CallPath, SandboxConfig};
 use super::direct::DirectCode;
 use super::disk_cache::DiskCache;
-use super::store::HostState;
+use super::store::{HostState, LogTally};
 
 /// The engine's state shared by every module it loaded.
 pub(crate) struct EngineInner {
@@ -28,13 +28,32 @@ pub(crate) struct EngineInner {
     pub(crate) cache: Mutex<HashMap<[u8; 32], Arc<Compiled>>>,
     /// Compiled code kept on disk across processes.
     pub(crate) disk: DiskCache,
-    pub(crate) ticker_stop: Option<Arc<AtomicBool>>,
+    /// What every module's instances logged.
+    pub(crate) logs: Arc<LogTally>,
+    pub(crate) ticker: Option<Arc<Ticker>>,
+}
+
+/// The epoch ticker's controls: whether to stop, and how many ticks it
+/// has made (the engine's coarse clock).
+#[derive(Debug, Default)]
+pub(crate) struct Ticker {
+    pub(crate) stop: AtomicBool,
+    pub(crate) ticks: AtomicU64,
+}
+
+impl EngineInner {
+    /// The engine's clock: its ticker's ticks if it has one.
+    pub(crate) fn clock(&self) -> super::spending::Clock<'_> {
+        super::spending::Clock {
+            ticks: self.ticker.as_deref().map(|t| (&t.ticks, self.tick)),
+        }
+    }
 }
 
 impl Drop for EngineInner {
     fn drop(&mut self) {
-        if let Some(stop) = &self.ticker_stop {
-            stop.store(true, Ordering::Relaxed);
+        if let Some(ticker) = &self.ticker {
+            ticker.stop.store(true, Ordering::Relaxed);
         }
     }
 }
@@ -65,9 +84,14 @@ pub(crate) struct Compiled {
     pub(crate) code: Code,
     /// The slots it exports, in pipeline order.
     pub(crate) slots: Vec<Slot>,
+    /// The slots whose policies read their options as a configuration
+    /// tree (its `gangway:config-tree` section).
+    pub(crate) config_tree: Vec<Slot>,
     pub(crate) version: String,
     pub(crate) hash: [u8; 32],
     pub(crate) instantiations: AtomicU64,
+    /// Fuel used by every instance of it so far.
+    pub(crate) fuel_used: AtomicU64,
 }
 
 /// A loaded policy module: validated, compiled, warmed up. Cheap to clone.
@@ -129,6 +153,19 @@ impl PolicyModule {
         }
     }
 
+    /// How its policy in `slot` takes its configuration:
+    /// [`ConfigForm::Tree`] if the module says so (its `gangway:config-tree`
+    /// section), and then the host parses the TOML and hands `init` the
+    /// tree ([`gangway_plugin_sdk::config_tree`]); else [`ConfigForm::Text`],
+    /// the operator's bytes as given (every module built before the tree).
+    pub fn config_form(&self, slot: Slot) -> ConfigForm {
+        if self.compiled.config_tree.contains(&slot) {
+            ConfigForm::Tree
+        } else {
+            ConfigForm::Text
+        }
+    }
+
     /// The SHA-256 of its bytes, in hex: the key of the compiled-module cache.
     pub fn hash(&self) -> String {
         self.compiled
@@ -143,5 +180,13 @@ impl PolicyModule {
     /// grows by one per recovery.
     pub fn instantiations(&self) -> u64 {
         self.compiled.instantiations.load(Ordering::Relaxed)
+    }
+
+    /// How much fuel every instance of this module (under any name) has
+    /// used so far: calls, instantiation and `init`, the host's twin
+    /// checks, the host's reading of what it logged and refused, and the
+    /// warm-up (0 under a deadline budget, which meters no fuel).
+    pub fn fuel_used(&self) -> u64 {
+        self.compiled.fuel_used.load(Ordering::Relaxed)
     }
 }

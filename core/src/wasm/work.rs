@@ -1,14 +1,17 @@
 //! Budgets that fit the work: a module may use a multiple of what its slot's
 //! built-in policies cost on the same views, over a sliding window of its
-//! recent calls. A module slow within each call's budget (just under it
-//! every call, or only after many cheap calls) runs out of this allowance
-//! within a few calls, its calls fail and its guard quarantines it: a run
-//! is held for milliseconds, not minutes. Fuel is deterministic, so the
-//! same run quarantines at the same call every time.
+//! recent entries (calls, the `init` of each fresh instance, the host's
+//! twin checks), each entry charged at most a two-`factor`th of the
+//! per-call fuel ([`WorkBudget::most_measured`]). A module that burns
+//! more than half the per-call fuel on every call runs out of this
+//! allowance within its first calls, its calls fail and its guard
+//! quarantines it; one slower than the built-ins but under that is held to
+//! `factor` times their cost, and the round budget
+//! ([`super::config::RoundBudget`]) bounds what any module costs over a
+//! window of rounds whatever its views. Fuel is deterministic, so the same
+//! run quarantines at the same call every time.
 
 use std::collections::VecDeque;
-
-use gangway_plugin_sdk::WorkCost;
 
 use super::config::WorkBudget;
 
@@ -35,9 +38,8 @@ pub(crate) struct Allowance {
 }
 
 impl WorkMeter {
-    /// What a call on a view of `jobs` jobs of a slot costing `cost` may use.
-    pub(crate) fn allowance(&self, budget: &WorkBudget, cost: WorkCost, jobs: usize) -> Allowance {
-        let measure = cost.of(jobs).max(budget.floor);
+    /// What an entry measured at `measure` may use.
+    pub(crate) fn allowance(&self, budget: &WorkBudget, measure: u64) -> Allowance {
         // The window holds the call about to be made and the ones before it.
         let keep = usize::try_from(budget.window.max(1) - 1).unwrap_or(usize::MAX);
         let skip = self.calls.len().saturating_sub(keep);
@@ -77,10 +79,8 @@ impl WorkMeter {
 mod tests {
     use super::*;
 
-    const COST: WorkCost = WorkCost {
-        per_call: 1_000,
-        per_job: 100,
-    };
+    /// A call of a slot costing 1,000 + 100 per job, on 100 jobs.
+    const MEASURE: u64 = 11_000;
 
     fn budget() -> WorkBudget {
         WorkBudget {
@@ -93,18 +93,12 @@ mod tests {
     #[test]
     fn a_call_may_use_what_the_window_has_left() {
         let (b, mut m) = (budget(), WorkMeter::default());
-        // 100 jobs: 11,000 units measured, 110,000 allowed.
-        let a = m.allowance(&b, COST, 100);
+        // 11,000 units measured, 110,000 allowed.
+        let a = m.allowance(&b, MEASURE);
         assert_eq!((a.measure, a.fuel), (11_000, 110_000));
         m.record(&b, a.measure, 100_000);
         // The next call: 220,000 allowed over both, 100,000 used.
-        assert_eq!(m.allowance(&b, COST, 100).fuel, 120_000);
-    }
-
-    #[test]
-    fn small_views_count_as_the_floor() {
-        let a = WorkMeter::default().allowance(&budget(), COST, 0);
-        assert_eq!((a.measure, a.fuel), (2_000, 20_000));
+        assert_eq!(m.allowance(&b, MEASURE).fuel, 120_000);
     }
 
     #[test]
@@ -115,9 +109,9 @@ mod tests {
             m.record(&b, 11_000, 0);
         }
         // The costly call is still among the last four: nothing left.
-        assert_eq!(m.allowance(&b, COST, 100).fuel, 0);
+        assert_eq!(m.allowance(&b, MEASURE).fuel, 0);
         m.record(&b, 11_000, 0);
         // Now it is not.
-        assert_eq!(m.allowance(&b, COST, 100).fuel, 440_000);
+        assert_eq!(m.allowance(&b, MEASURE).fuel, 440_000);
     }
 }

@@ -161,6 +161,21 @@ const BURN: u32 = 22_000_000;
 /// burning just under a call's fuel on real views from its `after`-th
 /// such call on.
 pub(crate) fn slow_reclaim(after: u32) -> Vec<u8> {
+    slow_stopper("reclaim", "reclaim", after)
+}
+
+/// A defragment guest that answers the empty decision (move nothing),
+/// after burning just under a call's fuel on real views from its
+/// `after`-th such call on.
+#[allow(dead_code)] // the hosts' tests use it
+pub(crate) fn slow_defragment(after: u32) -> Vec<u8> {
+    slow_stopper("defragment", "plan", after)
+}
+
+/// A guest of `slot` (whose function is `call`, whose empty decision is
+/// two zero bytes) that burns just under a call's fuel on real views from
+/// its `after`-th such call on.
+fn slow_stopper(slot: &str, call: &str, after: u32) -> Vec<u8> {
     let body = format!(
         r#"(global.set $calls (i32.add (global.get $calls) (i32.const 1)))
            (if (i32.gt_u (global.get $calls) (i32.const {after}))
@@ -172,8 +187,8 @@ pub(crate) fn slow_reclaim(after: u32) -> Vec<u8> {
     );
     let globals = "(global $i (mut i32) (i32.const 0)) (global $calls (mut i32) (i32.const 0))";
     let core = fairness_wat("2.0.0", TRIGGER_BYTES, &body, globals)
-        .replace("fairness@2.0.0", "reclaim@2.0.0")
-        .replace("#order", "#reclaim")
+        .replace("fairness@2.0.0", &format!("{slot}@2.0.0"))
+        .replace("#order", &format!("#{call}"))
         .replace(
             r#"(data (i32.const 64) "\00")"#,
             r#"(data (i32.const 64) "\00\00")"#,
@@ -182,7 +197,7 @@ pub(crate) fn slow_reclaim(after: u32) -> Vec<u8> {
             "(call $reply (i32.const 64) (i32.const 1))",
             "(call $reply (i32.const 64) (i32.const 2))",
         );
-    componentize(&core, &[], WIT, "reclaim-policy")
+    componentize(&core, &[], WIT, &format!("{slot}-policy"))
 }
 
 /// Reads a 2.0 fairness view (postcard) at `$p` and writes the decision
@@ -282,6 +297,161 @@ pub(crate) fn slow_fairness(after: u32) -> Vec<u8> {
     );
     // Every view is answered by the echo; only real ones burn.
     fairness(0, &body, &globals)
+}
+
+/// A fairness guest that keeps the view's order on every view (a valid
+/// decision) and runs `extra` (WAT statements, with `$calls` counting the
+/// real views so far, this one included) before answering real ones;
+/// `globals` adds declarations (`$calls` is declared).
+fn echoing_fairness(extra: &str, globals: &str) -> String {
+    let body = format!(
+        r#"(if (i32.gt_u (local.get $len) (i32.const {TRIGGER_BYTES}))
+             (then
+               (global.set $calls (i32.add (global.get $calls) (i32.const 1)))
+               {extra}))
+           (return (call $echo (local.get $ptr) (local.get $len)))"#
+    );
+    let globals = format!("(global $calls (mut i32) (i32.const 0)) {globals} {ECHO}");
+    fairness_wat("2.0.0", 0, &body, &globals)
+}
+
+/// A fairness guest that answers validly but logs 16 messages of 1 KiB
+/// (16 KiB) on every real call (the text far above its heap).
+pub(crate) fn chatty_fairness() -> Vec<u8> {
+    let extra = r#"(global.set $i (i32.const 0))
+        (loop $more
+          (call $log (i32.const 0) (i32.const 1048576) (i32.const 1024))
+          (global.set $i (i32.add (global.get $i) (i32.const 1)))
+          (br_if $more (i32.lt_u (global.get $i) (i32.const 16))))"#;
+    let text = format!(
+        "(global $i (mut i32) (i32.const 0)) (data (i32.const 1048576) \"{}\")",
+        "x".repeat(1024)
+    );
+    let core = echoing_fairness(extra, &text).replace(
+        "(memory (export \"memory\") 1)",
+        "(memory (export \"memory\") 17)",
+    );
+    componentize(&with_log(&core), &[], WIT, "fairness-policy")
+}
+
+/// A fairness guest that answers validly but traps on every fifth real
+/// call: four failures in every twenty calls.
+#[allow(dead_code)] // the hosts' tests use it
+pub(crate) fn every_fifth_fails() -> Vec<u8> {
+    let extra = "(if (i32.eqz (i32.rem_u (global.get $calls) (i32.const 5))) (then (unreachable)))";
+    componentize(&echoing_fairness(extra, ""), &[], WIT, "fairness-policy")
+}
+
+/// A fairness guest that refuses every real view with `mib` MiB of NUL
+/// bytes (valid UTF-8, and free to make: fresh memory is zero).
+pub(crate) fn huge_nul_refusal(mib: u32) -> Vec<u8> {
+    let pages = mib * 16 + 1;
+    let bytes = mib << 20;
+    fairness(
+        TRIGGER_BYTES,
+        &format!(
+            r#"(if (i32.lt_u (memory.size) (i32.const {pages}))
+                 (then (drop (memory.grow (i32.const {pages})))))
+               (i32.store8 (i32.const 16) (i32.const 1))
+               (i32.store (i32.const 20) (i32.const 65536))
+               (i32.store (i32.const 24) (i32.const {bytes}))
+               (return (i32.const 16))"#
+        ),
+        "",
+    )
+}
+
+/// A fairness guest whose `init` burns about `units` fuel units (8 a loop
+/// iteration) before it answers (empty configuration or not).
+pub(crate) fn init_burner(units: u32) -> Vec<u8> {
+    let iterations = units / 8;
+    let core = fairness_wat(
+        "2.0.0",
+        TRIGGER_BYTES,
+        "(unreachable)",
+        "(global $i (mut i32) (i32.const 0))",
+    )
+    .replace(
+        "(param i32 i32) (result i32)\n    (i32.store8 (i32.const 16) (i32.const 0))",
+        &format!(
+            r#"(param i32 i32) (result i32)
+    (loop $burn
+      (global.set $i (i32.add (global.get $i) (i32.const 1)))
+      (br_if $burn (i32.lt_u (global.get $i) (i32.const {iterations}))))
+    (i32.store8 (i32.const 16) (i32.const 0))"#
+        ),
+    );
+    assert!(core.contains("$burn"), "init not found");
+    componentize(&core, &[], WIT, "fairness-policy")
+}
+
+/// [`ECHO`] with each job's eligibility read from the global `$eligible`
+/// (1 as declared), so a guest can answer otherwise, still validly.
+fn echo_with_eligibility() -> String {
+    format!(
+        "(global $eligible (mut i32) (i32.const 1)) {}",
+        ECHO.replace(
+            "(call $put (i32.const 1))",
+            "(call $put (global.get $eligible))"
+        )
+    )
+}
+
+/// A 2.0 fairness guest (the slot's function only) that keeps the view's
+/// order with every job eligible for its first `calls` real calls, then
+/// with none eligible: a valid answer that depends on its history.
+#[allow(dead_code)] // the hosts' tests use it
+pub(crate) fn history_dependent(calls: u32) -> Vec<u8> {
+    let body = format!(
+        r#"(if (i32.gt_u (local.get $len) (i32.const {TRIGGER_BYTES}))
+             (then
+               (global.set $calls (i32.add (global.get $calls) (i32.const 1)))
+               (if (i32.gt_u (global.get $calls) (i32.const {calls}))
+                 (then (global.set $eligible (i32.const 0))))))
+           (return (call $echo (local.get $ptr) (local.get $len)))"#
+    );
+    let globals = format!(
+        "(global $calls (mut i32) (i32.const 0)) {}",
+        echo_with_eligibility()
+    );
+    componentize(
+        &fairness_wat("2.0.0", 0, &body, &globals),
+        &[],
+        WIT,
+        "fairness-policy",
+    )
+}
+
+/// A 2.1 fairness guest whose slot function keeps the view's order with
+/// every job eligible, and whose `-buffered` twin counts its calls and,
+/// after `after` of them, answers with no job eligible (still valid) on
+/// every call a host checking its 1st and every 64th call would not check.
+pub(crate) fn counting_twin(after: u32) -> Vec<u8> {
+    let call = format!(
+        r#"(block (result i64)
+             (global.set $n (i32.add (global.get $n) (i32.const 1)))
+             (global.set $eligible (i32.const 1))
+             (if (i32.and (i32.gt_u (global.get $n) (i32.const {after}))
+                          (i32.ne (i32.rem_u (i32.sub (global.get $n) (i32.const 1)) (i32.const 64))
+                                  (i32.const 0)))
+               (then (global.set $eligible (i32.const 0))))
+             (drop (call $echo (i32.const 32768) (local.get $len)))
+             (i64.or (i64.shl (i64.extend_i32_u (i32.load (i32.const 20))) (i64.const 32))
+                     (i64.extend_i32_u (i32.load (i32.const 24)))))"#
+    );
+    let echo = "(then (return (call $echo (local.get $ptr) (local.get $len))))";
+    let globals = format!(
+        "(global $n (mut i32) (i32.const 0)) {}",
+        echo_with_eligibility()
+    );
+    let core =
+        buffered_wat("(i32.const 32768)", &call, &globals).replace("(then (unreachable))", echo);
+    // Both answer every view, however small, so every answer is valid.
+    let core = core.replace(
+        &format!("(i32.gt_u (local.get $len) (i32.const {TRIGGER_BYTES}))"),
+        "(i32.gt_u (local.get $len) (i32.const 0))",
+    );
+    componentize_doctored(&core, WIT_2_1, "fairness-policy-buffered")
 }
 
 /// The hostile behaviours, by name: (WAT body, data segments).

@@ -241,29 +241,52 @@ fn an_invalid_module_is_never_recorded_valid() {
 }
 
 /// A module's fuel over its life in a slot is bounded
-/// (`SandboxConfig::fuel_per_backend`); with a `fuel_period` the bound is
-/// per period, so a long-running host's module gets its allowance again
-/// once the period has passed.
+/// (`SandboxConfig::fuel_per_backend`), everything it costs counted (its
+/// `init`, its calls, the host's twin checks); with a `fuel_period` the
+/// bound is per period, so a long-running host's module gets its allowance
+/// again once the period has passed.
 #[test]
 fn the_fuel_allowance_comes_back_each_period() {
-    let guest = |period| {
-        let engine = gangway_core::wasm::PolicyEngine::new(gangway_core::wasm::SandboxConfig {
-            fuel_per_backend: Some(1),
+    let fifo = gangway_plugin_artifacts::module("fifo").unwrap();
+    let view = crate::support::past_trigger();
+    let engine = |limit, period| {
+        gangway_core::wasm::PolicyEngine::new(gangway_core::wasm::SandboxConfig {
+            fuel_per_backend: limit,
             fuel_period: period,
             ..guests::sandbox()
         })
-        .unwrap();
-        engine
-            .load("fifo", gangway_plugin_artifacts::module("fifo").unwrap())
+        .unwrap()
+    };
+    // What the load's warm-up (a backend of its own: a start and one call
+    // on a small view), starting a backend and its first two calls cost,
+    // unbounded.
+    let module = engine(None, None).load("fifo", fifo).unwrap();
+    let warm_up = module.fuel_used();
+    let mut costs = Vec::new();
+    let mut at = module.fuel_used();
+    let mut backend = module.backend::<Fairness>(b"").unwrap();
+    for call in 0..3 {
+        costs.push(module.fuel_used() - at);
+        at = module.fuel_used();
+        if call < 2 {
+            backend.decide(&view).unwrap();
+        }
+    }
+    let (start, first, second) = (costs[0], costs[1], costs[2]);
+    // Enough to warm up, or to start and answer once; not to answer twice.
+    let limit = warm_up.max(start + first) + second / 2;
+    assert!(limit < start + first + second, "{warm_up} {costs:?}");
+    let guest = |period| {
+        engine(Some(limit), period)
+            .load("fifo", fifo)
             .unwrap()
             .backend::<Fairness>(b"")
             .unwrap()
     };
-    let view = crate::support::empty_view();
     let spent = |b: &mut gangway_core::policy::BoxedBackend<Fairness>| {
         matches!(
             b.decide(&view).map_err(|e| e.kind),
-            Err(PolicyErrorKind::RunBudget(1))
+            Err(PolicyErrorKind::RunBudget(l)) if l == limit
         )
     };
     // One allowance for life: the first call spends it, the rest fail.

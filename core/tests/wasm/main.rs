@@ -6,6 +6,8 @@
 mod abi;
 mod budgets;
 mod buffered;
+mod config_form;
+mod costs;
 mod differential;
 mod findings;
 mod guests;

@@ -10,6 +10,10 @@
 //!    pods created one at a time: the time from a gang's last pod created
 //!    (its create call returned) to every pod of it bound.
 //!
+//! Every pod asks for 4 CPUs and 32 GiB beside its GPU, so both schedulers
+//! check every node's CPU and memory (gangway-k8s its filters of
+//! `src/fit.rs`, kube-scheduler NodeResourcesFit).
+//!
 //! ```sh
 //! export GANGWAY_K8S_BIN="$(host-examples/k8s/testenv/build.sh | tail -1)"
 //! cargo build --release -p gangway-k8s --bin gangway-k8s --example side_by_side
@@ -162,11 +166,18 @@ async fn clear(client: &Client, ns: &str) {
         grace_period_seconds: Some(0),
         ..DeleteParams::default()
     };
-    api.delete_collection(&dp, &ListParams::default())
-        .await
-        .unwrap();
-    // A failed list (the API server closing a kept-alive connection under
-    // load) is asked again.
+    // A failed call (the API server closing a kept-alive connection under
+    // load, as a delete of 10,000 pods can) is made again.
+    for attempt in 1.. {
+        match api.delete_collection(&dp, &ListParams::default()).await {
+            Ok(_) => break,
+            Err(e) if attempt < 10 => {
+                eprintln!("deleting the pods of {ns}: {e}; again");
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+            Err(e) => panic!("deleting the pods of {ns}: {e}"),
+        }
+    }
     wait_until("pods deleted", Duration::from_secs(300), || async {
         api.list(&ListParams::default().limit(1))
             .await
@@ -176,9 +187,18 @@ async fn clear(client: &Client, ns: &str) {
 }
 
 fn one_gpu(name: &str, scheduler: &str) -> serde_json::Value {
-    let mut p = gpu_pod(name, 1, None, None);
+    let mut p = with_requests(gpu_pod(name, 1, None, None));
     p["spec"]["schedulerName"] = json!(scheduler);
     p
+}
+
+/// A pod asking for CPU and memory beside its GPU, so both schedulers run
+/// their resource filters on every node (a fake node has 64 CPUs and
+/// 512 GiB for its 8 GPUs).
+fn with_requests(mut pod: serde_json::Value) -> serde_json::Value {
+    pod["spec"]["containers"][0]["resources"]["requests"] =
+        json!({"cpu": "4", "memory": "32Gi", "nvidia.com/gpu": "1"});
+    pod
 }
 
 /// Creates `count` fake 8-GPU nodes, 40 to a rack.
@@ -262,7 +282,7 @@ async fn gang_phase(c: &Cluster, a: &Args) -> BTreeMap<u32, Vec<f64>> {
         let names: Vec<String> = (0..size).map(|k| format!("{name}-{k:02}")).collect();
         let pods: Vec<_> = names
             .iter()
-            .map(|n| gpu_pod(n, 1, Some(&name), None))
+            .map(|n| with_requests(gpu_pod(n, 1, Some(&name), None)))
             .collect();
         create_many(&c.client, "bench-gang", pods).await;
         let created = Instant::now();

@@ -6,6 +6,8 @@
 //! namespace = "gangway-system"          # where the Lease and the two ConfigMaps live
 //! gpu_resource = "nvidia.com/gpu"       # the extended resource that counts GPUs
 //! levels = ["topology.kubernetes.io/zone", "gangway.io/rack"]  # node labels, widest first
+//! gpu_type_label = "nvidia.com/gpu.product"   # node label naming its GPU type ("": one type)
+//! gpu_memory_label = "nvidia.com/gpu.memory"  # node label: MiB of one GPU (GPU Feature Discovery's)
 //! vc_label = ""                         # "": a gang's VC is its namespace; else this pod label
 //! vcs_configmap = "gangway-vcs"         # VC name -> quota in GPUs ("none": no quota)
 //! policies_configmap = "gangway-policies"  # Wasm modules hot-swapped per slot
@@ -14,7 +16,12 @@
 //! resync_s = 2                          # and at least this often
 //! bind_concurrency = 64                 # Binding requests in flight at once
 //! view_window = 1024                    # pending gangs per VC a round considers (0: all)
+//! not_ready_grace_s = 300               # a NotReady node keeps its gangs this long
+//! gpu_drop_grace_s = 60                 # a node's GPU count may read low this long
+//! min_run_s = 300                       # reclaim and defragment leave younger gangs alone
+//! locality_widen_after_s = []           # the delay ladder; []: sized to the cluster
 //! metrics_addr = "0.0.0.0:10251"        # /metrics, /healthz, /readyz
+//! healthz_stuck_s = 0                   # /healthz fails after the loop stalls this long (0: 10 resyncs, at least 60 s)
 //! leader_elect = true                   # a coordination.k8s.io Lease; only the leader binds
 //! lease_name = "gangway-scheduler"
 //! lease_duration_s = 15
@@ -41,6 +48,14 @@ pub struct Config {
     /// node, widest first (e.g. zone, then rack). A node without one of
     /// them is in a domain named `(none)` at that level.
     pub levels: Vec<String>,
+    /// The node label naming the type of a node's GPUs (GPU Feature
+    /// Discovery sets `nvidia.com/gpu.product`); a gang runs on one type.
+    /// Nodes without it are of the type `gpu`; empty: every GPU is alike.
+    pub gpu_type_label: String,
+    /// The node label giving the memory of one of its GPUs in MiB (GPU
+    /// Feature Discovery's `nvidia.com/gpu.memory`), for gangs that ask
+    /// for a minimum; a type's memory is the least its nodes report.
+    pub gpu_memory_label: String,
     /// The pod label naming a gang's virtual cluster; empty: its namespace.
     pub vc_label: String,
     /// ConfigMap (in `namespace`) listing the virtual clusters and their
@@ -61,8 +76,28 @@ pub struct Config {
     /// Pending gangs of each VC a round shows the fairness policy (0: all);
     /// at most this many gangs of one VC start in one round.
     pub view_window: usize,
+    /// Seconds a node that is not Ready keeps its gangs (draining: no new
+    /// ones) before they are evicted. Kubernetes' own default: pods
+    /// tolerate `node.kubernetes.io/not-ready` for 300 s.
+    pub not_ready_grace_s: u64,
+    /// Seconds a node's GPU count may read lower than before (a device
+    /// plugin or kubelet restart reads 0 for a moment) before the drop is
+    /// believed; meanwhile the node keeps its gangs and takes no new ones.
+    pub gpu_drop_grace_s: u64,
+    /// The preset's `delay` locality ladder in seconds (how long a gang
+    /// waits before it may span one level more); empty: sized to the
+    /// cluster (`policies::sized_ladder`). Ignored when the preset's
+    /// locality policy is not `delay` or a module holds the slot.
+    pub locality_widen_after_s: Vec<u64>,
+    /// Seconds a gang runs before a reclaim or defragment policy may stop
+    /// or move it (deleting a gang's pods loses their work and their
+    /// start-up).
+    pub min_run_s: u64,
     /// Where `/metrics`, `/healthz` and `/readyz` are served ("" = off).
     pub metrics_addr: String,
+    /// Seconds the scheduling loop may go without turning before
+    /// `/healthz` fails (0: ten resyncs, at least a minute).
+    pub healthz_stuck_s: u64,
     /// Elect a leader with a Lease (off: this replica always binds).
     pub leader_elect: bool,
     /// The Lease's name (in `namespace`).
@@ -86,6 +121,8 @@ impl Default for Config {
             namespace: "gangway-system".into(),
             gpu_resource: "nvidia.com/gpu".into(),
             levels: vec!["topology.kubernetes.io/zone".into()],
+            gpu_type_label: "nvidia.com/gpu.product".into(),
+            gpu_memory_label: "nvidia.com/gpu.memory".into(),
             vc_label: String::new(),
             vcs_configmap: "gangway-vcs".into(),
             policies_configmap: "gangway-policies".into(),
@@ -94,7 +131,12 @@ impl Default for Config {
             resync_s: 2,
             bind_concurrency: 64,
             view_window: 1024,
+            not_ready_grace_s: 300,
+            gpu_drop_grace_s: 60,
+            min_run_s: 300,
+            locality_widen_after_s: Vec::new(),
             metrics_addr: "0.0.0.0:10251".into(),
+            healthz_stuck_s: 0,
             leader_elect: true,
             lease_name: "gangway-scheduler".into(),
             lease_duration_s: 15,
@@ -161,6 +203,26 @@ impl Config {
             return Err(bad("bind_concurrency must be at least 1".into()));
         }
         Ok(())
+    }
+
+    /// How long the scheduling loop may go without turning before
+    /// `/healthz` fails: ten resyncs, at least a minute (a cycle binding a
+    /// large burst against a slow API server takes seconds).
+    pub fn stuck_after(&self) -> std::time::Duration {
+        let auto = self.resync_s.saturating_mul(10).max(60);
+        std::time::Duration::from_secs(if self.healthz_stuck_s > 0 {
+            self.healthz_stuck_s
+        } else {
+            auto
+        })
+    }
+
+    /// The node signals' grace periods.
+    pub fn grace(&self) -> crate::host::nodes::Grace {
+        crate::host::nodes::Grace {
+            not_ready_ms: self.not_ready_grace_s.saturating_mul(1000),
+            gpu_drop_ms: self.gpu_drop_grace_s.saturating_mul(1000),
+        }
     }
 
     /// This replica's identity: the configured one, `$POD_NAME`, or the

@@ -97,6 +97,16 @@ pub enum GangProblem {
         /// Its minMember.
         min_member: i64,
     },
+    /// A PodGroup's GPU-type annotation cannot be read.
+    #[error("PodGroup {group}: {annotation} = {value:?} is not a whole number of GB")]
+    BadGpuRequest {
+        /// The PodGroup.
+        group: String,
+        /// The annotation.
+        annotation: String,
+        /// Its value.
+        value: String,
+    },
     /// The gang needs more GPUs than the cluster has, or a pod more than any
     /// node has.
     #[error("{gang}: {why}")]
@@ -142,9 +152,9 @@ impl GangProblem {
     /// The Event reason (PascalCase, as Kubernetes events use).
     pub fn reason(&self) -> &'static str {
         match self {
-            GangProblem::BadGpuCount { .. } | GangProblem::RequestLimitDiffer { .. } => {
-                "InvalidGPURequest"
-            }
+            GangProblem::BadGpuCount { .. }
+            | GangProblem::RequestLimitDiffer { .. }
+            | GangProblem::BadGpuRequest { .. } => "InvalidGPURequest",
             GangProblem::MinMemberTooSmall { .. } => "InvalidMinMember",
             GangProblem::TooLarge { .. } => "GangTooLarge",
             GangProblem::MixedGpuCounts { .. } => "MixedGPUCounts",

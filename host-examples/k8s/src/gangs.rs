@@ -5,7 +5,10 @@
 
 use std::collections::BTreeMap;
 
+use gangway_core::GpuRequest;
+
 use super::GangProblem;
+use super::fit::PodNeeds;
 use super::objects::{GroupInfo, PodInfo};
 use super::plan::{Plan, PodNeed};
 
@@ -60,6 +63,9 @@ pub struct GangView<'a> {
     pub key: GangKey,
     /// Its PodGroup, if it has one (and it exists).
     pub group: Option<&'a GroupInfo>,
+    /// Its pods name a PodGroup that does not exist (not created yet, or
+    /// deleted): the gang waits for it and is never placed piecemeal.
+    pub awaiting_group: bool,
     /// Its pods of our scheduler that are not being deleted, by name.
     pub pods: Vec<&'a PodInfo>,
     /// Pods that must exist for the gang to be placed.
@@ -75,6 +81,30 @@ pub struct GangView<'a> {
 }
 
 impl GangView<'_> {
+    /// The GPUs the gang asks for: its PodGroup's annotations when they
+    /// name types or memory; else the types its pods select under
+    /// `type_label` ([`selected_types`]), when every live pod selects the
+    /// same; else any type.
+    pub fn gpu_request(&self, type_label: &str) -> GpuRequest {
+        if let Some(Ok(r)) = self.group.map(|g| &g.gpu_request)
+            && !r.is_any()
+        {
+            return r.clone();
+        }
+        if type_label.is_empty() {
+            return GpuRequest::default();
+        }
+        let mut selected = self.live().map(|p| selected_types(&p.needs, type_label));
+        let Some(Some(first)) = selected.next() else {
+            return GpuRequest::default();
+        };
+        if selected.all(|t| t.as_ref() == Some(&first)) {
+            GpuRequest::types(first)
+        } else {
+            GpuRequest::default()
+        }
+    }
+
     /// Pods not ended: running, or waiting to.
     pub fn live(&self) -> impl Iterator<Item = &&PodInfo> {
         self.pods.iter().filter(|p| !p.phase.ended())
@@ -100,9 +130,10 @@ impl GangView<'_> {
         self.live().map(|p| p.gpus.clone().unwrap_or(0)).sum()
     }
 
-    /// Enough live pods to be placed (`minMember`), none bound.
+    /// Enough live pods to be placed (`minMember` of its PodGroup, which
+    /// exists), none bound.
     pub fn complete(&self) -> bool {
-        self.live().count() >= self.min_member && self.plan.is_none()
+        !self.awaiting_group && self.live().count() >= self.min_member && self.plan.is_none()
     }
 
     /// Every pod it ever had ended well.
@@ -163,6 +194,7 @@ pub fn collect<'a>(
             .entry(key.clone())
             .or_insert_with(|| empty_view(key, group, vc_of(p)));
         view.vc = vc_of(p);
+        view.awaiting_group |= p.group.is_some() && group.is_none();
         view.last_pod_ms = view.last_pod_ms.max(p.created_ms);
         view.pods.push(p);
     }
@@ -178,11 +210,37 @@ pub fn collect<'a>(
     out
 }
 
+/// The GPU types a pod selects by the node label `type_label`: its
+/// `nodeSelector`'s value, else the values of the `In` requirements on the
+/// label in its required node-affinity terms (in order, when every term has
+/// one: the terms are alternatives). `None`: it does not restrict the type.
+pub fn selected_types(needs: &PodNeeds, type_label: &str) -> Option<Vec<String>> {
+    if let Some((_, v)) = needs.node_selector.iter().find(|(k, _)| k == type_label) {
+        return Some(vec![v.clone()]);
+    }
+    if needs.affinity.is_empty() {
+        return None;
+    }
+    let mut types: Vec<String> = Vec::new();
+    for term in &needs.affinity {
+        let r = term
+            .iter()
+            .find(|r| !r.field && r.key == type_label && r.operator == "In")?;
+        for v in &r.values {
+            if !types.contains(v) {
+                types.push(v.clone());
+            }
+        }
+    }
+    Some(types)
+}
+
 fn empty_view<'a>(key: GangKey, group: Option<&'a GroupInfo>, vc: String) -> GangView<'a> {
     GangView {
         min_member: group.map_or(1, |g| usize::try_from(g.min_member.max(0)).unwrap_or(0)),
         key,
         group,
+        awaiting_group: false,
         pods: Vec::new(),
         vc,
         problem: None,
@@ -210,6 +268,9 @@ fn problem(
             group: format!("{}/{}", g.namespace, g.name),
             min_member: g.min_member,
         });
+    }
+    if let Some(Err(e)) = view.group.map(|g| &g.gpu_request) {
+        return Some(e.clone());
     }
     let gang = view.key.to_string();
     let mut sizes: Vec<u32> = view
@@ -293,11 +354,13 @@ mod tests {
             phase: Phase::Pending,
             terminating: false,
             gpus,
+            gpus_annotation: None,
             group: group.map(String::from),
             vc_label: None,
             created_ms: 5,
             gpu_indices: None,
             plan: None,
+            needs: Default::default(),
         }
     }
 
@@ -307,7 +370,10 @@ mod tests {
             name: name.into(),
             uid: name.into(),
             min_member: min,
+            schedule_timeout_s: None,
+            min_resources: Default::default(),
             created_ms: 1,
+            gpu_request: Ok(Default::default()),
         }
     }
 
@@ -341,6 +407,49 @@ mod tests {
             name: "solo".into(),
         }];
         assert!(solo.complete());
+    }
+
+    /// Pods created before their PodGroup (or left after it was deleted)
+    /// wait for it: never a gang of one pod, never placed in part.
+    #[test]
+    fn pods_without_their_group_wait_for_it() {
+        let pods = [pod("a", Some("late"), Ok(4)), pod("b", Some("late"), Ok(4))];
+        let g = gangs(&pods, &[]);
+        assert_eq!(g.len(), 1);
+        let late = g.values().next().unwrap();
+        assert!(late.awaiting_group && !late.complete());
+        assert!(late.problem.is_none());
+        let groups = [group("late", 2)];
+        let g = gangs(&pods, &groups);
+        assert!(g.values().next().unwrap().complete());
+    }
+
+    #[test]
+    fn pods_select_gpu_types_by_node_selector_or_required_affinity() {
+        use crate::fit::Requirement;
+        const L: &str = "nvidia.com/gpu.product";
+        let req = |key: &str, op: &str, values: &[&str]| Requirement {
+            field: false,
+            key: key.into(),
+            operator: op.into(),
+            values: values.iter().map(|v| v.to_string()).collect(),
+        };
+        let mut needs = PodNeeds::default();
+        assert_eq!(selected_types(&needs, L), None);
+        needs.affinity = vec![
+            vec![req("zone", "In", &["a"]), req(L, "In", &["H100", "A100"])],
+            vec![req(L, "In", &["A100", "L40S"])],
+        ];
+        assert_eq!(
+            selected_types(&needs, L),
+            Some(vec!["H100".into(), "A100".into(), "L40S".into()])
+        );
+        // A term without an In on the label: that alternative allows any type.
+        needs.affinity.push(vec![req(L, "NotIn", &["K80"])]);
+        assert_eq!(selected_types(&needs, L), None);
+        // A nodeSelector on the label decides.
+        needs.node_selector = vec![(L.into(), "V100".into())];
+        assert_eq!(selected_types(&needs, L), Some(vec!["V100".into()]));
     }
 
     #[test]

@@ -28,8 +28,11 @@
 //! [`run`] wires it to the API server; the binary is
 //! `src/bin/gangway-k8s.rs`. The crate's README is the operator guide.
 
+mod apply;
+mod binding;
 pub mod config;
 mod error;
+pub mod fit;
 pub mod gangs;
 pub mod host;
 pub mod leader;
@@ -38,6 +41,7 @@ pub mod objects;
 pub mod plan;
 pub mod podgroup;
 pub mod policies;
+pub mod quantity;
 pub mod report;
 pub mod run;
 pub mod topology;

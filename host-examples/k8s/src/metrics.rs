@@ -9,6 +9,7 @@
 
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -16,9 +17,10 @@ use tokio::net::TcpListener;
 use super::K8sError;
 use super::report::Stats;
 
-/// Upper bounds (seconds) of the bind-latency histogram's buckets.
-pub const BUCKETS: [f64; 12] = [
-    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+/// Upper bounds (seconds) of the bind-latency histogram's buckets: from a
+/// millisecond (a gang is usually bound within tens of them) to a minute.
+pub const BUCKETS: [f64; 16] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
 ];
 
 /// What the endpoints show; the scheduler loop updates it.
@@ -40,10 +42,14 @@ pub struct State {
     pub leader: bool,
     /// Whether the watch caches have synced.
     pub ready: bool,
-    /// Binding requests the API refused.
-    pub bind_errors: u64,
     /// Status writes and Events dropped (the reporter's queue was full).
     pub reports_dropped: u64,
+    /// When the scheduling loop last turned (leading or not).
+    pub heartbeat: Option<Instant>,
+    /// When this replica last finished a cycle as leader.
+    pub last_cycle: Option<Instant>,
+    /// How long without a turn of the loop `/healthz` fails.
+    pub stuck_after: Duration,
 }
 
 impl State {
@@ -57,6 +63,36 @@ impl State {
         }
         self.latency_count += 1;
         self.latency_sum += seconds;
+    }
+
+    /// `/healthz`: fails when the scheduling loop has not turned for
+    /// `stuck_after` (a cycle stuck, or the loop dead); says how long ago
+    /// the loop turned and the last cycle ran.
+    pub fn health(&self, now: Instant) -> (&'static str, String) {
+        let ago = |t: Option<Instant>| {
+            t.map_or_else(
+                || "never".to_string(),
+                |t| {
+                    format!(
+                        "{:.1} s ago",
+                        now.saturating_duration_since(t).as_secs_f64()
+                    )
+                },
+            )
+        };
+        let body = format!(
+            "loop turned {}, last cycle as leader {}\n",
+            ago(self.heartbeat),
+            ago(self.last_cycle)
+        );
+        let stuck = self
+            .heartbeat
+            .is_none_or(|t| now.saturating_duration_since(t) > self.stuck_after);
+        if stuck && self.ready {
+            ("503 Service Unavailable", format!("stuck: {body}"))
+        } else {
+            ("200 OK", format!("ok: {body}"))
+        }
     }
 
     /// The Prometheus text exposition of everything.
@@ -102,113 +138,138 @@ impl State {
 
     /// Every single-valued metric: name, type, help, value.
     fn scalars(&self) -> Vec<(&'static str, &'static str, &'static str, String)> {
-        let s = &self.stats;
-        vec![
-            (
-                "gangway_pods_bound_total",
-                "counter",
-                "Pods bound.",
-                s.pods_bound.to_string(),
-            ),
-            (
-                "gangway_gangs_bound_total",
-                "counter",
-                "Gangs bound whole.",
-                s.gangs_bound.to_string(),
-            ),
-            (
-                "gangway_gangs_finished_total",
-                "counter",
-                "Gangs whose pods all ended.",
-                s.gangs_finished.to_string(),
-            ),
-            (
-                "gangway_gangs_interrupted_total",
-                "counter",
-                "Gangs evicted whole (node lost, preempted, moved, bound in part).",
-                s.gangs_interrupted.to_string(),
-            ),
-            (
-                "gangway_bind_errors_total",
-                "counter",
-                "Binding requests the API server refused.",
-                self.bind_errors.to_string(),
-            ),
-            (
-                "gangway_reports_dropped_total",
-                "counter",
-                "Status writes and Events dropped (the reporter's queue was full).",
-                self.reports_dropped.to_string(),
-            ),
-            (
-                "gangway_gang_problems_total",
-                "counter",
-                "Problems with users' gangs reported as Events.",
-                s.problems.to_string(),
-            ),
-            (
-                "gangway_policy_errors_total",
-                "counter",
-                "Policy calls that failed (the built-in policy answered).",
-                s.policy_errors.to_string(),
-            ),
-            (
-                "gangway_policy_quarantines_total",
-                "counter",
-                "Policy modules quarantined.",
-                s.quarantines.to_string(),
-            ),
-            (
-                "gangway_topology_rebuilds_total",
-                "counter",
-                "Topology rebuilds from the nodes.",
-                s.topology_rebuilds.to_string(),
-            ),
-            (
-                "gangway_round_seconds_total",
-                "counter",
-                "Seconds in scheduling rounds.",
-                s.round_seconds.to_string(),
-            ),
-            (
-                "gangway_rounds_total",
-                "counter",
-                "Scheduling rounds.",
-                s.rounds.to_string(),
-            ),
-            (
-                "gangway_last_round_seconds",
-                "gauge",
-                "The last round's seconds.",
-                s.last_round_seconds.to_string(),
-            ),
-            (
-                "gangway_cycle_seconds_total",
-                "counter",
-                "Seconds in cycles (host logic, API calls excluded).",
-                self.cycle_seconds.to_string(),
-            ),
-            (
-                "gangway_cycles_total",
-                "counter",
-                "Cycles.",
-                self.cycles.to_string(),
-            ),
-            (
-                "gangway_leader",
-                "gauge",
-                "Whether this replica leads (1) or not (0).",
-                u8::from(self.leader).to_string(),
-            ),
-            (
-                "process_resident_memory_bytes",
-                "gauge",
-                "Resident memory.",
-                (rss_kib() * 1024).to_string(),
-            ),
-        ]
+        SCALARS
+            .iter()
+            .map(|(name, kind, help, value)| (*name, *kind, *help, value(self)))
+            .collect()
     }
 }
+
+/// A single-valued metric: name, type, help, and how to read it.
+type Scalar = (
+    &'static str,
+    &'static str,
+    &'static str,
+    fn(&State) -> String,
+);
+
+/// Every single-valued metric, in the order `/metrics` shows them.
+const SCALARS: &[Scalar] = &[
+    ("gangway_pods_bound_total", "counter", "Pods bound.", |s| {
+        s.stats.pods_bound.to_string()
+    }),
+    (
+        "gangway_gangs_bound_total",
+        "counter",
+        "Gangs bound whole.",
+        |s| s.stats.gangs_bound.to_string(),
+    ),
+    (
+        "gangway_gangs_finished_total",
+        "counter",
+        "Gangs whose pods all ended.",
+        |s| s.stats.gangs_finished.to_string(),
+    ),
+    (
+        "gangway_gangs_interrupted_total",
+        "counter",
+        "Gangs evicted whole (node lost, preempted, moved, bound in part).",
+        |s| s.stats.gangs_interrupted.to_string(),
+    ),
+    (
+        "gangway_bind_errors_total",
+        "counter",
+        "Bindings refused (the pod gone, made again, or bound elsewhere).",
+        |s| s.stats.bind_errors.to_string(),
+    ),
+    (
+        "gangway_binds_unknown_total",
+        "counter",
+        "Bindings whose reply was lost (each resolved by reading the pod).",
+        |s| s.stats.binds_unknown.to_string(),
+    ),
+    (
+        "gangway_binds_unresolved",
+        "gauge",
+        "Bindings whose reply was lost and whose pod could not be read yet.",
+        |s| s.stats.binds_unresolved.to_string(),
+    ),
+    (
+        "gangway_gangs_waiting_for_evictions",
+        "gauge",
+        "Gangs placed on GPUs that pods on their way out still hold.",
+        |s| s.stats.nominated.to_string(),
+    ),
+    (
+        "gangway_reports_dropped_total",
+        "counter",
+        "Status writes and Events dropped (the reporter's queue was full).",
+        |s| s.reports_dropped.to_string(),
+    ),
+    (
+        "gangway_gang_problems_total",
+        "counter",
+        "Problems with users' gangs reported as Events.",
+        |s| s.stats.problems.to_string(),
+    ),
+    (
+        "gangway_policy_errors_total",
+        "counter",
+        "Policy calls that failed (the built-in policy answered).",
+        |s| s.stats.policy_errors.to_string(),
+    ),
+    (
+        "gangway_policy_quarantines_total",
+        "counter",
+        "Policy modules quarantined.",
+        |s| s.stats.quarantines.to_string(),
+    ),
+    (
+        "gangway_topology_rebuilds_total",
+        "counter",
+        "Topology rebuilds from the nodes.",
+        |s| s.stats.topology_rebuilds.to_string(),
+    ),
+    (
+        "gangway_round_seconds_total",
+        "counter",
+        "Seconds in scheduling rounds.",
+        |s| s.stats.round_seconds.to_string(),
+    ),
+    (
+        "gangway_rounds_total",
+        "counter",
+        "Scheduling rounds.",
+        |s| s.stats.rounds.to_string(),
+    ),
+    (
+        "gangway_last_round_seconds",
+        "gauge",
+        "The last round's seconds.",
+        |s| s.stats.last_round_seconds.to_string(),
+    ),
+    (
+        "gangway_cycle_seconds_total",
+        "counter",
+        "Seconds in cycles (host logic, API calls excluded).",
+        |s| s.cycle_seconds.to_string(),
+    ),
+    ("gangway_cycles_total", "counter", "Cycles.", |s| {
+        s.cycles.to_string()
+    }),
+    (
+        "gangway_leader",
+        "gauge",
+        "Whether this replica leads (1) or not (0).",
+        |s| u8::from(s.leader).to_string(),
+    ),
+    (
+        "process_resident_memory_bytes",
+        "gauge",
+        "Resident memory.",
+        |_| (rss_kib() * 1024).to_string(),
+    ),
+];
 
 /// One metric in the text format: HELP, TYPE, then a line per
 /// `(labels or suffix, value)`.
@@ -274,7 +335,7 @@ fn respond(path: &str, state: &Mutex<State>) -> (&'static str, String) {
     };
     match path {
         "/metrics" => ("200 OK", s.render()),
-        "/healthz" | "/livez" => ("200 OK", "ok\n".into()),
+        "/healthz" | "/livez" => s.health(Instant::now()),
         "/readyz" if s.ready => ("200 OK", "ok\n".into()),
         "/readyz" => ("503 Service Unavailable", "caches not synced\n".into()),
         _ => ("404 Not Found", "not found\n".into()),
@@ -297,11 +358,30 @@ mod tests {
             text.contains("gangway_pending_gangs{reason=\"Fragmentation\"} 2"),
             "{text}"
         );
+        assert!(text.contains("gangway_gang_bind_latency_seconds_bucket{le=\"0.0025\"} 0"));
         assert!(text.contains("gangway_gang_bind_latency_seconds_bucket{le=\"0.025\"} 1"));
+        assert!(text.contains("gangway_cycles_total 0"), "{text}");
         assert!(text.contains("gangway_gang_bind_latency_seconds_bucket{le=\"5\"} 2"));
         assert!(text.contains("gangway_gang_bind_latency_seconds_count 2"));
         let m = Mutex::new(s);
         assert_eq!(respond("/readyz", &m).0, "503 Service Unavailable");
         assert_eq!(respond("/healthz", &m).0, "200 OK");
+    }
+
+    #[test]
+    fn healthz_fails_when_the_loop_stops() {
+        let t0 = Instant::now();
+        let s = State {
+            ready: true,
+            heartbeat: Some(t0),
+            stuck_after: Duration::from_secs(30),
+            ..State::default()
+        };
+        let (code, body) = s.health(t0 + Duration::from_secs(5));
+        assert_eq!(code, "200 OK");
+        assert!(body.contains("loop turned 5.0 s ago"), "{body}");
+        let (code, body) = s.health(t0 + Duration::from_secs(31));
+        assert_eq!(code, "503 Service Unavailable");
+        assert!(body.starts_with("stuck"), "{body}");
     }
 }

@@ -34,6 +34,17 @@ pub struct PodGroupSpec {
     /// Pods that must all be placed for any to start (at least 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_member: Option<i64>,
+    /// Seconds the gang may take to be placed whole: a gang still short of
+    /// `minMember` pods after it is reported `ScheduleTimeout`, and a start
+    /// waiting for evicted pods gives its GPUs up after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_timeout_seconds: Option<i64>,
+    /// The least the cluster must have free (by resource, GPUs included)
+    /// for the gang to be placed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_resources: Option<
+        std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    >,
 }
 
 /// A PodGroup's status (the fields Gangway writes).

@@ -28,6 +28,19 @@ pub struct Policies {
     /// Per slot, a digest of the module and configuration staged from the
     /// ConfigMap (absent: the preset's policy).
     applied: BTreeMap<Slot, u64>,
+    /// The locality ladder staged for the cluster's size, if any.
+    ladder: Option<Vec<u64>>,
+}
+
+/// The locality ladder (seconds a gang waits before it may span one level
+/// more) for a cluster of `gpus` GPUs: the `delay` policy's own defaults,
+/// 60 s for a server and 600 s for a rack, on clusters of 512 GPUs or more,
+/// in proportion below, at least 5 s and 30 s (a 64-GPU cluster: 7 s and
+/// 75 s). A small cluster has few places to wait for; holding a gang that
+/// fits in one rack for minutes there wastes GPUs.
+pub fn sized_ladder(gpus: u32) -> Vec<u64> {
+    let scale = |full: u64, least: u64| (full * u64::from(gpus.min(512)) / 512).max(least);
+    vec![scale(60, 5), scale(600, 30)]
 }
 
 impl std::fmt::Debug for Policies {
@@ -58,6 +71,7 @@ pub fn build(preset: &str) -> Result<(PolicySet, PlacementStrategy, Policies), K
             handles,
             preset: choice,
             applied: BTreeMap::new(),
+            ladder: None,
         },
     ))
 }
@@ -136,6 +150,9 @@ impl Policies {
                     out.push(self.swap(slot, &name, w, config).map_err(|e| e.to_string()));
                 }
                 None if self.applied.remove(&slot).is_some() => {
+                    if slot == Slot::Locality {
+                        self.ladder = None;
+                    }
                     let choice = self.preset.slot(slot);
                     let r = self
                         .handles
@@ -148,6 +165,44 @@ impl Policies {
             }
         }
         out
+    }
+
+    /// Sizes the preset's `delay` locality ladder to a cluster of `gpus`
+    /// GPUs ([`sized_ladder`], or `fixed` if not empty), with the same
+    /// waits for every gang (`deadline_spread = 0`): staged when it
+    /// changes, unless the slot holds a module from the ConfigMap or the
+    /// preset's locality policy is not `delay`. Returns what it did.
+    pub fn size_locality(&mut self, gpus: u32, fixed: &[u64]) -> Option<Result<String, String>> {
+        let choice = self.preset.slot(Slot::Locality);
+        if self.applied.contains_key(&Slot::Locality) || choice.policy != "delay" {
+            return None;
+        }
+        let ladder = if fixed.is_empty() {
+            sized_ladder(gpus)
+        } else {
+            fixed.to_vec()
+        };
+        if self.ladder.as_ref() == Some(&ladder) {
+            return None;
+        }
+        let mut table: toml::Table = std::str::from_utf8(&choice.config)
+            .ok()
+            .and_then(|t| toml::from_str(t).ok())
+            .unwrap_or_default();
+        let seconds = ladder
+            .iter()
+            .map(|s| toml::Value::Integer(*s as i64))
+            .collect();
+        table.insert("widen_after_s".into(), toml::Value::Array(seconds));
+        table.insert("deadline_spread".into(), toml::Value::Float(0.0));
+        let config = toml::to_string(&table).unwrap_or_default();
+        self.ladder = Some(ladder.clone());
+        let staged = self
+            .handles
+            .stage(Slot::Locality, None, &choice.policy, config.as_bytes())
+            .map(|_| format!("locality ladder {ladder:?} s for {gpus} GPUs staged"))
+            .map_err(|e| e.to_string());
+        Some(staged)
     }
 
     /// Every slot's status, fairness first.
@@ -163,6 +218,22 @@ impl Policies {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn ladders_sized_to_the_cluster() {
+        assert_eq!(sized_ladder(3205), [60, 600]);
+        assert_eq!(sized_ladder(512), [60, 600]);
+        assert_eq!(sized_ladder(64), [7, 75]);
+        assert_eq!(sized_ladder(8), [5, 30]);
+        let (_, _, mut p) = build("philly").unwrap();
+        let r = p.size_locality(64, &[]).unwrap().unwrap();
+        assert!(r.contains("[7, 75]"), "{r}");
+        assert!(p.size_locality(64, &[]).is_none(), "staged once");
+        assert!(p.size_locality(64, &[30, 300]).unwrap().is_ok());
+        // A preset whose locality is not delay keeps it.
+        let (_, _, mut f) = build("fifo").unwrap();
+        assert!(f.size_locality(64, &[]).is_none());
+    }
 
     #[test]
     fn digests_tell_modules_apart() {

@@ -47,7 +47,7 @@ pub struct BindOrder {
     pub job: JobId,
     /// One Binding per pod.
     pub binds: Vec<PodBind>,
-    /// Unix ms its newest pod was created (for the bind-latency metric).
+    /// Unix ms its newest pod was first seen (for the bind-latency metric).
     pub last_pod_ms: u64,
 }
 
@@ -58,10 +58,28 @@ pub struct PodBind {
     pub namespace: String,
     /// Pod name.
     pub pod: String,
+    /// The pod's uid: the Binding is refused if the pod was made again.
+    pub uid: String,
     /// Target node.
     pub node: String,
+    /// The GPU indices it is bound with.
+    pub gpus: Vec<u32>,
     /// Annotations the API server copies onto the pod.
     pub annotations: BTreeMap<String, String>,
+}
+
+/// How one Binding went, as the scheduler process found out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BindOutcome {
+    /// The pod is bound where we asked (the reply said so, or reading the
+    /// pod did after an error or an "already assigned" reply).
+    Bound,
+    /// It is not and will not be: the pod is gone, was made again, or is
+    /// bound elsewhere.
+    Refused(String),
+    /// The reply was lost and the pod could not be read: it may be bound.
+    /// Its GPUs stay held until a read tells.
+    Unknown(String),
 }
 
 /// What an Event is about.
@@ -92,6 +110,11 @@ pub struct EventOrder {
     pub warning: bool,
     /// PascalCase reason.
     pub reason: String,
+    /// What was being done (`Scheduling`, `Evicting`, or for a gang that
+    /// waits, its wait reason). Events of the same object, reason and
+    /// action are one Event whose count grows; a new action is a new
+    /// Event, so a gang's Events show each reason it waited for.
+    pub action: String,
     /// The message.
     pub note: String,
 }
@@ -109,6 +132,14 @@ pub struct Stats {
     pub pods_bound: u64,
     /// Gangs bound whole.
     pub gangs_bound: u64,
+    /// Bindings refused (pod gone, made again, or bound elsewhere).
+    pub bind_errors: u64,
+    /// Bindings whose reply was lost (resolved later by reading the pod).
+    pub binds_unknown: u64,
+    /// Bindings whose reply was lost and not yet resolved, now.
+    pub binds_unresolved: u64,
+    /// Gangs placed and waiting for pods on their way out, now.
+    pub nominated: u64,
     /// Gangs finished (every pod ended).
     pub gangs_finished: u64,
     /// Gangs interrupted and evicted (node lost, preempted, moved, broken).

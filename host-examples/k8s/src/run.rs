@@ -9,34 +9,31 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Binding, ConfigMap, Node, ObjectReference, Pod};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use kube::api::Api;
+use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use tokio::sync::Notify;
 
 use super::K8sError;
+use super::apply::{self, unix_ms};
 use super::config::Config;
+use super::fit;
 use super::host::{Host, Inputs, VcTable};
 use super::leader::{Elector, Role};
 use super::metrics::{self, State};
 use super::objects::{self, GroupInfo, NodeInfo, PodInfo};
 use super::podgroup::PodGroup;
 use super::policies::{self, Policies};
-use super::report::{Action, EventOrder, PodBind, Target};
-
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
+use super::report::Action;
 
 /// A client from a kubeconfig file, or the in-cluster/default config.
 pub async fn client(kubeconfig: Option<&Path>) -> Result<Client, K8sError> {
@@ -68,10 +65,31 @@ struct Caches {
     groups: Store<PodGroup>,
     vcs: Store<ConfigMap>,
     policies: Store<ConfigMap>,
+    /// When a watch of nodes, pods or PodGroups last failed (Unix ms).
+    last_error_ms: Arc<AtomicU64>,
 }
 
-/// Starts a reflector for `api` that pokes `notify` on every change.
-fn watch<K>(api: Api<K>, cfg: watcher::Config, notify: Arc<Notify>) -> Store<K>
+/// How long after a watch failed nothing new is placed: the watch resumes
+/// (or re-lists) and its cache catches up first.
+const SETTLE_AFTER_WATCH_ERROR_MS: u64 = 2_000;
+
+impl Caches {
+    /// Whether the caches are current: no watch failed within
+    /// [`SETTLE_AFTER_WATCH_ERROR_MS`].
+    fn fresh(&self, now_ms: u64) -> bool {
+        now_ms.saturating_sub(self.last_error_ms.load(Ordering::Relaxed))
+            > SETTLE_AFTER_WATCH_ERROR_MS
+    }
+}
+
+/// Starts a reflector for `api` that pokes `notify` on every change and
+/// notes in `errors` when it fails (`None`: its failures are only logged).
+fn watch<K>(
+    api: Api<K>,
+    cfg: watcher::Config,
+    notify: Arc<Notify>,
+    errors: Option<Arc<AtomicU64>>,
+) -> Store<K>
 where
     K: Resource<DynamicType = ()>
         + Clone
@@ -83,12 +101,16 @@ where
 {
     let (reader, writer) = reflector::store();
     let stream = reflector::reflector(writer, watcher(api, cfg)).default_backoff();
-    tokio::spawn(drain(stream, notify, K::kind(&()).to_string()));
+    tokio::spawn(drain(stream, notify, errors, K::kind(&()).to_string()));
     reader
 }
 
-async fn drain<S, T, E>(stream: S, notify: Arc<Notify>, kind: String)
-where
+async fn drain<S, T, E>(
+    stream: S,
+    notify: Arc<Notify>,
+    errors: Option<Arc<AtomicU64>>,
+    kind: String,
+) where
     S: Stream<Item = Result<T, E>>,
     E: std::fmt::Display,
 {
@@ -96,7 +118,12 @@ where
     while let Some(ev) = stream.next().await {
         match ev {
             Ok(_) => notify.notify_one(),
-            Err(e) => tracing::warn!(kind, "watch: {e}"),
+            Err(e) => {
+                if let Some(at) = &errors {
+                    at.store(unix_ms(), Ordering::Relaxed);
+                }
+                tracing::warn!(kind, "watch: {e}");
+            }
         }
     }
 }
@@ -104,32 +131,40 @@ where
 fn caches(client: &Client, cfg: &Config, notify: &Arc<Notify>) -> Caches {
     let by_name = |name: &str| watcher::Config::default().fields(&format!("metadata.name={name}"));
     let ns = &cfg.namespace;
+    let errors = Arc::new(AtomicU64::new(0));
+    let all = watcher::Config::default;
     Caches {
         nodes: watch(
             Api::all(client.clone()),
-            watcher::Config::default(),
+            all(),
             Arc::clone(notify),
+            Some(Arc::clone(&errors)),
         ),
         pods: watch(
             Api::all(client.clone()),
-            watcher::Config::default(),
+            all(),
             Arc::clone(notify),
+            Some(Arc::clone(&errors)),
         ),
         groups: watch(
             Api::all(client.clone()),
-            watcher::Config::default(),
+            all(),
             Arc::clone(notify),
+            Some(Arc::clone(&errors)),
         ),
         vcs: watch(
             Api::namespaced(client.clone(), ns),
             by_name(&cfg.vcs_configmap),
             Arc::clone(notify),
+            None,
         ),
         policies: watch(
             Api::namespaced(client.clone(), ns),
             by_name(&cfg.policies_configmap),
             Arc::clone(notify),
+            None,
         ),
+        last_error_ms: errors,
     }
 }
 
@@ -176,6 +211,10 @@ fn new_leading(cfg: &Config) -> Result<Leading, K8sError> {
     let (set, strategy, policies) = policies::build(&cfg.preset)?;
     let mut host = Host::new(cfg.levels.clone(), set, strategy);
     host.set_view_window(cfg.view_window);
+    host.set_gpu_resource(&cfg.gpu_resource);
+    host.set_gpu_type_label(&cfg.gpu_type_label);
+    host.set_grace(cfg.grace());
+    host.set_min_run_s(cfg.min_run_s);
     Ok(Leading { host, policies })
 }
 
@@ -183,42 +222,14 @@ fn new_leading(cfg: &Config) -> Result<Leading, K8sError> {
 pub async fn run(cfg: Config, client: Client) -> Result<(), K8sError> {
     let notify = Arc::new(Notify::new());
     let caches = caches(&client, &cfg, &notify);
-    let state = Arc::new(Mutex::new(State::default()));
-    if !cfg.metrics_addr.is_empty() {
-        let (addr, st) = (cfg.metrics_addr.clone(), Arc::clone(&state));
-        tokio::spawn(async move {
-            if let Err(e) = metrics::serve(&addr, st).await {
-                tracing::error!("metrics endpoint: {e}");
-            }
-        });
-    }
+    let state = Arc::new(Mutex::new(State {
+        stuck_after: cfg.stuck_after(),
+        ..State::default()
+    }));
+    serve_metrics(&cfg, &state);
     let identity = cfg.identity();
-    let valid_until: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
-    if cfg.leader_elect {
-        let elector = Elector::new(
-            Api::<Lease>::namespaced(client.clone(), &cfg.namespace),
-            &cfg.lease_name,
-            &identity,
-            cfg.lease_duration_s,
-            cfg.renew_s,
-        );
-        tokio::spawn(elect(
-            elector,
-            Arc::clone(&valid_until),
-            Arc::clone(&notify),
-        ));
-    }
-    caches
-        .nodes
-        .wait_until_ready()
-        .await
-        .map_err(|e| K8sError::Scheduler(e.to_string()))?;
-    caches
-        .pods
-        .wait_until_ready()
-        .await
-        .map_err(|e| K8sError::Scheduler(e.to_string()))?;
-    let _ = tokio::time::timeout(Duration::from_secs(5), caches.groups.wait_until_ready()).await;
+    let valid_until = start_election(&cfg, &client, &identity, &notify);
+    wait_for_caches(&caches).await?;
     set(&state, |s| s.ready = true);
     tracing::info!(identity, "caches synced");
     let recorder = Recorder::new(
@@ -229,7 +240,7 @@ pub async fn run(cfg: Config, client: Client) -> Result<(), K8sError> {
         },
     );
     let (reports, rx) = tokio::sync::mpsc::channel(100_000);
-    tokio::spawn(reporter(client.clone(), recorder, rx));
+    tokio::spawn(apply::reporter(client.clone(), recorder, rx));
     let mut leading: Option<Leading> = None;
     loop {
         let _ = tokio::time::timeout(Duration::from_secs(cfg.resync_s), notify.notified()).await;
@@ -240,7 +251,10 @@ pub async fn run(cfg: Config, client: Client) -> Result<(), K8sError> {
                 .ok()
                 .and_then(|v| *v)
                 .is_some_and(|t| Instant::now() < t);
-        set(&state, |s| s.leader = leads);
+        set(&state, |s| {
+            s.leader = leads;
+            s.heartbeat = Some(Instant::now());
+        });
         if !leads {
             if leading.take().is_some() {
                 tracing::warn!("lost the lease; stopped scheduling");
@@ -258,6 +272,53 @@ pub async fn run(cfg: Config, client: Client) -> Result<(), K8sError> {
             tracing::error!("cycle: {e}");
         }
     }
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` (unless `metrics_addr` is
+/// empty).
+fn serve_metrics(cfg: &Config, state: &Arc<Mutex<State>>) {
+    if cfg.metrics_addr.is_empty() {
+        return;
+    }
+    let (addr, st) = (cfg.metrics_addr.clone(), Arc::clone(state));
+    tokio::spawn(async move {
+        if let Err(e) = metrics::serve(&addr, st).await {
+            tracing::error!("metrics endpoint: {e}");
+        }
+    });
+}
+
+/// Starts the Lease election (if configured); the returned time is when
+/// this replica's leadership lapses (`None`: it does not lead).
+fn start_election(
+    cfg: &Config,
+    client: &Client,
+    identity: &str,
+    notify: &Arc<Notify>,
+) -> Arc<Mutex<Option<Instant>>> {
+    let valid_until: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
+    if cfg.leader_elect {
+        let elector = Elector::new(
+            Api::<Lease>::namespaced(client.clone(), &cfg.namespace),
+            &cfg.lease_name,
+            identity,
+            cfg.lease_duration_s,
+            cfg.renew_s,
+        );
+        tokio::spawn(elect(elector, Arc::clone(&valid_until), Arc::clone(notify)));
+    }
+    valid_until
+}
+
+/// Waits until the nodes and pods are listed (PodGroups for at most 5 s:
+/// the CRD may not be installed yet).
+async fn wait_for_caches(caches: &Caches) -> Result<(), K8sError> {
+    let failed =
+        |e: kube::runtime::reflector::store::WriterDropped| K8sError::Scheduler(e.to_string());
+    caches.nodes.wait_until_ready().await.map_err(failed)?;
+    caches.pods.wait_until_ready().await.map_err(failed)?;
+    let _ = tokio::time::timeout(Duration::from_secs(5), caches.groups.wait_until_ready()).await;
+    Ok(())
 }
 
 fn set(state: &Mutex<State>, f: impl FnOnce(&mut State)) {
@@ -293,16 +354,46 @@ async fn elect(
 }
 
 /// What the caches hold, as the host's inputs.
-fn read_caches(cfg: &Config, caches: &Caches) -> (Vec<NodeInfo>, Vec<PodInfo>, Vec<GroupInfo>) {
+struct Read {
+    nodes: Vec<NodeInfo>,
+    pods: Vec<PodInfo>,
+    groups: Vec<GroupInfo>,
+    usage: BTreeMap<String, fit::Resources>,
+}
+
+/// What every pod that has not ended requests of its node, GPUs left out.
+fn usage(cfg: &Config, pods: &[Arc<Pod>]) -> BTreeMap<String, fit::Resources> {
+    let mut out: BTreeMap<String, fit::Resources> = BTreeMap::new();
+    for p in pods {
+        let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
+            continue;
+        };
+        let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+        if matches!(phase, Some("Succeeded" | "Failed")) {
+            continue;
+        }
+        let u = out.entry(node.to_string()).or_default();
+        for (r, v) in fit::pod_requests(p, &cfg.gpu_resource) {
+            *u.entry(r).or_default() += v;
+        }
+        *u.entry("pods".into()).or_default() += 1_000;
+    }
+    out
+}
+
+fn read_caches(cfg: &Config, caches: &Caches) -> Read {
+    let types = objects::GpuTypeLabels {
+        type_label: cfg.gpu_type_label.clone(),
+        memory_label: cfg.gpu_memory_label.clone(),
+    };
     let nodes = caches
         .nodes
         .state()
         .iter()
-        .map(|n| objects::node_info(n, &cfg.gpu_resource, &cfg.levels))
+        .map(|n| objects::node_info(n, &cfg.gpu_resource, &cfg.levels, &types))
         .collect();
-    let pods = caches
-        .pods
-        .state()
+    let all = caches.pods.state();
+    let pods = all
         .iter()
         .map(|p| objects::pod_info(p, &cfg.scheduler_name, &cfg.gpu_resource, &cfg.vc_label))
         .filter(|p| p.ours || (p.holds() && p.gpus.as_ref().is_ok_and(|g| *g > 0)))
@@ -313,7 +404,12 @@ fn read_caches(cfg: &Config, caches: &Caches) -> (Vec<NodeInfo>, Vec<PodInfo>, V
         .iter()
         .map(|g| objects::group_info(g))
         .collect();
-    (nodes, pods, groups)
+    Read {
+        nodes,
+        pods,
+        groups,
+        usage: usage(cfg, &all),
+    }
 }
 
 /// One cycle: policies from their ConfigMap, the host's decisions, and
@@ -335,214 +431,47 @@ async fn cycle(
         }
     }
     let t = Instant::now();
-    let (nodes, pods, groups) = read_caches(cfg, caches);
+    let read = read_caches(cfg, caches);
     let vsource = format!("{}/{}", cfg.namespace, cfg.vcs_configmap);
     let vcm = caches.vcs.state().first().cloned();
     let vcs = vc_table(vcm.as_deref(), &vsource);
+    let now_ms = unix_ms();
     let inputs = Inputs {
-        nodes: &nodes,
-        pods: &pods,
-        groups: &groups,
+        nodes: &read.nodes,
+        pods: &read.pods,
+        groups: &read.groups,
         vcs: &vcs,
-        now_ms: unix_ms(),
+        now_ms,
+        fresh: caches.fresh(now_ms),
+        usage: &read.usage,
     };
     let actions = lead.host.cycle(&inputs)?;
+    if let Some(gpus) = lead.host.map().map(|m| m.topology.total_gpus())
+        && let Some(r) = lead
+            .policies
+            .size_locality(gpus, &cfg.locality_widen_after_s)
+    {
+        match r {
+            Ok(m) => tracing::info!("{m}"),
+            Err(e) => tracing::error!("locality ladder: {e}"),
+        }
+    }
     let took = t.elapsed().as_secs_f64();
-    execute(cfg, client, lead, reports, state, actions).await;
+    apply::execute(
+        client,
+        cfg.bind_concurrency,
+        &mut lead.host,
+        reports,
+        state,
+        actions,
+    )
+    .await;
+    apply::read_binds(client, cfg.bind_concurrency, &mut lead.host).await;
     set(state, |s| {
         s.cycles += 1;
         s.cycle_seconds += took;
+        s.last_cycle = Some(Instant::now());
         s.stats = lead.host.stats.clone();
     });
     Ok(())
-}
-
-/// Carries out a cycle's actions: every Binding at once (up to
-/// `bind_concurrency` in flight), then evictions; status writes and Events
-/// go to the reporter task, so a cycle never waits for them.
-async fn execute(
-    cfg: &Config,
-    client: &Client,
-    lead: &mut Leading,
-    reports: &tokio::sync::mpsc::Sender<Action>,
-    state: &Mutex<State>,
-    actions: Vec<Action>,
-) {
-    let mut orders = Vec::new();
-    let mut evictions = Vec::new();
-    for a in actions {
-        match a {
-            Action::Bind(order) => orders.push(order),
-            a @ Action::Evict { .. } => evictions.push(a),
-            other => {
-                if reports.try_send(other).is_err() {
-                    set(state, |s| s.reports_dropped += 1);
-                }
-            }
-        }
-    }
-    let flat: Vec<(usize, PodBind)> = orders
-        .iter()
-        .enumerate()
-        .flat_map(|(i, o)| o.binds.iter().cloned().map(move |b| (i, b)))
-        .collect();
-    let done: Vec<(usize, (String, String), bool, u64)> = futures::stream::iter(flat)
-        .map(|(i, b)| async move {
-            let ok = bind_pod(client, &b).await;
-            (i, (b.namespace, b.pod), ok, unix_ms())
-        })
-        .buffer_unordered(cfg.bind_concurrency)
-        .collect()
-        .await;
-    type Outcome = (Vec<(String, String)>, Vec<(String, String)>, u64);
-    let mut per: Vec<Outcome> = vec![(Vec::new(), Vec::new(), 0); orders.len()];
-    for (i, pod, ok, at) in done {
-        let slot = &mut per[i];
-        slot.2 = slot.2.max(at);
-        if ok {
-            slot.0.push(pod);
-        } else {
-            slot.1.push(pod);
-        }
-    }
-    for (order, (ok, failed, at)) in orders.iter().zip(per) {
-        if failed.is_empty() {
-            let secs = at.saturating_sub(order.last_pod_ms) as f64 / 1000.0;
-            set(state, |s| s.observe_latency(secs));
-        } else {
-            set(state, |s| s.bind_errors += failed.len() as u64);
-        }
-        lead.host
-            .on_bound(&order.gang, order.job, &ok, &failed, unix_ms());
-    }
-    futures::stream::iter(evictions)
-        .for_each_concurrent(cfg.bind_concurrency, |a| other_action(client, None, a))
-        .await;
-}
-
-/// The reporter task: status writes and Events, a few at a time, in the
-/// order the cycles decided them.
-async fn reporter(client: Client, recorder: Recorder, mut rx: tokio::sync::mpsc::Receiver<Action>) {
-    let limit = Arc::new(tokio::sync::Semaphore::new(16));
-    while let Some(a) = rx.recv().await {
-        let Ok(permit) = Arc::clone(&limit).acquire_owned().await else {
-            return;
-        };
-        let (client, recorder) = (client.clone(), recorder.clone());
-        tokio::spawn(async move {
-            other_action(&client, Some(&recorder), a).await;
-            drop(permit);
-        });
-    }
-}
-
-/// One Binding, tried up to three times on errors that may pass.
-async fn bind_pod(client: &Client, b: &super::report::PodBind) -> bool {
-    let api: Api<Pod> = Api::namespaced(client.clone(), &b.namespace);
-    let binding = Binding {
-        metadata: kube::api::ObjectMeta {
-            name: Some(b.pod.clone()),
-            namespace: Some(b.namespace.clone()),
-            annotations: Some(b.annotations.clone()),
-            ..Default::default()
-        },
-        target: ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Node".into()),
-            name: Some(b.node.clone()),
-            ..Default::default()
-        },
-    };
-    for attempt in 0..3 {
-        let r: Result<serde_json::Value, kube::Error> = api
-            .create_subresource("binding", &b.pod, &PostParams::default(), &binding)
-            .await;
-        match r {
-            Ok(_) => return true,
-            Err(kube::Error::Api(e)) if e.code < 500 && e.code != 429 => {
-                tracing::warn!(pod = %format!("{}/{}", b.namespace, b.pod), node = b.node, "binding refused: {}", e.message);
-                return false;
-            }
-            Err(e) => {
-                tracing::warn!(pod = %format!("{}/{}", b.namespace, b.pod), attempt, "binding failed: {e}");
-                tokio::time::sleep(Duration::from_millis(100 << attempt)).await;
-            }
-        }
-    }
-    false
-}
-
-/// An eviction, status write or Event.
-async fn other_action(client: &Client, recorder: Option<&Recorder>, a: Action) {
-    match a {
-        Action::Evict { pods, grace0, gang } => {
-            for (ns, name) in pods {
-                let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
-                let dp = DeleteParams {
-                    grace_period_seconds: grace0.then_some(0),
-                    ..DeleteParams::default()
-                };
-                match api.delete(&name, &dp).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(s)) if s.code == 404 => {}
-                    Err(e) => tracing::warn!(%gang, pod = name, "eviction failed: {e}"),
-                }
-            }
-        }
-        Action::Status {
-            gang,
-            phase,
-            condition,
-        } => {
-            if let super::gangs::GangKey::Group { namespace, name } = &gang {
-                let api: Api<PodGroup> = Api::namespaced(client.clone(), namespace);
-                let now = k8s_openapi::jiff::Timestamp::now();
-                let patch = serde_json::json!({"status": {"phase": phase, "conditions": [{
-                    "type": "Scheduled", "status": condition.0, "reason": condition.1,
-                    "message": condition.2, "lastTransitionTime": now.to_string()}]}});
-                if let Err(e) = api
-                    .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await
-                {
-                    tracing::warn!(%gang, "status: {e}");
-                }
-            }
-        }
-        Action::Event(ev) => {
-            if let Some(r) = recorder {
-                publish(r, ev).await;
-            }
-        }
-        Action::Bind(_) => {}
-    }
-}
-
-async fn publish(recorder: &Recorder, ev: EventOrder) {
-    let (api_version, kind, namespace, name) = match &ev.target {
-        Target::PodGroup { namespace, name } => {
-            ("scheduling.x-k8s.io/v1alpha1", "PodGroup", namespace, name)
-        }
-        Target::Pod { namespace, name } => ("v1", "Pod", namespace, name),
-    };
-    let reference = ObjectReference {
-        api_version: Some(api_version.into()),
-        kind: Some(kind.into()),
-        namespace: Some(namespace.clone()),
-        name: Some(name.clone()),
-        ..Default::default()
-    };
-    let event = Event {
-        type_: if ev.warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        },
-        reason: ev.reason,
-        note: Some(ev.note.chars().take(1000).collect()),
-        action: "Scheduling".into(),
-        secondary: None,
-    };
-    if let Err(e) = recorder.publish(&event, &reference).await {
-        tracing::warn!("event on {kind} {namespace}/{name}: {e}");
-    }
 }

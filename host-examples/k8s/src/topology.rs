@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use gangway_core::{DomainId, MAX_GPUS_PER_SERVER, ServerId, Topology, TopologyBuilder};
+use gangway_core::{DomainId, GpuTypeId, MAX_GPUS_PER_SERVER, ServerId, Topology, TopologyBuilder};
 
 use super::objects::NodeInfo;
 
@@ -12,9 +12,9 @@ use super::objects::NodeInfo;
 pub struct ClusterMap {
     /// Levels and servers (servers named after nodes).
     pub topology: Topology,
-    /// What the topology was built from: (node, GPUs, domains), sorted.
-    /// Two maps with the same shape need no rebuild.
-    pub shape: Vec<(String, u32, Vec<String>)>,
+    /// What the topology was built from, sorted. Two maps with the same
+    /// shape need no rebuild.
+    pub shape: Vec<NodeShape>,
     /// Nodes left out, and why (too many GPUs for one server).
     pub skipped: Vec<(String, String)>,
 }
@@ -38,16 +38,55 @@ impl ClusterMap {
     }
 }
 
+/// What of a node the topology is built from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeShape {
+    /// The node's name.
+    pub name: String,
+    /// Its GPUs.
+    pub gpus: u32,
+    /// Its domain at each level.
+    pub domains: Vec<String>,
+    /// Its GPU type and one GPU's memory in GB (`None`: untyped).
+    pub gpu_type: Option<(String, u32)>,
+}
+
 /// The shape a set of nodes gives: every node with GPUs, sorted by its
 /// domains, then name.
-pub fn shape(nodes: &[NodeInfo]) -> Vec<(String, u32, Vec<String>)> {
+pub fn shape(nodes: &[NodeInfo]) -> Vec<NodeShape> {
     let mut out: Vec<_> = nodes
         .iter()
         .filter(|n| n.gpus > 0)
-        .map(|n| (n.name.clone(), n.gpus, n.domains.clone()))
+        .map(|n| NodeShape {
+            name: n.name.clone(),
+            gpus: n.gpus,
+            domains: n.domains.clone(),
+            gpu_type: n.gpu_type.clone(),
+        })
         .collect();
-    out.sort_by(|a, b| (&a.2, &a.0).cmp(&(&b.2, &b.0)));
+    out.sort_by(|a, b| (&a.domains, &a.name).cmp(&(&b.domains, &b.name)));
     out
+}
+
+/// Declares the GPU types of `shape` in `b`, by name; a type's memory is
+/// the least any of its nodes reports (0 when one does not say).
+fn declare_types(
+    b: &mut TopologyBuilder,
+    shape: &[NodeShape],
+) -> Result<BTreeMap<String, GpuTypeId>, String> {
+    let mut memory: BTreeMap<&str, u32> = BTreeMap::new();
+    for (name, gb) in shape.iter().filter_map(|n| n.gpu_type.as_ref()) {
+        let m = memory.entry(name.as_str()).or_insert(*gb);
+        *m = (*m).min(*gb);
+    }
+    let mut ids = BTreeMap::new();
+    for (name, gb) in memory {
+        let id = b
+            .add_gpu_type(name, gb)
+            .map_err(|e| format!("GPU type {name}: {e}"))?;
+        ids.insert(name.to_string(), id);
+    }
+    Ok(ids)
 }
 
 /// Builds the topology of the GPU nodes: a domain per distinct label
@@ -56,11 +95,14 @@ pub fn shape(nodes: &[NodeInfo]) -> Vec<(String, u32, Vec<String>)> {
 pub fn build(nodes: &[NodeInfo], levels: &[String]) -> Result<Option<ClusterMap>, String> {
     let mut shape = shape(nodes);
     let mut skipped = Vec::new();
-    shape.retain(|(name, gpus, _)| {
-        if *gpus > MAX_GPUS_PER_SERVER {
+    shape.retain(|n| {
+        if n.gpus > MAX_GPUS_PER_SERVER {
             skipped.push((
-                name.clone(),
-                format!("{gpus} GPUs; at most {MAX_GPUS_PER_SERVER} per node are supported"),
+                n.name.clone(),
+                format!(
+                    "{} GPUs; at most {MAX_GPUS_PER_SERVER} per node are supported",
+                    n.gpus
+                ),
             ));
             false
         } else {
@@ -75,9 +117,11 @@ pub fn build(nodes: &[NodeInfo], levels: &[String]) -> Result<Option<ClusterMap>
     names.extend(levels.iter().cloned());
     names.push("node".into());
     b.level_names(names);
+    let types = declare_types(&mut b, &shape)?;
     let root = b.root();
     let mut domains: BTreeMap<Vec<String>, DomainId> = BTreeMap::new();
-    for (name, gpus, path) in &shape {
+    for node in &shape {
+        let path = &node.domains;
         let mut parent = root;
         for depth in 1..=path.len() {
             let prefix = path[..depth].to_vec();
@@ -96,8 +140,13 @@ pub fn build(nodes: &[NodeInfo], levels: &[String]) -> Result<Option<ClusterMap>
                 }
             };
         }
-        b.add_server(parent, name.clone(), *gpus)
-            .map_err(|e| format!("node {name}: {e}"))?;
+        let name = &node.name;
+        let typed = node.gpu_type.as_ref().and_then(|(t, _)| types.get(t));
+        match typed {
+            Some(t) => b.add_server_of_type(parent, name.clone(), node.gpus, *t),
+            None => b.add_server(parent, name.clone(), node.gpus),
+        }
+        .map_err(|e| format!("node {name}: {e}"))?;
     }
     let topology = b.build().map_err(|e| e.to_string())?;
     Ok(Some(ClusterMap {
@@ -119,6 +168,8 @@ mod tests {
             gpus,
             domains: vec![rack.into()],
             health: Health::Up,
+            gpu_type: None,
+            facts: Default::default(),
         }
     }
 

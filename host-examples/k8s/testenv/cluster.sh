@@ -7,6 +7,9 @@
 #   cluster.sh start DIR     # starts etcd, kube-apiserver, kwok; prints DIR/env
 #   cluster.sh stop DIR      # stops them (SIGTERM, then SIGKILL)
 #   cluster.sh kwok-stop DIR / kwok-start DIR
+#   cluster.sh kill DIR NAME      # SIGKILLs etcd, kube-apiserver or kwok (a crash)
+#   cluster.sh restart DIR NAME   # starts it again on the same ports and data
+#   cluster.sh signal DIR NAME SIG  # e.g. STOP / CONT: a process that hangs
 #
 # Binaries come from $GANGWAY_K8S_BIN (build.sh prints it; built from this
 # folder's go.mod). Ports are free ones picked at start; DIR/env has them:
@@ -105,6 +108,75 @@ start_kwok() {
   echo $! > "$dir/run/kwok.pid"
 }
 
+start_etcd() {
+  # shellcheck disable=SC1091
+  . "$dir/run/ports"
+  "$GANGWAY_K8S_BIN/etcd" \
+    --name=gangway-test \
+    --data-dir="$dir/etcd" \
+    --listen-client-urls="http://127.0.0.1:$etcd_port" \
+    --advertise-client-urls="http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls="http://127.0.0.1:$peer_port" \
+    --initial-advertise-peer-urls="http://127.0.0.1:$peer_port" \
+    --initial-cluster="gangway-test=http://127.0.0.1:$peer_port" \
+    --quota-backend-bytes=8589934592 \
+    --unsafe-no-fsync=true \
+    --log-level=warn \
+    >>"$dir/log/etcd.log" 2>&1 &
+  echo $! > "$dir/run/etcd.pid"
+  wait_port "$etcd_port" etcd "$dir/run/etcd.pid"
+}
+
+start_apiserver() {
+  # shellcheck disable=SC1091
+  . "$dir/run/ports"
+  local pki="$dir/pki"
+  "$GANGWAY_K8S_BIN/kube-apiserver" \
+    --etcd-servers="http://127.0.0.1:$etcd_port" \
+    --bind-address=127.0.0.1 \
+    --advertise-address=127.0.0.1 \
+    --secure-port="$api_port" \
+    --tls-cert-file="$pki/apiserver.crt" \
+    --tls-private-key-file="$pki/apiserver.key" \
+    --client-ca-file="$pki/ca.crt" \
+    --token-auth-file="$pki/tokens.csv" \
+    --authorization-mode=RBAC \
+    --anonymous-auth=false \
+    --service-account-issuer=https://127.0.0.1 \
+    --service-account-key-file="$pki/sa.pub" \
+    --service-account-signing-key-file="$pki/sa.key" \
+    --service-cluster-ip-range=10.96.0.0/16 \
+    --disable-admission-plugins=ServiceAccount,TaintNodesByCondition \
+    --max-requests-inflight=1000 \
+    --max-mutating-requests-inflight=500 \
+    --endpoint-reconciler-type=none \
+    --profiling=false \
+    >>"$dir/log/kube-apiserver.log" 2>&1 &
+  echo $! > "$dir/run/kube-apiserver.pid"
+  wait_port "$api_port" kube-apiserver "$dir/run/kube-apiserver.pid"
+}
+
+# SIGKILL, as a crash: no chance to clean up.
+kill_now() {
+  local f="$dir/run/$1.pid" pid
+  [ -f "$f" ] || die "$1 is not running (no $f)"
+  pid="$(cat "$f")"
+  kill -9 "$pid" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  rm -f "$f"
+}
+
+# A component started again as `start` started it, on the same ports.
+restart() {
+  GANGWAY_K8S_BIN="$(grep '^GANGWAY_K8S_BIN=' "$dir/env" | cut -d= -f2-)"
+  case "$1" in
+    etcd) start_etcd ;;
+    kube-apiserver) start_apiserver ;;
+    kwok) start_kwok ;;
+    *) die "cannot restart $1 (etcd, kube-apiserver or kwok)" ;;
+  esac
+}
+
 start() {
   local bin="${GANGWAY_K8S_BIN:-}"
   [ -n "$bin" ] || die "GANGWAY_K8S_BIN is not set (run build.sh)"
@@ -144,44 +216,13 @@ start() {
   local etcd_port peer_port api_port
   etcd_port="$(free_port)"; peer_port="$(free_port)"; api_port="$(free_port)"
 
-  "$bin/etcd" \
-    --name=gangway-test \
-    --data-dir="$dir/etcd" \
-    --listen-client-urls="http://127.0.0.1:$etcd_port" \
-    --advertise-client-urls="http://127.0.0.1:$etcd_port" \
-    --listen-peer-urls="http://127.0.0.1:$peer_port" \
-    --initial-advertise-peer-urls="http://127.0.0.1:$peer_port" \
-    --initial-cluster="gangway-test=http://127.0.0.1:$peer_port" \
-    --quota-backend-bytes=8589934592 \
-    --unsafe-no-fsync=true \
-    --log-level=warn \
-    >"$dir/log/etcd.log" 2>&1 &
-  echo $! > "$dir/run/etcd.pid"
-  wait_port "$etcd_port" etcd "$dir/run/etcd.pid"
-
-  "$bin/kube-apiserver" \
-    --etcd-servers="http://127.0.0.1:$etcd_port" \
-    --bind-address=127.0.0.1 \
-    --advertise-address=127.0.0.1 \
-    --secure-port="$api_port" \
-    --tls-cert-file="$pki/apiserver.crt" \
-    --tls-private-key-file="$pki/apiserver.key" \
-    --client-ca-file="$pki/ca.crt" \
-    --token-auth-file="$pki/tokens.csv" \
-    --authorization-mode=RBAC \
-    --anonymous-auth=false \
-    --service-account-issuer=https://127.0.0.1 \
-    --service-account-key-file="$pki/sa.pub" \
-    --service-account-signing-key-file="$pki/sa.key" \
-    --service-cluster-ip-range=10.96.0.0/16 \
-    --disable-admission-plugins=ServiceAccount,TaintNodesByCondition \
-    --max-requests-inflight=1000 \
-    --max-mutating-requests-inflight=500 \
-    --endpoint-reconciler-type=none \
-    --profiling=false \
-    >"$dir/log/kube-apiserver.log" 2>&1 &
-  echo $! > "$dir/run/kube-apiserver.pid"
-  wait_port "$api_port" kube-apiserver "$dir/run/kube-apiserver.pid"
+  cat > "$dir/run/ports" <<EOF
+etcd_port=$etcd_port
+peer_port=$peer_port
+api_port=$api_port
+EOF
+  GANGWAY_K8S_BIN="$bin" start_etcd
+  GANGWAY_K8S_BIN="$bin" start_apiserver
 
   kubeconfig "$dir/admin.kubeconfig" gangway-test-admin "$admin_token" "$api_port"
   kubeconfig "$dir/scheduler.kubeconfig" gangway-scheduler "$sched_token" "$api_port"
@@ -217,5 +258,8 @@ case "$cmd" in
     ;;
   kwok-stop) stop_pid "$dir/run/kwok.pid" ;;
   kwok-start) start_kwok ;;
+  kill) kill_now "${3:?name: etcd, kube-apiserver or kwok}" ;;
+  restart) restart "${3:?name: etcd, kube-apiserver or kwok}" ;;
+  signal) kill -"${4:?signal}" "$(cat "$dir/run/${3:?name}.pid")" ;;
   *) die "unknown command $cmd" ;;
 esac

@@ -91,6 +91,8 @@ class Server:
     def rack(self) -> Optional[str]: ...
     @property
     def domains(self) -> List[str]: ...
+    @property
+    def gpu_type(self) -> str: ...
 
 class Topology:
     """An immutable cluster topology: cluster > racks > servers > GPUs."""
@@ -109,8 +111,14 @@ class Topology:
     def from_toml(text: str, name: str = "<topology>") -> Topology: ...
     @staticmethod
     def from_racks(
-        racks: Union[Mapping[str, Mapping[str, int]], Sequence[Tuple[str, Sequence[Tuple[str, int]]]]],
+        racks: Union[
+            Mapping[str, Mapping[str, Union[int, Tuple[int, str]]]],
+            Sequence[Tuple[str, Sequence[Union[Tuple[str, int], Tuple[str, int, Optional[str]]]]]],
+        ],
+        gpu_types: Optional[Mapping[str, int]] = None,
     ) -> Topology: ...
+    @property
+    def gpu_types(self) -> List[Tuple[str, int]]: ...
     @property
     def servers(self) -> List[Server]: ...
     def server(self, name: str) -> Optional[Server]: ...
@@ -188,7 +196,14 @@ class Scheduler:
     def set_quota(self, vc: Union[str, int], quota: Optional[int]) -> None: ...
     def virtual_clusters(self) -> List[Dict[str, Any]]: ...
     def submit(
-        self, job: int, gpus: int, vc: Union[str, int] = "default", user: int = 0, submitted: int = 0
+        self,
+        job: int,
+        gpus: int,
+        vc: Union[str, int] = "default",
+        user: int = 0,
+        submitted: int = 0,
+        gpu_types: Optional[Sequence[str]] = None,
+        min_gpu_memory_gb: int = 0,
     ) -> None: ...
     def round(self, now: int) -> Round: ...
     def end_attempt(

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import ray
 from ray.util.placement_group import PlacementGroup, placement_group, remove_placement_group
@@ -183,17 +183,35 @@ def _alive_servers(server_label: str) -> Dict[str, Dict[str, Any]]:
     }
 
 
+#: The resource prefix Ray gives a node whose GPUs are of a known type
+#: (``accelerator_type:A100``), and that tasks ask with ``accelerator_type=``.
+ACCELERATOR_PREFIX = "accelerator_type:"
+
+
+def accelerator_type(node: Dict[str, Any]) -> Optional[str]:
+    """The accelerator type of a node of ``ray.nodes()``: the type its
+    ``accelerator_type:<type>`` resource names (the first by name if it has
+    several), or None."""
+    types = sorted(
+        k[len(ACCELERATOR_PREFIX) :] for k in node.get("Resources", {}) if k.startswith(ACCELERATOR_PREFIX)
+    )
+    return types[0] if types else None
+
+
 def topology_from_ray(server_label: str = SERVER_LABEL, rack_label: str = RACK_LABEL) -> Topology:
     """The topology of the connected Ray cluster: every live node labelled
-    ``server_label`` with its GPU count, in racks by ``rack_label`` (nodes
-    without one share a rack ``default``); racks and servers sorted by name.
-    Raises RuntimeError when no node is labelled."""
-    racks: Dict[str, Dict[str, int]] = {}
+    ``server_label`` with its GPU count and accelerator type (Ray's
+    ``accelerator_type:<type>`` resource; a node without one is of the type
+    ``gpu``), in racks by ``rack_label`` (nodes without one share a rack
+    ``default``); racks and servers sorted by name. Raises RuntimeError when
+    no node is labelled."""
+    racks: Dict[str, Dict[str, Any]] = {}
     for server, node in sorted(_alive_servers(server_label).items()):
         gpus = int(node.get("Resources", {}).get("GPU", 0))
         if gpus > 0:
             rack = node["Labels"].get(rack_label, "default")
-            racks.setdefault(rack, {})[server] = gpus
+            kind = accelerator_type(node)
+            racks.setdefault(rack, {})[server] = (gpus, kind) if kind else gpus
     if not racks:
         raise RuntimeError(f"no live Ray node with GPUs carries the label {server_label!r}")
     return Topology.from_racks({r: racks[r] for r in sorted(racks)})
@@ -271,12 +289,17 @@ class Launcher:
         max_retries: int = 0,
         method: str = "run",
         name: Optional[str] = None,
+        accelerator_type: Union[None, str, Sequence[str]] = None,
     ) -> int:
         """Submits a gang of ``gpus`` GPUs; returns its job id. ``target``
         runs once per GPU: a function (plain or ``@ray.remote``) called with
         ``args`` and ``kwargs``, or a class (plain or ``@ray.remote``)
         instantiated with them whose ``method`` is then called. Failed
-        attempts are retried up to ``max_retries`` times."""
+        attempts are retried up to ``max_retries`` times.
+        ``accelerator_type`` (as in Ray's own task options, or a list most
+        preferred first) is the GPU type the gang may run on; None: any. The
+        gang runs on one type; a type no node has raises SchedulerError."""
+        types = [accelerator_type] if isinstance(accelerator_type, str) else accelerator_type
         kind = "task"
         if isinstance(target, ray.remote_function.RemoteFunction):
             target = target._function
@@ -299,7 +322,14 @@ class Launcher:
             _args=tuple(args),
             _kwargs=dict(kwargs or {}),
         )
-        self.scheduler.submit(job.id, gpus, vc=vc, user=user, submitted=self._now())
+        self.scheduler.submit(
+            job.id,
+            gpus,
+            vc=vc,
+            user=user,
+            submitted=self._now(),
+            gpu_types=list(types) if types is not None else None,
+        )
         self.jobs[job.id] = job
         self._next_id += 1
         self._event("submit", job=job.id, gpus=gpus, vc=vc)

@@ -86,9 +86,12 @@ class LocalCluster:
         object_store_mb: int = 100,
         health_check_ms: int = 500,
         env: Optional[Dict[str, str]] = None,
+        accelerator_types: Optional[List[str]] = None,
     ) -> None:
         if nodes < 1 or racks < 1 or racks > nodes:
             raise ValueError(f"need 1 <= racks <= nodes, got {racks} racks for {nodes} nodes")
+        if accelerator_types is not None and len(accelerator_types) != nodes:
+            raise ValueError(f"accelerator_types names {len(accelerator_types)} types for {nodes} nodes")
         self.nodes = nodes
         self.gpus_per_node = gpus_per_node
         self.racks = racks
@@ -101,6 +104,11 @@ class LocalCluster:
         per_rack = -(-nodes // racks)
         #: Server name -> rack name.
         self.servers: Dict[str, str] = {f"s{i}": f"r{i // per_rack}" for i in range(nodes)}
+        #: Server name -> its GPUs' accelerator type (the resource
+        #: ``accelerator_type:<type>`` Ray gives a node with such GPUs).
+        self.accelerator_types: Dict[str, str] = (
+            {f"s{i}": t for i, t in enumerate(accelerator_types)} if accelerator_types else {}
+        )
         self.killed: List[str] = []
         #: The cluster's authentication token: this process's own when it
         #: has one (Ray keeps the first token it reads), else a new one.
@@ -174,6 +182,12 @@ class LocalCluster:
         )
         # One at a time: nodes started together race for ports and time out.
         for server, rack in self.servers.items():
+            typed = server in self.accelerator_types
+            resources = (
+                [f"--resources={json.dumps({'accelerator_type:' + self.accelerator_types[server]: 1})}"]
+                if typed
+                else []
+            )
             self._ray_start(
                 [
                     f"--address={self.address}",
@@ -181,6 +195,7 @@ class LocalCluster:
                     "--num-cpus=0",
                     f"--num-gpus={self.gpus_per_node}",
                     f"--labels={SERVER_LABEL}={server},{RACK_LABEL}={rack}",
+                    *resources,
                     *common,
                 ]
             )

@@ -127,11 +127,12 @@ PolicyArg = Union[str, "os.PathLike[str]", Any]
 _SLOTS: Tuple[str, ...] = tuple(_native.SLOTS)
 
 # What each keyword of replay() takes, checked before the run:
-# path (an existing file), module (a policy name or an existing .wasm file),
+# path (an existing file), trace (an existing file or folder: Gavel's
+# traces are a folder of files), module (a policy name or an existing .wasm file),
 # str, count (int >= 0), positive (int >= 1), number (float > 0),
 # flag (bool), strs (list of str), configs (dict or list of SLOT=FILE).
 _KINDS: Dict[str, str] = dict(
-    trace="path", format="str", vcs="path", machines="path", cluster="str",
+    trace="trace", format="str", throughputs="path", vcs="path", machines="path", cluster="str",
     rack_grouping="str", rack_size="positive", topology="path", policies="str",
     **{slot: "module" for slot in _SLOTS}, config="configs", compare="strs",
     seed="count", jobs="positive", skip="count", time_scale="number",
@@ -162,6 +163,10 @@ def _check(name: str, value: Any) -> None:
 
     if kind == "path":
         exists(value, "a file")
+    elif kind == "trace" and isinstance(value, (str, os.PathLike)) and Path(value).is_dir():
+        pass
+    elif kind == "trace":
+        exists(value, "a file or folder")
     elif kind == "module":
         if not isinstance(value, (str, os.PathLike)):
             raise bad("a policy name or a .wasm file")
@@ -212,6 +217,7 @@ def replay(
     skip: Optional[int] = None,
     time_scale: Optional[float] = None,
     native: bool = False,
+    throughputs: Optional[PathArg] = None,
     vcs: Optional[PathArg] = None,
     cluster: Optional[str] = None,
     rack_grouping: Optional[str] = None,
@@ -288,7 +294,8 @@ def replay(
     given: Dict[str, Any] = dict(
         trace=trace, format=format, machines=machines, policies=policies,
         compare=compare, seed=seed, jobs=jobs, skip=skip, time_scale=time_scale,
-        native=native, vcs=vcs, cluster=cluster, rack_grouping=rack_grouping,
+        native=native, throughputs=throughputs, vcs=vcs, cluster=cluster,
+        rack_grouping=rack_grouping,
         rack_size=rack_size, topology=topology,
         **{slot: slot_policies.get(slot) for slot in _SLOTS},
         config=config, quotas=quotas,

@@ -6,8 +6,8 @@ use std::sync::{Mutex, MutexGuard};
 use gangway_core::policy::PolicySet;
 use gangway_core::wasm::{LoadLimits, WorkBudget};
 use gangway_core::{
-    AttemptEnd, FailureClass, FinalStatus, JobSpec, JobState, PlacementStrategy, RetryAction,
-    Scheduler, ServerId, WaitReason,
+    AttemptEnd, FailureClass, FinalStatus, GpuRequest, JobSpec, JobState, PlacementStrategy,
+    RetryAction, Scheduler, ServerId, WaitReason,
 };
 use gangway_plugin_sdk::{JobId, VcId};
 use gangway_replay::trace::Outcome;
@@ -359,19 +359,37 @@ impl PyScheduler {
     }
 
     /// Submits a gang of `gpus` GPUs; it waits for the next round. `vc` is a
-    /// virtual cluster name (created on first use) or id.
-    #[pyo3(signature = (job, gpus, vc = VcArg::Name("default".into()), user = 0, submitted = 0))]
-    fn submit(&self, job: u64, gpus: u32, vc: VcArg, user: u32, submitted: u64) -> PyResult<()> {
+    /// virtual cluster name (created on first use) or id. `gpu_types` names
+    /// the GPU types it may run on, most preferred first (`None`: any), and
+    /// `min_gpu_memory_gb` the least memory of each GPU; the gang runs on
+    /// one type. A request no server can satisfy raises `SchedulerError`.
+    #[pyo3(signature = (job, gpus, vc = VcArg::Name("default".into()), user = 0, submitted = 0, gpu_types = None, min_gpu_memory_gb = 0))]
+    #[allow(clippy::too_many_arguments)] // Python keyword arguments
+    fn submit(
+        &self,
+        job: u64,
+        gpus: u32,
+        vc: VcArg,
+        user: u32,
+        submitted: u64,
+        gpu_types: Option<Vec<String>>,
+        min_gpu_memory_gb: u32,
+    ) -> PyResult<()> {
         let mut g = self.lock()?;
         let vc = g.vc(&vc);
+        let request = GpuRequest {
+            types: gpu_types.unwrap_or_default(),
+            min_memory_gb: min_gpu_memory_gb,
+        };
+        let spec = JobSpec {
+            id: JobId(job),
+            vc,
+            user,
+            gpus,
+            submitted_s: submitted,
+        };
         g.sched
-            .submit(JobSpec {
-                id: JobId(job),
-                vc,
-                user,
-                gpus,
-                submitted_s: submitted,
-            })
+            .submit_requesting(spec, &request)
             .map_err(errors::scheduler)
     }
 

@@ -1,10 +1,12 @@
 //! `Topology`, `TopologyBuilder` and `Server`: clusters from a machine list, a
 //! topology file, or built in code.
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use gangway_core::{DomainId, RackGrouping, Topology, TopologyBuilder};
 use gangway_plugin_sdk::Level;
+
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -35,6 +37,8 @@ pub(crate) struct PyServer {
     rack: Option<String>,
     /// Its enclosing domains from the cluster down to its direct parent.
     domains: Vec<String>,
+    /// The type of its GPUs (`gpu` on a topology without types).
+    gpu_type: String,
 }
 
 #[pymethods]
@@ -76,6 +80,12 @@ impl PyTopology {
             gpus: s.gpus,
             rack,
             domains: s.ancestors.iter().map(name_of).collect(),
+            gpu_type: self
+                .inner
+                .gpu_types()
+                .get(s.gpu_type.index())
+                .map(|t| t.name.clone())
+                .unwrap_or_default(),
         }
     }
 }
@@ -140,28 +150,57 @@ impl PyTopology {
     }
 
     /// Racks of servers given in code: `{rack: {server: gpus}}` or
-    /// `[(rack, [(server, gpus), ...]), ...]`, in order.
+    /// `[(rack, [(server, gpus), ...]), ...]`, in order. A server given as
+    /// `(gpus, gpu_type)` (in a dict) or `(server, gpus, gpu_type)` has GPUs
+    /// of that type; `gpu_types` (`{name: memory_gb}`) gives types their
+    /// memory (a type it does not list has 0: not known). Servers without a
+    /// type are of the type `gpu`.
     #[staticmethod]
-    fn from_racks(racks: &Bound<'_, PyAny>) -> PyResult<Self> {
+    #[pyo3(signature = (racks, gpu_types = None))]
+    fn from_racks(
+        racks: &Bound<'_, PyAny>,
+        gpu_types: Option<BTreeMap<String, u32>>,
+    ) -> PyResult<Self> {
         let racks: Vec<(String, Bound<'_, PyAny>)> = match racks.cast::<PyDict>() {
             Ok(d) => d.items().extract()?,
             Err(_) => racks.extract()?,
         };
+        let memory = gpu_types.unwrap_or_default();
         let mut b = TopologyBuilder::new();
         let root = b.root();
         for (rack, servers) in racks {
-            let servers: Vec<(String, u32)> = match servers.cast::<PyDict>() {
-                Ok(d) => d.items().extract()?,
-                Err(_) => servers.extract()?,
-            };
             let r = b.add_domain(root, rack).map_err(errors::topology)?;
-            for (name, gpus) in servers {
-                b.add_server(r, name, gpus).map_err(errors::topology)?;
+            for (name, gpus, gpu_type) in rack_servers(&servers)? {
+                match gpu_type {
+                    Some(t) => {
+                        let id = match b.gpu_type(&t) {
+                            Some(id) => id,
+                            None => {
+                                let gb = memory.get(&t).copied().unwrap_or(0);
+                                b.add_gpu_type(t, gb).map_err(errors::topology)?
+                            }
+                        };
+                        b.add_server_of_type(r, name, gpus, id)
+                    }
+                    None => b.add_server(r, name, gpus),
+                }
+                .map_err(errors::topology)?;
             }
         }
         b.build()
             .map(|inner| PyTopology { inner })
             .map_err(errors::topology)
+    }
+
+    /// The GPU types, `(name, memory_gb)`, in id order (one, `gpu`, on a
+    /// topology built without types).
+    #[getter]
+    fn gpu_types(&self) -> Vec<(String, u32)> {
+        self.inner
+            .gpu_types()
+            .iter()
+            .map(|t| (t.name.clone(), t.memory_gb))
+            .collect()
     }
 
     /// Every server, in id order.
@@ -290,4 +329,34 @@ impl PyTopologyBuilder {
             .map(|inner| PyTopology { inner })
             .map_err(errors::topology)
     }
+}
+
+/// A rack's servers as `from_racks` takes them: `{server: gpus}`,
+/// `{server: (gpus, type)}`, `[(server, gpus)]` or `[(server, gpus, type)]`.
+fn rack_servers(servers: &Bound<'_, PyAny>) -> PyResult<Vec<(String, u32, Option<String>)>> {
+    let entries: Vec<Bound<'_, PyAny>> = match servers.cast::<PyDict>() {
+        Ok(d) => d
+            .items()
+            .iter()
+            .map(|item| {
+                let (name, what): (String, Bound<'_, PyAny>) = item.extract()?;
+                let (gpus, t): (u32, Option<String>) = match what.extract::<u32>() {
+                    Ok(g) => (g, None),
+                    Err(_) => {
+                        let (g, t): (u32, String) = what.extract()?;
+                        (g, Some(t))
+                    }
+                };
+                Ok((name, gpus, t).into_pyobject(servers.py())?.into_any())
+            })
+            .collect::<PyResult<_>>()?,
+        Err(_) => servers.extract()?,
+    };
+    entries
+        .iter()
+        .map(|e| match e.extract::<(String, u32)>() {
+            Ok((n, g)) => Ok((n, g, None)),
+            Err(_) => e.extract::<(String, u32, Option<String>)>(),
+        })
+        .collect()
 }

@@ -209,13 +209,41 @@ def test_policy_errors_name_the_module_and_slot(tmp_path: Path) -> None:
     assert "example-smallest-first" in gangway.policy_module_names()
 
 
+def _least_fuel_to_start(module: bytes) -> int:
+    """The least ``policy_fuel`` with which ``module`` starts in the fairness
+    slot (its instantiation and ``init`` are charged to the bound too)."""
+
+    def starts(fuel: int) -> bool:
+        sched = gangway.Scheduler(gangway.Topology.uniform(1, 1, 8), policy_fuel=fuel)
+        try:
+            sched.use_policy("fairness", module)
+        except gangway.PolicyError as e:
+            assert "used up its fuel" in str(e), e
+            return False
+        return True
+
+    low, high = 1, 1
+    while not starts(high):
+        low, high = high, high * 2
+    while low + 1 < high:
+        mid = (low + high) // 2
+        low, high = (low, mid) if starts(mid) else (mid, high)
+    return high
+
+
 def test_a_module_past_its_fuel_is_quarantined_and_the_fallback_decides() -> None:
     """``policy_fuel`` bounds what a Wasm module may use in a slot over the
-    scheduler's life: past it its calls fail, the slot's fallback decides
-    and the module is quarantined."""
-    for fuel, quarantined in [(1, True), (None, False)]:
+    scheduler's life, its start included: too little and it does not start;
+    past it its calls fail, the slot's fallback decides and the module is
+    quarantined."""
+    module = gangway.policy_module("example-smallest-first")
+    sched = gangway.Scheduler(gangway.Topology.uniform(1, 1, 8), policy_fuel=1)
+    with pytest.raises(gangway.PolicyError, match="used up its fuel"):
+        sched.use_policy("fairness", module)
+    # Just enough to start leaves nothing for its first call.
+    for fuel, quarantined in [(_least_fuel_to_start(module), True), (None, False)]:
         sched = gangway.Scheduler(gangway.Topology.uniform(1, 1, 8), policy_fuel=fuel)
-        sched.use_policy("fairness", gangway.policy_module("example-smallest-first"))
+        sched.use_policy("fairness", module)
         for t in range(6):
             sched.submit(100 + t, 4, submitted=t * 10)
             for s in sched.round(t * 10 + 1).starts:

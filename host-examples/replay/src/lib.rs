@@ -5,7 +5,9 @@
 //! the Philly study's metrics.
 //!
 //! - [`trace`] reads traces (Philly's `cluster_job_log`, Gangway CSV, RFold,
-//!   AdaptDL) and [`workload`] generates the built-in Philly-calibrated one;
+//!   AdaptDL, Gavel's) and [`workload`] generates the built-in
+//!   Philly-calibrated one; [`throughputs`] is Gavel's table of speeds per
+//!   GPU type;
 //! - [`sim`] replays a trace on a topology with one policy set;
 //! - [`report`] is `report.json` and the console table, [`plots`] the SVGs,
 //!   [`reproduce`] what reproduces a report;
@@ -23,5 +25,6 @@ mod queued_time;
 pub mod report;
 pub mod reproduce;
 pub mod sim;
+pub mod throughputs;
 pub mod trace;
 pub mod workload;

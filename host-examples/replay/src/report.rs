@@ -20,9 +20,12 @@
 //!     "per_vc": {VC: {"quota_gpus", "mean_gpus_held", "jobs"}},
 //!     "policy_errors",
 //!     "quarantines": [{"at_s", "slot", "module", "restored", "error"}],
+//!     "policy_logs_dropped": {"messages", "bytes", "kept"} (only when some were),
 //!     "gpus_over_time": {"t_s": [...], "allocated": [...], "online": [...]},
 //!     "fit": {"targets", "score", "met", "items",
-//!             "detail": [{"name", "observed", "model", "error", "met"}]}
+//!             "detail": [{"name", "observed", "model", "error", "met"}]},
+//!     "gpu_types": {"makespan_s", "types": [{"name", "gpus", "jobs", "jct_s",
+//!                   "total_wait_s", "used_gpu_s", "utilisation"}]}
 //!   }]
 //! }
 //! B = {"jobs", "queue_delay_s": {"p50", "p90", "p99", "mean"},
@@ -72,9 +75,13 @@
 //! seconds. Wall-clock and CPU timings never appear here (they go to
 //! stdout), so the same inputs give a byte-identical file.
 
+mod gpu_types;
+
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+
+pub use gpu_types::{GpuTypeStats, TypeStats};
 
 use gangway_core::{Slot, WaitReason};
 
@@ -390,11 +397,33 @@ pub struct Run {
     pub policy_errors: u64,
     /// Policies quarantined after repeated failures, in order.
     pub quarantines: Vec<QuarantineRecord>,
+    /// The policy modules' `log` messages dropped past the log limits
+    /// (absent when none were).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy_logs_dropped: Option<LogsDropped>,
     /// GPUs allocated and online over the arrival window, sampled.
     pub gpus_over_time: GpusOverTime,
     /// Its fit to observed targets (`--fit`; absent without).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fit: Option<crate::calibrate::fit_record::Fit>,
+    /// On a cluster of several GPU types: the makespan and each type's
+    /// jobs, completion times, waits, GPU time and utilisation (absent on
+    /// a cluster of one type).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_types: Option<GpuTypeStats>,
+}
+
+/// The policy modules' `log` messages a run dropped past the limits
+/// (`gangway_core::wasm::SandboxConfig::log_messages_per_call` and the
+/// others), and those it kept.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct LogsDropped {
+    /// Messages dropped.
+    pub messages: u64,
+    /// Their bytes, as sent.
+    pub bytes: u64,
+    /// Messages kept (passed to the log).
+    pub kept: u64,
 }
 
 /// The cluster's allocated and online GPUs over time: at most
@@ -523,8 +552,10 @@ pub fn summarize(name: &str, policies: Policies, r: &RunResult) -> Run {
         per_vc: per_vc(r, &tally.vc_jobs),
         policy_errors: r.policy_errors,
         quarantines: r.quarantines.iter().map(QuarantineRecord::of).collect(),
+        policy_logs_dropped: None,
         gpus_over_time: GpusOverTime::of(&r.samples),
         fit: None,
+        gpu_types: gpu_types::of(r),
     }
 }
 
@@ -731,6 +762,12 @@ pub fn table(runs: &[Run]) -> String {
             out.push_str(&format!(
                 "{}: {} policy {} quarantined at {} s after repeated failures ({}); {} decides since\n",
                 r.name, q.slot, q.module, q.at_s, q.error, q.restored
+            ));
+        }
+        if let Some(d) = &r.policy_logs_dropped {
+            out.push_str(&format!(
+                "{}: {} log messages of policy modules ({} bytes) dropped past the log limits, {} kept\n",
+                r.name, d.messages, d.bytes, d.kept
             ));
         }
     }

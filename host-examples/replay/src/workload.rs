@@ -461,6 +461,7 @@ impl Generator {
         };
         let user = self.rng.random_range(0..Self::USERS_PER_VC);
         TraceJob {
+            work: None,
             name: format!("gen-{index}"),
             vc: vc.to_string(),
             user: format!("{vc}-u{user}"),

@@ -4,15 +4,11 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command};
 
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("gangway-cache-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+mod common;
+use common::dir;
 
 /// A replay of three presets (every module of each compiled or read from
 /// `cache`), writing its report to `out`.

@@ -2,24 +2,13 @@
 //! inputs, determinism, native-vs-Wasm agreement.
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
 
 use serde_json::Value;
 
-fn replay(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_replay"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("gangway-replay-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+mod common;
+use common::{dir, ok, replay, report};
 
 fn file(d: &Path, name: &str, text: &str) -> String {
     let p = d.join(name);
@@ -27,23 +16,9 @@ fn file(d: &Path, name: &str, text: &str) -> String {
     p.display().to_string()
 }
 
-fn ok(out: &Output) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "replay failed: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
 fn failed(out: &Output) -> String {
     assert!(!out.status.success(), "replay should have failed");
     String::from_utf8_lossy(&out.stderr).to_string()
-}
-
-fn report(d: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(d.join("report.json")).unwrap()).unwrap()
 }
 
 const PHILLY_LOG: &str = r#"[

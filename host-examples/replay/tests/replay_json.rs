@@ -3,17 +3,12 @@
 //! error messages.
 #![allow(clippy::unwrap_used)]
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use gangway_replay::json::{ReplayJsonError, replay_help, replay_json};
 
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("gangway-replay-json-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+mod common;
+use common::dir;
 
 fn cli(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_replay"))

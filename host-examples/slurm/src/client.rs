@@ -47,10 +47,12 @@ pub fn environment() -> Vec<(String, String)> {
         .collect()
 }
 
-/// Submits a job, to run as the caller in `cwd` with `env`; returns its id.
+/// Submits a job of `gpus` GPUs of the types `gpu_request` accepts (its
+/// default: any), to run as the caller in `cwd` with `env`; returns its id.
 pub fn submit(
     daemon: &Daemon<'_>,
     gpus: u32,
+    gpu_request: &gangway_core::GpuRequest,
     vc: &str,
     cmd: Vec<String>,
     cwd: &Path,
@@ -62,6 +64,7 @@ pub fn submit(
         cmd,
         cwd: cwd.display().to_string(),
         env,
+        gpu_request: gpu_request.clone(),
     };
     match daemon.call(&request)? {
         Response::Submitted(id) => Ok(id),
@@ -343,6 +346,13 @@ pub fn format_job(j: &JobReport) -> String {
         "job {}: {} GPUs in {} by {}: {what}",
         j.id, j.gpus, j.vc, j.user
     );
+    if !j.gpu_types.is_empty() {
+        let _ = writeln!(
+            out,
+            "GPU types: {} (the whole gang on one)",
+            j.gpu_types.join(", ")
+        );
+    }
     match (&j.state[..], &j.reason) {
         ("pending", Some(reason)) => {
             let _ = writeln!(

@@ -14,6 +14,15 @@
 //! mode = "submit"                        # "submit": users run `gangway-slurm submit`; "native": users run their own sbatch into slurm.partition (job_submit.lua holds it)
 //! lock_stale_s = 60                      # another daemon's lock older than this (no heartbeat) is taken over
 //!
+//! [limits]                               # what one user may take of the daemon (see LimitsConfig)
+//! connections = 1024                     # client connections open at once, in all
+//! connections_per_user = 64              # ... and per uid
+//! request_timeout_s = 10                 # a whole request must arrive within this (not per byte)
+//! request_bytes = 1048576                # largest request from a user who is not an admin (admins: 64 MiB, for modules)
+//! queued_jobs_per_user = 1000            # live jobs (pending, launching, running) per user
+//! job_bytes = 65536                      # a job's command, environment and working folder together
+//! queued_bytes_per_user = 8388608        # ... and of all of one user's live jobs
+//!
 //! [access]
 //! socket = "owner"                       # who may connect: "owner" (the daemon's user), "group" (socket_group), "everyone"
 //! socket_group = "gpu-users"
@@ -31,6 +40,10 @@
 //! [racks]                                # or racks by hand (one of the two; default: one rack)
 //! rack1 = "n[1-2]"
 //! rack2 = "n[3-4]"
+//!
+//! [gpu_types]                           # GPU types, by the node feature naming them (default: one type)
+//! a100 = 80                              # a node with Features=a100 has GPUs of type a100, 80 GB each (0: not known)
+//! v100 = 32
 //!
 //! [[vc]]
 //! name = "research"
@@ -122,6 +135,48 @@ pub struct AccessConfig {
     /// Where VC membership comes from.
     #[serde(default)]
     pub vc_membership: Membership,
+}
+
+/// What one user may take of the daemon ([limits]): its socket, its queue
+/// and its state file are shared by every user, so each is bounded per
+/// user, as slurmctld bounds its RPC threads and message sizes. Every
+/// refusal names the limit and its key.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Client connections open at once, in all (the daemon also keeps it
+    /// below its descriptor limit, less a reserve for Slurm's commands).
+    pub connections: usize,
+    /// Client connections open at once per uid.
+    pub connections_per_user: usize,
+    /// Seconds in which a whole request must arrive (a deadline from the
+    /// connection's acceptance, not a timeout per read).
+    pub request_timeout_s: u64,
+    /// Largest request, in bytes, from a caller who is not an admin
+    /// (admins may send up to [`crate::protocol::MAX_MESSAGE`]: modules).
+    pub request_bytes: usize,
+    /// Live jobs (pending, launching, running) one user may have.
+    pub queued_jobs_per_user: usize,
+    /// Bytes of one job's command, environment and working folder
+    /// together (they are kept in the state file, rewritten on changes).
+    pub job_bytes: usize,
+    /// Bytes of the commands, environments and folders of one user's live
+    /// jobs together (what one user adds to the state file).
+    pub queued_bytes_per_user: usize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            connections: 1024,
+            connections_per_user: 64,
+            request_timeout_s: 10,
+            request_bytes: 1 << 20,
+            queued_jobs_per_user: 1000,
+            job_bytes: 64 << 10,
+            queued_bytes_per_user: 8 << 20,
+        }
+    }
 }
 
 /// How users submit.
@@ -243,12 +298,21 @@ pub struct Config {
     /// Who may do what.
     #[serde(default)]
     pub access: AccessConfig,
+    /// What one user may take of the daemon.
+    #[serde(default)]
+    pub limits: LimitsConfig,
     /// How to call Slurm.
     #[serde(default)]
     pub slurm: SlurmConfig,
     /// Racks by hand: rack name to a Slurm host list.
     #[serde(default)]
     pub racks: BTreeMap<String, String>,
+    /// GPU types: a type's name to the memory of one of its GPUs in GB (0:
+    /// not known). A node whose Slurm features (`Features=a100`) name a
+    /// type has GPUs of that type; other nodes have the default type.
+    /// Jobs ask for types by these names.
+    #[serde(default)]
+    pub gpu_types: BTreeMap<String, u32>,
     /// The virtual clusters.
     #[serde(default)]
     pub vc: Vec<VcConfig>,
@@ -345,6 +409,26 @@ impl Config {
                     .into(),
             ));
         }
+        let l = &cfg.limits;
+        if l.connections == 0
+            || l.connections_per_user == 0
+            || l.request_timeout_s == 0
+            || l.queued_jobs_per_user == 0
+        {
+            return Err(err(
+                "[limits] connections, connections_per_user, request_timeout_s and \
+                 queued_jobs_per_user must be at least 1"
+                    .into(),
+            ));
+        }
+        if l.request_bytes < 4096 || l.job_bytes < 1024 || l.queued_bytes_per_user < l.job_bytes {
+            return Err(err(
+                "[limits] request_bytes must be at least 4096, job_bytes at least 1024, and \
+                 queued_bytes_per_user at least job_bytes"
+                    .into(),
+            ));
+        }
+        check_gpu_types(&cfg.gpu_types).map_err(err)?;
         if cfg.mode == Mode::Native && cfg.slurm.partition.is_none() {
             return Err(err(
                 "mode = \"native\" needs slurm.partition: the partition Gangway manages".into(),
@@ -391,6 +475,25 @@ impl Config {
             .clone()
             .unwrap_or_else(|| self.state_dir.join("ends"))
     }
+}
+
+/// Why the `[gpu_types]` names cannot be used, if they cannot: each must be
+/// a Slurm feature name (letters, digits, `_`, `-`, `.`) and not the
+/// default type's name.
+fn check_gpu_types(types: &BTreeMap<String, u32>) -> Result<(), String> {
+    for name in types.keys() {
+        let ok = name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if name.is_empty() || !ok || name == gangway_core::DEFAULT_GPU_TYPE {
+            return Err(format!(
+                "[gpu_types] {name:?}: a type is named like a Slurm feature (letters, digits, \
+                 _ - .), and not {:?} (the type of nodes without one)",
+                gangway_core::DEFAULT_GPU_TYPE
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The configuration's keys that name no setting: each must name a slot of
@@ -451,6 +554,23 @@ mod tests {
             Path::new("/"),
         );
         assert!(large.unwrap().large_policies);
+    }
+
+    #[test]
+    fn gpu_types_are_feature_names() {
+        let parse = |types: &str| {
+            let text = format!("state_dir = \"st\"\n[gpu_types]\n{types}\n[[vc]]\nname = \"a\"\n");
+            Config::parse(&text, "x.toml", Path::new("/"))
+        };
+        let cfg = parse("a100 = 80\nv100-16gb = 16").unwrap();
+        assert_eq!(cfg.gpu_types.get("a100"), Some(&80));
+        assert_eq!(cfg.gpu_types.len(), 2);
+        for bad in ["\"a 100\" = 80", "\"a:1\" = 8", "gpu = 8", "\"\" = 1"] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.to_string().contains("[gpu_types]"), "{bad}: {e}");
+        }
+        assert!(parse("a100 = -1").is_err());
+        assert!(parse("a100 = \"big\"").is_err());
     }
 
     #[test]
@@ -522,5 +642,24 @@ mod tests {
         assert_eq!(cfg.access.vc_membership, Membership::Slurm);
         assert!(cfg.vc[0].restricted() && !cfg.vc[1].restricted());
         assert_eq!(cfg.lock_stale_s, 60);
+        assert_eq!(cfg.limits, LimitsConfig::default());
+    }
+
+    #[test]
+    fn limits_parse_and_are_checked() {
+        let parse = |limits: &str| {
+            let text = format!("state_dir = \"s\"\n[limits]\n{limits}\n[[vc]]\nname = \"a\"\n");
+            Config::parse(&text, "x.toml", Path::new("/"))
+        };
+        let cfg = parse("connections_per_user = 8\njob_bytes = 4096").unwrap();
+        assert_eq!(cfg.limits.connections_per_user, 8);
+        assert_eq!(cfg.limits.job_bytes, 4096);
+        assert_eq!(cfg.limits.connections, 1024);
+        let e = parse("connections = 0").unwrap_err().to_string();
+        assert!(e.contains("at least 1"), "{e}");
+        let e = parse("request_bytes = 10").unwrap_err().to_string();
+        assert!(e.contains("request_bytes"), "{e}");
+        let e = parse("bogus = 1").unwrap_err().to_string();
+        assert!(e.contains("bogus"), "{e}");
     }
 }

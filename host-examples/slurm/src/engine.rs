@@ -80,11 +80,22 @@ pub struct NodeInfo {
     pub gpu_types: Option<Vec<String>>,
     /// GPUs the node has.
     pub gpus: u32,
+    /// Its Slurm features (`Features=` in slurm.conf): where the GPU type
+    /// of its GPUs is read from (the config's `[gpu_types]`).
+    pub features: Vec<String>,
     /// Its health for Gangway: down and failed nodes are down; drained,
     /// draining, not responding or not yet registered nodes take no new work.
     pub health: Health,
     /// Slurm's state words, for reports (`idle`, `down+DRAIN`, ...).
     pub state: String,
+    /// CPUs it has, and how many jobs hold.
+    pub cpus: u32,
+    /// CPUs jobs hold on it.
+    pub alloc_cpus: u32,
+    /// Memory it has (MB, Slurm's `RealMemory`).
+    pub memory_mb: u64,
+    /// Memory jobs hold on it (MB; 0 unless Slurm tracks memory).
+    pub alloc_memory_mb: u64,
 }
 
 /// Where a Slurm job runs: per node, its GPU indices.
@@ -130,6 +141,15 @@ pub struct SlurmJob {
     pub exit_code: i64,
     /// Nodes and GPU indices it holds (while running).
     pub gpus: NodeGpus,
+    /// CPUs it asks for (pending) or holds (running), in all.
+    pub cpus: u32,
+    /// Memory it asks for in all (MB), when it asks explicitly (`--mem`,
+    /// `--mem-per-cpu`).
+    pub memory_mb: u64,
+    /// Whether it asks for whole nodes (`--exclusive`).
+    pub exclusive: bool,
+    /// How many times Slurm requeued it.
+    pub restarts: u32,
 }
 
 #[derive(Deserialize)]
@@ -162,6 +182,16 @@ struct RawNode {
     state_flags: Vec<String>,
     #[serde(default)]
     gres: String,
+    #[serde(default)]
+    features: String,
+    #[serde(default)]
+    cpus: u32,
+    #[serde(default)]
+    alloc_cpus: u32,
+    #[serde(default)]
+    real_memory: u64,
+    #[serde(default)]
+    alloc_memory: u64,
 }
 
 #[derive(Deserialize)]
@@ -213,6 +243,16 @@ struct RawJob {
     array_job_id: u64,
     #[serde(default)]
     node_count: Option<u32>,
+    #[serde(default)]
+    cpus: Option<u32>,
+    #[serde(default)]
+    memory_per_node: Option<u64>,
+    #[serde(default)]
+    memory_per_cpu: Option<u64>,
+    #[serde(default)]
+    shared: Option<String>,
+    #[serde(default)]
+    restart_cnt: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -253,6 +293,16 @@ pub fn parse_gres(gres: &str) -> (u32, Option<Vec<String>>) {
         types = None;
     }
     (count, types)
+}
+
+/// A node's feature list (`a100,ib`; `(null)` or empty: none).
+pub fn parse_features(features: &str) -> Vec<String> {
+    features
+        .split(',')
+        .map(str::trim)
+        .filter(|f| !f.is_empty() && *f != "(null)")
+        .map(str::to_string)
+        .collect()
 }
 
 /// The GPU indices in a `gres_detail` entry (`gpu:g0:1(IDX:0),gpu:2(IDX:3-4)`).
@@ -332,10 +382,25 @@ pub fn parse_sinfo(json: &str) -> Result<Parsed<Vec<NodeInfo>>, String> {
             name: n.name,
             gpu_types,
             gpus,
+            features: parse_features(&n.features),
             state,
+            cpus: n.cpus,
+            alloc_cpus: n.alloc_cpus,
+            memory_mb: n.real_memory,
+            alloc_memory_mb: n.alloc_memory,
         });
     }
     Ok(Parsed::Data(nodes))
+}
+
+/// The memory a job asks for in all (MB), when it asks explicitly.
+fn asked_memory(j: &RawJob) -> u64 {
+    let nodes = u64::from(j.node_count.unwrap_or(1).max(1));
+    match (j.memory_per_node, j.memory_per_cpu) {
+        (Some(per_node), _) => per_node.saturating_mul(nodes),
+        (None, Some(per_cpu)) => per_cpu.saturating_mul(u64::from(j.cpus.unwrap_or(1))),
+        (None, None) => 0,
+    }
 }
 
 /// Parses `squeue --json`.
@@ -346,6 +411,7 @@ pub fn parse_squeue(json: &str) -> Result<Parsed<Vec<SlurmJob>>, String> {
     }
     let mut jobs = Vec::with_capacity(out.jobs.len());
     for j in out.jobs {
+        let memory_mb = asked_memory(&j);
         let mut names: Vec<String> = j
             .job_resources
             .map(|r| r.allocated_nodes.into_iter().map(|n| n.nodename).collect())
@@ -386,6 +452,11 @@ pub fn parse_squeue(json: &str) -> Result<Parsed<Vec<SlurmJob>>, String> {
             reason: j.state_reason,
             exit_code: j.exit_code.unwrap_or(0),
             gpus,
+            cpus: j.cpus.unwrap_or(0),
+            memory_mb,
+            // Slurm 22.05 says "none" for --exclusive (no sharing).
+            exclusive: j.shared.as_deref() == Some("none"),
+            restarts: j.restart_cnt.unwrap_or(0),
         });
     }
     Ok(Parsed::Data(jobs))
@@ -608,6 +679,23 @@ impl Slurm {
             .map(|v| v.trim().to_string())
     }
 
+    /// Every partition, one per line (`scontrol show partition -o`).
+    pub fn partitions(&self) -> Result<String, SlurmError> {
+        let args = ["show".into(), "partition".into(), "-o".into()];
+        self.run("scontrol", &args, None)
+    }
+
+    /// One job's state and comment (`squeue -t all -j JOB -o %T|%k`), or
+    /// `None` when Slurm lists no such job.
+    pub fn job_state_and_comment(&self, job: u64) -> Result<Option<(String, String)>, SlurmError> {
+        let args = ["-h", "-t", "all", "-j", &job.to_string(), "-o", "%T|%k"].map(String::from);
+        let out = self.run("squeue", &args, None)?;
+        Ok(out.lines().find_map(|l| {
+            let (state, comment) = l.split_once('|')?;
+            Some((state.trim().to_string(), comment.trim().to_string()))
+        }))
+    }
+
     /// Whether Slurm knows `partition` (`scontrol show partition`): an
     /// error saying what Slurm answered if it does not.
     pub fn partition_exists(&self, partition: &str) -> Result<(), SlurmError> {
@@ -664,6 +752,14 @@ mod tests {
         assert_eq!(parse_gres("gpu:8"), (8, None));
         assert_eq!(parse_gres("gpu:tesla:2"), (2, None));
         assert_eq!(parse_gres("(null)"), (0, None));
+    }
+
+    #[test]
+    fn node_features() {
+        assert_eq!(parse_features("a100,ib"), ["a100", "ib"]);
+        assert_eq!(parse_features(" a100 , "), ["a100"]);
+        assert!(parse_features("(null)").is_empty());
+        assert!(parse_features("").is_empty());
     }
 
     #[test]

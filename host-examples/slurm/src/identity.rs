@@ -7,7 +7,7 @@
 //!   system's user and group databases (NSS: files, LDAP, SSSD, ...);
 //! * [`RunAs`]: a command started as another user, with that user's
 //!   groups, before it runs (the daemon must be root);
-//! * [`effective_uid`].
+//! * [`effective_uid`], [`raise_descriptor_limit`].
 //!
 //! This is the only module of the crate with `unsafe` code; each block says
 //! why it is sound.
@@ -67,6 +67,32 @@ pub fn peer(stream: &UnixStream) -> std::io::Result<Peer> {
 pub fn effective_uid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe { libc::geteuid() }
+}
+
+/// Raises this process's soft limit on open descriptors to its hard limit
+/// (systemd's default soft limit is 1,024, its hard one far higher) and
+/// returns the soft limit now in force.
+#[allow(unsafe_code)]
+pub fn raise_descriptor_limit() -> std::io::Result<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is valid for writes of an rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut lim) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if lim.rlim_cur < lim.rlim_max {
+        let raised = libc::rlimit {
+            rlim_cur: lim.rlim_max,
+            rlim_max: lim.rlim_max,
+        };
+        // SAFETY: `raised` is a valid rlimit, only read by the call.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raw const raised) } == 0 {
+            lim.rlim_cur = lim.rlim_max;
+        }
+    }
+    Ok(lim.rlim_cur)
 }
 
 /// A user of the system.

@@ -32,17 +32,14 @@ pub struct LaunchSpec<'a> {
     pub env: &'a [(String, String)],
     /// Slurm partition, if any.
     pub partition: Option<&'a str>,
-    /// Where the script records how the job ended ([`end_record`]).
-    pub ends_dir: &'a std::path::Path,
+    /// The folder of the user's end records, where the script records how
+    /// the job ended (how the daemon learns it after Slurm has forgotten
+    /// the job: see `daemon::records`).
+    pub record_dir: &'a std::path::Path,
+    /// The record's file name there (derived from the secret).
+    pub record_name: &'a str,
     /// The launch's secret, which its end record repeats.
     pub token: &'a str,
-}
-
-/// The name of the file in which the batch script of the daemon's job
-/// `id`, launch `number`, records its exit status when the command ends:
-/// how the daemon learns how a job ended after Slurm has forgotten it.
-pub fn end_record(daemon: &str, id: u64, number: u32) -> String {
-    format!("gangway-{daemon}-{id}.{number}.exit")
 }
 
 /// Reads an end record's text: the exit status and the secret.
@@ -122,6 +119,12 @@ pub fn parse_tag(comment: &str) -> Option<(&str, u64, u32)> {
     }
 }
 
+/// `path` as a Slurm file name pattern that means the path itself: Slurm
+/// expands `%` in `--output` (`%j`, `%u`, ...), and `%%` is a `%`.
+pub fn slurm_pattern_literal(path: &str) -> String {
+    path.replace('%', "%%")
+}
+
 /// Single-quotes a word for `sh`.
 pub fn shell_quote(word: &str) -> String {
     format!("'{}'", word.replace('\'', "'\\''"))
@@ -159,7 +162,11 @@ pub fn sbatch_args(spec: &LaunchSpec<'_>, parts: &[Part]) -> Vec<String> {
         format!("--comment={}", tag(spec.daemon, spec.id, spec.number)),
         "--no-requeue".to_string(),
         format!("--chdir={}", spec.cwd),
-        format!("--output={}/gangway-{}.out", spec.cwd, spec.id),
+        format!(
+            "--output={}/gangway-{}.out",
+            slurm_pattern_literal(spec.cwd),
+            spec.id
+        ),
         "--open-mode=append".to_string(),
     ];
     if let Some(p) = spec.partition {
@@ -199,10 +206,12 @@ pub fn sbatch_args(spec: &LaunchSpec<'_>, parts: &[Part]) -> Vec<String> {
 /// whatever the placement's shape; empty otherwise), runs the user's
 /// command on the first node (multi-node jobs reach the others with
 /// `srun`), then records the command's exit status and the launch's secret
-/// in the ends folder (written, as the job's user, to a fresh temporary
-/// file renamed into place, so a record is whole and its owner is the
-/// job's user) and exits with it. The secret is a shell variable of the
-/// script, not exported: the command never sees it.
+/// in the user's record folder (written, as the job's user, to a fresh
+/// temporary file renamed into place, so a record is whole and its owner
+/// is the job's user; a record that cannot be written is said on stderr
+/// and changes nothing else) and exits with the command's status. The
+/// secret is a shell variable of the script, not exported: the command
+/// never sees it.
 pub fn script(spec: &LaunchSpec<'_>, parts: &[Part]) -> String {
     let cmd: Vec<String> = spec.cmd.iter().map(|w| shell_quote(w)).collect();
     let uniform = parts.windows(2).all(|w| w[0].types == w[1].types);
@@ -216,8 +225,7 @@ pub fn script(spec: &LaunchSpec<'_>, parts: &[Part]) -> String {
         .iter()
         .map(|(n, v)| format!("{n}={}; export {n}\n", shell_quote(v)))
         .collect();
-    let dir = shell_quote(&spec.ends_dir.display().to_string());
-    let record = end_record(spec.daemon, spec.id, spec.number);
+    let dir = shell_quote(&spec.record_dir.display().to_string());
     format!(
         "#!/bin/sh\n\
          # Gangway job {id}, launch {number}\n\
@@ -229,16 +237,16 @@ pub fn script(spec: &LaunchSpec<'_>, parts: &[Part]) -> String {
          gw_token={token}\n\
          {cmd}\n\
          status=$?\n\
-         gw_tmp=$(mktemp {dir}/.{tmp}.XXXXXX) && printf '%s %s\\n' \"$status\" \"$gw_token\" > \"$gw_tmp\" \\\n  \
-         && mv -f \"$gw_tmp\" {dir}/{record_q}\n\
+         gw_tmp=$(mktemp {dir}/.record.XXXXXX) && printf '%s %s\\n' \"$status\" \"$gw_token\" > \"$gw_tmp\" \\\n  \
+         && mv -f \"$gw_tmp\" {dir}/{record_q} \\\n  \
+         || echo \"gangway: the job's end record could not be written to \"{dir} >&2\n\
          exit \"$status\"\n",
         id = spec.id,
         number = spec.number,
         placement = shell_quote(&placement_text(parts)),
         srun_args = shell_quote(&srun_args),
         token = shell_quote(spec.token),
-        tmp = record,
-        record_q = shell_quote(&record),
+        record_q = shell_quote(spec.record_name),
         cmd = cmd.join(" ")
     )
 }
@@ -267,7 +275,8 @@ mod tests {
             cwd: "/w",
             env: &env,
             partition: Some("gpu"),
-            ends_dir: std::path::Path::new("/st/ends"),
+            record_dir: std::path::Path::new("/st/ends/1000"),
+            record_name: "abc.exit",
             token: "s3cr3t",
         };
         let even = sbatch_args(&spec, &[part("n1", &[0, 1]), part("n2", &[0, 1])]);
@@ -287,8 +296,17 @@ mod tests {
         assert!(s.contains("\ngw_token='s3cr3t'\n"), "{s}");
         assert!(!s.contains("export gw_token"), "{s}");
         assert!(
-            s.contains("mv -f \"$gw_tmp\" '/st/ends'/'gangway-d1-12.2.exit'"),
+            s.contains("mv -f \"$gw_tmp\" '/st/ends/1000'/'abc.exit'"),
             "{s}"
+        );
+        let pct = LaunchSpec {
+            cwd: "/w/100%_done",
+            ..spec.clone()
+        };
+        let args = sbatch_args(&pct, &[part("n1", &[0])]);
+        assert!(
+            args.contains(&"--output=/w/100%%_done/gangway-12.out".to_string()),
+            "{args:?}"
         );
         let het = script(&spec, &[part("n1", &[0, 1, 2]), part("n2", &[5])]);
         assert!(het.contains("GANGWAY_SRUN_ARGS='--het-group=0-1'"), "{het}");

@@ -4,7 +4,10 @@
 //! its command line, as an operator would:
 //!
 //! * the topology comes from `sinfo --json` (nodes, typed GPU GRES, state)
-//!   plus racks from the config or Slurm's `topology.conf` ([`topology`]);
+//!   plus racks from the config or Slurm's `topology.conf` ([`topology`]),
+//!   and each node's GPU type from its features (`[gpu_types]` in the
+//!   config); a job asks for types (`submit --gpu-type`, or in native mode
+//!   Slurm's own `--gres=gpu:a100:4`) and its gang runs on one;
 //! * users submit with `gangway-slurm submit`, which talks to the daemon over
 //!   a Unix socket in the state folder ([`protocol`]); the daemon knows who
 //!   asks from the kernel and authorizes each request by that uid
@@ -25,7 +28,11 @@
 //!   to the state folder after every change, and a restarted daemon
 //!   recovers from it and from Slurm's own view ([`persist`]);
 //! * policies are the catalog's presets and Wasm modules, hot-swappable
-//!   ([`policies`]); `status` and `why` report wait reasons ([`client`]).
+//!   ([`policies`]); `status` and `why` report wait reasons ([`client`]);
+//! * jobs are counted in what they hold: CPUs, memory and whole nodes
+//!   worth GPUs ([`resources`]);
+//! * clients are served within limits per user and in all, on a thread of
+//!   their own ([`config::LimitsConfig`]).
 //!
 //! The binary is `src/bin/gangway-slurm.rs`; `host-examples/slurm/README.md`
 //! is the operator's guide (and its trust model), and `tests/slurm/` tests
@@ -46,6 +53,7 @@ pub mod native;
 pub mod persist;
 pub mod policies;
 pub mod protocol;
+pub mod resources;
 pub mod topology;
 
 pub use error::SlurmError;

@@ -3,9 +3,19 @@
 //! The lock is a batch job that never runs: held at submission
 //! (`sbatch --hold`), named [`LOCK_NAME`], in the partition the daemon
 //! serves, submitted by the daemon's user, its comment naming the
-//! partition, the daemon (its identity), host and pid, and a heartbeat the
-//! daemon renews (`scontrol update
-//! Comment=...`; every quarter of `lock_stale_s`, at most every 10 s).
+//! partition, the daemon (its identity), host and pid, a heartbeat the
+//! daemon renews (`scontrol update Comment=...`; every quarter of
+//! `lock_stale_s`, at most every 10 s) and the partition's nodes.
+//!
+//! The lock names what it protects as Slurm resolves it, not as the
+//! configuration spells it: the partition by its name even when the
+//! configuration leaves it to Slurm's default ([`resolve_partition`]), so
+//! a daemon of the default partition and one naming it take the same lock.
+//! Its Slurm job id is its epoch: a daemon whose lock was taken over finds
+//! its job cancelled, and every launch checks that the lock is still its
+//! own just before it runs ([`still_ours`]), so a daemon that lost its lock
+//! (stopped, then resumed after another took over) launches nothing more.
+//! A clean stop (SIGTERM, SIGINT) cancels the lock ([`release`]).
 //! Slurm orders job ids, so of two daemons starting at once
 //! the one with the lower lock id keeps it; the other cancels its own and
 //! refuses to start, saying who serves the partition. A lock whose
@@ -43,14 +53,17 @@ pub struct Lock {
     pub pid: u32,
     /// Unix seconds of its last heartbeat.
     pub beat_s: u64,
+    /// The partition's nodes when it was taken (a Slurm host list), for
+    /// operators.
+    pub nodes: String,
 }
 
 impl Lock {
     /// The comment that says it.
     pub fn comment(&self) -> String {
         format!(
-            "gangway-lock:{}:{}:{}:{}:{}",
-            self.partition, self.daemon, self.host, self.pid, self.beat_s
+            "gangway-lock:{}:{}:{}:{}:{}:{}",
+            self.partition, self.daemon, self.host, self.pid, self.beat_s, self.nodes
         )
     }
 
@@ -58,8 +71,12 @@ impl Lock {
     pub fn parse(job: u64, comment: &str) -> Option<Lock> {
         let rest = comment.strip_prefix("gangway-lock:")?;
         let f: Vec<&str> = rest.split(':').collect();
-        let [partition, daemon, host, pid, beat] = f[..] else {
-            return None;
+        let (partition, daemon, host, pid, beat, nodes) = match f[..] {
+            [partition, daemon, host, pid, beat] => (partition, daemon, host, pid, beat, ""),
+            [partition, daemon, host, pid, beat, nodes] => {
+                (partition, daemon, host, pid, beat, nodes)
+            }
+            _ => return None,
         };
         Some(Lock {
             job,
@@ -68,6 +85,7 @@ impl Lock {
             host: host.into(),
             pid: pid.parse().ok()?,
             beat_s: beat.parse().ok()?,
+            nodes: nodes.into(),
         })
     }
 
@@ -84,22 +102,91 @@ impl Lock {
     }
 }
 
-/// The partition key of a lock.
-pub fn partition_key(partition: Option<&str>) -> String {
-    partition.unwrap_or("(default)").to_string()
+/// What a daemon serves, as Slurm resolves it: the partition's name (the
+/// default partition's when the configuration names none), whether it is
+/// Slurm's default, and its nodes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resolved {
+    /// The partition's name.
+    pub partition: String,
+    /// Whether it is Slurm's default partition.
+    pub default: bool,
+    /// Its nodes (a Slurm host list).
+    pub nodes: String,
+}
+
+/// The partitions `scontrol show partition -o` lists: name, default, nodes.
+pub fn parse_partitions(text: &str) -> Vec<Resolved> {
+    text.lines()
+        .filter_map(|line| {
+            let field = |key: &str| {
+                line.split_whitespace()
+                    .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+            };
+            Some(Resolved {
+                partition: field("PartitionName")?.to_string(),
+                default: field("Default") == Some("YES"),
+                nodes: field("Nodes").unwrap_or("").to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Resolves the partition a daemon serves: `configured`, or Slurm's
+/// default partition; an error when Slurm knows no such partition.
+pub fn resolve_partition(slurm: &Slurm, configured: Option<&str>) -> Result<Resolved, SlurmError> {
+    let all = parse_partitions(&slurm.partitions()?);
+    let found = match configured {
+        Some(name) => all.into_iter().find(|p| p.partition == name),
+        None => all.into_iter().find(|p| p.default),
+    };
+    found.ok_or_else(|| {
+        SlurmError::Refused(match configured {
+            Some(name) => format!("Slurm knows no partition {name:?}"),
+            None => "Slurm has no default partition: name one in slurm.partition".into(),
+        })
+    })
+}
+
+/// Whether a lock's partition is `target`'s: its name, or `(default)` (a
+/// lock of an older daemon of the default partition) when `target` is the
+/// default.
+fn locks_partition(lock: &Lock, target: &Resolved) -> bool {
+    lock.partition == target.partition || (lock.partition == "(default)" && target.default)
 }
 
 /// The pending locks of `partition` among `jobs` submitted by one of
 /// `trusted` (uids), oldest first.
-pub fn locks(jobs: &[SlurmJob], partition: &str, trusted: &[u32]) -> Vec<Lock> {
+pub fn locks(jobs: &[SlurmJob], partition: &Resolved, trusted: &[u32]) -> Vec<Lock> {
     let mut found: Vec<Lock> = jobs
         .iter()
         .filter(|j| j.name == LOCK_NAME && j.state == "PENDING" && trusted.contains(&j.user_id))
         .filter_map(|j| Lock::parse(j.job_id, &j.comment))
-        .filter(|l| l.partition == partition)
+        .filter(|l| locks_partition(l, partition))
         .collect();
     found.sort_by_key(|l| l.job);
     found
+}
+
+/// Whether `lock` is still in Slurm as this daemon's: its job pending,
+/// its comment naming this daemon and partition. Run just before every
+/// launch: a daemon whose lock another took over (cancelling its job)
+/// launches nothing more. An error when Slurm does not answer.
+pub fn still_ours(slurm: &Slurm, lock: &Lock) -> Result<bool, SlurmError> {
+    let prefix = format!("gangway-lock:{}:{}:", lock.partition, lock.daemon);
+    match slurm.job_state_and_comment(lock.job) {
+        Ok(Some((state, comment))) => Ok(state == "PENDING" && comment.starts_with(&prefix)),
+        Ok(None) => Ok(false),
+        Err(e @ SlurmError::Unreachable { .. }) => Err(e),
+        // "Invalid job id": purged, so not ours.
+        Err(_) => Ok(false),
+    }
+}
+
+/// Gives the lock back on a clean stop: its job cancelled, so another
+/// daemon may start at once.
+pub fn release(slurm: &Slurm, lock: &Lock) -> Result<(), SlurmError> {
+    slurm.scancel(lock.job)
 }
 
 /// What taking the lock found: our lock's job, and what an operator
@@ -123,15 +210,15 @@ fn hostname() -> String {
 /// the daemon that holds it. `trusted`: uids whose locks are believed.
 pub fn take(
     slurm: &Slurm,
-    partition: Option<&str>,
+    target: &Resolved,
     daemon: &str,
     stale_s: u64,
     now_s: u64,
     trusted: &[u32],
 ) -> Result<Taken, SlurmError> {
-    let key = partition_key(partition);
+    let key = target.partition.clone();
     let mut notes = Vec::new();
-    let held = locks(&slurm.jobs()?, &key, trusted);
+    let held = locks(&slurm.jobs()?, target, trusted);
     let mut ours = None;
     for lock in held {
         if lock.daemon == daemon {
@@ -155,16 +242,17 @@ pub fn take(
         host: hostname(),
         pid: std::process::id(),
         beat_s: now_s,
+        nodes: target.nodes.clone(),
     };
     match ours {
         Some(old) => {
             lock.job = old.job;
             slurm.update_job(lock.job, &[format!("Comment={}", lock.comment())])?;
         }
-        None => lock.job = submit(slurm, partition, &lock)?,
+        None => lock.job = submit(slurm, &target.partition, &lock)?,
     }
     // Two daemons that started at once: the older lock wins.
-    let held = locks(&slurm.jobs()?, &key, trusted);
+    let held = locks(&slurm.jobs()?, target, trusted);
     if let Some(first) = held.iter().find(|l| {
         l.daemon != daemon && l.job < lock.job && now_s.saturating_sub(l.beat_s) < stale_s
     }) {
@@ -175,18 +263,16 @@ pub fn take(
 }
 
 /// Submits a lock job (held, never run).
-fn submit(slurm: &Slurm, partition: Option<&str>, lock: &Lock) -> Result<u64, SlurmError> {
-    let mut args = vec![
+fn submit(slurm: &Slurm, partition: &str, lock: &Lock) -> Result<u64, SlurmError> {
+    let args = vec![
         "--hold".to_string(),
         format!("--job-name={LOCK_NAME}"),
         format!("--comment={}", lock.comment()),
         "--output=/dev/null".to_string(),
         "--chdir=/".to_string(),
         "--ntasks=1".to_string(),
+        format!("--partition={partition}"),
     ];
-    if let Some(p) = partition {
-        args.push(format!("--partition={p}"));
-    }
     slurm.sbatch(
         &args,
         "#!/bin/sh\n# gangway-slurm's lock on its partition: never runs\ntrue\n",
@@ -228,8 +314,14 @@ mod tests {
             host: "h".into(),
             pid: 42,
             beat_s: 100,
+            nodes: "n[1-4]".into(),
         };
         assert_eq!(Lock::parse(7, &l.comment()), Some(l.clone()));
+        let old = Lock::parse(5, "gangway-lock:(default):d0:h:1:2").unwrap();
+        assert_eq!(
+            (old.partition.as_str(), old.nodes.as_str()),
+            ("(default)", "")
+        );
         assert_eq!(Lock::parse(7, "gangway-lock:gpu:d1"), None);
         let forged = Lock {
             daemon: "evil".into(),
@@ -240,10 +332,44 @@ mod tests {
             job(7, LOCK_NAME, &l.comment(), 0, "PENDING"),
             job(8, LOCK_NAME, &l.comment(), 0, "CANCELLED"),
             job(6, "other", &l.comment(), 0, "PENDING"),
+            job(
+                4,
+                LOCK_NAME,
+                "gangway-lock:(default):d0:h:1:2",
+                0,
+                "PENDING",
+            ),
         ];
-        assert_eq!(locks(&jobs, "gpu", &[0]), vec![l.clone()]);
-        assert!(locks(&jobs, "gpu2", &[0]).is_empty());
+        let gpu = |default| Resolved {
+            partition: "gpu".into(),
+            default,
+            nodes: "n[1-4]".into(),
+        };
+        assert_eq!(locks(&jobs, &gpu(false), &[0]), vec![l.clone()]);
+        // An older daemon's "(default)" lock is the default partition's.
+        assert_eq!(locks(&jobs, &gpu(true), &[0]).len(), 2);
+        let gpu2 = Resolved {
+            partition: "gpu2".into(),
+            ..gpu(false)
+        };
+        assert!(locks(&jobs, &gpu2, &[0]).is_empty());
         assert!(l.describe(130).contains("last heartbeat 30 s ago"));
-        assert_eq!(partition_key(None), "(default)");
+    }
+
+    #[test]
+    fn partitions_resolve_by_name_or_default() {
+        let text = "PartitionName=gpu AllowGroups=ALL Default=YES Nodes=n[1-4] State=UP\n\
+                    PartitionName=gw Default=NO Nodes=n[1-2] State=UP\n";
+        let all = parse_partitions(text);
+        assert_eq!(all.len(), 2);
+        assert_eq!(
+            all[0],
+            Resolved {
+                partition: "gpu".into(),
+                default: true,
+                nodes: "n[1-4]".into()
+            }
+        );
+        assert!(!all[1].default);
     }
 }

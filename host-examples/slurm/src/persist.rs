@@ -535,6 +535,7 @@ pub fn prepare_folder(state_dir: &Path) -> Result<Vec<String>, SlurmError> {
             ),
         ));
     }
+    check_parents(state_dir)?;
     let mut notes = Vec::new();
     for name in PRIVATE_FILES {
         let path = state_dir.join(name);
@@ -562,6 +563,49 @@ pub fn prepare_folder(state_dir: &Path) -> Result<Vec<String>, SlurmError> {
         }
     }
     Ok(notes)
+}
+
+/// Checks every folder above the state folder as the module cache's are
+/// checked (and as ssh checks its keys): each must belong to root or the
+/// daemon's user and must not be writable by group or others, unless it
+/// has the sticky bit (like `/tmp`): in a folder another user may write,
+/// that user could move the state folder aside and put their own (and
+/// their own socket) in its place.
+pub fn check_parents(state_dir: &Path) -> Result<(), SlurmError> {
+    let me = super::identity::effective_uid();
+    let real = state_dir
+        .canonicalize()
+        .map_err(|e| SlurmError::io(format!("resolving {}", state_dir.display()), e))?;
+    for above in real.ancestors().skip(1) {
+        let meta = std::fs::metadata(above)
+            .map_err(|e| SlurmError::io(format!("reading {}", above.display()), e))?;
+        let (owner, mode) = (meta.uid(), meta.mode());
+        let why = if owner != 0 && owner != me {
+            format!("belongs to user {owner}, not to root or the daemon's user ({me})")
+        } else if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+            format!(
+                "can be written by {} without the sticky bit (mode {:04o})",
+                if mode & 0o002 != 0 {
+                    "anyone"
+                } else {
+                    "its group"
+                },
+                mode & 0o7777
+            )
+        } else {
+            continue;
+        };
+        return Err(SlurmError::Permissions {
+            path: above.display().to_string(),
+            message: format!(
+                "the folder above the state folder {} {why}: whoever can write it can move \
+                 the state folder aside and put their own state and socket in its place; \
+                 put the state folder under folders only root (or the daemon's user) can write",
+                state_dir.display()
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// The journal of acknowledged changes in a state folder.
@@ -851,6 +895,18 @@ mod tests {
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
         let e = prepare_folder(&dir).unwrap_err().to_string();
         assert!(e.contains("can be written by others"), "{e}");
+        // A folder above it that others may write, without the sticky bit.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711)).unwrap();
+        let parent = dir.parent().unwrap();
+        std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = prepare_folder(&dir).unwrap_err().to_string();
+        assert!(e.contains("the folder above the state folder"), "{e}");
+        std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        assert!(
+            prepare_folder(&dir).is_ok(),
+            "a sticky folder above is fine"
+        );
+        std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
     }
 

@@ -19,10 +19,6 @@ use super::SlurmError;
 /// Largest message accepted (a Wasm module for `swap` is the big one).
 pub const MAX_MESSAGE: usize = 64 << 20;
 
-/// Largest request accepted from a caller who is not an admin (a
-/// submission with its environment).
-pub const MAX_USER_MESSAGE: usize = 1 << 20;
-
 /// How long a client waits for the daemon by default.
 pub const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -53,6 +49,9 @@ pub enum Request {
         /// The caller's environment, for the job (the daemon drops what
         /// Slurm and Gangway set themselves).
         env: Vec<(String, String)>,
+        /// The GPU types it accepts, most preferred first, and the least
+        /// memory per GPU (the default: any GPU).
+        gpu_request: gangway_core::GpuRequest,
     },
     /// The queue, the cluster and the daemon's own figures; `None` lists
     /// the newest 200 finished jobs.
@@ -121,6 +120,10 @@ pub struct JobReport {
     pub wait: Vec<(String, u64)>,
     /// Seconds since it was submitted or last re-queued (pending jobs).
     pub waiting_s: u64,
+    /// The GPU types it may run on, most preferred first, when it may not
+    /// run on every type of the cluster (its request, or its size); empty
+    /// otherwise.
+    pub gpu_types: Vec<String>,
     /// Launches Slurm took so far.
     pub attempts: u32,
     /// The Slurm job of the current attempt.
@@ -313,6 +316,13 @@ pub fn call(socket: &Path, request: &Request, timeout: Duration) -> Result<Respo
         }
         other => other,
     };
-    write_message(&mut stream, request).map_err(timed_out)?;
-    read_message(&mut stream).map_err(timed_out)
+    // The daemon answers a request over its limits and closes before it
+    // has read all of it: the write then fails (a broken pipe), but its
+    // answer, which says why, is there to read.
+    let written = write_message(&mut stream, request);
+    match (written, read_message(&mut stream)) {
+        (_, Ok(response)) => Ok(response),
+        (Err(e), Err(_)) => Err(timed_out(e)),
+        (Ok(()), Err(e)) => Err(timed_out(e)),
+    }
 }

@@ -92,14 +92,84 @@ pub fn racks_from_table(
         .collect()
 }
 
-/// Builds the topology from the nodes `sinfo` lists and a rack map (empty:
-/// one rack `all`). Nodes without GPUs are left out. Every GPU node must be
-/// in exactly one rack and have its GPUs typed one per index (gres.conf with
+/// The GPU type of a node's GPUs: the one feature of the node that names a
+/// type of `types` (the config's `[gpu_types]`), `None` if none does (its
+/// GPUs are of the default type); an error names a node with two.
+pub fn node_gpu_type<'a>(
+    node: &NodeInfo,
+    types: &'a BTreeMap<String, u32>,
+) -> Result<Option<&'a str>, SlurmError> {
+    let mut found = types
+        .keys()
+        .filter(|t| node.features.iter().any(|f| f == *t));
+    let first = found.next().map(String::as_str);
+    if let Some(second) = found.next() {
+        return Err(SlurmError::Topology(format!(
+            "node {}: its features name two GPU types, {} and {second} (a node's GPUs are of \
+             one type: give it one of the [gpu_types] as a feature)",
+            node.name,
+            first.unwrap_or("?")
+        )));
+    }
+    Ok(first)
+}
+
+/// Builds the topology from the nodes `sinfo` lists, a rack map (empty:
+/// one rack `all`) and the GPU types of the config's `[gpu_types]` (name
+/// to memory per GPU in GB): a node whose Slurm features name one of them
+/// has GPUs of that type, others the default type
+/// ([`gangway_core::DEFAULT_GPU_TYPE`]); only types some node has are
+/// declared. Nodes without GPUs are left out. Every GPU node must be in
+/// exactly one rack and have its GPUs typed one per index (gres.conf with
 /// one `Type=` per GPU), else the error names the node.
 pub fn build(
     nodes: &[NodeInfo],
     racks: &BTreeMap<String, Vec<String>>,
+    types: &BTreeMap<String, u32>,
 ) -> Result<ClusterMap, SlurmError> {
+    let by_rack = nodes_by_rack(nodes, racks)?;
+    let mut b = TopologyBuilder::new();
+    let root = b.root();
+    for (name, memory_gb) in types {
+        if nodes
+            .iter()
+            .any(|n| n.gpus > 0 && n.features.contains(name))
+        {
+            b.add_gpu_type(name.clone(), *memory_gb)
+                .map_err(|e| SlurmError::Topology(format!("[gpu_types] {name}: {e}")))?;
+        }
+    }
+    let mut gpu_types = Vec::new();
+    let mut rack_names = Vec::new();
+    for (rack, mut members) in by_rack {
+        members.sort_by(|a, c| a.name.cmp(&c.name));
+        let domain = b
+            .add_domain(root, format!("rack:{rack}"))
+            .map_err(|e| SlurmError::Topology(e.to_string()))?;
+        for n in members {
+            let added = match node_gpu_type(n, types)?.and_then(|t| b.gpu_type(t)) {
+                Some(t) => b.add_server_of_type(domain, n.name.clone(), n.gpus, t),
+                None => b.add_server(domain, n.name.clone(), n.gpus),
+            };
+            added.map_err(|e| SlurmError::Topology(format!("node {}: {e}", n.name)))?;
+            gpu_types.push(n.gpu_types.clone().unwrap_or_default());
+            rack_names.push(rack.clone());
+        }
+    }
+    let topology = b.build().map_err(|e| SlurmError::Topology(e.to_string()))?;
+    Ok(ClusterMap {
+        topology,
+        gpu_types,
+        racks: rack_names,
+    })
+}
+
+/// The GPU nodes by rack name (one rack `all` without a rack map), each
+/// checked: in exactly one rack, its GPUs typed one per index.
+fn nodes_by_rack<'a>(
+    nodes: &'a [NodeInfo],
+    racks: &BTreeMap<String, Vec<String>>,
+) -> Result<BTreeMap<String, Vec<&'a NodeInfo>>, SlurmError> {
     let mut rack_of: BTreeMap<&str, &str> = BTreeMap::new();
     for (rack, members) in racks {
         for n in members {
@@ -122,7 +192,8 @@ pub fn build(
         if node.gpu_types.is_none() {
             return Err(SlurmError::Topology(format!(
                 "node {}: its GPUs are not typed one per index (gres.conf needs one line per GPU, \
-                 each with its own Type=, e.g. Type=g0 File=/dev/nvidia0), so exact GPUs cannot be pinned",
+                 each with its own Type=, e.g. Type=g0 File=/dev/nvidia0), so exact GPUs cannot be \
+                 pinned; name the GPU model as a node feature (Features=a100) and in [gpu_types]",
                 node.name
             )));
         }
@@ -133,28 +204,7 @@ pub fn build(
             "sinfo lists no node with GPUs (GresTypes=gpu and Gres=gpu:... in slurm.conf)".into(),
         ));
     }
-    let mut b = TopologyBuilder::new();
-    let root = b.root();
-    let mut gpu_types = Vec::new();
-    let mut rack_names = Vec::new();
-    for (rack, mut members) in by_rack {
-        members.sort_by(|a, c| a.name.cmp(&c.name));
-        let domain = b
-            .add_domain(root, format!("rack:{rack}"))
-            .map_err(|e| SlurmError::Topology(e.to_string()))?;
-        for n in members {
-            b.add_server(domain, n.name.clone(), n.gpus)
-                .map_err(|e| SlurmError::Topology(format!("node {}: {e}", n.name)))?;
-            gpu_types.push(n.gpu_types.clone().unwrap_or_default());
-            rack_names.push(rack.clone());
-        }
-    }
-    let topology = b.build().map_err(|e| SlurmError::Topology(e.to_string()))?;
-    Ok(ClusterMap {
-        topology,
-        gpu_types,
-        racks: rack_names,
-    })
+    Ok(by_rack)
 }
 
 #[cfg(test)]
@@ -167,9 +217,21 @@ mod tests {
             name: name.into(),
             gpus,
             gpu_types: typed.then(|| (0..gpus).map(|i| format!("g{i}")).collect()),
+            features: Vec::new(),
             health: Health::Up,
             state: "idle".into(),
+            cpus: 16,
+            alloc_cpus: 0,
+            memory_mb: 1000,
+            alloc_memory_mb: 0,
         }
+    }
+
+    fn build_untyped(
+        nodes: &[NodeInfo],
+        racks: &BTreeMap<String, Vec<String>>,
+    ) -> Result<ClusterMap, SlurmError> {
+        build(nodes, racks, &BTreeMap::new())
     }
 
     #[test]
@@ -183,7 +245,7 @@ mod tests {
             ("r1".to_string(), vec!["n1".to_string()]),
             ("r2".to_string(), vec!["n2".to_string()]),
         ]);
-        let map = build(&nodes, &racks).unwrap();
+        let map = build(&nodes, &racks, &BTreeMap::new()).unwrap();
         assert_eq!(map.topology.total_gpus(), 16);
         assert_eq!(map.server("n1"), Some(ServerId(0)));
         assert_eq!(map.node(ServerId(1)), "n2");
@@ -194,15 +256,56 @@ mod tests {
     #[test]
     fn bad_clusters_name_the_node() {
         let racks = BTreeMap::from([("r1".to_string(), vec!["n1".to_string()])]);
-        let e = build(&[node("n1", 8, true), node("n2", 8, true)], &racks).unwrap_err();
+        let e = build_untyped(&[node("n1", 8, true), node("n2", 8, true)], &racks).unwrap_err();
         assert!(e.to_string().contains("node n2 is in no rack"), "{e}");
-        let e = build(&[node("n1", 8, false)], &BTreeMap::new()).unwrap_err();
+        let e = build_untyped(&[node("n1", 8, false)], &BTreeMap::new()).unwrap_err();
         assert!(
             e.to_string().contains("node n1: its GPUs are not typed"),
             "{e}"
         );
-        let e = build(&[node("x", 0, false)], &BTreeMap::new()).unwrap_err();
+        let e = build_untyped(&[node("x", 0, false)], &BTreeMap::new()).unwrap_err();
         assert!(e.to_string().contains("no node with GPUs"), "{e}");
+    }
+
+    #[test]
+    fn node_features_give_gpu_types() {
+        let typed = |name: &str, features: &[&str]| NodeInfo {
+            features: features.iter().map(|f| f.to_string()).collect(),
+            ..node(name, 8, true)
+        };
+        let types = BTreeMap::from([
+            ("a100".to_string(), 80),
+            ("h100".to_string(), 80),
+            ("v100".to_string(), 32),
+        ]);
+        let nodes = [
+            typed("n1", &["ib", "a100"]),
+            typed("n2", &["v100"]),
+            typed("n3", &[]),
+        ];
+        let map = build(&nodes, &BTreeMap::new(), &types).unwrap();
+        let topo = &map.topology;
+        // Only the types some node has, then the default one.
+        let names: Vec<&str> = topo.gpu_types().iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["a100", "v100", gangway_core::DEFAULT_GPU_TYPE]);
+        assert_eq!(topo.gpu_types()[1].memory_gb, 32);
+        let type_of = |n: &str| {
+            let s = topo.server(map.server(n).unwrap()).unwrap();
+            topo.gpu_types()[s.gpu_type.index()].name.clone()
+        };
+        assert_eq!(type_of("n1"), "a100");
+        assert_eq!(type_of("n2"), "v100");
+        assert_eq!(type_of("n3"), gangway_core::DEFAULT_GPU_TYPE);
+        // Without [gpu_types], features are only features: one type.
+        let map = build(&nodes, &BTreeMap::new(), &BTreeMap::new()).unwrap();
+        assert!(!map.topology.is_heterogeneous());
+        // A node of two types is named.
+        let e = build(&[typed("n9", &["a100", "v100"])], &BTreeMap::new(), &types).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("node n9: its features name two GPU types, a100 and v100"),
+            "{e}"
+        );
     }
 
     #[test]

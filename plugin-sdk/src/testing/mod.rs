@@ -15,6 +15,12 @@ pub trait SlotViews: SlotContract {
     /// Realistic views of the slot.
     fn views() -> BoxedStrategy<Self::View>;
 
+    /// The largest views a host sends the slot at Philly scale (see
+    /// [`strategy::Scale::Largest`]); by default the realistic ones.
+    fn largest() -> BoxedStrategy<Self::View> {
+        Self::views()
+    }
+
     /// Views one step smaller than `view`, the largest steps first: a
     /// virtual cluster with its jobs, half of a list, one job or server.
     /// The kit tries them in order and keeps the first that still fails the

@@ -78,6 +78,52 @@ impl Shape {
     }
 }
 
+/// How large the generated views are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scale {
+    /// As views come: random clusters of up to 352 servers, queues from
+    /// none to thousands of jobs, up to 60 running jobs.
+    Realistic,
+    /// The largest views a host sends at Philly scale: the Philly cluster
+    /// ([`philly_shape`]), 15 virtual clusters, 3,000 jobs waiting and
+    /// running jobs filling the cluster (up to 2,000).
+    Largest,
+}
+
+/// The Philly cluster's shape: 552 servers of 8 GPUs, 23 racks of 24.
+pub fn philly_shape() -> Shape {
+    Shape {
+        server_level: 2,
+        server_gpus: 8,
+        servers_per_rack: 24,
+        racks: 23,
+    }
+}
+
+/// A cluster shape at `scale`.
+pub fn shape_at(scale: Scale) -> BoxedStrategy<Shape> {
+    match scale {
+        Scale::Realistic => shape().boxed(),
+        Scale::Largest => Just(philly_shape()).boxed(),
+    }
+}
+
+/// How many virtual clusters at `scale`: 1 to 15, or 15.
+pub fn vc_count(scale: Scale) -> BoxedStrategy<usize> {
+    match scale {
+        Scale::Realistic => (1usize..16).boxed(),
+        Scale::Largest => Just(15usize).boxed(),
+    }
+}
+
+/// How many running jobs at `scale` (fewer when the cluster is full).
+pub fn running_count(scale: Scale) -> BoxedStrategy<usize> {
+    match scale {
+        Scale::Realistic => (0usize..60).boxed(),
+        Scale::Largest => Just(2_000usize).boxed(),
+    }
+}
+
 /// A random cluster shape.
 pub fn shape() -> impl Strategy<Value = Shape> {
     (
@@ -152,15 +198,29 @@ pub fn vcs(n: usize, total_gpus: u32) -> impl Strategy<Value = Vec<VcUsage>> {
 /// A queue of pending jobs of `vcs` virtual clusters on `shape`, in submit
 /// order, with unique ids, as of time `now`.
 pub fn pending_jobs(shape: Shape, vcs: u32, now: u64) -> impl Strategy<Value = Vec<PendingJob>> {
-    queue_of((
+    pending_jobs_at(Scale::Realistic, shape, vcs, now)
+}
+
+/// [`pending_jobs`] at `scale`: as queues get, or 3,000 jobs.
+pub fn pending_jobs_at(
+    scale: Scale,
+    shape: Shape,
+    vcs: u32,
+    now: u64,
+) -> impl Strategy<Value = Vec<PendingJob>> {
+    let row = (
         0..vcs.max(1),
         0u32..50,
         gang_size(),
         0u64..3_600,
         prop_oneof![6 => Just(0u32), 1 => 1u32..5],
         0u64..200_000,
-    ))
-    .prop_map(move |rows| {
+    );
+    let rows = match scale {
+        Scale::Realistic => queue_of(row).boxed(),
+        Scale::Largest => prop::collection::vec(row, 3_000).boxed(),
+    };
+    rows.prop_map(move |rows| {
         let mut submitted = now.saturating_sub(rows.len() as u64 * 30);
         rows.into_iter()
             .enumerate()

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use gangway_core::Slot;
 use gangway_core::conformance::{self, Finding, Options};
-use gangway_core::wasm::{Budget, CallPath, PolicyEngine, SandboxConfig, WasmError};
+use gangway_core::wasm::{Budget, CallPath, LogCounts, PolicyEngine, SandboxConfig, WasmError};
 
 /// How hard to check.
 #[derive(Clone, Debug)]
@@ -75,8 +75,13 @@ pub struct CheckReport {
     pub slowest_us: u128,
     /// The most jobs in one view.
     pub max_jobs: usize,
+    /// Calls of the history check (each slot's instance asked views it
+    /// answered before, after its long history), all slots.
+    pub history: usize,
     /// Scheduler scenarios run, all slots.
     pub scenarios: usize,
+    /// The module's `log` messages, kept and dropped past the limits.
+    pub logs: LogCounts,
 }
 
 /// Why a module is not well-behaved (or could not be checked).
@@ -170,6 +175,8 @@ pub fn check_module(
         calls: reports.iter().map(|r| r.calls).sum(),
         slowest_us: reports.iter().map(|r| r.slowest_us).max().unwrap_or(0),
         max_jobs: reports.iter().map(|r| r.max_jobs).max().unwrap_or(0),
+        history: reports.iter().map(|r| r.history).sum(),
         scenarios: reports.iter().map(|r| r.scenarios).sum(),
+        logs: engine.log_counts(),
     })
 }

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use gangway_core::Slot;
 use gangway_core::policy::{BoxedBackend, PolicySet};
 use gangway_core::wasm::{
-    Budget, LoadLimits, PolicyEngine, PolicyModule, SandboxConfig, WasmError, WasmErrorKind,
-    WorkBudget,
+    Budget, LoadLimits, PolicyEngine, PolicyModule, RoundBudget, SandboxConfig, WasmError,
+    WasmErrorKind, WorkBudget,
 };
 use gangway_plugin_sdk::with_slot;
 
@@ -172,21 +172,41 @@ impl Loader {
     }
 
     /// A loader as [`Loader::with_limits`] with the work budget given
-    /// (`None`: none; each module in each slot is then bounded only by
-    /// `fuel_per_backend` over its run and the per-call budget).
+    /// (`None`: none, and no round budget either; each module in each slot
+    /// is then bounded only by `fuel_per_backend` over its run, everything
+    /// it costs counted, and the per-call budget).
     pub fn with_budgets(
         fuel_per_backend: Option<u64>,
         work_budget: Option<WorkBudget>,
         limits: LoadLimits,
     ) -> Result<Loader, PolicyResolveError> {
-        let engine = PolicyEngine::new(SandboxConfig {
+        Loader::with_sandbox(Loader::sandbox(fuel_per_backend, work_budget, limits))
+    }
+
+    /// The sandbox of [`Loader::with_budgets`]: the per-call budget for
+    /// `limits`, `fuel_per_backend` over a run, `work_budget`, and with a
+    /// work budget the default round budget (scaled with the per-call
+    /// budget).
+    pub fn sandbox(
+        fuel_per_backend: Option<u64>,
+        work_budget: Option<WorkBudget>,
+        limits: LoadLimits,
+    ) -> SandboxConfig {
+        SandboxConfig {
             budget: Budget::for_limits(&limits),
             fuel_per_backend,
             work_budget,
+            round_budget: work_budget.map(|_| RoundBudget::default()),
             limits,
             ..SandboxConfig::default()
-        })
-        .map_err(|e| PolicyResolveError::Module(e.to_string()))?;
+        }
+    }
+
+    /// A loader whose modules run in `sandbox` (e.g. [`Loader::sandbox`]
+    /// with the host's seed).
+    pub fn with_sandbox(sandbox: SandboxConfig) -> Result<Loader, PolicyResolveError> {
+        let engine =
+            PolicyEngine::new(sandbox).map_err(|e| PolicyResolveError::Module(e.to_string()))?;
         Ok(Loader {
             engine,
             modules: HashMap::new(),

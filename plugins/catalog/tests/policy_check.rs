@@ -234,3 +234,50 @@ fn twins_that_log_otherwise_than_their_function_fail() {
         "the twin logged [\"info: hello\"], the function []",
     );
 }
+
+/// A twin that counts its calls and, after 1,500, answers otherwise on
+/// every call a host checking the 1st and every 64th would not check
+/// passed before (the kit gave its twin about 620 calls, on fresh
+/// instances for the function): the kit now asks one instance thousands
+/// of calls, the function on a live instance of its own beside it.
+#[test]
+fn a_twin_diverging_after_1500_calls_fails() {
+    expect_failure(
+        "counting.wasm",
+        &guests::counting_twin(1_500),
+        &[],
+        "its -buffered twin and the slot's function disagree",
+    );
+}
+
+/// A function whose answer depends on its instance's history (valid
+/// answers, but none eligible after its 1,000th call) passed before: the
+/// kit's history asks the same instance views it answered before.
+#[test]
+fn a_function_whose_answer_depends_on_its_history_fails() {
+    expect_failure(
+        "history.wasm",
+        &guests::history_dependent(1_000),
+        &[],
+        "otherwise than the first time",
+    );
+}
+
+/// A module logging 16 messages of 1 KiB on every call (134 MB of
+/// `policy-check` output before): it passes (its answers are valid), its
+/// log stays within the limits, and the output says how many messages
+/// were dropped.
+#[test]
+fn a_module_logging_16_kib_per_call_keeps_a_bounded_log() {
+    let path = temp("chatty.wasm", &guests::chatty_fairness());
+    let (out, _) = policy_check(&[path.to_str().unwrap(), "--views", "60"]);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("log messages"), "{text}");
+    assert!(text.contains("were dropped past the log limits"), "{text}");
+    assert!(
+        out.stderr.len() < 1 << 20,
+        "{} bytes of log",
+        out.stderr.len()
+    );
+}

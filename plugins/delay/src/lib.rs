@@ -60,8 +60,8 @@
 //! ```
 
 use gangway_plugin_sdk::{
-    ConfigError, Configure, Level, LocalityDecision, LocalityPolicy, PendingJob, QueueView,
-    SpreadLimit, parse_options,
+    ConfigError, ConfigForm, Configure, Level, LocalityDecision, LocalityPolicy, PendingJob,
+    QueueView, SpreadLimit, read_options,
 };
 use serde::Deserialize;
 
@@ -240,8 +240,11 @@ impl Delay {
 }
 
 impl Configure for Delay {
+    // The host hands it its TOML as a tree: no parser in its module.
+    const CONFIG_FORM: ConfigForm = ConfigForm::Tree;
+
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
-        let config: DelayConfig = parse_options("delay", config)?;
+        let config: DelayConfig = read_options("delay", config)?;
         Delay::new(config)
     }
 }

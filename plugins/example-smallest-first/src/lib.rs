@@ -27,8 +27,10 @@
 //! assert_eq!(order, vec![1, 3, 2]); // job 1 is starving; then 1 GPU before 4
 //! ```
 
+use gangway_plugin_sdk::sort;
 use gangway_plugin_sdk::{
-    ConfigError, Configure, FairnessDecision, FairnessPolicy, FairnessView, Ranked, parse_options,
+    ConfigError, ConfigForm, Configure, FairnessDecision, FairnessPolicy, FairnessView, Ranked,
+    read_options,
 };
 use serde::Deserialize;
 
@@ -57,8 +59,11 @@ pub struct SmallestFirst {
 
 /// Load-time construction: empty bytes give the defaults.
 impl Configure for SmallestFirst {
+    // The host hands it its TOML as a tree: no parser in its module.
+    const CONFIG_FORM: ConfigForm = ConfigForm::Tree;
+
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
-        let config = parse_options("example-smallest-first", config)?;
+        let config = read_options("example-smallest-first", config)?;
         Ok(SmallestFirst { config })
     }
 }
@@ -67,11 +72,12 @@ impl Configure for SmallestFirst {
 impl FairnessPolicy for SmallestFirst {
     fn order(&self, view: &FairnessView) -> FairnessDecision {
         let mut jobs: Vec<_> = view.jobs.iter().collect();
-        jobs.sort_by_key(|j| {
+        sort::by_key(&mut jobs, |j| {
             let starving = j.waiting_s >= self.config.starve_after_s;
-            // Starving jobs first (false < true, hence the `!`), by age; then by size.
-            let size = if starving { 0 } else { j.gpus };
-            (!starving, size, j.submitted_s, j.id)
+            // Starving jobs first (size 0), by age; then the others by
+            // size (GPUs + 1), then by age; ids break the last ties.
+            let size = if starving { 0 } else { u64::from(j.gpus) + 1 };
+            [size, j.submitted_s, j.id.0]
         });
         FairnessDecision {
             order: jobs

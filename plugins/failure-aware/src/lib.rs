@@ -53,8 +53,8 @@
 //! ```
 
 use gangway_plugin_sdk::{
-    ConfigError, Configure, FailedAttempt, FailureClass, RetryAction, RetryDecision, RetryPolicy,
-    RetryView, parse_options,
+    ConfigError, ConfigForm, Configure, FailedAttempt, FailureClass, RetryAction, RetryDecision,
+    RetryPolicy, RetryView, read_options,
 };
 use serde::Deserialize;
 
@@ -147,8 +147,11 @@ impl FailureAware {
 }
 
 impl Configure for FailureAware {
+    // The host hands it its TOML as a tree: no parser in its module.
+    const CONFIG_FORM: ConfigForm = ConfigForm::Tree;
+
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
-        let config: FailureAwareConfig = parse_options("failure-aware", config)?;
+        let config: FailureAwareConfig = read_options("failure-aware", config)?;
         if config.max_attempts == 0 {
             return Err(ConfigError(
                 "failure-aware: max_attempts must be at least 1".into(),

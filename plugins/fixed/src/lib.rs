@@ -28,7 +28,8 @@
 
 use gangway_plugin_sdk::Fixed;
 use gangway_plugin_sdk::{
-    ConfigError, Configure, RetryAction, RetryDecision, RetryPolicy, RetryView, parse_options,
+    ConfigError, ConfigForm, Configure, RetryAction, RetryDecision, RetryPolicy, RetryView,
+    read_options,
 };
 use serde::Deserialize;
 
@@ -48,8 +49,11 @@ pub struct FixedConfig {
 pub struct FixedRetry(Fixed);
 
 impl Configure for FixedRetry {
+    // The host hands it its TOML as a tree: no parser in its module.
+    const CONFIG_FORM: ConfigForm = ConfigForm::Tree;
+
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
-        let c: FixedConfig = parse_options("fixed", config)?;
+        let c: FixedConfig = read_options("fixed", config)?;
         if c.after_s > RetryAction::MAX_DELAY_S {
             return Err(ConfigError(format!(
                 "fixed: after_s = {} is longer than the {} s (366 days) the contract allows a retry delay",

@@ -54,9 +54,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use gangway_plugin_sdk::sort;
 use gangway_plugin_sdk::{
-    ConfigError, Configure, DefragmentDecision, DefragmentPolicy, DefragmentView, Move, RunningJob,
-    ServerId, WaitingJob, parse_options,
+    ConfigError, ConfigForm, Configure, DefragmentDecision, DefragmentPolicy, DefragmentView, Move,
+    RunningJob, ServerId, WaitingJob, read_options,
 };
 use serde::Deserialize;
 
@@ -137,7 +138,7 @@ impl Gandiva {
         let mut best: Option<Plan> = None;
         for members in domains.values() {
             let mut target: Vec<usize> = members.clone();
-            target.sort_by_key(|i| (std::cmp::Reverse(potential(*i)), *i));
+            sort::by_key(&mut target, |i| [!u64::from(potential(*i)), *i as u64, 0]);
             target.truncate(k);
             if target.len() < k || target.iter().map(|i| potential(*i)).sum::<u32>() < w.job.gpus {
                 continue;
@@ -171,7 +172,7 @@ impl Gandiva {
             .flat_map(|i| small.get(&view.servers[*i].id).into_iter().flatten())
             .copied()
             .collect();
-        movable.sort_by_key(|j| (std::cmp::Reverse(j.gpus), j.id));
+        sort::by_key(&mut movable, |j| [!u64::from(j.gpus), j.id.0, 0]);
         for j in movable {
             if have >= gpus || plan.moves.len() >= self.config.max_moves as usize {
                 break;
@@ -192,8 +193,11 @@ impl Gandiva {
 }
 
 impl Configure for Gandiva {
+    // The host hands it its TOML as a tree: no parser in its module.
+    const CONFIG_FORM: ConfigForm = ConfigForm::Tree;
+
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
-        let config: GandivaConfig = parse_options("gandiva", config)?;
+        let config: GandivaConfig = read_options("gandiva", config)?;
         Ok(Gandiva { config })
     }
 }

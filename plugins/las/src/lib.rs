@@ -53,9 +53,10 @@
 //! assert_eq!(order, vec![2, 3, 1]);
 //! ```
 
+use gangway_plugin_sdk::sort;
 use gangway_plugin_sdk::{
-    ConfigError, Configure, FairnessDecision, FairnessPolicy, FairnessView, PendingJob, QueueOrder,
-    Ranked, parse_options,
+    ConfigError, ConfigForm, Configure, FairnessDecision, FairnessPolicy, FairnessView, PendingJob,
+    QueueOrder, Ranked, read_options,
 };
 use serde::Deserialize;
 
@@ -126,8 +127,11 @@ impl Las {
 }
 
 impl Configure for Las {
+    // The host hands it its TOML as a tree: no parser in its module.
+    const CONFIG_FORM: ConfigForm = ConfigForm::Tree;
+
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
-        let config: LasConfig = parse_options("las", config)?;
+        let config: LasConfig = read_options("las", config)?;
         Las::new(config)
     }
 }
@@ -146,7 +150,7 @@ impl FairnessPolicy for Las {
     fn order(&self, view: &FairnessView) -> FairnessDecision {
         let mut jobs: Vec<(usize, &PendingJob)> =
             view.jobs.iter().map(|j| (self.queue(j), j)).collect();
-        jobs.sort_by_key(|(q, j)| (*q, j.submitted_s, j.id));
+        sort::by_key(&mut jobs, |(q, j)| [*q as u64, j.submitted_s, j.id.0]);
         FairnessDecision {
             order: jobs
                 .into_iter()

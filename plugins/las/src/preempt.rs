@@ -3,9 +3,10 @@
 use std::collections::HashSet;
 
 use gangway_plugin_sdk::room::Room;
+use gangway_plugin_sdk::sort;
 use gangway_plugin_sdk::{
-    ConfigError, Configure, JobId, ReclaimDecision, ReclaimPolicy, ReclaimView, RunningJob,
-    SpreadLimit, WaitReason, WaitingJob,
+    ConfigError, ConfigForm, Configure, JobId, ReclaimDecision, ReclaimPolicy, ReclaimView,
+    RunningJob, SpreadLimit, WaitReason, WaitingJob,
 };
 
 use crate::Las;
@@ -65,6 +66,9 @@ impl LasPreempt {
 }
 
 impl Configure for LasPreempt {
+    // The host hands it its TOML as a tree: no parser in its module.
+    const CONFIG_FORM: ConfigForm = ConfigForm::Tree;
+
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
         Ok(LasPreempt {
             las: Las::from_config(config)?,
@@ -84,19 +88,16 @@ impl ReclaimPolicy for LasPreempt {
                 )
             })
             .collect();
-        waiting.sort_by_key(|w| (self.las.queue(&w.job), w.job.submitted_s, w.job.id));
+        sort::by_key(&mut waiting, |w| {
+            [self.las.queue(&w.job) as u64, w.job.submitted_s, w.job.id.0]
+        });
         let mut victims: Vec<(usize, &RunningJob)> = view
             .running
             .iter()
             .map(|j| (self.las.queue_of(j.attained_gpu_s), j))
             .collect();
-        victims.sort_by_key(|(q, j)| {
-            (
-                std::cmp::Reverse(*q),
-                std::cmp::Reverse(j.started_s),
-                std::cmp::Reverse(j.id),
-            )
-        });
+        // Descending: lowest priority queue, latest start, highest id first.
+        sort::by_key(&mut victims, |(q, j)| [!(*q as u64), !j.started_s, !j.id.0]);
         let mut room = Room::new(&view.servers, view.cluster.server_level);
         let mut taken: HashSet<JobId> = HashSet::new();
         let mut d = ReclaimDecision::default();

@@ -59,8 +59,8 @@
 use std::collections::BTreeMap;
 
 use gangway_plugin_sdk::{
-    ConfigError, Configure, FairnessDecision, FairnessPolicy, FairnessView, QueueOrder, VcId,
-    parse_options,
+    ConfigError, ConfigForm, Configure, FairnessDecision, FairnessPolicy, FairnessView, QueueOrder,
+    VcId, read_options,
 };
 use serde::{Deserialize, Deserializer};
 
@@ -196,8 +196,11 @@ fn water_fill(claims: &[Claim], capacity: u64) -> Vec<u64> {
 }
 
 impl Configure for MaxMin {
+    // The host hands it its TOML as a tree: no parser in its module.
+    const CONFIG_FORM: ConfigForm = ConfigForm::Tree;
+
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
-        let config: MaxMinConfig = parse_options("max-min", config)?;
+        let config: MaxMinConfig = read_options("max-min", config)?;
         Ok(MaxMin::new(config))
     }
 }

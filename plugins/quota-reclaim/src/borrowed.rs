@@ -2,6 +2,7 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use gangway_plugin_sdk::sort;
 use gangway_plugin_sdk::{JobId, RunningJob, VcId};
 
 use crate::newest_first::NewestFirst;
@@ -40,7 +41,7 @@ impl<'v> Borrowed<'v> {
                         None => sizes.push((g, 1)),
                     }
                 }
-                sizes.sort_unstable();
+                sort::by_key(&mut sizes, |(g, n)| [*g, *n as u64, 0]);
                 VcJobs {
                     vc,
                     jobs: NewestFirst::new(jobs),
@@ -48,7 +49,7 @@ impl<'v> Borrowed<'v> {
                 }
             })
             .collect();
-        vcs.sort_unstable_by_key(|v| v.vc);
+        sort::by_key(&mut vcs, |v| [u64::from(v.vc.0), 0, 0]);
         Borrowed { vcs }
     }
 
@@ -92,7 +93,7 @@ impl<'v> Borrowed<'v> {
             }
         }
         // (Ids are unique, so the order is total.)
-        out.sort_unstable_by_key(|j| std::cmp::Reverse((j.started_s, j.id)));
+        sort::by_key(&mut out, |j| [!j.started_s, !j.id.0, 0]);
         out
     }
 }

@@ -60,9 +60,10 @@
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use gangway_plugin_sdk::room::Room;
+use gangway_plugin_sdk::sort;
 use gangway_plugin_sdk::{
-    ConfigError, Configure, JobId, ReclaimDecision, ReclaimPolicy, ReclaimView, RunningJob,
-    RunningScope, SpreadLimit, VcId, WaitingJob, parse_options,
+    ConfigError, ConfigForm, Configure, JobId, ReclaimDecision, ReclaimPolicy, ReclaimView,
+    RunningJob, RunningScope, SpreadLimit, VcId, WaitingJob, read_options,
 };
 use serde::Deserialize;
 
@@ -106,8 +107,11 @@ impl QuotaReclaim {
 }
 
 impl Configure for QuotaReclaim {
+    // The host hands it its TOML as a tree: no parser in its module.
+    const CONFIG_FORM: ConfigForm = ConfigForm::Tree;
+
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
-        let config: QuotaReclaimConfig = parse_options("quota-reclaim", config)?;
+        let config: QuotaReclaimConfig = read_options("quota-reclaim", config)?;
         Ok(QuotaReclaim { config })
     }
 }
@@ -232,7 +236,7 @@ impl<'v> Reclaiming<'v> {
             .collect();
         // (used, quota) compared as fractions by cross-multiplying.
         let share = |vc: VcId| (self.held(vc), u64::from(self.quota(vc).unwrap_or(0)).max(1));
-        entitled.sort_by(|a, b| {
+        sort::by(&mut entitled, &|a, b| {
             let (ua, qa) = share(a.job.vc);
             let (ub, qb) = share(b.job.vc);
             (ua * qb)

@@ -52,8 +52,8 @@
 //! ```
 
 use gangway_plugin_sdk::{
-    ConfigError, Configure, GangAction, GangDecision, GangPolicy, PendingJob, QueueView,
-    parse_options,
+    ConfigError, ConfigForm, Configure, GangAction, GangDecision, GangPolicy, PendingJob,
+    QueueView, read_options,
 };
 use serde::Deserialize;
 
@@ -107,8 +107,11 @@ impl Reserve {
 }
 
 impl Configure for Reserve {
+    // The host hands it its TOML as a tree: no parser in its module.
+    const CONFIG_FORM: ConfigForm = ConfigForm::Tree;
+
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
-        let config: ReserveConfig = parse_options("reserve", config)?;
+        let config: ReserveConfig = read_options("reserve", config)?;
         Ok(Reserve::new(config))
     }
 }

@@ -71,8 +71,8 @@
 use std::collections::BTreeMap;
 
 use gangway_plugin_sdk::{
-    ConfigError, Configure, FairnessDecision, FairnessPolicy, FairnessView, QueueOrder, VcId,
-    parse_options,
+    ConfigError, ConfigForm, Configure, FairnessDecision, FairnessPolicy, FairnessView, QueueOrder,
+    VcId, read_options,
 };
 use serde::{Deserialize, Deserializer};
 
@@ -288,8 +288,11 @@ impl VcQuota {
 }
 
 impl Configure for VcQuota {
+    // The host hands it its TOML as a tree: no parser in its module.
+    const CONFIG_FORM: ConfigForm = ConfigForm::Tree;
+
     fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
-        let config: VcQuotaConfig = parse_options("vc-quota", config)?;
+        let config: VcQuotaConfig = read_options("vc-quota", config)?;
         Ok(VcQuota::new(config))
     }
 }

@@ -17,6 +17,7 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 use std::collections::binary_heap::PeekMut;
 
+use gangway_plugin_sdk::sort;
 use gangway_plugin_sdk::{
     FairnessDecision, FairnessView, JobId, PendingJob, Ranked, VcId, VcUsage,
 };
@@ -217,7 +218,7 @@ fn cover_ids(view: &FairnessView, cover: Cover, ids: &mut Vec<VcId>) -> bool {
             ids.extend(view.vcs.iter().map(|v| v.id));
         }
         ids.extend(view.jobs.iter().map(|j| j.vc));
-        ids.sort_unstable();
+        sort::by_key(ids, |id| [u64::from(id.0), 0, 0]);
         ids.dedup();
     }
     dense
@@ -295,7 +296,10 @@ fn group_jobs(
     if !view.jobs.is_sorted_by_key(|j| (j.submitted_s, j.id)) {
         for q in vcs.iter() {
             if let Some(queue) = jobs.get_mut(q.next..q.end) {
-                queue.sort_unstable_by_key(key);
+                sort::by_key(queue, |i| match key(i) {
+                    Some((submitted_s, id)) => [1, submitted_s, id.0],
+                    None => [0, 0, 0],
+                });
             }
         }
     }
@@ -375,7 +379,7 @@ impl Passes<'_, '_> {
             .iter()
             .filter_map(|&i| turn(view, jobs, &vcs[i], i))
             .collect();
-        rest.sort_unstable();
+        sort::by(&mut rest, &Turn::cmp);
         let mut at = 0;
         while at < rest.len() {
             let tied = rest[at..]

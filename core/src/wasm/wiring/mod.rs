@@ -19,9 +19,10 @@ mod reexports;
 use std::collections::HashMap;
 
 use wasmparser::{
-    CanonicalFunction, CanonicalOption, ComponentAlias, ComponentExternalKind, ComponentInstance,
-    ComponentOuterAliasKind, ComponentTypeRef, ExternalKind, Instance, InstantiationArgKind,
-    Parser, Payload,
+    CanonicalFunction, CanonicalOption, ComponentAlias, ComponentCanonicalSectionReader,
+    ComponentExportSectionReader, ComponentExternalKind, ComponentImportSectionReader,
+    ComponentInstance, ComponentInstanceSectionReader, ComponentOuterAliasKind, ComponentTypeRef,
+    ExternalKind, Instance, InstanceSectionReader, InstantiationArgKind, Parser, Payload,
 };
 
 /// Why the direct path does not run a component (said at info level when
@@ -228,113 +229,135 @@ impl Wiring {
                 }
                 Payload::End(_) if depth > 0 => depth = depth.saturating_sub(1),
                 _ if depth > 0 => {}
-                Payload::InstanceSection(reader) => {
-                    for inst in reader {
-                        w.core_instances.push(match inst.ok()? {
-                            Instance::Instantiate { module_index, args } => CoreInstance::Module {
-                                module: module_index,
-                                args: args
-                                    .iter()
-                                    .filter(|a| a.kind == InstantiationArgKind::Instance)
-                                    .map(|a| (a.name.to_string(), a.index))
-                                    .collect(),
-                            },
-                            Instance::FromExports(exports) => CoreInstance::Exports(
-                                exports
-                                    .iter()
-                                    .map(|e| (e.name.to_string(), e.kind, e.index))
-                                    .collect(),
-                            ),
-                        });
-                    }
-                }
-                Payload::ComponentInstanceSection(reader) => {
-                    for inst in reader {
-                        w.instances.push(match inst.ok()? {
-                            ComponentInstance::FromExports(exports) => CompInstance::Exports(
-                                exports
-                                    .iter()
-                                    .filter(|e| e.kind == ComponentExternalKind::Func)
-                                    .map(|e| (e.name.name.to_string(), e.index))
-                                    .collect(),
-                            ),
-                            ComponentInstance::Instantiate {
-                                component_index,
-                                args,
-                            } => CompInstance::Instantiated {
-                                component: component_index,
-                                args: args
-                                    .iter()
-                                    .filter(|a| a.kind == ComponentExternalKind::Func)
-                                    .map(|a| (a.name.to_string(), a.index))
-                                    .collect(),
-                            },
-                        });
-                    }
-                }
+                Payload::InstanceSection(reader) => w.core_instance_section(reader)?,
+                Payload::ComponentInstanceSection(reader) => w.instance_section(reader)?,
                 Payload::ComponentAliasSection(reader) => {
                     for alias in reader {
                         w.alias(alias.ok()?);
                     }
                 }
-                Payload::ComponentCanonicalSection(reader) => {
-                    for canon in reader {
-                        match canon.ok()? {
-                            CanonicalFunction::Lift {
-                                core_func_index,
-                                options,
-                                ..
-                            } => w.funcs.push(Func::Lift {
-                                core: core_func_index,
-                                options: Options::read(&options),
-                            }),
-                            CanonicalFunction::Lower {
-                                func_index,
-                                options,
-                            } => w.core_funcs.push(CoreFunc::Lower {
-                                func: func_index,
-                                options: Options::read(&options),
-                            }),
-                            _ => w.core_funcs.push(CoreFunc::Other),
-                        }
-                    }
-                }
-                Payload::ComponentImportSection(reader) => {
-                    for import in reader {
-                        let import = import.ok()?;
-                        match import.ty {
-                            ComponentTypeRef::Func(_) => w.funcs.push(Func::Other),
-                            ComponentTypeRef::Instance(_) => w
-                                .instances
-                                .push(CompInstance::Imported(import.name.name.to_string())),
-                            ComponentTypeRef::Module(_) => w.modules.push(None),
-                            ComponentTypeRef::Component(_) => w.components.push(None),
-                            _ => {}
-                        }
-                    }
-                }
-                Payload::ComponentExportSection(reader) => {
-                    for export in reader {
-                        let export = export.ok()?;
-                        w.exports
-                            .insert(export.name.name.to_string(), (export.kind, export.index));
-                        // An export adds an index to its sort.
-                        match export.kind {
-                            ComponentExternalKind::Func => w.funcs.push(Func::Alias(export.index)),
-                            ComponentExternalKind::Instance => {
-                                w.instances.push(CompInstance::Alias(export.index));
-                            }
-                            ComponentExternalKind::Module => w.modules.push(None),
-                            ComponentExternalKind::Component => w.components.push(None),
-                            _ => {}
-                        }
-                    }
-                }
+                Payload::ComponentCanonicalSection(reader) => w.canonical_section(reader)?,
+                Payload::ComponentImportSection(reader) => w.import_section(reader)?,
+                Payload::ComponentExportSection(reader) => w.export_section(reader)?,
                 Payload::ComponentStartSection { .. } => w.start = true,
                 _ => {}
             }
         }
         Some(w)
+    }
+
+    /// Core instances: a module instantiated (with its instance
+    /// arguments), or a bag of exports.
+    fn core_instance_section(&mut self, reader: InstanceSectionReader<'_>) -> Option<()> {
+        for inst in reader {
+            self.core_instances.push(match inst.ok()? {
+                Instance::Instantiate { module_index, args } => CoreInstance::Module {
+                    module: module_index,
+                    args: args
+                        .iter()
+                        .filter(|a| a.kind == InstantiationArgKind::Instance)
+                        .map(|a| (a.name.to_string(), a.index))
+                        .collect(),
+                },
+                Instance::FromExports(exports) => CoreInstance::Exports(
+                    exports
+                        .iter()
+                        .map(|e| (e.name.to_string(), e.kind, e.index))
+                        .collect(),
+                ),
+            });
+        }
+        Some(())
+    }
+
+    /// Component instances: a bag of function exports, or a component
+    /// instantiated (with its function arguments).
+    fn instance_section(&mut self, reader: ComponentInstanceSectionReader<'_>) -> Option<()> {
+        for inst in reader {
+            self.instances.push(match inst.ok()? {
+                ComponentInstance::FromExports(exports) => CompInstance::Exports(
+                    exports
+                        .iter()
+                        .filter(|e| e.kind == ComponentExternalKind::Func)
+                        .map(|e| (e.name.name.to_string(), e.index))
+                        .collect(),
+                ),
+                ComponentInstance::Instantiate {
+                    component_index,
+                    args,
+                } => CompInstance::Instantiated {
+                    component: component_index,
+                    args: args
+                        .iter()
+                        .filter(|a| a.kind == ComponentExternalKind::Func)
+                        .map(|a| (a.name.to_string(), a.index))
+                        .collect(),
+                },
+            });
+        }
+        Some(())
+    }
+
+    /// Canonical functions: lifts add component functions, lowers (and
+    /// every other canonical builtin) core functions.
+    fn canonical_section(&mut self, reader: ComponentCanonicalSectionReader<'_>) -> Option<()> {
+        for canon in reader {
+            match canon.ok()? {
+                CanonicalFunction::Lift {
+                    core_func_index,
+                    options,
+                    ..
+                } => self.funcs.push(Func::Lift {
+                    core: core_func_index,
+                    options: Options::read(&options),
+                }),
+                CanonicalFunction::Lower {
+                    func_index,
+                    options,
+                } => self.core_funcs.push(CoreFunc::Lower {
+                    func: func_index,
+                    options: Options::read(&options),
+                }),
+                _ => self.core_funcs.push(CoreFunc::Other),
+            }
+        }
+        Some(())
+    }
+
+    /// Imports: each adds an index to its sort.
+    fn import_section(&mut self, reader: ComponentImportSectionReader<'_>) -> Option<()> {
+        for import in reader {
+            let import = import.ok()?;
+            match import.ty {
+                ComponentTypeRef::Func(_) => self.funcs.push(Func::Other),
+                ComponentTypeRef::Instance(_) => self
+                    .instances
+                    .push(CompInstance::Imported(import.name.name.to_string())),
+                ComponentTypeRef::Module(_) => self.modules.push(None),
+                ComponentTypeRef::Component(_) => self.components.push(None),
+                _ => {}
+            }
+        }
+        Some(())
+    }
+
+    /// Exports: kept by name, and each adds an index to its sort.
+    fn export_section(&mut self, reader: ComponentExportSectionReader<'_>) -> Option<()> {
+        for export in reader {
+            let export = export.ok()?;
+            self.exports
+                .insert(export.name.name.to_string(), (export.kind, export.index));
+            match export.kind {
+                ComponentExternalKind::Func => self.funcs.push(Func::Alias(export.index)),
+                ComponentExternalKind::Instance => {
+                    self.instances.push(CompInstance::Alias(export.index));
+                }
+                ComponentExternalKind::Module => self.modules.push(None),
+                ComponentExternalKind::Component => self.components.push(None),
+                _ => {}
+            }
+        }
+        Some(())
     }
 
     fn alias(&mut self, alias: ComponentAlias<'_>) {

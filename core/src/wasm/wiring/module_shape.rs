@@ -9,7 +9,10 @@ use std::collections::BTreeMap;
 
 use super::at;
 
-use wasmparser::{ElementItems, ElementKind, ExternalKind, Operator, Parser, Payload, TypeRef};
+use wasmparser::{
+    ElementItems, ElementKind, ElementSectionReader, ExternalKind, ImportSectionReader, Operator,
+    Parser, Payload, TableSectionReader, TypeRef,
+};
 use wasmparser::{RefType, ValType};
 
 /// A core function type.
@@ -146,35 +149,13 @@ impl ModuleShape {
                         }));
                     }
                 }
-                Payload::ImportSection(reader) => {
-                    for import in reader.into_imports() {
-                        let import = import.ok()?;
-                        m.imports.push(Import {
-                            module: import.module.to_string(),
-                            name: import.name.to_string(),
-                            kind: match import.ty {
-                                TypeRef::Func(t) | TypeRef::FuncExact(t) => ImportKind::Func(t),
-                                TypeRef::Table(_) => ImportKind::Table,
-                                _ => ImportKind::Other,
-                            },
-                        });
-                    }
-                }
+                Payload::ImportSection(reader) => m.import_section(reader)?,
                 Payload::FunctionSection(reader) => {
                     for ty in reader {
                         m.funcs.push(ty.ok()?);
                     }
                 }
-                Payload::TableSection(reader) => {
-                    for table in reader {
-                        let table = table.ok()?;
-                        if table.ty.element_type == RefType::FUNCREF && !table.ty.table64 {
-                            m.tables.push(table.ty.initial);
-                        } else {
-                            m.other_tables = true;
-                        }
-                    }
-                }
+                Payload::TableSection(reader) => m.table_section(reader)?,
                 Payload::MemorySection(reader) => {
                     m.memories = m.memories.saturating_add(reader.count())
                 }
@@ -191,41 +172,76 @@ impl ModuleShape {
                             .push((export.name.to_string(), export.kind, export.index));
                     }
                 }
-                Payload::ElementSection(reader) => {
-                    for element in reader {
-                        let element = element.ok()?;
-                        match (element.kind, element.items) {
-                            (
-                                ElementKind::Active {
-                                    table_index,
-                                    offset_expr,
-                                },
-                                ElementItems::Functions(funcs),
-                            ) => {
-                                let mut ops = offset_expr.get_operators_reader();
-                                let offset = match (ops.read().ok(), ops.read().ok()) {
-                                    (Some(Operator::I32Const { value }), Some(Operator::End)) => {
-                                        u32::try_from(value).ok()
-                                    }
-                                    _ => None,
-                                };
-                                m.placements.push(Placement {
-                                    table: table_index.unwrap_or(0),
-                                    offset,
-                                    funcs: funcs.into_iter().collect::<Result<_, _>>().ok()?,
-                                });
-                            }
-                            // Declared segments change nothing at run time.
-                            (ElementKind::Declared, _) => {}
-                            _ => m.other_elements = true,
-                        }
-                    }
-                }
+                Payload::ElementSection(reader) => m.element_section(reader)?,
                 Payload::CodeSectionEntry(body) => m.bodies.push(trampoline(&body)),
                 _ => {}
             }
         }
         Some(m)
+    }
+
+    /// Imports: functions (with their type), tables, anything else.
+    fn import_section(&mut self, reader: ImportSectionReader<'_>) -> Option<()> {
+        for import in reader.into_imports() {
+            let import = import.ok()?;
+            self.imports.push(Import {
+                module: import.module.to_string(),
+                name: import.name.to_string(),
+                kind: match import.ty {
+                    TypeRef::Func(t) | TypeRef::FuncExact(t) => ImportKind::Func(t),
+                    TypeRef::Table(_) => ImportKind::Table,
+                    _ => ImportKind::Other,
+                },
+            });
+        }
+        Some(())
+    }
+
+    /// Defined tables: the size of each 32-bit funcref table; any other
+    /// table is noted.
+    fn table_section(&mut self, reader: TableSectionReader<'_>) -> Option<()> {
+        for table in reader {
+            let table = table.ok()?;
+            if table.ty.element_type == RefType::FUNCREF && !table.ty.table64 {
+                self.tables.push(table.ty.initial);
+            } else {
+                self.other_tables = true;
+            }
+        }
+        Some(())
+    }
+
+    /// Element segments: functions placed in a table at a constant offset,
+    /// declared segments (nothing at run time), or something else (noted).
+    fn element_section(&mut self, reader: ElementSectionReader<'_>) -> Option<()> {
+        for element in reader {
+            let element = element.ok()?;
+            match (element.kind, element.items) {
+                (
+                    ElementKind::Active {
+                        table_index,
+                        offset_expr,
+                    },
+                    ElementItems::Functions(funcs),
+                ) => {
+                    let mut ops = offset_expr.get_operators_reader();
+                    let offset = match (ops.read().ok(), ops.read().ok()) {
+                        (Some(Operator::I32Const { value }), Some(Operator::End)) => {
+                            u32::try_from(value).ok()
+                        }
+                        _ => None,
+                    };
+                    self.placements.push(Placement {
+                        table: table_index.unwrap_or(0),
+                        offset,
+                        funcs: funcs.into_iter().collect::<Result<_, _>>().ok()?,
+                    });
+                }
+                (ElementKind::Declared, _) => {}
+                _ => self.other_elements = true,
+            }
+        }
+        Some(())
     }
 
     /// The signature of type `ty`.

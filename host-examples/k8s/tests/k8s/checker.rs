@@ -52,10 +52,8 @@ impl Drop for Checker {
     }
 }
 
-fn gpus_of(p: &Pod) -> u32 {
-    if let Some(v) = p.annotations().get("gangway.io/gpus") {
-        return v.parse().unwrap_or(0);
-    }
+/// A pod's GPUs: its resources, as the kubelet counts them.
+pub fn gpus_of(p: &Pod) -> u32 {
     p.spec
         .iter()
         .flat_map(|s| &s.containers)

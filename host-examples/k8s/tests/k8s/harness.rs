@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
-use kube::api::{Api, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::{Client, discovery};
 use serde_json::json;
@@ -155,14 +155,18 @@ impl Cluster {
                 }
                 _ => Api::all_with(self.client.clone(), &ar),
             };
-            api.create(&PostParams::default(), &obj).await.unwrap();
+            match api.create(&PostParams::default(), &obj).await {
+                Ok(_) => {}
+                // As `kubectl apply` does to what exists: leave it.
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(e) => panic!("{}: {e}", path.display()),
+            }
         }
     }
 
     /// Adds `racks` x `per_rack` nodes of `gpus` GPUs (`r<R>-n<N>`, label
     /// `gangway.test/rack=r<R>`) and waits until KWOK made them Ready.
     pub async fn add_nodes(&self, racks: u32, per_rack: u32, gpus: u32) {
-        let api: Api<Node> = Api::all(self.client.clone());
         let mut names = Vec::new();
         for r in 0..racks {
             for n in 0..per_rack {
@@ -171,6 +175,12 @@ impl Cluster {
                 names.push(name);
             }
         }
+        self.wait_ready(&names).await;
+    }
+
+    /// Waits until KWOK made the nodes `names` Ready.
+    pub async fn wait_ready(&self, names: &[String]) {
+        let api: Api<Node> = Api::all(self.client.clone());
         wait_until("the nodes to be Ready", Duration::from_secs(60), || async {
             let nodes = api.list(&ListParams::default()).await.unwrap();
             names.iter().all(|n| {
@@ -190,9 +200,92 @@ impl Cluster {
 
     /// Adds one fake GPU node.
     pub async fn add_node(&self, name: &str, rack: &str, gpus: u32) {
+        self.add_node_labeled(name, rack, gpus, &[]).await;
+    }
+
+    /// Adds one fake GPU node with more labels (a GPU type's, say).
+    pub async fn add_node_labeled(
+        &self,
+        name: &str,
+        rack: &str,
+        gpus: u32,
+        labels: &[(&str, &str)],
+    ) {
         let api: Api<Node> = Api::all(self.client.clone());
-        let node: Node = serde_json::from_value(fake_node(name, rack, gpus)).unwrap();
+        let mut node = fake_node(name, rack, gpus);
+        for (k, v) in labels {
+            node["metadata"]["labels"][*k] = json!(v);
+        }
+        let node: Node = serde_json::from_value(node).unwrap();
         api.create(&PostParams::default(), &node).await.unwrap();
+    }
+
+    /// SIGKILLs a control-plane process (`etcd`, `kube-apiserver`,
+    /// `kwok`), as a crash would.
+    pub fn kill(&self, name: &str) {
+        self.cluster_sh(&["kill", name]);
+    }
+
+    /// Starts a killed control-plane process again, on the same ports and
+    /// data, and waits until it listens.
+    pub fn restart(&self, name: &str) {
+        self.cluster_sh(&["restart", name]);
+    }
+
+    /// Sends a signal (`STOP`, `CONT`) to a control-plane process: a
+    /// stopped API server accepts connections and never answers.
+    pub fn signal(&self, name: &str, signal: &str) {
+        self.cluster_sh(&["signal", name, signal]);
+    }
+
+    fn cluster_sh(&self, args: &[&str]) {
+        let out = Command::new("bash")
+            .arg(cluster_sh())
+            .arg(args[0])
+            .arg(&self.dir)
+            .args(&args[1..])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "cluster.sh {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Makes a node NotReady (KWOK's stage for the label) or Ready again.
+    pub async fn set_not_ready(&self, node: &str, not_ready: bool) {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let value = if not_ready {
+            json!("true")
+        } else {
+            json!(null)
+        };
+        let patch = json!({"metadata": {"labels": {"gangway.test/not-ready": value}}});
+        api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
+
+    /// Sets the GPUs a node reports (capacity and allocatable), as a
+    /// device plugin does when it registers (or restarts: 0).
+    pub async fn set_node_gpus(&self, node: &str, gpus: u32) {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let n = gpus.to_string();
+        let patch = json!({"status": {"capacity": {"nvidia.com/gpu": n}, "allocatable": {"nvidia.com/gpu": n}}});
+        api.patch_status(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
+
+    /// Whether a node's Ready condition is True.
+    pub async fn node_ready(&self, node: &str) -> bool {
+        let api: Api<Node> = Api::all(self.client.clone());
+        api.get(node).await.ok().is_some_and(|n| {
+            n.status
+                .and_then(|s| s.conditions)
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
     }
 
     /// Writes a scheduler configuration and returns its path.
@@ -207,6 +300,12 @@ impl Cluster {
 
     /// Starts `gangway-k8s run` as the scheduler's service account.
     pub fn scheduler(&self, identity: &str, config: &Path) -> Sched {
+        self.scheduler_from(&gangway_bin(), identity, config)
+    }
+
+    /// Starts `binary run` (a gangway-k8s binary) as the scheduler's
+    /// service account.
+    pub fn scheduler_from(&self, binary: &Path, identity: &str, config: &Path) -> Sched {
         let log = self.dir.join(format!("log/gangway-{identity}.log"));
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -214,7 +313,7 @@ impl Cluster {
             .open(&log)
             .unwrap();
         let port = free_port();
-        let child = Command::new(gangway_bin())
+        let child = Command::new(binary)
             .arg("run")
             .arg("--kubeconfig")
             .arg(self.dir.join("scheduler.kubeconfig"))

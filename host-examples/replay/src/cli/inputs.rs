@@ -11,6 +11,7 @@ use super::quotas::{Quotas, quotas};
 use super::{Cli, Feature, ReplayError, choices, say};
 use crate::calibrate::targets::Targets;
 use crate::reproduce::{Reproduce, result_args};
+use crate::throughputs::Throughputs;
 use crate::trace::{self, Format, Trace};
 use crate::workload;
 
@@ -32,6 +33,8 @@ pub(super) struct Inputs {
     pub(super) choices: Vec<PolicyChoice>,
     /// The targets to fit to (`--fit`).
     pub(super) targets: Option<Targets>,
+    /// Speeds per GPU type of the trace's job classes (`--throughputs`).
+    pub(super) throughputs: Option<std::sync::Arc<Throughputs>>,
     /// The `reproduce` record.
     pub(super) reproduce: Reproduce,
     /// How long loading took.
@@ -52,7 +55,8 @@ impl Inputs {
                 "--time-scale {scale} must be a positive number"
             )));
         }
-        let (trace, source) = workload_of(cli, topo.total_gpus())?;
+        let throughputs = throughputs_for(cli, &topo)?;
+        let (trace, source) = workload_of(cli, topo.total_gpus(), throughputs.as_deref())?;
         if trace.jobs.is_empty() {
             return Err(ReplayError::Usage("the workload has no jobs".into()));
         }
@@ -82,6 +86,7 @@ impl Inputs {
             quotas,
             choices,
             targets,
+            throughputs,
             reproduce,
             load_time: load_clock.elapsed(),
         })
@@ -177,11 +182,48 @@ fn push_left_out_and_scale(source: &mut String, over: usize, time_scale: f64) {
 
 /// The workload the command line asks for, and where it came from (the
 /// `workload:` line).
-fn workload_of(cli: &Cli, cluster_gpus: u32) -> Result<(Trace, String), ReplayError> {
+fn workload_of(
+    cli: &Cli,
+    cluster_gpus: u32,
+    throughputs: Option<&Throughputs>,
+) -> Result<(Trace, String), ReplayError> {
     match &cli.trace {
-        Some(path) => traced_workload(cli, path, cluster_gpus),
+        Some(path) => traced_workload(cli, path, cluster_gpus, throughputs),
         None => Ok(generated_workload(cli, cluster_gpus)),
     }
+}
+
+/// The throughput table `--throughputs` names, checked against `topo`'s
+/// GPU types (each must be in it); a Gavel trace needs one.
+fn throughputs_for(
+    cli: &Cli,
+    topo: &Topology,
+) -> Result<Option<std::sync::Arc<Throughputs>>, ReplayError> {
+    let Some(path) = &cli.throughputs else {
+        if cli.format == Format::Gavel && cli.trace.is_some() {
+            return Err(ReplayError::Usage(
+                "--format gavel needs --throughputs (Gavel's simulation_throughputs.json)".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    let table =
+        Throughputs::load(path).map_err(|e| ReplayError::Usage(format!("--throughputs: {e}")))?;
+    let known = table.gpu_types();
+    if let Some(t) = topo
+        .gpu_types()
+        .iter()
+        .find(|t| !known.contains(&t.name.as_str()))
+    {
+        return Err(ReplayError::Usage(format!(
+            "the cluster's GPU type {:?} is not in {} (it has {}); name the cluster's types \
+             as the table does, e.g. --cluster 300x1:k80,300x1:p100,300x1:v100",
+            t.name,
+            path.display(),
+            known.join(", ")
+        )));
+    }
+    Ok(Some(std::sync::Arc::new(table)))
 }
 
 /// The workload of the trace at `path`: its window, VC labels and time
@@ -190,11 +232,15 @@ fn traced_workload(
     cli: &Cli,
     path: &Path,
     cluster_gpus: u32,
+    throughputs: Option<&Throughputs>,
 ) -> Result<(Trace, String), ReplayError> {
     // A window needs only its jobs and those before it (the warm start's):
     // readers of files in submit order stop there.
     let needed = cli.jobs.map(|jobs| cli.skip.saturating_add(jobs));
-    let mut t = trace::load_first(path, cli.format, needed)?;
+    let mut t = match (cli.format, throughputs) {
+        (Format::Gavel, Some(table)) => trace::load_gavel(path, table)?,
+        _ => trace::load_first(path, cli.format, needed)?,
+    };
     let labels = match &cli.vcs {
         Some(file) => {
             if cli.format != Format::Rfold {
@@ -287,6 +333,23 @@ pub const DEFAULT_GENERATED_TIME_SCALE: f64 = 0.65;
 /// starts with (feature `warm-start`), so the cluster is not empty at first.
 pub const WARM_LEAD_DAYS: f64 = 10.0;
 
+/// Adds each file of trace directory `dir` (name order) to `r`.
+fn add_dir(r: &mut Reproduce, dir: &Path) -> Result<(), ReplayError> {
+    let cannot =
+        |e: std::io::Error| ReplayError::Usage(format!("{}: cannot read: {e}", dir.display()));
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(cannot)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    for f in files {
+        r.add_file("trace", &f).map_err(cannot)?;
+    }
+    Ok(())
+}
+
 /// The `reproduce` record of `cli`: its arguments, seed, time scale and
 /// the input files it names.
 fn reproduce_of(cli: &Cli, quotas: &Quotas) -> Result<Reproduce, ReplayError> {
@@ -310,8 +373,13 @@ fn reproduce_of(cli: &Cli, quotas: &Quotas) -> Result<Reproduce, ReplayError> {
         .as_ref()
         .filter(|f| Targets::builtin(f).is_none())
         .map(PathBuf::from);
+    if let Some(dir) = cli.trace.as_ref().filter(|p| p.is_dir()) {
+        add_dir(&mut r, dir)?;
+    }
+    let trace_file = cli.trace.clone().filter(|p| !p.is_dir());
     for (role, path) in [
-        ("trace", &cli.trace),
+        ("trace", &trace_file),
+        ("throughputs", &cli.throughputs),
         ("vcs", &cli.vcs),
         ("machines", &cli.machines),
         ("topology", &cli.topology),

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Parser;
 use gangway_core::{PlacementStrategy, RackGrouping, TopologyError};
 
-use crate::cluster_shape::ClusterShape;
+use crate::cluster_shape::ClusterSpec;
 use crate::plots::PlotError;
 use crate::sim::{self, SimError};
 use crate::trace::{Format, TraceError};
@@ -42,13 +42,21 @@ pub struct Cli {
     /// without a match keep a VC drawn from the study's per-VC mix.
     #[arg(long, requires = "trace")]
     pub vcs: Option<PathBuf>,
+    /// Gavel's throughput table (`simulation_throughputs.json`): with it, a
+    /// job whose trace measures its work in steps (`--format gavel`) runs
+    /// at its GPU type's speed, only on types where it runs at all. Every
+    /// GPU type of the cluster must be in the table.
+    #[arg(long, value_name = "FILE")]
+    pub throughputs: Option<PathBuf>,
     /// A Philly machine list (CSV); without it the built-in Philly machine mix.
     #[arg(long, conflicts_with = "topology")]
     pub machines: Option<PathBuf>,
     /// A uniform cluster: `SERVERSxGPUS` (one rack, e.g. `311x8`) or
-    /// `RACKSxSERVERSxGPUS` (e.g. `4x8x8`).
+    /// `RACKSxSERVERSxGPUS` (e.g. `4x8x8`); or parts of several GPU types,
+    /// each a shape and its type, `TYPE` or `TYPE@GB` (e.g.
+    /// `300x1:k80,300x1:p100,300x1:v100@32`).
     #[arg(long, conflicts_with_all = ["machines", "topology"])]
-    pub cluster: Option<ClusterShape>,
+    pub cluster: Option<ClusterSpec>,
     /// How machines of `--machines` form racks: `same-sku` (machines with
     /// the same GPU count share racks) or `consecutive` (consecutive machine
     /// ids fill racks).
@@ -147,13 +155,21 @@ pub struct Cli {
     pub checkpoint_s: u64,
     /// An absolute bound on the fuel a Wasm module may use in one slot over
     /// the whole replay (instructions, roughly; 0: no bound), instead of
-    /// the default budgets. By default a module may use 20 times what the
-    /// slot's built-in policies cost on the same views over its last 32
-    /// calls (2,000 times with `--large-policies`), and 10^12 units over
-    /// the run: a module past either falls back to the slot's built-in
-    /// policy for that call, three failures in a row (or five in twenty
-    /// calls) quarantine it, and the report says so, so a policy slow
-    /// within each call's budget cannot hold a replay for minutes.
+    /// the default budgets: everything the run spends on the module counts
+    /// (its calls, the `init` of each fresh instance, the host's checks of
+    /// its twins, the host's reading of its refusals and logs), and the
+    /// load's warm-up is held to it too. By default a module may use 20
+    /// times what the slot's built-in policies cost on the same views over
+    /// its last 32 calls (2,000 times with `--large-policies`), each call
+    /// charged at most a fortieth of the per-call fuel; 2x10^9 units and
+    /// 250 ms over any 100 rounds (a hundred times that with
+    /// `--large-policies`); and 10^12 units over the run. A module past any
+    /// of them falls back to the slot's built-in policy for that call;
+    /// three failures in a row, five in twenty calls, eight in 64, or a
+    /// second spent in failed calls among its last 64 quarantine it, and
+    /// the report says so: whatever a module does, a round is held up by
+    /// at most about 250 ms per slot and a replay by about 2.5 ms per round
+    /// per slot.
     #[arg(long)]
     pub policy_fuel: Option<u64>,
     /// Allow policy modules that carry an interpreter, such as a Python

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use gangway_catalog::resolve as policies;
 use gangway_catalog::{PolicyChoice, SlotChoice};
 use gangway_core::policy::PolicySet;
-use gangway_core::wasm::LoadLimits;
+use gangway_core::wasm::{LoadLimits, WorkBudget};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::inputs::{Inputs, racks_of, shape_line};
@@ -46,7 +46,8 @@ pub fn run_observed(
     observer: &mut dyn FnMut(usize, Watched<'_>) -> ControlFlow<()>,
 ) -> Result<(), ReplayError> {
     let mut inputs = Inputs::load(cli)?;
-    let cfg = sim_config(cli, std::mem::take(&mut inputs.quotas.by_vc));
+    let mut cfg = sim_config(cli, std::mem::take(&mut inputs.quotas.by_vc));
+    cfg.throughputs = inputs.throughputs.clone();
     std::fs::create_dir_all(&cli.out).map_err(|source| ReplayError::Write {
         file: cli.out.display().to_string(),
         source,
@@ -100,20 +101,22 @@ fn policy_loader(cli: &Cli) -> Result<policies::Loader, ReplayError> {
     } else {
         LoadLimits::default()
     };
-    let loader = match cli.policy_fuel {
-        // The default: the work budget, and a bound over the run.
+    let mut sandbox = match cli.policy_fuel {
+        // The default: the work and round budgets, and a bound over the run.
         None => {
             let fuel = if cli.large_policies {
                 policies::Loader::INTERPRETER_FUEL_PER_BACKEND
             } else {
                 policies::Loader::DEFAULT_FUEL_PER_BACKEND
             };
-            policies::Loader::with_limits(Some(fuel), limits)
+            policies::Loader::sandbox(Some(fuel), Some(WorkBudget::for_limits(&limits)), limits)
         }
         // An absolute bound over the run instead (0: none).
-        Some(fuel) => policies::Loader::with_budgets((fuel > 0).then_some(fuel), None, limits),
+        Some(fuel) => policies::Loader::sandbox((fuel > 0).then_some(fuel), None, limits),
     };
-    Ok(loader?)
+    // Which calls' twins the host checks follows the run's seed.
+    sandbox.seed = cli.seed;
+    Ok(policies::Loader::with_sandbox(sandbox)?)
 }
 
 /// The replays of one command line, one policy set after another.
@@ -143,10 +146,19 @@ impl Replays<'_, '_> {
             ..self.cfg.clone()
         };
         let cpu_start = crate::cpu_time::process_cpu();
+        let logs = self.loader.engine().log_counts();
         let result = self.simulate(&shown.name, set, &cfg)?;
         let cpu = crate::cpu_time::since(cpu_start);
         self.say_timing(&shown.name, &result, cpu, policy_time);
         let mut run = report::summarize(&shown.name, Policies::of(&shown), &result);
+        let logs = self.loader.engine().log_counts().since(&logs);
+        if logs.dropped > 0 {
+            run.policy_logs_dropped = Some(report::LogsDropped {
+                messages: logs.dropped,
+                bytes: logs.dropped_bytes,
+                kept: logs.kept,
+            });
+        }
         if let Some(targets) = &self.inputs.targets {
             let trace = &self.inputs.trace;
             run.fit = Some(fit::fit(

@@ -39,6 +39,7 @@ use crate::trace::{Outcome, Trace};
 
 mod meter;
 mod replay;
+mod typed_work;
 
 use meter::Meter;
 use replay::Replay;
@@ -92,6 +93,10 @@ pub struct SimConfig {
     /// gang needs runs longer by [`locality_slowdown`] (off: every placement
     /// runs at recorded speed).
     pub locality_cost: bool,
+    /// Speeds per GPU type of the trace's job classes: a job with measured
+    /// work ([`crate::trace::Work`]) runs its steps at its type's speed and
+    /// may run only on types where it runs at all (none: recorded times).
+    pub throughputs: Option<std::sync::Arc<crate::throughputs::Throughputs>>,
 }
 
 /// How much longer an attempt runs on `servers` servers than on the fewest
@@ -140,6 +145,7 @@ impl Default for SimConfig {
             checkpoint_s: DEFAULT_CHECKPOINT_S,
             view_window: Scheduler::DEFAULT_VIEW_WINDOW,
             locality_cost: false,
+            throughputs: None,
         }
     }
 }
@@ -197,6 +203,8 @@ pub struct JobOutcome {
     /// GPU-seconds its attempts ran longer because they were spread over
     /// more servers than needed ([`SimConfig::locality_cost`]).
     pub spread_slowdown_gpu_s: u64,
+    /// The GPU type of its last attempt, on a cluster of several types.
+    pub gpu_type: Option<u8>,
 }
 
 /// Counts of delay events of the study's two kinds.
@@ -273,6 +281,20 @@ pub struct RunResult {
     pub elapsed: Duration,
     /// Wall-clock time inside `Scheduler::round`.
     pub in_rounds: Duration,
+    /// Each GPU type's GPUs and use (by `GpuTypeId`), on a cluster of
+    /// several types (empty on one of one type).
+    pub gpu_types: Vec<TypeUse>,
+}
+
+/// One GPU type of a cluster of several, and its use over a run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TypeUse {
+    /// Its name.
+    pub name: String,
+    /// Its GPUs.
+    pub gpus: u32,
+    /// GPU-seconds attempts on it used.
+    pub used_gpu_s: u64,
 }
 
 /// A replay that could not run.

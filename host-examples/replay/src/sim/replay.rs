@@ -15,6 +15,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::meter::Meter;
+use super::typed_work::TypedWork;
 use super::{
     DelayEvents, JobOutcome, Quarantine, QueuedBehind, RunResult, SimConfig, SimError,
     locality_slowdown,
@@ -79,6 +80,14 @@ pub(super) struct Replay<'t> {
     pub(super) next_arrival: usize,
     /// Rounds run or skipped when something last ran or was still to arrive.
     rounds_at_idle: u64,
+    /// Per job, its work where its run time depends on the GPU type (empty
+    /// without a throughput table).
+    typed: Vec<Option<TypedWork>>,
+    /// Per job, the GPU type of its current or last attempt (empty on a
+    /// cluster of one type).
+    gpu_type: Vec<Option<u8>>,
+    /// GPU-seconds used per GPU type (empty on a cluster of one type).
+    type_gpu_s: Vec<u64>,
 }
 
 /// Per-job counters the scheduler does not keep.
@@ -160,7 +169,13 @@ impl Replay<'_> {
     /// Charges job `i`'s GPU time from its attempt's start (or last charge) to `t`.
     fn charge_use(&mut self, i: usize, t: u64) {
         let live = &mut self.live[i];
-        self.extra[i].used_gpu_s += t.saturating_sub(live.started_s) * u64::from(live.gpus);
+        let used = t.saturating_sub(live.started_s) * u64::from(live.gpus);
+        if let Some(Some(ty)) = self.gpu_type.get(i)
+            && let Some(u) = self.type_gpu_s.get_mut(usize::from(*ty))
+        {
+            *u = u.saturating_add(used);
+        }
+        self.extra[i].used_gpu_s += used;
         self.extra[i].ran_s += t.saturating_sub(live.started_s);
         live.started_s = t;
     }
@@ -222,12 +237,17 @@ impl Replay<'_> {
             gpus: job.gpus,
             submitted_s: t,
         };
-        self.sched
-            .submit(spec)
-            .map_err(|source| SimError::Rejected {
-                job: job.name.clone(),
-                source,
-            })?;
+        let submitted = match self.typed.get(i) {
+            Some(Some(w)) => {
+                let request = w.request(self.sched.topology());
+                self.sched.submit_requesting(spec, &request)
+            }
+            _ => self.sched.submit(spec),
+        };
+        submitted.map_err(|source| SimError::Rejected {
+            job: job.name.clone(),
+            source,
+        })?;
         Ok(())
     }
 
@@ -261,6 +281,15 @@ impl Replay<'_> {
         } else {
             done - done % every
         };
+        if let Some(Some(w)) = self.typed.get_mut(i) {
+            let progress = w.progress_s(t);
+            let saved = if every == 0 || probe {
+                0
+            } else {
+                progress - progress % every
+            };
+            w.stop(t, Some(saved));
+        }
         live.remaining = (kept > 0 || live.remaining.is_some()).then(|| run.saturating_sub(kept));
     }
 
@@ -309,6 +338,11 @@ impl Replay<'_> {
         let a = attempts[k];
         let last = k + 1 >= attempts.len();
         let id = JobId(i as u64);
+        if let Some(Some(w)) = self.typed.get_mut(i)
+            && self.live[i].probe.is_none()
+        {
+            w.finish();
+        }
         let end = match self.live[i].probe.take() {
             // The probe survived its time: the full gang runs attempt k.
             Some(false) => AttemptEnd::Passed,
@@ -373,7 +407,7 @@ impl Replay<'_> {
             self.preempted(p.job.0 as usize, t);
         }
         for m in &report.migrations {
-            self.moved(m.job.0 as usize, m.to.placement.gpu_count(), t);
+            self.moved(m.job.0 as usize, &m.to, t);
         }
         for s in &report.starts {
             self.start(s, t);
@@ -456,18 +490,29 @@ impl Replay<'_> {
         live.generation += 1;
         if live.probe.take().is_none() {
             live.remaining = Some(live.ends_at.saturating_sub(t));
+            if let Some(Some(w)) = self.typed.get_mut(i) {
+                w.stop(t, None);
+            }
         }
     }
 
-    /// Job `i` was moved onto `gpus` GPUs at `t`: its run goes on there
-    /// after a restart.
-    fn moved(&mut self, i: usize, gpus: u32, t: u64) {
+    /// Job `i` was moved onto `to` at `t`: its run goes on there after a
+    /// restart (on its GPU type: a move keeps it).
+    fn moved(&mut self, i: usize, to: &gangway_core::PlacementChoice, t: u64) {
         let restart = self.cfg.restart_s;
+        let gpus = to.placement.gpu_count();
         self.charge_use(i, t);
         self.live[i].generation += 1;
         self.live[i].gpus = gpus;
         self.extra[i].restart_gpu_s += u64::from(gpus) * restart;
-        let at = self.live[i].ends_at.saturating_add(restart);
+        let mut at = self.live[i].ends_at.saturating_add(restart);
+        let ty = self.gpu_type.get(i).copied().flatten();
+        if let (Some(Some(w)), Some(ty)) = (self.typed.get_mut(i), ty)
+            && self.live[i].probe.is_none()
+        {
+            w.stop(t, None);
+            at = t.saturating_add(w.start(usize::from(ty), to.servers > 1, t, restart));
+        }
         self.live[i].run_from_s = t;
         self.end_event(i, at);
     }
@@ -477,6 +522,16 @@ impl Replay<'_> {
     fn start(&mut self, s: &gangway_core::Start, t: u64) {
         let i = s.job.0 as usize;
         let gpus = s.choice.placement.gpu_count();
+        if let Some(slot) = self.gpu_type.get_mut(i) {
+            let topo = self.sched.topology();
+            *slot = s
+                .choice
+                .placement
+                .parts
+                .first()
+                .and_then(|p| topo.server(p.server))
+                .map(|sv| sv.gpu_type.0);
+        }
         self.live[i].gpus = gpus;
         self.live[i].started_s = t;
         self.live[i].run_from_s = t;
@@ -513,6 +568,18 @@ impl Replay<'_> {
     /// recorded time, longer if spread (locality cost).
     #[inline]
     fn attempt_run(&mut self, i: usize, gpus: u32, servers: u32) -> u64 {
+        let ty = self.gpu_type.get(i).copied().flatten();
+        if let (Some(Some(w)), Some(ty)) = (self.typed.get_mut(i), ty) {
+            let resumed = self.live[i].remaining.is_some();
+            let restart = if resumed { self.cfg.restart_s } else { 0 };
+            self.extra[i].restart_gpu_s += u64::from(gpus) * restart;
+            return w.start(
+                usize::from(ty),
+                servers > 1,
+                self.live[i].started_s,
+                restart,
+            );
+        }
         if let Some(left) = self.live[i].remaining {
             // Resumed after a preemption: the rest, after a restart.
             let restart = self.cfg.restart_s;
@@ -556,6 +623,23 @@ impl<'t> Replay<'t> {
         let servers = topology.servers().len();
         let reclaim_active = !policies.slot::<Reclaim>().is_noop();
         let max_server_gpus = topology.max_server_gpus();
+        let typed = match &cfg.throughputs {
+            Some(table) => trace
+                .jobs
+                .iter()
+                .map(|j| {
+                    j.work
+                        .as_ref()
+                        .map(|w| TypedWork::new(w, j.gpus, &topology, table))
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let (gpu_type, type_gpu_s) = if topology.is_heterogeneous() {
+            (vec![None; n], vec![0; topology.gpu_types().len()])
+        } else {
+            (Vec::new(), Vec::new())
+        };
         let mut sim = Replay {
             sched: Scheduler::with_policies(topology, policies),
             trace,
@@ -577,6 +661,9 @@ impl<'t> Replay<'t> {
             max_server_gpus,
             next_arrival: 0,
             rounds_at_idle: 0,
+            typed,
+            gpu_type,
+            type_gpu_s,
         };
         sim.sched.set_placement_strategy(cfg.placement);
         sim.sched.set_view_window(cfg.view_window);
@@ -668,6 +755,7 @@ impl<'t> Replay<'t> {
             .collect();
         // A broken invariant would be a bug in the core: fail loudly.
         self.sched.check_invariants()?;
+        let gpu_types = self.type_uses();
         let vc_list = self.sched.virtual_clusters();
         Ok(RunResult {
             jobs,
@@ -683,7 +771,25 @@ impl<'t> Replay<'t> {
             skipped_rounds: self.skipped_rounds,
             elapsed: clock.elapsed(),
             in_rounds: self.in_rounds,
+            gpu_types,
         })
+    }
+
+    /// Each GPU type and its use (none on a cluster of one type).
+    fn type_uses(&self) -> Vec<super::TypeUse> {
+        let topo = self.sched.topology();
+        self.type_gpu_s
+            .iter()
+            .enumerate()
+            .map(|(i, used)| {
+                let t = gangway_core::GpuTypeId(u8::try_from(i).unwrap_or(u8::MAX));
+                super::TypeUse {
+                    name: topo.gpu_types()[i].name.clone(),
+                    gpus: topo.type_gpus(t),
+                    used_gpu_s: *used,
+                }
+            })
+            .collect()
     }
 
     /// What happened to trace job `i`, the replay having ended at `end_s`.
@@ -715,6 +821,7 @@ impl<'t> Replay<'t> {
             used_gpu_s: e.used_gpu_s,
             attempts: rec.map_or(0, |r| r.attempts),
             spread_slowdown_gpu_s: e.slowdown_gpu_s,
+            gpu_type: self.gpu_type.get(i).copied().flatten(),
         }
     }
 

@@ -255,6 +255,7 @@ pub(super) fn read_gangway(
             ));
         }
         Ok(TraceJob {
+            work: None,
             submit_s: row.seconds(submit, "submit_s")?,
             gpus: row.gpus(g)?,
             vc: row.text(vc, "vc")?.to_string(),
@@ -281,6 +282,7 @@ pub(super) fn read_rfold(
         let name = row.text(id, "job id")?.to_string();
         let gpus = row.gpus(size)?;
         Ok(TraceJob {
+            work: None,
             vc: philly_vc_for(&name, gpus > 1).to_string(),
             user: String::new(),
             gpus,
@@ -307,6 +309,7 @@ pub(super) fn read_adaptdl(file: &str, input: impl Read) -> Result<Trace, TraceE
         let submit = parse_timestamp(text)
             .ok_or_else(|| row.err(format!("timestamp {text:?} is not YYYY-MM-DD HH:MM:SS")))?;
         Ok(TraceJob {
+            work: None,
             name: format!("row{}", row.line),
             vc: row.text(vc, "cluster")?.to_string(),
             user: String::new(),

@@ -7,6 +7,7 @@
 //! attempt runs; the trace decides how long it runs and how it ends.
 
 mod csv_jobs;
+mod gavel;
 mod philly;
 mod time;
 mod vcs;
@@ -16,6 +17,7 @@ use std::path::Path;
 use gangway_core::FailureClass;
 use serde::{Deserialize, Serialize};
 
+pub use gavel::{load as load_gavel, read_into as read_gavel};
 pub use time::parse_timestamp;
 pub use vcs::{RFOLD_ORIGIN, VcLabels, label_vcs, label_vcs_from, philly_vc_for};
 pub(crate) use vcs::{pick, vc_weights};
@@ -120,6 +122,22 @@ pub struct TraceJob {
     /// Philly retried; the last one's outcome is the job's final status.
     /// Never empty.
     pub attempts: Vec<Attempt>,
+    /// Its work, where the trace measures it in steps of a job class (Gavel's
+    /// traces): then its run time depends on the GPU type it runs on, and
+    /// its attempt's `run_s` is its time on the fastest type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work: Option<Work>,
+}
+
+/// A job's work as steps of a job class whose speed per GPU type is
+/// measured ([`crate::throughputs::Throughputs`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Work {
+    /// The job class (a model and batch size, as Gavel names it:
+    /// `ResNet-18 (batch size 16)`).
+    pub class: String,
+    /// Steps to run.
+    pub steps: u64,
 }
 
 impl TraceJob {
@@ -233,7 +251,7 @@ impl Trace {
     /// use gangway_replay::trace::{Attempt, Outcome, Trace, TraceJob};
     /// let job = |name: &str, submit_s, run_s| TraceJob {
     ///     name: name.into(), vc: "a".into(), user: String::new(), gpus: 1, submit_s,
-    ///     attempts: vec![Attempt::new(run_s, Outcome::Passed)],
+    ///     attempts: vec![Attempt::new(run_s, Outcome::Passed)], work: None,
     /// };
     /// let mut t = Trace { jobs: vec![job("long", 0, 1_000), job("short", 10, 5), job("w", 100, 60)], ..Trace::default() };
     /// t.window_warm(2, 10, true);
@@ -257,7 +275,7 @@ impl Trace {
     /// use gangway_replay::trace::{Attempt, Outcome, Trace, TraceJob};
     /// let job = |name: &str, submit_s, run_s| TraceJob {
     ///     name: name.into(), vc: "a".into(), user: String::new(), gpus: 1, submit_s,
-    ///     attempts: vec![Attempt::new(run_s, Outcome::Passed)],
+    ///     attempts: vec![Attempt::new(run_s, Outcome::Passed)], work: None,
     /// };
     /// let jobs = vec![job("a", 0, 700), job("w", 1_000, 60)];
     /// let mut t = Trace { jobs: jobs.clone(), ..Trace::default() };
@@ -314,7 +332,7 @@ impl Trace {
     /// use gangway_replay::trace::{Attempt, Outcome, Trace, TraceJob};
     /// let job = |gpus| TraceJob {
     ///     name: String::new(), vc: "a".into(), user: String::new(), gpus, submit_s: 0,
-    ///     attempts: vec![Attempt::new(100, Outcome::Passed)],
+    ///     attempts: vec![Attempt::new(100, Outcome::Passed)], work: None,
     /// };
     /// let mut t = Trace { jobs: vec![job(8), job(8), job(1), job(4)], warm: 3, ..Trace::default() };
     /// assert_eq!(t.limit_warm(9), 1);
@@ -363,6 +381,9 @@ pub enum Format {
     Rfold,
     /// The AdaptDL-derived Philly trace (`adaptdl_philly.csv`).
     Adaptdl,
+    /// Gavel's Philly-derived traces (a `.trace` file or a directory of
+    /// them, one per VC), with `--throughputs`.
+    Gavel,
 }
 
 impl std::fmt::Display for Format {
@@ -522,6 +543,13 @@ pub fn read_first(
         Format::Csv => csv_jobs::read_gangway(file, input, stop)?,
         Format::Rfold => csv_jobs::read_rfold(file, input, stop)?,
         Format::Adaptdl => csv_jobs::read_adaptdl(file, input)?,
+        Format::Gavel => {
+            return Err(TraceError::Line {
+                file: file.to_string(),
+                line: 1,
+                message: "a Gavel trace is read with its throughput table (load_gavel)".into(),
+            });
+        }
     };
     if trace.jobs.is_empty() {
         return Err(TraceError::Empty {

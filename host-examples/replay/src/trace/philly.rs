@@ -104,6 +104,7 @@ impl Reader<'_> {
         self.count_machines(&attempts);
         self.parsed.push(Parsed {
             job: TraceJob {
+                work: None,
                 name,
                 vc: raw.vc.unwrap_or_default(),
                 user: raw.user.unwrap_or_default(),

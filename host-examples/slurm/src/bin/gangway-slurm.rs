@@ -3,6 +3,7 @@
 //! ```text
 //! gangway-slurm serve --config gangway.toml          # the daemon
 //! gangway-slurm submit --gpus 8 --vc research -- python train.py
+//! gangway-slurm submit --gpus 16 --gpu-type a100,h100 --vc research -- python train.py
 //! gangway-slurm status                               # queue with wait reasons
 //! gangway-slurm why 12                               # one job
 //! gangway-slurm swap --fairness my_policy.wasm       # hot swap a slot
@@ -18,6 +19,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use gangway_catalog::slot_flags::{ModuleFile, SlotFlags};
+use gangway_core::GpuRequest;
 use gangway_slurm::config::{Config, slot_names, socket_in};
 use gangway_slurm::{SlurmError, client, daemon};
 
@@ -55,6 +57,15 @@ enum Command {
         /// Virtual cluster.
         #[arg(long)]
         vc: String,
+        /// GPU types the job accepts, most preferred first (`a100,h100`;
+        /// the config's [gpu_types]); the whole gang runs on one of them.
+        /// Default: any type.
+        #[arg(long, value_delimiter = ',')]
+        gpu_type: Vec<String>,
+        /// The least memory per GPU in GB, of the types' memory in the
+        /// config's [gpu_types] (Slurm's GRES has none). Default: none.
+        #[arg(long, default_value_t = 0)]
+        min_gpu_memory: u32,
         /// The command and its arguments.
         #[arg(last = true, required = true)]
         cmd: Vec<String>,
@@ -138,12 +149,25 @@ fn run(cli: Cli) -> Result<(), SlurmError> {
 fn run_client(command: Command, daemon: &client::Daemon<'_>) -> Result<(), SlurmError> {
     match command {
         Command::Serve => Ok(()),
-        Command::Submit { gpus, vc, cmd } => {
+        Command::Submit {
+            gpus,
+            vc,
+            gpu_type,
+            min_gpu_memory,
+            cmd,
+        } => {
             let cwd = std::env::current_dir()
                 .map_err(|e| SlurmError::io("reading the current folder", e))?;
-            let id = client::submit(daemon, gpus, &vc, cmd, &cwd, client::environment())?;
+            let request = GpuRequest::types(gpu_type).with_min_memory_gb(min_gpu_memory);
+            let env = client::environment();
+            let id = client::submit(daemon, gpus, &request, &vc, cmd, &cwd, env)?;
+            let of = if request.is_any() {
+                String::new()
+            } else {
+                format!(", {request}")
+            };
             println!(
-                "submitted job {id} ({gpus} GPUs, vc {vc}); `gangway-slurm why {id}` tells where it is"
+                "submitted job {id} ({gpus} GPUs{of}, vc {vc}); `gangway-slurm why {id}` tells where it is"
             );
             Ok(())
         }

@@ -12,6 +12,7 @@ use gangway_plugin_sdk::FailureClass;
 
 use super::launches::{CancelHow, CancelOrder, HOLD_RETRY_S};
 use super::report::wait_list;
+use super::state::Recorded;
 use super::{Daemon, FOREIGN_BIT, LaunchOrder, push_event, run_cancels, run_launches, unix_ms};
 use crate::SlurmError;
 use crate::engine::{NodeGpus, NodeInfo, SlurmJob};
@@ -129,7 +130,13 @@ pub(super) fn gpus_of(comps: &[&SlurmJob]) -> NodeGpus {
 pub(super) struct Seen {
     pub(super) truth: EngineTruth,
     pub(super) claimed: BTreeSet<u64>,
+    /// Every GPU a running Slurm job holds (node, index).
+    pub(super) taken: BTreeSet<(String, u32)>,
 }
+
+/// Gangway ids of the GPUs a node's CPUs and memory make unusable beyond
+/// what Gangway counts there: this bit, [`FOREIGN_BIT`] and the server.
+pub(super) const NODE_WORTH_BIT: u64 = 1 << 61;
 
 impl Daemon {
     /// Slurm's nodes and GPU indices as a Gangway placement (`None` when
@@ -186,6 +193,15 @@ impl Daemon {
         }
         let ours = self.tagged(&groups);
         let mut seen = Seen::default();
+        for comps in groups.values() {
+            if group_state(comps) == GroupState::Active {
+                for (node, idx) in gpus_of(comps) {
+                    seen.taken
+                        .extend(idx.into_iter().map(|g| (node.clone(), g)));
+                }
+            }
+        }
+        self.rates = crate::resources::Rates::of(nodes, self.memory_tracked);
         self.follow_launches(&groups, &ours, now, &mut seen);
         self.adopt_unsaved(&groups, &ours, &mut seen);
         self.cancel_strays(&groups, &ours, &mut seen);
@@ -193,6 +209,7 @@ impl Daemon {
             self.follow_native(&groups, now, &mut seen);
         }
         self.count_foreign(&groups, &mut seen);
+        self.count_node_worth(nodes, &mut seen);
         for node in nodes {
             if let Some(s) = self.map.server(&node.name) {
                 seen.truth.health.insert(s, node.health);
@@ -227,8 +244,15 @@ impl Daemon {
             match groups.get(&gid) {
                 // Gone from squeue: it ended and Slurm forgot it (the daemon
                 // was away longer than MinJobAge). Never run again on
-                // absence alone.
-                None => self.vanished(id, Some(gid), launch.number, last, now),
+                // absence alone. Until its end record is read, it keeps
+                // its GPUs.
+                None => {
+                    if !self.vanished(id, Some(gid), launch.number, last, now)
+                        && let Some(p) = self.placement_of(&launch.placement)
+                    {
+                        seen.truth.running.insert(JobId(id), p);
+                    }
+                }
                 Some(comps) => self.follow_group(id, gid, comps, &launch, now, seen),
             }
         }
@@ -274,13 +298,21 @@ impl Daemon {
             }
         }
         let last = self.counted(id) >= self.cfg.max_attempts;
-        if self.recorded_end(id, launch.number).is_some() {
+        match self.recorded_end(id, launch.number) {
+            Recorded::Waiting => {
+                if let Some(p) = self.placement_of(&launch.placement) {
+                    seen.truth.running.insert(JobId(id), p);
+                }
+            }
             // It ran and ended while the daemon was away.
-            self.vanished(id, None, launch.number, last, now);
-        } else {
-            let why = "launch never reached Slurm (the daemon stopped during sbatch); \
-                       placed again (not counted)";
-            self.requeue_uncounted(id, now, why.into());
+            Recorded::Known(Some(status)) => {
+                self.ended_while_away(id, None, Some(status), last, now);
+            }
+            Recorded::Known(None) => {
+                let why = "launch never reached Slurm (the daemon stopped during sbatch); \
+                           placed again (not counted)";
+                self.requeue_uncounted(id, now, why.into());
+            }
         }
         None
     }
@@ -322,7 +354,8 @@ impl Daemon {
             GroupState::Active => {
                 let actual = gpus_of(comps);
                 self.now_running(id, gid, &actual, launch);
-                if let Some(p) = self.placement_of(&actual).or(ours_place) {
+                let held = self.with_worth(&actual, launch, seen);
+                if let Some(p) = self.placement_of(&held).or(ours_place) {
                     seen.truth.running.insert(JobId(id), p);
                 }
             }
@@ -342,9 +375,93 @@ impl Daemon {
         }
     }
 
+    /// What a running job holds in Gangway's books: the GPUs Slurm gives
+    /// it (`actual`) and, when Gangway placed it at more than its GPUs (its
+    /// CPUs and memory are worth more: [`crate::resources`]), as many more
+    /// of the GPUs chosen for it, idle but held (others of its nodes where
+    /// Slurm gave it GPUs Gangway did not choose).
+    fn with_worth(&self, actual: &NodeGpus, launch: &Launch, seen: &Seen) -> NodeGpus {
+        let count = |g: &NodeGpus| g.iter().map(|(_, i)| i.len()).sum::<usize>();
+        let mut need = count(&launch.placement).saturating_sub(count(actual));
+        if need == 0 {
+            return actual.clone();
+        }
+        let mut held = actual.clone();
+        let free = |node: &str, g: u32, held: &NodeGpus| {
+            !seen.taken.contains(&(node.to_string(), g))
+                && !held.iter().any(|(n, i)| n == node && i.contains(&g))
+        };
+        let chosen = launch
+            .placement
+            .iter()
+            .flat_map(|(n, i)| i.iter().map(move |g| (n, *g)));
+        let others = launch.placement.iter().flat_map(|(n, _)| {
+            let gpus = self
+                .map
+                .server(n)
+                .and_then(|s| self.map.topology.server(s))
+                .map_or(0, |s| s.gpus);
+            (0..gpus).map(move |g| (n, g))
+        });
+        for (node, g) in chosen.chain(others) {
+            if need == 0 {
+                break;
+            }
+            if free(node, g, &held) {
+                match held.iter_mut().find(|(n, _)| n == node) {
+                    Some((_, i)) => i.push(g),
+                    None => held.push((node.clone(), vec![g])),
+                }
+                need -= 1;
+            }
+        }
+        held
+    }
+
+    /// Step 4b: on each node, what its jobs' CPUs and memory are worth in
+    /// GPUs beyond the GPUs Gangway counts there is held as foreign load
+    /// (a node whose CPUs are all taken has no usable GPU left).
+    fn count_node_worth(&self, nodes: &[NodeInfo], seen: &mut Seen) {
+        for node in nodes {
+            let Some(server) = self.map.server(&node.name) else {
+                continue;
+            };
+            let counted: Vec<u32> = seen
+                .truth
+                .running
+                .values()
+                .flat_map(|p| p.parts.iter().filter(|x| x.server == server))
+                .flat_map(|x| (0..64u32).filter(move |g| x.gpus & (1 << g) != 0))
+                .collect();
+            let extra = crate::resources::node_worth(node)
+                .saturating_sub(u32::try_from(counted.len()).unwrap_or(u32::MAX));
+            if extra == 0 {
+                continue;
+            }
+            let gpus = self.map.topology.server(server).map_or(0, |s| s.gpus);
+            let mask = (0..gpus)
+                .rev()
+                .filter(|g| !counted.contains(g) && !seen.taken.contains(&(node.name.clone(), *g)))
+                .take(extra as usize)
+                .fold(0u64, |m, g| m | (1 << g));
+            if mask != 0 {
+                let placement = Placement {
+                    parts: vec![ServerGpus { server, gpus: mask }],
+                };
+                let id = FOREIGN_BIT | NODE_WORTH_BIT | u64::from(server.0);
+                seen.truth.running.insert(JobId(id), placement);
+            }
+        }
+    }
+
     /// Job `id`'s launch runs: the first time, its start is recorded.
     fn now_running(&mut self, id: u64, gid: u64, actual: &NodeGpus, launch: &Launch) {
-        let moved = !actual.is_empty() && *actual != launch.placement;
+        let count = |g: &NodeGpus| g.iter().map(|(_, i)| i.len()).sum::<usize>();
+        // A launch placed at its worth keeps what was chosen (the GPUs it
+        // holds idle are among them).
+        let moved = !actual.is_empty()
+            && *actual != launch.placement
+            && count(actual) >= count(&launch.placement);
         let Some(e) = self.jobs.get_mut(&id) else {
             return;
         };
@@ -381,6 +498,16 @@ impl Daemon {
         launch: &Launch,
         now: u64,
     ) -> bool {
+        let native = self.jobs.get(&id).is_some_and(|e| e.native.is_some());
+        if native && launch.running {
+            self.requeued_in_slurm(id, gid, reason, now);
+            return true;
+        }
+        if reason == "BeginTime" {
+            // Slurm's own delay (a requeued job's, about 120 s): the job
+            // starts when it ends, however long that is.
+            return false;
+        }
         let waited = unix_ms().saturating_sub(launch.launched_ms);
         let replace_ms = self.cfg.replace_pending_s.saturating_mul(1000);
         let timeout_ms = self.cfg.launch_timeout_s.saturating_mul(1000);
@@ -397,6 +524,17 @@ impl Daemon {
         }
         if waited <= timeout_ms {
             return false;
+        }
+        if native {
+            // A user's own job is never cancelled for taking long: held
+            // again and placed again.
+            self.cancel_launch(id);
+            let why = format!(
+                "Slurm kept job {gid} pending ({reason}) over {} s; held and placed again (not counted)",
+                self.cfg.launch_timeout_s
+            );
+            self.requeue_uncounted(id, now, why);
+            return true;
         }
         let max = self.cfg.max_attempts;
         let counted = self.counted(id);
@@ -420,7 +558,33 @@ impl Daemon {
 
     /// Ends job `id`, whose Slurm job `gid` (launch `number`) is gone from
     /// `squeue`, from its end record; without one it is not run again.
-    fn vanished(&mut self, id: u64, gid: Option<u64>, number: u32, last: bool, now: u64) {
+    /// Returns `false` while the record is still being read (decided at a
+    /// later cycle).
+    fn vanished(&mut self, id: u64, gid: Option<u64>, number: u32, last: bool, now: u64) -> bool {
+        let native = self.jobs.get(&id).is_some_and(|e| e.native.is_some());
+        let recorded = if native {
+            // A job submitted with sbatch runs its own script: no record.
+            None
+        } else {
+            match self.recorded_end(id, number) {
+                Recorded::Waiting => return false,
+                Recorded::Known(r) => r,
+            }
+        };
+        self.ended_while_away(id, gid, recorded, last, now);
+        true
+    }
+
+    /// Ends job `id`, which ended while the daemon was away, by its end
+    /// record's exit status (`None`: no trustworthy record).
+    fn ended_while_away(
+        &mut self,
+        id: u64,
+        gid: Option<u64>,
+        recorded: Option<i64>,
+        last: bool,
+        now: u64,
+    ) {
         let slurm_job =
             gid.map_or_else(|| "its Slurm job".to_string(), |g| format!("Slurm job {g}"));
         let then = if last {
@@ -429,12 +593,6 @@ impl Daemon {
             "; the retry policy decides"
         };
         let native = self.jobs.get(&id).is_some_and(|e| e.native.is_some());
-        let recorded = if native {
-            // A job submitted with sbatch runs its own script: no record.
-            None
-        } else {
-            self.recorded_end(id, number)
-        };
         let (end, why) = match recorded {
             Some(0) => (
                 AttemptEnd::Passed,
@@ -586,9 +744,11 @@ impl Daemon {
                 }
             }
             Difference::NotRunning { job } => {
-                if let Some(e) = ours(*job).and_then(|id| self.jobs.get_mut(&id)) {
-                    e.launch = None;
-                    push_event(e, "its Slurm job is gone from squeue; re-queued".into());
+                if let Some(id) = ours(*job) {
+                    self.drop_launch(id);
+                    if let Some(e) = self.jobs.get_mut(&id) {
+                        push_event(e, "its Slurm job is gone from squeue; re-queued".into());
+                    }
                 }
             }
             Difference::Started { job, .. } => {
@@ -610,6 +770,12 @@ impl Daemon {
                 }
                 None => tracing::warn!("foreign Slurm job {}: {why}", job.0 & !FOREIGN_BIT),
             },
+            Difference::Foreign { job, placement } if job.0 & NODE_WORTH_BIT != 0 => {
+                tracing::info!(
+                    "CPUs and memory held on a node make GPUs {} unusable",
+                    launch::placement_text(&self.parts(placement))
+                )
+            }
             Difference::Foreign { job, placement } => tracing::info!(
                 "foreign Slurm job {} holds GPUs {}",
                 job.0 & !FOREIGN_BIT,
@@ -626,8 +792,10 @@ impl Daemon {
         self.dirty = true;
     }
 
-    /// Step 6: finished jobs leave the scheduler and go to the history.
-    fn retire(&mut self) {
+    /// Step 6: finished jobs leave the scheduler and go to the history
+    /// (also right after a request or a launch's outcome ended one, so that
+    /// reports never show a finished job among the running ones).
+    pub(super) fn retire(&mut self) {
         let done: Vec<u64> = self
             .jobs
             .keys()
@@ -650,7 +818,6 @@ impl Daemon {
             }
             entry.ended_ms = Some(unix_ms());
             self.uncounted.remove(&id);
-            self.remove_end_records(id, entry.launches);
             self.native_finished(&entry);
             let state = entry.final_state.clone().unwrap_or_else(|| "gone".into());
             push_event(&mut entry, format!("finished: {state}"));
@@ -689,8 +856,16 @@ impl Daemon {
         }
         self.last_error = None;
         let now = self.now_s();
-        self.apply_slurm(&nodes, &sjobs, now);
+        // A daemon whose lock is gone decides nothing more: no launch, no
+        // cancel, no update (another daemon serves the partition).
         self.check_lock(&sjobs);
+        if self.lost_lock.is_some() {
+            self.cancels.clear();
+            self.updates.clear();
+            return Vec::new();
+        }
+        self.apply_slurm(&nodes, &sjobs, now);
+        self.synced = true;
         let held = self
             .hold
             .as_ref()
@@ -716,12 +891,52 @@ impl Daemon {
         orders
     }
 
-    /// Our lock must still be in Slurm's queue: if someone cancelled it,
-    /// it is taken again (or, if another daemon took it meanwhile, said).
+    /// A round at once, on the daemon's current view of Slurm (read at
+    /// most a poll interval ago), after a submission or a cancel: a new job
+    /// is launched without waiting for the next read. Nothing while Slurm
+    /// does not answer, the queue is held, the lock is lost, or before the
+    /// first read since the daemon started.
+    pub fn round_now(&mut self) -> Vec<LaunchOrder> {
+        let held = self
+            .hold
+            .as_ref()
+            .is_some_and(|(since, _)| unix_ms().saturating_sub(*since) < HOLD_RETRY_S * 1000);
+        if !self.synced || held || self.outage.is_some() || self.lost_lock.is_some() {
+            return Vec::new();
+        }
+        let now = self.now_s();
+        let orders = self.round_and_plan(now).unwrap_or_else(|e| {
+            self.last_error = Some(e.to_string());
+            Vec::new()
+        });
+        if self.dirty
+            && let Err(e) = self.save()
+        {
+            self.last_error = Some(e.to_string());
+        }
+        orders
+    }
+
+    /// Our lock must still be in Slurm's queue as ours: if someone
+    /// cancelled it and no other daemon holds the partition, it is taken
+    /// again; if another daemon took it (or holds an older lock of the same
+    /// partition), this daemon has lost it ([`Daemon::lose_lock`]).
     fn check_lock(&mut self, sjobs: &[SlurmJob]) {
         let Some((lock, _)) = &self.lock else {
             return;
         };
+        let trusted = [0, self.access.daemon_uid];
+        let older = crate::lock::locks(sjobs, &self.served, &trusted)
+            .into_iter()
+            .find(|l| l.daemon != self.id && l.job < lock.job);
+        if let Some(other) = older {
+            let why = format!(
+                "another daemon holds an older lock of partition {}: {}",
+                self.served.partition,
+                other.describe(unix_ms() / 1000)
+            );
+            return self.lose_lock(why);
+        }
         let there = sjobs
             .iter()
             .any(|j| j.job_id == lock.job && j.state == "PENDING");
@@ -730,13 +945,19 @@ impl Daemon {
         }
         match self.take_lock() {
             Ok(()) => tracing::warn!("the partition's lock was gone from Slurm: taken again"),
-            Err(e) => {
-                let why = format!("the partition's lock was taken from this daemon: {e}");
-                tracing::error!("{why}");
-                self.warnings.push(why);
-                self.lock = None;
-            }
+            Err(e) => self.lose_lock(format!("the partition's lock was taken over: {e}")),
         }
+    }
+
+    /// This daemon lost its lock: it decides and launches nothing more, and
+    /// stops (see `serve`), leaving the partition to the daemon that has it.
+    pub(super) fn lose_lock(&mut self, why: String) {
+        if self.lost_lock.is_none() {
+            tracing::error!("{why}: this daemon stops deciding and launching");
+            self.warnings.push(format!("LOCK LOST: {why}"));
+            self.lost_lock = Some(why);
+        }
+        self.lock = None;
     }
 
     /// One whole cycle on this thread: read Slurm, decide, launch, cancel.
@@ -746,7 +967,8 @@ impl Daemon {
         let t = Instant::now();
         let read = self.slurm.nodes().and_then(|n| Ok((n, self.slurm.jobs()?)));
         let orders = self.on_read(read, t.elapsed());
-        let results = run_launches(&self.slurm, orders);
+        let fence = self.lock.as_ref().map(|(l, _)| l.clone());
+        let results = run_launches(&self.slurm, orders, fence.as_ref());
         if !results.is_empty() {
             self.on_launched(results);
         }

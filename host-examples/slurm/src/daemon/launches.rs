@@ -26,6 +26,9 @@ pub enum LaunchWork {
         script: String,
         /// Who it runs as.
         run_as: Option<RunAs>,
+        /// The ends folder, and the user's uid and gid: their record folder
+        /// is made there first if missing.
+        records: Option<(std::path::PathBuf, u32, u32)>,
     },
     /// Native mode: put the held job back first if it ended
     /// (`scontrol requeuehold`), pin it (`scontrol update`), release it.
@@ -38,6 +41,9 @@ pub enum LaunchWork {
         requeue: bool,
     },
 }
+
+/// The `scontrol update` fields that clear a job's GPU request.
+const CLEAR_GPU_REQUEST: [&str; 2] = ["TresPerNode=", "TresPerJob="];
 
 /// One launch to run: made by a cycle, run on the Slurm I/O side, its
 /// outcome handed back ([`Daemon::on_launched`]).
@@ -64,6 +70,9 @@ pub enum LaunchOutcome {
     Misconfigured(String),
     /// Slurm refused it (the job's own problem, as far as can be told).
     Refused(String),
+    /// Not run: the partition's lock (this Slurm job) is no longer this
+    /// daemon's, and why.
+    Fenced(u64, String),
 }
 
 /// How to take a launch back in Slurm.
@@ -94,7 +103,15 @@ fn run_one(slurm: &Slurm, work: &LaunchWork) -> Result<u64, SlurmError> {
             args,
             script,
             run_as,
-        } => slurm.sbatch_as(args, script, run_as.as_ref()),
+            records,
+        } => {
+            if let Some((ends, uid, gid)) = records
+                && let Err(e) = crate::daemon::records::prepare_user_folder(ends, *uid, *gid)
+            {
+                tracing::warn!("{e}");
+            }
+            slurm.sbatch_as(args, script, run_as.as_ref())
+        }
         LaunchWork::Pin {
             slurm_id,
             fields,
@@ -103,6 +120,10 @@ fn run_one(slurm: &Slurm, work: &LaunchWork) -> Result<u64, SlurmError> {
             if *requeue {
                 slurm.job_verb("requeuehold", *slurm_id)?;
             }
+            // Slurm 22.05 adds a job's new GPU request to the one it had
+            // (a job pinned to g4, then to g0, gets both): the old one is
+            // cleared first.
+            slurm.update_job(*slurm_id, &CLEAR_GPU_REQUEST.map(String::from))?;
             slurm.update_job(*slurm_id, fields)?;
             slurm.job_verb("release", *slurm_id)?;
             Ok(*slurm_id)
@@ -111,8 +132,15 @@ fn run_one(slurm: &Slurm, work: &LaunchWork) -> Result<u64, SlurmError> {
 }
 
 /// Runs `orders` one by one; once Slurm does not answer or refuses for its
-/// configuration, the rest are not tried and get the same outcome.
-pub fn run_launches(slurm: &Slurm, orders: Vec<LaunchOrder>) -> Vec<(LaunchOrder, LaunchOutcome)> {
+/// configuration, the rest are not tried and get the same outcome. With
+/// `fence` (the daemon's lock), each launch first checks that the lock is
+/// still the daemon's (its epoch: [`crate::lock::still_ours`]); once it is
+/// not, nothing more is launched.
+pub fn run_launches(
+    slurm: &Slurm,
+    orders: Vec<LaunchOrder>,
+    fence: Option<&crate::lock::Lock>,
+) -> Vec<(LaunchOrder, LaunchOutcome)> {
     let mut stop: Option<LaunchOutcome> = None;
     orders
         .into_iter()
@@ -120,25 +148,40 @@ pub fn run_launches(slurm: &Slurm, orders: Vec<LaunchOrder>) -> Vec<(LaunchOrder
             if let Some(outcome) = &stop {
                 return (order, outcome.clone());
             }
-            let outcome = match run_one(slurm, &order.work) {
-                Ok(gid) => LaunchOutcome::Launched(gid),
-                Err(e @ (SlurmError::Unreachable { .. } | SlurmError::CommandMissing { .. })) => {
-                    LaunchOutcome::Unreachable(e.to_string())
-                }
-                Err(e @ SlurmError::Misconfigured { .. }) => {
-                    LaunchOutcome::Misconfigured(e.to_string())
-                }
-                Err(e) => LaunchOutcome::Refused(e.to_string()),
+            let outcome = match fence.map(|lock| (lock, crate::lock::still_ours(slurm, lock))) {
+                Some((_, Err(e))) => LaunchOutcome::Unreachable(e.to_string()),
+                Some((lock, Ok(false))) => LaunchOutcome::Fenced(
+                    lock.job,
+                    format!(
+                        "the partition's lock (Slurm job {}) is no longer this daemon's",
+                        lock.job
+                    ),
+                ),
+                _ => launch_outcome(run_one(slurm, &order.work)),
             };
             if matches!(
                 outcome,
-                LaunchOutcome::Unreachable(_) | LaunchOutcome::Misconfigured(_)
+                LaunchOutcome::Unreachable(_)
+                    | LaunchOutcome::Misconfigured(_)
+                    | LaunchOutcome::Fenced(..)
             ) {
                 stop = Some(outcome.clone());
             }
             (order, outcome)
         })
         .collect()
+}
+
+/// How a launch's result reads.
+fn launch_outcome(result: Result<u64, SlurmError>) -> LaunchOutcome {
+    match result {
+        Ok(gid) => LaunchOutcome::Launched(gid),
+        Err(e @ (SlurmError::Unreachable { .. } | SlurmError::CommandMissing { .. })) => {
+            LaunchOutcome::Unreachable(e.to_string())
+        }
+        Err(e @ SlurmError::Misconfigured { .. }) => LaunchOutcome::Misconfigured(e.to_string()),
+        Err(e) => LaunchOutcome::Refused(e.to_string()),
+    }
 }
 
 /// Takes back each Slurm job; returns those Slurm did not answer for (to
@@ -177,8 +220,8 @@ pub(super) const HOLD_RETRY_S: u64 = 30;
 impl Daemon {
     /// Ends a job's current attempt in the scheduler, with an event.
     pub(super) fn end(&mut self, id: u64, now: u64, end: AttemptEnd, why: String) {
+        self.drop_launch(id);
         if let Some(entry) = self.jobs.get_mut(&id) {
-            entry.launch = None;
             push_event(entry, why);
         }
         if let Err(e) = self.sched.end_attempt(JobId(id), now, end) {
@@ -220,7 +263,7 @@ impl Daemon {
     /// `sbatch` printed is not trusted until `squeue` confirms it.
     pub(super) fn cancel_launch(&mut self, id: u64) {
         let how = self.cancel_how(id);
-        let Some(launch) = self.jobs.get_mut(&id).and_then(|e| e.launch.take()) else {
+        let Some(launch) = self.drop_launch(id) else {
             return;
         };
         if let (Some(gid), true) = (launch.slurm_id, launch.verified) {
@@ -247,10 +290,8 @@ impl Daemon {
     /// Puts job `id`, whose launch went nowhere through no fault of its
     /// own, back in the queue; a launch Slurm took does not count.
     pub(super) fn requeue_uncounted(&mut self, id: u64, now: u64, why: String) {
-        let mut taken = false;
+        let taken = self.drop_launch(id).is_some_and(|l| l.taken);
         if let Some(e) = self.jobs.get_mut(&id) {
-            taken = e.launch.as_ref().is_some_and(|l| l.taken);
-            e.launch = None;
             push_event(e, why);
         }
         if taken {
@@ -380,6 +421,9 @@ impl Daemon {
             Some(slurm_id) => self.pin_work(entry, slurm_id, &parts),
             None => {
                 let ends = self.cfg.ends_dir();
+                let token = entry.launch.as_ref().map_or("", |l| l.token.as_str());
+                let record_dir = super::records::user_folder(&ends, entry.uid);
+                let record_name = super::records::record_name(token);
                 let spec = LaunchSpec {
                     daemon: &self.id,
                     id,
@@ -387,14 +431,16 @@ impl Daemon {
                     cmd: &entry.cmd,
                     cwd: &entry.cwd,
                     env: &entry.env,
-                    partition: self.cfg.slurm.partition.as_deref(),
-                    ends_dir: &ends,
-                    token: entry.launch.as_ref().map_or("", |l| l.token.as_str()),
+                    partition: Some(&self.served.partition),
+                    record_dir: &record_dir,
+                    record_name: &record_name,
+                    token,
                 };
                 LaunchWork::Sbatch {
                     args: launch::sbatch_args(&spec, &parts),
                     script: launch::script(&spec, &parts),
                     run_as: self.run_as(entry.uid, entry.gid),
+                    records: Some((ends, entry.uid, entry.gid)),
                 }
             }
         };
@@ -444,8 +490,18 @@ impl Daemon {
                     self.requeue_uncounted(order.id, now, why);
                 }
                 LaunchOutcome::Refused(why) => self.refused(order.id, now, why),
+                LaunchOutcome::Fenced(lock_job, why) => {
+                    let text = format!("not launched: {why}; pending again (not counted)");
+                    self.requeue_uncounted(order.id, now, text);
+                    // A lock this daemon has since taken again (someone
+                    // cancelled the old one) is no loss.
+                    if self.lock.as_ref().is_none_or(|(l, _)| l.job == lock_job) {
+                        self.lose_lock(why);
+                    }
+                }
             }
         }
+        self.retire();
         self.dirty = true;
         if let Err(e) = self.save() {
             self.last_error = Some(e.to_string());

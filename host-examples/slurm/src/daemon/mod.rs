@@ -1,9 +1,12 @@
 //! The daemon: Gangway's queue in front of Slurm.
 //!
-//! One thread runs cycles; another accepts clients on the Unix socket and
-//! hands their requests to the cycle thread, which answers between cycles
-//! (a submission or a cancel triggers a cycle at once); Slurm's commands
-//! run on a third ([`serve`]). A cycle ([`cycle`]):
+//! One thread runs cycles and alone owns the state; an async server on
+//! another serves clients within per-user and total limits
+//! ([`socket`]) and hands their requests to the cycle thread, which
+//! answers between cycles (a submission or a cancel runs a round at once);
+//! Slurm's commands run on a third, end records are read on a fourth
+//! ([`records`]), so no client, Slurm command or filesystem can stall the
+//! cycle ([`serve`]). A cycle ([`cycle`]):
 //!
 //! 1. reads `sinfo --json` and `squeue --json`;
 //! 2. for each launched job, reads its Slurm job: running (first time: its
@@ -12,9 +15,13 @@
 //!    a non-zero exit fails, cancelled is killed, node failures and other
 //!    Slurm-side ends are retried up to `max_attempts` launches);
 //! 3. in native mode, takes the jobs users submitted with sbatch into the
-//!    managed partition ([`crate::native`]);
-//! 4. builds the engine's truth (Gangway's running jobs where Slurm runs
-//!    them, every other Slurm job holding GPUs as foreign load, every node's
+//!    managed partition ([`crate::native`]), each at what its CPUs and
+//!    memory are worth in GPUs ([`crate::resources`]); a job requeued in
+//!    Slurm goes back to Gangway's queue;
+//! 4. checks the partition's lock is still its own (else it decides
+//!    nothing more and stops), builds the engine's truth (Gangway's running
+//!    jobs where Slurm runs them, every other Slurm job holding GPUs as
+//!    foreign load, CPUs and memory held beyond GPUs per node, every node's
 //!    health) and reconciles the scheduler with it: a node gone down
 //!    interrupts its gangs whole, which are cancelled in Slurm and re-queued;
 //! 5. runs a round, saves the state, and launches the starts ([`launches`]):
@@ -31,11 +38,14 @@
 //! started twice.
 
 mod cycle;
+mod events;
 mod launches;
 mod native;
+pub mod records;
 mod report;
 mod requests;
 mod serve;
+mod socket;
 mod state;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -137,6 +147,23 @@ pub struct Daemon {
     legacy_tags: bool,
     /// Our lock: its Slurm job and when its heartbeat was last renewed.
     lock: Option<(crate::lock::Lock, Instant)>,
+    /// Why this daemon lost its lock, once it has: it then decides nothing.
+    lost_lock: Option<String>,
+    /// Whether a read of Slurm has been applied since the daemon started
+    /// (rounds wait for it: the saved state is reconciled first).
+    synced: bool,
+    /// The partition served, as Slurm resolves it (the lock's key).
+    served: crate::lock::Resolved,
+    /// End records read and not yet used, by job and launch.
+    records: BTreeMap<(u64, u32), records::RecordRead>,
+    /// End records asked of the reader, and when.
+    records_asked: BTreeMap<(u64, u32), Instant>,
+    /// What CPUs and memory are worth in GPUs ([`crate::resources`]).
+    rates: crate::resources::Rates,
+    /// Whether Slurm tracks memory (`SelectTypeParameters=CR_*_Memory`).
+    memory_tracked: bool,
+    /// The record reader (`None`: records are read on the cycle's thread).
+    record_reader: Option<std::sync::mpsc::Sender<records::RecordWork>>,
     /// Native mode: Slurm job to Gangway id of every job taken, and the
     /// admin comment last written on each held one.
     native: native::NativeBook,
@@ -195,13 +222,23 @@ impl Daemon {
         let slurm = Slurm::new(cfg.slurm.bin_dir.clone(), cfg.slurm.conf.clone())
             .with_timeout(Duration::from_secs(cfg.slurm.timeout_s.max(1)));
         check_setup(&cfg, &slurm)?;
+        let served = crate::lock::resolve_partition(&slurm, cfg.slurm.partition.as_deref())
+            .map_err(|e| SlurmError::Config {
+                file: cfg.file.clone(),
+                message: e.to_string(),
+            })?;
         let access = Access::new(&cfg)?;
+        let memory_tracked = slurm
+            .config()?
+            .iter()
+            .any(|(k, v)| k == "SelectTypeParameters" && v.to_ascii_uppercase().contains("MEMORY"));
         let nodes = slurm.nodes()?;
+        let rates = crate::resources::Rates::of(&nodes, memory_tracked);
         let racks = match &cfg.slurm.topology_conf {
             Some(p) => topology::racks_from_topology_conf(p)?,
             None => topology::racks_from_table(&cfg.racks, &cfg.file)?,
         };
-        let map = topology::build(&nodes, &racks)?;
+        let map = topology::build(&nodes, &racks, &cfg.gpu_types)?;
         let (set, strategy, policies) = policies::build(&cfg)?;
         warnings.extend(policies.cache_refused());
         let recovered = state::recover(&cfg.state_dir)?;
@@ -215,6 +252,9 @@ impl Daemon {
             None => Scheduler::with_policies(map.topology.clone(), set),
         };
         let mut daemon = Daemon::assemble(cfg, slurm, map, restored, policies, access, recovered)?;
+        daemon.served = served;
+        daemon.rates = rates;
+        daemon.memory_tracked = memory_tracked;
         daemon.sched.set_placement_strategy(strategy);
         daemon.rebuild_native_book();
         for w in &warnings {
@@ -293,6 +333,18 @@ impl Daemon {
             slot_changes: st.slot_changes,
             legacy_tags,
             lock: None,
+            lost_lock: None,
+            synced: false,
+            served: crate::lock::Resolved {
+                partition: String::new(),
+                default: false,
+                nodes: String::new(),
+            },
+            records: BTreeMap::new(),
+            records_asked: BTreeMap::new(),
+            record_reader: None,
+            rates: crate::resources::Rates::default(),
+            memory_tracked: false,
             native: native::NativeBook::default(),
             cfg,
         })
@@ -325,7 +377,7 @@ impl Daemon {
         let trusted = [0, self.access.daemon_uid];
         let taken = crate::lock::take(
             &self.slurm,
-            self.cfg.slurm.partition.as_deref(),
+            &self.served,
             &self.id,
             self.cfg.lock_stale_s,
             now,
@@ -368,6 +420,16 @@ impl Daemon {
     pub fn take_updates(&mut self) -> Vec<JobUpdate> {
         self.heartbeat();
         std::mem::take(&mut self.updates)
+    }
+
+    /// Why this daemon lost its partition's lock, if it has.
+    pub fn lost_lock(&self) -> Option<&str> {
+        self.lost_lock.as_deref()
+    }
+
+    /// The partition's lock, while this daemon holds it.
+    pub fn lock(&self) -> Option<&crate::lock::Lock> {
+        self.lock.as_ref().map(|(l, _)| l)
     }
 }
 

@@ -14,6 +14,7 @@ use crate::engine::{Slurm, SlurmJob};
 use crate::lock::LOCK_NAME;
 use crate::native::{self, COMMENT_PREFIX};
 use crate::persist::{JobEntry, Launch};
+use crate::resources::{self, Needs};
 
 /// The Slurm jobs of the managed partition the daemon knows.
 #[derive(Clone, Debug, Default)]
@@ -26,6 +27,9 @@ pub(super) struct NativeBook {
     refused: BTreeMap<u64, String>,
     /// The admin comment of each Slurm job, as last seen or written.
     comment: BTreeMap<u64, String>,
+    /// How many times Slurm requeued each job, as last seen (a requeued
+    /// job waits out Slurm's requeue delay unless its pin clears it).
+    restarts: BTreeMap<u64, u32>,
 }
 
 impl NativeBook {
@@ -92,6 +96,7 @@ impl Daemon {
             self.native
                 .comment
                 .insert(*gid, first.admin_comment.clone());
+            self.native.restarts.insert(*gid, first.restarts);
             if seen.claimed.contains(gid) {
                 continue;
             }
@@ -151,6 +156,22 @@ impl Daemon {
             }
             GroupState::Pending(_) => {}
         }
+    }
+
+    /// Native job `id`'s Slurm job `gid` ran and is pending again: its
+    /// user (or Slurm, for `--requeue` after a failure) requeued it. The
+    /// attempt is over (not counted); it is held in Slurm and waits in
+    /// Gangway's queue, to be placed again whatever Slurm's requeue delay.
+    pub(super) fn requeued_in_slurm(&mut self, id: u64, gid: u64, reason: &str, now: u64) {
+        self.updates.push(JobUpdate {
+            job: gid,
+            fields: vec!["hold".into()],
+        });
+        let why = format!(
+            "Slurm job {gid} was requeued in Slurm (by its user or Slurm; pending, {reason}): \
+             held, and placed again by Gangway (not counted)"
+        );
+        self.requeue_uncounted(id, now, why);
     }
 
     /// A native job that runs without a launch of ours: adopted.
@@ -230,9 +251,20 @@ impl Daemon {
     }
 
     /// Job `job`'s entry in Gangway's queue, or why it cannot be placed
-    /// (its account is no VC the user may use, its request, its size).
+    /// (its account is no VC the user may use, its request, its size, a
+    /// GPU type the cluster lacks).
     fn admit(&mut self, job: &SlurmJob) -> Result<JobEntry, String> {
-        let gpus = native::requested_gpus(&job.admin_comment)?;
+        let request = {
+            let known: Vec<&str> = self
+                .map
+                .topology
+                .gpu_types()
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect();
+            native::requested(&job.admin_comment, &known).map_err(|e| e.to_string())?
+        };
+        let gpus = request.gpus;
         let vc = job.account.clone();
         let Some(&vc_id) = self.vcs.get(&vc) else {
             let known: Vec<&str> = self.vcs.keys().map(String::as_str).collect();
@@ -246,14 +278,7 @@ impl Daemon {
         self.access
             .is_member(&job.user_name, &groups, &vc, &self.slurm)?;
         let id = self.next_id;
-        let spec = JobSpec {
-            id: JobId(id),
-            vc: vc_id,
-            user: self.user_number(&job.user_name),
-            gpus,
-            submitted_s: self.last_now,
-        };
-        self.sched.submit(spec).map_err(|e| e.to_string())?;
+        let held = self.submit_native(id, vc_id, job, &request)?;
         self.next_id += 1;
         let mut entry = JobEntry {
             id,
@@ -266,14 +291,72 @@ impl Daemon {
             native: Some(job.job_id),
             ..JobEntry::default()
         };
+        let types = if request.types.is_empty() {
+            String::new()
+        } else {
+            format!(" of type {}", request.types.join(" or "))
+        };
         push_event(
             &mut entry,
             format!(
-                "submitted with sbatch as Slurm job {}: {gpus} GPUs in {vc} by {}",
+                "submitted with sbatch as Slurm job {}: {gpus} GPUs{types} in {vc} by {}",
                 job.job_id, job.user_name
             ),
         );
+        if held > gpus {
+            let whole = if job.exclusive { ", whole nodes" } else { "" };
+            push_event(
+                &mut entry,
+                format!(
+                    "counted as {held} GPUs: what its {} CPUs{whole} are worth in GPUs",
+                    job.cpus
+                ),
+            );
+        }
         Ok(entry)
+    }
+
+    /// Puts native job `job` in the scheduler's queue as Gangway job `id`
+    /// with its GPU types; the GPUs it is counted as holding, or why it
+    /// cannot be placed.
+    fn submit_native(
+        &mut self,
+        id: u64,
+        vc: gangway_core::VcId,
+        job: &SlurmJob,
+        request: &native::NativeRequest,
+    ) -> Result<u32, String> {
+        let needs = Needs {
+            gpus: request.gpus,
+            cpus: job.cpus,
+            memory_mb: job.memory_mb,
+            exclusive: job.exclusive,
+            nodes: job.node_count,
+        };
+        let held = resources::worth(&needs, &self.rates);
+        let spec = JobSpec {
+            id: JobId(id),
+            vc,
+            user: self.user_number(&job.user_name),
+            gpus: held,
+            submitted_s: self.last_now,
+        };
+        let types = gangway_core::GpuRequest::types(request.types.iter().cloned());
+        self.sched
+            .submit_requesting(spec, &types)
+            .map_err(|e| match e {
+                gangway_core::SchedulerError::TooLarge { cluster, .. } => format!(
+                    "it is worth {held} GPUs ({} GPUs, {} CPUs{}) but the cluster has only {cluster}",
+                    request.gpus,
+                    job.cpus,
+                    if job.exclusive { ", whole nodes" } else { "" }
+                ),
+                gangway_core::SchedulerError::GpuRequest { source, .. } => {
+                    self.type_refusal(&source)
+                }
+                other => other.to_string(),
+            })?;
+        Ok(held)
     }
 
     /// Writes each held native job's wait reason into its admin comment,
@@ -285,19 +368,25 @@ impl Daemon {
             if e.launch.is_some() {
                 continue;
             }
+            let types = self.restricted_types(*id);
+            let job = if types.is_empty() {
+                format!("job {id}")
+            } else {
+                format!("job {id}, GPU type {}", types.join(" or "))
+            };
             let text = match self.sched.job(JobId(*id)).map(|r| &r.state) {
                 Some(JobState::Pending {
                     reason: Some(r), ..
                 }) => format!(
-                    "pending in Gangway (job {id}): {}: {}",
+                    "pending in Gangway ({job}): {}: {}",
                     r.as_str(),
                     crate::client::explain(r.as_str())
                 ),
                 Some(JobState::Pending { reason: None, .. } | JobState::AwaitingRetry(_)) => {
-                    format!("pending in Gangway (job {id})")
+                    format!("pending in Gangway ({job})")
                 }
                 Some(JobState::Delayed { until_s, .. }) => {
-                    format!("pending in Gangway (job {id}): retried at {until_s} s")
+                    format!("pending in Gangway ({job}): retried at {until_s} s")
                 }
                 // Running or finished: nothing to say.
                 _ => continue,
@@ -325,6 +414,7 @@ impl Daemon {
         let Some(gid) = entry.native else { return };
         self.native.ids.remove(&gid);
         self.native.comment.remove(&gid);
+        self.native.restarts.remove(&gid);
         let ended = self.native.ended.remove(&gid);
         if !ended && entry.final_state.as_deref() == Some("failed") {
             let why = entry.events.last().cloned().unwrap_or_default();
@@ -360,11 +450,19 @@ impl Daemon {
             .comment
             .get(&slurm_id)
             .map_or("", String::as_str);
-        let (fields, _exact) = native::pin_fields(parts, &native::comment(&text, old));
+        let own = resources::own_parts(parts, entry.gpus);
+        let (mut fields, _exact) = native::pin_fields(&own, &native::comment(&text, old));
+        let requeue = self.native.ended.contains(&slurm_id);
+        if requeue || self.native.restarts.get(&slurm_id).is_some_and(|r| *r > 0) {
+            // A requeued job waits out Slurm's requeue delay (about 120 s,
+            // reason BeginTime); Gangway has seen its last run end and
+            // chose free GPUs for it, so it may start now.
+            fields.push("StartTime=now".into());
+        }
         super::LaunchWork::Pin {
             slurm_id,
             fields,
-            requeue: self.native.ended.contains(&slurm_id),
+            requeue,
         }
     }
 

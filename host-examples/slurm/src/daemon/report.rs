@@ -41,6 +41,7 @@ fn entry_report(e: &JobEntry, state: String) -> JobReport {
         reason: None,
         wait: Vec::new(),
         waiting_s: 0,
+        gpu_types: Vec::new(),
         attempts: e.attempts,
         slurm_job: e.native,
         placement: e.last_placement.clone(),
@@ -87,6 +88,20 @@ impl Daemon {
             .map(|e| as_seen_by(history_report(e), e.uid, caller))
     }
 
+    /// The GPU types job `id` may run on, most preferred first, if it may
+    /// not run on every type of the cluster; empty otherwise.
+    pub(super) fn restricted_types(&self, id: u64) -> Vec<String> {
+        let topo = &self.map.topology;
+        match self.sched.allowed_gpu_types(JobId(id)) {
+            Some(allowed) if allowed.len() < topo.gpu_types().len() => allowed
+                .iter()
+                .filter_map(|t| topo.gpu_types().get(t.index()))
+                .map(|t| t.name.clone())
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
     fn live_report(&self, e: &JobEntry) -> JobReport {
         let record = self.sched.job(JobId(e.id));
         let (state, reason, waiting_s) = match record.map(|r| &r.state) {
@@ -115,6 +130,7 @@ impl Daemon {
             reason,
             wait: record.map_or_else(Vec::new, |r| wait_list(&r.wait_at(self.last_now).seconds)),
             waiting_s,
+            gpu_types: self.restricted_types(e.id),
             slurm_job: e.launch.as_ref().and_then(|l| l.slurm_id).or(e.native),
             ..entry_report(e, state)
         }

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use gangway_core::{JobId, JobSpec};
+use gangway_core::{GpuRequest, JobId, JobSpec};
 
 use super::{CancelHow, CancelOrder, Daemon, push_event, unix_ms};
 use crate::access::{Access, Caller};
@@ -28,7 +28,8 @@ impl Daemon {
                 cmd,
                 cwd,
                 env,
-            } => match self.submit(caller, gpus, &vc, cmd, cwd, env) {
+                gpu_request,
+            } => match self.submit(caller, (gpus, &gpu_request), &vc, cmd, cwd, env) {
                 Ok(id) => (Response::Submitted(id), true),
                 Err(e) => refused(e),
             },
@@ -73,10 +74,11 @@ impl Daemon {
         }
     }
 
+    /// Queues a job of `gpus` GPUs of the types `gpu_request` accepts.
     fn submit(
         &mut self,
         caller: &Caller,
-        gpus: u32,
+        (gpus, gpu_request): (u32, &GpuRequest),
         vc: &str,
         cmd: Vec<String>,
         cwd: String,
@@ -100,10 +102,16 @@ impl Daemon {
         if cmd.is_empty() {
             return Err("no command to run (give it after --)".into());
         }
+        self.check_user_limits(caller, &cmd, &cwd, &env)?;
         self.check_cwd(caller, &cwd)?;
-        let env = launch::job_environment(env)?;
-        let entry = self.queue(caller, gpus, vc, cmd, cwd, env)?;
-        let (id, detail) = (entry.id, format!("vc {vc}, {gpus} GPUs"));
+        let env = identity_environment(launch::job_environment(env)?, caller);
+        let entry = self.queue(caller, (gpus, gpu_request), vc, cmd, cwd, env)?;
+        let detail = if gpu_request.is_any() {
+            format!("vc {vc}, {gpus} GPUs")
+        } else {
+            format!("vc {vc}, {gpus} GPUs, {gpu_request}")
+        };
+        let id = entry.id;
         self.jobs.insert(id, entry);
         // Acknowledged means journalled and saved: a job that cannot be
         // written is taken back and refused (its id is not given again).
@@ -117,11 +125,60 @@ impl Daemon {
         Ok(id)
     }
 
+    /// Why `caller` may not queue one more job with this command, folder
+    /// and environment, if they may not: `limits.queued_jobs_per_user`
+    /// live jobs already, or more than `limits.job_bytes` to keep.
+    fn check_user_limits(
+        &self,
+        caller: &Caller,
+        cmd: &[String],
+        cwd: &str,
+        env: &[(String, String)],
+    ) -> Result<(), String> {
+        let limits = &self.cfg.limits;
+        let theirs: Vec<&JobEntry> = self
+            .jobs
+            .values()
+            .filter(|e| e.uid == caller.user.uid)
+            .collect();
+        if theirs.len() >= limits.queued_jobs_per_user {
+            return Err(format!(
+                "{} has {} jobs pending or running, the limit \
+                 (limits.queued_jobs_per_user = {}); wait for some to end or cancel some",
+                caller.user.name,
+                theirs.len(),
+                limits.queued_jobs_per_user
+            ));
+        }
+        let bytes = job_bytes(cmd, cwd, env);
+        if bytes > limits.job_bytes {
+            return Err(format!(
+                "the job's command, environment and folder are {bytes} bytes, over the \
+                 {}-byte limit (limits.job_bytes): unset what the job does not need, or \
+                 put long arguments in a file",
+                limits.job_bytes
+            ));
+        }
+        let kept: usize = theirs
+            .iter()
+            .map(|e| job_bytes(&e.cmd, &e.cwd, &e.env))
+            .sum();
+        if kept + bytes > limits.queued_bytes_per_user {
+            return Err(format!(
+                "{}'s jobs pending or running keep {kept} bytes of commands, environments and \
+                 folders; this one's {bytes} more would pass the {}-byte limit \
+                 (limits.queued_bytes_per_user)",
+                caller.user.name, limits.queued_bytes_per_user
+            ));
+        }
+        Ok(())
+    }
+
     /// Puts a job in the scheduler's queue; its entry.
     fn queue(
         &mut self,
         caller: &Caller,
-        gpus: u32,
+        (gpus, gpu_request): (u32, &GpuRequest),
         vc: &str,
         cmd: Vec<String>,
         cwd: String,
@@ -137,13 +194,18 @@ impl Daemon {
             gpus,
             submitted_s: now,
         };
-        self.sched.submit(spec).map_err(|e| match e {
-            gangway_core::SchedulerError::TooLarge { gpus, cluster, .. } => {
-                format!("the job asks for {gpus} GPUs but the cluster has only {cluster}")
-            }
-            gangway_core::SchedulerError::ZeroGpus(_) => "the job asks for 0 GPUs".into(),
-            other => other.to_string(),
-        })?;
+        self.sched
+            .submit_requesting(spec, gpu_request)
+            .map_err(|e| match e {
+                gangway_core::SchedulerError::TooLarge { gpus, cluster, .. } => {
+                    format!("the job asks for {gpus} GPUs but the cluster has only {cluster}")
+                }
+                gangway_core::SchedulerError::ZeroGpus(_) => "the job asks for 0 GPUs".into(),
+                gangway_core::SchedulerError::GpuRequest { source, .. } => {
+                    self.type_refusal(&source)
+                }
+                other => other.to_string(),
+            })?;
         self.next_id += 1;
         let mut entry = JobEntry {
             id,
@@ -161,9 +223,27 @@ impl Daemon {
         let who = &caller.user.name;
         push_event(
             &mut entry,
-            format!("submitted: {gpus} GPUs in {vc} by {who}"),
+            if gpu_request.is_any() {
+                format!("submitted: {gpus} GPUs in {vc} by {who}")
+            } else {
+                format!("submitted: {gpus} GPUs of {gpu_request} in {vc} by {who}")
+            },
         );
         Ok(entry)
+    }
+
+    /// Why a job's GPU request was refused, with a hint when the config
+    /// names no `[gpu_types]` (every node is then of one type).
+    pub(super) fn type_refusal(&self, e: &gangway_core::GpuRequestError) -> String {
+        match e {
+            gangway_core::GpuRequestError::UnknownType { .. } if self.cfg.gpu_types.is_empty() => {
+                format!(
+                    "{e}: the daemon's config has no [gpu_types] (types are the node features \
+                     it names)"
+                )
+            }
+            _ => e.to_string(),
+        }
     }
 
     /// Whether `caller` could work in `cwd`: an absolute folder they can
@@ -243,9 +323,7 @@ impl Daemon {
                     .jobs
                     .get(&id)
                     .map(|e| CancelHow::Scancel(self.run_as(e.uid, e.gid)));
-                if let Some(e) = self.jobs.get_mut(&id) {
-                    e.launch = None;
-                }
+                self.drop_launch(id);
                 if let Some(how) = how {
                     self.cancels.push(CancelOrder {
                         id,
@@ -323,4 +401,27 @@ impl Daemon {
         self.policies.rollback(slot);
         Ok(format!("{slot_name} rolls back at the next round"))
     }
+}
+
+/// The job's environment with `USER`, `LOGNAME` and `HOME` those of the
+/// caller as the system knows them (from the kernel's uid), not whatever
+/// the client sent.
+fn identity_environment(mut env: Vec<(String, String)>, caller: &Caller) -> Vec<(String, String)> {
+    env.retain(|(n, _)| !matches!(n.as_str(), "USER" | "LOGNAME" | "HOME"));
+    env.push(("USER".into(), caller.user.name.clone()));
+    env.push(("LOGNAME".into(), caller.user.name.clone()));
+    if !caller.user.home.is_empty() {
+        env.push(("HOME".into(), caller.user.home.clone()));
+    }
+    env
+}
+
+/// The bytes a job's command, folder and environment take.
+fn job_bytes(cmd: &[String], cwd: &str, env: &[(String, String)]) -> usize {
+    cmd.iter().map(|w| w.len() + 1).sum::<usize>()
+        + env
+            .iter()
+            .map(|(n, v)| n.len() + v.len() + 2)
+            .sum::<usize>()
+        + cwd.len()
 }

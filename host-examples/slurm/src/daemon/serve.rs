@@ -1,50 +1,22 @@
-//! Serving: the socket (with the permissions `access.socket` asks for),
-//! a thread per client (its caller from the kernel), Slurm's commands on a
-//! thread of their own, and the cycle loop.
+//! Serving: the socket (with the permissions `access.socket` asks for,
+//! served by [`super::socket`] on a thread of its own), Slurm's commands
+//! on another, end records on a third ([`super::records`]), and the cycle
+//! loop, which alone owns the daemon's state. A clean stop (SIGTERM,
+//! SIGINT) gives the partition's lock back and exits; a daemon that lost
+//! its lock exits without deciding anything more.
 
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use super::{
-    CancelOrder, Daemon, JobUpdate, LaunchOrder, LaunchOutcome, run_cancels, run_launches,
-};
+use super::events::{Event, Work};
+use super::{Daemon, JobUpdate, run_cancels, run_launches};
 use crate::SlurmError;
 use crate::access::Caller;
 use crate::config::{Config, SocketAccess};
-use crate::engine::{NodeInfo, Slurm, SlurmJob};
-use crate::identity::{self, Peer};
-use crate::protocol::{
-    MAX_MESSAGE, MAX_USER_MESSAGE, Request, Response, read_message_within, write_message,
-};
-
-/// How long a client may take to send its request.
-const CLIENT_READ: Duration = Duration::from_secs(10);
-
-/// What Slurm's I/O thread is asked to do, in order.
-enum Work {
-    /// Read `sinfo` and `squeue`.
-    Read,
-    /// Run these launches.
-    Launch(Vec<LaunchOrder>),
-    /// Cancel these Slurm jobs.
-    Cancel(Vec<CancelOrder>),
-    /// Update these Slurm jobs.
-    Update(Vec<JobUpdate>),
-}
-
-/// What the cycle thread hears: a client, or Slurm's I/O thread.
-enum Event {
-    /// A client's request, who sent it, and where to answer.
-    Client(Request, Peer, mpsc::Sender<Response>),
-    /// What Slurm said, and how long it took.
-    Read(Result<(Vec<NodeInfo>, Vec<SlurmJob>), SlurmError>, Duration),
-    /// How launches went.
-    Launched(Vec<(LaunchOrder, LaunchOutcome)>),
-    /// Cancels Slurm did not answer for.
-    CancelFailed(Vec<CancelOrder>),
-}
+use crate::engine::Slurm;
+use crate::identity;
 
 /// Runs `scontrol update` (or a verb) for each update; failures are logged.
 pub(super) fn run_updates(slurm: &Slurm, updates: Vec<JobUpdate>) {
@@ -70,12 +42,18 @@ fn slurm_io(slurm: Slurm, work: mpsc::Receiver<Work>, events: mpsc::Sender<Event
                 let read = slurm.nodes().and_then(|n| Ok((n, slurm.jobs()?)));
                 Event::Read(read, t.elapsed())
             }
-            Work::Launch(orders) => Event::Launched(run_launches(&slurm, orders)),
+            Work::Launch(orders, fence) => {
+                Event::Launched(run_launches(&slurm, orders, fence.as_ref()))
+            }
             Work::Cancel(cancels) => Event::CancelFailed(run_cancels(&slurm, cancels)),
             Work::Update(updates) => {
                 run_updates(&slurm, updates);
                 continue;
             }
+            Work::Release(lock) => Event::Released(match lock {
+                Some(lock) => crate::lock::release(&slurm, &lock).map_err(|e| e.to_string()),
+                None => Ok(()),
+            }),
         };
         if events.send(event).is_err() {
             return;
@@ -116,46 +94,6 @@ fn bind(cfg: &Config) -> Result<UnixListener, SlurmError> {
     Ok(listener)
 }
 
-/// One client: its caller from the kernel, its request (a non-admin's at
-/// most [`MAX_USER_MESSAGE`] bytes), the answer.
-fn client(mut stream: UnixStream, admins: Vec<u32>, tx: mpsc::Sender<Event>) {
-    let Ok(peer) = identity::peer(&stream) else {
-        return;
-    };
-    let _ = stream.set_read_timeout(Some(CLIENT_READ));
-    let _ = stream.set_write_timeout(Some(CLIENT_READ));
-    // Swaps (large) are for admins; whoever else is capped before the
-    // request is even read.
-    let limit = if admins.contains(&peer.uid) {
-        MAX_MESSAGE
-    } else {
-        MAX_USER_MESSAGE
-    };
-    let request: Request = match read_message_within(&mut stream, limit) {
-        Ok(r) => r,
-        Err(e) => {
-            let _ = write_message(&mut stream, &Response::Refused(e.to_string()));
-            return;
-        }
-    };
-    let (reply_tx, reply_rx) = mpsc::channel();
-    if tx.send(Event::Client(request, peer, reply_tx)).is_err() {
-        return;
-    }
-    if let Ok(response) = reply_rx.recv() {
-        let _ = write_message(&mut stream, &response);
-    }
-}
-
-/// Accepts clients, a thread each.
-fn accept(listener: UnixListener, admins: Vec<u32>, tx: mpsc::Sender<Event>) {
-    for stream in listener.incoming() {
-        let Ok(stream) = stream else { continue };
-        let (tx, admins) = (tx.clone(), admins.clone());
-        std::thread::spawn(move || client(stream, admins, tx));
-    }
-}
-
 /// Uids allowed large requests: root, the daemon's user, and the listed
 /// admins (admin groups are checked per request).
 fn big_senders(cfg: &Config) -> Vec<u32> {
@@ -170,23 +108,36 @@ fn big_senders(cfg: &Config) -> Vec<u32> {
     uids
 }
 
-/// Runs the daemon until it is killed: binds the socket, then cycles every
-/// `poll_interval_ms`. Slurm's commands run on a thread of their own, so
-/// clients are answered at once whatever Slurm is doing.
+/// Runs the daemon until it is stopped: binds the socket, then cycles
+/// every `poll_interval_ms`. Slurm's commands run on a thread of their
+/// own, so clients are answered at once whatever Slurm is doing; clients
+/// are served within `[limits]` on the socket's thread. Returns when a
+/// signal stops it (the lock given back), or with an error when it lost
+/// its lock.
 pub fn serve(cfg: Config) -> Result<(), SlurmError> {
     let poll = Duration::from_millis(cfg.poll_interval_ms);
     let admins = big_senders(&cfg);
+    let descriptors = identity::raise_descriptor_limit().unwrap_or(1024);
     let mut daemon = Daemon::start(cfg)?;
     let listener = bind(&daemon.cfg)?;
+    let limits = super::socket::Limits::new(&daemon.cfg, descriptors, admins);
     let (tx, rx) = mpsc::channel::<Event>();
-    let clients = tx.clone();
-    std::thread::spawn(move || accept(listener, admins, clients));
+    let records = tx.clone();
+    daemon.record_reader = Some(super::records::spawn_reader(Box::new(move |read| {
+        records.send(Event::Records(read)).is_ok()
+    })));
+    let socket = super::socket::spawn(listener, limits.clone(), tx.clone())?;
     let (work, work_rx) = mpsc::channel::<Work>();
     let io_slurm = daemon.slurm.clone();
-    std::thread::spawn(move || slurm_io(io_slurm, work_rx, tx));
+    std::thread::Builder::new()
+        .name("gangway-slurm-io".into())
+        .spawn(move || slurm_io(io_slurm, work_rx, tx))
+        .map_err(|e| SlurmError::io("starting Slurm's I/O thread", e))?;
     tracing::info!(
-        "gangway-slurm {} serving on {} ({} nodes, {} GPUs, {:?} mode{})",
+        "gangway-slurm {} serving partition {} on {} ({} nodes, {} GPUs, {:?} mode{}; \
+         at most {} clients, {} per user)",
         daemon.id,
+        daemon.served.partition,
         daemon.cfg.socket().display(),
         daemon.map.topology.servers().len(),
         daemon.map.topology.total_gpus(),
@@ -195,9 +146,39 @@ pub fn serve(cfg: Config) -> Result<(), SlurmError> {
             ", recovered saved state"
         } else {
             ""
-        }
+        },
+        limits.total,
+        limits.per_user,
     );
-    run_loop(&mut daemon, poll, &rx, &work)
+    let ended = run_loop(&mut daemon, poll, &rx, &work);
+    let _ = std::fs::remove_file(daemon.cfg.socket());
+    drop(socket);
+    ended
+}
+
+/// Where the cycle loop is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Cycling.
+    Serving,
+    /// Stopping: the lock's release asked, nothing new started.
+    Stopping,
+}
+
+/// Where the cycle loop is between events.
+struct Loop {
+    /// A read of Slurm is under way.
+    reading: bool,
+    /// Serving or stopping.
+    phase: Phase,
+    /// When the next read is due.
+    next_read: Instant,
+    /// Milliseconds between reads.
+    poll: Duration,
+}
+
+fn stopped() -> SlurmError {
+    SlurmError::Protocol("a thread of the daemon stopped".into())
 }
 
 /// The cycle loop: a read every `poll`, clients answered in between.
@@ -207,57 +188,124 @@ fn run_loop(
     rx: &mpsc::Receiver<Event>,
     work: &mpsc::Sender<Work>,
 ) -> Result<(), SlurmError> {
-    let stopped = || SlurmError::Protocol("a thread of the daemon stopped".into());
-    let mut reading = false;
-    let mut next_read = Instant::now();
+    let mut at = Loop {
+        reading: false,
+        phase: Phase::Serving,
+        next_read: Instant::now(),
+        poll,
+    };
     loop {
-        if !reading && Instant::now() >= next_read {
-            work.send(Work::Read).map_err(|_| stopped())?;
-            reading = true;
+        if let Some(why) = daemon.lost_lock() {
+            let why = why.to_string();
+            let _ = daemon.save();
+            return Err(SlurmError::Refused(format!(
+                "this daemon stops: {why} (another daemon serves the partition)"
+            )));
         }
-        let cancels = daemon.take_cancels();
-        if !cancels.is_empty() {
-            work.send(Work::Cancel(cancels)).map_err(|_| stopped())?;
+        if at.phase == Phase::Serving {
+            if !at.reading && Instant::now() >= at.next_read {
+                work.send(Work::Read).map_err(|_| stopped())?;
+                at.reading = true;
+            }
+            send_work(daemon, work)?;
         }
-        let updates = daemon.take_updates();
-        if !updates.is_empty() {
-            work.send(Work::Update(updates)).map_err(|_| stopped())?;
-        }
-        let wait = if reading {
+        let wait = if at.reading || at.phase == Phase::Stopping {
             poll.max(Duration::from_millis(100))
         } else {
-            next_read.saturating_duration_since(Instant::now())
+            at.next_read.saturating_duration_since(Instant::now())
         };
         match rx.recv_timeout(wait) {
-            Ok(Event::Client(request, peer, reply)) => {
-                let caller: Caller = daemon.access.caller(peer);
-                let (response, urgent) = daemon.handle(request, &caller);
-                if daemon.dirty
-                    && let Err(e) = daemon.save()
-                {
-                    tracing::error!("saving state: {e}");
-                    daemon.last_error = Some(e.to_string());
-                }
-                let _ = reply.send(response);
-                if urgent && !reading {
-                    next_read = Instant::now();
+            Ok(event) => {
+                if on_event(daemon, event, &mut at, work)? {
+                    return Ok(());
                 }
             }
-            Ok(Event::Read(read, took)) => {
-                reading = false;
-                next_read = Instant::now() + poll;
-                if let Err(e) = &read {
-                    tracing::error!("cycle: {e}");
-                }
-                let orders = daemon.on_read(read, took);
-                if !orders.is_empty() {
-                    work.send(Work::Launch(orders)).map_err(|_| stopped())?;
-                }
-            }
-            Ok(Event::Launched(results)) => daemon.on_launched(results),
-            Ok(Event::CancelFailed(failed)) => daemon.retry_cancels(failed),
             Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => return Err(stopped()),
         }
     }
+}
+
+/// One event of the cycle loop; `true` once the daemon has stopped.
+fn on_event(
+    daemon: &mut Daemon,
+    event: Event,
+    at: &mut Loop,
+    work: &mpsc::Sender<Work>,
+) -> Result<bool, SlurmError> {
+    match event {
+        Event::Client(request, peer, reply) => {
+            let caller: Caller = daemon.access.caller(peer);
+            let (response, urgent) = daemon.handle(request, &caller);
+            if urgent {
+                daemon.retire();
+            }
+            if daemon.dirty
+                && let Err(e) = daemon.save()
+            {
+                tracing::error!("saving state: {e}");
+                daemon.last_error = Some(e.to_string());
+            }
+            let _ = reply.send(response);
+            if urgent && at.phase == Phase::Serving {
+                // A new job starts now, on the current view, not at the
+                // next read.
+                let orders = daemon.round_now();
+                send_work(daemon, work)?;
+                if !orders.is_empty() {
+                    let fence = daemon.lock().cloned();
+                    work.send(Work::Launch(orders, fence))
+                        .map_err(|_| stopped())?;
+                }
+            }
+        }
+        Event::Read(read, took) => {
+            at.reading = false;
+            at.next_read = Instant::now() + at.poll;
+            if let Err(e) = &read {
+                tracing::error!("cycle: {e}");
+            }
+            let orders = daemon.on_read(read, took);
+            // Cancels first: a migrated job's old run is taken back before
+            // it is launched again.
+            send_work(daemon, work)?;
+            if !orders.is_empty() && at.phase == Phase::Serving {
+                let fence = daemon.lock().cloned();
+                work.send(Work::Launch(orders, fence))
+                    .map_err(|_| stopped())?;
+            }
+        }
+        Event::Launched(results) => daemon.on_launched(results),
+        Event::CancelFailed(failed) => daemon.retry_cancels(failed),
+        Event::Records(read) => daemon.on_records(read),
+        Event::Stop(why) if at.phase == Phase::Serving => {
+            tracing::info!("{why}: stopping; the partition's lock is given back");
+            at.phase = Phase::Stopping;
+            work.send(Work::Release(daemon.lock().cloned()))
+                .map_err(|_| stopped())?;
+        }
+        Event::Stop(_) => {}
+        Event::Released(result) => {
+            if let Err(e) = result {
+                tracing::warn!("giving the lock back: {e}");
+            }
+            daemon.save()?;
+            tracing::info!("stopped");
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// Hands Slurm's I/O thread the cancels and updates due.
+fn send_work(daemon: &mut Daemon, work: &mpsc::Sender<Work>) -> Result<(), SlurmError> {
+    let cancels = daemon.take_cancels();
+    if !cancels.is_empty() {
+        work.send(Work::Cancel(cancels)).map_err(|_| stopped())?;
+    }
+    let updates = daemon.take_updates();
+    if !updates.is_empty() {
+        work.send(Work::Update(updates)).map_err(|_| stopped())?;
+    }
+    Ok(())
 }

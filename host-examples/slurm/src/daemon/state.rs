@@ -5,16 +5,26 @@
 use std::io::Write;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
+use std::time::Instant;
 
 use gangway_core::JobId;
 
+use super::records::{self, RECORD_PATIENCE, RecordKey, RecordQuery, RecordRead, RecordWork};
 use super::{Daemon, push_event, unix_ms};
 use crate::SlurmError;
 use crate::config::Config;
 use crate::engine::NodeGpus;
-use crate::launch;
-use crate::persist::{self, JournalLine, STATE_VERSION, SlotChange, State};
+use crate::persist::{self, JournalLine, Launch, STATE_VERSION, SlotChange, State};
 use crate::policies;
+
+/// An end record as far as the daemon knows it yet.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Recorded {
+    /// Read: the job's exit status, or none (missing, refused, unreadable).
+    Known(Option<i64>),
+    /// Asked of the record reader; decide at a later cycle.
+    Waiting,
+}
 
 /// A saved state as read back, and what the daemon must say of it.
 #[derive(Debug, Default)]
@@ -66,23 +76,44 @@ pub(super) fn recover(state_dir: &Path) -> Result<Recovered, SlurmError> {
     })
 }
 
-/// Makes the ends folder when it is the default one (`<state_dir>/ends`,
-/// mode 1733: jobs, as their users, may create records there but not list,
-/// remove or replace others'), and checks a configured one: a folder
-/// anyone may write without the sticky bit would let a user remove or
-/// replace another job's record, so it is refused. Returns notes for
-/// `status`.
+/// Makes the ends folder when it is the default one (`<state_dir>/ends`)
+/// and checks it: the daemon's user's, mode 0711, so that only the daemon
+/// creates names in it (each user's records go into a folder of their
+/// own it makes, see [`super::records`]). A folder others may write is
+/// refused (a user could take or fill another's place); a default folder
+/// left by an older version (1733, records of everyone side by side) is
+/// made 0711, said in the notes. Also notes when the folder shares a
+/// filesystem with the state: a user filling it would then stop every
+/// change from being saved. Returns notes for `status`.
 pub(super) fn prepare_ends_dir(cfg: &Config) -> Result<Vec<String>, SlurmError> {
     use std::os::unix::fs::DirBuilderExt;
     let dir = cfg.ends_dir();
-    if cfg.ends_dir.is_none() && !dir.exists() {
-        std::fs::DirBuilder::new()
-            .mode(0o1733)
-            .create(&dir)
-            .map_err(|e| SlurmError::io(format!("creating {}", dir.display()), e))?;
-        // The mode given to mkdir passes through the umask.
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1733))
-            .map_err(|e| SlurmError::io(format!("setting the mode of {}", dir.display()), e))?;
+    let mut notes = Vec::new();
+    let mode_of = |m: &std::fs::Metadata| m.mode() & 0o7777;
+    if cfg.ends_dir.is_none() {
+        if !dir.exists() {
+            std::fs::DirBuilder::new()
+                .mode(0o711)
+                .create(&dir)
+                .map_err(|e| SlurmError::io(format!("creating {}", dir.display()), e))?;
+        }
+        let meta = std::fs::symlink_metadata(&dir)
+            .map_err(|e| SlurmError::io(format!("reading {}", dir.display()), e))?;
+        if meta.is_dir()
+            && meta.uid() == crate::identity::effective_uid()
+            && mode_of(&meta) != 0o711
+        {
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711))
+                .map_err(|e| SlurmError::io(format!("setting the mode of {}", dir.display()), e))?;
+            if mode_of(&meta) & 0o022 != 0 {
+                notes.push(format!(
+                    "the ends folder {} was writable by everyone (mode {:04o}, an older \
+                     version's): made 0711; each user's records now go to a folder of their own",
+                    dir.display(),
+                    mode_of(&meta)
+                ));
+            }
+        }
     }
     let Ok(meta) = std::fs::metadata(&dir) else {
         return Ok(vec![format!(
@@ -90,18 +121,28 @@ pub(super) fn prepare_ends_dir(cfg: &Config) -> Result<Vec<String>, SlurmError> 
             dir.display()
         )]);
     };
-    let mode = meta.mode();
-    if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+    let me = crate::identity::effective_uid();
+    if !meta.is_dir() || (meta.uid() != me && meta.uid() != 0) || meta.mode() & 0o022 != 0 {
         return Err(SlurmError::Permissions {
             path: dir.display().to_string(),
             message: format!(
-                "the ends folder can be written by others without the sticky bit (mode {:04o}): \
-                 a user could remove or replace another job's end record; `chmod +t` it",
-                mode & 0o7777
+                "the ends folder must be a folder of the daemon's user that only it can write \
+                 (it is owner {}, mode {:04o}): a user who can create names in it could take or \
+                 fill another's records; `chown` it to uid {me} and `chmod 711` it",
+                meta.uid(),
+                mode_of(&meta)
             ),
         });
     }
-    Ok(Vec::new())
+    if std::fs::metadata(&cfg.state_dir).is_ok_and(|s| s.dev() == meta.dev()) {
+        notes.push(format!(
+            "the ends folder {} is on the state folder's filesystem: a user who fills it with \
+             their own files stops every change from being saved; give ends_dir a filesystem of \
+             its own (or users quotas)",
+            dir.display()
+        ));
+    }
+    Ok(notes)
 }
 
 impl Daemon {
@@ -239,48 +280,107 @@ impl Daemon {
         }
     }
 
-    /// What the batch script of launch `number` of job `id` recorded on
-    /// ending: its exit status, if a record exists that is the job's own
-    /// (the file belongs to the job's user and repeats the launch's
-    /// secret). A record that is not is ignored and said in the job's
-    /// events: someone else wrote it.
-    pub(super) fn recorded_end(&mut self, id: u64, number: u32) -> Option<i64> {
-        let path = self
-            .cfg
-            .ends_dir()
-            .join(launch::end_record(&self.id, id, number));
-        let file = std::fs::File::open(&path).ok()?;
+    /// Where the record of launch `number` of job `id` is, the job's user
+    /// and the launch's secret (none for a job submitted with sbatch, or a
+    /// launch saved before records had secrets).
+    fn record_query(&self, id: u64, number: u32) -> Option<RecordQuery> {
         let entry = self.jobs.get(&id)?;
-        let token = entry
-            .launch
-            .as_ref()
-            .map_or("", |l| l.token.as_str())
-            .to_string();
-        let checked = read_record(file, entry.uid, &token);
-        match checked {
-            Ok(status) => Some(status),
-            Err(why) => {
-                let text = format!("an end record was refused ({}): {why}", path.display());
-                tracing::warn!(job = id, "{text}");
-                if let Some(e) = self.jobs.get_mut(&id)
-                    && !e.events.contains(&text)
-                {
-                    push_event(e, text);
+        let token = entry.launch.as_ref().map(|l| l.token.clone())?;
+        if entry.native.is_some() || token.is_empty() {
+            return None;
+        }
+        let folder = records::user_folder(&self.cfg.ends_dir(), entry.uid);
+        Some(RecordQuery {
+            key: (id, number),
+            path: folder.join(records::record_name(&token)),
+            uid: entry.uid,
+            token,
+        })
+    }
+
+    /// What the batch script of launch `number` of job `id` recorded on
+    /// ending, as far as it is known yet: read on the record reader's
+    /// thread (asked here the first time, answered by [`Daemon::on_records`]),
+    /// so `Waiting` means "decide at a later cycle". A record that is not
+    /// the job's own is said in the job's events and counts as none; a read
+    /// that does not answer within [`RECORD_PATIENCE`] counts as none.
+    pub(super) fn recorded_end(&mut self, id: u64, number: u32) -> Recorded {
+        let key = (id, number);
+        if let Some(read) = self.records.remove(&key) {
+            self.records_asked.remove(&key);
+            return self.recorded(id, read);
+        }
+        let Some(query) = self.record_query(id, number) else {
+            return Recorded::Known(None);
+        };
+        let Some(reader) = &self.record_reader else {
+            let read = records::read_record(&query.path, query.uid, &query.token);
+            return self.recorded(id, read);
+        };
+        match self.records_asked.get(&key) {
+            None => {
+                if reader.send(RecordWork::Read(vec![query.clone()])).is_ok() {
+                    self.records_asked.insert(key, Instant::now());
+                    return Recorded::Waiting;
                 }
-                None
+                let read = records::read_record(&query.path, query.uid, &query.token);
+                self.recorded(id, read)
+            }
+            Some(at) if at.elapsed() > RECORD_PATIENCE => {
+                self.records_asked.remove(&key);
+                let why = format!("no answer within {} s", RECORD_PATIENCE.as_secs());
+                self.recorded(id, RecordRead::Unreadable(why))
+            }
+            Some(_) => Recorded::Waiting,
+        }
+    }
+
+    /// A record read for job `id`: its status, or none (said in the job's
+    /// events when something is there that is not its record).
+    fn recorded(&mut self, id: u64, read: RecordRead) -> Recorded {
+        let why = match read {
+            RecordRead::Status(status) => return Recorded::Known(Some(status)),
+            RecordRead::Missing => return Recorded::Known(None),
+            RecordRead::Refused(why) => format!("an end record was refused: {why}"),
+            RecordRead::Unreadable(why) => format!("its end record could not be read: {why}"),
+        };
+        tracing::warn!(job = id, "{why}");
+        if let Some(e) = self.jobs.get_mut(&id)
+            && !e.events.contains(&why)
+        {
+            push_event(e, why);
+        }
+        Recorded::Known(None)
+    }
+
+    /// End records read by the record reader.
+    pub fn on_records(&mut self, read: Vec<(RecordKey, RecordRead)>) {
+        for (key, r) in read {
+            if self.records_asked.contains_key(&key) {
+                self.records.insert(key, r);
             }
         }
     }
 
-    /// Removes the end records of job `id`'s launches.
-    pub(super) fn remove_end_records(&self, id: u64, launches: u32) {
-        for n in 1..=launches {
-            let _ = std::fs::remove_file(
-                self.cfg
-                    .ends_dir()
-                    .join(launch::end_record(&self.id, id, n)),
-            );
+    /// Takes job `id`'s current launch away (it ended, or is taken back)
+    /// and removes its end record, on the record reader's thread: read or
+    /// not, it is of no use any more.
+    pub(super) fn drop_launch(&mut self, id: u64) -> Option<Launch> {
+        let number = self.jobs.get(&id)?.launch.as_ref()?.number;
+        let query = self.record_query(id, number);
+        let launch = self.jobs.get_mut(&id)?.launch.take();
+        self.records.remove(&(id, number));
+        self.records_asked.remove(&(id, number));
+        if let Some(q) = query {
+            let sent = self
+                .record_reader
+                .as_ref()
+                .is_some_and(|r| r.send(RecordWork::Remove(q.path.clone())).is_ok());
+            if !sent {
+                let _ = std::fs::remove_file(&q.path);
+            }
         }
+        launch
     }
 
     /// Appends one line to `<state_dir>/launches.jsonl` (private): what was
@@ -308,28 +408,4 @@ impl Daemon {
             tracing::warn!("{}: {e}", path.display());
         }
     }
-}
-
-/// An end record's exit status if the open `file` belongs to `uid` and
-/// repeats `token` (a launch saved before tokens existed has none).
-fn read_record(mut file: std::fs::File, uid: u32, token: &str) -> Result<i64, String> {
-    use std::io::Read;
-    let meta = file.metadata().map_err(|e| e.to_string())?;
-    if meta.uid() != uid {
-        return Err(format!(
-            "it belongs to uid {}, not to the job's user (uid {uid})",
-            meta.uid()
-        ));
-    }
-    let mut text = String::new();
-    std::io::Read::by_ref(&mut file)
-        .take(4096)
-        .read_to_string(&mut text)
-        .map_err(|e| e.to_string())?;
-    let (status, secret) =
-        launch::parse_end_record(&text).ok_or_else(|| format!("cannot read {text:?}"))?;
-    if secret != token {
-        return Err("it does not carry the launch's secret".into());
-    }
-    Ok(status)
 }

@@ -11,6 +11,11 @@
 #
 # MIN_JOB_AGE (seconds, default 3600) is how long Slurm remembers an ended
 # job: a test that restarts the daemon after Slurm forgot a job sets it low.
+# CPUS (default 64) is each node's CPU count (8 per GPU: a job with -c 16
+# and one GPU leaves a node's other GPUs usable).
+# GPU_TYPES (default none: one type) gives the nodes GPU types in turn, each
+# as a node feature: GPU_TYPES=a100:80,v100:32 makes n1, n3 a100 (80 GB) and
+# n2, n4 v100 (32 GB), so each rack has both; gangway.toml gets [gpu_types].
 #
 # Needs Debian's `munge slurmctld slurmd slurm-client` (Slurm 22.05). No
 # systemd: the daemons are started directly and stopped by their pid files.
@@ -154,6 +159,27 @@ for i in $(seq 0 $((gpus - 1))); do
   gres="${gres:+$gres,}gpu:g$i:1"
 done
 
+# The nodes: one line for all, or one per node with its GPU type feature.
+IFS=',' read -r -a gpu_types <<<"${GPU_TYPES:-}"
+node_spec="NodeHostname=$host NodeAddr=127.0.0.1 CPUs=${CPUS:-64} RealMemory=1000 Gres=$gres State=UNKNOWN"
+types_toml=""
+if [ "${#gpu_types[@]}" = 0 ]; then
+  node_lines="NodeName=n[1-$nodes] Port=[$first_node_port-$last_node_port] $node_spec"
+else
+  node_lines=""
+  for i in $(seq 1 "$nodes"); do
+    t="${gpu_types[$(( (i - 1) % ${#gpu_types[@]} ))]}"
+    node_lines="${node_lines:+$node_lines
+}NodeName=n$i Port=$((base + i)) Features=${t%%:*} $node_spec"
+  done
+  types_toml="[gpu_types]"
+  for t in "${gpu_types[@]}"; do
+    [[ "$t" =~ ^[a-z0-9]+:[0-9]+$ ]] || die "GPU_TYPES: $t is not NAME:GB"
+    types_toml="$types_toml
+${t%%:*} = ${t##*:}"
+  done
+fi
+
 half=$(( nodes / 2 ))
 cat > "$dir/etc/topology.conf" <<TOPO
 SwitchName=rack1 Nodes=n[1-$half]
@@ -192,7 +218,7 @@ SlurmdParameters=config_overrides
 SchedulerParameters=bf_interval=1,batch_sched_delay=0
 MinJobAge=${MIN_JOB_AGE:-3600}
 KillWait=2
-NodeName=n[1-$nodes] NodeHostname=$host NodeAddr=127.0.0.1 Port=[$first_node_port-$last_node_port] CPUs=16 RealMemory=1000 Gres=$gres State=UNKNOWN
+$node_lines
 JobSubmitPlugins=lua
 PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 PartitionName=gpu2 Nodes=ALL MaxTime=INFINITE State=UP
@@ -203,7 +229,13 @@ sed 's/^local GANGWAY_PARTITION = .*/local GANGWAY_PARTITION = "gw"/' \
   "$here/../../job_submit.lua" > "$dir/etc/job_submit.lua"
 
 cat > "$dir/gangway.toml" <<TOML
-# gangway-slurm for the test cluster in $dir
+# gangway-slurm for the test cluster in $dir.
+# SINGLE-USER: [access] socket is "owner" (the default), so only the daemon's
+# own user ($user) can reach it, and every job runs as $user. For a cluster
+# users share, add
+#   [access]
+#   socket = "everyone"        # or "group" with socket_group = "..."
+# and run the daemon as root (host-examples/slurm/README.md, "Trust model").
 state_dir = "$dir/gangway"
 preset = "philly"
 poll_interval_ms = 200
@@ -212,6 +244,8 @@ launch_timeout_s = 30
 [slurm]
 conf = "$dir/etc/slurm.conf"
 topology_conf = "$dir/etc/topology.conf"
+
+$types_toml
 
 [[vc]]
 name = "research"

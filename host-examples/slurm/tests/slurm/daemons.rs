@@ -6,6 +6,7 @@
 //! included).
 
 use std::collections::BTreeSet;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use gangway_slurm::client::{self, Daemon};
@@ -45,7 +46,7 @@ fn a_second_daemon_does_not_touch_the_firsts_jobs() {
     });
     let (err, _) = cluster.refused_start(&same);
     assert!(
-        err.contains("another gangway-slurm serves partition (default)"),
+        err.contains("another gangway-slurm serves partition gpu"),
         "{err}"
     );
     assert!(err.contains("lock Slurm job"), "{err}");
@@ -106,7 +107,7 @@ fn a_second_daemon_does_not_touch_the_firsts_jobs() {
     assert!(
         s.warnings
             .iter()
-            .any(|w| w.contains("took over partition (default)")),
+            .any(|w| w.contains("took over partition gpu")),
         "{:?}",
         s.warnings
     );
@@ -210,6 +211,168 @@ fn jobs_started_in_slurm_directly_keep_their_gpus_under_philly() {
     }
     println!(
         "daemons: a job started in Slurm directly kept its 10 GPUs under philly for 15 s of waiting gangs"
+    );
+    cluster.passed = true;
+}
+
+/// The daemons the pending locks name.
+fn lock_holder(cluster: &Cluster) -> Vec<String> {
+    let out = cluster.slurm(&[
+        "squeue",
+        "-h",
+        "-t",
+        "pending",
+        "-n",
+        "gangway-lock",
+        "-o",
+        "%k",
+    ]);
+    out.lines()
+        .filter_map(|l| l.split(':').nth(2).map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn two_daemons_naming_a_partition_differently_cannot_both_run() {
+    if !slurm_here("a partition named two ways") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cluster = Cluster::start("lock-names", None);
+    // The first leaves the partition to Slurm's default (gpu).
+    cluster.start_daemon();
+    let state = cluster.state().display().to_string();
+    let other = cluster.dir.join("other-state").display().to_string();
+    let named = cluster.config_with("named.toml", |t| {
+        t.replace(&state, &other)
+            .replacen("[slurm]\n", "[slurm]\npartition = \"gpu\"\n", 1)
+    });
+    let (err, _) = cluster.refused_start(&named);
+    assert!(
+        err.contains("another gangway-slurm serves partition gpu"),
+        "{err}"
+    );
+    // And the other way round.
+    cluster.signal_daemon("TERM");
+    let mut first = cluster.daemon.take().unwrap();
+    assert!(first.wait().unwrap().success(), "a clean stop exits 0");
+    let mut second = cluster.spawn_daemon(&named, "daemon-named.log", &[]);
+    let socket = gangway_slurm::config::socket_in(std::path::Path::new(&other));
+    let t = Instant::now();
+    while client::status(&Daemon::at(&socket), None).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the named daemon did not start"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let default = cluster.config.clone();
+    let (err, _) = cluster.refused_start(&default);
+    assert!(
+        err.contains("another gangway-slurm serves partition gpu"),
+        "{err}"
+    );
+    let _ = second.kill();
+    let _ = second.wait();
+    println!(
+        "daemons: the default partition and \"gpu\" named explicitly take one lock: the second daemon is refused either way"
+    );
+    cluster.passed = true;
+}
+
+#[test]
+fn a_daemon_whose_lock_was_taken_launches_nothing() {
+    if !slurm_here("a daemon whose lock was taken") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cluster = Cluster::start("lock-fence", None);
+    cluster.config = cluster.config_with("a.toml", |t| format!("lock_stale_s = 6\n{t}"));
+    cluster.start_daemon();
+    let a_id = lock_holder(&cluster).pop().unwrap();
+    // The cluster full: the first daemon's jobs wait.
+    let foreign = cluster.slurm(&[
+        "sbatch",
+        "--parsable",
+        "-p",
+        "gpu",
+        "-o",
+        "/dev/null",
+        "-N",
+        "4",
+        "--gres=gpu:8",
+        "--wrap",
+        "sleep 300",
+    ]);
+    cluster.wait_for(20, "the foreign GPUs counted", |s| s.foreign_gpus == 32);
+    let jobs: Vec<u64> = (0..4)
+        .map(|_| cluster.submit(8, "prod", &["sleep", "3"]))
+        .collect();
+    // Stopped past its lock's staleness, a second daemon takes over.
+    cluster.signal_daemon("STOP");
+    std::thread::sleep(Duration::from_secs(8));
+    let b_state = cluster.dir.join("b-state");
+    let b_config = cluster.config_with("b.toml", |t| {
+        let t = t.replace(
+            &cluster.state().display().to_string(),
+            &b_state.display().to_string(),
+        );
+        format!("lock_stale_s = 6\n{t}")
+    });
+    let mut b = cluster.spawn_daemon(&b_config, "daemon-b.log", &[]);
+    let b_socket = gangway_slurm::config::socket_in(&b_state);
+    let t = Instant::now();
+    while client::status(&Daemon::at(&b_socket), None).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the second daemon did not start"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The GPUs come free, and the first daemon resumes.
+    cluster.slurm(&["scancel", foreign.trim()]);
+    std::thread::sleep(Duration::from_secs(1));
+    cluster.signal_daemon("CONT");
+    let t = Instant::now();
+    let status = loop {
+        if let Some(status) = cluster.daemon.as_mut().unwrap().try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the fenced daemon kept running"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(!status.success());
+    cluster.daemon = None;
+    let log = std::fs::read_to_string(cluster.dir.join("daemon-1.log")).unwrap();
+    assert!(log.contains("this daemon stops"), "{log}");
+    assert!(
+        cluster.tagged_by(&a_id).is_empty(),
+        "the fenced daemon launched {:?}",
+        cluster.tagged_by(&a_id)
+    );
+    // A clean stop gives the lock back at once: the first daemon's state
+    // is served again right away, and its jobs run.
+    let pid = b.id().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    let t = Instant::now();
+    assert!(b.wait().unwrap().success(), "SIGTERM: a clean stop");
+    let stopped_in = t.elapsed();
+    assert!(lock_holder(&cluster).is_empty(), "the lock was left behind");
+    let t = Instant::now();
+    cluster.start_daemon();
+    let restarted_in = t.elapsed();
+    for id in &jobs {
+        let j = cluster.finished(60, *id);
+        assert_eq!(j.state, "passed", "{:?}", j.events);
+        assert_eq!(j.attempts, 1, "{:?}", j.events);
+    }
+    println!(
+        "daemons: a daemon resumed after its lock was taken over exited without launching; the \
+         other stopped cleanly in {stopped_in:?}, giving the lock back; the first's state served \
+         again in {restarted_in:?}"
     );
     cluster.passed = true;
 }

@@ -134,6 +134,21 @@ impl Cluster {
     /// users, the binary copied there for them (the build's own folder
     /// may not be), a `work` folder.
     pub(crate) fn start(name: &str, min_job_age: Option<u32>) -> Cluster {
+        Cluster::start_with(name, min_job_age, None)
+    }
+
+    /// [`Cluster::start`] with nodes of GPU types given in turn
+    /// (`cluster.sh`'s `GPU_TYPES`, e.g. `a100:80,v100:32`).
+    pub(crate) fn start_typed(name: &str, gpu_types: &str) -> Cluster {
+        Cluster::start_with(name, None, Some(gpu_types))
+    }
+
+    /// [`Cluster::start`] with `MIN_JOB_AGE` and `GPU_TYPES` when given.
+    pub(crate) fn start_with(
+        name: &str,
+        min_job_age: Option<u32>,
+        gpu_types: Option<&str>,
+    ) -> Cluster {
         let dir = std::env::temp_dir().join(format!("gangway-slurm-{name}-{}", std::process::id()));
         let _ = Command::new("rm").arg("-rf").arg(&dir).status();
         let mut cmd = Command::new("bash");
@@ -141,6 +156,12 @@ impl Cluster {
         if let Some(age) = min_job_age {
             cmd.env("MIN_JOB_AGE", age.to_string());
         }
+        // The nodes' CPUs: tests count on cluster.sh's default.
+        cmd.env_remove("CPUS");
+        match gpu_types {
+            Some(t) => cmd.env("GPU_TYPES", t),
+            None => cmd.env_remove("GPU_TYPES"),
+        };
         let up = cmd.output().unwrap();
         assert!(
             up.status.success(),
@@ -270,6 +291,22 @@ impl Cluster {
         cmd.spawn().unwrap()
     }
 
+    /// Starts `gangway-slurm serve` with `config` under `prlimit
+    /// --nofile=N:N` (a service manager's descriptor limit), stderr to
+    /// `log`.
+    pub(crate) fn spawn_daemon_limited(&self, config: &Path, log: &str, nofile: u32) -> Child {
+        let log = std::fs::File::create(self.dir.join(log)).unwrap();
+        let mut cmd = Command::new(find("prlimit").expect("prlimit (util-linux)"));
+        cmd.arg(format!("--nofile={nofile}:{nofile}"))
+            .arg(BIN)
+            .args(["serve", "--config"])
+            .arg(config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        cmd.spawn().unwrap()
+    }
+
     /// Starts the daemon of `self.config` and waits until it answers.
     pub(crate) fn start_daemon(&mut self) {
         self.start_daemon_with(&[]);
@@ -280,13 +317,26 @@ impl Cluster {
         self.starts += 1;
         let log = format!("daemon-{}.log", self.starts);
         let child = self.spawn_daemon(&self.config, &log, env);
+        self.wait_daemon(child, &log);
+    }
+
+    /// [`Cluster::start_daemon`] under a descriptor limit of `nofile`.
+    pub(crate) fn start_daemon_limited(&mut self, nofile: u32) {
+        self.starts += 1;
+        let log = format!("daemon-{}.log", self.starts);
+        let child = self.spawn_daemon_limited(&self.config, &log, nofile);
+        self.wait_daemon(child, &log);
+    }
+
+    /// Keeps `child` as the daemon and waits until it answers.
+    fn wait_daemon(&mut self, child: Child, log: &str) {
         self.daemon = Some(child);
         let t = Instant::now();
         while client::status(&Daemon::at(&self.socket()), None).is_err() {
             if let Some(child) = self.daemon.as_mut()
                 && let Ok(Some(status)) = child.try_wait()
             {
-                let log = std::fs::read_to_string(self.dir.join(&log)).unwrap_or_default();
+                let log = std::fs::read_to_string(self.dir.join(log)).unwrap_or_default();
                 panic!("the daemon stopped ({status}): {log}");
             }
             assert!(
@@ -302,6 +352,44 @@ impl Cluster {
             child.kill().unwrap(); // SIGKILL
             child.wait().unwrap();
         }
+    }
+
+    /// Sends `signal` (`TERM`, `STOP`, `CONT`, ...) to the daemon.
+    pub(crate) fn signal_daemon(&self, signal: &str) {
+        let pid = self.daemon.as_ref().unwrap().id().to_string();
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill -{signal} {pid}");
+    }
+
+    /// The Slurm job ids of launches tagged with daemon `id`'s identity.
+    pub(crate) fn tagged_by(&self, daemon: &str) -> BTreeSet<u64> {
+        let v: serde_json::Value =
+            serde_json::from_str(&self.slurm(&["squeue", "--json"])).unwrap();
+        let prefix = format!("gangway:{daemon}:");
+        v["jobs"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter(|j| {
+                        j["comment"]
+                            .as_str()
+                            .is_some_and(|c| c.starts_with(&prefix))
+                    })
+                    .filter_map(|j| j["job_id"].as_u64())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Runs `script` with `sh -c` as `user`; its output.
+    pub(crate) fn sh_as(&self, user: &User, script: &str) -> Output {
+        let mut sh = Command::new("sh");
+        sh.args(["-c", script]);
+        self.as_user(&mut sh, user);
+        sh.output().unwrap()
     }
 
     /// The status report, as root sees it.

@@ -16,17 +16,28 @@
 //! * [`security`]: identity from the kernel, jobs run as their submitter,
 //!   authorization, private reports, forged end records, the module cache.
 //! * [`native`]: users' own `sbatch` into the partition Gangway manages.
-//! * [`daemons`]: one daemon per partition, and jobs started in Slurm
-//!   directly keep their GPUs under the `philly` preset.
+//! * [`gpu_types`]: nodes of two GPU types; typed `sbatch` and `submit`.
+//! * [`daemons`]: one daemon per partition (a lock named by the resolved
+//!   partition, fencing a daemon that lost it, given back on a clean stop),
+//!   and jobs started in Slurm directly keep their GPUs under `philly`.
+//! * [`records`]: end records no user can block, fill or take.
+//! * [`soak`]: the seeded soak test (random operations and faults, an
+//!   invariant checker after every step), in submit and native mode.
+//! * [`clients`]: the socket's limits (held and slow connections, oversize
+//!   requests, per-user queues).
 //!
 //! Without Slurm's packages (or not as root, which fake GPU devices,
 //! slurmd and test users need) each test prints `SKIPPED: ...` and passes,
 //! unless `GANGWAY_REQUIRE_SLURM` is set (CI sets it), when it fails.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod clients;
 mod daemons;
 mod e2e;
 mod faults;
+mod gpu_types;
 mod harness;
 mod native;
+mod records;
 mod security;
+mod soak;

@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # The Slurm figures of docs/performance.md, measured on a
 # fresh loopback cluster (cluster.sh) with the daemon built in target/:
+#   0. Gangway's added time to RUNNING over a plain sbatch on the same idle
+#      cluster: PAIRS pairs (default 20), alternating which goes first, each
+#      one-GPU job timed from the command's start until squeue shows it
+#      RUNNING (the same poller for both), the cluster idle before each;
+#      the ratio of the medians;
 #   1. submit to RUNNING through the daemon on an idle cluster (median of 20
 #      one-GPU jobs submitted one after another);
 #   2. cycles and rounds per second with 1,000 pending jobs (poll interval 0:
@@ -29,17 +34,66 @@ cat >> "$dir/gangway.toml" <<TOML
 
 [[vc]]
 name = "bench"
+
+[limits]
+queued_jobs_per_user = 100000
 TOML
 mkdir -p "$dir/work" && cd "$dir/work"
 
-start_daemon() { # poll_ms
+start_daemon() { # poll_ms; a fresh state each time
   sed -i "s/^poll_interval_ms = .*/poll_interval_ms = $1/" "$dir/gangway.toml"
+  rm -rf "$dir/gangway"
   "$bin" serve --config "$dir/gangway.toml" 2>>"$dir/daemon.log" &
   daemon=$!
   for _ in $(seq 100); do "$bin" status >/dev/null 2>&1 && return; sleep 0.1; done
   echo "daemon did not start" >&2; exit 1
 }
 json() { "$bin" status --json; }
+
+# 0. Gangway against a plain sbatch, alternating.
+start_daemon 200
+python3 - "$bin" "${PAIRS:-20}" <<'PY'
+import statistics, subprocess, sys, time
+gw, pairs = sys.argv[1], int(sys.argv[2])
+def running(match):
+    while True:
+        out = subprocess.run(["squeue", "-h", "-t", "all", "-o", "%i|%T|%k"],
+                             capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            jid, state, comment = (line.split("|", 2) + ["", ""])[:3]
+            if state == "RUNNING" and match(jid, comment):
+                return
+        time.sleep(0.01)
+def idle():
+    while subprocess.run(["squeue", "-h", "-t", "running,completing"],
+                         capture_output=True, text=True).stdout.strip():
+        time.sleep(0.05)
+def plain():
+    t = time.time()
+    jid = subprocess.run(["sbatch", "--parsable", "--gres=gpu:1", "-o", "/dev/null",
+                          "--wrap", "sleep 1"], capture_output=True, text=True).stdout.strip()
+    running(lambda i, c: i == jid)
+    return time.time() - t
+def gangway():
+    t = time.time()
+    out = subprocess.run([gw, "submit", "--gpus", "1", "--vc", "bench", "--", "sleep", "1"],
+                         capture_output=True, text=True).stdout
+    gid = out.split()[2]
+    running(lambda i, c: c.startswith("gangway:") and c.split(":")[2] == gid)
+    return time.time() - t
+p, g = [], []
+for n in range(pairs):
+    for first in ([plain, gangway] if n % 2 == 0 else [gangway, plain]):
+        idle()
+        time.sleep(0.5)
+        (p if first is plain else g).append(first())
+mp, mg = statistics.median(p), statistics.median(g)
+print(f"to RUNNING on an idle cluster, {pairs} pairs alternating: plain sbatch median {mp*1000:.0f} ms "
+      f"({min(p)*1000:.0f}-{max(p)*1000:.0f}), through gangway-slurm median {mg*1000:.0f} ms "
+      f"({min(g)*1000:.0f}-{max(g)*1000:.0f}); ratio {mg/mp:.2f}x "
+      f"(median of pair ratios {statistics.median(b/a for a, b in zip(p, g)):.2f}x)")
+PY
+kill "$daemon"; wait "$daemon" 2>/dev/null || true; daemon=""
 
 # 1. Submit to RUNNING on an idle cluster.
 start_daemon 100

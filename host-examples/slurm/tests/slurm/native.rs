@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::harness::{Cluster, SERIAL, User, median, slurm_here, text, user};
 
 /// `sbatch --parsable ARGS` as `user`; the Slurm job id.
-fn sbatch(cluster: &Cluster, user: &User, args: &[&str]) -> u64 {
+pub(super) fn sbatch(cluster: &Cluster, user: &User, args: &[&str]) -> u64 {
     let mut all = vec!["sbatch", "--parsable"];
     all.extend_from_slice(args);
     let out = cluster.slurm_as(user, &all);
@@ -24,7 +24,7 @@ fn sbatch(cluster: &Cluster, user: &User, args: &[&str]) -> u64 {
 }
 
 /// `squeue -h -j JOB -O FIELD` (as root).
-fn squeue_field(cluster: &Cluster, job: u64, field: &str) -> String {
+pub(super) fn squeue_field(cluster: &Cluster, job: u64, field: &str) -> String {
     let out = cluster.slurm(&[
         "squeue",
         "-h",
@@ -47,14 +47,7 @@ fn native_sbatch_is_placed_by_gangway() {
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (alice, mallory) = (user("alice"), user("mallory"));
-    let mut cluster = Cluster::start("native", None);
-    let config = super::security::shared_config(&cluster, "mode = \"native\"\n").replacen(
-        "[slurm]\n",
-        "[slurm]\npartition = \"gw\"\n",
-        1,
-    );
-    cluster.configure("native.toml", &config);
-    cluster.start_daemon();
+    let mut cluster = native_cluster("native");
     let home = cluster.home(&alice).display().to_string();
     // A plain sbatch, as alice, into the managed partition.
     let script = "echo $SLURMD_NODENAME $CUDA_VISIBLE_DEVICES > where.$SLURM_JOB_ID; id > id.$SLURM_JOB_ID; sleep 8";
@@ -225,14 +218,7 @@ fn native_uneven_gangs_are_pinned_to_their_nodes() {
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let alice = user("alice");
-    let mut cluster = Cluster::start("native-uneven", None);
-    let config = super::security::shared_config(&cluster, "mode = \"native\"\n").replacen(
-        "[slurm]\n",
-        "[slurm]\npartition = \"gw\"\n",
-        1,
-    );
-    cluster.configure("native.toml", &config);
-    cluster.start_daemon();
+    let mut cluster = native_cluster("native-uneven");
     // 12 GPUs on 8-GPU nodes: 8 + 4, which one Slurm job cannot ask by
     // index; its nodes are pinned, Slurm picks the indices there.
     let home = cluster.home(&alice).display().to_string();
@@ -288,5 +274,314 @@ fn native_uneven_gangs_are_pinned_to_their_nodes() {
     println!(
         "native: a 12-GPU gang ran on the nodes Gangway chose ({nodes:?}), Slurm picking the indices: {seen:?}"
     );
+    cluster.passed = true;
+}
+
+/// A cluster whose daemon serves every local user in native mode
+/// (partition `gw`).
+fn native_cluster(name: &str) -> Cluster {
+    let mut cluster = Cluster::start(name, None);
+    cluster.configure("native.toml", &super::security::native_config(&cluster));
+    cluster.start_daemon();
+    cluster
+}
+
+/// The words of `v` as `&str`s.
+fn refs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// Waits until `path` exists, for at most `secs`.
+fn appears(path: &std::path::Path, secs: u64) -> Duration {
+    let t = Instant::now();
+    while !path.exists() {
+        assert!(
+            t.elapsed() < Duration::from_secs(secs),
+            "{} did not appear in {secs} s",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    t.elapsed()
+}
+
+#[test]
+fn native_requeued_jobs_run_again() {
+    if !slurm_here("native mode: requeued jobs run again") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let alice = user("alice");
+    let mut cluster = native_cluster("native-requeue");
+    let home = cluster.home(&alice);
+    let first_run = "[ \"${SLURM_RESTART_COUNT:-0}\" = 0 ]";
+    // One the user requeues while it runs; one that exits 1 on its first
+    // run (the retry policy runs it again through Slurm's requeue).
+    let long = format!("if {first_run}; then sleep 300; fi; echo again > again.$SLURM_JOB_ID");
+    let fails = format!("if {first_run}; then exit 1; fi; echo again > again.$SLURM_JOB_ID");
+    let args = |script: &str| {
+        vec![
+            "-p".to_string(),
+            "gw".into(),
+            "-A".into(),
+            "research".into(),
+            "--gres=gpu:1".into(),
+            "--requeue".into(),
+            "-o".into(),
+            "/dev/null".into(),
+            "--wrap".into(),
+            script.to_string(),
+        ]
+    };
+    let requeued = sbatch(&cluster, &alice, &refs(&args(&long)));
+    cluster.wait_for(30, "the long job running", |s| {
+        s.running
+            .iter()
+            .any(|j| j.slurm_job == Some(requeued) && j.state == "running")
+    });
+    let t = Instant::now();
+    let out = cluster.slurm_as(&alice, &["scontrol", "requeue", &requeued.to_string()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let failing = sbatch(&cluster, &alice, &refs(&args(&fails)));
+    // Slurm alone would hold each about 120 s (BeginTime); Gangway places
+    // them again at once, and never gives up on them for taking long.
+    let a = appears(&home.join(format!("again.{requeued}")), 100);
+    let b = appears(&home.join(format!("again.{failing}")), 100);
+    let took = t.elapsed();
+    assert!(took < Duration::from_secs(60), "ran again after {took:?}");
+    for gid in [requeued, failing] {
+        let s = cluster.wait_for(30, "the requeued job finished", |s| {
+            s.finished.iter().any(|j| j.slurm_job == Some(gid))
+        });
+        let j = s
+            .finished
+            .iter()
+            .find(|j| j.slurm_job == Some(gid))
+            .unwrap();
+        assert_eq!(j.state, "passed", "{:?}", j.events);
+        assert!(
+            j.events.iter().all(|e| !e.contains("cancel")),
+            "{:?}",
+            j.events
+        );
+    }
+    println!(
+        "native: a job its user requeued ran again after {a:?}, one that exited 1 under \
+         --requeue after {b:?} (Slurm's own requeue delay is about 120 s); both passed"
+    );
+    cluster.passed = true;
+}
+
+/// `squeue` as root: (state, nodes) of Slurm job `gid`.
+fn where_runs(cluster: &Cluster, gid: u64) -> (String, String) {
+    let out = cluster.slurm(&[
+        "squeue",
+        "-h",
+        "-t",
+        "all",
+        "-j",
+        &gid.to_string(),
+        "-o",
+        "%T|%N",
+    ]);
+    let (state, nodes) = out.trim().split_once('|').unwrap_or(("", ""));
+    (state.to_string(), nodes.to_string())
+}
+
+#[test]
+fn native_jobs_are_counted_in_cpus_and_whole_nodes() {
+    if !slurm_here("native mode: CPUs and --exclusive") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (alice, bob) = (user("alice"), user("bob"));
+    let mut cluster = native_cluster("native-cpus");
+    // Three of the four nodes full (jobs started in Slurm directly).
+    let foreign = cluster.slurm(&[
+        "sbatch",
+        "--parsable",
+        "-p",
+        "gpu",
+        "-o",
+        "/dev/null",
+        "-N",
+        "3",
+        "-w",
+        "n2,n3,n4",
+        "--gres=gpu:8",
+        "--wrap",
+        "sleep 300",
+    ]);
+    cluster.wait_for(20, "the foreign GPUs counted", |s| s.foreign_gpus == 24);
+    let job = |user: &User, extra: &[&str]| {
+        let mut args = vec!["-p", "gw", "-A", "research", "-o", "/dev/null"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--wrap", "sleep 60"]);
+        sbatch(&cluster, user, &args)
+    };
+    // -c 16 with one GPU on a node of 64 CPUs and 8 GPUs: 2 GPUs' worth.
+    let cpu_heavy = job(&alice, &["--gres=gpu:1", "-c", "16"]);
+    let six = job(&bob, &["--gres=gpu:6"]);
+    let t = Instant::now();
+    loop {
+        let (a, b) = (where_runs(&cluster, cpu_heavy), where_runs(&cluster, six));
+        if a.0 == "RUNNING" && b.0 == "RUNNING" {
+            assert_eq!((a.1.as_str(), b.1.as_str()), ("n1", "n1"));
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "{a:?} {b:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let s = cluster.status();
+    let n1 = s.nodes.iter().find(|n| n.name == "n1").unwrap();
+    assert_eq!(n1.free, 0, "{n1:?}");
+    // With the 6-GPU job gone, 6 GPUs but only 48 CPUs are free on n1: a
+    // 1-GPU job with -c 56 (7 GPUs' worth) does not fit there. It waits in
+    // Gangway (held, with its reason), not pinned where Slurm cannot start
+    // it.
+    cluster.slurm(&["scancel", &six.to_string()]);
+    cluster.wait_for(20, "n1's 6 GPUs free", |s| {
+        s.nodes.iter().any(|n| n.name == "n1" && n.free == 6)
+    });
+    let waits = job(&alice, &["--gres=gpu:1", "-c", "56"]);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(where_runs(&cluster, waits).0, "PENDING");
+    let comment = squeue_field(&cluster, waits, "admin_comment");
+    assert!(comment.contains("pending in Gangway"), "{comment}");
+    // --exclusive: placed on a whole free node, not killed.
+    for gid in [cpu_heavy, six, waits] {
+        cluster.slurm(&["scancel", &gid.to_string()]);
+    }
+    let whole = job(&bob, &["--gres=gpu:1", "--exclusive"]);
+    let t = Instant::now();
+    while where_runs(&cluster, whole).0 != "RUNNING" {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "{:?}",
+            where_runs(&cluster, whole)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let s = cluster.wait_for(10, "the whole node counted", |s| {
+        s.nodes.iter().any(|n| n.name == "n1" && n.free == 0)
+    });
+    let j = s
+        .running
+        .iter()
+        .find(|j| j.slurm_job == Some(whole))
+        .unwrap();
+    assert!(
+        j.events.iter().any(|e| e.contains("counted as 8 GPUs")),
+        "{:?}",
+        j.events
+    );
+    cluster.slurm(&["scancel", foreign.trim(), &whole.to_string()]);
+    println!(
+        "native: a 1-GPU -c 16 job and a 6-GPU job ran side by side on n1; a 1-GPU -c 56 job \
+         waited in Gangway where 48 CPUs were free; an --exclusive job ran on a whole node, \
+         counted as 8 GPUs"
+    );
+    cluster.passed = true;
+}
+
+/// `scontrol show job -d`'s GPUs of a job: how many it holds or asks for.
+fn job_gres(cluster: &Cluster, gid: u64) -> String {
+    let shown = cluster.slurm(&["scontrol", "show", "job", "-d", &gid.to_string()]);
+    shown
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("JOB_GRES="))
+        .unwrap_or("")
+        .to_string()
+}
+
+#[test]
+fn a_job_pinned_again_gets_its_new_gpus_only() {
+    if !slurm_here("native mode: a job pinned twice") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    use gangway_slurm::daemon::{LaunchOrder, LaunchOutcome, LaunchWork, run_launches};
+    use gangway_slurm::engine::Slurm;
+    use gangway_slurm::launch::Part;
+    let alice = user("alice");
+    let mut cluster = Cluster::start("native-repin", None);
+    // No daemon: the test pins as the daemon would (the long soak found
+    // Slurm 22.05 adding a re-pinned job's new GPUs to its old ones).
+    let gid = sbatch(
+        &cluster,
+        &alice,
+        &[
+            "-p",
+            "gw",
+            "-A",
+            "research",
+            "--gpus=1",
+            "-o",
+            "/dev/null",
+            "--wrap",
+            "sleep 30",
+        ],
+    );
+    let slurm = Slurm::new(None, Some(cluster.conf()));
+    let pin = |node: &str, gpu: u32| {
+        let part = Part {
+            node: node.into(),
+            gpus: vec![gpu],
+            types: vec![format!("g{gpu}")],
+        };
+        let (fields, _) = gangway_slurm::native::pin_fields(std::slice::from_ref(&part), "test");
+        let order = LaunchOrder {
+            id: 1,
+            number: 1,
+            work: LaunchWork::Pin {
+                slurm_id: gid,
+                fields,
+                requeue: false,
+            },
+            parts: vec![part],
+        };
+        let done = run_launches(&slurm, vec![order], None);
+        assert_eq!(done[0].1, LaunchOutcome::Launched(gid), "{done:?}");
+    };
+    // Pinned to n2's g4, which a job started in Slurm directly holds, and
+    // released; held again (as a launch taken back); pinned to n3's g0.
+    // (Slurm 22.05 keeps a zero count of the old type, so the old index
+    // must be free where the job is pinned again: on another node here.)
+    let other = cluster.slurm(&[
+        "sbatch",
+        "--parsable",
+        "-p",
+        "gpu",
+        "-w",
+        "n2",
+        "--gres=gpu:g4:1",
+        "-o",
+        "/dev/null",
+        "--wrap",
+        "sleep 60",
+    ]);
+    pin("n2", 4);
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(where_runs(&cluster, gid).0, "PENDING");
+    cluster.slurm(&["scontrol", "hold", &gid.to_string()]);
+    pin("n3", 0);
+    let t = Instant::now();
+    while where_runs(&cluster, gid).0 != "RUNNING" {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "{:?}",
+            where_runs(&cluster, gid)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let gres = job_gres(&cluster, gid);
+    let held: u32 = gres
+        .split(',')
+        .filter_map(|g| g.rsplit(':').next()?.split('(').next()?.parse::<u32>().ok())
+        .sum();
+    assert_eq!(held, 1, "the job holds {gres}");
+    assert!(gres.contains("gpu:g0:1"), "{gres}");
+    cluster.slurm(&["scancel", &gid.to_string(), other.trim()]);
+    println!("native: a job pinned to n2's g4, held and pinned to n3's g0 holds {gres}");
     cluster.passed = true;
 }

@@ -27,8 +27,21 @@ pub(crate) fn shared_config(cluster: &Cluster, extra: &str) -> String {
     )
 }
 
+/// `shared_config` in native mode, managing Slurm partition `gw`.
+pub(crate) fn native_config(cluster: &Cluster) -> String {
+    shared_config(cluster, "mode = \"native\"\n").replacen(
+        "[slurm]\n",
+        "[slurm]\npartition = \"gw\"\n",
+        1,
+    )
+}
+
 /// A cluster whose daemon serves every local user (`shared_config`).
-fn shared_cluster(name: &str, min_job_age: Option<u32>, env: &[(&str, &str)]) -> Cluster {
+pub(crate) fn shared_cluster(
+    name: &str,
+    min_job_age: Option<u32>,
+    env: &[(&str, &str)],
+) -> Cluster {
     let mut cluster = Cluster::start(name, min_job_age);
     let config = shared_config(&cluster, "");
     cluster.configure("shared.toml", &config);
@@ -227,7 +240,7 @@ fn check_private_files(cluster: &Cluster, mallory: &User) {
 }
 
 /// Waits until Slurm has forgotten every job of `ids` (MinJobAge).
-fn forgotten(cluster: &Cluster, ids: &[u64]) {
+pub(crate) fn forgotten(cluster: &Cluster, ids: &[u64]) {
     let t = Instant::now();
     while ids.iter().any(|g| cluster.squeue_ids().contains(g)) {
         assert!(
@@ -239,8 +252,8 @@ fn forgotten(cluster: &Cluster, ids: &[u64]) {
 }
 
 #[test]
-fn a_forged_end_record_is_refused() {
-    if !slurm_here("a forged end record is refused") {
+fn no_user_can_write_anothers_end_records() {
+    if !slurm_here("no user can write another's end records") {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -259,38 +272,28 @@ fn a_forged_end_record_is_refused() {
         })
     });
     let slurm_ids: Vec<u64> = s.running.iter().filter_map(|j| j.slurm_job).collect();
-    // The daemon's identity is in every launch's tag, which squeue shows
-    // to anyone.
-    let squeue: serde_json::Value =
-        serde_json::from_str(&cluster.slurm(&["squeue", "--json"])).unwrap();
-    let tag = squeue["jobs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find_map(|j| j["comment"].as_str().filter(|c| c.starts_with("gangway:")))
-        .unwrap()
-        .to_string();
-    let daemon_id = tag.split(':').nth(1).unwrap().to_string();
     cluster.kill_daemon();
     forgotten(&cluster, &slurm_ids);
     let ends = cluster.state().join("ends");
-    assert_eq!(mode(&ends), 0o1733);
-    // mallory forges a record saying alice's killed job passed, and tries
-    // to overwrite the record of the other.
-    let forge = |name: String| {
-        let mut sh = Command::new("sh");
-        let path = ends.join(name).display().to_string();
-        sh.args(["-c", &format!("echo '0 guessed' > '{path}'")]);
-        cluster.as_user(&mut sh, &mallory);
-        sh.output().unwrap()
-    };
-    let out = forge(format!("gangway-{daemon_id}-{killed}.1.exit"));
-    assert!(out.status.success(), "{}", text(&out));
-    let out = forge(format!("gangway-{daemon_id}-{ok}.1.exit"));
-    assert!(
-        !out.status.success(),
-        "mallory overwrote alice's own record"
-    );
+    let hers = ends.join(alice.uid.to_string());
+    assert_eq!(mode(&ends), 0o711);
+    assert_eq!(mode(&hers), 0o700);
+    assert_eq!(std::fs::metadata(&hers).unwrap().uid(), alice.uid);
+    // mallory can put nothing beside or among alice's records: no folder
+    // of hers to fill, no name to take.
+    for target in [
+        hers.join("0123456789abcdef0123456789abcdef.exit"),
+        ends.join("x.exit"),
+        ends.join(mallory.uid.to_string()).join("x.exit"),
+    ] {
+        let out = cluster.sh_as(
+            &mallory,
+            &format!("echo '0 guessed' > '{}'", target.display()),
+        );
+        assert!(!out.status.success(), "mallory wrote {}", target.display());
+    }
+    let out = cluster.sh_as(&mallory, &format!("ls '{}'", hers.display()));
+    assert!(!out.status.success(), "mallory listed alice's records");
     cluster.start_daemon();
     let j = cluster.finished(30, ok);
     assert_eq!(j.state, "passed", "{:?}", j.events);
@@ -300,18 +303,15 @@ fn a_forged_end_record_is_refused() {
         j.events
     );
     let j = cluster.finished(30, killed);
-    assert_eq!(
-        j.state, "failed",
-        "a forged record was believed: {:?}",
+    assert_eq!(j.state, "failed", "{:?}", j.events);
+    assert!(
+        j.events.iter().any(|e| e.contains("left no end record")),
+        "{:?}",
         j.events
     );
-    let said = j.events.iter().any(|e| {
-        e.contains("an end record was refused")
-            && e.contains(&format!("belongs to uid {}", mallory.uid))
-    });
-    assert!(said, "{:?}", j.events);
     println!(
-        "security: a record forged by {} for alice's job was refused; hers was believed",
+        "security: {} could neither write nor list alice's end records; hers was believed, \
+         and a job that left none was not run again",
         mallory.name
     );
     cluster.passed = true;
@@ -379,6 +379,61 @@ fn a_module_cache_others_can_write_is_refused() {
     );
     println!(
         "security: a module cache writable by anyone was refused and said so; private, it was used; an acknowledged swap survived a restart"
+    );
+    cluster.passed = true;
+}
+
+#[test]
+fn a_job_gets_its_identity_and_any_folder_name() {
+    if !slurm_here("identity from the kernel, a % in the folder") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let alice = user("alice");
+    let mut cluster = shared_cluster("identity", None, &[]);
+    // A working folder whose name Slurm would expand (%j, %u...).
+    let folder = cluster.home(&alice).join("run_100%_%j");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::os::unix::fs::chown(&folder, Some(alice.uid), Some(alice.gid)).unwrap();
+    let mut submit = Command::new(cluster.dir.join("bin/gangway-slurm"));
+    submit.args(["submit", "--gpus", "1", "--vc", "prod", "--"]);
+    submit.args(["sh", "-c", "echo \"$USER $LOGNAME $HOME\" > who.txt"]);
+    cluster.as_user(&mut submit, &alice);
+    // What the client claims is not who the job is.
+    submit
+        .current_dir(&folder)
+        .env("USER", "root")
+        .env("LOGNAME", "root")
+        .env("HOME", "/root");
+    let out = submit.output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let id: u64 = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .nth(2)
+        .and_then(|w| w.parse().ok())
+        .unwrap();
+    let job = cluster.finished(60, id);
+    assert_eq!(job.state, "passed", "{:?}", job.events);
+    let who = std::fs::read_to_string(folder.join("who.txt")).unwrap();
+    let home = format!("/home/{}", alice.name);
+    assert_eq!(who.trim(), format!("{0} {0} {home}", alice.name), "{who}");
+    assert!(
+        folder.join(format!("gangway-{id}.out")).exists(),
+        "the output is not where the folder's name says: {:?}",
+        std::fs::read_dir(&folder).unwrap().collect::<Vec<_>>()
+    );
+    // A state folder in a folder others may write is refused.
+    let open = cluster.dir.join("open");
+    std::fs::create_dir_all(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let state = cluster.state().display().to_string();
+    let inside = open.join("state").display().to_string();
+    let unsafe_cfg = cluster.config_with("open.toml", |t| t.replace(&state, &inside));
+    let (err, _) = cluster.refused_start(&unsafe_cfg);
+    assert!(err.contains("the folder above the state folder"), "{err}");
+    println!(
+        "security: USER, LOGNAME and HOME came from the kernel's uid, not the client; a job in {} wrote its output there; a state folder under a folder anyone may write was refused",
+        folder.display()
     );
     cluster.passed = true;
 }

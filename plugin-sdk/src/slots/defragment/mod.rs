@@ -101,10 +101,13 @@ impl SlotContract for Defragment {
     const NAME: &'static str = "defragment";
     const CALL: &'static str = "plan";
     const FALLBACK: &'static str = "none";
-    /// The costliest built-in module (gandiva), measured and rounded up.
+    /// The costliest built-in module (gandiva), measured and rounded up:
+    /// its costliest call in the replays measured, 33.5 million units on
+    /// 1,344 jobs and 539 servers, is under it.
     const WORK: WorkCost = WorkCost {
         per_call: 2_500,
         per_job: 21_000,
+        per_server: 21_000,
     };
     const FALLBACK_DECIDES_NOTHING: bool = true;
     type View = DefragmentView;
@@ -113,6 +116,12 @@ impl SlotContract for Defragment {
 
     fn validate(view: &Self::View, d: &Self::Decision) -> Result<(), InvalidDecision> {
         rules::validate(view, d)
+    }
+    fn view_size(view: &DefragmentView) -> crate::ViewSize {
+        crate::ViewSize {
+            jobs: (view.running.len() + view.waiting.len()) as u64,
+            servers: view.servers.len() as u64,
+        }
     }
     fn view_jobs(view: &DefragmentView) -> usize {
         view.running.len() + view.waiting.len() + view.servers.len()

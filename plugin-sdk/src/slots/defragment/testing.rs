@@ -6,12 +6,18 @@ use proptest::prelude::*;
 
 use super::{Defragment, DefragmentView};
 use crate::WaitReason;
-use crate::slots::reclaim::testing::reclaim_view;
+use crate::slots::reclaim::testing::reclaim_view_at;
+use crate::testing::strategy::Scale;
 
 /// A defragment view: servers with their free GPUs, the jobs on them, and
 /// gangs waiting with fragmentation delay.
 pub(crate) fn defragment_view() -> impl Strategy<Value = DefragmentView> {
-    reclaim_view().prop_map(|r| DefragmentView {
+    defragment_view_at(Scale::Realistic)
+}
+
+/// A defragment view at `scale`.
+pub(crate) fn defragment_view_at(scale: Scale) -> impl Strategy<Value = DefragmentView> {
+    reclaim_view_at(scale).prop_map(|r| DefragmentView {
         now_s: r.now_s,
         cluster: r.cluster,
         servers: r.servers,
@@ -28,6 +34,11 @@ impl crate::testing::SlotViews for Defragment {
     fn views() -> proptest::strategy::BoxedStrategy<Self::View> {
         use proptest::strategy::Strategy;
         defragment_view().boxed()
+    }
+
+    fn largest() -> proptest::strategy::BoxedStrategy<Self::View> {
+        use proptest::strategy::Strategy;
+        defragment_view_at(Scale::Largest).boxed()
     }
 
     fn smaller(view: &DefragmentView) -> Vec<DefragmentView> {

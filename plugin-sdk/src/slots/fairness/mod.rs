@@ -147,6 +147,7 @@ impl SlotContract for Fairness {
     const WORK: WorkCost = WorkCost {
         per_call: 32_000,
         per_job: 1_200,
+        ..WorkCost::NONE
     };
     type View = FairnessView;
     type Decision = FairnessDecision;

@@ -5,18 +5,23 @@
 use proptest::prelude::*;
 
 use super::{Fairness, FairnessView};
-use crate::testing::strategy::{pending_jobs, shape, vcs};
+use crate::testing::strategy::{Scale, pending_jobs_at, shape_at, vc_count, vcs};
 
 /// A fairness view: a random cluster, 1 to 15 VCs, a random queue.
 pub(crate) fn fairness_view() -> impl Strategy<Value = FairnessView> {
-    (shape(), 1usize..16, 0u64..10_000_000)
-        .prop_flat_map(|(shape, nvcs, now)| {
+    fairness_view_at(Scale::Realistic)
+}
+
+/// A fairness view at `scale`.
+pub(crate) fn fairness_view_at(scale: Scale) -> impl Strategy<Value = FairnessView> {
+    (shape_at(scale), vc_count(scale), 0u64..10_000_000)
+        .prop_flat_map(move |(shape, nvcs, now)| {
             let total = shape.total_gpus();
             (
                 Just(shape.clone()),
                 0..=total,
                 vcs(nvcs, total),
-                pending_jobs(shape, nvcs as u32, now),
+                pending_jobs_at(scale, shape, nvcs as u32, now),
                 Just(now),
             )
         })
@@ -40,6 +45,11 @@ impl crate::testing::SlotViews for Fairness {
     fn views() -> proptest::strategy::BoxedStrategy<Self::View> {
         use proptest::strategy::Strategy;
         fairness_view().boxed()
+    }
+
+    fn largest() -> proptest::strategy::BoxedStrategy<Self::View> {
+        use proptest::strategy::Strategy;
+        fairness_view_at(Scale::Largest).boxed()
     }
 
     fn smaller(view: &FairnessView) -> Vec<FairnessView> {

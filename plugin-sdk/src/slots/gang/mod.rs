@@ -88,6 +88,7 @@ impl SlotContract for Gang {
     const WORK: WorkCost = WorkCost {
         per_call: 11_000,
         per_job: 600,
+        ..WorkCost::NONE
     };
     type View = QueueView;
     type Decision = GangDecision;

@@ -10,6 +10,12 @@ impl crate::testing::SlotViews for Gang {
         crate::slots::queue_view::testing::queue_view(true).boxed()
     }
 
+    fn largest() -> proptest::strategy::BoxedStrategy<Self::View> {
+        use proptest::strategy::Strategy;
+        let largest = crate::testing::strategy::Scale::Largest;
+        crate::slots::queue_view::testing::queue_view_at(true, largest).boxed()
+    }
+
     fn smaller(view: &QueueView) -> Vec<QueueView> {
         crate::slots::queue_view::testing::smaller(view)
     }

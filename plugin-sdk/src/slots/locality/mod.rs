@@ -73,6 +73,7 @@ impl SlotContract for Locality {
     const WORK: WorkCost = WorkCost {
         per_call: 14_000,
         per_job: 600,
+        ..WorkCost::NONE
     };
     type View = QueueView;
     type Decision = LocalityDecision;

@@ -5,13 +5,19 @@
 use proptest::prelude::*;
 
 use super::QueueView;
-use crate::slots::fairness::testing::fairness_view;
+use crate::slots::fairness::testing::fairness_view_at;
+use crate::testing::strategy::Scale;
 use crate::view::{PendingJob, SpreadLimit};
 
 /// A locality or gang view: the eligible part of a random fairness view.
 /// `with_limits` fills `spread` (what the gang slot sees).
 pub(crate) fn queue_view(with_limits: bool) -> impl Strategy<Value = QueueView> {
-    (fairness_view(), any::<u64>()).prop_map(move |(round, seed)| {
+    queue_view_at(with_limits, Scale::Realistic)
+}
+
+/// [`queue_view`] at `scale`.
+pub(crate) fn queue_view_at(with_limits: bool, scale: Scale) -> impl Strategy<Value = QueueView> {
+    (fairness_view_at(scale), any::<u64>()).prop_map(move |(round, seed)| {
         let jobs: Vec<PendingJob> = round
             .jobs
             .into_iter()

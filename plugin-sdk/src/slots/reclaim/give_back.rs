@@ -2,7 +2,6 @@
 //! reclaim view: the running jobs each borrowing VC could give back, newest
 //! first, as far as it borrows.
 
-use std::cmp::Reverse;
 use std::collections::BTreeMap;
 
 use super::ReclaimView;
@@ -59,7 +58,7 @@ impl ReclaimView {
                 .and_then(|v| v.quota_gpus)
                 .map_or(0, u64::from);
             let held = held.get(&vc).copied().unwrap_or(0);
-            jobs.sort_unstable_by_key(|j| Reverse((j.started_s, j.id)));
+            crate::sort::by_key(&mut jobs, |j| [!j.started_s, !j.id.0, 0]);
             let mut sizes = GpuCounts::default();
             for j in &jobs {
                 sizes.add(j.gpus);

@@ -154,10 +154,14 @@ impl SlotContract for Reclaim {
     const NAME: &'static str = "reclaim";
     const CALL: &'static str = "reclaim";
     const FALLBACK: &'static str = "none";
-    /// The costliest built-in module (las and quota-reclaim), measured and rounded up.
+    /// The costliest built-in module (las and quota-reclaim), measured and
+    /// rounded up: the costliest call in the replays measured, `las`'s 19.9
+    /// million units on 1,062 jobs (and 539 servers, which cost it less than
+    /// its jobs), is under it.
     const WORK: WorkCost = WorkCost {
         per_call: 340_000,
         per_job: 20_000,
+        ..WorkCost::NONE
     };
     const FALLBACK_DECIDES_NOTHING: bool = true;
     type View = ReclaimView;
@@ -166,6 +170,12 @@ impl SlotContract for Reclaim {
 
     fn validate(view: &Self::View, d: &Self::Decision) -> Result<(), InvalidDecision> {
         rules::validate(view, d)
+    }
+    fn view_size(view: &ReclaimView) -> crate::ViewSize {
+        crate::ViewSize {
+            jobs: (view.running.len() + view.waiting.len()) as u64,
+            servers: view.servers.len() as u64,
+        }
     }
     fn view_jobs(view: &ReclaimView) -> usize {
         view.running.len() + view.waiting.len()

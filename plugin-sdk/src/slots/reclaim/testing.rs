@@ -5,13 +5,20 @@
 use proptest::prelude::*;
 
 use super::{Reclaim, ReclaimView};
-use crate::slots::fairness::testing::fairness_view;
-use crate::testing::strategy::{running_jobs, servers_of, shape_of, wait_reason};
+use crate::slots::fairness::testing::fairness_view_at;
+use crate::testing::strategy::{
+    Scale, running_count, running_jobs, servers_of, shape_of, wait_reason,
+};
 use crate::view::{SpreadLimit, WaitingJob};
 
 /// A reclaim view: running jobs, and waiting jobs with their reasons.
 pub(crate) fn reclaim_view() -> impl Strategy<Value = ReclaimView> {
-    (fairness_view(), 0usize..60, any::<u64>())
+    reclaim_view_at(Scale::Realistic)
+}
+
+/// A reclaim view at `scale`.
+pub(crate) fn reclaim_view_at(scale: Scale) -> impl Strategy<Value = ReclaimView> {
+    (fairness_view_at(scale), running_count(scale), any::<u64>())
         .prop_flat_map(|(round, n, seed)| {
             let shape = shape_of(&round.cluster);
             let nvcs = round.vcs.len() as u32;
@@ -45,6 +52,11 @@ impl crate::testing::SlotViews for Reclaim {
     fn views() -> proptest::strategy::BoxedStrategy<Self::View> {
         use proptest::strategy::Strategy;
         reclaim_view().boxed()
+    }
+
+    fn largest() -> proptest::strategy::BoxedStrategy<Self::View> {
+        use proptest::strategy::Strategy;
+        reclaim_view_at(Scale::Largest).boxed()
     }
 
     fn smaller(view: &ReclaimView) -> Vec<ReclaimView> {

@@ -278,6 +278,7 @@ impl SlotContract for Retry {
     const WORK: WorkCost = WorkCost {
         per_call: 4_000,
         per_job: 1_300,
+        ..WorkCost::NONE
     };
     type View = RetryView;
     type Decision = RetryDecision;

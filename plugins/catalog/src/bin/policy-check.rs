@@ -220,7 +220,13 @@ fn print_report(r: &CheckReport) {
         r.contract_version
     );
     println!(
-        "ok: {} views per slot (up to {} jobs), {} calls, every decision valid and deterministic; {} scheduler scenarios; slowest call {} us",
-        r.views, r.max_jobs, r.calls, r.scenarios, r.slowest_us
+        "ok: {} views per slot (up to {} jobs), {} calls ({} of them asking views again after a long history), every decision valid and deterministic; {} scheduler scenarios; slowest call {} us",
+        r.views, r.max_jobs, r.calls, r.history, r.scenarios, r.slowest_us
     );
+    if r.logs.dropped > 0 {
+        println!(
+            "note: {} of the module's log messages ({} bytes) were dropped past the log limits (per call and per slot: plugin-sdk/CONTRACT.md, Limits)",
+            r.logs.dropped, r.logs.dropped_bytes
+        );
+    }
 }

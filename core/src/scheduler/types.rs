@@ -1,0 +1,190 @@
+//! The scheduler's GPU types: jobs that ask for types, where each job
+//! runs, and the invariant that a gang runs on one type.
+
+use std::sync::Arc;
+
+use gangway_plugin_sdk::{GpuTypeId, JobId};
+
+use super::Scheduler;
+use crate::job::JobSpec;
+use crate::scheduler_error::SchedulerError;
+use crate::server_set::ServerSet;
+use crate::state::InvariantViolation;
+use crate::topology::GpuRequest;
+
+impl Scheduler {
+    /// Submits a job that asks for GPU types (most preferred first) or a
+    /// memory minimum; it waits for the next round. The request is
+    /// resolved now to the types the job may run on
+    /// ([`Scheduler::allowed_gpu_types`]), and refused
+    /// ([`SchedulerError::GpuRequest`]) if no type of the cluster satisfies
+    /// it or none is large enough for the gang. Each placement puts the
+    /// whole gang on one type: the most local placement among the allowed
+    /// types, the earlier type on a tie.
+    ///
+    /// A method rather than a field of [`JobSpec`]: specs are written as
+    /// struct literals by every host and test, and kept in snapshots; a job
+    /// that asks for nothing is submitted as before.
+    ///
+    /// ```
+    /// use gangway_core::{GpuRequest, JobId, JobSpec, Scheduler, TopologyBuilder};
+    /// let mut b = TopologyBuilder::new();
+    /// let (k80, v100) = (b.add_gpu_type("k80", 12)?, b.add_gpu_type("v100", 32)?);
+    /// let r = b.add_domain(b.root(), "r0")?;
+    /// b.add_server_of_type(r, "old", 8, k80)?;
+    /// b.add_server_of_type(r, "new", 8, v100)?;
+    /// let mut sched = Scheduler::new(b.build()?);
+    /// let vc = sched.virtual_cluster("a");
+    /// let spec = |id| JobSpec { id: JobId(id), vc, user: 0, gpus: 4, submitted_s: 0 };
+    /// sched.submit_requesting(spec(1), &GpuRequest::default().with_min_memory_gb(16))?;
+    /// assert_eq!(sched.allowed_gpu_types(JobId(1)), Some(&[v100][..]));
+    /// let err = sched.submit_requesting(spec(2), &GpuRequest::types(["a100"])).unwrap_err();
+    /// assert!(err.to_string().contains("no GPU type \"a100\""), "{err}");
+    /// assert!(sched.job(JobId(2)).is_none());
+    /// sched.round(0)?;
+    /// assert_eq!(sched.running_gpu_type(JobId(1)), Some(v100));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn submit_requesting(
+        &mut self,
+        spec: JobSpec,
+        request: &GpuRequest,
+    ) -> Result<(), SchedulerError> {
+        self.book.check_submit(&spec)?;
+        let types = self.resolve_request(spec.id, spec.gpus, request)?;
+        self.book.submit(spec, types)
+    }
+
+    /// The GPU types `request` allows job `id`'s gang of `gpus` on this
+    /// topology, most preferred first: `None` on a cluster of one type
+    /// (every job may use it), an error if no type satisfies it.
+    fn resolve_request(
+        &self,
+        id: JobId,
+        gpus: u32,
+        request: &GpuRequest,
+    ) -> Result<Option<Arc<[GpuTypeId]>>, SchedulerError> {
+        let topo = self.state.topology();
+        if request.is_any() && !topo.is_heterogeneous() {
+            return Ok(None);
+        }
+        let types = crate::topology::resolve(request, gpus, topo.gpu_types(), topo.type_capacity())
+            .map_err(|source| SchedulerError::GpuRequest { job: id, source })?;
+        Ok(topo.is_heterogeneous().then(|| Arc::from(types)))
+    }
+
+    /// The GPU types job `id` may run on, most preferred first: on a
+    /// cluster of several types, what its request allowed (every type
+    /// large enough for its gang if it asked for none); `None` on a
+    /// cluster of one type, or for an unknown job.
+    pub fn allowed_gpu_types(&self, id: JobId) -> Option<&[GpuTypeId]> {
+        self.book.gpu_types.get(&id).map(|t| &**t)
+    }
+
+    /// The GPU type job `id` runs on now, if it runs.
+    pub fn running_gpu_type(&self, id: JobId) -> Option<GpuTypeId> {
+        let part = self.state.allocation(id)?.parts.first()?;
+        self.topology().server(part.server).map(|s| s.gpu_type)
+    }
+
+    /// The servers job `id` is restricted to, if it is.
+    pub fn allowed_servers(&self, id: JobId) -> Option<&ServerSet> {
+        self.book.allowed.get(&id).map(|a| &**a)
+    }
+
+    /// Every gang on one GPU type, one its job may use (a host's
+    /// restriction is not checked: it holds from when it is set on).
+    pub(super) fn check_types(&self) -> Result<(), InvariantViolation> {
+        let topo = self.topology();
+        for (id, placement) in self.state.allocations() {
+            let types: std::collections::BTreeSet<GpuTypeId> = placement
+                .parts
+                .iter()
+                .filter_map(|p| topo.server(p.server).map(|s| s.gpu_type))
+                .collect();
+            if types.len() > 1 {
+                return Err(InvariantViolation(format!(
+                    "{id} runs on {} GPU types",
+                    types.len()
+                )));
+            }
+            let allowed = self.book.gpu_types.get(id);
+            if let (Some(allowed), Some(t)) = (allowed, types.first())
+                && !allowed.contains(t)
+            {
+                return Err(InvariantViolation(format!(
+                    "{id} runs on {t}, which it may not use"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Each job's allowed GPU types by name, most preferred first, by job
+    /// id (none on a cluster of one type): what a snapshot records.
+    pub(crate) fn gpu_type_names(&self) -> Vec<(JobId, Vec<String>)> {
+        let topo = self.topology();
+        let mut out: Vec<(JobId, Vec<String>)> = self
+            .book
+            .gpu_types
+            .iter()
+            .map(|(id, types)| {
+                let names = types
+                    .iter()
+                    .filter_map(|t| topo.gpu_types().get(t.index()))
+                    .map(|t| t.name.clone())
+                    .collect();
+                (*id, names)
+            })
+            .collect();
+        out.sort_unstable_by_key(|(id, _)| *id);
+        out
+    }
+
+    /// Gives restored jobs their allowed GPU types: those `recorded` (by
+    /// name), and on a cluster of several types every type large enough
+    /// for a job without a record (a snapshot of version 2 or before).
+    /// Refuses a job whose types cannot be given, with why.
+    pub(crate) fn restore_gpu_types(
+        &mut self,
+        recorded: &[(JobId, Vec<String>)],
+    ) -> Result<(), (JobId, String)> {
+        let invalid = |job, why: String| (job, why);
+        for (id, names) in recorded {
+            let Some(gpus) = self.book.get(id).map(|j| j.spec.gpus) else {
+                return Err(invalid(*id, "has GPU types but no record".into()));
+            };
+            let request = GpuRequest::types(names.iter().cloned());
+            let types = self.resolve_request(*id, gpus, &request);
+            let types = types.map_err(|e| invalid(*id, why(e)))?;
+            if let Some(types) = types {
+                self.book.set_gpu_types(*id, types);
+            }
+        }
+        if !self.topology().is_heterogeneous() {
+            return Ok(());
+        }
+        let untyped: Vec<(JobId, u32)> = self
+            .book
+            .records()
+            .iter()
+            .filter(|(id, _)| !self.book.gpu_types.contains_key(id))
+            .map(|(id, j)| (*id, j.spec.gpus))
+            .collect();
+        for (id, gpus) in untyped {
+            let types = self.resolve_request(id, gpus, &GpuRequest::default());
+            if let Some(types) = types.map_err(|e| invalid(id, why(e)))? {
+                self.book.set_gpu_types(id, types);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What is wrong with a request, without the job's name.
+fn why(e: SchedulerError) -> String {
+    match e {
+        SchedulerError::GpuRequest { source, .. } => source.to_string(),
+        other => other.to_string(),
+    }
+}

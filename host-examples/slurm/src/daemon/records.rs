@@ -1,0 +1,270 @@
+//! End records: how a job ended, written by its batch script (as its user)
+//! for the day the daemon was away longer than Slurm remembers ended jobs.
+//!
+//! No user can block, fill or take another's records:
+//!
+//! * each user's records live in a folder of their own,
+//!   `<ends_dir>/<uid>/`, which the daemon makes before the user's first
+//!   launch (owned by the user, mode 0700) inside an `ends_dir` only the
+//!   daemon's user may write (0711): another user can neither create a
+//!   name there nor list or fill it;
+//! * a record's name is derived from its launch's secret
+//!   ([`record_name`]), so it cannot be guessed from what `squeue` shows;
+//! * the daemon reads records on a thread of its own ([`spawn_reader`]),
+//!   never on the thread that schedules, and opens each without following
+//!   a link and without blocking (`O_NOFOLLOW | O_NONBLOCK`): only a
+//!   regular file of at most [`MAX_RECORD`] bytes, owned by the job's
+//!   user and repeating the launch's secret, counts ([`read_record`]).
+//!   A FIFO, a link, a folder or an oversized file in its place is refused
+//!   and said in the job's events; a read that does not answer (a hung
+//!   filesystem) is given up after [`RECORD_PATIENCE`].
+//!
+//! What a user can still do: make their own jobs' records unreadable (the
+//! job then ends "unknown" after an outage, not run again), and fill the
+//! filesystem of `ends_dir` as they can any they write. That filesystem
+//! should not be the state's (the daemon warns when it is: a full state
+//! filesystem refuses every change), and quotas bound what each user puts
+//! there, as on any shared filesystem.
+
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+
+/// A record's job and launch number.
+pub(super) type RecordKey = (u64, u32);
+
+/// Largest record read, in bytes (one holds an exit status and a secret).
+pub const MAX_RECORD: u64 = 4096;
+
+/// How long the daemon waits for a record read before it gives up on it
+/// (the job then ends as if it had none).
+pub(super) const RECORD_PATIENCE: Duration = Duration::from_secs(30);
+
+/// What reading a record found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecordRead {
+    /// The job's own record: its exit status.
+    Status(i64),
+    /// There is none.
+    Missing,
+    /// Something is there that is not the job's record, and why.
+    Refused(String),
+    /// It could not be read (an I/O error), and why.
+    Unreadable(String),
+}
+
+/// What the record reader is asked to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum RecordWork {
+    /// Read these records.
+    Read(Vec<RecordQuery>),
+    /// Remove this record (its launch is over).
+    Remove(PathBuf),
+}
+
+/// A record to read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct RecordQuery {
+    /// Its job and launch.
+    pub(super) key: RecordKey,
+    /// Where it is.
+    pub(super) path: PathBuf,
+    /// The job's user.
+    pub(super) uid: u32,
+    /// The launch's secret, which it must repeat.
+    pub(super) token: String,
+}
+
+/// The folder of `uid`'s records.
+pub fn user_folder(ends_dir: &Path, uid: u32) -> PathBuf {
+    ends_dir.join(uid.to_string())
+}
+
+/// The file name of the record of the launch whose secret is `token`: a
+/// digest of the secret, so that the name tells nothing of it and cannot
+/// be guessed by anyone who does not hold it.
+pub fn record_name(token: &str) -> String {
+    let digest = Sha256::digest(format!("gangway end record {token}").as_bytes());
+    let hex: String = digest.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    format!("{hex}.exit")
+}
+
+/// Makes `uid`'s record folder in `ends_dir` if it is missing (owned by
+/// `uid`:`gid`, 0700), or checks it: a folder (not a link) of that user
+/// that no one else can write. Run on Slurm's I/O thread before the
+/// user's launches (a hung `ends_dir` never stops the cycle).
+pub fn prepare_user_folder(ends_dir: &Path, uid: u32, gid: u32) -> Result<PathBuf, String> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = user_folder(ends_dir, uid);
+    match std::fs::symlink_metadata(&dir) {
+        Ok(meta) => {
+            if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o022 != 0 {
+                return Err(format!(
+                    "{} is not a folder of uid {uid} that only they can write (owner {}, \
+                     mode {:04o}): no end record can be kept there",
+                    dir.display(),
+                    meta.uid(),
+                    meta.mode() & 0o7777
+                ));
+            }
+            Ok(dir)
+        }
+        Err(_) => {
+            std::fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&dir)
+                .map_err(|e| format!("making {}: {e}", dir.display()))?;
+            if uid != crate::identity::effective_uid() {
+                std::os::unix::fs::chown(&dir, Some(uid), Some(gid))
+                    .map_err(|e| format!("giving {} to uid {uid}: {e}", dir.display()))?;
+            }
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+                .map_err(|e| format!("setting the mode of {}: {e}", dir.display()))?;
+            Ok(dir)
+        }
+    }
+}
+
+/// Reads the record at `path` of a job of `uid` whose launch's secret is
+/// `token`: opened without following a link and without blocking; only a
+/// regular file of at most [`MAX_RECORD`] bytes owned by `uid` and
+/// repeating `token` counts.
+pub fn read_record(path: &Path, uid: u32, token: &str) -> RecordRead {
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path);
+    let mut file = match opened {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return RecordRead::Missing,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return RecordRead::Refused("it is a symbolic link".into());
+        }
+        Err(e) => return RecordRead::Unreadable(e.to_string()),
+    };
+    let meta = match file.metadata() {
+        Ok(m) => m,
+        Err(e) => return RecordRead::Unreadable(e.to_string()),
+    };
+    if !meta.file_type().is_file() {
+        return RecordRead::Refused(
+            "it is not a regular file (a FIFO, a device or a folder)".into(),
+        );
+    }
+    if meta.uid() != uid {
+        return RecordRead::Refused(format!(
+            "it belongs to uid {}, not to the job's user (uid {uid})",
+            meta.uid()
+        ));
+    }
+    if meta.len() > MAX_RECORD {
+        return RecordRead::Refused(format!(
+            "it is {} bytes, over the {MAX_RECORD}-byte limit of a record",
+            meta.len()
+        ));
+    }
+    let mut text = String::new();
+    if let Err(e) = (&mut file).take(MAX_RECORD).read_to_string(&mut text) {
+        return RecordRead::Refused(format!("it cannot be read as text: {e}"));
+    }
+    match crate::launch::parse_end_record(&text) {
+        None => RecordRead::Refused(format!("cannot read {text:?}")),
+        Some((_, secret)) if secret != token => {
+            RecordRead::Refused("it does not carry the launch's secret".into())
+        }
+        Some((status, _)) => RecordRead::Status(status),
+    }
+}
+
+/// What the reader does with what it read: `false` when no one listens
+/// any more.
+pub(super) type Answer = Box<dyn Fn(Vec<(RecordKey, RecordRead)>) -> bool + Send>;
+
+/// Starts the record reader: reads each batch of queries it is sent and
+/// gives what it read to `answer`, removes the records it is told to.
+/// Returns where to send its work (if the thread cannot start, sends fail
+/// and the daemon reads on its own thread).
+pub(super) fn spawn_reader(answer: Answer) -> mpsc::Sender<RecordWork> {
+    let (tx, rx) = mpsc::channel::<RecordWork>();
+    let spawned = std::thread::Builder::new()
+        .name("gangway-records".into())
+        .spawn(move || {
+            for work in rx {
+                let batch = match work {
+                    RecordWork::Read(batch) => batch,
+                    RecordWork::Remove(path) => {
+                        let _ = std::fs::remove_file(path);
+                        continue;
+                    }
+                };
+                let read = batch
+                    .into_iter()
+                    .map(|q| (q.key, read_record(&q.path, q.uid, &q.token)))
+                    .collect();
+                if !answer(read) {
+                    return;
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::error!("the record reader cannot start ({e}): records are read on the cycle");
+    }
+    tx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_small_regular_file_of_the_user_with_the_secret_counts() {
+        let dir = std::env::temp_dir().join(format!("gw-records-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let me = crate::identity::effective_uid();
+        let good = dir.join("good.exit");
+        std::fs::write(&good, "3 s3cret\n").unwrap();
+        assert_eq!(read_record(&good, me, "s3cret"), RecordRead::Status(3));
+        assert!(
+            matches!(read_record(&good, me, "other"), RecordRead::Refused(w) if w.contains("secret"))
+        );
+        assert!(
+            matches!(read_record(&good, me + 1, "s3cret"), RecordRead::Refused(w) if w.contains("belongs to uid"))
+        );
+        assert_eq!(read_record(&dir.join("none"), me, "x"), RecordRead::Missing);
+        let link = dir.join("link.exit");
+        std::os::unix::fs::symlink(&good, &link).unwrap();
+        assert!(
+            matches!(read_record(&link, me, "s3cret"), RecordRead::Refused(w) if w.contains("link"))
+        );
+        let big = dir.join("big.exit");
+        std::fs::write(&big, vec![b'0'; 10_000]).unwrap();
+        assert!(
+            matches!(read_record(&big, me, "x"), RecordRead::Refused(w) if w.contains("over the"))
+        );
+        // A FIFO: opening it must not block.
+        let fifo = dir.join("fifo.exit");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if made.is_ok_and(|s| s.success()) {
+            let t = std::time::Instant::now();
+            assert!(
+                matches!(read_record(&fifo, me, "x"), RecordRead::Refused(w) if w.contains("regular"))
+            );
+            assert!(t.elapsed() < Duration::from_secs(1));
+        }
+        assert!(matches!(read_record(&dir, me, "x"), RecordRead::Refused(_)));
+        assert_eq!(record_name("a").len(), 37);
+        assert_ne!(record_name("a"), record_name("b"));
+        let folder = prepare_user_folder(&dir, me, 0).unwrap();
+        assert_eq!(std::fs::metadata(&folder).unwrap().mode() & 0o777, 0o700);
+        assert!(
+            prepare_user_folder(&dir, me, 0).is_ok(),
+            "an existing folder passes"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,198 @@
+//! GPU types on a real Slurm with nodes of two types (`cluster.sh` with
+//! `GPU_TYPES=a100:80,v100:32`: n1 and n3 are a100, n2 and n4 v100, each
+//! rack has one of each). A typed `sbatch` in native mode runs on its type;
+//! a gang never spans two types, even where a rack would be more local; a
+//! type the cluster lacks is refused with the types it has; the daemon's
+//! own `submit --gpu-type` and `--min-gpu-memory` do the same.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use super::harness::{Cluster, SERIAL, User, slurm_here, text, user};
+use super::native::{sbatch, squeue_field};
+
+const TYPES: &str = "a100:80,v100:32";
+const A100: [&str; 2] = ["n1", "n3"];
+const V100: [&str; 2] = ["n2", "n4"];
+
+/// The nodes Gangway placed Slurm job `job` on, once it runs.
+fn placed_nodes(cluster: &Cluster, job: u64) -> BTreeSet<String> {
+    let s = cluster.wait_for(40, &format!("Slurm job {job} running"), |s| {
+        s.running
+            .iter()
+            .any(|j| j.slurm_job == Some(job) && j.state == "running")
+    });
+    let j = s.running.iter().find(|j| j.slurm_job == Some(job)).unwrap();
+    j.placement.iter().map(|(n, _)| n.clone()).collect()
+}
+
+/// Waits until Slurm job `job`'s admin comment contains `what`; the comment.
+fn comment_says(cluster: &Cluster, job: u64, what: &str) -> String {
+    let t = Instant::now();
+    loop {
+        let c = squeue_field(cluster, job, "admin_comment");
+        if c.contains(what) {
+            return c;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "Slurm job {job}: no {what:?} in its admin comment {c:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `sbatch -p gw -A research -o /dev/null ARGS --wrap SCRIPT` as `user`.
+fn native_job(cluster: &Cluster, user: &User, args: &[&str], script: &str) -> u64 {
+    let mut all = vec!["-p", "gw", "-A", "research", "-o", "/dev/null"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--wrap", script]);
+    sbatch(cluster, user, &all)
+}
+
+fn set(nodes: &[&str]) -> BTreeSet<String> {
+    nodes.iter().map(|n| n.to_string()).collect()
+}
+
+#[test]
+fn native_typed_sbatch_runs_on_its_type() {
+    if !slurm_here("GPU types: native typed sbatch") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let alice = user("alice");
+    let mut cluster = Cluster::start_typed("types-native", TYPES);
+    cluster.configure("native.toml", &super::security::native_config(&cluster));
+    cluster.start_daemon();
+    let home = cluster.home(&alice).display().to_string();
+    let script = "echo $SLURMD_NODENAME > where.$SLURM_JOB_ID; sleep 4";
+    // Slurm's own typed requests: per node, per job, and a constraint.
+    let v100 = native_job(&cluster, &alice, &["-N", "1", "--gres=gpu:v100:4"], script);
+    let a100 = native_job(&cluster, &alice, &["--gpus=a100:16"], script);
+    let by_feature = native_job(
+        &cluster,
+        &alice,
+        &["-N", "1", "--gres=gpu:2", "--constraint=v100"],
+        script,
+    );
+    let on_v100 = placed_nodes(&cluster, v100);
+    assert!(
+        on_v100.len() == 1 && on_v100.is_subset(&set(&V100)),
+        "{on_v100:?}"
+    );
+    // 16 a100 GPUs: both a100 nodes, across the racks (a rack has 16 GPUs
+    // of two types, more local, but not one type).
+    assert_eq!(placed_nodes(&cluster, a100), set(&A100));
+    let on_feature = placed_nodes(&cluster, by_feature);
+    assert!(on_feature.is_subset(&set(&V100)), "{on_feature:?}");
+    // More a100 GPUs than are free: it waits, saying for which type, in
+    // squeue and in status, while v100 GPUs stay free.
+    let waiting = native_job(&cluster, &alice, &["--gpus=a100:8"], script);
+    let c = comment_says(&cluster, waiting, "pending in Gangway");
+    assert!(c.contains("GPU type a100"), "{c}");
+    let s = cluster.wait_for(10, "the waiting job in status", |s| {
+        s.pending.iter().any(|j| j.slurm_job == Some(waiting))
+    });
+    let j = s
+        .pending
+        .iter()
+        .find(|j| j.slurm_job == Some(waiting))
+        .unwrap();
+    assert_eq!(j.gpu_types, ["a100"]);
+    let why = gangway_slurm::client::format_job(j);
+    assert!(why.contains("GPU types: a100"), "{why}");
+    // What Slurm ran where: the job's own view agrees.
+    let ran_on = [
+        (v100, &V100),
+        (a100, &A100),
+        (by_feature, &V100),
+        (waiting, &A100),
+    ];
+    for (job, nodes) in ran_on {
+        cluster.wait_for(60, &format!("Slurm job {job} finished"), |s| {
+            s.finished.iter().any(|j| j.slurm_job == Some(job))
+        });
+        let ran = std::fs::read_to_string(format!("{home}/where.{job}")).unwrap();
+        assert!(nodes.contains(&ran.trim()), "Slurm job {job} ran on {ran}");
+    }
+    // Untyped gangs of 16 on an idle cluster: each on one type, never a
+    // rack's two nodes of two types.
+    for _ in 0..2 {
+        let any = native_job(&cluster, &alice, &["--gpus=16"], "sleep 1");
+        let nodes = placed_nodes(&cluster, any);
+        assert!(nodes == set(&A100) || nodes == set(&V100), "{nodes:?}");
+        cluster.wait_for(60, "the untyped gang finished", |s| {
+            s.finished.iter().any(|j| j.slurm_job == Some(any))
+        });
+    }
+    // A type the cluster lacks, and more of a type than it has: refused,
+    // held, and told why where users look.
+    let h100 = native_job(&cluster, &alice, &["--gres=gpu:h100:1"], "true");
+    let c = comment_says(&cluster, h100, "not placed");
+    assert!(
+        c.contains("no GPU type \"h100\" in the cluster (it has a100, v100)"),
+        "{c}"
+    );
+    let big = native_job(&cluster, &alice, &["--gpus=a100:24"], "true");
+    let c = comment_says(&cluster, big, "not placed");
+    assert!(c.contains("at most 16 GPUs"), "{c}");
+    let two = native_job(&cluster, &alice, &["--gres=gpu:a100:1,gpu:v100:1"], "true");
+    let c = comment_says(&cluster, two, "not placed");
+    assert!(c.contains("one GPU type"), "{c}");
+    assert!(squeue_field(&cluster, h100, "State").contains("PENDING"));
+    cluster.passed = true;
+}
+
+#[test]
+fn submit_asks_for_types_and_memory() {
+    if !slurm_here("GPU types: gangway-slurm submit --gpu-type") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let alice = user("alice");
+    let mut cluster = Cluster::start_typed("types-submit", TYPES);
+    let config = super::security::shared_config(&cluster, "");
+    cluster.configure("shared.toml", &config);
+    cluster.start_daemon();
+    let home = cluster.home(&alice).display().to_string();
+    let submit = |args: &[&str]| {
+        let mut all = vec!["submit", "--vc", "research"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&[
+            "--",
+            "sh",
+            "-c",
+            "echo $SLURMD_NODENAME > where.$GANGWAY_JOB_ID",
+        ]);
+        cluster.gangway_as(&alice, &all)
+    };
+    let id = |out: std::process::Output| -> u64 {
+        assert!(out.status.success(), "{}", text(&out));
+        let t = String::from_utf8_lossy(&out.stdout).into_owned();
+        t.split_whitespace().nth(2).unwrap().parse().unwrap()
+    };
+    let v100 = id(submit(&["--gpus", "12", "--gpu-type", "v100,a100"]));
+    let big_memory = id(submit(&["--gpus", "4", "--min-gpu-memory", "40"]));
+    for (job, nodes) in [(v100, &V100), (big_memory, &A100)] {
+        let done = cluster.finished(60, job);
+        assert_eq!(done.state, "passed", "{:?}", done.events);
+        let placed: BTreeSet<String> = done.placement.iter().map(|(n, _)| n.clone()).collect();
+        assert!(
+            placed.iter().all(|n| nodes.contains(&n.as_str())),
+            "{placed:?}"
+        );
+        let ran = std::fs::read_to_string(format!("{home}/where.{job}")).unwrap();
+        assert!(nodes.contains(&ran.trim()), "job {job} ran on {ran}");
+    }
+    let out = submit(&["--gpus", "1", "--gpu-type", "h100"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out).contains("no GPU type \"h100\" in the cluster (it has a100, v100)"),
+        "{}",
+        text(&out)
+    );
+    let out = submit(&["--gpus", "1", "--min-gpu-memory", "100"]);
+    assert!(!out.status.success());
+    assert!(text(&out).contains("100 GB"), "{}", text(&out));
+    cluster.passed = true;
+}

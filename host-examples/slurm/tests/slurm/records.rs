@@ -1,0 +1,174 @@
+//! End records no user can block, fill or take, with real users: a user's
+//! own FIFO, link or oversized file in place of a record blocks nothing
+//! (status answers within a second throughout) and fails only that user's
+//! jobs; a user whose records folder is full (their quota) refuses and
+//! fails no one else's job.
+
+use std::os::unix::fs::MetadataExt;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use gangway_slurm::client::{self, Daemon};
+
+use super::harness::{Cluster, SERIAL, slurm_here, text, user};
+use super::security::{forgotten, shared_cluster};
+
+/// Polls `status` every 100 ms for `secs`: the slowest answer.
+fn slowest_status(cluster: &Cluster, secs: u64) -> Duration {
+    let socket = cluster.socket();
+    let daemon = Daemon {
+        socket: &socket,
+        timeout: Duration::from_secs(10),
+    };
+    let t = Instant::now();
+    let mut slowest = Duration::ZERO;
+    while t.elapsed() < Duration::from_secs(secs) {
+        let asked = Instant::now();
+        client::status(&daemon, None).unwrap();
+        slowest = slowest.max(asked.elapsed());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    slowest
+}
+
+#[test]
+fn a_users_fifo_link_or_big_file_blocks_nothing() {
+    if !slurm_here("a user's FIFO, link or big file in place of a record") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (alice, mallory) = (user("alice"), user("mallory"));
+    let mut cluster = shared_cluster("records-fifo", Some(3), &[]);
+    let hers = cluster.submit_as(&alice, 1, "prod", &["sleep", "2"]);
+    let theirs: Vec<u64> = (0..3)
+        .map(|_| cluster.submit_as(&mallory, 1, "research", &["sleep", "2"]))
+        .collect();
+    let all: Vec<u64> = theirs.iter().copied().chain([hers]).collect();
+    let s = cluster.wait_for(30, "every job running", |s| {
+        all.iter().all(|id| {
+            s.running
+                .iter()
+                .any(|j| j.id == *id && j.state == "running")
+        })
+    });
+    let slurm_ids: Vec<u64> = s.running.iter().filter_map(|j| j.slurm_job).collect();
+    // The daemon away longer than Slurm remembers the jobs: they end from
+    // their records.
+    cluster.kill_daemon();
+    forgotten(&cluster, &slurm_ids);
+    let folder = cluster.state().join("ends").join(mallory.uid.to_string());
+    let script = format!(
+        "cd '{}' && set -- *.exit && [ $# = 3 ] && rm -f \"$1\" && mkfifo \"$1\" \
+         && rm -f \"$2\" && ln -s /etc/passwd \"$2\" \
+         && head -c 10000000 /dev/zero > \"$3\"",
+        folder.display()
+    );
+    let out = cluster.sh_as(&mallory, &script);
+    assert!(out.status.success(), "{}", text(&out));
+    let t = Instant::now();
+    cluster.start_daemon();
+    let came_up = t.elapsed();
+    let slowest = slowest_status(&cluster, 5);
+    assert!(slowest < Duration::from_secs(1), "status took {slowest:?}");
+    let j = cluster.finished(30, hers);
+    assert_eq!(j.state, "passed", "{:?}", j.events);
+    let mut refusals = Vec::new();
+    for id in &theirs {
+        let j = cluster.finished(30, *id);
+        assert_eq!(j.state, "failed", "job {id}: {:?}", j.events);
+        let why = j
+            .events
+            .iter()
+            .find(|e| e.contains("an end record was refused"))
+            .unwrap_or_else(|| panic!("job {id}: {:?}", j.events))
+            .clone();
+        refusals.push(why);
+    }
+    for what in [
+        "not a regular file",
+        "symbolic link",
+        "over the 4096-byte limit",
+    ] {
+        assert!(
+            refusals.iter().any(|r| r.contains(what)),
+            "{what}: {refusals:?}"
+        );
+    }
+    println!(
+        "records: a FIFO, a link and a 10 MB file in place of {}'s records were refused; \
+         the daemon answered in {came_up:?}, status at worst in {slowest:?}; alice's job passed",
+        mallory.name
+    );
+    cluster.passed = true;
+}
+
+#[test]
+fn a_full_records_folder_fails_no_one_else() {
+    if !slurm_here("another user's full records folder") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (alice, mallory) = (user("alice"), user("mallory"));
+    let mut cluster = shared_cluster("records-full", Some(3), &[]);
+    // mallory's first job makes her records folder.
+    let first = cluster.submit_as(&mallory, 1, "research", &["true"]);
+    cluster.finished(30, first);
+    let ends = cluster.state().join("ends");
+    let folder = ends.join(mallory.uid.to_string());
+    assert_eq!(std::fs::metadata(&folder).unwrap().uid(), mallory.uid);
+    // Her quota: 64 KiB, filled.
+    let opts = format!("size=64k,uid={},gid={},mode=0700", mallory.uid, mallory.gid);
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", &opts, "tmpfs"])
+        .arg(&folder)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mounting a tmpfs as mallory's quota");
+    cluster.mounted = Some(folder.clone());
+    let out = cluster.sh_as(
+        &mallory,
+        &format!("head -c 1000000 /dev/zero > '{}/fill'", folder.display()),
+    );
+    assert!(!out.status.success(), "her quota did not fill");
+    // Her own job now cannot keep a record; alice's can.
+    let blocked = cluster.submit_as(&mallory, 1, "research", &["sleep", "3"]);
+    let t = Instant::now();
+    let quick = cluster.submit_as(&alice, 1, "prod", &["true"]);
+    let submit_took = t.elapsed();
+    assert!(submit_took < Duration::from_secs(1), "{submit_took:?}");
+    let j = cluster.finished(30, quick);
+    assert_eq!(j.state, "passed", "{:?}", j.events);
+    let away = cluster.submit_as(&alice, 1, "prod", &["sleep", "3"]);
+    let s = cluster.wait_for(30, "both running", |s| {
+        [away, blocked].iter().all(|id| {
+            s.running
+                .iter()
+                .any(|j| j.id == *id && j.state == "running")
+        })
+    });
+    let slurm_ids: Vec<u64> = s.running.iter().filter_map(|j| j.slurm_job).collect();
+    cluster.kill_daemon();
+    forgotten(&cluster, &slurm_ids);
+    cluster.start_daemon();
+    let j = cluster.finished(30, away);
+    assert_eq!(j.state, "passed", "{:?}", j.events);
+    assert!(
+        j.events.iter().any(|e| e.contains("from its end record")),
+        "{:?}",
+        j.events
+    );
+    let m = cluster.finished(30, blocked);
+    assert_eq!(m.state, "failed", "{:?}", m.events);
+    let warned = cluster
+        .status()
+        .warnings
+        .iter()
+        .any(|w| w.contains("on the state folder's filesystem"));
+    assert!(warned, "no warning that ends share the state's filesystem");
+    println!(
+        "records: with {}'s records folder full, alice's submit took {submit_took:?} and both her \
+         jobs passed (one from its record after an outage); only mallory's own job lost its record",
+        mallory.name
+    );
+    cluster.passed = true;
+}
