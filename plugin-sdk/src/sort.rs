@@ -39,8 +39,7 @@ pub fn by_key<T>(items: &mut [T], key: impl Fn(&T) -> Key) {
         })
         .collect();
     sort_keys(&mut keys);
-    let order: Vec<u32> = keys.iter().map(|k| k[3] as u32).collect();
-    permute(items, &order);
+    permute_by_keys(items, &mut keys);
 }
 
 /// Sorts `items` by `compare`, items it finds equal kept in their order:
@@ -55,10 +54,13 @@ pub fn by<T>(items: &mut [T], compare: &dyn Fn(&T, &T) -> Ordering) {
     permute(items, &order);
 }
 
-/// The one sort of keys every [`by_key`] shares.
+/// The one sort of keys every [`by_key`] shares. The standard stable
+/// sort (the keys are distinct, so any sort gives this order): it finds
+/// the runs already in order, and the lists policies sort are often runs
+/// (each VC's jobs in order, concatenated), which it merges in a pass each.
 #[inline(never)]
 fn sort_keys(keys: &mut [[u64; 4]]) {
-    keys.sort_unstable();
+    keys.sort();
 }
 
 /// The one sort of positions every [`by`] shares (ties by position).
@@ -77,6 +79,25 @@ fn permute<T>(items: &mut [T], order: &[u32]) {
         while !done[at] {
             done[at] = true;
             let from = order[at] as usize;
+            if from == start {
+                break;
+            }
+            items.swap(at, from);
+            at = from;
+        }
+    }
+}
+
+/// [`permute`] with the order in the keys' last part (each key's original
+/// position), marking the positions it has placed in the keys themselves
+/// instead of in a list of its own.
+fn permute_by_keys<T>(items: &mut [T], keys: &mut [[u64; 4]]) {
+    const PLACED: u64 = u64::MAX;
+    for start in 0..items.len() {
+        let mut at = start;
+        while keys[at][3] != PLACED {
+            let from = keys[at][3] as usize;
+            keys[at][3] = PLACED;
             if from == start {
                 break;
             }
