@@ -371,10 +371,14 @@ fn unpack_image(archive: &std::path::Path, dir: &std::path::Path) -> Value {
 
 /// The image as an operator installs it: its archive unpacked as a runtime
 /// would (FROM scratch: one static binary, run as user 65532), the
-/// manifests applied on a fresh control plane (the namespace, the CRD,
-/// RBAC, the quota ConfigMap, the Deployment and its configuration), the
-/// image's binary run as the scheduler with that configuration and
-/// service account, and the example gang binds whole.
+/// manifests applied on a fresh control plane (nothing of ours on it: no
+/// CRD, RBAC or namespace) in the README's order and nothing else (the
+/// CRD, RBAC with the `gangway-system` namespace, the quota ConfigMap, the
+/// Deployment and its configuration; then the example, which brings its
+/// own namespace), the image's binary run as the scheduler with that
+/// configuration and service account, and the example gang binds whole.
+/// An object a manifest needs and none of them makes (a namespace, the
+/// CRD) fails the apply.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_image_runs_and_the_manifests_bind_the_example_gang() {
     let test = "the_image_runs_and_the_manifests_bind_the_example_gang";
@@ -385,21 +389,9 @@ async fn the_image_runs_and_the_manifests_bind_the_example_gang() {
         return;
     };
     let _serial = SERIAL.lock().await;
-    let c = Cluster::start(&bin, "image").await;
-    let config = unpack_image(&archive, &c.dir);
-    assert_eq!(config["config"]["Entrypoint"], json!(["/gangway-k8s"]));
-    assert_eq!(config["config"]["User"], json!("65532:65532"));
-    let binary = c.dir.join("rootfs/gangway-k8s");
-    let out = std::process::Command::new("ldd")
-        .arg(&binary)
-        .output()
-        .unwrap();
-    let ldd =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    assert!(
-        ldd.contains("not a dynamic executable") || ldd.contains("statically linked"),
-        "{ldd}"
-    );
+    let c = Cluster::bare(&bin, "image").await;
+    let binary = image_binary(&archive, &c.dir);
+    // The README's install steps, in order.
     let manifests = harness::crate_dir().join("manifests");
     for m in [
         "podgroup-crd.yaml",
@@ -409,6 +401,9 @@ async fn the_image_runs_and_the_manifests_bind_the_example_gang() {
     ] {
         c.apply(&manifests.join(m)).await;
     }
+    let podgroup = kube::core::GroupVersionKind::gvk("scheduling.x-k8s.io", "v1alpha1", "PodGroup");
+    c.wait_established("podgroups.scheduling.x-k8s.io", &podgroup)
+        .await;
     c.add_nodes(1, 2, 8).await;
     // The Deployment's own configuration, from its ConfigMap.
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
@@ -423,4 +418,24 @@ async fn the_image_runs_and_the_manifests_bind_the_example_gang() {
         .await
         .unwrap();
     assert_eq!((status.as_str(), reason.as_str()), ("True", "Scheduled"));
+}
+
+/// The image's binary, unpacked from its archive into `dir`, after
+/// checking the image's entrypoint, user and that the binary is static.
+fn image_binary(archive: &std::path::Path, dir: &std::path::Path) -> std::path::PathBuf {
+    let config = unpack_image(archive, dir);
+    assert_eq!(config["config"]["Entrypoint"], json!(["/gangway-k8s"]));
+    assert_eq!(config["config"]["User"], json!("65532:65532"));
+    let binary = dir.join("rootfs/gangway-k8s");
+    let out = std::process::Command::new("ldd")
+        .arg(&binary)
+        .output()
+        .unwrap();
+    let ldd =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        ldd.contains("not a dynamic executable") || ldd.contains("statically linked"),
+        "{ldd}"
+    );
+    binary
 }
