@@ -30,6 +30,8 @@ struct Fake {
     now_ms: u64,
     /// Milliseconds between cycles.
     step_ms: u64,
+    /// Whether the watch caches are current (`Inputs::fresh`).
+    fresh: bool,
     uid: u64,
     host: Host,
     /// Every action of every cycle, in order.
@@ -62,6 +64,7 @@ impl Fake {
             usage: BTreeMap::new(),
             now_ms: 1_000_000,
             step_ms: 1_000,
+            fresh: true,
             uid: 0,
             host,
             log: Vec::new(),
@@ -116,7 +119,7 @@ impl Fake {
             groups: &self.groups,
             vcs: &self.vcs,
             now_ms: self.now_ms,
-            fresh: true,
+            fresh: self.fresh,
             usage: &self.usage,
         };
         let actions = self.host.cycle(&input).unwrap();
@@ -628,6 +631,44 @@ fn a_gang_bound_in_part_is_finished_on_its_plan() {
     assert!(
         binds.contains(&("other".into(), "n0".into(), (0..8).collect())),
         "{binds:?}"
+    );
+    assert_eq!(f.evictions(), 0);
+    f.check_no_gpu_twice();
+}
+
+/// After a watch failed or re-listed (the caches not fresh), a cycle
+/// reconciles the books but places nothing and rolls no gang bound in
+/// part forward; once the caches are fresh it does both.
+#[test]
+fn nothing_is_placed_while_the_caches_catch_up() {
+    let mut f = Fake::new(2, fallbacks());
+    f.group("half", 2);
+    f.pod("half-0", Some("half"), 4);
+    f.pod("half-1", Some("half"), 4);
+    let p = &mut f.pods[0];
+    p.node = Some("n1".into());
+    p.phase = Phase::Running;
+    p.gpu_indices = Some(vec![0, 1, 2, 3]);
+    p.plan = Some("half-0=n1:0,1,2,3;half-1=n1:4,5,6,7".into());
+    f.pod("other", None, 8);
+    f.fresh = false;
+    for _ in 0..10 {
+        let actions = f.cycle();
+        assert_eq!(Fake::binds(&actions), 0, "{actions:?}");
+    }
+    // The books hold what the cluster holds meanwhile: the gang bound in
+    // part has its whole plan on n1.
+    assert_eq!(f.free(), 8);
+    assert_eq!((f.bound("half-1"), f.bound("other")), (None, None));
+    f.fresh = true;
+    let mut binds = 0;
+    for _ in 0..3 {
+        binds += Fake::binds(&f.cycle());
+    }
+    assert_eq!(binds, 2);
+    assert_eq!(
+        (f.bound("half-1"), f.bound("other")),
+        (Some("n1"), Some("n0"))
     );
     assert_eq!(f.evictions(), 0);
     f.check_no_gpu_twice();
