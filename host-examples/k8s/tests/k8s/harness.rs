@@ -548,6 +548,15 @@ impl Sched {
         out
     }
 
+    /// The value of an unlabelled metric on `/metrics` (`None`: not
+    /// served, or not a number).
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        let text = self.get("/metrics");
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+    }
+
     /// Whether it still runs.
     pub fn alive(&mut self) -> bool {
         self.child
