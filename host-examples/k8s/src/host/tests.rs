@@ -420,7 +420,8 @@ fn a_lost_binding_that_did_not_happen_is_placed_again() {
 }
 
 /// A refused Binding breaks the gang: the pods bound are evicted, and it
-/// is placed again only after a back-off.
+/// is placed again only after a back-off of 1 s, doubling with each
+/// refusal in a row.
 #[test]
 fn a_refused_binding_evicts_the_gang_and_backs_off() {
     let mut f = Fake::new(2, fallbacks());
@@ -436,19 +437,40 @@ fn a_refused_binding_evicts_the_gang_and_backs_off() {
         }
     };
     f.cycle_with(refuse_one, true);
+    let refused_at = f.now_ms;
     f.cycle();
     assert!(f.pods.iter().all(|p| p.name != "g-0"), "g-0 evicted");
     assert_eq!(f.evictions(), 1);
-    // Its pods come back (a controller): the gang waits out its back-off.
+    // Its pods come back (a controller): the gang waits out its back-off,
+    // 1 s, and is refused again.
     f.pod("g-0", Some("g"), 8);
     let actions = f.cycle_only();
     assert_eq!(Fake::binds(&actions), 0);
     assert_eq!(f.reason("g").as_deref(), Some("BindBackoff"));
-    let mut bound = 0;
-    for _ in 0..15 {
-        bound += Fake::binds(&f.cycle());
+    while Fake::binds(&f.cycle_with(refuse_one, true)) == 0 {
+        assert!(f.now_ms < refused_at + 5_000, "never placed again");
     }
-    assert_eq!(bound, 2);
+    assert_eq!(f.now_ms - refused_at, 1_000, "the first back-off");
+    let refused_at = f.now_ms;
+    f.cycle();
+    f.pod("g-0", Some("g"), 8);
+    // The second refusal in a row: 2 s.
+    while Fake::binds(&f.cycle()) == 0 {
+        assert!(f.now_ms < refused_at + 10_000, "never placed again");
+    }
+    assert_eq!(f.now_ms - refused_at, 2_000, "the second back-off");
+    assert!(f.bound("g-0").is_some() && f.bound("g-1").is_some());
+}
+
+/// The back-off after refused Bindings: 1 s, doubling, at most 60 s.
+#[test]
+fn the_bind_back_off_starts_at_one_second() {
+    let waits: Vec<u64> = (1..=8).map(super::bind_backoff_ms).collect();
+    assert_eq!(
+        waits,
+        [1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000]
+    );
+    assert_eq!(super::bind_backoff_ms(u32::MAX), 60_000);
 }
 
 /// A node NotReady for less than its grace evicts nothing; past it, its
