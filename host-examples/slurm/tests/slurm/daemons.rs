@@ -321,6 +321,9 @@ fn two_partitions_over_the_same_nodes_cannot_both_have_a_daemon() {
     cluster.passed = true;
 }
 
+/// The resumed daemon stops at its first read of Slurm (`check_lock`);
+/// the check before every launch, for a lock lost between that read and a
+/// launch, is tested on its own: `daemon::launches::tests`.
 #[test]
 fn a_daemon_whose_lock_was_taken_launches_nothing() {
     if !slurm_here("a daemon whose lock was taken") {
