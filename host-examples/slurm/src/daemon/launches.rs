@@ -26,9 +26,9 @@ pub enum LaunchWork {
         script: String,
         /// Who it runs as.
         run_as: Option<RunAs>,
-        /// The ends folder, and the user's uid and gid: their record folder
-        /// is made there first if missing.
-        records: Option<(std::path::PathBuf, u32, u32)>,
+        /// Where the end record goes: its user's folder is made there
+        /// first if missing, and its place reserved.
+        records: Option<crate::daemon::records::RecordSpot>,
     },
     /// Native mode: put the held job back first if it ended
     /// (`scontrol requeuehold`), pin it (`scontrol update`), release it.
@@ -105,10 +105,12 @@ fn run_one(slurm: &Slurm, work: &LaunchWork) -> Result<u64, SlurmError> {
             run_as,
             records,
         } => {
-            if let Some((ends, uid, gid)) = records
-                && let Err(e) = crate::daemon::records::prepare_user_folder(ends, *uid, *gid)
+            if let Some(spot) = records
+                && let Err(e) = crate::daemon::records::reserve(spot)
             {
-                tracing::warn!("{e}");
+                tracing::warn!(
+                    "{e}: the job's end record is written when it ends, if there is room"
+                );
             }
             slurm.sbatch_as(args, script, run_as.as_ref())
         }
@@ -450,7 +452,12 @@ impl Daemon {
                     args: launch::sbatch_args(&spec, &parts),
                     script: launch::script(&spec, &parts),
                     run_as: self.run_as(entry.uid, entry.gid),
-                    records: Some((ends, entry.uid, entry.gid)),
+                    records: Some(super::records::RecordSpot {
+                        ends,
+                        uid: entry.uid,
+                        gid: entry.gid,
+                        name: record_name,
+                    }),
                 }
             }
         };
