@@ -481,4 +481,50 @@ mod tests {
             Err(Unfit::Insufficient("example.com/fpga".into()))
         );
     }
+
+    /// Ephemeral storage is fitted like CPU and memory, as kube-scheduler's
+    /// NodeResourcesFit does: the pod's request (its containers' sum, or
+    /// an init container's if larger) against the node's allocatable less
+    /// what the pods on it request; a node that reports none fits no pod
+    /// that asks for some.
+    #[test]
+    fn ephemeral_storage_is_fitted() {
+        let n = node(serde_json::json!({
+            "metadata": {"name": "n1"},
+            "status": {"allocatable": {"cpu": "8", "ephemeral-storage": "10Gi", "pods": "10"}}
+        }));
+        let p = pod_needs(
+            &pod(serde_json::json!({
+                "containers": [
+                    {"name": "a", "resources": {"requests": {"ephemeral-storage": "2Gi"}}},
+                    {"name": "b", "resources": {"requests": {"ephemeral-storage": "1Gi"}}}],
+                "initContainers": [
+                    {"name": "i", "resources": {"requests": {"ephemeral-storage": "4Gi"}}}]
+            })),
+            "g",
+        );
+        let gib: i128 = 1_073_741_824_000;
+        assert!(p.requests.contains(&("ephemeral-storage".into(), 4 * gib)));
+        assert_eq!(resources_fit(&p, 2, &n, None), Ok(()));
+        assert_eq!(
+            resources_fit(&p, 3, &n, None),
+            Err(Unfit::Insufficient("ephemeral-storage".into()))
+        );
+        let mut used = Resources::new();
+        used.insert("ephemeral-storage".into(), 6 * gib + 1);
+        assert_eq!(
+            resources_fit(&p, 1, &n, Some(&used)),
+            Err(Unfit::Insufficient("ephemeral-storage".into()))
+        );
+        used.insert("ephemeral-storage".into(), 6 * gib);
+        assert_eq!(resources_fit(&p, 1, &n, Some(&used)), Ok(()));
+        let bare = node(serde_json::json!({
+            "metadata": {"name": "n2"},
+            "status": {"allocatable": {"cpu": "8", "pods": "10"}}
+        }));
+        assert_eq!(
+            resources_fit(&p, 1, &bare, None),
+            Err(Unfit::Insufficient("ephemeral-storage".into()))
+        );
+    }
 }

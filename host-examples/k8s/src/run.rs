@@ -77,9 +77,14 @@ impl Caches {
     /// Whether the caches are current: no watch failed within
     /// [`SETTLE_AFTER_WATCH_ERROR_MS`].
     fn fresh(&self, now_ms: u64) -> bool {
-        now_ms.saturating_sub(self.last_error_ms.load(Ordering::Relaxed))
-            > SETTLE_AFTER_WATCH_ERROR_MS
+        settled(self.last_error_ms.load(Ordering::Relaxed), now_ms)
     }
+}
+
+/// Whether [`SETTLE_AFTER_WATCH_ERROR_MS`] passed since a watch last
+/// failed at `last_error_ms` (0: never).
+fn settled(last_error_ms: u64, now_ms: u64) -> bool {
+    now_ms.saturating_sub(last_error_ms) > SETTLE_AFTER_WATCH_ERROR_MS
 }
 
 /// Starts a reflector for `api` that pokes `notify` on every change and
@@ -474,4 +479,21 @@ async fn cycle(
         s.stats = lead.host.stats.clone();
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The caches are fresh unless a watch failed within the last
+    /// [`SETTLE_AFTER_WATCH_ERROR_MS`].
+    #[test]
+    fn caches_are_fresh_two_seconds_after_a_watch_fails() {
+        let now = 1_000_000;
+        assert!(settled(0, now), "no watch ever failed");
+        assert!(!settled(now, now));
+        assert!(!settled(now - SETTLE_AFTER_WATCH_ERROR_MS, now));
+        assert!(settled(now - SETTLE_AFTER_WATCH_ERROR_MS - 1, now));
+        assert!(!settled(now + 5, now), "a clock step back is not fresh");
+    }
 }

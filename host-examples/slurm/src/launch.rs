@@ -206,10 +206,13 @@ pub fn sbatch_args(spec: &LaunchSpec<'_>, parts: &[Part]) -> Vec<String> {
 /// whatever the placement's shape; empty otherwise), runs the user's
 /// command on the first node (multi-node jobs reach the others with
 /// `srun`), then records the command's exit status and the launch's secret
-/// in the user's record folder (written, as the job's user, to a fresh
-/// temporary file renamed into place, so a record is whole and its owner
-/// is the job's user; a record that cannot be written is said on stderr
-/// and changes nothing else) and exits with the command's status. The
+/// in the user's record folder, as the job's user: over the place the
+/// daemon reserved for it (`daemon::records::reserve`), in place, so that
+/// it needs no new space on a full filesystem; without a reservation, to a
+/// fresh temporary file renamed into place, so a record is whole and its
+/// owner is the job's user. A record that cannot be written is said on
+/// stderr and changes nothing else. The script exits with the command's
+/// status. The
 /// secret is a shell variable of the script, not exported: the command
 /// never sees it.
 pub fn script(spec: &LaunchSpec<'_>, parts: &[Part]) -> String {
@@ -237,9 +240,12 @@ pub fn script(spec: &LaunchSpec<'_>, parts: &[Part]) -> String {
          gw_token={token}\n\
          {cmd}\n\
          status=$?\n\
-         gw_tmp=$(mktemp {dir}/.record.XXXXXX) && printf '%s %s\\n' \"$status\" \"$gw_token\" > \"$gw_tmp\" \\\n  \
-         && mv -f \"$gw_tmp\" {dir}/{record_q} \\\n  \
-         || echo \"gangway: the job's end record could not be written to \"{dir} >&2\n\
+         gw_rec={dir}/{record_q}; gw_tmp=\n\
+         {{ [ -f \"$gw_rec\" ] && [ ! -h \"$gw_rec\" ] \\\n  \
+         && printf '%s %s\\n' \"$status\" \"$gw_token\" 1<>\"$gw_rec\"; }} 2>/dev/null \\\n  \
+         || {{ gw_tmp=$(mktemp {dir}/.record.XXXXXX) && printf '%s %s\\n' \"$status\" \"$gw_token\" > \"$gw_tmp\" \\\n  \
+         && mv -f \"$gw_tmp\" \"$gw_rec\"; }} \\\n  \
+         || {{ rm -f \"$gw_tmp\"; echo \"gangway: the job's end record could not be written to \"{dir} >&2; }}\n\
          exit \"$status\"\n",
         id = spec.id,
         number = spec.number,
@@ -296,9 +302,11 @@ mod tests {
         assert!(s.contains("\ngw_token='s3cr3t'\n"), "{s}");
         assert!(!s.contains("export gw_token"), "{s}");
         assert!(
-            s.contains("mv -f \"$gw_tmp\" '/st/ends/1000'/'abc.exit'"),
+            s.contains("\ngw_rec='/st/ends/1000'/'abc.exit'; gw_tmp=\n"),
             "{s}"
         );
+        assert!(s.contains("\"$gw_token\" 1<>\"$gw_rec\""), "{s}");
+        assert!(s.contains("mv -f \"$gw_tmp\" \"$gw_rec\""), "{s}");
         let pct = LaunchSpec {
             cwd: "/w/100%_done",
             ..spec.clone()

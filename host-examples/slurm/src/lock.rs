@@ -10,7 +10,12 @@
 //! The lock names what it protects as Slurm resolves it, not as the
 //! configuration spells it: the partition by its name even when the
 //! configuration leaves it to Slurm's default ([`resolve_partition`]), so
-//! a daemon of the default partition and one naming it take the same lock.
+//! a daemon of the default partition and one naming it take the same lock;
+//! and the partition's nodes, expanded ([`node_set`]): a live lock of
+//! another partition over any of the same nodes is the same lock
+//! ([`locks`]), so two daemons of partitions over the same nodes (`gpu`
+//! and `gpu2`, both `Nodes=ALL`) cannot both run and launch onto the same
+//! GPUs. Daemons of partitions over other nodes may.
 //! Its Slurm job id is its epoch: a daemon whose lock was taken over finds
 //! its job cancelled, and every launch checks that the lock is still its
 //! own just before it runs ([`still_ours`]), so a daemon that lost its lock
@@ -18,12 +23,14 @@
 //! A clean stop (SIGTERM, SIGINT) cancels the lock ([`release`]).
 //! Slurm orders job ids, so of two daemons starting at once
 //! the one with the lower lock id keeps it; the other cancels its own and
-//! refuses to start, saying who serves the partition. A lock whose
-//! heartbeat is older than `lock_stale_s` belongs to a daemon that is gone:
-//! it is cancelled and taken over (said in the log and `status`). Locks
-//! are only believed from root or the daemon's own user, so a user cannot
-//! forge one to keep the daemon from starting. Operators see the lock with
-//! `squeue -n gangway-lock`.
+//! refuses to start, saying who serves the partition (or its nodes). A
+//! lock whose heartbeat is older than `lock_stale_s` belongs to a daemon
+//! that is gone: it is cancelled and taken over (said in the log and
+//! `status`). Locks are only believed from root or the daemon's own user,
+//! so a user cannot forge one to keep the daemon from starting. Operators
+//! see the lock with `squeue -n gangway-lock`.
+
+use std::collections::BTreeSet;
 
 use super::SlurmError;
 use super::engine::{Slurm, SlurmJob};
@@ -53,8 +60,8 @@ pub struct Lock {
     pub pid: u32,
     /// Unix seconds of its last heartbeat.
     pub beat_s: u64,
-    /// The partition's nodes when it was taken (a Slurm host list), for
-    /// operators.
+    /// The partition's nodes when it was taken (a Slurm host list): what
+    /// the lock protects, with the partition.
     pub nodes: String,
 }
 
@@ -148,6 +155,20 @@ pub fn resolve_partition(slurm: &Slurm, configured: Option<&str>) -> Result<Reso
     })
 }
 
+/// The node names of a Slurm host list (`n[1-4],gpu7`), sorted; none for
+/// an empty list (or Slurm's `(null)`). A list that does not read as one
+/// stands for itself, so that it still matches the same list.
+pub fn node_set(list: &str) -> BTreeSet<String> {
+    let list = list.trim();
+    if list.is_empty() || list == "(null)" {
+        return BTreeSet::new();
+    }
+    match crate::hostlist::expand(list) {
+        Ok(names) => names.into_iter().collect(),
+        Err(_) => BTreeSet::from([list.to_string()]),
+    }
+}
+
 /// Whether a lock's partition is `target`'s: its name, or `(default)` (a
 /// lock of an older daemon of the default partition) when `target` is the
 /// default.
@@ -155,14 +176,55 @@ fn locks_partition(lock: &Lock, target: &Resolved) -> bool {
     lock.partition == target.partition || (lock.partition == "(default)" && target.default)
 }
 
-/// The pending locks of `partition` among `jobs` submitted by one of
-/// `trusted` (uids), oldest first.
-pub fn locks(jobs: &[SlurmJob], partition: &Resolved, trusted: &[u32]) -> Vec<Lock> {
+/// The nodes of `target` that `lock` also protects, sorted.
+fn shared_nodes(lock: &Lock, target: &Resolved) -> Vec<String> {
+    let theirs = node_set(&lock.nodes);
+    node_set(&target.nodes)
+        .into_iter()
+        .filter(|n| theirs.contains(n))
+        .collect()
+}
+
+/// Whether `lock` protects what a daemon of `target` would: the same
+/// partition, or any of its nodes.
+fn protects(lock: &Lock, target: &Resolved) -> bool {
+    locks_partition(lock, target) || !shared_nodes(lock, target).is_empty()
+}
+
+/// What `lock` holds of `target`, in words: `partition gpu`, or for a
+/// lock of another partition over the same nodes `partition gpu2, over 4
+/// of partition gpu's nodes (n1, n2, n3, n4)`.
+pub fn holds(lock: &Lock, target: &Resolved) -> String {
+    if locks_partition(lock, target) {
+        return format!("partition {}", target.partition);
+    }
+    let shared = shared_nodes(lock, target);
+    let mut named = shared
+        .iter()
+        .take(4)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if shared.len() > 4 {
+        named.push_str(", ...");
+    }
+    format!(
+        "partition {}, over {} of partition {}'s nodes ({named})",
+        lock.partition,
+        shared.len(),
+        target.partition
+    )
+}
+
+/// The pending locks among `jobs` submitted by one of `trusted` (uids)
+/// that protect what a daemon of `target` would ([`protects`]: its
+/// partition, or any of its nodes), oldest first.
+pub fn locks(jobs: &[SlurmJob], target: &Resolved, trusted: &[u32]) -> Vec<Lock> {
     let mut found: Vec<Lock> = jobs
         .iter()
         .filter(|j| j.name == LOCK_NAME && j.state == "PENDING" && trusted.contains(&j.user_id))
         .filter_map(|j| Lock::parse(j.job_id, &j.comment))
-        .filter(|l| locks_partition(l, partition))
+        .filter(|l| protects(l, target))
         .collect();
     found.sort_by_key(|l| l.job);
     found
@@ -206,8 +268,10 @@ fn hostname() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-/// Takes the lock of `partition` for daemon `daemon`, or refuses, naming
-/// the daemon that holds it. `trusted`: uids whose locks are believed.
+/// Takes the lock of `target` (its partition and nodes) for daemon
+/// `daemon`, or refuses, naming the daemon and the lock that hold it (of
+/// the partition, or of another over any of its nodes). `trusted`: uids
+/// whose locks are believed.
 pub fn take(
     slurm: &Slurm,
     target: &Resolved,
@@ -216,7 +280,6 @@ pub fn take(
     now_s: u64,
     trusted: &[u32],
 ) -> Result<Taken, SlurmError> {
-    let key = target.partition.clone();
     let mut notes = Vec::new();
     let held = locks(&slurm.jobs()?, target, trusted);
     let mut ours = None;
@@ -224,10 +287,11 @@ pub fn take(
         if lock.daemon == daemon {
             ours = Some(lock);
         } else if now_s.saturating_sub(lock.beat_s) < stale_s {
-            return Err(refusal(&key, &lock, now_s, stale_s));
+            return Err(refusal(target, &lock, now_s, stale_s));
         } else {
             let note = format!(
-                "took over partition {key} from {} (no heartbeat for over {stale_s} s)",
+                "took over {} from {} (no heartbeat for over {stale_s} s)",
+                holds(&lock, target),
                 lock.describe(now_s)
             );
             tracing::warn!("{note}");
@@ -237,7 +301,7 @@ pub fn take(
     }
     let mut lock = Lock {
         job: 0,
-        partition: key.clone(),
+        partition: target.partition.clone(),
         daemon: daemon.to_string(),
         host: hostname(),
         pid: std::process::id(),
@@ -257,7 +321,7 @@ pub fn take(
         l.daemon != daemon && l.job < lock.job && now_s.saturating_sub(l.beat_s) < stale_s
     }) {
         let _ = slurm.scancel(lock.job);
-        return Err(refusal(&key, first, now_s, stale_s));
+        return Err(refusal(target, first, now_s, stale_s));
     }
     Ok(Taken { lock, notes })
 }
@@ -279,11 +343,17 @@ fn submit(slurm: &Slurm, partition: &str, lock: &Lock) -> Result<u64, SlurmError
     )
 }
 
-/// The error of a daemon that finds `lock` held by another.
-fn refusal(partition: &str, lock: &Lock, now_s: u64, stale_s: u64) -> SlurmError {
+/// The error of a daemon of `target` that finds `lock` held by another.
+fn refusal(target: &Resolved, lock: &Lock, now_s: u64, stale_s: u64) -> SlurmError {
+    let why = if locks_partition(lock, target) {
+        ""
+    } else {
+        " (two daemons over the same nodes would launch onto the same GPUs)"
+    };
     SlurmError::Refused(format!(
-        "another gangway-slurm serves partition {partition}: {}; stop it first (if it is gone, \
-         its lock is taken over {stale_s} s after its last heartbeat, or `scancel {}`)",
+        "another gangway-slurm serves {}: {}{why}; stop it first (if it is gone, its lock is \
+         taken over {stale_s} s after its last heartbeat, or `scancel {}`)",
+        holds(lock, target),
         lock.describe(now_s),
         lock.job
     ))
@@ -348,12 +418,75 @@ mod tests {
         assert_eq!(locks(&jobs, &gpu(false), &[0]), vec![l.clone()]);
         // An older daemon's "(default)" lock is the default partition's.
         assert_eq!(locks(&jobs, &gpu(true), &[0]).len(), 2);
+        // Another partition over other nodes (over the same: see below).
         let gpu2 = Resolved {
             partition: "gpu2".into(),
-            ..gpu(false)
+            default: false,
+            nodes: "m[1-4]".into(),
         };
         assert!(locks(&jobs, &gpu2, &[0]).is_empty());
         assert!(l.describe(130).contains("last heartbeat 30 s ago"));
+    }
+
+    #[test]
+    fn a_lock_protects_its_partitions_nodes() {
+        let lock = |job: u64, partition: &str, nodes: &str| Lock {
+            job,
+            partition: partition.into(),
+            daemon: format!("d{job}"),
+            host: "h".into(),
+            pid: 1,
+            beat_s: 100,
+            nodes: nodes.into(),
+        };
+        let jobs: Vec<SlurmJob> = [
+            lock(3, "gpu", "n[1-4]"),
+            lock(4, "left", "n[1-2]"),
+            lock(5, "right", "n[3-4]"),
+            lock(6, "other", "m[1-4]"),
+        ]
+        .iter()
+        .map(|l| job(l.job, LOCK_NAME, &l.comment(), 0, "PENDING"))
+        .collect();
+        let target = |partition: &str, nodes: &str| Resolved {
+            partition: partition.into(),
+            default: false,
+            nodes: nodes.into(),
+        };
+        let ids = |t: &Resolved| {
+            locks(&jobs, t, &[0])
+                .iter()
+                .map(|l| l.job)
+                .collect::<Vec<_>>()
+        };
+        // gpu2 over the same nodes as gpu: gpu's lock is its own.
+        assert_eq!(ids(&target("gpu2", "n[1-4]")), [3, 4, 5]);
+        assert_eq!(ids(&target("mid", "n2,n3")), [3, 4, 5]);
+        assert_eq!(ids(&target("tail", "n4")), [3, 5]);
+        assert!(ids(&target("new", "m5,x1")).is_empty());
+        assert_eq!(ids(&target("other", "")), [6]);
+        let gpu2 = target("gpu2", "n[1-4]");
+        let said = refusal(&gpu2, &lock(3, "gpu", "n[1-4]"), 130, 60).to_string();
+        assert!(
+            said.contains(
+                "another gangway-slurm serves partition gpu, over 4 of partition gpu2's \
+                           nodes (n1, n2, n3, n4): daemon d3"
+            ) && said.contains("lock Slurm job 3")
+                && said.contains("the same GPUs"),
+            "{said}"
+        );
+        let same = refusal(&target("gpu", "n[1-4]"), &lock(3, "gpu", "n[1-4]"), 130, 60);
+        assert!(
+            same.to_string().contains("serves partition gpu: daemon d3"),
+            "{same}"
+        );
+        assert_eq!(node_set("(null)"), BTreeSet::new());
+        assert_eq!(node_set("n[1-"), BTreeSet::from(["n[1-".to_string()]));
+        let wide = holds(&lock(3, "gpu", "n[1-9]"), &target("g", "n[1-9]"));
+        assert!(
+            wide.ends_with("over 9 of partition g's nodes (n1, n2, n3, n4, ...)"),
+            "{wide}"
+        );
     }
 
     #[test]

@@ -461,7 +461,7 @@ impl Host {
         }
         self.stats.bind_errors += refused.len() as u64;
         e.bind_failures = e.bind_failures.saturating_add(1);
-        let wait = (1_000u64 << e.bind_failures.min(16)).min(BIND_BACKOFF_MAX_MS);
+        let wait = bind_backoff_ms(e.bind_failures);
         e.retry_after_ms = now_ms.saturating_add(wait);
         e.broken = Some(format!(
             "binding refused for {} of its pods: {}",
@@ -499,6 +499,13 @@ fn gang_key(p: &PodInfo) -> GangKey {
             name: p.name.clone(),
         },
     }
+}
+
+/// How long a gang waits before it is placed again after `failures`
+/// refusals in a row (at least 1): 1 s, doubling, at most
+/// [`BIND_BACKOFF_MAX_MS`].
+fn bind_backoff_ms(failures: u32) -> u64 {
+    (1_000u64 << failures.saturating_sub(1).min(16)).min(BIND_BACKOFF_MAX_MS)
 }
 
 /// GPUs of a plan.

@@ -30,6 +30,8 @@ struct Fake {
     now_ms: u64,
     /// Milliseconds between cycles.
     step_ms: u64,
+    /// Whether the watch caches are current (`Inputs::fresh`).
+    fresh: bool,
     uid: u64,
     host: Host,
     /// Every action of every cycle, in order.
@@ -62,6 +64,7 @@ impl Fake {
             usage: BTreeMap::new(),
             now_ms: 1_000_000,
             step_ms: 1_000,
+            fresh: true,
             uid: 0,
             host,
             log: Vec::new(),
@@ -116,7 +119,7 @@ impl Fake {
             groups: &self.groups,
             vcs: &self.vcs,
             now_ms: self.now_ms,
-            fresh: true,
+            fresh: self.fresh,
             usage: &self.usage,
         };
         let actions = self.host.cycle(&input).unwrap();
@@ -417,7 +420,8 @@ fn a_lost_binding_that_did_not_happen_is_placed_again() {
 }
 
 /// A refused Binding breaks the gang: the pods bound are evicted, and it
-/// is placed again only after a back-off.
+/// is placed again only after a back-off of 1 s, doubling with each
+/// refusal in a row.
 #[test]
 fn a_refused_binding_evicts_the_gang_and_backs_off() {
     let mut f = Fake::new(2, fallbacks());
@@ -433,19 +437,40 @@ fn a_refused_binding_evicts_the_gang_and_backs_off() {
         }
     };
     f.cycle_with(refuse_one, true);
+    let refused_at = f.now_ms;
     f.cycle();
     assert!(f.pods.iter().all(|p| p.name != "g-0"), "g-0 evicted");
     assert_eq!(f.evictions(), 1);
-    // Its pods come back (a controller): the gang waits out its back-off.
+    // Its pods come back (a controller): the gang waits out its back-off,
+    // 1 s, and is refused again.
     f.pod("g-0", Some("g"), 8);
     let actions = f.cycle_only();
     assert_eq!(Fake::binds(&actions), 0);
     assert_eq!(f.reason("g").as_deref(), Some("BindBackoff"));
-    let mut bound = 0;
-    for _ in 0..15 {
-        bound += Fake::binds(&f.cycle());
+    while Fake::binds(&f.cycle_with(refuse_one, true)) == 0 {
+        assert!(f.now_ms < refused_at + 5_000, "never placed again");
     }
-    assert_eq!(bound, 2);
+    assert_eq!(f.now_ms - refused_at, 1_000, "the first back-off");
+    let refused_at = f.now_ms;
+    f.cycle();
+    f.pod("g-0", Some("g"), 8);
+    // The second refusal in a row: 2 s.
+    while Fake::binds(&f.cycle()) == 0 {
+        assert!(f.now_ms < refused_at + 10_000, "never placed again");
+    }
+    assert_eq!(f.now_ms - refused_at, 2_000, "the second back-off");
+    assert!(f.bound("g-0").is_some() && f.bound("g-1").is_some());
+}
+
+/// The back-off after refused Bindings: 1 s, doubling, at most 60 s.
+#[test]
+fn the_bind_back_off_starts_at_one_second() {
+    let waits: Vec<u64> = (1..=8).map(super::bind_backoff_ms).collect();
+    assert_eq!(
+        waits,
+        [1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 60_000, 60_000]
+    );
+    assert_eq!(super::bind_backoff_ms(u32::MAX), 60_000);
 }
 
 /// A node NotReady for less than its grace evicts nothing; past it, its
@@ -628,6 +653,44 @@ fn a_gang_bound_in_part_is_finished_on_its_plan() {
     assert!(
         binds.contains(&("other".into(), "n0".into(), (0..8).collect())),
         "{binds:?}"
+    );
+    assert_eq!(f.evictions(), 0);
+    f.check_no_gpu_twice();
+}
+
+/// After a watch failed or re-listed (the caches not fresh), a cycle
+/// reconciles the books but places nothing and rolls no gang bound in
+/// part forward; once the caches are fresh it does both.
+#[test]
+fn nothing_is_placed_while_the_caches_catch_up() {
+    let mut f = Fake::new(2, fallbacks());
+    f.group("half", 2);
+    f.pod("half-0", Some("half"), 4);
+    f.pod("half-1", Some("half"), 4);
+    let p = &mut f.pods[0];
+    p.node = Some("n1".into());
+    p.phase = Phase::Running;
+    p.gpu_indices = Some(vec![0, 1, 2, 3]);
+    p.plan = Some("half-0=n1:0,1,2,3;half-1=n1:4,5,6,7".into());
+    f.pod("other", None, 8);
+    f.fresh = false;
+    for _ in 0..10 {
+        let actions = f.cycle();
+        assert_eq!(Fake::binds(&actions), 0, "{actions:?}");
+    }
+    // The books hold what the cluster holds meanwhile: the gang bound in
+    // part has its whole plan on n1.
+    assert_eq!(f.free(), 8);
+    assert_eq!((f.bound("half-1"), f.bound("other")), (None, None));
+    f.fresh = true;
+    let mut binds = 0;
+    for _ in 0..3 {
+        binds += Fake::binds(&f.cycle());
+    }
+    assert_eq!(binds, 2);
+    assert_eq!(
+        (f.bound("half-1"), f.bound("other")),
+        (Some("n1"), Some("n0"))
     );
     assert_eq!(f.evictions(), 0);
     f.check_no_gpu_twice();

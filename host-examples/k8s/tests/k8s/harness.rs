@@ -78,6 +78,27 @@ impl Cluster {
     /// Starts a control plane, applies the CRD and RBAC, creates the
     /// namespaces `team-a`, `team-b`, `team-c`.
     pub async fn start(bin: &Path, test: &str) -> Cluster {
+        let c = Cluster::bare(bin, test).await;
+        c.apply(&crate_dir().join("manifests/podgroup-crd.yaml"))
+            .await;
+        c.apply(&crate_dir().join("manifests/rbac.yaml")).await;
+        for ns in ["team-a", "team-b", "team-c"] {
+            c.namespace(ns).await;
+        }
+        let pgs: Api<gangway_k8s::podgroup::PodGroup> = Api::all(c.client.clone());
+        wait_until(
+            "the PodGroup CRD to be served",
+            Duration::from_secs(30),
+            || async { pgs.list(&ListParams::default()).await.is_ok() },
+        )
+        .await;
+        c
+    }
+
+    /// Starts a control plane and nothing more: what a fresh cluster has
+    /// (the API server's own namespaces and bootstrap RBAC, KWOK as the
+    /// kubelets), no CRD, no RBAC of ours, no namespace of the tests.
+    pub async fn bare(bin: &Path, test: &str) -> Cluster {
         let dir = std::env::temp_dir().join(format!(
             "gangway-k8s-{test}-{}-{}",
             std::process::id(),
@@ -104,26 +125,12 @@ impl Cluster {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         let client = client_from(&dir.join("admin.kubeconfig")).await;
-        let c = Cluster {
+        Cluster {
             dir,
             client,
             env,
             bin: bin.to_path_buf(),
-        };
-        c.apply(&crate_dir().join("manifests/podgroup-crd.yaml"))
-            .await;
-        c.apply(&crate_dir().join("manifests/rbac.yaml")).await;
-        for ns in ["team-a", "team-b", "team-c"] {
-            c.namespace(ns).await;
         }
-        let pgs: Api<gangway_k8s::podgroup::PodGroup> = Api::all(c.client.clone());
-        wait_until(
-            "the PodGroup CRD to be served",
-            Duration::from_secs(30),
-            || async { pgs.list(&ListParams::default()).await.is_ok() },
-        )
-        .await;
-        c
     }
 
     /// Creates a namespace.
@@ -131,6 +138,33 @@ impl Cluster {
         let api: Api<Namespace> = Api::all(self.client.clone());
         let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
         let _ = api.create(&PostParams::default(), &ns).await;
+    }
+
+    /// Waits as `kubectl wait --for condition=established crd/NAME` does,
+    /// then until the API server's discovery serves `kind` of its group.
+    pub async fn wait_established(&self, crd: &str, kind: &GroupVersionKind) {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        wait_until(
+            "the CRD to be established",
+            Duration::from_secs(30),
+            || async {
+                crds.get(crd).await.ok().is_some_and(|c| {
+                    c.status
+                        .and_then(|s| s.conditions)
+                        .into_iter()
+                        .flatten()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                })
+            },
+        )
+        .await;
+        wait_until(
+            "the CRD's kind to be discovered",
+            Duration::from_secs(30),
+            || async { discovery::pinned_kind(&self.client, kind).await.is_ok() },
+        )
+        .await;
     }
 
     /// Creates every object of a YAML manifest (multi-document).
@@ -512,6 +546,15 @@ impl Sched {
         let mut out = String::new();
         let _ = s.read_to_string(&mut out);
         out
+    }
+
+    /// The value of an unlabelled metric on `/metrics` (`None`: not
+    /// served, or not a number).
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        let text = self.get("/metrics");
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
     }
 
     /// Whether it still runs.

@@ -78,7 +78,9 @@ pub(crate) fn grid(racks: u32, per_rack: u32, gpus: u32) -> BTreeMap<String, u32
 /// Gangs of 1 to 16 GPUs from three namespaces, more than fit at once:
 /// every gang is bound whole (its pods within a second of each other),
 /// never beyond a node's GPUs, no GPU index held twice on a node at any
-/// time, and every pod runs to completion.
+/// time, and every pod runs to completion; the scheduler's metrics count
+/// no refused Binding (no spurious "already assigned"), no lost reply and
+/// one Binding per pod.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gangs_bound_whole_within_capacity() {
     let Some(bin) = harness::bin_dir("gangs_bound_whole_within_capacity") else {
@@ -88,7 +90,7 @@ async fn gangs_bound_whole_within_capacity() {
     let c = Cluster::start(&bin, "whole").await;
     c.add_nodes(4, 4, 8).await;
     let check = checker::Checker::start(&c.client, grid(4, 4, 8));
-    let _s = c.scheduler("a", &c.config("gangway", ""));
+    let s = c.scheduler("a", &c.config("gangway", ""));
     // (GPUs per pod, pods): 1, 2, 4, 8 and 16 GPUs.
     let shapes = [
         (1, 1),
@@ -145,6 +147,16 @@ async fn gangs_bound_whole_within_capacity() {
         "the cluster was never busy: {} pods at once",
         f.peak
     );
+    // Without faults no Binding is refused ("already assigned" included),
+    // none has its reply lost, and each pod is bound by one Binding.
+    for (metric, want) in [
+        ("gangway_bind_errors_total", 0.0),
+        ("gangway_binds_unknown_total", 0.0),
+        ("gangway_gangs_interrupted_total", 0.0),
+        ("gangway_pods_bound_total", pods as f64),
+    ] {
+        assert_eq!(s.metric(metric), Some(want), "{metric}");
+    }
     println!(
         "{pods} pods of {} gangs bound whole; at most {} pods held GPUs at once",
         gangs.len(),

@@ -920,7 +920,8 @@ impl Daemon {
     /// Our lock must still be in Slurm's queue as ours: if someone
     /// cancelled it and no other daemon holds the partition, it is taken
     /// again; if another daemon took it (or holds an older lock of the same
-    /// partition), this daemon has lost it ([`Daemon::lose_lock`]).
+    /// partition or of any of its nodes), this daemon has lost it
+    /// ([`Daemon::lose_lock`]).
     fn check_lock(&mut self, sjobs: &[SlurmJob]) {
         let Some((lock, _)) = &self.lock else {
             return;
@@ -931,8 +932,8 @@ impl Daemon {
             .find(|l| l.daemon != self.id && l.job < lock.job);
         if let Some(other) = older {
             let why = format!(
-                "another daemon holds an older lock of partition {}: {}",
-                self.served.partition,
+                "another daemon holds an older lock of {}: {}",
+                crate::lock::holds(&other, &self.served),
                 other.describe(unix_ms() / 1000)
             );
             return self.lose_lock(why);

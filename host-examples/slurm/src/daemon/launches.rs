@@ -26,9 +26,9 @@ pub enum LaunchWork {
         script: String,
         /// Who it runs as.
         run_as: Option<RunAs>,
-        /// The ends folder, and the user's uid and gid: their record folder
-        /// is made there first if missing.
-        records: Option<(std::path::PathBuf, u32, u32)>,
+        /// Where the end record goes: its user's folder is made there
+        /// first if missing, and its place reserved.
+        records: Option<crate::daemon::records::RecordSpot>,
     },
     /// Native mode: put the held job back first if it ended
     /// (`scontrol requeuehold`), pin it (`scontrol update`), release it.
@@ -105,10 +105,12 @@ fn run_one(slurm: &Slurm, work: &LaunchWork) -> Result<u64, SlurmError> {
             run_as,
             records,
         } => {
-            if let Some((ends, uid, gid)) = records
-                && let Err(e) = crate::daemon::records::prepare_user_folder(ends, *uid, *gid)
+            if let Some(spot) = records
+                && let Err(e) = crate::daemon::records::reserve(spot)
             {
-                tracing::warn!("{e}");
+                tracing::warn!(
+                    "{e}: the job's end record is written when it ends, if there is room"
+                );
             }
             slurm.sbatch_as(args, script, run_as.as_ref())
         }
@@ -131,11 +133,30 @@ fn run_one(slurm: &Slurm, work: &LaunchWork) -> Result<u64, SlurmError> {
     }
 }
 
+/// The fence before one launch: `None` when it may run (no lock to check,
+/// or the lock is still this daemon's in Slurm, its epoch:
+/// [`crate::lock::still_ours`]), else the outcome that stops it (`Fenced`,
+/// or `Unreachable` when Slurm does not answer: no launch on a guess).
+fn fenced(slurm: &Slurm, fence: Option<&crate::lock::Lock>) -> Option<LaunchOutcome> {
+    let lock = fence?;
+    match crate::lock::still_ours(slurm, lock) {
+        Ok(true) => None,
+        Ok(false) => Some(LaunchOutcome::Fenced(
+            lock.job,
+            format!(
+                "the partition's lock (Slurm job {}) is no longer this daemon's",
+                lock.job
+            ),
+        )),
+        Err(e) => Some(LaunchOutcome::Unreachable(e.to_string())),
+    }
+}
+
 /// Runs `orders` one by one; once Slurm does not answer or refuses for its
 /// configuration, the rest are not tried and get the same outcome. With
 /// `fence` (the daemon's lock), each launch first checks that the lock is
-/// still the daemon's (its epoch: [`crate::lock::still_ours`]); once it is
-/// not, nothing more is launched.
+/// still the daemon's ([`fenced`]); once it is not, nothing more is
+/// launched.
 pub fn run_launches(
     slurm: &Slurm,
     orders: Vec<LaunchOrder>,
@@ -148,17 +169,8 @@ pub fn run_launches(
             if let Some(outcome) = &stop {
                 return (order, outcome.clone());
             }
-            let outcome = match fence.map(|lock| (lock, crate::lock::still_ours(slurm, lock))) {
-                Some((_, Err(e))) => LaunchOutcome::Unreachable(e.to_string()),
-                Some((lock, Ok(false))) => LaunchOutcome::Fenced(
-                    lock.job,
-                    format!(
-                        "the partition's lock (Slurm job {}) is no longer this daemon's",
-                        lock.job
-                    ),
-                ),
-                _ => launch_outcome(run_one(slurm, &order.work)),
-            };
+            let outcome =
+                fenced(slurm, fence).unwrap_or_else(|| launch_outcome(run_one(slurm, &order.work)));
             if matches!(
                 outcome,
                 LaunchOutcome::Unreachable(_)
@@ -440,7 +452,12 @@ impl Daemon {
                     args: launch::sbatch_args(&spec, &parts),
                     script: launch::script(&spec, &parts),
                     run_as: self.run_as(entry.uid, entry.gid),
-                    records: Some((ends, entry.uid, entry.gid)),
+                    records: Some(super::records::RecordSpot {
+                        ends,
+                        uid: entry.uid,
+                        gid: entry.gid,
+                        name: record_name,
+                    }),
                 }
             }
         };
@@ -572,6 +589,117 @@ impl Daemon {
                 );
                 self.outage = Some((unix_ms(), why));
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A Slurm whose `squeue` says the lock (job 7, daemon d1) is pending
+    /// for its first `pending_for` checks and cancelled after, and whose
+    /// `sbatch` writes a line to `sbatch.calls` for each submission; its
+    /// folder.
+    fn fake_slurm(name: &str, pending_for: u32) -> (Slurm, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("gw-fence-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let d = dir.display();
+        let squeue = format!(
+            "#!/bin/sh\nn=$(cat {d}/checks 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {d}/checks\n\
+             if [ $n -le {pending_for} ]; then s=PENDING; else s=CANCELLED; fi\n\
+             echo \"$s|gangway-lock:gpu:d1:h:1:100:n[1-4]\"\n"
+        );
+        let sbatch =
+            format!("#!/bin/sh\ncat > /dev/null\necho launched >> {d}/sbatch.calls\necho 4242\n");
+        for (file, text) in [("squeue", squeue), ("sbatch", sbatch)] {
+            let path = dir.join(file);
+            std::fs::write(&path, text).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        (Slurm::new(Some(dir.clone()), None), dir)
+    }
+
+    fn orders(n: u64) -> Vec<LaunchOrder> {
+        (1..=n)
+            .map(|id| LaunchOrder {
+                id,
+                number: 1,
+                work: LaunchWork::Sbatch {
+                    args: Vec::new(),
+                    script: "#!/bin/sh\ntrue\n".into(),
+                    run_as: None,
+                    records: None,
+                },
+                parts: Vec::new(),
+            })
+            .collect()
+    }
+
+    fn lock() -> crate::lock::Lock {
+        crate::lock::Lock {
+            job: 7,
+            partition: "gpu".into(),
+            daemon: "d1".into(),
+            host: "h".into(),
+            pid: 1,
+            beat_s: 100,
+            nodes: "n[1-4]".into(),
+        }
+    }
+
+    fn sbatch_calls(dir: &std::path::Path) -> usize {
+        std::fs::read_to_string(dir.join("sbatch.calls")).map_or(0, |t| t.lines().count())
+    }
+
+    #[test]
+    fn a_lock_lost_between_launches_stops_the_rest() {
+        // The lock is ours at the first launch's check, taken before the
+        // second's: one sbatch, then nothing (a check at read time alone
+        // would have let all three run).
+        let (slurm, between) = fake_slurm("between", 1);
+        let out = run_launches(&slurm, orders(3), Some(&lock()));
+        let got: Vec<&LaunchOutcome> = out.iter().map(|(_, o)| o).collect();
+        assert_eq!(got[0], &LaunchOutcome::Launched(4242));
+        for o in &got[1..] {
+            assert!(
+                matches!(o, LaunchOutcome::Fenced(7, why) if why.contains("no longer this daemon's")),
+                "{o:?}"
+            );
+        }
+        assert_eq!(sbatch_calls(&between), 1);
+        // Lost before the first launch: nothing at all.
+        let (slurm, dir) = fake_slurm("before", 0);
+        let out = run_launches(&slurm, orders(2), Some(&lock()));
+        assert!(
+            out.iter()
+                .all(|(_, o)| matches!(o, LaunchOutcome::Fenced(7, _)))
+        );
+        assert_eq!(sbatch_calls(&dir), 0);
+        assert!(fenced(&slurm, Some(&lock())).is_some());
+        // Another daemon's comment on our lock's job is not ours either.
+        let (slurm, dir2) = fake_slurm("theirs", 9);
+        let theirs = crate::lock::Lock {
+            daemon: "d2".into(),
+            ..lock()
+        };
+        assert!(matches!(
+            fenced(&slurm, Some(&theirs)),
+            Some(LaunchOutcome::Fenced(7, _))
+        ));
+        // Ours throughout, or no lock to check: every launch runs.
+        assert_eq!(fenced(&slurm, Some(&lock())), None);
+        let out = run_launches(&slurm, orders(2), Some(&lock()));
+        assert!(out.iter().all(|(_, o)| *o == LaunchOutcome::Launched(4242)));
+        assert_eq!(
+            run_launches(&slurm, orders(1), None)[0].1,
+            LaunchOutcome::Launched(4242)
+        );
+        assert_eq!(sbatch_calls(&dir2), 3);
+        for d in [between, dir, dir2] {
+            std::fs::remove_dir_all(d).unwrap();
         }
     }
 }

@@ -19,12 +19,19 @@
 //!   and said in the job's events; a read that does not answer (a hung
 //!   filesystem) is given up after [`RECORD_PATIENCE`].
 //!
+//! * each record's place is reserved before its launch ([`reserve`]) and
+//!   written over in place, so a job running when the filesystem fills
+//!   still records how it ended: a user who fills it fails no one else's
+//!   running job.
+//!
 //! What a user can still do: make their own jobs' records unreadable (the
 //! job then ends "unknown" after an outage, not run again), and fill the
-//! filesystem of `ends_dir` as they can any they write. That filesystem
-//! should not be the state's (the daemon warns when it is: a full state
-//! filesystem refuses every change), and quotas bound what each user puts
-//! there, as on any shared filesystem.
+//! filesystem of `ends_dir` as they can any they write: launches made
+//! while it is full get no reservation (their records may then be lost),
+//! and when it is the state's, every change (every submit) is refused
+//! until space is freed. So `ends_dir` should be on a filesystem of its own
+//! (the daemon warns when it is the state's), or users given quotas there,
+//! as on any shared filesystem.
 
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -39,6 +46,29 @@ pub(super) type RecordKey = (u64, u32);
 
 /// Largest record read, in bytes (one holds an exit status and a secret).
 pub const MAX_RECORD: u64 = 4096;
+
+/// A record's place, reserved before its launch ([`reserve`]): blanks the
+/// batch script writes over in place, so that a record can be written
+/// even once the filesystem is full. A record of blanks only is one not
+/// written yet ([`RecordRead::Missing`]).
+pub const RESERVED: [u8; 128] = {
+    let mut b = [b' '; 128];
+    b[127] = b'\n';
+    b
+};
+
+/// Where a launch's end record goes: its user's folder in `ends`, by name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordSpot {
+    /// The ends folder.
+    pub ends: PathBuf,
+    /// The job's user and group (who owns their folder and records).
+    pub uid: u32,
+    /// The user's group.
+    pub gid: u32,
+    /// The record's file name ([`record_name`]).
+    pub name: String,
+}
 
 /// How long the daemon waits for a record read before it gives up on it
 /// (the job then ends as if it had none).
@@ -129,6 +159,40 @@ pub fn prepare_user_folder(ends_dir: &Path, uid: u32, gid: u32) -> Result<PathBu
     }
 }
 
+/// Makes `spot`'s user folder if it is missing ([`prepare_user_folder`])
+/// and reserves the record's place in it: a new file of [`RESERVED`]
+/// blanks, the user's, 0600, which the batch script overwrites in place
+/// (needing no new space). So a job that is running when the filesystem
+/// fills (another user's files on it, say) still records how it ended. An
+/// error (the filesystem already full, a root-squashed folder) leaves no
+/// file: the script then writes a new one, as without a reservation. Run
+/// on Slurm's I/O thread before the launch.
+pub fn reserve(spot: &RecordSpot) -> Result<(), String> {
+    use std::io::Write;
+    let dir = prepare_user_folder(&spot.ends, spot.uid, spot.gid)?;
+    let path = dir.join(&spot.name);
+    let made = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(&path);
+    let mut file = match made {
+        Ok(f) => f,
+        // Reserved already (this launch, tried again).
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
+        Err(e) => return Err(format!("reserving {}: {e}", path.display())),
+    };
+    let mut done = file.write_all(&RESERVED);
+    if done.is_ok() && spot.uid != crate::identity::effective_uid() {
+        done = std::os::unix::fs::fchown(&file, Some(spot.uid), Some(spot.gid));
+    }
+    done.map_err(|e| {
+        let _ = std::fs::remove_file(&path);
+        format!("reserving {}: {e}", path.display())
+    })
+}
+
 /// Reads the record at `path` of a job of `uid` whose launch's secret is
 /// `token`: opened without following a link and without blocking; only a
 /// regular file of at most [`MAX_RECORD`] bytes owned by `uid` and
@@ -170,6 +234,10 @@ pub fn read_record(path: &Path, uid: u32, token: &str) -> RecordRead {
     let mut text = String::new();
     if let Err(e) = (&mut file).take(MAX_RECORD).read_to_string(&mut text) {
         return RecordRead::Refused(format!("it cannot be read as text: {e}"));
+    }
+    if text.trim().is_empty() {
+        // Reserved, never written.
+        return RecordRead::Missing;
     }
     match crate::launch::parse_end_record(&text) {
         None => RecordRead::Refused(format!("cannot read {text:?}")),
@@ -257,6 +325,9 @@ mod tests {
             assert!(t.elapsed() < Duration::from_secs(1));
         }
         assert!(matches!(read_record(&dir, me, "x"), RecordRead::Refused(_)));
+        let blank = dir.join("blank.exit");
+        std::fs::write(&blank, RESERVED).unwrap();
+        assert_eq!(read_record(&blank, me, "x"), RecordRead::Missing);
         assert_eq!(record_name("a").len(), 37);
         assert_ne!(record_name("a"), record_name("b"));
         let folder = prepare_user_folder(&dir, me, 0).unwrap();
@@ -266,5 +337,74 @@ mod tests {
             "an existing folder passes"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Runs the batch script of a launch whose command exits `code`, its
+    /// record going to `dir`/`name`.
+    fn run_script(dir: &Path, name: &str, code: i32) {
+        let env = Vec::new();
+        let cmd = vec!["sh".to_string(), "-c".to_string(), format!("exit {code}")];
+        let spec = crate::launch::LaunchSpec {
+            daemon: "d1",
+            id: 1,
+            number: 1,
+            cmd: &cmd,
+            cwd: "/",
+            env: &env,
+            partition: None,
+            record_dir: dir,
+            record_name: name,
+            token: "tok",
+        };
+        let script = crate::launch::script(&spec, &[]);
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&script)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(code), "{out:?}");
+    }
+
+    #[test]
+    fn a_reserved_record_is_written_in_place() {
+        let ends = std::env::temp_dir().join(format!("gw-reserve-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&ends);
+        std::fs::create_dir_all(&ends).unwrap();
+        let me = crate::identity::effective_uid();
+        let spot = RecordSpot {
+            ends: ends.clone(),
+            uid: me,
+            gid: 0,
+            name: record_name("tok"),
+        };
+        reserve(&spot).unwrap();
+        let folder = user_folder(&ends, me);
+        let path = folder.join(&spot.name);
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!((meta.len(), meta.mode() & 0o777), (128, 0o600));
+        assert_eq!(read_record(&path, me, "tok"), RecordRead::Missing);
+        // Reserved again (the launch tried again): kept as it is.
+        reserve(&spot).unwrap();
+        run_script(&folder, &spot.name, 3);
+        let ino = meta.ino();
+        let after = std::fs::metadata(&path).unwrap();
+        assert_eq!((after.ino(), after.len()), (ino, 128), "written in place");
+        assert_eq!(read_record(&path, me, "tok"), RecordRead::Status(3));
+        // Without a reservation (it could not be made): a new record.
+        let other = record_name("other");
+        run_script(&folder, &other, 0);
+        assert_eq!(
+            read_record(&folder.join(&other), me, "tok"),
+            RecordRead::Status(0)
+        );
+        // A link in place of the reservation is replaced, not followed.
+        let target = ends.join("target");
+        std::fs::write(&target, "keep").unwrap();
+        let linked = folder.join(record_name("linked"));
+        std::os::unix::fs::symlink(&target, &linked).unwrap();
+        run_script(&folder, &record_name("linked"), 1);
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        assert_eq!(read_record(&linked, me, "tok"), RecordRead::Status(1));
+        std::fs::remove_dir_all(&ends).unwrap();
     }
 }

@@ -136,9 +136,12 @@ pub(super) fn prepare_ends_dir(cfg: &Config) -> Result<Vec<String>, SlurmError> 
     }
     if std::fs::metadata(&cfg.state_dir).is_ok_and(|s| s.dev() == meta.dev()) {
         notes.push(format!(
-            "the ends folder {} is on the state folder's filesystem: a user who fills it with \
-             their own files stops every change from being saved; give ends_dir a filesystem of \
-             its own (or users quotas)",
+            "the ends folder {} is on the state folder's filesystem: a user who fills it (their \
+             records folder there is theirs to write) makes every change fail to save, so every \
+             submit is refused (\"No space left on device\") until the space is freed; jobs \
+             already running still record how they end (their records' space is reserved at \
+             launch). Set ends_dir to a folder on another filesystem the nodes share (the \
+             daemon's user's, mode 0711), or give users a quota on this one",
             dir.display()
         ));
     }

@@ -2,7 +2,8 @@
 //! connections from one user, under a service manager's descriptor limit
 //! of 1,024, leave another user's status and submit answered within a
 //! second and the cycle and the lock's heartbeat running; an oversize
-//! request, a job too large to keep and one job too many are refused,
+//! request, a job too large to keep, a job over what its user may keep
+//! queued (not another user's) and one job too many are refused,
 //! each naming its limit.
 
 use std::process::{Command, Stdio};
@@ -153,23 +154,24 @@ fn limits_are_named_in_refusals() {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let alice = user("alice");
+    let (alice, mallory) = (user("alice"), user("mallory"));
     let mut cluster = Cluster::start("limits", None);
     let config = format!(
-        "{}\n[limits]\nrequest_bytes = 65536\njob_bytes = 32768\nqueued_jobs_per_user = 2\n",
+        "{}\n[limits]\nrequest_bytes = 65536\njob_bytes = 32768\nqueued_jobs_per_user = 2\n\
+         queued_bytes_per_user = 40000\n",
         shared_config(&cluster, "")
     );
     cluster.configure("limits.toml", &config);
     cluster.start_daemon();
-    let submit_with = |value: &str| {
+    let submit_with = |who: &User, vc: &str, value: &str| {
         let mut cmd = Command::new(cluster.dir.join("bin/gangway-slurm"));
-        cmd.args(["submit", "--gpus", "1", "--vc", "prod", "--", "sleep", "30"]);
-        cluster.as_user(&mut cmd, &alice);
+        cmd.args(["submit", "--gpus", "1", "--vc", vc, "--", "sleep", "30"]);
+        cluster.as_user(&mut cmd, who);
         cmd.env("BIG", value);
         cmd.output().unwrap()
     };
     // Over the request limit: refused with the limit, not a broken pipe.
-    let out = submit_with(&"x".repeat(100_000));
+    let out = submit_with(&alice, "prod", &"x".repeat(100_000));
     let said = text(&out);
     assert!(
         !out.status.success()
@@ -178,17 +180,30 @@ fn limits_are_named_in_refusals() {
         "{said}"
     );
     // Small enough to send, too large to keep.
-    let out = submit_with(&"x".repeat(40_000));
+    let out = submit_with(&alice, "prod", &"x".repeat(40_000));
     let said = text(&out);
     assert!(
         !out.status.success() && said.contains("limits.job_bytes"),
         "{said}"
     );
+    // Each of 20,000 bytes is under job_bytes; two of one user's are over
+    // what one user may keep (40,000), and another user's first is not.
+    let big = "x".repeat(20_000);
+    let out = submit_with(&alice, "prod", &big);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = submit_with(&alice, "prod", &big);
+    let said = text(&out);
+    assert!(
+        !out.status.success()
+            && said.contains("limits.queued_bytes_per_user")
+            && said.contains("the 40000-byte limit"),
+        "{said}"
+    );
+    let out = submit_with(&mallory, "research", &big);
+    assert!(out.status.success(), "{}", text(&out));
     // One job too many.
-    for _ in 0..2 {
-        assert!(submit_with("small").status.success());
-    }
-    let out = submit_with("small");
+    assert!(submit_with(&alice, "prod", "small").status.success());
+    let out = submit_with(&alice, "prod", "small");
     let said = text(&out);
     assert!(
         !out.status.success() && said.contains("limits.queued_jobs_per_user = 2"),
@@ -196,9 +211,17 @@ fn limits_are_named_in_refusals() {
     );
     let socket = cluster.socket();
     let s = client::status(&Daemon::at(&socket), None).unwrap();
-    assert_eq!(s.pending.len() + s.running.len(), 2);
+    let live: Vec<&str> = s
+        .pending
+        .iter()
+        .chain(&s.running)
+        .map(|j| j.user.as_str())
+        .collect();
+    assert_eq!(live.len(), 3, "{live:?}");
+    assert_eq!(live.iter().filter(|u| **u == alice.name).count(), 2);
     println!(
-        "clients: an oversize request, a job too large to keep and a third job were refused, each naming its limit"
+        "clients: an oversize request, a job too large to keep, a job over its user's queued \
+         bytes (another user's alike was taken) and a third job were refused, each naming its limit"
     );
     cluster.passed = true;
 }

@@ -24,8 +24,8 @@
 # for exact GPU indices and Slurm sets CUDA_VISIBLE_DEVICES for it.
 # Writes DIR/gangway.toml, a gangway-slurm config for this cluster.
 #
-# Partitions: gpu (the default), gpu2 (the same nodes, for a second daemon)
-# and gw, which gangway-slurm's native mode manages: the project's
+# Partitions: gpu (the default), gpu2 (the same nodes: a daemon there is
+# refused while one serves gpu, the lock covering the nodes) and gw, which gangway-slurm's native mode manages: the project's
 # job_submit.lua (host-examples/slurm/job_submit.lua, JobSubmitPlugins=lua)
 # holds every job submitted there. Everything under DIR is readable by other
 # users, so that unprivileged users can run Slurm's commands against it.

@@ -1,9 +1,9 @@
 //! Daemons sharing a cluster, and jobs Gangway did not start: a second
-//! daemon on the same partition refuses to start (the first's lock), one on
-//! another partition neither adopts nor cancels the first's jobs, a daemon
-//! gone without a word is taken over once its lock goes stale; jobs started
-//! in Slurm directly keep their GPUs under the `philly` preset (reclaim
-//! included).
+//! daemon on the same partition, or on another partition over the same
+//! nodes, refuses to start (naming the first's lock) and touches none of
+//! the first's jobs; a daemon gone without a word is taken over once its
+//! lock goes stale; jobs started in Slurm directly keep their GPUs under
+//! the `philly` preset (reclaim included).
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -50,39 +50,6 @@ fn a_second_daemon_does_not_touch_the_firsts_jobs() {
         "{err}"
     );
     assert!(err.contains("lock Slurm job"), "{err}");
-    // On another partition of the same nodes: it starts, and sees the
-    // first's jobs as foreign load.
-    let third_state = cluster.dir.join("third-state");
-    let third = cluster.config_with("c.toml", |t| {
-        t.replace(
-            &cluster.state().display().to_string(),
-            &third_state.display().to_string(),
-        )
-        .replacen("[slurm]\n", "[slurm]\npartition = \"gpu2\"\n", 1)
-    });
-    cluster
-        .others
-        .push(cluster.spawn_daemon(&third, "daemon-c.log", &[]));
-    let c_socket = gangway_slurm::config::socket_in(&third_state);
-    let c = Daemon::at(&c_socket);
-    let t = Instant::now();
-    let foreign = loop {
-        if let Ok(s) = client::status(&c, None)
-            && s.foreign_gpus > 0
-        {
-            break s.foreign_gpus;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "the third daemon never counted the first's jobs"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    let theirs = client::status(&c, None).unwrap();
-    assert!(
-        theirs.running.is_empty() && theirs.pending.is_empty(),
-        "it adopted: {theirs:?}"
-    );
     // Every job of the first passes, launched once, never cancelled.
     for id in &jobs {
         let j = cluster.finished(60, *id);
@@ -112,8 +79,8 @@ fn a_second_daemon_does_not_touch_the_firsts_jobs() {
         s.warnings
     );
     println!(
-        "daemons: a second daemon on the same partition was refused; one on another partition counted the \
-         first's {foreign} GPUs as foreign and touched none of its jobs; a stale lock was taken over"
+        "daemons: a second daemon on the same partition was refused and touched none of the first's \
+         jobs; a stale lock was taken over"
     );
     cluster.passed = true;
 }
@@ -280,6 +247,83 @@ fn two_daemons_naming_a_partition_differently_cannot_both_run() {
     cluster.passed = true;
 }
 
+/// The Slurm job of the one pending lock.
+fn lock_job(cluster: &Cluster) -> String {
+    let out = cluster.slurm(&[
+        "squeue",
+        "-h",
+        "-t",
+        "pending",
+        "-n",
+        "gangway-lock",
+        "-o",
+        "%A",
+    ]);
+    let ids: Vec<&str> = out.split_whitespace().collect();
+    assert_eq!(ids.len(), 1, "locks: {out}");
+    ids[0].to_string()
+}
+
+#[test]
+fn two_partitions_over_the_same_nodes_cannot_both_have_a_daemon() {
+    if !slurm_here("two partitions over the same nodes") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cluster = Cluster::start("lock-nodes", None);
+    // The first serves gpu (the default, Nodes=ALL).
+    cluster.start_daemon();
+    let first = lock_job(&cluster);
+    let state = cluster.state().display().to_string();
+    let other = cluster.dir.join("other-state").display().to_string();
+    let gpu2 = cluster.config_with("gpu2.toml", |t| {
+        t.replace(&state, &other)
+            .replacen("[slurm]\n", "[slurm]\npartition = \"gpu2\"\n", 1)
+    });
+    // gpu2 has the same nodes: refused, naming the first's lock.
+    let (err, _) = cluster.refused_start(&gpu2);
+    assert!(
+        err.contains(
+            "another gangway-slurm serves partition gpu, over 4 of partition gpu2's nodes"
+        ) && err.contains(&format!("lock Slurm job {first}")),
+        "{err}"
+    );
+    assert_eq!(lock_job(&cluster), first, "the refused daemon left a lock");
+    // And the other way round.
+    cluster.signal_daemon("TERM");
+    let mut stopped = cluster.daemon.take().unwrap();
+    assert!(stopped.wait().unwrap().success(), "a clean stop exits 0");
+    let mut second = cluster.spawn_daemon(&gpu2, "daemon-gpu2.log", &[]);
+    let socket = gangway_slurm::config::socket_in(std::path::Path::new(&other));
+    let t = Instant::now();
+    while client::status(&Daemon::at(&socket), None).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the gpu2 daemon did not start"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let theirs = lock_job(&cluster);
+    let default = cluster.config.clone();
+    let (err, _) = cluster.refused_start(&default);
+    assert!(
+        err.contains(
+            "another gangway-slurm serves partition gpu2, over 4 of partition gpu's nodes"
+        ) && err.contains(&format!("lock Slurm job {theirs}")),
+        "{err}"
+    );
+    let _ = second.kill();
+    let _ = second.wait();
+    println!(
+        "daemons: partitions gpu and gpu2 over the same nodes take one lock: the second daemon is \
+         refused either way, naming the other's lock"
+    );
+    cluster.passed = true;
+}
+
+/// The resumed daemon stops at its first read of Slurm (`check_lock`);
+/// the check before every launch, for a lock lost between that read and a
+/// launch, is tested on its own: `daemon::launches::tests`.
 #[test]
 fn a_daemon_whose_lock_was_taken_launches_nothing() {
     if !slurm_here("a daemon whose lock was taken") {

@@ -17,8 +17,9 @@
 //!   authorization, private reports, forged end records, the module cache.
 //! * [`native`]: users' own `sbatch` into the partition Gangway manages.
 //! * [`gpu_types`]: nodes of two GPU types; typed `sbatch` and `submit`.
-//! * [`daemons`]: one daemon per partition (a lock named by the resolved
-//!   partition, fencing a daemon that lost it, given back on a clean stop),
+//! * [`daemons`]: one daemon per partition and node set (a lock named by
+//!   the resolved partition and its nodes, fencing a daemon that lost it,
+//!   given back on a clean stop),
 //!   and jobs started in Slurm directly keep their GPUs under `philly`.
 //! * [`records`]: end records no user can block, fill or take.
 //! * [`soak`]: the seeded soak test (random operations and faults, an

@@ -2,7 +2,8 @@
 //! own FIFO, link or oversized file in place of a record blocks nothing
 //! (status answers within a second throughout) and fails only that user's
 //! jobs; a user whose records folder is full (their quota) refuses and
-//! fails no one else's job.
+//! fails no one else's job; a user who fills the whole filesystem (the
+//! default `ends_dir`, on the state's) fails no job that was running.
 
 use std::os::unix::fs::MetadataExt;
 use std::process::Command;
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 use gangway_slurm::client::{self, Daemon};
 
 use super::harness::{Cluster, SERIAL, slurm_here, text, user};
-use super::security::{forgotten, shared_cluster};
+use super::security::{forgotten, shared_cluster, shared_config};
 
 /// Polls `status` every 100 ms for `secs`: the slowest answer.
 fn slowest_status(cluster: &Cluster, secs: u64) -> Duration {
@@ -168,6 +169,76 @@ fn a_full_records_folder_fails_no_one_else() {
     println!(
         "records: with {}'s records folder full, alice's submit took {submit_took:?} and both her \
          jobs passed (one from its record after an outage); only mallory's own job lost its record",
+        mallory.name
+    );
+    cluster.passed = true;
+}
+
+#[test]
+fn a_full_filesystem_fails_no_running_job() {
+    if !slurm_here("a user fills the records' filesystem") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (alice, mallory) = (user("alice"), user("mallory"));
+    let mut cluster = Cluster::start("records-disk", Some(3));
+    // The state folder, and with it the default ends folder, on a small
+    // filesystem of its own.
+    let small = cluster.dir.join("small-state");
+    std::fs::create_dir_all(&small).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=2m,mode=0711", "tmpfs"])
+        .arg(&small)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mounting a tmpfs for the state folder");
+    cluster.mounted = Some(small.clone());
+    let state = cluster.state().display().to_string();
+    let config = shared_config(&cluster, "").replace(&state, &small.display().to_string());
+    cluster.configure("small.toml", &config);
+    cluster.state_dir = small.clone();
+    cluster.start_daemon();
+    // mallory's first job makes her records folder there.
+    let first = cluster.submit_as(&mallory, 1, "research", &["true"]);
+    cluster.finished(30, first);
+    let hers = cluster.submit_as(&alice, 1, "prod", &["sleep", "8"]);
+    let s = cluster.wait_for(30, "alice's job running", |s| {
+        s.running
+            .iter()
+            .any(|j| j.id == hers && j.state == "running")
+    });
+    let slurm_id = s.running.iter().find(|j| j.id == hers).unwrap().slurm_job;
+    // mallory fills the filesystem from her own records folder.
+    let fill = small
+        .join("ends")
+        .join(mallory.uid.to_string())
+        .join("fill");
+    let out = cluster.sh_as(
+        &mallory,
+        &format!("head -c 100000000 /dev/zero > '{}'", fill.display()),
+    );
+    assert!(!out.status.success(), "the filesystem did not fill");
+    // alice's job ends while the daemon is away, and Slurm forgets it.
+    cluster.kill_daemon();
+    forgotten(&cluster, &[slurm_id.unwrap()]);
+    assert!(
+        std::fs::write(small.join("probe"), "x").is_err(),
+        "the filesystem was not full when alice's job ended"
+    );
+    // The space freed (the daemon cannot start on a full state folder),
+    // the daemon learns how her job ended from its record.
+    std::fs::remove_file(&fill).unwrap();
+    cluster.start_daemon();
+    let j = cluster.finished(30, hers);
+    assert_eq!(j.state, "passed", "{:?}", j.events);
+    assert!(
+        j.events.iter().any(|e| e.contains("from its end record")),
+        "{:?}",
+        j.events
+    );
+    println!(
+        "records: {} filled the state's filesystem while alice's job ran; it ended while the \
+         daemon was away and passed from its record, written over its reserved place",
         mallory.name
     );
     cluster.passed = true;
