@@ -224,21 +224,23 @@ mod tests {
         sched
     }
 
-    #[test]
-    fn failures_that_alternate_with_good_calls_are_quarantined() {
-        let mut sched = one_server_with(EverySecond(0.into()));
-        let mut quarantined_in = None;
-        for t in 1..=40 {
-            let report = sched.round(t).unwrap();
-            if report
+    /// The round (of `1..=rounds`) in which the scheduler's report first
+    /// says a policy was quarantined, if any.
+    fn quarantined_within(sched: &mut Scheduler, rounds: u64) -> Option<u64> {
+        (1..=rounds).find(|&t| {
+            sched
+                .round(t)
+                .unwrap()
                 .slot_events
                 .iter()
                 .any(|(_, e)| matches!(e, SlotEvent::Quarantined { .. }))
-            {
-                quarantined_in = Some(t);
-                break;
-            }
-        }
+        })
+    }
+
+    #[test]
+    fn failures_that_alternate_with_good_calls_are_quarantined() {
+        let mut sched = one_server_with(EverySecond(0.into()));
+        let quarantined_in = quarantined_within(&mut sched, 40);
         // Five failures among its last twenty calls: the tenth call.
         assert_eq!(quarantined_in, Some(10));
         assert_eq!(sched.policies().slot::<Fairness>().name(), "fifo-quota");
@@ -259,18 +261,7 @@ mod tests {
     #[test]
     fn one_failure_in_five_calls_is_quarantined() {
         let mut sched = one_server_with(EveryFifth(0.into()));
-        let mut quarantined_in = None;
-        for t in 1..=200 {
-            let report = sched.round(t).unwrap();
-            if report
-                .slot_events
-                .iter()
-                .any(|(_, e)| matches!(e, SlotEvent::Quarantined { .. }))
-            {
-                quarantined_in = Some(t);
-                break;
-            }
-        }
+        let quarantined_in = quarantined_within(&mut sched, 200);
         assert_eq!(quarantined_in, Some(40));
         assert_eq!(sched.policies().slot::<Fairness>().name(), "fifo-quota");
     }
@@ -293,18 +284,7 @@ mod tests {
             }
         }
         let mut sched = one_server_with(SlowToFail(0.into()));
-        let mut quarantined_in = None;
-        for t in 1..=100 {
-            let report = sched.round(t).unwrap();
-            if report
-                .slot_events
-                .iter()
-                .any(|(_, e)| matches!(e, SlotEvent::Quarantined { .. }))
-            {
-                quarantined_in = Some(t);
-                break;
-            }
-        }
+        let quarantined_in = quarantined_within(&mut sched, 100);
         // The seventh slow failure brings the time past a second.
         assert_eq!(quarantined_in, Some(70));
     }
