@@ -117,6 +117,17 @@ pub enum Difference {
         /// The engine's, now held.
         now: Placement,
     },
+    /// A running job holds only a part of its GPUs in the engine (a member
+    /// of its gang ended while the rest run): the others were freed, their
+    /// GPU time so far counted as attained ([`Scheduler::shrink`]).
+    Shrunk {
+        /// The job.
+        job: JobId,
+        /// The scheduler's placement before.
+        was: Placement,
+        /// The part the engine says it holds, now its placement.
+        now: Placement,
+    },
     /// A pending job the engine runs: it is now running where the engine
     /// runs it (a new attempt).
     Started {
@@ -169,6 +180,12 @@ impl std::fmt::Display for Difference {
             Difference::Moved { job, .. } => {
                 write!(f, "{job} runs elsewhere in the engine; adopted")
             }
+            Difference::Shrunk { job, was, now } => write!(
+                f,
+                "{job} holds {} of its {} GPUs in the engine; the rest freed",
+                now.gpu_count(),
+                was.gpu_count()
+            ),
             Difference::Started { job, .. } => {
                 write!(f, "{job} was pending but runs in the engine; adopted")
             }
@@ -221,6 +238,18 @@ fn normalise(sched: &Scheduler, placement: &Placement) -> Result<Placement, Stri
         }
     }
     Ok(p)
+}
+
+/// Whether `part` (canonical) holds only GPUs `whole` (canonical) holds,
+/// and fewer.
+fn part_of(part: &Placement, whole: &Placement) -> bool {
+    part != whole
+        && part.parts.iter().all(|p| {
+            whole
+                .parts
+                .iter()
+                .any(|w| w.server == p.server && p.gpus & !w.gpus == 0)
+        })
 }
 
 /// A reconciliation under way: what the engine runs, what was found so far.
@@ -320,6 +349,20 @@ impl Scheduler {
         for (id, ours, vc) in running {
             match r.wanted.get(&id) {
                 Some(p) if *p == ours => {}
+                Some(p) if part_of(p, &ours) => {
+                    let now_holds = p.clone();
+                    match self.book.shrink(&mut self.state, id, &now_holds, now) {
+                        Ok(_) => r.diffs.push(Difference::Shrunk {
+                            job: id,
+                            was: ours,
+                            now: now_holds,
+                        }),
+                        Err(e) => {
+                            self.requeue_lost(id, now);
+                            r.unresolved.insert(id, e.to_string());
+                        }
+                    }
+                }
                 Some(_) => {
                     let _ = self.state.release(id);
                     r.moved.insert(id, ours);

@@ -14,7 +14,7 @@ use crate::policy::{BoxedBackend, PolicySet, SlotHealth, ViewChanges};
 use crate::round::{Round, RoundReport, RoundScratch};
 use crate::scheduler_error::SchedulerError;
 use crate::server_set::ServerSet;
-use crate::state::{ClusterState, Health, InvariantViolation};
+use crate::state::{ClusterState, Health, InvariantViolation, Placement};
 use crate::topology::{GpuRequest, ServerId, Topology};
 
 mod types;
@@ -403,6 +403,31 @@ impl Scheduler {
         self.book.end_attempt(&mut self.state, id, now, end)
     }
 
+    /// Part of running job `id`'s gang ended while the rest runs (one pod
+    /// of a multi-pod job finished): from `now` it holds only `keep`, a part
+    /// of its GPUs, and the others are free for new work at once. The GPU
+    /// time the freed GPUs ran is counted as attained, and the job's VC no
+    /// longer holds them. The job still ends through
+    /// [`Scheduler::end_attempt`]; if it is stopped and started again, it
+    /// asks for its whole gang. Refused ([`SchedulerError::Shrink`]) when
+    /// `keep` is empty or not a part of what the job holds.
+    ///
+    /// ```
+    /// use gangway_core::{JobId, JobSpec, Placement, Scheduler, ServerGpus, ServerId, Topology};
+    /// let mut sched = Scheduler::new(Topology::uniform(1, 1, 8).unwrap());
+    /// let vc = sched.virtual_cluster("a");
+    /// sched.submit(JobSpec { id: JobId(1), vc, user: 0, gpus: 8, submitted_s: 0 }).unwrap();
+    /// sched.round(0).unwrap();
+    /// let keep = Placement { parts: vec![ServerGpus { server: ServerId(0), gpus: 0x0f }] };
+    /// sched.shrink(JobId(1), &keep, 10).unwrap();
+    /// assert_eq!(sched.state().free_gpus(), 4);
+    /// assert_eq!(sched.job(JobId(1)).unwrap().attained_gpu_s, 40);
+    /// sched.check_invariants().unwrap();
+    /// ```
+    pub fn shrink(&mut self, id: JobId, keep: &Placement, now: u64) -> Result<(), SchedulerError> {
+        self.book.shrink(&mut self.state, id, keep, now).map(|_| ())
+    }
+
     /// The host could not launch a job the round started, through no fault
     /// of the job (its engine did not answer, or refused for a reason of its
     /// own configuration): the job's GPUs are released and it is pending
@@ -469,9 +494,9 @@ impl Scheduler {
     }
 
     /// Verifies the allocation state and the job book against each other:
-    /// no GPU held twice, every running gang holds exactly its GPUs, every
-    /// job is in exactly one state and every index agrees with it, VC totals
-    /// match.
+    /// no GPU held twice, every running gang holds exactly its placement
+    /// (no more GPUs than it needs; fewer only once shrunk), every job is in
+    /// exactly one state and every index agrees with it, VC totals match.
     pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
         self.state.check_invariants()?;
         self.book.check(&self.state)?;

@@ -55,6 +55,14 @@ pub enum SchedulerError {
         /// Its state.
         state: &'static str,
     },
+    /// A shrink named GPUs the job does not hold, or none at all.
+    #[error("{job}: cannot shrink: {why}")]
+    Shrink {
+        /// The job.
+        job: JobId,
+        /// What is wrong with what it would keep.
+        why: String,
+    },
     /// The server does not exist.
     #[error("{0} does not exist")]
     UnknownServer(ServerId),

@@ -438,7 +438,9 @@ impl Scheduler {
         }
         if let JobState::Running { choice, .. } = &record.state {
             let p = &choice.placement;
-            if p.gpu_count() != record.next_gpus() || choice.servers != p.server_count() {
+            // A shrunk gang ([`Scheduler::shrink`]) holds fewer than it
+            // needs, never more.
+            if p.gpu_count() > record.next_gpus() || choice.servers != p.server_count() {
                 return Err(invalid_job(
                     id,
                     format!(

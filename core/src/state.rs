@@ -431,6 +431,56 @@ impl ClusterState {
         Ok(placement)
     }
 
+    /// Frees the GPUs of `job` that `keep` leaves out (a member of its gang
+    /// ended while the rest run) and returns how many were freed. `keep`
+    /// must be a part of what `job` holds, sorted by server, and hold at
+    /// least one GPU; nothing changes otherwise.
+    pub(crate) fn shrink(&mut self, job: JobId, keep: &Placement) -> Result<u32, StateError> {
+        let held = self
+            .allocations
+            .get(&job)
+            .ok_or(StateError::NotAllocated(job))?;
+        let kept = |s: ServerId| {
+            keep.parts
+                .iter()
+                .find(|p| p.server == s)
+                .map_or(0, |p| p.gpus)
+        };
+        let within = keep.parts.iter().all(|k| {
+            k.gpus != 0
+                && held
+                    .parts
+                    .iter()
+                    .any(|h| h.server == k.server && k.gpus & !h.gpus == 0)
+        });
+        let sorted = keep.parts.windows(2).all(|w| w[0].server < w[1].server);
+        if keep.parts.is_empty() || !within || !sorted {
+            return Err(StateError::Malformed {
+                job,
+                why: "what a shrunk job keeps must be a part of what it holds",
+            });
+        }
+        let freed: Vec<ServerGpus> = held
+            .parts
+            .iter()
+            .map(|h| ServerGpus {
+                server: h.server,
+                gpus: h.gpus & !kept(h.server),
+            })
+            .filter(|p| p.gpus != 0)
+            .collect();
+        let count: u32 = freed.iter().map(|p| p.gpus.count_ones()).sum();
+        for part in &freed {
+            let before = self.avail(part.server);
+            self.free[part.server.0 as usize] |= part.gpus;
+            self.set_owners(part.server, part.gpus, None);
+            self.reindex(part.server, before);
+        }
+        self.allocated -= count;
+        self.allocations.insert(job, keep.clone());
+        Ok(count)
+    }
+
     /// Changes a server's health. Taking a server down releases every job
     /// with a GPU on it (whole gangs) and returns those jobs, in id order.
     pub fn set_health(&mut self, s: ServerId, health: Health) -> Result<Vec<JobId>, StateError> {

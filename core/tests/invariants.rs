@@ -5,8 +5,8 @@
 
 use gangway_core::policy::{Backend, PolicyError, PolicySet};
 use gangway_core::{
-    AttemptEnd, FailureClass, GpuRequest, JobSpec, JobState, RoundReport, Scheduler,
-    SchedulerError, ServerId, TopologyBuilder,
+    AttemptEnd, FailureClass, GpuRequest, JobSpec, JobState, Placement, RoundReport, Scheduler,
+    SchedulerError, ServerGpus, ServerId, TopologyBuilder,
 };
 use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 use gangway_plugin_sdk::{
@@ -25,6 +25,7 @@ enum Op {
     Up { server: usize },
     Drain { server: usize },
     Kill { pick: usize },
+    Shrink { pick: usize, drop: u64 },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -37,6 +38,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<usize>().prop_map(|server| Op::Up { server }),
         1 => any::<usize>().prop_map(|server| Op::Drain { server }),
         1 => any::<usize>().prop_map(|pick| Op::Kill { pick }),
+        1 => (any::<usize>(), any::<u64>()).prop_map(|(pick, drop)| Op::Shrink { pick, drop }),
     ]
 }
 
@@ -655,6 +657,7 @@ fn run_typed(
                     sched.kill(live[pick % live.len()], now).unwrap();
                 }
             }
+            Op::Shrink { pick, drop } => shrink_one(&mut sched, pick, drop, now)?,
         }
         if let Err(e) = sched.check_invariants() {
             return Err(TestCaseError::fail(format!("after {op:?}: {e}")));
@@ -669,6 +672,66 @@ fn run_typed(
         }
     }
     Ok(reports)
+}
+
+/// A member of a running gang ends (the job picked by `pick`): it keeps
+/// its GPUs but those `drop`'s bits name, if that leaves some and frees
+/// some. The freed GPUs are free at once, and the job's attained GPU time
+/// does not move.
+fn shrink_one(
+    sched: &mut Scheduler,
+    pick: usize,
+    drop: u64,
+    now: u64,
+) -> Result<(), TestCaseError> {
+    let running: Vec<JobId> = sched
+        .jobs()
+        .values()
+        .filter(|j| j.is_running())
+        .map(|j| j.spec.id)
+        .collect();
+    let Some(&id) = running.get(pick % running.len().max(1)) else {
+        return Ok(());
+    };
+    let Some(held) = sched.state().allocation(id).cloned() else {
+        return Ok(());
+    };
+    let keep = Placement {
+        parts: held
+            .parts
+            .iter()
+            .map(|p| ServerGpus {
+                server: p.server,
+                gpus: p.gpus & !drop,
+            })
+            .filter(|p| p.gpus != 0)
+            .collect(),
+    };
+    if keep.parts.is_empty() || keep == held {
+        prop_assert!(sched.shrink(id, &keep, now).is_err() || keep == held);
+        return Ok(());
+    }
+    let before = sched.running_jobs(now).into_iter().find(|r| r.id == id);
+    let free = sched.state().free_gpus();
+    sched.shrink(id, &keep, now).unwrap();
+    let freed = held.gpu_count() - keep.gpu_count();
+    let up: u32 = held
+        .parts
+        .iter()
+        .filter(|p| sched.state().health(p.server) == Some(gangway_core::Health::Up))
+        .map(|p| (p.gpus & drop).count_ones())
+        .sum();
+    prop_assert!(up <= freed);
+    prop_assert_eq!(
+        sched.state().free_gpus(),
+        free + up,
+        "the freed GPUs of servers that are up are free"
+    );
+    let after = sched.running_jobs(now).into_iter().find(|r| r.id == id);
+    let attained = |r: Option<gangway_plugin_sdk::RunningJob>| r.map(|r| r.attained_gpu_s);
+    prop_assert_eq!(attained(before), attained(after), "attained GPU time moved");
+    prop_assert_eq!(sched.state().allocation(id), Some(&keep));
+    Ok(())
 }
 
 proptest! {

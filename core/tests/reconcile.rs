@@ -222,3 +222,74 @@ fn typical_differences_after_a_host_restart() {
         "{diffs:?}"
     );
 }
+
+/// A member of a running gang ends while the rest runs: the engine shows
+/// the gang on part of its GPUs, the scheduler shrinks it to that part,
+/// frees the rest at once and counts their GPU time as attained; a part
+/// the job never held is not a shrink.
+#[test]
+fn a_member_that_ended_shrinks_its_gang() {
+    let racks = vec![vec![8, 8]];
+    let mut sched = scheduler(&racks, 0);
+    let mut host = Host::default();
+    for op in [
+        support::Op::Submit { gpus: 16, vc: 0 },
+        support::Op::Round { advance: 1 },
+    ] {
+        apply(&mut sched, &mut host, &op);
+    }
+    let gang = sched.state().allocation(JobId(0)).unwrap().clone();
+    let started = sched.running_jobs(1)[0].started_s;
+    let mut truth = EngineTruth::default();
+    let kept = Placement {
+        parts: vec![gang.parts[1]],
+    };
+    truth.running.insert(JobId(0), kept.clone());
+    let diffs = sched.reconcile(&truth, None, started + 100);
+    assert_eq!(
+        diffs,
+        vec![Difference::Shrunk {
+            job: JobId(0),
+            was: gang.clone(),
+            now: kept.clone(),
+        }]
+    );
+    assert_eq!(sched.state().free_gpus(), 8);
+    assert!(sched.job(JobId(0)).unwrap().is_running());
+    let running = &sched.running_jobs(started + 200)[0];
+    assert_eq!(running.gpus, 8);
+    assert_eq!(running.attained_gpu_s, 8 * 100 + 8 * 200);
+    sched.check_invariants().unwrap();
+    // The same truth again changes nothing, and a snapshot keeps the
+    // shrunk gang.
+    assert!(sched.reconcile(&truth, None, started + 150).is_empty());
+    let restored = gangway_core::Scheduler::restore(
+        support::build(&racks),
+        support::policies(0),
+        sched.snapshot(),
+    )
+    .unwrap();
+    assert_eq!(restored.state().allocation(JobId(0)), Some(&kept));
+    assert_eq!(restored.state().free_gpus(), 8);
+    // The engine shows it on GPUs it never held: not a shrink.
+    truth.running.insert(
+        JobId(0),
+        Placement {
+            parts: vec![ServerGpus {
+                server: gang.parts[0].server,
+                gpus: 0x1,
+            }],
+        },
+    );
+    let diffs = sched.reconcile(&truth, None, started + 160);
+    assert!(
+        !diffs.iter().any(|d| matches!(d, Difference::Shrunk { .. })),
+        "{diffs:?}"
+    );
+    sched.check_invariants().unwrap();
+    // Ended: the whole VC holds nothing.
+    sched
+        .end_attempt(JobId(0), started + 300, gangway_core::AttemptEnd::Passed)
+        .ok();
+    sched.check_invariants().unwrap();
+}

@@ -1,6 +1,7 @@
 //! The book's invariants: every job in exactly one state and in exactly
-//! the indexes of that state, every running job holding exactly its GPUs,
-//! the VC counters equal to what their jobs hold and ask for.
+//! the indexes of that state, every running job holding exactly its
+//! placement (fewer GPUs than it needs only once shrunk), the VC counters
+//! equal to what their jobs hold and ask for.
 
 use gangway_plugin_sdk::JobId;
 
@@ -60,11 +61,13 @@ impl JobBook {
                 let Some(p) = state.allocation(id) else {
                     return fail(format!("{id} is running but holds no GPUs"));
                 };
-                if p.gpu_count() != job.next_gpus() || p != &choice.placement {
+                // A shrunk gang holds fewer than it needs, never more.
+                if p.gpu_count() > job.next_gpus() || p != &choice.placement {
                     return fail(format!(
-                        "{id} needs {} GPUs but holds {}",
+                        "{id} needs {} GPUs but holds {} (its placement: {})",
                         job.next_gpus(),
-                        p.gpu_count()
+                        p.gpu_count(),
+                        choice.placement.gpu_count()
                     ));
                 }
                 counts.vc_held[vc] += p.gpu_count();

@@ -414,6 +414,55 @@ impl JobBook {
         }
     }
 
+    /// Shrinks running `id` to `keep`, a part of its GPUs (a member of its
+    /// gang ended while the rest run): the others are freed in `state`,
+    /// their run time so far is banked as attained GPU time (the job's and
+    /// its VC's), and the VC holds them no more. Returns how many GPUs were
+    /// freed.
+    pub(crate) fn shrink(
+        &mut self,
+        state: &mut ClusterState,
+        id: JobId,
+        keep: &Placement,
+        now: u64,
+    ) -> Result<u32, SchedulerError> {
+        let job = self
+            .records
+            .get(&id)
+            .ok_or(SchedulerError::UnknownJob(id))?;
+        let JobState::Running { started_s, .. } = job.state else {
+            return Err(SchedulerError::WrongState {
+                job: id,
+                event: "shrink",
+                state: job.state.name(),
+            });
+        };
+        let vc = job.spec.vc;
+        let mut keep = keep.clone();
+        keep.parts.sort_by_key(|p| p.server);
+        let freed = state
+            .shrink(id, &keep)
+            .map_err(|e| SchedulerError::Shrink {
+                job: id,
+                why: e.to_string(),
+            })?;
+        let used = u64::from(freed) * now.saturating_sub(started_s);
+        let choice = PlacementChoice {
+            locality: self.topology.common_level(&keep.servers()),
+            servers: keep.server_count(),
+            placement: keep,
+        };
+        if let Some(mut job) = self.records.get_mut(&id) {
+            job.attained_gpu_s += used;
+            if let JobState::Running { choice: c, .. } = &mut job.state {
+                *c = choice;
+            }
+        }
+        self.vcs.book_stop(vc, freed, used);
+        self.records.changes_mut().vc(vc);
+        Ok(freed)
+    }
+
     /// Releases running `id`'s GPUs in `state` and books its run time (as
     /// lost GPU time when `lost`); returns the GPU-seconds of the attempt.
     /// The job's state is the caller's to set next.
@@ -428,16 +477,21 @@ impl JobBook {
             .records
             .get(&id)
             .ok_or(SchedulerError::UnknownJob(id))?;
-        let JobState::Running { started_s, .. } = job.state else {
+        let JobState::Running {
+            started_s,
+            ref choice,
+            ..
+        } = job.state
+        else {
             return Err(SchedulerError::WrongState {
                 job: id,
                 event: "end an attempt of",
                 state: job.state.name(),
             });
         };
-        let gpus = state
-            .allocation(id)
-            .map_or_else(|| job.next_gpus(), |p| p.gpu_count());
+        // What it holds (fewer than its gang once shrunk), also when a
+        // server failure already released it.
+        let gpus = choice.placement.gpu_count();
         if state.allocation(id).is_some() {
             // Absent only when a server failure already released it.
             state

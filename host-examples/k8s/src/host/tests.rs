@@ -317,26 +317,32 @@ fn a_deleted_pod_or_podgroup_gives_its_gpus_back() {
     }
 }
 
-/// A gang whose pods end one after the other holds its GPUs until the
-/// last ends, then frees them all.
+/// A pod of a running gang that ends gives its GPUs back at the next
+/// cycle while the rest runs on (a gang waiting for them binds there); the
+/// gang ends, passed, when its last pod ends.
 #[test]
-fn a_gang_frees_its_gpus_when_its_last_pod_ends() {
+fn a_pod_that_ends_frees_its_share_of_a_running_gang() {
     let mut f = Fake::new(1, fallbacks());
     f.group("g", 2);
     f.pod("g-0", Some("g"), 4);
     f.pod("g-1", Some("g"), 4);
     f.cycle();
     f.cycle();
-    f.pods[0].phase = Phase::Succeeded;
-    for _ in 0..3 {
-        f.cycle();
+    f.pod("w", None, 4);
+    for _ in 0..2 {
+        assert_eq!(Fake::binds(&f.cycle()), 0);
     }
+    f.pods[0].phase = Phase::Succeeded;
+    assert_eq!(Fake::binds(&f.cycle()), 1, "w binds on g-0's GPUs");
+    assert_eq!(f.bound("w"), Some("n0"));
     assert_eq!(f.evictions(), 0);
-    assert_eq!(f.free(), 0);
+    assert_eq!(f.host.stats.gangs_finished, 0);
+    f.check_no_gpu_twice();
     f.pods[1].phase = Phase::Succeeded;
     f.cycle();
-    assert_eq!(f.free(), 8);
+    assert_eq!(f.free(), 4);
     assert_eq!(f.host.stats.gangs_finished, 1);
+    f.check_no_gpu_twice();
 }
 
 /// A gang partly deleted while it runs is ended whole: its other pods are

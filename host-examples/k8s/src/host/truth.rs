@@ -98,14 +98,15 @@ impl Host {
                     return Hold::Broken { why, lost: false };
                 }
             }
-            // A gang holds its GPUs while any pod of it runs: a pod that
-            // ended keeps its share until the gang's last pod ends.
+            // A gang holds the GPUs of its pods that run: a pod that ended
+            // gives its share back at once (the scheduler shrinks the gang),
+            // and the gang ends when none holds anything.
             let running = claimed || view.live().any(|p| p.node.is_some());
-            for p in view.pods.iter().filter(|p| running && p.node.is_some()) {
+            for p in view.live().filter(|p| p.node.is_some()) {
                 let Some(node) = p.node.as_deref() else {
                     continue;
                 };
-                if down.contains(node) && !p.phase.ended() {
+                if down.contains(node) {
                     let grace = self.guard.grace().not_ready_ms / 1000;
                     let why = format!("node {node} has been NotReady for over {grace} s");
                     return Hold::Broken { why, lost: true };
@@ -330,6 +331,12 @@ impl Host {
             Difference::Started { job, .. } => {
                 if let Some(key) = self.by_job.get(&job) {
                     tracing::info!(gang = %key, "found bound; adopted");
+                }
+            }
+            Difference::Shrunk { job, was, now } => {
+                if let Some(key) = self.by_job.get(&job) {
+                    let freed = was.gpu_count() - now.gpu_count();
+                    tracing::info!(gang = %key, freed, "a pod of it ended; its GPUs are free");
                 }
             }
             Difference::NotRunning { job } => {

@@ -120,6 +120,73 @@ async fn deleting_a_running_gang_frees_its_gpus() {
     assert!(check.violations().is_empty(), "{:?}", check.violations());
 }
 
+/// A pod of a running gang that ends gives its GPUs back while the rest
+/// of its gang runs on: a gang waiting for them binds within a second of
+/// the pod's end, beside the gang's other pod, and no GPU is held twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_that_ends_frees_its_share_of_a_running_gang() {
+    let Some(bin) = harness::bin_dir("a_pod_that_ends_frees_its_share_of_a_running_gang") else {
+        return;
+    };
+    let _serial = SERIAL.lock().await;
+    let c = Cluster::start(&bin, "podend").await;
+    c.add_nodes(1, 1, 8).await;
+    let check = checker::Checker::start(&c.client, grid(1, 1, 8));
+    let _s = c.scheduler("a", &c.config("gangway", ""));
+    create_group(&c.client, "team-a", "pair", Some(2)).await;
+    let short = gpu_pod("pair-0", 4, Some("pair"), Some("4s"));
+    create_pod(&c.client, "team-a", short).await;
+    create_pod(
+        &c.client,
+        "team-a",
+        gpu_pod("pair-1", 4, Some("pair"), None),
+    )
+    .await;
+    c.wait_bound("team-a", 2, 20).await;
+    // Waits for pair-0's GPUs.
+    create_pod(&c.client, "team-a", gpu_pod("late", 4, None, None)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        !bound_names(&c, "team-a")
+            .await
+            .contains(&"late".to_string())
+    );
+    let pod_phase = |name: &'static str| {
+        let c = &c;
+        async move {
+            c.pods("team-a")
+                .await
+                .iter()
+                .find(|p| p.metadata.name.as_deref() == Some(name))
+                .map(phase)
+                .unwrap_or_default()
+        }
+    };
+    wait_until("pair-0 to succeed", Duration::from_secs(30), || async {
+        pod_phase("pair-0").await == "Succeeded"
+    })
+    .await;
+    let t = Instant::now();
+    wait_until("late to bind", Duration::from_secs(20), || async {
+        bound_names(&c, "team-a")
+            .await
+            .contains(&"late".to_string())
+    })
+    .await;
+    let took = t.elapsed();
+    println!("a pod's end to the waiting gang bound: {took:?}");
+    assert!(
+        took < Duration::from_secs(1),
+        "late bound {took:?} after pair-0 ended"
+    );
+    assert_eq!(
+        pod_phase("pair-1").await,
+        "Running",
+        "the rest of the gang runs on"
+    );
+    assert!(check.violations().is_empty(), "{:?}", check.violations());
+}
+
 /// kube-apiserver SIGKILLed during a burst of Bindings, down for 8 s, and
 /// started again: no GPU index is ever held by two pods, no node holds
 /// more GPUs than it has, every pod is bound once (to one node) and every

@@ -761,6 +761,15 @@ impl Daemon {
                     push_event(e, "Slurm runs it on other GPUs than chosen; adopted".into());
                 }
             }
+            Difference::Shrunk { job, now, .. } => match ours(*job) {
+                Some(id) => {
+                    let on = launch::placement_text(&self.parts(now));
+                    if let Some(e) = self.jobs.get_mut(&id) {
+                        push_event(e, format!("Slurm shrank it to GPUs {on}; the rest freed"));
+                    }
+                }
+                None => tracing::debug!("{d}"),
+            },
             Difference::Unresolved { job, why } => match ours(*job) {
                 Some(id) => {
                     self.cancel_launch(id);
