@@ -81,7 +81,7 @@ mod topology;
 #[cfg(feature = "wasm")]
 pub mod wasm;
 
-pub use book::VirtualCluster;
+pub use book::{TypeQuota, TypeQuotas, VirtualCluster};
 pub use gangway_plugin_sdk::{
     FailureClass, GpuTypeId, GpuTypeSet, JobId, Level, QueueOrder, RetryAction, RunningJob, Slot,
     SpreadLimit, VcId, WaitReason,

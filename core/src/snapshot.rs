@@ -28,7 +28,7 @@
 //! | bytes | what |
 //! |---|---|
 //! | 6 | magic `GWSNAP` |
-//! | varint | format version ([`SNAPSHOT_VERSION`], now 3) |
+//! | varint | format version ([`SNAPSHOT_VERSION`], now 4) |
 //! | varint + (string, varint, enum) each | servers: name, GPU count, health |
 //! | enum | placement strategy |
 //! | varint + records | virtual clusters in [`VcId`](gangway_plugin_sdk::VcId) order |
@@ -41,14 +41,17 @@
 //! | option of varint | the time of the last round that showed fairness a view |
 //! | varint + (enum, record) each | each slot's policy: slot, name, module SHA-256 (option of string), configuration (bytes) |
 //! | varint + (varint, varint + strings) each | version 3: each job's allowed GPU types by name, most preferred first |
+//! | varint + (string, varint + (string, varint, option of varint) each) each | version 4: each VC's quotas per GPU type, by VC name: type name, nominal GPUs, borrowing limit |
 //!
 //! A change of any of these fields makes a new version; [`Snapshot::from_bytes`]
-//! reads version 2 (the same without the GPU types: a snapshot with none,
-//! as on a cluster of one type, is still written as version 2, byte for
-//! byte as before), version 1 (without the policies too, which it reads as
-//! none recorded) and refuses versions it does not know with
-//! [`SnapshotError::UnsupportedVersion`] rather than guessing. The struct is also plain serde, so a host may store
-//! it as JSON for people to read.
+//! reads version 3 (the same without the quotas per type: a snapshot with
+//! none is still written as version 3), version 2 (without the GPU types
+//! too: a snapshot with neither, as on a cluster of one type, is still
+//! written as version 2, byte for byte as before), version 1 (without the
+//! policies too, which it reads as none recorded) and refuses versions it
+//! does not know with [`SnapshotError::UnsupportedVersion`] rather than
+//! guessing. The struct is also plain serde, so a host may store it as
+//! JSON for people to read.
 //!
 //! # Restore
 //!
@@ -87,7 +90,7 @@
 use gangway_plugin_sdk::{JobId, Slot};
 use serde::{Deserialize, Serialize};
 
-use crate::book::VirtualCluster;
+use crate::book::{TypeQuota, VirtualCluster};
 use crate::job::{JobRecord, JobState};
 use crate::placement::Scope;
 use crate::placement_strategy::PlacementStrategy;
@@ -97,10 +100,14 @@ use crate::state::{Health, InvariantViolation};
 use crate::topology::{ServerId, Topology};
 
 /// The snapshot format this build writes and reads.
-pub const SNAPSHOT_VERSION: u32 = 3;
+pub const SNAPSHOT_VERSION: u32 = 4;
 
-/// The format without GPU types: what a snapshot with no job's types is
-/// written as.
+/// The format without quotas per GPU type: what a snapshot with none is
+/// written as (if some job has GPU types).
+const TYPED_VERSION: u32 = 3;
+
+/// The format without GPU types: what a snapshot with no job's types and
+/// no quota per type is written as.
 const UNTYPED_VERSION: u32 = 2;
 
 /// The oldest snapshot format this build reads (without policies).
@@ -137,6 +144,7 @@ pub struct Snapshot {
     prev_view_round_s: Option<u64>,
     policies: Vec<(Slot, PolicyOrigin)>,
     gpu_types: Vec<(JobId, Vec<String>)>,
+    type_quotas: Vec<(String, Vec<(String, TypeQuota)>)>,
 }
 
 /// Why a snapshot could not be encoded, decoded or restored.
@@ -190,8 +198,9 @@ pub enum SnapshotError {
 }
 
 impl Snapshot {
-    /// The format version ([`SNAPSHOT_VERSION`] for snapshots this build
-    /// made with GPU types, 2 for those without).
+    /// The format version: [`SNAPSHOT_VERSION`] for snapshots this build
+    /// made with quotas per GPU type, 3 for those with GPU types but no
+    /// such quota, 2 for those with neither.
     pub fn version(&self) -> u32 {
         self.version
     }
@@ -217,35 +226,33 @@ impl Snapshot {
         &self.policies
     }
 
-    /// Encodes the snapshot: magic, then postcard.
-    /// Without GPU types it is version 2, as before them.
+    /// Encodes the snapshot: magic, then postcard. It is written in the
+    /// oldest version that holds it (each version adds a last field, left
+    /// out when it is empty), so a snapshot of a cluster of one GPU type is
+    /// version 2, byte for byte as before GPU types.
     pub fn to_bytes(&self) -> Result<Vec<u8>, SnapshotError> {
+        let version = self.least_version();
+        let mut body = postcard::to_allocvec(&Snapshot {
+            version,
+            ..self.clone()
+        })
+        .map_err(|e| SnapshotError::Encode(e.to_string()))?;
+        // Each field a later version added is empty: one byte, 0.
+        body.truncate(body.len() - (SNAPSHOT_VERSION - version) as usize);
         let mut out = SNAPSHOT_MAGIC.to_vec();
-        let encode = |s: &Snapshot| {
-            postcard::to_allocvec(s).map_err(|e| SnapshotError::Encode(e.to_string()))
-        };
-        let body = match (self.gpu_types.is_empty(), self.version) {
-            (false, _) => encode(&Snapshot {
-                version: SNAPSHOT_VERSION,
-                ..self.clone()
-            })?,
-            (true, v) => {
-                // Version 2 is version 3 without its last field, the
-                // types: an empty list is its last byte, 0.
-                let mut body = if v == UNTYPED_VERSION {
-                    encode(self)?
-                } else {
-                    encode(&Snapshot {
-                        version: UNTYPED_VERSION,
-                        ..self.clone()
-                    })?
-                };
-                body.pop();
-                body
-            }
-        };
         out.extend_from_slice(&body);
         Ok(out)
+    }
+
+    /// The oldest version that holds this snapshot.
+    fn least_version(&self) -> u32 {
+        if !self.type_quotas.is_empty() {
+            SNAPSHOT_VERSION
+        } else if !self.gpu_types.is_empty() {
+            TYPED_VERSION
+        } else {
+            UNTYPED_VERSION
+        }
     }
 
     /// Decodes bytes written by [`Snapshot::to_bytes`], refusing other
@@ -259,15 +266,11 @@ impl Snapshot {
         let old_body;
         let body = match version {
             SNAPSHOT_VERSION => body,
-            UNTYPED_VERSION => {
-                // Version 2 is version 3 without its last field, the GPU
-                // types: an empty list is the one byte 0.
-                old_body = [body, &[0]].concat();
-                &old_body[..]
-            }
-            OLDEST_VERSION => {
-                // Version 1 is version 2 without the policies.
-                old_body = [body, &[0, 0]].concat();
+            // Version 3 is version 4 without its last field, the quotas per
+            // GPU type; version 2 also without the GPU types; version 1
+            // also without the policies. An empty list is the one byte 0.
+            TYPED_VERSION | UNTYPED_VERSION | OLDEST_VERSION => {
+                old_body = [body, &[0; 3][..(SNAPSHOT_VERSION - version) as usize]].concat();
                 &old_body[..]
             }
             _ => {
@@ -314,12 +317,8 @@ impl Scheduler {
             })
             .collect();
         let gpu_types = self.gpu_type_names();
-        Snapshot {
-            version: if gpu_types.is_empty() {
-                UNTYPED_VERSION
-            } else {
-                SNAPSHOT_VERSION
-            },
+        let mut snapshot = Snapshot {
+            version: SNAPSHOT_VERSION,
             servers,
             strategy: self.state.strategy(),
             vcs: self.book.vcs.list().to_vec(),
@@ -337,7 +336,51 @@ impl Scheduler {
             prev_view_round_s: self.book.prev_view_round_s(),
             policies: self.policies.origins(),
             gpu_types,
+            type_quotas: self.type_quota_names(),
+        };
+        snapshot.version = snapshot.least_version();
+        snapshot
+    }
+
+    /// Each VC's quotas per GPU type, by VC and type name, in VC order.
+    fn type_quota_names(&self) -> Vec<(String, Vec<(String, TypeQuota)>)> {
+        let topo = self.state.topology();
+        let vcs = self.book.vcs.list();
+        self.book
+            .type_quotas
+            .iter()
+            .filter_map(|(vc, quotas)| {
+                let name = vcs.get(vc.index())?.name.clone();
+                let by_type = quotas
+                    .iter()
+                    .filter_map(|(t, q)| Some((topo.gpu_types().get(t.index())?.name.clone(), *q)))
+                    .collect();
+                Some((name, by_type))
+            })
+            .collect()
+    }
+
+    /// Restores each VC's quotas per GPU type, by VC and type name.
+    fn restore_type_quotas(
+        &mut self,
+        quotas: &[(String, Vec<(String, TypeQuota)>)],
+    ) -> Result<(), SnapshotError> {
+        for (vc_name, by_type) in quotas {
+            let vc = self.find_virtual_cluster(vc_name).ok_or_else(|| {
+                SnapshotError::Invalid(format!("quotas per GPU type of unknown VC {vc_name:?}"))
+            })?;
+            let mut map = crate::TypeQuotas::new();
+            for (type_name, q) in by_type {
+                let t = self.topology().gpu_type_by_name(type_name).ok_or_else(|| {
+                    SnapshotError::Invalid(format!(
+                        "VC {vc_name:?} has a quota of GPU type {type_name:?}, which the topology does not have"
+                    ))
+                })?;
+                map.insert(t, *q);
+            }
+            self.book.set_type_quotas(vc, map);
         }
+        Ok(())
     }
 
     /// A scheduler over `topology` with `policies`, in the state `snapshot`
@@ -366,6 +409,7 @@ impl Scheduler {
         sched
             .restore_gpu_types(&snapshot.gpu_types)
             .map_err(|(job, why)| invalid_job(job, why))?;
+        sched.restore_type_quotas(&snapshot.type_quotas)?;
         sched.restore_health(&snapshot.servers)?;
         let scopes = (snapshot.servers.len(), domains);
         sched.restore_reservations(snapshot.reservations, scopes)?;
@@ -583,12 +627,12 @@ mod tests {
             Snapshot::from_bytes(&bytes[..bytes.len() - 3]),
             Err(SnapshotError::Decode(_))
         ));
-        let mut v4 = bytes.clone();
-        v4[6] = 4;
-        let e = Snapshot::from_bytes(&v4).unwrap_err();
+        let mut v5 = bytes.clone();
+        v5[6] = 5;
+        let e = Snapshot::from_bytes(&v5).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "snapshot format version 4 is not supported (this build reads version 3)"
+            "snapshot format version 5 is not supported (this build reads version 4)"
         );
         let mut long = bytes;
         long.push(0);

@@ -416,3 +416,70 @@ fn a_job_snapshotted_before_its_first_round_restores_with_its_types() {
     assert_ne!(types_of(&restored, 1), types_of(&restored, 2));
     restored.check_invariants().unwrap();
 }
+
+/// Quotas per GPU type: a VC starts jobs only on the types it names, up
+/// to its nominal quota plus its borrowing limit; a job that fits on no
+/// type within the caps waits for its fair share and starts when one of
+/// its VC's jobs of that type ends; another VC without such quotas is not
+/// bound by them. A snapshot keeps the quotas (version 4).
+#[test]
+fn per_type_quotas_cap_what_a_vc_starts_and_survive_a_snapshot() {
+    use gangway_core::TypeQuota;
+    use gangway_core::policy::PolicySet;
+    use gangway_core::snapshot::Snapshot;
+    let (topo, [k80, v100, a100]) = mixed();
+    let mut sched = Scheduler::new(topo);
+    let a = sched.virtual_cluster("a");
+    let b = sched.virtual_cluster("b");
+    // a: 4 v100s and may borrow 4 more; 4 k80s, borrowing none; no a100s.
+    sched.set_type_quotas(
+        a,
+        [
+            (v100, TypeQuota::new(4, Some(4))),
+            (k80, TypeQuota::new(4, Some(0))),
+        ]
+        .into(),
+    );
+    assert_eq!(sched.virtual_clusters()[a.index()].quota_gpus, Some(8));
+    // No pooled quota for the fairness policy to hold a to: its caps alone
+    // bound it.
+    sched.set_quota(a, None);
+    let v = GpuRequest::types(["v100"]);
+    sched.submit_requesting(spec(1, a, 4, 0), &v).unwrap();
+    sched.submit_requesting(spec(2, a, 4, 0), &v).unwrap();
+    // Any type: only k80 is left within a's caps, 4 of them.
+    sched.submit(spec(3, a, 4, 0)).unwrap();
+    sched.submit(spec(4, a, 4, 0)).unwrap();
+    // b has no per-type quota: the a100 server is its.
+    sched.submit(spec(5, b, 8, 0)).unwrap();
+    sched.round(0).unwrap();
+    assert_eq!(types_of(&sched, 1), [v100]);
+    assert_eq!(types_of(&sched, 2), [v100]);
+    assert_eq!(types_of(&sched, 3), [k80]);
+    assert_eq!(types_of(&sched, 5), [a100]);
+    assert!(sched.job(JobId(4)).unwrap().is_pending());
+    assert_eq!(sched.why_pending(JobId(4)), Some(WaitReason::FairShare));
+    assert_eq!(
+        (sched.held_of_type(a, v100), sched.held_of_type(a, k80)),
+        (8, 4)
+    );
+    sched.check_invariants().unwrap();
+
+    let bytes = sched.snapshot().to_bytes().unwrap();
+    assert_eq!(bytes[6], 4, "a snapshot with quotas per type is version 4");
+    let mut restored = Scheduler::restore(
+        mixed().0,
+        PolicySet::fallbacks(),
+        Snapshot::from_bytes(&bytes).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(restored.type_quotas(a), sched.type_quotas(a));
+    assert_eq!(restored.snapshot().to_bytes().unwrap(), bytes);
+    // Job 3's k80s free up: job 4 takes them, within the cap.
+    restored
+        .end_attempt(JobId(3), 10, AttemptEnd::Passed)
+        .unwrap();
+    restored.round(10).unwrap();
+    assert_eq!(types_of(&restored, 4), [k80]);
+    restored.check_invariants().unwrap();
+}

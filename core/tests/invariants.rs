@@ -12,7 +12,7 @@ use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry};
 use gangway_plugin_sdk::{
     DefragmentDecision, DefragmentView, FairnessDecision, FairnessView, GangAction, GangDecision,
     JobId, Level, LocalityDecision, Move, QueueView, Ranked, ReclaimDecision, ReclaimView,
-    RetryAction, RetryDecision, RetryView, SpreadLimit, WaitReason,
+    RetryAction, RetryDecision, RetryView, SpreadLimit, VcId, WaitReason,
 };
 use proptest::prelude::*;
 
@@ -481,7 +481,72 @@ fn run(
     chaos: Option<u64>,
     quota: Option<u32>,
 ) -> Result<Vec<RoundReport>, TestCaseError> {
-    run_typed(topo, Typing::ONE, ops, chaos, quota)
+    run_typed(topo, Typing::ONE, ops, chaos, quota, 0)
+}
+
+/// Quotas per GPU type for the first two VCs from the bits of `caps` (0:
+/// none): for each type, 3 bits say whether the VC names it and its nominal
+/// quota, 2 more its borrowing limit.
+fn type_quotas(typing: Typing, caps: u64) -> Vec<gangway_core::TypeQuotas> {
+    if caps == 0 {
+        return Vec::new();
+    }
+    (0..2)
+        .map(|vc| {
+            (0..usize::from(typing.types))
+                .filter_map(|t| {
+                    let bits = caps >> ((vc * 3 + t) * 5) & 0x1f;
+                    let nominal = [0, 1, 4, 8, 16, 2, 3][(bits & 7) as usize % 7];
+                    let limit = [None, Some(0), Some(4), Some(1)][(bits >> 3) as usize];
+                    (bits & 7 != 7).then(|| {
+                        (
+                            gangway_core::GpuTypeId(t as u8),
+                            gangway_core::TypeQuota::new(nominal, limit),
+                        )
+                    })
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Whether `vc` holds no GPU of a type it does not name and at most its
+/// cap of each type it names.
+fn caps_hold(
+    sched: &Scheduler,
+    vc: VcId,
+    quotas: &gangway_core::TypeQuotas,
+    typing: Typing,
+) -> Result<(), TestCaseError> {
+    if quotas.is_empty() {
+        return Ok(());
+    }
+    for t in 0..typing.types {
+        let t = gangway_core::GpuTypeId(t);
+        let held = sched.held_of_type(vc, t);
+        match quotas.get(&t) {
+            None => prop_assert_eq!(
+                held,
+                0,
+                "{:?} holds GPUs of {:?}, which it does not name",
+                vc,
+                t
+            ),
+            Some(q) => {
+                if let Some(cap) = q.cap() {
+                    prop_assert!(
+                        held <= cap,
+                        "{:?} holds {} GPUs of {:?}, over its cap of {}",
+                        vc,
+                        held,
+                        t,
+                        cap
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Whether a gang of `gpus` asking `request` can ever run on `topo`: on
@@ -509,12 +574,17 @@ fn run_typed(
     ops: &[Op],
     chaos: Option<u64>,
     quota: Option<u32>,
+    caps: u64,
 ) -> Result<Vec<RoundReport>, TestCaseError> {
     let mut sched = Scheduler::with_policies(build_typed(topo.0, &topo.1, typing), policies(chaos));
     let vcs: Vec<_> = (0..3)
         .map(|i| sched.virtual_cluster(&format!("vc{i}")))
         .collect();
     sched.set_quota(vcs[0], quota);
+    let type_quotas = type_quotas(typing, caps);
+    for (vc, quotas) in vcs.iter().zip(&type_quotas) {
+        sched.set_type_quotas(*vc, quotas.clone());
+    }
     let servers = sched.topology().servers().len();
     let mut now = 0u64;
     let mut next_id = 0u64;
@@ -581,6 +651,12 @@ fn run_typed(
                     let within = v.quota_gpus.is_some_and(|q| {
                         u64::from(v.held_gpus) + u64::from(job.next_gpus()) <= u64::from(q)
                     });
+                    // A VC with quotas per GPU type also waits for its fair
+                    // share when its caps leave a job no type (as they
+                    // stood when the job's turn came in the round).
+                    if sched.type_quotas(job.spec.vc).is_some() {
+                        continue;
+                    }
                     match reason {
                         WaitReason::FairShare => prop_assert!(
                             !within,
@@ -661,6 +737,9 @@ fn run_typed(
         }
         if let Err(e) = sched.check_invariants() {
             return Err(TestCaseError::fail(format!("after {op:?}: {e}")));
+        }
+        for (vc, quotas) in vcs.iter().zip(&type_quotas) {
+            caps_hold(&sched, *vc, quotas, typing)?;
         }
         prop_assert_eq!(sched.jobs().len(), submitted, "no job lost");
         for job in sched.jobs().values() {
@@ -769,8 +848,25 @@ proptest! {
         ops in prop::collection::vec(op(), 1..160),
         seed in prop::option::of(any::<u64>()),
     ) {
-        let a = run_typed(&topo, typing, &ops, seed, Some(8))?;
-        let b = run_typed(&topo, typing, &ops, seed, Some(8))?;
+        let a = run_typed(&topo, typing, &ops, seed, Some(8), 0)?;
+        let b = run_typed(&topo, typing, &ops, seed, Some(8), 0)?;
+        prop_assert_eq!(a, b, "same inputs, same decisions");
+    }
+
+    /// Quotas per GPU type (nominal and borrowing limit) on two VCs of
+    /// three: after every step no VC holds more of a type than its nominal
+    /// quota plus its borrowing limit, nor any GPU of a type it does not
+    /// name, whatever the policies (reclaiming, migrating or hostile) decide.
+    #[test]
+    fn per_type_quotas_and_borrowing_limits_hold(
+        topo in topology(),
+        typing in typing(),
+        ops in prop::collection::vec(op(), 1..160),
+        seed in prop::option::of(any::<u64>()),
+        caps in any::<u64>(),
+    ) {
+        let a = run_typed(&topo, typing, &ops, seed, None, caps)?;
+        let b = run_typed(&topo, typing, &ops, seed, None, caps)?;
         prop_assert_eq!(a, b, "same inputs, same decisions");
     }
 

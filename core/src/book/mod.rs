@@ -14,6 +14,7 @@ mod change_differential;
 mod change_log;
 mod check;
 mod queue;
+mod quotas;
 mod running;
 mod table;
 mod types;
@@ -43,6 +44,7 @@ pub(crate) use running::{RunningIndex, Started, stoppable};
 use table::JobTable;
 
 use crate::server_set::ServerSet;
+pub use quotas::{TypeQuota, TypeQuotas};
 pub(crate) use table::attained_at;
 pub(crate) use vcs::Vcs;
 pub use vcs::VirtualCluster;
@@ -73,6 +75,8 @@ pub(crate) struct JobBook {
     pub(crate) gpu_types: FxHashMap<JobId, Arc<[GpuTypeId]>>,
     /// Where each job of `gpu_types` may be placed (see [`Reach`]).
     reach: FxHashMap<JobId, Arc<Reach>>,
+    /// The VCs with quotas per GPU type, and those quotas.
+    pub(crate) type_quotas: BTreeMap<VcId, TypeQuotas>,
     /// The pending jobs of the last round's fairness view, with the reason
     /// each waited for (a job leaves it when it stops being pending).
     last_view: FxHashMap<JobId, WaitReason>,
@@ -86,8 +90,8 @@ impl JobBook {
         let mut queues = QueueIndex::default();
         queues.rebuild(order, std::iter::empty());
         JobBook {
+            records: JobTable::new(topology.servers().iter().map(|s| s.gpu_type).collect()),
             topology,
-            records: JobTable::default(),
             pending: BTreeSet::new(),
             queues,
             pending_sizes: BTreeMap::new(),
@@ -98,6 +102,7 @@ impl JobBook {
             allowed: FxHashMap::default(),
             gpu_types: FxHashMap::default(),
             reach: FxHashMap::default(),
+            type_quotas: BTreeMap::new(),
             last_view: FxHashMap::default(),
             prev_view_round_s: None,
         }

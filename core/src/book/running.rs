@@ -4,8 +4,9 @@
 //! ([`crate::job::FOREIGN_USER`]) is by id only: no walk gives it back.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
-use gangway_plugin_sdk::{GpuCounts, JobId, RunningJob, VcId};
+use gangway_plugin_sdk::{GpuCounts, GpuTypeId, JobId, RunningJob, VcId};
 
 /// A running job as a VC's start order holds it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,6 +25,12 @@ pub(crate) struct RunningIndex {
     by_start: BTreeMap<(VcId, u64, JobId), u32>,
     /// How many of each VC's running jobs in `by_start` hold each GPU count.
     sizes: BTreeMap<VcId, GpuCounts>,
+    /// Each server's GPU type, by server id (none known: every server is
+    /// of the first type).
+    server_types: Arc<[GpuTypeId]>,
+    /// GPUs each VC's running jobs (all of them, foreign load too) hold of
+    /// each GPU type: what per-type quotas count.
+    by_type: BTreeMap<(VcId, GpuTypeId), u32>,
 }
 
 /// Whether a policy may stop or move `job`: not foreign load.
@@ -32,6 +39,27 @@ pub(crate) fn stoppable(job: &RunningJob) -> bool {
 }
 
 impl RunningIndex {
+    /// An empty index for servers of `server_types` (by server id).
+    pub(crate) fn new(server_types: Arc<[GpuTypeId]>) -> RunningIndex {
+        RunningIndex {
+            server_types,
+            ..RunningIndex::default()
+        }
+    }
+
+    /// The GPU type `job` runs on (a gang runs on one type).
+    fn type_of(&self, job: &RunningJob) -> GpuTypeId {
+        job.parts
+            .first()
+            .and_then(|(s, _)| self.server_types.get(s.0 as usize).copied())
+            .unwrap_or_default()
+    }
+
+    /// GPUs VC `vc`'s running jobs hold of type `t`.
+    pub(crate) fn held_of_type(&self, vc: VcId, t: GpuTypeId) -> u32 {
+        self.by_type.get(&(vc, t)).copied().unwrap_or(0)
+    }
+
     /// The running jobs by id.
     pub(crate) fn by_id(&self) -> &BTreeMap<JobId, RunningJob> {
         &self.by_id
@@ -44,6 +72,12 @@ impl RunningIndex {
             Some(old) if *old == entry => false,
             _ => {
                 self.remove(entry.id);
+                if entry.gpus > 0 {
+                    *self
+                        .by_type
+                        .entry((entry.vc, self.type_of(&entry)))
+                        .or_default() += entry.gpus;
+                }
                 if stoppable(&entry) {
                     self.by_start
                         .insert((entry.vc, entry.started_s, entry.id), entry.gpus);
@@ -60,6 +94,13 @@ impl RunningIndex {
         let Some(old) = self.by_id.remove(&id) else {
             return false;
         };
+        let key = (old.vc, self.type_of(&old));
+        if let Some(held) = self.by_type.get_mut(&key) {
+            *held -= old.gpus.min(*held);
+            if *held == 0 {
+                self.by_type.remove(&key);
+            }
+        }
         if !stoppable(&old) {
             return true;
         }
@@ -103,7 +144,12 @@ impl RunningIndex {
         for j in self.by_id.values().filter(|j| stoppable(j)) {
             sizes.entry(j.vc).or_default().add(j.gpus);
         }
-        starts == self.by_start && sizes == self.sizes
+        let mut by_type: BTreeMap<(VcId, GpuTypeId), u32> = BTreeMap::new();
+        for j in self.by_id.values() {
+            *by_type.entry((j.vc, self.type_of(j))).or_default() += j.gpus;
+        }
+        by_type.retain(|_, g| *g != 0);
+        starts == self.by_start && sizes == self.sizes && by_type == self.by_type
     }
 }
 

@@ -108,6 +108,14 @@ impl Deref for JobTable {
 }
 
 impl JobTable {
+    /// An empty table for servers of `server_types` (by server id).
+    pub(crate) fn new(server_types: std::sync::Arc<[gangway_plugin_sdk::GpuTypeId]>) -> JobTable {
+        JobTable {
+            running: RunningIndex::new(server_types),
+            ..JobTable::default()
+        }
+    }
+
     /// The running jobs by id, each with the GPU time it attained before
     /// its current attempt.
     pub(crate) fn running(&self) -> &BTreeMap<JobId, RunningJob> {

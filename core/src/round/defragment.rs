@@ -103,6 +103,13 @@ impl Round<'_> {
         placed: &mut Placed,
         report: &mut RoundReport,
     ) -> Result<(), PolicyErrorKind> {
+        // A target its VC's per-type quota has no room for (the VC took
+        // more of its types since the view): nothing to do, and nothing the
+        // policy could have seen.
+        let gpus = self.book.get(&target).map_or(0, |j| j.next_gpus());
+        if self.book.start_reach(&target, gpus).is_none() {
+            return Ok(());
+        }
         let mut plan = Moves::default();
         let found = d
             .moves
@@ -202,10 +209,15 @@ impl Round<'_> {
         let Some(gpus) = self.book.get(&target).map(|j| j.next_gpus()) else {
             return Err(invalid(format!("makes room for unknown {target}")));
         };
-        let at = self.book.reach_of(&target);
+        // Within its VC's per-type quota.
+        let Some(reach) = self.book.start_reach(&target, gpus) else {
+            return Err(invalid(format!(
+                "makes room for {target}, whose virtual cluster's per-type quota has no room"
+            )));
+        };
         let Some(choice) = self
             .state
-            .find_placement_in(gpus, limit, at, |_| false, |_| {})
+            .find_placement_in(gpus, limit, reach.at(), |_| false, |_| {})
         else {
             return Err(invalid(format!(
                 "the moves do not make room for {target} ({gpus} GPUs, {limit})"

@@ -11,6 +11,7 @@ use gangway_plugin_sdk::{
 
 use super::{Placed, Reservation, Round, RoundReport};
 use crate::policy::{Stamp, ViewChanges};
+use crate::reach::Where;
 use crate::server_set::ServerSet;
 
 /// What a failed search is remembered by within a round: size, limit and
@@ -135,15 +136,20 @@ impl Round<'_> {
         report: &mut RoundReport,
     ) -> bool {
         let failed = std::cell::RefCell::new(failed);
+        // Not on a type its VC's per-type quota has no room on.
+        let Some(reach) = self.book.start_reach(&job.id, job.gpus) else {
+            return false;
+        };
         let found = self.state.find_placement_in(
             job.gpus,
             limit,
-            self.book.reach_of(&job.id),
+            reach.at(),
             |set| failed.borrow().contains(&search_key(job.gpus, limit, set)),
             |set| {
                 failed.borrow_mut().insert(search_key(job.gpus, limit, set));
             },
         );
+        drop(reach);
         if let Some(choice) = found
             && self.state.allocate(job.id, &choice.placement).is_ok()
         {
@@ -156,11 +162,15 @@ impl Round<'_> {
 
     /// Why `job`, which did not fit, waits, with `reserved_now`
     /// reservations made this round: free GPUs are counted where it may
-    /// run (on one GPU type at a time).
+    /// run (on one GPU type at a time); for its fair share if its VC's
+    /// per-type quotas leave it no type.
     #[inline]
     fn why_waiting(&self, job: &PendingJob, reserved_now: u32) -> WaitReason {
         let gpus = job.gpus;
-        let free = self.state.free_gpus_in(self.book.reach_of(&job.id));
+        let Some(reach) = self.book.start_reach(&job.id, gpus) else {
+            return WaitReason::FairShare;
+        };
+        let free = self.state.free_gpus_in(reach.at());
         if free >= gpus {
             WaitReason::Fragmentation
         } else if reserved_now > 0 && free.saturating_add(self.state.held_gpus()) >= gpus {
@@ -202,13 +212,17 @@ impl Round<'_> {
         if self.book.allowed.contains_key(&job.id) {
             return false;
         }
-        // A typed job's scope is of one type it may use: a server, or a
-        // domain whose servers all share it.
-        let types = self
-            .book
-            .gpu_types
-            .get(&job.id)
-            .map(|t| GpuTypeSet::of(t.iter().copied()));
+        // A typed job's scope is of one type it may use (and its VC's
+        // per-type quota has room on): a server, or a domain whose servers
+        // all share it.
+        let Some(reach) = self.book.start_reach(&job.id, job.gpus) else {
+            return false;
+        };
+        let types = match reach.at() {
+            Where::Types(r) => Some(GpuTypeSet::of(r.sets.iter().map(|(t, _)| *t))),
+            _ => None,
+        };
+        drop(reach);
         let sticky = self.book.reservations.get(&job.id).copied();
         let Some(scope) = self
             .state
@@ -244,7 +258,7 @@ impl Round<'_> {
                 v.quota_gpus.is_some_and(|q| {
                     u64::from(v.held_gpus).saturating_add(u64::from(job.gpus)) <= u64::from(q)
                 })
-            });
+            }) && self.book.start_reach(id, job.gpus).is_some();
             if within {
                 *reason = WaitReason::Queued;
             }

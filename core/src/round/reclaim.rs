@@ -10,10 +10,11 @@
 
 use gangway_plugin_sdk::Reclaim;
 use rustc_hash::FxHashMap as HashMap;
+use std::collections::BTreeMap;
 
 use gangway_plugin_sdk::{
-    FairnessView, JobId, ReclaimDecision, ReclaimView, RunningJob, RunningScope, ServerState, VcId,
-    VcUsage, WaitingJob,
+    FairnessView, GpuTypeId, JobId, ReclaimDecision, ReclaimView, RunningJob, RunningScope,
+    ServerState, VcId, VcUsage, WaitingJob,
 };
 
 use super::{Placed, Preemption, Round, RoundReport};
@@ -202,6 +203,57 @@ impl Round<'_> {
             .extend(self.policies.slot_mut::<Reclaim>().settle(outcome));
     }
 
+    /// Allocates GPUs to each job of `start` that fits, in order, within
+    /// its spread limit in `limits` and its VC's per-type quota (counting
+    /// the jobs started before it here, which the book counts only once
+    /// committed). Returns those it allocated, with where.
+    fn start_within_caps(
+        &mut self,
+        start: &[JobId],
+        limits: &HashMap<JobId, gangway_plugin_sdk::SpreadLimit>,
+    ) -> Vec<(JobId, PlacementChoice)> {
+        let mut started: Vec<(JobId, PlacementChoice)> = Vec::with_capacity(start.len());
+        let mut taken: BTreeMap<(VcId, GpuTypeId), u32> = BTreeMap::new();
+        for id in start {
+            let Some(job) = self.book.get(id) else {
+                continue;
+            };
+            let (gpus, vc) = (job.next_gpus(), job.spec.vc);
+            let limit = limits.get(id).copied().unwrap_or_default();
+            let Some(reach) = self.book.start_reach(id, gpus) else {
+                continue;
+            };
+            let Some(choice) =
+                self.state
+                    .find_placement_in(gpus, limit, reach.at(), |_| false, |_| {})
+            else {
+                continue;
+            };
+            let t = self.type_of(&choice.placement);
+            let more = taken.get(&(vc, t)).copied().unwrap_or(0);
+            if more > 0 && !self.book.may_take(vc, t, gpus.saturating_add(more)) {
+                continue;
+            }
+            if self.state.allocate(*id, &choice.placement).is_ok() {
+                let t = taken.entry((vc, t)).or_default();
+                *t = t.saturating_add(gpus);
+                started.push((*id, choice));
+            }
+        }
+        started
+    }
+
+    /// The GPU type of `placement` (a gang runs on one type).
+    fn type_of(&self, placement: &Placement) -> GpuTypeId {
+        let topo = self.state.topology();
+        placement
+            .parts
+            .first()
+            .and_then(|p| topo.server(p.server))
+            .map(|s| s.gpu_type)
+            .unwrap_or_default()
+    }
+
     fn apply_reclaim(
         &mut self,
         d: &ReclaimDecision,
@@ -222,22 +274,7 @@ impl Round<'_> {
             }
         }
         // Place the jobs to start, in order; skip those that do not fit.
-        let mut started: Vec<(JobId, PlacementChoice)> = Vec::with_capacity(d.start.len());
-        for id in &d.start {
-            let Some(job) = self.book.get(id) else {
-                continue;
-            };
-            let gpus = job.next_gpus();
-            let limit = limits.get(id).copied().unwrap_or_default();
-            let at = self.book.reach_of(id);
-            if let Some(choice) = self
-                .state
-                .find_placement_in(gpus, limit, at, |_| false, |_| {})
-                && self.state.allocate(*id, &choice.placement).is_ok()
-            {
-                started.push((*id, choice));
-            }
-        }
+        let started = self.start_within_caps(&d.start, limits);
         // Stopped jobs whose GPUs no started job took keep running.
         let (needed, unneeded): (Vec<_>, Vec<_>) = released
             .into_iter()

@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
-use gangway_plugin_sdk::{GpuTypeId, JobId};
+use gangway_plugin_sdk::{GpuTypeId, JobId, VcId};
 
 use super::Scheduler;
+use crate::book::TypeQuotas;
 use crate::job::JobSpec;
 use crate::scheduler_error::SchedulerError;
 use crate::server_set::ServerSet;
@@ -85,6 +86,61 @@ impl Scheduler {
     pub fn running_gpu_type(&self, id: JobId) -> Option<GpuTypeId> {
         let part = self.state.allocation(id)?.parts.first()?;
         self.topology().server(part.server).map(|s| s.gpu_type)
+    }
+
+    /// Gives virtual cluster `vc` a quota per GPU type (Kueue's shape):
+    /// the nominal GPUs of each type and how many more of it the VC may
+    /// borrow. A job of the VC starts only on a type the VC names, and only
+    /// while the VC's GPUs of that type stay within the nominal quota plus
+    /// the borrowing limit, whatever the policies decide; it waits for its
+    /// fair share ([`WaitReason::FairShare`](crate::WaitReason)) when no
+    /// type it may use has room in the VC's caps. The VC's pooled quota
+    /// (what policies of contract 2.0 and 2.1 see) becomes the sum of the
+    /// nominal quotas. Empty `quotas` take the per-type quotas away (the
+    /// pooled quota stays as it was). Unknown ids are ignored.
+    ///
+    /// ```
+    /// use gangway_core::{JobId, JobSpec, Scheduler, TopologyBuilder, TypeQuota, WaitReason};
+    /// let mut b = TopologyBuilder::new();
+    /// let (k80, v100) = (b.add_gpu_type("k80", 12)?, b.add_gpu_type("v100", 32)?);
+    /// let r = b.add_domain(b.root(), "r0")?;
+    /// b.add_server_of_type(r, "old", 8, k80)?;
+    /// b.add_server_of_type(r, "new", 8, v100)?;
+    /// let mut sched = Scheduler::new(b.build()?);
+    /// let vc = sched.virtual_cluster("a");
+    /// // 4 V100s, borrowing none; no K80s.
+    /// sched.set_type_quotas(vc, [(v100, TypeQuota::new(4, Some(0)))].into());
+    /// let spec = |id| JobSpec { id: JobId(id), vc, user: 0, gpus: 4, submitted_s: 0 };
+    /// sched.submit(spec(1))?;
+    /// sched.submit(spec(2))?;
+    /// assert_eq!(sched.round(0)?.starts.len(), 1);
+    /// assert_eq!(sched.running_gpu_type(JobId(1)), Some(v100));
+    /// assert_eq!(sched.why_pending(JobId(2)), Some(WaitReason::FairShare));
+    /// assert_eq!(sched.held_of_type(vc, v100), 4);
+    /// assert_eq!(sched.virtual_clusters()[0].quota_gpus, Some(4));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn set_type_quotas(&mut self, vc: VcId, quotas: TypeQuotas) {
+        if self.book.vcs.list().get(vc.index()).is_none() {
+            return;
+        }
+        if !quotas.is_empty() {
+            let nominal = quotas
+                .values()
+                .fold(0u32, |n, q| n.saturating_add(q.nominal_gpus));
+            self.book.change_vc(vc, |v| v.quota_gpus = Some(nominal));
+        }
+        self.book.set_type_quotas(vc, quotas);
+    }
+
+    /// Virtual cluster `vc`'s quotas per GPU type, if it has any.
+    pub fn type_quotas(&self, vc: VcId) -> Option<&TypeQuotas> {
+        self.book.type_quotas.get(&vc)
+    }
+
+    /// GPUs of type `t` virtual cluster `vc`'s running jobs hold.
+    pub fn held_of_type(&self, vc: VcId, t: GpuTypeId) -> u32 {
+        self.book.running_index().held_of_type(vc, t)
     }
 
     /// The servers job `id` is restricted to, if it is.
