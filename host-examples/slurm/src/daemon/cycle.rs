@@ -855,6 +855,7 @@ impl Daemon {
             tracing::warn!("Slurm answers again after {away} s");
         }
         self.last_error = None;
+        let nodes = super::served_nodes(nodes, &self.served_nodes);
         let now = self.now_s();
         // A daemon whose lock is gone decides nothing more: no launch, no
         // cancel, no update (another daemon serves the partition).

@@ -154,6 +154,9 @@ pub struct Daemon {
     synced: bool,
     /// The partition served, as Slurm resolves it (the lock's key).
     served: crate::lock::Resolved,
+    /// The served partition's nodes: the only ones in the topology, and
+    /// the only ones a cycle reads (`sinfo` lists every partition's).
+    served_nodes: std::collections::BTreeSet<String>,
     /// End records read and not yet used, by job and launch.
     records: BTreeMap<(u64, u32), records::RecordRead>,
     /// End records asked of the reader, and when.
@@ -175,6 +178,20 @@ impl std::fmt::Debug for Daemon {
             .field("jobs", &self.jobs.len())
             .finish_non_exhaustive()
     }
+}
+
+/// The nodes of `sinfo` that are in the served partition (`served`, its
+/// node names): a daemon places on its partition's nodes only. Jobs of
+/// other partitions on those nodes are still counted there (as foreign
+/// load); the other nodes are not Gangway's to place on.
+fn served_nodes(
+    nodes: Vec<crate::engine::NodeInfo>,
+    served: &std::collections::BTreeSet<String>,
+) -> Vec<crate::engine::NodeInfo> {
+    nodes
+        .into_iter()
+        .filter(|n| served.contains(&n.name))
+        .collect()
 }
 
 /// Checks the setup before serving: `slurm.conf` readable, Slurm's
@@ -232,7 +249,13 @@ impl Daemon {
             .config()?
             .iter()
             .any(|(k, v)| k == "SelectTypeParameters" && v.to_ascii_uppercase().contains("MEMORY"));
-        let nodes = slurm.nodes()?;
+        let nodes = served_nodes(slurm.nodes()?, &crate::lock::node_set(&served.nodes));
+        if !nodes.iter().any(|n| n.gpus > 0) {
+            return Err(SlurmError::Topology(format!(
+                "partition {} has no node with GPUs (its nodes: {:?})",
+                served.partition, served.nodes
+            )));
+        }
         let rates = crate::resources::Rates::of(&nodes, memory_tracked);
         let racks = match &cfg.slurm.topology_conf {
             Some(p) => topology::racks_from_topology_conf(p)?,
@@ -252,6 +275,7 @@ impl Daemon {
             None => Scheduler::with_policies(map.topology.clone(), set),
         };
         let mut daemon = Daemon::assemble(cfg, slurm, map, restored, policies, access, recovered)?;
+        daemon.served_nodes = crate::lock::node_set(&served.nodes);
         daemon.served = served;
         daemon.rates = rates;
         daemon.memory_tracked = memory_tracked;
@@ -340,6 +364,7 @@ impl Daemon {
                 default: false,
                 nodes: String::new(),
             },
+            served_nodes: std::collections::BTreeSet::new(),
             records: BTreeMap::new(),
             records_asked: BTreeMap::new(),
             record_reader: None,
