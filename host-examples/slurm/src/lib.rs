@@ -29,8 +29,9 @@
 //!   recovers from it and from Slurm's own view ([`persist`]);
 //! * policies are the catalog's presets and Wasm modules, hot-swappable
 //!   ([`policies`]); `status` and `why` report wait reasons ([`client`]);
-//! * jobs are counted in what they hold: CPUs, memory and whole nodes
-//!   worth GPUs ([`resources`]);
+//! * jobs are counted in what they hold: GPUs in the core, CPUs, memory
+//!   and whole nodes in per-node books that restrict where each job may
+//!   go ([`resources`]);
 //! * clients are served within limits per user and in all, on a thread of
 //!   their own ([`config::LimitsConfig`]).
 //!

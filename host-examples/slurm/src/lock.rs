@@ -112,7 +112,7 @@ impl Lock {
 /// What a daemon serves, as Slurm resolves it: the partition's name (the
 /// default partition's when the configuration names none), whether it is
 /// Slurm's default, and its nodes.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Resolved {
     /// The partition's name.
     pub partition: String,

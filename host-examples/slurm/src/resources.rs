@@ -1,91 +1,33 @@
-//! What a job holds besides GPUs, counted in GPUs.
+//! What a job holds besides GPUs: per-node books of CPUs and memory.
 //!
 //! Gangway's scheduler places GPUs. A Slurm job also holds CPUs, memory
 //! (where Slurm tracks it: `SelectTypeParameters=CR_*_Memory`) and, with
-//! `--exclusive`, whole nodes; a job holding all of a node's CPUs leaves
-//! its other GPUs unusable whatever Gangway's books say. So every job is
-//! counted as the larger of its GPUs and what its CPUs and memory are
-//! worth in GPUs: a node's CPUs are worth its GPUs (with 8 GPUs and 64
-//! CPUs, 8 CPUs are worth a GPU), as Slurm's own `PriorityFlags=MAX_TRES`
-//! bills a job by its dominant resource. A job with `-c 16` and one GPU on
-//! such nodes holds 2 GPUs' worth, not the node: the other 6 GPUs stay
-//! usable; with `-c 64` it holds the node. An `--exclusive` job holds its
-//! nodes' GPUs whole.
+//! `--exclusive`, whole nodes. The core keeps counting GPUs only (a job is
+//! queued at its own GPUs); the host keeps, per node, the CPUs and memory
+//! left ([`Books`]): Slurm's own count from `sinfo` (every job's, Gangway's
+//! and others') less what Gangway's launches not yet running in Slurm
+//! hold. Each cycle, every pending job is restricted to the servers where
+//! its per-node CPUs and memory fit now ([`Books::fits`], with
+//! `Scheduler::restrict`), and each start of a round is checked against
+//! the books in turn (two starts of one round on one node that together
+//! exceed its CPUs: the second is put back, and placed again on a later
+//! cycle). So a 1-GPU job with `-c 16` on an 8-GPU, 64-CPU node holds 16
+//! of its CPUs and one GPU: the other 7 GPUs stay usable by jobs whose
+//! CPUs fit in the 48 left. An `--exclusive` job fits only on a node with
+//! nothing allocated, and holds all of it. A node whose CPUs (or tracked
+//! memory) are all held has no usable GPU left: its GPUs nobody counts
+//! are held as foreign load ([`node_full`]). A job whose per-node CPUs or
+//! memory exceed every node's is refused ([`Books::fits_ever`]).
 //!
-//! Where: a native job waiting in Gangway is queued at its worth
-//! ([`worth`]), so it is placed only where its CPUs and memory fit; its
-//! pin asks Slurm for its own GPUs only ([`own_parts`]) and the rest of
-//! what Gangway chose stays held for it, idle (its CPUs use them up).
-//! CPUs and memory of any other job (started in Slurm directly, or
-//! launched with more CPUs than its GPUs are worth) are counted per node
-//! from `sinfo` ([`node_worth`]): what they are worth beyond the GPUs
-//! Gangway counts there is held as foreign load.
-//!
-//! The worth of a job is taken at the cluster's dearest rate (the node
-//! whose CPUs, or memory, are worth the most GPUs each), so on nodes of
-//! different shapes it may hold more than it needs, never less.
+//! Per node, a job asks its CPUs divided by its nodes (`-N`, rounded up;
+//! Slurm spreads a job's tasks over its nodes) and likewise its memory;
+//! a multi-node job placed on more nodes than it asked needs no more per
+//! node than that.
+
+use std::collections::BTreeMap;
 
 use crate::engine::NodeInfo;
 use crate::launch::Part;
-
-/// What CPUs and memory are worth in GPUs: the node with the most GPUs per
-/// CPU, and per MB.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Rates {
-    /// `gpus_per_cpu.0` GPUs for `gpus_per_cpu.1` CPUs.
-    gpus_per_cpu: (u32, u32),
-    /// `gpus_per_mb.0` GPUs for `gpus_per_mb.1` MB (`(0, 0)`: memory is
-    /// not counted).
-    gpus_per_mb: (u32, u64),
-    /// The most GPUs a node has (what `--exclusive` takes of each node).
-    node_gpus: u32,
-}
-
-/// `a / b > c / d`, for positive denominators.
-fn dearer(a: u64, b: u64, c: u64, d: u64) -> bool {
-    u128::from(a) * u128::from(d) > u128::from(c) * u128::from(b)
-}
-
-impl Rates {
-    /// The rates of `nodes` (those with GPUs); memory counted only if
-    /// Slurm tracks it.
-    pub fn of(nodes: &[NodeInfo], memory_tracked: bool) -> Rates {
-        let mut r = Rates::default();
-        for n in nodes.iter().filter(|n| n.gpus > 0) {
-            r.node_gpus = r.node_gpus.max(n.gpus);
-            let (g, c) = r.gpus_per_cpu;
-            if n.cpus > 0 && (c == 0 || dearer(n.gpus.into(), n.cpus.into(), g.into(), c.into())) {
-                r.gpus_per_cpu = (n.gpus, n.cpus);
-            }
-            let (g, m) = r.gpus_per_mb;
-            if memory_tracked
-                && n.memory_mb > 0
-                && (m == 0 || dearer(n.gpus.into(), n.memory_mb, g.into(), m))
-            {
-                r.gpus_per_mb = (n.gpus, n.memory_mb);
-            }
-        }
-        r
-    }
-
-    /// What `cpus` CPUs and `memory_mb` MB are worth in GPUs at these
-    /// rates (rounded up).
-    pub fn cpus_and_memory(&self, cpus: u32, memory_mb: u64) -> u32 {
-        let (g, c) = self.gpus_per_cpu;
-        let by_cpu = if c == 0 {
-            0
-        } else {
-            (u64::from(cpus) * u64::from(g)).div_ceil(u64::from(c))
-        };
-        let (g, m) = self.gpus_per_mb;
-        let by_mem = if m == 0 {
-            0
-        } else {
-            (u128::from(memory_mb) * u128::from(g)).div_ceil(u128::from(m))
-        };
-        u32::try_from(u128::from(by_cpu).max(by_mem)).unwrap_or(u32::MAX)
-    }
-}
 
 /// What a job asks for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -102,39 +44,147 @@ pub struct Needs {
     pub nodes: u32,
 }
 
-/// What a job is worth in GPUs: the larger of its GPUs and what its CPUs
-/// and memory are worth; whole nodes for `--exclusive`.
-pub fn worth(needs: &Needs, rates: &Rates) -> u32 {
-    let w = needs
-        .gpus
-        .max(rates.cpus_and_memory(needs.cpus, needs.memory_mb));
-    if needs.exclusive && rates.node_gpus > 0 {
-        let nodes = w.div_ceil(rates.node_gpus).max(needs.nodes.max(1));
-        nodes.saturating_mul(rates.node_gpus)
-    } else {
-        w
+impl Needs {
+    /// A job launched by `gangway-slurm submit`: one task of one CPU per
+    /// node, no memory asked.
+    pub fn one_cpu_per_node() -> Needs {
+        Needs {
+            cpus: 1,
+            nodes: 1,
+            ..Needs::default()
+        }
+    }
+
+    /// CPUs it holds on each of its nodes (at least 1).
+    pub fn cpus_per_node(&self) -> u32 {
+        self.cpus.div_ceil(self.nodes.max(1)).max(1)
+    }
+
+    /// Memory it holds on each of its nodes (MB).
+    pub fn memory_per_node(&self) -> u64 {
+        self.memory_mb.div_ceil(u64::from(self.nodes.max(1)))
+    }
+
+    /// Whether it asks for more than one CPU per node, memory or whole
+    /// nodes (what a report says it waits for).
+    pub fn beyond_gpus(&self) -> bool {
+        self.cpus_per_node() > 1 || self.memory_mb > 0 || self.exclusive
+    }
+
+    /// What it holds per node, in words (`16 CPUs, 2000 MB, whole node`).
+    pub fn describe(&self) -> String {
+        let mut words = vec![format!("{} CPUs", self.cpus_per_node())];
+        if self.memory_mb > 0 {
+            words.push(format!("{} MB", self.memory_per_node()));
+        }
+        if self.exclusive {
+            words.push("the whole node".into());
+        }
+        format!("{} per node", words.join(", "))
     }
 }
 
-/// What the CPUs and memory jobs hold on `node` are worth in its own GPUs
-/// (rounded up, at most its GPUs).
-pub fn node_worth(node: &NodeInfo) -> u32 {
-    let rates = Rates {
-        gpus_per_cpu: (node.gpus, node.cpus),
-        gpus_per_mb: if node.alloc_memory_mb > 0 {
-            (node.gpus, node.memory_mb)
-        } else {
-            (0, 0)
-        },
-        node_gpus: node.gpus,
-    };
-    rates
-        .cpus_and_memory(node.alloc_cpus, node.alloc_memory_mb)
-        .min(node.gpus)
+/// One node's CPUs and memory: what it has and what is left.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct NodeBook {
+    cpus: u32,
+    free_cpus: u32,
+    memory_mb: u64,
+    free_memory_mb: u64,
 }
 
-/// The part of a placement of a job's worth (`parts`) that its own `gpus`
-/// GPUs take, to pin in Slurm: the nodes with the most chosen GPUs first,
+/// Per node, the CPUs and memory left for new jobs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Books {
+    nodes: BTreeMap<String, NodeBook>,
+    /// Whether Slurm tracks memory (else memory is not counted).
+    memory_tracked: bool,
+}
+
+impl Books {
+    /// The books of `nodes` as `sinfo` counts them (every running job's
+    /// CPUs and memory, Gangway's and others').
+    pub fn of(nodes: &[NodeInfo], memory_tracked: bool) -> Books {
+        let nodes = nodes
+            .iter()
+            .map(|n| {
+                let book = NodeBook {
+                    cpus: n.cpus,
+                    free_cpus: n.cpus.saturating_sub(n.alloc_cpus),
+                    memory_mb: n.memory_mb,
+                    free_memory_mb: n.memory_mb.saturating_sub(n.alloc_memory_mb),
+                };
+                (n.name.clone(), book)
+            })
+            .collect();
+        Books {
+            nodes,
+            memory_tracked,
+        }
+    }
+
+    /// Whether a job of `needs` fits on `node` now.
+    pub fn fits(&self, node: &str, needs: &Needs) -> bool {
+        let Some(b) = self.nodes.get(node) else {
+            return false;
+        };
+        let memory_ok = !self.memory_tracked || b.free_memory_mb >= needs.memory_per_node();
+        if needs.exclusive {
+            return b.free_cpus == b.cpus
+                && (!self.memory_tracked || b.free_memory_mb == b.memory_mb);
+        }
+        // A node whose CPUs sinfo does not give is not counted.
+        (b.cpus == 0 || b.free_cpus >= needs.cpus_per_node()) && memory_ok
+    }
+
+    /// Whether a job of `needs` fits on some node when it is empty; else
+    /// why not.
+    pub fn fits_ever(&self, needs: &Needs) -> Result<(), String> {
+        let most_cpus = self.nodes.values().map(|b| b.cpus).max().unwrap_or(0);
+        if needs.cpus_per_node() > most_cpus {
+            return Err(format!(
+                "it asks {} CPUs per node but the largest node has {most_cpus}",
+                needs.cpus_per_node()
+            ));
+        }
+        let most_memory = self.nodes.values().map(|b| b.memory_mb).max().unwrap_or(0);
+        if self.memory_tracked && needs.memory_per_node() > most_memory {
+            return Err(format!(
+                "it asks {} MB of memory per node but the largest node has {most_memory} MB",
+                needs.memory_per_node()
+            ));
+        }
+        Ok(())
+    }
+
+    /// `needs` held on `node` from now on (a launch Slurm does not count
+    /// yet, or a start of this round).
+    pub fn hold(&mut self, node: &str, needs: &Needs) {
+        let tracked = self.memory_tracked;
+        if let Some(b) = self.nodes.get_mut(node) {
+            if needs.exclusive {
+                b.free_cpus = 0;
+                b.free_memory_mb = 0;
+            } else {
+                b.free_cpus = b.free_cpus.saturating_sub(needs.cpus_per_node());
+                if tracked {
+                    b.free_memory_mb = b.free_memory_mb.saturating_sub(needs.memory_per_node());
+                }
+            }
+        }
+    }
+}
+
+/// Whether `node` has no CPU (or, where Slurm tracks it, no memory) left
+/// for a new job: its GPUs nobody holds are then unusable.
+pub fn node_full(node: &NodeInfo, memory_tracked: bool) -> bool {
+    (node.cpus > 0 && node.alloc_cpus >= node.cpus)
+        || (memory_tracked && node.memory_mb > 0 && node.alloc_memory_mb >= node.memory_mb)
+}
+
+/// The part of a placement (`parts`) that a job's own `gpus` GPUs take
+/// (a launch saved by an older daemon was placed at what its CPUs were
+/// worth in GPUs), to pin in Slurm: the nodes with the most chosen GPUs first,
 /// each GPU's lowest indices; nodes left without GPUs are dropped.
 pub fn own_parts(parts: &[Part], gpus: u32) -> Vec<Part> {
     let total: usize = parts.iter().map(|p| p.gpus.len()).sum();
@@ -166,67 +216,83 @@ mod tests {
     use super::*;
     use gangway_core::Health;
 
-    fn node(gpus: u32, cpus: u32, mem: u64) -> NodeInfo {
+    fn node(name: &str, cpus: u32, alloc_cpus: u32, mem: u64, alloc_mem: u64) -> NodeInfo {
         NodeInfo {
-            name: "n".into(),
+            name: name.into(),
             gpu_types: None,
-            gpus,
+            gpus: 8,
             features: Vec::new(),
             health: Health::Up,
             state: "idle".into(),
             cpus,
-            alloc_cpus: 0,
+            alloc_cpus,
             memory_mb: mem,
-            alloc_memory_mb: 0,
+            alloc_memory_mb: alloc_mem,
+        }
+    }
+
+    fn job(cpus: u32, memory_mb: u64, nodes: u32) -> Needs {
+        Needs {
+            gpus: 1,
+            cpus,
+            memory_mb,
+            nodes,
+            exclusive: false,
         }
     }
 
     #[test]
-    fn a_job_is_worth_its_dominant_resource() {
-        let rates = Rates::of(&[node(8, 64, 1000), node(0, 4, 10)], false);
-        let job = |gpus, cpus| Needs {
-            gpus,
-            cpus,
-            nodes: 1,
-            ..Needs::default()
-        };
-        // -c 16 with one GPU on 8-GPU, 64-CPU nodes: 2 GPUs' worth.
-        assert_eq!(worth(&job(1, 16), &rates), 2);
-        assert_eq!(worth(&job(1, 64), &rates), 8);
-        assert_eq!(worth(&job(4, 1), &rates), 4);
-        assert_eq!(worth(&job(1, 9), &rates), 2, "rounded up");
-        let exclusive = Needs {
-            exclusive: true,
-            ..job(1, 1)
-        };
-        assert_eq!(worth(&exclusive, &rates), 8);
-        let two = Needs {
-            nodes: 2,
-            ..exclusive
-        };
-        assert_eq!(worth(&two, &rates), 16);
+    fn a_job_holds_its_cpus_not_gpus() {
+        let mut books = Books::of(&[node("n1", 64, 16, 1000, 0)], false);
+        assert!(books.fits("n1", &job(16, 0, 1)));
+        assert!(books.fits("n1", &job(48, 0, 1)));
+        assert!(!books.fits("n1", &job(49, 0, 1)));
+        assert!(!books.fits("n9", &job(1, 0, 1)), "a node not in the books");
+        // Per node: 64 CPUs over 2 nodes is 32 each.
+        assert_eq!(job(64, 0, 2).cpus_per_node(), 32);
+        assert!(books.fits("n1", &job(64, 0, 2)));
+        books.hold("n1", &job(40, 0, 1));
+        assert!(!books.fits("n1", &job(16, 0, 1)));
+        assert!(books.fits("n1", &job(8, 0, 1)));
         // Memory counts only where Slurm tracks it.
-        let mem = Needs {
-            memory_mb: 500,
-            ..job(1, 1)
-        };
-        assert_eq!(worth(&mem, &rates), 1);
-        let tracked = Rates::of(&[node(8, 64, 1000)], true);
-        assert_eq!(worth(&mem, &tracked), 4);
-        // The dearest node sets the rate.
-        let mixed = Rates::of(&[node(8, 64, 1000), node(8, 16, 1000)], false);
-        assert_eq!(worth(&job(1, 16), &mixed), 8);
+        assert!(books.fits("n1", &job(1, 5000, 1)));
+        let tracked = Books::of(&[node("n1", 64, 0, 1000, 600)], true);
+        assert!(tracked.fits("n1", &job(1, 400, 1)));
+        assert!(!tracked.fits("n1", &job(1, 401, 1)));
     }
 
     #[test]
-    fn nodes_count_what_their_jobs_hold() {
-        let mut n = node(8, 16, 1000);
-        n.alloc_cpus = 16;
-        assert_eq!(node_worth(&n), 8);
-        n.alloc_cpus = 3;
-        assert_eq!(node_worth(&n), 2);
-        n.alloc_memory_mb = 1000;
-        assert_eq!(node_worth(&n), 8);
+    fn exclusive_jobs_take_idle_nodes_whole() {
+        let ex = Needs {
+            exclusive: true,
+            ..job(1, 0, 1)
+        };
+        let mut books = Books::of(
+            &[node("a", 64, 0, 1000, 0), node("b", 64, 1, 1000, 0)],
+            true,
+        );
+        assert!(books.fits("a", &ex));
+        assert!(!books.fits("b", &ex));
+        books.hold("a", &ex);
+        assert!(!books.fits("a", &job(1, 0, 1)));
+    }
+
+    #[test]
+    fn jobs_larger_than_every_node_are_named() {
+        let books = Books::of(&[node("a", 64, 0, 1000, 0)], true);
+        assert!(books.fits_ever(&job(64, 1000, 1)).is_ok());
+        let e = books.fits_ever(&job(65, 0, 1)).unwrap_err();
+        assert_eq!(e, "it asks 65 CPUs per node but the largest node has 64");
+        let e = books.fits_ever(&job(1, 1001, 1)).unwrap_err();
+        assert!(e.contains("1001 MB"), "{e}");
+        assert!(books.fits_ever(&job(128, 0, 2)).is_ok());
+    }
+
+    #[test]
+    fn full_nodes() {
+        assert!(node_full(&node("a", 64, 64, 1000, 0), false));
+        assert!(!node_full(&node("a", 64, 63, 1000, 1000), false));
+        assert!(node_full(&node("a", 64, 63, 1000, 1000), true));
     }
 
     #[test]

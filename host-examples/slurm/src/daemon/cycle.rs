@@ -134,8 +134,8 @@ pub(super) struct Seen {
     pub(super) taken: BTreeSet<(String, u32)>,
 }
 
-/// Gangway ids of the GPUs a node's CPUs and memory make unusable beyond
-/// what Gangway counts there: this bit, [`FOREIGN_BIT`] and the server.
+/// Gangway ids of the GPUs of a node whose CPUs or memory are all held:
+/// this bit, [`FOREIGN_BIT`] and the server.
 pub(super) const NODE_WORTH_BIT: u64 = 1 << 61;
 
 impl Daemon {
@@ -201,7 +201,7 @@ impl Daemon {
                 }
             }
         }
-        self.rates = crate::resources::Rates::of(nodes, self.memory_tracked);
+        self.books = crate::resources::Books::of(nodes, self.memory_tracked);
         self.follow_launches(&groups, &ours, now, &mut seen);
         self.adopt_unsaved(&groups, &ours, &mut seen);
         self.cancel_strays(&groups, &ours, &mut seen);
@@ -209,7 +209,7 @@ impl Daemon {
             self.follow_native(&groups, now, &mut seen);
         }
         self.count_foreign(&groups, &mut seen);
-        self.count_node_worth(nodes, &mut seen);
+        self.count_full_nodes(nodes, &mut seen);
         for node in nodes {
             if let Some(s) = self.map.server(&node.name) {
                 seen.truth.health.insert(s, node.health);
@@ -221,6 +221,8 @@ impl Daemon {
         for d in diffs {
             self.on_difference(d);
         }
+        let books = std::mem::take(&mut self.books);
+        self.book_launches(books);
     }
 
     /// Step 2: every current launch against its Slurm job.
@@ -352,7 +354,7 @@ impl Daemon {
         let ours_place = self.placement_of(&launch.placement);
         match group_state(comps) {
             GroupState::Active => {
-                let actual = gpus_of(comps);
+                let actual = self.own_gpus(id, gpus_of(comps), &launch.placement);
                 self.now_running(id, gid, &actual, launch);
                 let held = self.with_worth(&actual, launch, seen);
                 if let Some(p) = self.placement_of(&held).or(ours_place) {
@@ -376,8 +378,8 @@ impl Daemon {
     }
 
     /// What a running job holds in Gangway's books: the GPUs Slurm gives
-    /// it (`actual`) and, when Gangway placed it at more than its GPUs (its
-    /// CPUs and memory are worth more: [`crate::resources`]), as many more
+    /// it (`actual`) and, when an older daemon placed it at more than its
+    /// GPUs (at what its CPUs and memory were worth in GPUs), as many more
     /// of the GPUs chosen for it, idle but held (others of its nodes where
     /// Slurm gave it GPUs Gangway did not choose).
     fn with_worth(&self, actual: &NodeGpus, launch: &Launch, seen: &Seen) -> NodeGpus {
@@ -418,14 +420,16 @@ impl Daemon {
         held
     }
 
-    /// Step 4b: on each node, what its jobs' CPUs and memory are worth in
-    /// GPUs beyond the GPUs Gangway counts there is held as foreign load
-    /// (a node whose CPUs are all taken has no usable GPU left).
-    fn count_node_worth(&self, nodes: &[NodeInfo], seen: &mut Seen) {
+    /// Step 4b: a node whose CPUs (or tracked memory) are all held has no
+    /// usable GPU left: its GPUs nobody counts are held as foreign load.
+    fn count_full_nodes(&self, nodes: &[NodeInfo], seen: &mut Seen) {
         for node in nodes {
             let Some(server) = self.map.server(&node.name) else {
                 continue;
             };
+            if !crate::resources::node_full(node, self.memory_tracked) {
+                continue;
+            }
             let counted: Vec<u32> = seen
                 .truth
                 .running
@@ -433,16 +437,9 @@ impl Daemon {
                 .flat_map(|p| p.parts.iter().filter(|x| x.server == server))
                 .flat_map(|x| (0..64u32).filter(move |g| x.gpus & (1 << g) != 0))
                 .collect();
-            let extra = crate::resources::node_worth(node)
-                .saturating_sub(u32::try_from(counted.len()).unwrap_or(u32::MAX));
-            if extra == 0 {
-                continue;
-            }
             let gpus = self.map.topology.server(server).map_or(0, |s| s.gpus);
             let mask = (0..gpus)
-                .rev()
-                .filter(|g| !counted.contains(g) && !seen.taken.contains(&(node.name.clone(), *g)))
-                .take(extra as usize)
+                .filter(|g| !counted.contains(g))
                 .fold(0u64, |m, g| m | (1 << g));
             if mask != 0 {
                 let placement = Placement {
@@ -864,6 +861,7 @@ impl Daemon {
             tracing::warn!("Slurm answers again after {away} s");
         }
         self.last_error = None;
+        let nodes = super::served_nodes(nodes, &self.served_nodes);
         let now = self.now_s();
         // A daemon whose lock is gone decides nothing more: no launch, no
         // cancel, no update (another daemon serves the partition).
@@ -874,6 +872,7 @@ impl Daemon {
             return Vec::new();
         }
         self.apply_slurm(&nodes, &sjobs, now);
+        self.restrict_by_fit();
         self.synced = true;
         let held = self
             .hold

@@ -376,6 +376,7 @@ impl Daemon {
                 .iter()
                 .map(|s| (s.job.0, s.choice.placement.clone())),
         );
+        let launches = self.fitting_starts(launches, now);
         if launches.is_empty() {
             return Ok(Vec::new());
         }

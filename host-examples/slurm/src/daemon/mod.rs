@@ -15,16 +15,19 @@
 //!    a non-zero exit fails, cancelled is killed, node failures and other
 //!    Slurm-side ends are retried up to `max_attempts` launches);
 //! 3. in native mode, takes the jobs users submitted with sbatch into the
-//!    managed partition ([`crate::native`]), each at what its CPUs and
-//!    memory are worth in GPUs ([`crate::resources`]); a job requeued in
-//!    Slurm goes back to Gangway's queue;
+//!    managed partition ([`crate::native`]), each at its own GPUs, its
+//!    CPUs and memory kept in per-node books ([`crate::resources`]); a
+//!    job requeued in Slurm goes back to Gangway's queue;
 //! 4. checks the partition's lock is still its own (else it decides
 //!    nothing more and stops), builds the engine's truth (Gangway's running
 //!    jobs where Slurm runs them, every other Slurm job holding GPUs as
-//!    foreign load, CPUs and memory held beyond GPUs per node, every node's
-//!    health) and reconciles the scheduler with it: a node gone down
-//!    interrupts its gangs whole, which are cancelled in Slurm and re-queued;
-//! 5. runs a round, saves the state, and launches the starts ([`launches`]):
+//!    foreign load, the GPUs of nodes whose CPUs or memory are all held,
+//!    every node's health) and reconciles the scheduler with it: a node
+//!    gone down interrupts its gangs whole, which are cancelled in Slurm
+//!    and re-queued;
+//! 5. restricts each pending job to the nodes where its CPUs and memory
+//!    fit now ([`fit`]), runs a round, keeps the starts that fit the books
+//!    together, saves the state, and launches them ([`launches`]):
 //!    `sbatch` as the submitter, or, in native mode, pin and release;
 //! 6. forgets finished jobs in the scheduler, keeping the last `history` for
 //!    `status`, and saves the state if anything changed.
@@ -39,6 +42,7 @@
 
 mod cycle;
 mod events;
+mod fit;
 mod launches;
 mod native;
 pub mod records;
@@ -154,12 +158,20 @@ pub struct Daemon {
     synced: bool,
     /// The partition served, as Slurm resolves it (the lock's key).
     served: crate::lock::Resolved,
+    /// The served partition's nodes: the only ones in the topology, and
+    /// the only ones a cycle reads (`sinfo` lists every partition's).
+    served_nodes: std::collections::BTreeSet<String>,
     /// End records read and not yet used, by job and launch.
     records: BTreeMap<(u64, u32), records::RecordRead>,
     /// End records asked of the reader, and when.
     records_asked: BTreeMap<(u64, u32), Instant>,
-    /// What CPUs and memory are worth in GPUs ([`crate::resources`]).
-    rates: crate::resources::Rates,
+    /// Per node, the CPUs and memory left ([`crate::resources`]).
+    books: crate::resources::Books,
+    /// Native jobs' CPUs and memory, by Gangway id (others: one CPU per
+    /// node).
+    needs: BTreeMap<u64, crate::resources::Needs>,
+    /// Jobs waiting for CPUs or memory, and what their events say of it.
+    fit_waits: BTreeMap<u64, String>,
     /// Whether Slurm tracks memory (`SelectTypeParameters=CR_*_Memory`).
     memory_tracked: bool,
     /// The record reader (`None`: records are read on the cycle's thread).
@@ -175,6 +187,20 @@ impl std::fmt::Debug for Daemon {
             .field("jobs", &self.jobs.len())
             .finish_non_exhaustive()
     }
+}
+
+/// The nodes of `sinfo` that are in the served partition (`served`, its
+/// node names): a daemon places on its partition's nodes only. Jobs of
+/// other partitions on those nodes are still counted there (as foreign
+/// load); the other nodes are not Gangway's to place on.
+fn served_nodes(
+    nodes: Vec<crate::engine::NodeInfo>,
+    served: &std::collections::BTreeSet<String>,
+) -> Vec<crate::engine::NodeInfo> {
+    nodes
+        .into_iter()
+        .filter(|n| served.contains(&n.name))
+        .collect()
 }
 
 /// Checks the setup before serving: `slurm.conf` readable, Slurm's
@@ -232,8 +258,13 @@ impl Daemon {
             .config()?
             .iter()
             .any(|(k, v)| k == "SelectTypeParameters" && v.to_ascii_uppercase().contains("MEMORY"));
-        let nodes = slurm.nodes()?;
-        let rates = crate::resources::Rates::of(&nodes, memory_tracked);
+        let nodes = served_nodes(slurm.nodes()?, &crate::lock::node_set(&served.nodes));
+        if !nodes.iter().any(|n| n.gpus > 0) {
+            return Err(SlurmError::Topology(format!(
+                "partition {} has no node with GPUs (its nodes: {:?})",
+                served.partition, served.nodes
+            )));
+        }
         let racks = match &cfg.slurm.topology_conf {
             Some(p) => topology::racks_from_topology_conf(p)?,
             None => topology::racks_from_table(&cfg.racks, &cfg.file)?,
@@ -252,8 +283,9 @@ impl Daemon {
             None => Scheduler::with_policies(map.topology.clone(), set),
         };
         let mut daemon = Daemon::assemble(cfg, slurm, map, restored, policies, access, recovered)?;
+        daemon.served_nodes = crate::lock::node_set(&served.nodes);
         daemon.served = served;
-        daemon.rates = rates;
+        daemon.books = crate::resources::Books::of(&nodes, memory_tracked);
         daemon.memory_tracked = memory_tracked;
         daemon.sched.set_placement_strategy(strategy);
         daemon.rebuild_native_book();
@@ -335,15 +367,14 @@ impl Daemon {
             lock: None,
             lost_lock: None,
             synced: false,
-            served: crate::lock::Resolved {
-                partition: String::new(),
-                default: false,
-                nodes: String::new(),
-            },
+            served: crate::lock::Resolved::default(),
+            served_nodes: std::collections::BTreeSet::new(),
             records: BTreeMap::new(),
             records_asked: BTreeMap::new(),
             record_reader: None,
-            rates: crate::resources::Rates::default(),
+            books: crate::resources::Books::default(),
+            needs: BTreeMap::new(),
+            fit_waits: BTreeMap::new(),
             memory_tracked: false,
             native: native::NativeBook::default(),
             cfg,

@@ -16,6 +16,17 @@ use crate::native::{self, COMMENT_PREFIX};
 use crate::persist::{JobEntry, Launch};
 use crate::resources::{self, Needs};
 
+/// What Slurm job `job` asks for, with its `gpus` GPUs.
+fn slurm_needs(job: &SlurmJob, gpus: u32) -> Needs {
+    Needs {
+        gpus,
+        cpus: job.cpus,
+        memory_mb: job.memory_mb,
+        exclusive: job.exclusive,
+        nodes: job.node_count,
+    }
+}
+
 /// The Slurm jobs of the managed partition the daemon knows.
 #[derive(Clone, Debug, Default)]
 pub(super) struct NativeBook {
@@ -101,7 +112,12 @@ impl Daemon {
                 continue;
             }
             match self.native.ids.get(gid).copied() {
-                Some(id) => self.follow_waiting(id, *gid, comps, now, seen),
+                Some(id) => {
+                    if let Some(e) = self.jobs.get(&id) {
+                        self.needs.insert(id, slurm_needs(first, e.gpus));
+                    }
+                    self.follow_waiting(id, *gid, comps, now, seen);
+                }
                 None => self.take_native(*gid, comps, now, seen),
             }
         }
@@ -135,7 +151,7 @@ impl Daemon {
             }
             GroupState::Ended { .. } => {}
             GroupState::Active => {
-                let gpus = gpus_of(comps);
+                let gpus = self.own_gpus(id, gpus_of(comps), &Vec::new());
                 if let Some(p) = self.placement_of(&gpus) {
                     seen.truth.running.insert(JobId(id), p);
                     self.adopt_running(id, gid, gpus);
@@ -278,7 +294,7 @@ impl Daemon {
         self.access
             .is_member(&job.user_name, &groups, &vc, &self.slurm)?;
         let id = self.next_id;
-        let held = self.submit_native(id, vc_id, job, &request)?;
+        let needs = self.submit_native(id, vc_id, job, &request)?;
         self.next_id += 1;
         let mut entry = JobEntry {
             id,
@@ -303,13 +319,12 @@ impl Daemon {
                 job.job_id, job.user_name
             ),
         );
-        if held > gpus {
-            let whole = if job.exclusive { ", whole nodes" } else { "" };
+        if needs.beyond_gpus() {
             push_event(
                 &mut entry,
                 format!(
-                    "counted as {held} GPUs: what its {} CPUs{whole} are worth in GPUs",
-                    job.cpus
+                    "holds {} besides its GPUs: placed where they fit",
+                    needs.describe()
                 ),
             );
         }
@@ -317,28 +332,23 @@ impl Daemon {
     }
 
     /// Puts native job `job` in the scheduler's queue as Gangway job `id`
-    /// with its GPU types; the GPUs it is counted as holding, or why it
-    /// cannot be placed.
+    /// at its own GPUs with their types, its CPUs and memory in the books;
+    /// what it holds, or why it cannot be placed (its CPUs or memory fit
+    /// on no node even empty).
     fn submit_native(
         &mut self,
         id: u64,
         vc: gangway_core::VcId,
         job: &SlurmJob,
         request: &native::NativeRequest,
-    ) -> Result<u32, String> {
-        let needs = Needs {
-            gpus: request.gpus,
-            cpus: job.cpus,
-            memory_mb: job.memory_mb,
-            exclusive: job.exclusive,
-            nodes: job.node_count,
-        };
-        let held = resources::worth(&needs, &self.rates);
+    ) -> Result<Needs, String> {
+        let needs = slurm_needs(job, request.gpus);
+        self.books.fits_ever(&needs)?;
         let spec = JobSpec {
             id: JobId(id),
             vc,
             user: self.user_number(&job.user_name),
-            gpus: held,
+            gpus: request.gpus,
             submitted_s: self.last_now,
         };
         let types = gangway_core::GpuRequest::types(request.types.iter().cloned());
@@ -346,17 +356,16 @@ impl Daemon {
             .submit_requesting(spec, &types)
             .map_err(|e| match e {
                 gangway_core::SchedulerError::TooLarge { cluster, .. } => format!(
-                    "it is worth {held} GPUs ({} GPUs, {} CPUs{}) but the cluster has only {cluster}",
-                    request.gpus,
-                    job.cpus,
-                    if job.exclusive { ", whole nodes" } else { "" }
+                    "it asks {} GPUs but the cluster has only {cluster}",
+                    request.gpus
                 ),
                 gangway_core::SchedulerError::GpuRequest { source, .. } => {
                     self.type_refusal(&source)
                 }
                 other => other.to_string(),
             })?;
-        Ok(held)
+        self.needs.insert(id, needs);
+        Ok(needs)
     }
 
     /// Writes each held native job's wait reason into its admin comment,
@@ -375,6 +384,10 @@ impl Daemon {
                 format!("job {id}, GPU type {}", types.join(" or "))
             };
             let text = match self.sched.job(JobId(*id)).map(|r| &r.state) {
+                Some(JobState::Pending { .. }) if self.fit_waits.contains_key(id) => format!(
+                    "pending in Gangway ({job}): {}",
+                    self.fit_waits.get(id).map_or("", String::as_str)
+                ),
                 Some(JobState::Pending {
                     reason: Some(r), ..
                 }) => format!(

@@ -25,7 +25,9 @@
 # Writes DIR/gangway.toml, a gangway-slurm config for this cluster.
 #
 # Partitions: gpu (the default), gpu2 (the same nodes: a daemon there is
-# refused while one serves gpu, the lock covering the nodes) and gw, which gangway-slurm's native mode manages: the project's
+# refused while one serves gpu, the lock covering the nodes), half (the
+# first rack's nodes only: a daemon there places on them alone) and gw,
+# which gangway-slurm's native mode manages: the project's
 # job_submit.lua (host-examples/slurm/job_submit.lua, JobSubmitPlugins=lua)
 # holds every job submitted there. Everything under DIR is readable by other
 # users, so that unprivileged users can run Slurm's commands against it.
@@ -223,6 +225,7 @@ JobSubmitPlugins=lua
 PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 PartitionName=gpu2 Nodes=ALL MaxTime=INFINITE State=UP
 PartitionName=gw Nodes=ALL MaxTime=INFINITE State=UP
+PartitionName=half Nodes=n[1-$half] MaxTime=INFINITE State=UP
 CONF
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 sed 's/^local GANGWAY_PARTITION = .*/local GANGWAY_PARTITION = "gw"/' \

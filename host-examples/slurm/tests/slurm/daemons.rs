@@ -420,3 +420,58 @@ fn a_daemon_whose_lock_was_taken_launches_nothing() {
     );
     cluster.passed = true;
 }
+
+/// A daemon serving partition `half` (the first rack, n1 and n2) sees and
+/// places on those nodes only, while a job of another partition on one of
+/// them is still counted there.
+#[test]
+fn a_daemon_places_only_on_its_partitions_nodes() {
+    if !slurm_here("a daemon places only on its partition's nodes") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cluster = Cluster::start("partition-nodes", None);
+    cluster.config = cluster.config_with("half.toml", |t| {
+        t.replacen("[slurm]\n", "[slurm]\npartition = \"half\"\n", 1)
+    });
+    cluster.start_daemon();
+    let s = cluster.status();
+    let names: Vec<&str> = s.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["n1", "n2"], "{}", client::format_status(&s));
+    // 4 GPUs of n1 held by a job of partition gpu: counted on n1.
+    let foreign = cluster.slurm(&[
+        "sbatch",
+        "--parsable",
+        "-p",
+        "gpu",
+        "-o",
+        "/dev/null",
+        "-w",
+        "n1",
+        "--gres=gpu:4",
+        "--wrap",
+        "sleep 20",
+    ]);
+    cluster.wait_for(20, "the foreign GPUs counted", |s| s.foreign_gpus == 4);
+    let jobs: Vec<u64> = [8, 4, 4, 8, 2]
+        .iter()
+        .map(|g| cluster.submit(*g, "prod", &["sleep", "3"]))
+        .collect();
+    let mut placed = BTreeSet::new();
+    for id in &jobs {
+        let j = cluster.finished(90, *id);
+        assert_eq!(j.state, "passed", "{:?}", j.events);
+        placed.extend(j.placement.iter().map(|(n, _)| n.clone()));
+    }
+    assert!(
+        placed.iter().all(|n| n == "n1" || n == "n2"),
+        "placed on {placed:?}"
+    );
+    let s = cluster.status();
+    assert_eq!(s.nodes.len(), 2, "{}", client::format_status(&s));
+    cluster.slurm(&["scancel", foreign.trim()]);
+    println!(
+        "daemons: a daemon of partition half (n1, n2) placed its 5 jobs there only, counting a gpu job on n1"
+    );
+    cluster.passed = true;
+}

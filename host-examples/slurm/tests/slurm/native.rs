@@ -388,6 +388,19 @@ fn where_runs(cluster: &Cluster, gid: u64) -> (String, String) {
     (state.to_string(), nodes.to_string())
 }
 
+/// Waits until every Slurm job of `gids` runs; their nodes.
+fn all_running(cluster: &Cluster, gids: &[u64]) -> Vec<String> {
+    let t = Instant::now();
+    loop {
+        let at: Vec<(String, String)> = gids.iter().map(|g| where_runs(cluster, *g)).collect();
+        if at.iter().all(|(state, _)| state == "RUNNING") {
+            return at.into_iter().map(|(_, n)| n).collect();
+        }
+        assert!(t.elapsed() < Duration::from_secs(40), "{at:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 #[test]
 fn native_jobs_are_counted_in_cpus_and_whole_nodes() {
     if !slurm_here("native mode: CPUs and --exclusive") {
@@ -396,22 +409,27 @@ fn native_jobs_are_counted_in_cpus_and_whole_nodes() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (alice, bob) = (user("alice"), user("bob"));
     let mut cluster = native_cluster("native-cpus");
+    let foreign = |nodes: &str| {
+        let n = nodes.split(',').count().to_string();
+        let out = cluster.slurm(&[
+            "sbatch",
+            "--parsable",
+            "-p",
+            "gpu",
+            "-o",
+            "/dev/null",
+            "-N",
+            &n,
+            "-w",
+            nodes,
+            "--gres=gpu:8",
+            "--wrap",
+            "sleep 300",
+        ]);
+        out.trim().to_string()
+    };
     // Three of the four nodes full (jobs started in Slurm directly).
-    let foreign = cluster.slurm(&[
-        "sbatch",
-        "--parsable",
-        "-p",
-        "gpu",
-        "-o",
-        "/dev/null",
-        "-N",
-        "3",
-        "-w",
-        "n2,n3,n4",
-        "--gres=gpu:8",
-        "--wrap",
-        "sleep 300",
-    ]);
+    let full = foreign("n2,n3,n4");
     cluster.wait_for(20, "the foreign GPUs counted", |s| s.foreign_gpus == 24);
     let job = |user: &User, extra: &[&str]| {
         let mut args = vec!["-p", "gw", "-A", "research", "-o", "/dev/null"];
@@ -419,51 +437,63 @@ fn native_jobs_are_counted_in_cpus_and_whole_nodes() {
         args.extend_from_slice(&["--wrap", "sleep 60"]);
         sbatch(&cluster, user, &args)
     };
-    // -c 16 with one GPU on a node of 64 CPUs and 8 GPUs: 2 GPUs' worth.
+    // -c 16 with one GPU on a node of 64 CPUs and 8 GPUs holds 16 CPUs and
+    // one GPU: seven 1-GPU jobs run beside it on n1.
     let cpu_heavy = job(&alice, &["--gres=gpu:1", "-c", "16"]);
-    let six = job(&bob, &["--gres=gpu:6"]);
-    let t = Instant::now();
-    loop {
-        let (a, b) = (where_runs(&cluster, cpu_heavy), where_runs(&cluster, six));
-        if a.0 == "RUNNING" && b.0 == "RUNNING" {
-            assert_eq!((a.1.as_str(), b.1.as_str()), ("n1", "n1"));
-            break;
-        }
-        assert!(t.elapsed() < Duration::from_secs(30), "{a:?} {b:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let singles: Vec<u64> = (0..7).map(|_| job(&bob, &["--gres=gpu:1"])).collect();
+    let mut all = singles.clone();
+    all.push(cpu_heavy);
+    assert!(all_running(&cluster, &all).iter().all(|n| n == "n1"));
     let s = cluster.status();
     let n1 = s.nodes.iter().find(|n| n.name == "n1").unwrap();
     assert_eq!(n1.free, 0, "{n1:?}");
-    // With the 6-GPU job gone, 6 GPUs but only 48 CPUs are free on n1: a
-    // 1-GPU job with -c 56 (7 GPUs' worth) does not fit there. It waits in
-    // Gangway (held, with its reason), not pinned where Slurm cannot start
-    // it.
-    cluster.slurm(&["scancel", &six.to_string()]);
-    cluster.wait_for(20, "n1's 6 GPUs free", |s| {
-        s.nodes.iter().any(|n| n.name == "n1" && n.free == 6)
+    // n1 and n2 free, n3 and n4 full: two 1-GPU jobs with -c 40 (80 CPUs
+    // together, a node has 64) go to two nodes, never together.
+    for gid in &all {
+        cluster.slurm(&["scancel", &gid.to_string()]);
+    }
+    cluster.slurm(&["scancel", &full]);
+    cluster.wait_for(20, "n1 and n2 free", |s| {
+        s.foreign_gpus == 0 && s.nodes.iter().all(|n| n.free == 8)
     });
-    let waits = job(&alice, &["--gres=gpu:1", "-c", "56"]);
+    let full = foreign("n3,n4");
+    cluster.wait_for(20, "the foreign GPUs counted", |s| s.foreign_gpus == 16);
+    // Both submitted at once, so that one cycle takes both and one round
+    // may start both (each fits n1 alone).
+    let one =
+        "sbatch --parsable -p gw -A research -o /dev/null --gres=gpu:1 -c 40 --wrap 'sleep 60'";
+    let out = cluster.sh_as(&alice, &format!("{one} & {one} & wait"));
+    let forty: Vec<u64> = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter_map(|w| w.split(';').next()?.parse().ok())
+        .collect();
+    assert_eq!(forty.len(), 2, "{}", text(&out));
+    let nodes = all_running(&cluster, &forty);
+    assert_ne!(nodes[0], nodes[1], "both -c 40 jobs on one node");
+    // A third waits in Gangway (held, saying it waits for CPUs), not
+    // pinned where Slurm cannot start it.
+    let waits = job(&bob, &["--gres=gpu:1", "-c", "40"]);
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(where_runs(&cluster, waits).0, "PENDING");
     let comment = squeue_field(&cluster, waits, "admin_comment");
-    assert!(comment.contains("pending in Gangway"), "{comment}");
-    // --exclusive: placed on a whole free node, not killed.
-    for gid in [cpu_heavy, six, waits] {
+    assert!(comment.contains("40 CPUs per node fit now on"), "{comment}");
+    // A job asking more CPUs than any node has is refused, saying why.
+    let never = job(&bob, &["--gres=gpu:1", "-c", "65"]);
+    std::thread::sleep(Duration::from_secs(2));
+    let comment = squeue_field(&cluster, never, "admin_comment");
+    assert!(
+        comment.contains("it asks 65 CPUs per node but the largest node has 64"),
+        "{comment}"
+    );
+    // --exclusive: placed on a whole free node, not killed; the node is
+    // then full.
+    for gid in forty.iter().chain([&waits, &never]) {
         cluster.slurm(&["scancel", &gid.to_string()]);
     }
     let whole = job(&bob, &["--gres=gpu:1", "--exclusive"]);
-    let t = Instant::now();
-    while where_runs(&cluster, whole).0 != "RUNNING" {
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "{:?}",
-            where_runs(&cluster, whole)
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let node = all_running(&cluster, &[whole]).remove(0);
     let s = cluster.wait_for(10, "the whole node counted", |s| {
-        s.nodes.iter().any(|n| n.name == "n1" && n.free == 0)
+        s.nodes.iter().any(|n| n.name == node && n.free == 0)
     });
     let j = s
         .running
@@ -471,15 +501,15 @@ fn native_jobs_are_counted_in_cpus_and_whole_nodes() {
         .find(|j| j.slurm_job == Some(whole))
         .unwrap();
     assert!(
-        j.events.iter().any(|e| e.contains("counted as 8 GPUs")),
+        j.events.iter().any(|e| e.contains("the whole node")),
         "{:?}",
         j.events
     );
-    cluster.slurm(&["scancel", foreign.trim(), &whole.to_string()]);
+    cluster.slurm(&["scancel", &full, &whole.to_string()]);
     println!(
-        "native: a 1-GPU -c 16 job and a 6-GPU job ran side by side on n1; a 1-GPU -c 56 job \
-         waited in Gangway where 48 CPUs were free; an --exclusive job ran on a whole node, \
-         counted as 8 GPUs"
+        "native: a 1-GPU -c 16 job and seven 1-GPU jobs ran side by side on n1; two -c 40 jobs ran \
+         on two nodes, a third waited for CPUs, -c 65 was refused; an --exclusive job ran on a \
+         whole node"
     );
     cluster.passed = true;
 }
