@@ -415,7 +415,9 @@ fn make_folder(
 /// [`open_home_records`].
 pub(super) fn read_query(q: &RecordQuery) -> RecordRead {
     match &q.folder {
-        RecordFolder::Shared(_) => read_record(&q.folder.path(q.uid).join(&q.name), q.uid, &q.token),
+        RecordFolder::Shared(_) => {
+            read_record(&q.folder.path(q.uid).join(&q.name), q.uid, &q.token)
+        }
         RecordFolder::Home(home) => {
             let dir = match open_home_records(home, q.uid, q.uid, false) {
                 Ok(dir) => dir,
@@ -533,10 +535,7 @@ pub(super) fn spawn_reader(answer: Answer) -> mpsc::Sender<RecordWork> {
                         continue;
                     }
                 };
-                let read = batch
-                    .into_iter()
-                    .map(|q| (q.key, read_query(&q)))
-                    .collect();
+                let read = batch.into_iter().map(|q| (q.key, read_query(&q))).collect();
                 if !answer(read) {
                     return;
                 }
@@ -721,12 +720,14 @@ mod tests {
             "{:?}",
             read_query(&query)
         );
-        assert!(reserve(&RecordSpot {
-            name: record_name("new"),
-            ..spot.clone()
-        })
-        .unwrap_err()
-        .contains("symbolic link"));
+        assert!(
+            reserve(&RecordSpot {
+                name: record_name("new"),
+                ..spot.clone()
+            })
+            .unwrap_err()
+            .contains("symbolic link")
+        );
         remove_query(&query);
         assert!(elsewhere.join("ends").join(&spot.name).exists());
         // A folder others can write is refused.
