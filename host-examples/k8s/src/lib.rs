@@ -9,7 +9,8 @@
 //! * gangs are the pods of a scheduler-plugins PodGroup
 //!   (`scheduling.x-k8s.io/pod-group` label, `minMember`), a pod without one
 //!   is a gang of one ([`gangs`], [`podgroup`]); virtual clusters are
-//!   namespaces (or a label), quotas come from a ConfigMap;
+//!   namespaces (or a label), quotas (of any GPU type, or per type) come
+//!   from a ConfigMap ([`vcs`]);
 //! * every cycle runs a Gangway round ([`host`]) and binds every pod of a
 //!   started gang through the Binding subresource, with the GPU indices as
 //!   annotations the API server copies onto the pod; a gang is bound whole
@@ -45,5 +46,6 @@ pub mod quantity;
 pub mod report;
 pub mod run;
 pub mod topology;
+pub mod vcs;
 
 pub use error::{GangProblem, K8sError};

@@ -173,38 +173,15 @@ fn caches(client: &Client, cfg: &Config, notify: &Arc<Notify>) -> Caches {
     }
 }
 
-/// The VC table from the VCs ConfigMap: each key a VC, each value its
-/// quota in GPUs (`none` or empty: no quota). A value that is neither is
-/// logged and taken as no quota.
+/// The VC table from the VCs ConfigMap (see [`crate::vcs`]): each key a
+/// VC, each value its quota. A value not taken is a problem the host logs,
+/// and no quota.
 pub fn vc_table(cm: Option<&ConfigMap>, source: &str) -> VcTable {
-    let listed = cm.map(|cm| {
-        cm.data
-            .iter()
-            .flatten()
-            .map(|(vc, v)| {
-                let v = v.trim();
-                let quota = if v.is_empty() || v == "none" {
-                    None
-                } else {
-                    let q = objects::parse_gpu_count(v);
-                    if q.is_none() {
-                        tracing::warn!(
-                            vc,
-                            value = v,
-                            "{source}: quota is not a GPU count or none; no quota"
-                        );
-                    }
-                    q
-                };
-                (vc.clone(), quota)
-            })
-            .collect::<BTreeMap<_, _>>()
-    });
-    VcTable {
-        listed,
-        source: source.to_string(),
-    }
+    crate::vcs::table(cm.map(|cm| cm.data.as_ref().unwrap_or(&EMPTY)), source)
 }
+
+/// No data.
+static EMPTY: BTreeMap<String, String> = BTreeMap::new();
 
 /// The scheduler's live pieces while this replica leads.
 struct Leading {

@@ -8,7 +8,7 @@
 //! launch_timeout_s = 60                  # a launched job Slurm keeps pending longer is re-queued
 //! replace_pending_s = 15                 # ... or this long when it waits for resources (foreign load): placed again, not counted
 //! max_attempts = 3                       # launches that fail (the program, a refusal, a node failure) before a job fails
-//! ends_dir = "/shared/gangway-ends"      # where job scripts record how they ended (default: <state_dir>/ends; must be writable from the nodes; shared cluster: not the state's filesystem, or user quotas)
+//! # ends_dir = "/shared/gangway-ends"    # one shared folder where job scripts record how they ended (default: none, each user's ~/.gangway/ends; must be writable from the nodes; not the state's filesystem, or user quotas)
 //! history = 1000                         # finished jobs kept for `status`
 //! policy_fuel_per_day = 10000000000000   # fuel a Wasm module may use in a slot per day (about 10 min of guest CPU); past it the module is quarantined; 0 = no bound
 //! mode = "submit"                        # "submit": users run `gangway-slurm submit`; "native": users run their own sbatch into slurm.partition (job_submit.lua holds it)
@@ -278,13 +278,14 @@ pub struct Config {
     /// node failure) before the job fails for good.
     #[serde(default = "default_attempts")]
     pub max_attempts: u32,
-    /// Where each job's batch script records how the job ended (in
-    /// `<uid>/`, see `daemon::records`), so a job that ends and leaves
-    /// Slurm's memory while the daemon is away is not run again. Default
-    /// `<state_dir>/ends`; on a real cluster, a folder the nodes can write
-    /// (a shared filesystem), and on a shared one not on the state's
-    /// filesystem (a user who fills it would stop every change from being
-    /// saved) or with user quotas.
+    /// A shared folder where each job's batch script records how the job
+    /// ended (in `<uid>/`, see `daemon::records`), so a job that ends and
+    /// leaves Slurm's memory while the daemon is away is not run again.
+    /// Default: none, each user's records go to their own home,
+    /// `~/.gangway/ends/` (a user who fills it hurts only herself). When
+    /// set: a folder the nodes can write (a shared filesystem), the daemon's
+    /// user's, 0711, not on the state's filesystem (a user who fills it
+    /// would stop every change from being saved) or with user quotas.
     #[serde(default)]
     pub ends_dir: Option<PathBuf>,
     /// Finished jobs kept for `status` (older ones are forgotten).
@@ -469,13 +470,6 @@ impl Config {
     /// The daemon's Unix socket.
     pub fn socket(&self) -> PathBuf {
         socket_in(&self.state_dir)
-    }
-
-    /// Where job scripts record how jobs ended.
-    pub fn ends_dir(&self) -> PathBuf {
-        self.ends_dir
-            .clone()
-            .unwrap_or_else(|| self.state_dir.join("ends"))
     }
 }
 

@@ -34,8 +34,9 @@ pub struct LaunchSpec<'a> {
     pub partition: Option<&'a str>,
     /// The folder of the user's end records, where the script records how
     /// the job ended (how the daemon learns it after Slurm has forgotten
-    /// the job: see `daemon::records`).
-    pub record_dir: &'a std::path::Path,
+    /// the job: see `daemon::records`); none when the user has no place
+    /// for them (no home), and the script then records nothing.
+    pub record_dir: Option<&'a std::path::Path>,
     /// The record's file name there (derived from the secret).
     pub record_name: &'a str,
     /// The launch's secret, which its end record repeats.
@@ -206,15 +207,9 @@ pub fn sbatch_args(spec: &LaunchSpec<'_>, parts: &[Part]) -> Vec<String> {
 /// whatever the placement's shape; empty otherwise), runs the user's
 /// command on the first node (multi-node jobs reach the others with
 /// `srun`), then records the command's exit status and the launch's secret
-/// in the user's record folder, as the job's user: over the place the
-/// daemon reserved for it (`daemon::records::reserve`), in place, so that
-/// it needs no new space on a full filesystem; without a reservation, to a
-/// fresh temporary file renamed into place, so a record is whole and its
-/// owner is the job's user. A record that cannot be written is said on
-/// stderr and changes nothing else. The script exits with the command's
-/// status. The
-/// secret is a shell variable of the script, not exported: the command
-/// never sees it.
+/// in the user's record folder, as the job's user ([`record_lines`]). The
+/// script exits with the command's status. The secret is a shell variable
+/// of the script, not exported: the command never sees it.
 pub fn script(spec: &LaunchSpec<'_>, parts: &[Part]) -> String {
     let cmd: Vec<String> = spec.cmd.iter().map(|w| shell_quote(w)).collect();
     let uniform = parts.windows(2).all(|w| w[0].types == w[1].types);
@@ -228,7 +223,6 @@ pub fn script(spec: &LaunchSpec<'_>, parts: &[Part]) -> String {
         .iter()
         .map(|(n, v)| format!("{n}={}; export {n}\n", shell_quote(v)))
         .collect();
-    let dir = shell_quote(&spec.record_dir.display().to_string());
     format!(
         "#!/bin/sh\n\
          # Gangway job {id}, launch {number}\n\
@@ -240,20 +234,39 @@ pub fn script(spec: &LaunchSpec<'_>, parts: &[Part]) -> String {
          gw_token={token}\n\
          {cmd}\n\
          status=$?\n\
-         gw_rec={dir}/{record_q}; gw_tmp=\n\
-         {{ [ -f \"$gw_rec\" ] && [ ! -h \"$gw_rec\" ] \\\n  \
-         && printf '%s %s\\n' \"$status\" \"$gw_token\" 1<>\"$gw_rec\"; }} 2>/dev/null \\\n  \
-         || {{ gw_tmp=$(mktemp {dir}/.record.XXXXXX) && printf '%s %s\\n' \"$status\" \"$gw_token\" > \"$gw_tmp\" \\\n  \
-         && mv -f \"$gw_tmp\" \"$gw_rec\"; }} \\\n  \
-         || {{ rm -f \"$gw_tmp\"; echo \"gangway: the job's end record could not be written to \"{dir} >&2; }}\n\
+         {record}\
          exit \"$status\"\n",
         id = spec.id,
         number = spec.number,
         placement = shell_quote(&placement_text(parts)),
         srun_args = shell_quote(&srun_args),
         token = shell_quote(spec.token),
-        record_q = shell_quote(spec.record_name),
+        record = record_lines(spec),
         cmd = cmd.join(" ")
+    )
+}
+
+/// The script's lines that record how the job ended: over the place the
+/// daemon reserved for it (`daemon::records::reserve`), in place, so that
+/// it needs no new space on a full filesystem; without a reservation, to a
+/// fresh temporary file renamed into place (the folder made first if
+/// missing, 0700), so a record is whole and its owner is the job's user. A
+/// record that cannot be written is said on stderr and changes nothing
+/// else.
+fn record_lines(spec: &LaunchSpec<'_>) -> String {
+    let Some(record_dir) = spec.record_dir else {
+        return "echo \"gangway: the job's user has no home folder: no end record is kept\" >&2\n"
+            .into();
+    };
+    let dir = shell_quote(&record_dir.display().to_string());
+    format!(
+        "gw_rec={dir}/{record_q}; gw_tmp=\n\
+         {{ [ -f \"$gw_rec\" ] && [ ! -h \"$gw_rec\" ] \\\n  \
+         && printf '%s %s\\n' \"$status\" \"$gw_token\" 1<>\"$gw_rec\"; }} 2>/dev/null \\\n  \
+         || {{ mkdir -p -m 0700 {dir} 2>/dev/null; gw_tmp=$(mktemp {dir}/.record.XXXXXX) \\\n  \
+         && printf '%s %s\\n' \"$status\" \"$gw_token\" > \"$gw_tmp\" && mv -f \"$gw_tmp\" \"$gw_rec\"; }} \\\n  \
+         || {{ rm -f \"$gw_tmp\"; echo \"gangway: the job's end record could not be written to \"{dir} >&2; }}\n",
+        record_q = shell_quote(spec.record_name),
     )
 }
 
@@ -281,7 +294,7 @@ mod tests {
             cwd: "/w",
             env: &env,
             partition: Some("gpu"),
-            record_dir: std::path::Path::new("/st/ends/1000"),
+            record_dir: Some(std::path::Path::new("/st/ends/1000")),
             record_name: "abc.exit",
             token: "s3cr3t",
         };

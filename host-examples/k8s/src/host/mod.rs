@@ -41,6 +41,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use gangway_core::policy::PolicySet;
 use gangway_core::{JobId, Placement, PlacementStrategy, Scheduler, VcId, WaitReason};
 
+pub use crate::vcs::{VcQuota, VcTable};
 pub use claims::{CONFIRM_MS, ClaimState, ReadOrder, ReadOutcome};
 
 use super::gangs::{self, GangKey, Limits};
@@ -68,16 +69,6 @@ const BIND_BACKOFF_MAX_MS: u64 = 60_000;
 /// How long after an eviction was ordered it is ordered again for pods
 /// still there (the delete was lost, or the API server was down).
 const EVICT_AGAIN_MS: u64 = 5_000;
-
-/// The virtual clusters: `None` admits every VC without a quota;
-/// otherwise each listed VC's quota in GPUs (`None`: no quota).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct VcTable {
-    /// The listed VCs, if a list exists.
-    pub listed: Option<BTreeMap<String, Option<u32>>>,
-    /// Where the list lives, for messages (`namespace/name`).
-    pub source: String,
-}
 
 /// What the API says, for one cycle.
 #[derive(Clone, Copy, Debug)]
@@ -412,12 +403,7 @@ impl Host {
             return VcId(0);
         };
         let id = sched.virtual_cluster(name);
-        let quota = self
-            .vcs
-            .listed
-            .as_ref()
-            .and_then(|l| l.get(name).copied().flatten());
-        sched.set_quota(id, quota);
+        rebuild::apply_quota(sched, id, name, &self.vcs);
         self.vc_ids.insert(name.to_string(), id);
         id
     }

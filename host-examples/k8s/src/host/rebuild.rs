@@ -1,18 +1,19 @@
 //! Step 1 of a cycle: the topology rebuilt when the GPU nodes' shape
 //! changed (after the node guard waited their signals out), and the
-//! virtual clusters' quotas.
+//! virtual clusters' quotas (per GPU type ones named by type: applied
+//! again when the topology, so its types, is rebuilt).
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use gangway_core::Scheduler;
 use gangway_core::policy::PolicySet;
+use gangway_core::{Scheduler, TypeQuotas, VcId};
 
-use super::{FOREIGN_VC, Host, VcTable, gang_key};
+use super::{FOREIGN_VC, Host, VcQuota, VcTable, gang_key};
 use crate::K8sError;
 use crate::gangs::GangKey;
 use crate::objects::{NodeInfo, PodInfo};
 use crate::report::Action;
-use crate::topology;
+use crate::{topology, vcs};
 
 impl Host {
     /// Rebuilds the scheduler when the GPU nodes' shape changed. Gangs
@@ -118,24 +119,61 @@ impl Host {
         }
     }
 
-    /// Applies a changed VC table: quotas of known VCs.
+    /// Applies a changed VC table: quotas of known VCs (a VC registered
+    /// later, after a rebuild too, gets its quota in [`Host::vc`]). What
+    /// is wrong with the table is logged once per change.
     pub(super) fn sync_vcs(&mut self, table: &VcTable) {
         if self.vcs == *table {
             return;
+        }
+        for problem in &table.problems {
+            tracing::warn!("{problem}");
         }
         self.vcs = table.clone();
         let Some(sched) = self.sched.as_mut() else {
             return;
         };
         for (name, id) in &self.vc_ids {
-            if name == FOREIGN_VC {
-                continue;
+            if name != FOREIGN_VC {
+                apply_quota(sched, *id, name, table);
             }
-            let quota = table
-                .listed
-                .as_ref()
-                .and_then(|l| l.get(name).copied().flatten());
-            sched.set_quota(*id, quota);
+        }
+    }
+}
+
+/// Gives VC `id` (named `name`) its quota in `table`: GPUs of any type, or
+/// per GPU type (the types the topology has; the others are warned of and
+/// ignored), or none.
+pub(super) fn apply_quota(sched: &mut Scheduler, id: VcId, name: &str, table: &VcTable) {
+    match table.quota(name) {
+        VcQuota::Typed(by_name) => {
+            let (quotas, unknown) = vcs::resolve(by_name, sched.topology());
+            if !unknown.is_empty() {
+                let has: Vec<&str> = sched
+                    .topology()
+                    .gpu_types()
+                    .iter()
+                    .map(|t| t.name.as_str())
+                    .collect();
+                let none_left = unknown.len() == by_name.len();
+                tracing::warn!(
+                    "{}: key {name:?}: GPU types the cluster does not have are ignored: {} \
+                     (it has {}){}",
+                    table.source,
+                    unknown.join(", "),
+                    has.join(", "),
+                    if none_left {
+                        "; it names no type the cluster has, so its gangs wait"
+                    } else {
+                        ""
+                    }
+                );
+            }
+            sched.set_type_quotas(id, quotas);
+        }
+        other => {
+            sched.set_type_quotas(id, TypeQuotas::new());
+            sched.set_quota(id, other.pooled());
         }
     }
 }

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use gangway_core::{JobId, Placement, ServerId, WaitReason};
+use gangway_core::{GpuTypeId, JobId, Placement, ServerId, WaitReason};
 
 use super::fits::{Fits, Usage};
 use super::truth::Occupied;
@@ -322,11 +322,67 @@ impl Host {
             self.set_reason(view, "Unschedulable", &note, out);
             return;
         }
+        if reason == WaitReason::FairShare
+            && let Some(note) = self.type_quota_wait(job, &view.vc)
+        {
+            self.set_reason(view, "TypeQuota", &note, out);
+            return;
+        }
         let mut note = format!("{}: {}", reason.as_str(), explain(reason));
         if let Some(f) = fit {
             note = format!("{note}, counting the nodes its pods fit ({})", f.message());
         }
         self.set_reason(view, reason_name(reason), &note, out);
+    }
+
+    /// Why job `job` of VC `vc` waits if its VC's quotas per GPU type
+    /// leave none of the types it may use room for its gang (a type not
+    /// named, or one whose held GPUs plus the gang's pass its cap); `None`
+    /// if one has room or the VC has no quotas per type.
+    fn type_quota_wait(&self, job: JobId, vc: &str) -> Option<String> {
+        let sched = self.sched.as_ref()?;
+        let spec = &sched.job(job)?.spec;
+        let quotas = sched.type_quotas(spec.vc)?;
+        let topo = sched.topology();
+        let allowed: Vec<GpuTypeId> = match sched.allowed_gpu_types(job) {
+            Some(types) => types.to_vec(),
+            // One type: every server's.
+            None => topo
+                .servers()
+                .first()
+                .map(|s| s.gpu_type)
+                .into_iter()
+                .collect(),
+        };
+        let mut full = Vec::new();
+        for t in allowed {
+            let name = topo
+                .gpu_types()
+                .get(t.index())
+                .map_or("?", |g| g.name.as_str());
+            let Some(q) = quotas.get(&t) else {
+                full.push(format!("{name}: not in its quotas"));
+                continue;
+            };
+            let cap = q.cap()?;
+            let held = sched.held_of_type(spec.vc, t);
+            if u64::from(held) + u64::from(spec.gpus) <= u64::from(cap) {
+                return None;
+            }
+            full.push(format!(
+                "{name}: {held} of its cap {cap} held (nominal {} + borrowing limit {})",
+                q.nominal_gpus,
+                q.borrowing_limit_gpus.unwrap_or_default()
+            ));
+        }
+        if full.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "virtual cluster {vc}'s quotas per GPU type leave no type it may use room for {} GPUs: {}",
+            spec.gpus,
+            full.join("; ")
+        ))
     }
 
     /// Writes a gang's reason to its status and an Event, if it changed.

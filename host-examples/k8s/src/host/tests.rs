@@ -20,6 +20,15 @@ use crate::objects::{
 };
 use crate::report::{Action, BindOutcome, PodBind};
 
+/// The VC table of a ConfigMap whose data is `data`.
+fn vc_table(data: &[(&str, &str)]) -> VcTable {
+    let data = data
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    crate::vcs::table(Some(&data), "gangway-system/gangway-vcs")
+}
+
 /// A cluster in memory and the host over it.
 struct Fake {
     nodes: Vec<NodeInfo>,
@@ -563,13 +572,7 @@ fn a_gang_is_whole_whatever_the_order() {
 fn a_preemption_beneficiary_waits_for_its_victims() {
     let mut f = Fake::new(1, philly());
     f.host.set_min_run_s(60);
-    let mut listed = BTreeMap::new();
-    listed.insert("ns".to_string(), Some(0));
-    listed.insert("other".to_string(), Some(8));
-    f.vcs = VcTable {
-        listed: Some(listed),
-        source: "gangway-system/gangway-vcs".into(),
-    };
+    f.vcs = vc_table(&[("ns", "0"), ("other", "8")]);
     f.pod("borrower", None, 8);
     for _ in 0..30 {
         f.cycle();
@@ -828,7 +831,12 @@ fn podgroup_timeout_and_min_resources() {
 /// `Fake` nodes n0..n3 whose GPUs are typed by label: n0 and n1 A100s of
 /// 80 GB, n2 and n3 V100s of 16 GB; the host reads the type label.
 fn typed_cluster() -> Fake {
-    let mut f = Fake::new(4, fallbacks());
+    typed_cluster_with(fallbacks())
+}
+
+/// [`typed_cluster`] with `policies`.
+fn typed_cluster_with(policies: PolicySet) -> Fake {
+    let mut f = Fake::new(4, policies);
     f.host.set_gpu_type_label(TYPE_LABEL);
     for (i, n) in f.nodes.iter_mut().enumerate() {
         let (t, gb) = if i < 2 { ("A100", 80) } else { ("V100", 16) };
@@ -914,4 +922,81 @@ fn a_podgroup_asks_for_types_and_memory_by_annotation() {
         note.contains("H100") && note.contains("A100, V100"),
         "{note}"
     );
+}
+
+/// Pod `name` of `f` moves to namespace (so VC) `ns`.
+fn move_to(f: &mut Fake, name: &str, ns: &str) {
+    let p = f.pods.iter_mut().find(|p| p.name == name).unwrap();
+    p.namespace = ns.into();
+}
+
+/// A VC with quotas per GPU type runs only on the types it names, within
+/// nominal plus borrowing limit, and a gang that no type has room for says
+/// so (`TypeQuota`); a VC without them is unaffected. A changed table and
+/// a rebuilt topology apply the quotas again. Under philly, whose VCs
+/// borrow idle GPUs.
+#[test]
+fn quotas_per_gpu_type_cap_a_vc_and_say_why_a_gang_waits() {
+    let mut f = typed_cluster_with(philly());
+    f.vcs = vc_table(&[("ns", "A100=8+0,H100=4"), ("other", "none")]);
+    for name in ["a", "b", "c"] {
+        f.pod(name, None, 4);
+    }
+    for _ in 0..3 {
+        f.cycle();
+    }
+    // Then a gang of 16 GPUs of VC other: only V100s have them free.
+    f.group("o", 2);
+    f.groups.last_mut().unwrap().namespace = "other".into();
+    for name in ["o-0", "o-1"] {
+        f.pod(name, Some("o"), 8);
+        move_to(&mut f, name, "other");
+    }
+    for _ in 0..3 {
+        f.cycle();
+    }
+    for name in ["a", "b"] {
+        assert!(
+            matches!(f.bound(name), Some("n0" | "n1")),
+            "{name} {:?} {:?} {:?}",
+            f.bound(name),
+            f.reason(name),
+            f.note(name)
+        );
+    }
+    assert_eq!(f.bound("c"), None);
+    for name in ["o-0", "o-1"] {
+        assert!(matches!(f.bound(name), Some("n2" | "n3")), "{name}");
+    }
+    assert_eq!(f.reason("c").as_deref(), Some("TypeQuota"));
+    let note = f.note("c").unwrap();
+    for says in [
+        "virtual cluster ns",
+        "A100: 8 of its cap 8 held",
+        "V100: not in its quotas",
+    ] {
+        assert!(note.contains(says), "{note}");
+    }
+    // A borrowing limit of 4 more: c runs on an A100 node too.
+    f.vcs = vc_table(&[("ns", "A100=8+4"), ("other", "none")]);
+    f.cycle();
+    f.cycle();
+    assert!(
+        matches!(f.bound("c"), Some("n0" | "n1")),
+        "{:?} {:?}",
+        f.reason("c"),
+        f.note("c")
+    );
+    // A node joins: the topology is rebuilt and the caps hold again.
+    let mut n4 = f.nodes[0].clone();
+    n4.name = "n4".into();
+    f.nodes.push(n4);
+    f.pod("d", None, 4);
+    for _ in 0..3 {
+        f.cycle();
+    }
+    assert_eq!(f.host.stats.topology_rebuilds, 2);
+    assert_eq!(f.bound("d"), None);
+    assert_eq!(f.reason("d").as_deref(), Some("TypeQuota"));
+    f.check_no_gpu_twice();
 }

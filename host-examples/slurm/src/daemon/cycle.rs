@@ -616,12 +616,24 @@ impl Daemon {
                 },
                 format!(
                     "{slurm_job} is gone from squeue and left no end record of its own in {} \
-                     (is it shared with the nodes?): how it ended is unknown, so it is not run again",
-                    self.cfg.ends_dir().display()
+                     (is it shared with the nodes? was it full?): how it ended is unknown, so it \
+                     is not run again",
+                    self.record_place(id)
                 ),
             ),
         };
         self.end(id, now, end, why);
+    }
+
+    /// Where job `id`'s user's end records go, for messages.
+    fn record_place(&self, id: u64) -> String {
+        self.jobs
+            .get(&id)
+            .and_then(|e| Some(self.record_folder(e.uid)?.path(e.uid)))
+            .map_or_else(
+                || "any folder (its user has no home)".into(),
+                |p| p.display().to_string(),
+            )
     }
 
     /// Launched before a crash, not saved: adopt what Slurm runs.

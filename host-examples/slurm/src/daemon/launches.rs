@@ -433,9 +433,9 @@ impl Daemon {
         let work = match entry.native {
             Some(slurm_id) => self.pin_work(entry, slurm_id, &parts),
             None => {
-                let ends = self.cfg.ends_dir();
                 let token = entry.launch.as_ref().map_or("", |l| l.token.as_str());
-                let record_dir = super::records::user_folder(&ends, entry.uid);
+                let folder = self.record_folder(entry.uid);
+                let record_dir = folder.as_ref().map(|f| f.path(entry.uid));
                 let record_name = super::records::record_name(token);
                 let spec = LaunchSpec {
                     daemon: &self.id,
@@ -445,7 +445,7 @@ impl Daemon {
                     cwd: &entry.cwd,
                     env: &entry.env,
                     partition: Some(&self.served.partition),
-                    record_dir: &record_dir,
+                    record_dir: record_dir.as_deref(),
                     record_name: &record_name,
                     token,
                 };
@@ -453,8 +453,8 @@ impl Daemon {
                     args: launch::sbatch_args(&spec, &parts),
                     script: launch::script(&spec, &parts),
                     run_as: self.run_as(entry.uid, entry.gid),
-                    records: Some(super::records::RecordSpot {
-                        ends,
+                    records: folder.map(|folder| super::records::RecordSpot {
+                        folder,
                         uid: entry.uid,
                         gid: entry.gid,
                         name: record_name,

@@ -3,11 +3,16 @@
 //!
 //! No user can block, fill or take another's records:
 //!
-//! * each user's records live in a folder of their own,
-//!   `<ends_dir>/<uid>/`, which the daemon makes before the user's first
-//!   launch (owned by the user, mode 0700) inside an `ends_dir` only the
-//!   daemon's user may write (0711): another user can neither create a
-//!   name there nor list or fill it;
+//! * each user's records live in a place of their own ([`RecordFolder`]):
+//!   by default in their home, `~/.gangway/ends/` (on a Slurm cluster the
+//!   home is shared with the nodes), made by the daemon before the user's
+//!   first launch (the user's, 0700). So a user who fills the filesystem
+//!   holding her records fills her own home: no other user's records, and
+//!   not the daemon's state (whose every change is saved before it is
+//!   answered: a full state filesystem refuses every submit). A site that
+//!   sets `ends_dir` gets a shared folder instead, `<ends_dir>/<uid>/`,
+//!   inside an `ends_dir` only the daemon's user may write (0711): another
+//!   user can neither create a name there nor list or fill it;
 //! * a record's name is derived from its launch's secret
 //!   ([`record_name`]), so it cannot be guessed from what `squeue` shows;
 //! * the daemon reads records on a thread of its own ([`spawn_reader`]),
@@ -15,23 +20,26 @@
 //!   a link and without blocking (`O_NOFOLLOW | O_NONBLOCK`): only a
 //!   regular file of at most [`MAX_RECORD`] bytes, owned by the job's
 //!   user and repeating the launch's secret, counts ([`read_record`]).
-//!   A FIFO, a link, a folder or an oversized file in its place is refused
-//!   and said in the job's events; a read that does not answer (a hung
-//!   filesystem) is given up after [`RECORD_PATIENCE`].
-//!
+//!   In a home, every folder from the home down is opened the same way
+//!   (`openat` one name at a time, no link followed) and must be the
+//!   user's ([`open_home_records`]): a user who swaps a folder of hers for
+//!   a link to someone else's cannot make the daemon (root) read, write or
+//!   remove anything there. A FIFO, a link, a folder or an oversized file
+//!   in a record's place is refused and said in the job's events; a read
+//!   that does not answer (a hung filesystem) is given up after
+//!   [`RECORD_PATIENCE`].
 //! * each record's place is reserved before its launch ([`reserve`]) and
 //!   written over in place, so a job running when the filesystem fills
-//!   still records how it ended: a user who fills it fails no one else's
-//!   running job.
+//!   still records how it ended.
 //!
 //! What a user can still do: make their own jobs' records unreadable (the
 //! job then ends "unknown" after an outage, not run again), and fill the
-//! filesystem of `ends_dir` as they can any they write: launches made
-//! while it is full get no reservation (their records may then be lost),
-//! and when it is the state's, every change (every submit) is refused
-//! until space is freed. So `ends_dir` should be on a filesystem of its own
-//! (the daemon warns when it is the state's), or users given quotas there,
-//! as on any shared filesystem.
+//! filesystem their records are on. In a home, that hurts their own jobs
+//! only, and those launched while it is full only if the daemon is away
+//! when they end (no reservation: their record may be lost). With a shared
+//! `ends_dir`, it is everyone's: launches made while it is full get no
+//! reservation, and when it is the state's, every change (every submit) is
+//! refused until space is freed (the daemon warns).
 
 use std::io::Read;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -39,6 +47,9 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use rustix::fd::OwnedFd;
+use rustix::fs::{self as rfs, AtFlags, Mode, OFlags};
+use rustix::io::Errno;
 use sha2::{Digest, Sha256};
 
 /// A record's job and launch number.
@@ -57,11 +68,34 @@ pub const RESERVED: [u8; 128] = {
     b
 };
 
-/// Where a launch's end record goes: its user's folder in `ends`, by name.
+/// Where in a user's home their end records go (the default place).
+pub const HOME_RECORDS: &str = ".gangway/ends";
+
+/// Where one user's end records are kept.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecordFolder {
+    /// `<ends_dir>/<uid>/`: the shared folder a site configured
+    /// (`ends_dir`), the daemon's user's.
+    Shared(PathBuf),
+    /// `<home>/.gangway/ends/`: the user's own home (the default).
+    Home(PathBuf),
+}
+
+impl RecordFolder {
+    /// The folder of `uid`'s records.
+    pub fn path(&self, uid: u32) -> PathBuf {
+        match self {
+            RecordFolder::Shared(ends) => user_folder(ends, uid),
+            RecordFolder::Home(home) => home.join(HOME_RECORDS),
+        }
+    }
+}
+
+/// Where a launch's end record goes: its user's folder, by name.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecordSpot {
-    /// The ends folder.
-    pub ends: PathBuf,
+    /// The user's records folder.
+    pub folder: RecordFolder,
     /// The job's user and group (who owns their folder and records).
     pub uid: u32,
     /// The user's group.
@@ -69,6 +103,10 @@ pub struct RecordSpot {
     /// The record's file name ([`record_name`]).
     pub name: String,
 }
+
+/// How long a reservation in a home may take before the launch goes on
+/// without it (a hung home filesystem delays a launch, never stops them).
+pub const RESERVE_PATIENCE: Duration = Duration::from_secs(2);
 
 /// How long the daemon waits for a record read before it gives up on it
 /// (the job then ends as if it had none).
@@ -93,7 +131,7 @@ pub(super) enum RecordWork {
     /// Read these records.
     Read(Vec<RecordQuery>),
     /// Remove this record (its launch is over).
-    Remove(PathBuf),
+    Remove(RecordQuery),
 }
 
 /// A record to read.
@@ -101,8 +139,10 @@ pub(super) enum RecordWork {
 pub(super) struct RecordQuery {
     /// Its job and launch.
     pub(super) key: RecordKey,
-    /// Where it is.
-    pub(super) path: PathBuf,
+    /// Its user's records folder.
+    pub(super) folder: RecordFolder,
+    /// Its file name there.
+    pub(super) name: String,
     /// The job's user.
     pub(super) uid: u32,
     /// The launch's secret, which it must repeat.
@@ -159,17 +199,40 @@ pub fn prepare_user_folder(ends_dir: &Path, uid: u32, gid: u32) -> Result<PathBu
     }
 }
 
-/// Makes `spot`'s user folder if it is missing ([`prepare_user_folder`])
-/// and reserves the record's place in it: a new file of [`RESERVED`]
-/// blanks, the user's, 0600, which the batch script overwrites in place
-/// (needing no new space). So a job that is running when the filesystem
-/// fills (another user's files on it, say) still records how it ended. An
-/// error (the filesystem already full, a root-squashed folder) leaves no
-/// file: the script then writes a new one, as without a reservation. Run
-/// on Slurm's I/O thread before the launch.
+/// Reserves `spot`'s place ([`RESERVED`] blanks, the user's, 0600),
+/// making the user's folder first if it is missing: the batch script
+/// overwrites it in place (needing no new space), so a job that is
+/// running when the filesystem fills still records how it ended. An error
+/// (the filesystem already full, a root-squashed home) leaves no file: the
+/// script then writes a new one, as without a reservation. Run on Slurm's
+/// I/O thread before the launch; in a home, given up after
+/// [`RESERVE_PATIENCE`] (the work goes on on a thread of its own).
 pub fn reserve(spot: &RecordSpot) -> Result<(), String> {
-    use std::io::Write;
-    let dir = prepare_user_folder(&spot.ends, spot.uid, spot.gid)?;
+    match &spot.folder {
+        RecordFolder::Shared(ends) => reserve_shared(ends, spot),
+        RecordFolder::Home(_) => {
+            let (tx, rx) = mpsc::channel();
+            let owned = spot.clone();
+            std::thread::Builder::new()
+                .name("gangway-reserve".into())
+                .spawn(move || {
+                    let _ = tx.send(reserve_home(&owned));
+                })
+                .map_err(|e| format!("reserving a record: {e}"))?;
+            rx.recv_timeout(RESERVE_PATIENCE).unwrap_or_else(|_| {
+                Err(format!(
+                    "reserving a record in {} took over {} s",
+                    spot.folder.path(spot.uid).display(),
+                    RESERVE_PATIENCE.as_secs()
+                ))
+            })
+        }
+    }
+}
+
+/// [`reserve`] in a shared `ends_dir`.
+fn reserve_shared(ends: &Path, spot: &RecordSpot) -> Result<(), String> {
+    let dir = prepare_user_folder(ends, spot.uid, spot.gid)?;
     let path = dir.join(&spot.name);
     let made = std::fs::OpenOptions::new()
         .write(true)
@@ -177,21 +240,219 @@ pub fn reserve(spot: &RecordSpot) -> Result<(), String> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(&path);
-    let mut file = match made {
-        Ok(f) => f,
+    match made {
+        Ok(file) => fill_reservation(file, spot).map_err(|e| {
+            let _ = std::fs::remove_file(&path);
+            format!("reserving {}: {e}", path.display())
+        }),
         // Reserved already (this launch, tried again).
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
-        Err(e) => return Err(format!("reserving {}: {e}", path.display())),
-    };
-    let mut done = file.write_all(&RESERVED);
-    if done.is_ok() && spot.uid != crate::identity::effective_uid() {
-        done = std::os::unix::fs::fchown(&file, Some(spot.uid), Some(spot.gid));
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(format!("reserving {}: {e}", path.display())),
     }
-    done.map_err(|e| {
-        let _ = std::fs::remove_file(&path);
-        format!("reserving {}: {e}", path.display())
-    })
 }
+
+/// [`reserve`] in the user's home: the folder walked and made without
+/// following a link ([`open_home_records`]), the file made in it.
+fn reserve_home(spot: &RecordSpot) -> Result<(), String> {
+    let RecordFolder::Home(home) = &spot.folder else {
+        return Err("not a home".into());
+    };
+    let path = spot.folder.path(spot.uid).join(&spot.name);
+    let dir = open_home_records(home, spot.uid, spot.gid, true).map_err(|e| e.to_string())?;
+    let flags = OFlags::WRONLY
+        | OFlags::CREATE
+        | OFlags::EXCL
+        | OFlags::NOFOLLOW
+        | OFlags::NONBLOCK
+        | OFlags::NOCTTY
+        | OFlags::CLOEXEC;
+    match rfs::openat(&dir, spot.name.as_str(), flags, Mode::from_raw_mode(0o600)) {
+        Ok(fd) => fill_reservation(std::fs::File::from(fd), spot).map_err(|e| {
+            let _ = rfs::unlinkat(&dir, spot.name.as_str(), AtFlags::empty());
+            format!("reserving {}: {e}", path.display())
+        }),
+        Err(Errno::EXIST) => Ok(()),
+        Err(e) => Err(format!("reserving {}: {e}", path.display())),
+    }
+}
+
+/// Writes the blanks of a new reservation and gives it to its user.
+fn fill_reservation(mut file: std::fs::File, spot: &RecordSpot) -> std::io::Result<()> {
+    use std::io::Write;
+    file.write_all(&RESERVED)?;
+    if spot.uid != crate::identity::effective_uid() {
+        std::os::unix::fs::fchown(&file, Some(spot.uid), Some(spot.gid))?;
+    }
+    Ok(())
+}
+
+/// Why a user's records folder in their home cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum FolderError {
+    /// It (or the home) does not exist.
+    #[error("{0} does not exist")]
+    Missing(String),
+    /// It is not a folder of the user's that only they can write.
+    #[error("{0}")]
+    Refused(String),
+    /// An I/O error.
+    #[error("{0}")]
+    Io(String),
+}
+
+impl From<FolderError> for RecordRead {
+    fn from(e: FolderError) -> RecordRead {
+        match e {
+            FolderError::Missing(_) => RecordRead::Missing,
+            FolderError::Refused(why) => RecordRead::Refused(why),
+            FolderError::Io(why) => RecordRead::Unreadable(why),
+        }
+    }
+}
+
+/// Flags of a folder opened on the way to a user's records.
+const DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::CLOEXEC)
+    .union(OFlags::NONBLOCK);
+
+/// What opening `path` (a folder on the way to records) failed with.
+fn folder_error(e: Errno, path: &Path) -> FolderError {
+    match e {
+        Errno::NOENT => FolderError::Missing(path.display().to_string()),
+        Errno::LOOP | Errno::NOTDIR => FolderError::Refused(format!(
+            "{} is a symbolic link or not a folder",
+            path.display()
+        )),
+        e => FolderError::Io(format!("opening {}: {e}", path.display())),
+    }
+}
+
+/// Checks that the folder open as `fd` (at `path`) belongs to `uid` and,
+/// when `private`, that no one else can write it.
+fn check_owner(fd: &OwnedFd, uid: u32, path: &Path, private: bool) -> Result<(), FolderError> {
+    let st = rfs::fstat(fd).map_err(|e| FolderError::Io(format!("{}: {e}", path.display())))?;
+    if st.st_uid != uid {
+        return Err(FolderError::Refused(format!(
+            "{} belongs to uid {}, not to the job's user (uid {uid})",
+            path.display(),
+            st.st_uid
+        )));
+    }
+    if private && st.st_mode & 0o022 != 0 {
+        return Err(FolderError::Refused(format!(
+            "{} can be written by others (mode {:04o})",
+            path.display(),
+            st.st_mode & 0o7777
+        )));
+    }
+    Ok(())
+}
+
+/// Opens `uid`'s records folder in their home `home`
+/// (`<home>/.gangway/ends`) one folder at a time: the home as the system
+/// names it (it must be the user's), then `.gangway` and `ends` each
+/// opened in the one before without following a link and checked to be
+/// the user's and written by no one else. With `make`, a missing one is
+/// made (0700) and given to the user. So whatever the user puts in their
+/// home (a link to another's folder, say), the daemon reaches only their
+/// own files.
+pub fn open_home_records(
+    home: &Path,
+    uid: u32,
+    gid: u32,
+    make: bool,
+) -> Result<OwnedFd, FolderError> {
+    let mut path = home.to_path_buf();
+    let mut dir = rfs::open(home, DIR_FLAGS, Mode::empty()).map_err(|e| folder_error(e, home))?;
+    check_owner(&dir, uid, home, false)?;
+    for name in HOME_RECORDS.split('/') {
+        path.push(name);
+        let next = match rfs::openat(&dir, name, DIR_FLAGS | OFlags::NOFOLLOW, Mode::empty()) {
+            Err(Errno::NOENT) if make => make_folder(&dir, name, uid, gid, &path)?,
+            opened => opened.map_err(|e| folder_error(e, &path))?,
+        };
+        check_owner(&next, uid, &path, true)?;
+        dir = next;
+    }
+    Ok(dir)
+}
+
+/// Makes folder `name` in `parent` (at `path`), 0700, and gives it to
+/// `uid`:`gid`; one made meanwhile by someone else is opened as it is
+/// (and checked by the caller).
+fn make_folder(
+    parent: &OwnedFd,
+    name: &str,
+    uid: u32,
+    gid: u32,
+    path: &Path,
+) -> Result<OwnedFd, FolderError> {
+    let made = match rfs::mkdirat(parent, name, Mode::from_raw_mode(0o700)) {
+        Ok(()) => true,
+        Err(Errno::EXIST) => false,
+        Err(e) => return Err(FolderError::Io(format!("making {}: {e}", path.display()))),
+    };
+    let fd = rfs::openat(parent, name, DIR_FLAGS | OFlags::NOFOLLOW, Mode::empty())
+        .map_err(|e| folder_error(e, path))?;
+    let me = crate::identity::effective_uid();
+    if made && uid != me {
+        let io = |e: Errno| FolderError::Io(format!("giving {} to uid {uid}: {e}", path.display()));
+        let st = rfs::fstat(&fd).map_err(io)?;
+        if st.st_uid == me {
+            rfs::fchown(
+                &fd,
+                Some(rfs::Uid::from_raw(uid)),
+                Some(rfs::Gid::from_raw(gid)),
+            )
+            .map_err(io)?;
+        }
+    }
+    Ok(fd)
+}
+
+/// Reads the record `q` asks for ([`read_record`]); in a home, through
+/// [`open_home_records`].
+pub(super) fn read_query(q: &RecordQuery) -> RecordRead {
+    match &q.folder {
+        RecordFolder::Shared(_) => {
+            read_record(&q.folder.path(q.uid).join(&q.name), q.uid, &q.token)
+        }
+        RecordFolder::Home(home) => {
+            let dir = match open_home_records(home, q.uid, q.uid, false) {
+                Ok(dir) => dir,
+                Err(e) => return e.into(),
+            };
+            let opened = rfs::openat(&dir, q.name.as_str(), READ_FLAGS, Mode::empty())
+                .map(std::fs::File::from)
+                .map_err(std::io::Error::from);
+            read_opened(opened, q.uid, &q.token)
+        }
+    }
+}
+
+/// Removes the record `q` names (its launch is over); in a home, through
+/// [`open_home_records`].
+pub(super) fn remove_query(q: &RecordQuery) {
+    match &q.folder {
+        RecordFolder::Shared(_) => {
+            let _ = std::fs::remove_file(q.folder.path(q.uid).join(&q.name));
+        }
+        RecordFolder::Home(home) => {
+            if let Ok(dir) = open_home_records(home, q.uid, q.uid, false) {
+                let _ = rfs::unlinkat(&dir, q.name.as_str(), AtFlags::empty());
+            }
+        }
+    }
+}
+
+/// Flags a record is opened with: no link followed, no waiting on a FIFO
+/// or a device.
+const READ_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::NONBLOCK)
+    .union(OFlags::NOCTTY)
+    .union(OFlags::CLOEXEC);
 
 /// Reads the record at `path` of a job of `uid` whose launch's secret is
 /// `token`: opened without following a link and without blocking; only a
@@ -202,6 +463,11 @@ pub fn read_record(path: &Path, uid: u32, token: &str) -> RecordRead {
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path);
+    read_opened(opened, uid, token)
+}
+
+/// [`read_record`] of a record already opened (or not).
+fn read_opened(opened: std::io::Result<std::fs::File>, uid: u32, token: &str) -> RecordRead {
     let mut file = match opened {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return RecordRead::Missing,
@@ -264,15 +530,12 @@ pub(super) fn spawn_reader(answer: Answer) -> mpsc::Sender<RecordWork> {
             for work in rx {
                 let batch = match work {
                     RecordWork::Read(batch) => batch,
-                    RecordWork::Remove(path) => {
-                        let _ = std::fs::remove_file(path);
+                    RecordWork::Remove(q) => {
+                        remove_query(&q);
                         continue;
                     }
                 };
-                let read = batch
-                    .into_iter()
-                    .map(|q| (q.key, read_record(&q.path, q.uid, &q.token)))
-                    .collect();
+                let read = batch.into_iter().map(|q| (q.key, read_query(&q))).collect();
                 if !answer(read) {
                     return;
                 }
@@ -352,7 +615,7 @@ mod tests {
             cwd: "/",
             env: &env,
             partition: None,
-            record_dir: dir,
+            record_dir: Some(dir),
             record_name: name,
             token: "tok",
         };
@@ -372,7 +635,7 @@ mod tests {
         std::fs::create_dir_all(&ends).unwrap();
         let me = crate::identity::effective_uid();
         let spot = RecordSpot {
-            ends: ends.clone(),
+            folder: RecordFolder::Shared(ends.clone()),
             uid: me,
             gid: 0,
             name: record_name("tok"),
@@ -406,5 +669,79 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
         assert_eq!(read_record(&linked, me, "tok"), RecordRead::Status(1));
         std::fs::remove_dir_all(&ends).unwrap();
+    }
+
+    #[test]
+    fn records_in_a_home_are_reached_without_following_links() {
+        let home = std::env::temp_dir().join(format!("gw-home-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        std::fs::create_dir_all(&home).unwrap();
+        let me = crate::identity::effective_uid();
+        let folder = RecordFolder::Home(home.clone());
+        let spot = RecordSpot {
+            folder: folder.clone(),
+            uid: me,
+            gid: 0,
+            name: record_name("tok"),
+        };
+        let query = RecordQuery {
+            key: (1, 1),
+            folder: folder.clone(),
+            name: spot.name.clone(),
+            uid: me,
+            token: "tok".into(),
+        };
+        // No folder yet: no record; the reservation makes it, 0700.
+        assert_eq!(read_query(&query), RecordRead::Missing);
+        reserve(&spot).unwrap();
+        let dir = folder.path(me);
+        assert_eq!(dir, home.join(".gangway/ends"));
+        assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+        assert_eq!(read_query(&query), RecordRead::Missing);
+        run_script(&dir, &spot.name, 4);
+        assert_eq!(read_query(&query), RecordRead::Status(4));
+        // Another user's home is refused.
+        let other = RecordQuery {
+            uid: me + 1,
+            ..query.clone()
+        };
+        assert!(
+            matches!(read_query(&other), RecordRead::Refused(w) if w.contains("belongs to uid")),
+            "{:?}",
+            read_query(&other)
+        );
+        // `.gangway` swapped for a link to a folder with a record of the
+        // same name: refused, and neither read, written nor removed.
+        let elsewhere = home.join("elsewhere");
+        std::fs::rename(home.join(".gangway"), &elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, home.join(".gangway")).unwrap();
+        assert!(
+            matches!(read_query(&query), RecordRead::Refused(w) if w.contains("symbolic link")),
+            "{:?}",
+            read_query(&query)
+        );
+        assert!(
+            reserve(&RecordSpot {
+                name: record_name("new"),
+                ..spot.clone()
+            })
+            .unwrap_err()
+            .contains("symbolic link")
+        );
+        remove_query(&query);
+        assert!(elsewhere.join("ends").join(&spot.name).exists());
+        // A folder others can write is refused.
+        std::fs::remove_file(home.join(".gangway")).unwrap();
+        std::fs::rename(&elsewhere, home.join(".gangway")).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(
+            matches!(read_query(&query), RecordRead::Refused(w) if w.contains("written by others")),
+            "{:?}",
+            read_query(&query)
+        );
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        remove_query(&query);
+        assert_eq!(read_query(&query), RecordRead::Missing);
+        std::fs::remove_dir_all(&home).unwrap();
     }
 }

@@ -76,45 +76,21 @@ pub(super) fn recover(state_dir: &Path) -> Result<Recovered, SlurmError> {
     })
 }
 
-/// Makes the ends folder when it is the default one (`<state_dir>/ends`)
-/// and checks it: the daemon's user's, mode 0711, so that only the daemon
-/// creates names in it (each user's records go into a folder of their
-/// own it makes, see [`super::records`]). A folder others may write is
-/// refused (a user could take or fill another's place); a default folder
-/// left by an older version (1733, records of everyone side by side) is
-/// made 0711, said in the notes. Also notes when the folder shares a
-/// filesystem with the state: a user filling it would then stop every
-/// change from being saved. Returns notes for `status`.
+/// Checks the shared ends folder when the configuration names one
+/// (`ends_dir`; by default each user's records go to their home, see
+/// [`super::records`], and there is nothing to check): the daemon's
+/// user's, not writable by others (0711), so that only the daemon creates
+/// names in it (each user's records go into a folder of their own it
+/// makes). A folder others may write is refused (a user could take or
+/// fill another's place). Also notes when the folder shares a filesystem
+/// with the state: a user filling it would then stop every change from
+/// being saved. Returns notes for `status`.
 pub(super) fn prepare_ends_dir(cfg: &Config) -> Result<Vec<String>, SlurmError> {
-    use std::os::unix::fs::DirBuilderExt;
-    let dir = cfg.ends_dir();
+    let Some(dir) = cfg.ends_dir.clone() else {
+        return Ok(Vec::new());
+    };
     let mut notes = Vec::new();
     let mode_of = |m: &std::fs::Metadata| m.mode() & 0o7777;
-    if cfg.ends_dir.is_none() {
-        if !dir.exists() {
-            std::fs::DirBuilder::new()
-                .mode(0o711)
-                .create(&dir)
-                .map_err(|e| SlurmError::io(format!("creating {}", dir.display()), e))?;
-        }
-        let meta = std::fs::symlink_metadata(&dir)
-            .map_err(|e| SlurmError::io(format!("reading {}", dir.display()), e))?;
-        if meta.is_dir()
-            && meta.uid() == crate::identity::effective_uid()
-            && mode_of(&meta) != 0o711
-        {
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o711))
-                .map_err(|e| SlurmError::io(format!("setting the mode of {}", dir.display()), e))?;
-            if mode_of(&meta) & 0o022 != 0 {
-                notes.push(format!(
-                    "the ends folder {} was writable by everyone (mode {:04o}, an older \
-                     version's): made 0711; each user's records now go to a folder of their own",
-                    dir.display(),
-                    mode_of(&meta)
-                ));
-            }
-        }
-    }
     let Ok(meta) = std::fs::metadata(&dir) else {
         return Ok(vec![format!(
             "the ends folder {} does not exist here: jobs must be able to write it from the nodes",
@@ -141,7 +117,8 @@ pub(super) fn prepare_ends_dir(cfg: &Config) -> Result<Vec<String>, SlurmError> 
              submit is refused (\"No space left on device\") until the space is freed; jobs \
              already running still record how they end (their records' space is reserved at \
              launch). Set ends_dir to a folder on another filesystem the nodes share (the \
-             daemon's user's, mode 0711), or give users a quota on this one",
+             daemon's user's, mode 0711), give users a quota on this one, or leave ends_dir \
+             unset (each user's records then go to their own home)",
             dir.display()
         ));
     }
@@ -283,6 +260,20 @@ impl Daemon {
         }
     }
 
+    /// Where `uid`'s end records go: `<ends_dir>/<uid>/` when the
+    /// configuration names a shared `ends_dir`, else their home's
+    /// `.gangway/ends/` (none for a user the system does not know, or
+    /// without a home).
+    pub(super) fn record_folder(&self, uid: u32) -> Option<records::RecordFolder> {
+        if let Some(ends) = &self.cfg.ends_dir {
+            return Some(records::RecordFolder::Shared(ends.clone()));
+        }
+        let user = crate::identity::user_by_uid(uid)?;
+        let home = std::path::PathBuf::from(user.home);
+        home.is_absolute()
+            .then_some(records::RecordFolder::Home(home))
+    }
+
     /// Where the record of launch `number` of job `id` is, the job's user
     /// and the launch's secret (none for a job submitted with sbatch, or a
     /// launch saved before records had secrets).
@@ -292,10 +283,10 @@ impl Daemon {
         if entry.native.is_some() || token.is_empty() {
             return None;
         }
-        let folder = records::user_folder(&self.cfg.ends_dir(), entry.uid);
         Some(RecordQuery {
             key: (id, number),
-            path: folder.join(records::record_name(&token)),
+            folder: self.record_folder(entry.uid)?,
+            name: records::record_name(&token),
             uid: entry.uid,
             token,
         })
@@ -317,7 +308,7 @@ impl Daemon {
             return Recorded::Known(None);
         };
         let Some(reader) = &self.record_reader else {
-            let read = records::read_record(&query.path, query.uid, &query.token);
+            let read = records::read_query(&query);
             return self.recorded(id, read);
         };
         match self.records_asked.get(&key) {
@@ -326,7 +317,7 @@ impl Daemon {
                     self.records_asked.insert(key, Instant::now());
                     return Recorded::Waiting;
                 }
-                let read = records::read_record(&query.path, query.uid, &query.token);
+                let read = records::read_query(&query);
                 self.recorded(id, read)
             }
             Some(at) if at.elapsed() > RECORD_PATIENCE => {
@@ -378,9 +369,9 @@ impl Daemon {
             let sent = self
                 .record_reader
                 .as_ref()
-                .is_some_and(|r| r.send(RecordWork::Remove(q.path.clone())).is_ok());
+                .is_some_and(|r| r.send(RecordWork::Remove(q.clone())).is_ok());
             if !sent {
-                let _ = std::fs::remove_file(&q.path);
+                records::remove_query(&q);
             }
         }
         launch

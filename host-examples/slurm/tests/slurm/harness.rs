@@ -90,8 +90,38 @@ fn id_of(name: &str, flag: &str) -> Option<u32> {
     String::from_utf8_lossy(&out.stdout).trim().parse().ok()
 }
 
-/// The test user `name` (`gangway-t-<name>`), made if missing.
+/// The home folder the system gives user `name` (`getent passwd`).
+pub(crate) fn passwd_home(name: &str) -> PathBuf {
+    let out = Command::new("getent")
+        .args(["passwd", name])
+        .output()
+        .unwrap();
+    let line = String::from_utf8_lossy(&out.stdout).into_owned();
+    PathBuf::from(line.trim().split(':').nth(5).unwrap_or_default())
+}
+
+/// Where the daemon keeps `user`'s end records by default: their home's
+/// `.gangway/ends`.
+pub(crate) fn records_home(user: &User) -> PathBuf {
+    passwd_home(&user.name).join(".gangway/ends")
+}
+
+/// The test user `name` (`gangway-t-<name>`), made if missing, with the
+/// home folder the system names theirs (theirs, 0700), as on a real
+/// cluster: the daemon keeps their end records there.
 pub(crate) fn user(name: &str) -> User {
+    let user = user_without_home(name);
+    let home = passwd_home(&user.name);
+    if home.is_absolute() && !home.exists() {
+        std::fs::create_dir_all(&home).unwrap();
+        std::os::unix::fs::chown(&home, Some(user.uid), Some(user.gid)).unwrap();
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
+    }
+    user
+}
+
+/// [`user`] without making their home.
+fn user_without_home(name: &str) -> User {
     let name = format!("gangway-t-{name}");
     if id_of(&name, "-u").is_none() {
         let made = Command::new("useradd")
@@ -121,6 +151,8 @@ pub(crate) struct Cluster {
     pub(crate) state_dir: PathBuf,
     /// A tmpfs mounted for the test, unmounted at the end.
     pub(crate) mounted: Option<PathBuf>,
+    /// More of them, unmounted (first) at the end.
+    pub(crate) more_mounts: Vec<PathBuf>,
     /// Other daemons started by the test.
     pub(crate) others: Vec<Child>,
     /// Set when every check passed: the folder is then removed; after a
@@ -185,6 +217,7 @@ impl Cluster {
             daemon: None,
             starts: 0,
             mounted: None,
+            more_mounts: Vec::new(),
             others: Vec::new(),
             passed: false,
         }
@@ -538,6 +571,9 @@ impl Drop for Cluster {
         for mut other in self.others.drain(..) {
             let _ = other.kill();
             let _ = other.wait();
+        }
+        for m in self.more_mounts.drain(..) {
+            let _ = Command::new("umount").arg(&m).status();
         }
         if let Some(m) = self.mounted.take() {
             let _ = Command::new("umount").arg(&m).status();

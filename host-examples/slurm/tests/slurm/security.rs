@@ -8,7 +8,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::harness::{Cluster, SERIAL, User, slurm_here, text, user};
+use super::harness::{Cluster, SERIAL, User, records_home, slurm_here, text, user};
 
 /// The cluster's config with the socket open to every local user,
 /// `gangway-t-ops` an admin, VC `prod` for `gangway-t-alice` only.
@@ -274,17 +274,15 @@ fn no_user_can_write_anothers_end_records() {
     let slurm_ids: Vec<u64> = s.running.iter().filter_map(|j| j.slurm_job).collect();
     cluster.kill_daemon();
     forgotten(&cluster, &slurm_ids);
-    let ends = cluster.state().join("ends");
-    let hers = ends.join(alice.uid.to_string());
-    assert_eq!(mode(&ends), 0o711);
+    // alice's records are in her home (the default place).
+    let hers = records_home(&alice);
     assert_eq!(mode(&hers), 0o700);
     assert_eq!(std::fs::metadata(&hers).unwrap().uid(), alice.uid);
     // mallory can put nothing beside or among alice's records: no folder
     // of hers to fill, no name to take.
     for target in [
         hers.join("0123456789abcdef0123456789abcdef.exit"),
-        ends.join("x.exit"),
-        ends.join(mallory.uid.to_string()).join("x.exit"),
+        hers.parent().unwrap().join("x.exit"),
     ] {
         let out = cluster.sh_as(
             &mallory,
