@@ -383,6 +383,9 @@ pub fn format_job(j: &JobReport) -> String {
 pub fn explain(reason: &str) -> &'static str {
     match reason {
         "fair-share" => "its virtual cluster is at or over its share (quota or fair share)",
+        crate::protocol::TYPE_QUOTA => {
+            "its virtual cluster's quota of every GPU type it may use is full (nominal plus borrowing limit)"
+        }
         "fragmentation" => {
             "enough GPUs are free, but not close enough together for its locality limit"
         }

@@ -51,6 +51,11 @@
 //! weight = 1                             # optional
 //! users = ["alice", "bob"]               # who may submit to it (with vc_membership = "config");
 //! groups = ["ml"]                        # neither list: every user who can reach the socket
+//!
+//! [[vc]]
+//! name = "vision"                        # quotas per GPU type instead of quota_gpus (types of [gpu_types]):
+//! gpu_quota.a100 = { nominal = 8, borrowing_limit = 4 }   # 8 a100s, and 4 more borrowed at most
+//! gpu_quota.v100 = { nominal = 16 }                       # no borrowing_limit: no limit; types not named: none
 //! ```
 
 use std::collections::BTreeMap;
@@ -79,6 +84,22 @@ pub struct VcConfig {
     /// Unix groups whose members may submit to it.
     #[serde(default)]
     pub groups: Option<Vec<String>>,
+    /// Its quotas per GPU type, by type name (instead of `quota_gpus`):
+    /// its jobs run only on the types named, each within its nominal
+    /// quota plus its borrowing limit.
+    #[serde(default)]
+    pub gpu_quota: BTreeMap<String, TypeQuotaConfig>,
+}
+
+/// A virtual cluster's quota of one GPU type (`[[vc]] gpu_quota.TYPE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TypeQuotaConfig {
+    /// GPUs of the type the VC is entitled to.
+    pub nominal: u32,
+    /// GPUs of the type it may hold beyond `nominal`; absent: no limit.
+    #[serde(default)]
+    pub borrowing_limit: Option<u32>,
 }
 
 impl VcConfig {
@@ -432,6 +453,7 @@ impl Config {
             ));
         }
         check_gpu_types(&cfg.gpu_types).map_err(err)?;
+        check_type_quotas(&cfg.vc, &cfg.gpu_types).map_err(err)?;
         if cfg.mode == Mode::Native && cfg.slurm.partition.is_none() {
             return Err(err(
                 "mode = \"native\" needs slurm.partition: the partition Gangway manages".into(),
@@ -486,6 +508,28 @@ fn check_gpu_types(types: &BTreeMap<String, u32>) -> Result<(), String> {
                 "[gpu_types] {name:?}: a type is named like a Slurm feature (letters, digits, \
                  _ - .), and not {:?} (the type of nodes without one)",
                 gangway_core::DEFAULT_GPU_TYPE
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Why the VCs' quotas per GPU type cannot be used, if they cannot: a VC
+/// has either `quota_gpus` or quotas per type, and each type is one of
+/// `[gpu_types]`.
+fn check_type_quotas(vcs: &[VcConfig], types: &BTreeMap<String, u32>) -> Result<(), String> {
+    for v in vcs.iter().filter(|v| !v.gpu_quota.is_empty()) {
+        if v.quota_gpus.is_some() {
+            return Err(format!(
+                "[[vc]] {:?}: quota_gpus and gpu_quota together; a VC has one pooled quota or \
+                 quotas per GPU type",
+                v.name
+            ));
+        }
+        if let Some(t) = v.gpu_quota.keys().find(|t| !types.contains_key(*t)) {
+            return Err(format!(
+                "[[vc]] {:?}: gpu_quota.{t} names a GPU type [gpu_types] does not declare",
+                v.name
             ));
         }
     }
@@ -567,6 +611,41 @@ mod tests {
         }
         assert!(parse("a100 = -1").is_err());
         assert!(parse("a100 = \"big\"").is_err());
+    }
+
+    #[test]
+    fn quotas_per_gpu_type_parse_and_are_checked() {
+        let parse = |vc: &str| {
+            let text = format!(
+                "state_dir = \"st\"\n[gpu_types]\na100 = 80\nv100 = 32\n[[vc]]\nname = \"a\"\n{vc}\n"
+            );
+            Config::parse(&text, "x.toml", Path::new("/"))
+        };
+        let cfg = parse(
+            "gpu_quota.a100 = { nominal = 8, borrowing_limit = 4 }\ngpu_quota.v100 = { nominal = 2 }",
+        )
+        .unwrap();
+        let q = &cfg.vc[0].gpu_quota;
+        assert_eq!(
+            q.get("a100"),
+            Some(&TypeQuotaConfig {
+                nominal: 8,
+                borrowing_limit: Some(4)
+            })
+        );
+        assert_eq!(q.get("v100").map(|q| q.borrowing_limit), Some(None));
+        let e = parse("quota_gpus = 4\ngpu_quota.a100 = { nominal = 8 }").unwrap_err();
+        assert!(
+            e.to_string().contains("quota_gpus and gpu_quota together"),
+            "{e}"
+        );
+        let e = parse("gpu_quota.h100 = { nominal = 8 }").unwrap_err();
+        assert!(
+            e.to_string().contains("gpu_quota.h100 names a GPU type"),
+            "{e}"
+        );
+        assert!(parse("gpu_quota.a100 = { nominal = 8, borrow = 1 }").is_err());
+        assert!(parse("gpu_quota.a100 = { borrowing_limit = 1 }").is_err());
     }
 
     #[test]

@@ -16,6 +16,10 @@ use serde::{Deserialize, Serialize};
 
 use super::SlurmError;
 
+/// The wait reason of a job whose virtual cluster's quotas per GPU type
+/// leave none of the types it may use room for its gang (the core's
+/// `fair-share`, told apart by the daemon).
+pub const TYPE_QUOTA: &str = "type-quota";
 /// Largest message accepted (a Wasm module for `swap` is the big one).
 pub const MAX_MESSAGE: usize = 64 << 20;
 
@@ -114,7 +118,8 @@ pub struct JobReport {
     pub private: bool,
     /// `pending`, `launching`, `running`, `passed`, `failed`, `killed`.
     pub state: String,
-    /// Why it waits (pending jobs): `fair-share`, `fragmentation`, ...
+    /// Why it waits (pending jobs): `fair-share`, `fragmentation`, ...,
+    /// or [`TYPE_QUOTA`].
     pub reason: Option<String>,
     /// Seconds waited so far, per reason, largest first.
     pub wait: Vec<(String, u64)>,

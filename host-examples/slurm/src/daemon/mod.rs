@@ -66,7 +66,7 @@ pub use serve::serve;
 
 use super::SlurmError;
 use super::access::Access;
-use super::config::{Config, FOREIGN_VC, Mode};
+use super::config::{Config, FOREIGN_VC, Mode, VcConfig};
 use super::engine::Slurm;
 use super::persist::{self, JobEntry, SlotChange};
 use super::policies::{self, Policies};
@@ -83,6 +83,22 @@ fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// VC `v`'s quotas per GPU type as the scheduler counts them, by type id
+/// (types the topology lacks, which the configuration check rules out,
+/// are left out).
+fn type_quotas(sched: &Scheduler, v: &VcConfig) -> gangway_core::TypeQuotas {
+    v.gpu_quota
+        .iter()
+        .filter_map(|(name, q)| {
+            let t = sched.topology().gpu_type_by_name(name)?;
+            Some((
+                t,
+                gangway_core::TypeQuota::new(q.nominal, q.borrowing_limit),
+            ))
+        })
+        .collect()
 }
 
 fn push_event(entry: &mut JobEntry, text: String) {
@@ -317,6 +333,7 @@ impl Daemon {
             let id = sched.virtual_cluster(&v.name);
             sched.set_quota(id, v.quota_gpus);
             sched.set_weight(id, v.weight);
+            sched.set_type_quotas(id, type_quotas(&sched, v));
             vcs.insert(v.name.clone(), id);
         }
         let foreign_vc = sched.virtual_cluster(FOREIGN_VC);

@@ -390,11 +390,13 @@ impl Daemon {
                 ),
                 Some(JobState::Pending {
                     reason: Some(r), ..
-                }) => format!(
-                    "pending in Gangway ({job}): {}: {}",
-                    r.as_str(),
-                    crate::client::explain(r.as_str())
-                ),
+                }) => {
+                    let word = self.reason_word(*id, *r);
+                    format!(
+                        "pending in Gangway ({job}): {word}: {}",
+                        crate::client::explain(word)
+                    )
+                }
                 Some(JobState::Pending { reason: None, .. } | JobState::AwaitingRetry(_)) => {
                     format!("pending in Gangway ({job})")
                 }

@@ -2,12 +2,12 @@
 //! it, and other users' jobs without their commands, working directories
 //! or environments.
 
-use gangway_core::{JobId, JobState, ServerId, WaitReason};
+use gangway_core::{GpuTypeId, JobId, JobState, ServerId, WaitReason};
 
 use super::Daemon;
 use crate::access::{Access, Caller};
 use crate::persist::JobEntry;
-use crate::protocol::{FinishedPage, JobReport, NodeReport, SlotReport, StatusReport};
+use crate::protocol::{FinishedPage, JobReport, NodeReport, SlotReport, StatusReport, TYPE_QUOTA};
 
 /// Finished jobs a status report lists by default (the newest).
 const DEFAULT_FINISHED: u32 = 200;
@@ -102,12 +102,47 @@ impl Daemon {
         }
     }
 
+    /// How the reports name job `id`'s wait `reason`: the core's word, or
+    /// [`TYPE_QUOTA`] for a fair-share wait its VC's quotas per GPU type
+    /// explain.
+    pub(super) fn reason_word(&self, id: u64, reason: WaitReason) -> &'static str {
+        match reason {
+            WaitReason::FairShare if self.type_quota_full(id) => TYPE_QUOTA,
+            r => r.as_str(),
+        }
+    }
+
+    /// Whether job `id`'s VC's quotas per GPU type leave none of the
+    /// types it may use room for its gang (a type the VC does not name has
+    /// none).
+    fn type_quota_full(&self, id: u64) -> bool {
+        let Some(job) = self.sched.job(JobId(id)) else {
+            return false;
+        };
+        let vc = job.spec.vc;
+        let Some(quotas) = self.sched.type_quotas(vc) else {
+            return false;
+        };
+        let gpus = job.next_gpus();
+        let all: Vec<GpuTypeId> = (0..self.sched.topology().gpu_types().len())
+            .map(|t| GpuTypeId(u8::try_from(t).unwrap_or(u8::MAX)))
+            .collect();
+        let types = self.sched.allowed_gpu_types(JobId(id)).unwrap_or(&all);
+        types.iter().all(|t| {
+            quotas.get(t).is_none_or(|q| {
+                q.cap().is_some_and(|cap| {
+                    u64::from(self.sched.held_of_type(vc, *t)) + u64::from(gpus) > u64::from(cap)
+                })
+            })
+        })
+    }
+
     fn live_report(&self, e: &JobEntry) -> JobReport {
         let record = self.sched.job(JobId(e.id));
         let (state, reason, waiting_s) = match record.map(|r| &r.state) {
             Some(JobState::Pending { since_s, reason }) => (
                 "pending".to_string(),
-                reason.map(|r| r.as_str().to_string()),
+                reason.map(|r| self.reason_word(e.id, r).to_string()),
                 self.last_now.saturating_sub(*since_s),
             ),
             Some(JobState::Running { .. }) => {

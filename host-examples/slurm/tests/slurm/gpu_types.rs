@@ -196,3 +196,77 @@ fn submit_asks_for_types_and_memory() {
     assert!(text(&out).contains("100 GB"), "{}", text(&out));
     cluster.passed = true;
 }
+
+/// A VC with a quota per GPU type (`gpu_quota.a100 = { nominal = 8,
+/// borrowing_limit = 0 }`): its gangs run only on a100 nodes and never on
+/// more than 8 a100 GPUs at once; one beyond waits with the reason
+/// `type-quota` (in `why` and status) while a100 GPUs are free, and runs
+/// when the VC's gang ends. Another VC is not bound by it.
+#[test]
+fn a_vcs_quota_per_gpu_type_caps_what_it_runs() {
+    if !slurm_here("GPU types: quotas per type") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let alice = user("alice");
+    let mut cluster = Cluster::start_typed("types-quota", TYPES);
+    let config = format!(
+        "{}[[vc]]\nname = \"capped\"\ngpu_quota.a100 = {{ nominal = 8, borrowing_limit = 0 }}\n",
+        super::security::shared_config(&cluster, "")
+    );
+    cluster.configure("shared.toml", &config);
+    cluster.start_daemon();
+    let submit = |vc: &str, script: &str| -> u64 {
+        let out = cluster.gangway_as(
+            &alice,
+            &[
+                "submit", "--vc", vc, "--gpus", "8", "--", "sh", "-c", script,
+            ],
+        );
+        assert!(out.status.success(), "{}", text(&out));
+        let t = String::from_utf8_lossy(&out.stdout).into_owned();
+        t.split_whitespace().nth(2).unwrap().parse().unwrap()
+    };
+    let first = submit("capped", "sleep 30");
+    let s = cluster.wait_for(40, "the capped VC's first gang running", |s| {
+        s.running
+            .iter()
+            .any(|j| j.id == first && j.state == "running")
+    });
+    let j = s.running.iter().find(|j| j.id == first).unwrap();
+    assert!(
+        j.placement.iter().all(|(n, _)| A100.contains(&n.as_str())),
+        "{:?}",
+        j.placement
+    );
+    // Within the cluster's free a100 GPUs, beyond the VC's cap.
+    let second = submit("capped", "true");
+    let s = cluster.wait_for(20, "the second gang waiting for its quota", |s| {
+        s.pending
+            .iter()
+            .any(|j| j.id == second && j.reason.as_deref() == Some("type-quota"))
+    });
+    let j = s.pending.iter().find(|j| j.id == second).unwrap();
+    let why = gangway_slurm::client::format_job(j);
+    assert!(
+        why.contains("quota of every GPU type it may use is full"),
+        "{why}"
+    );
+    // Another VC runs on the free a100s beside it.
+    let other = submit("research", "true");
+    let done = cluster.finished(60, other);
+    assert_eq!(done.state, "passed", "{:?}", done.events);
+    assert!(cluster.status().pending.iter().any(|j| j.id == second));
+    // The capped VC's gang ends: the waiting one runs, on a100.
+    cluster.gangway(&["cancel", &first.to_string()]);
+    let done = cluster.finished(60, second);
+    assert_eq!(done.state, "passed", "{:?}", done.events);
+    assert!(
+        done.placement
+            .iter()
+            .all(|(n, _)| A100.contains(&n.as_str())),
+        "{:?}",
+        done.placement
+    );
+    cluster.passed = true;
+}
