@@ -9,7 +9,7 @@
 //! gpu_type_label = "nvidia.com/gpu.product"   # node label naming its GPU type ("": one type)
 //! gpu_memory_label = "nvidia.com/gpu.memory"  # node label: MiB of one GPU (GPU Feature Discovery's)
 //! vc_label = ""                         # "": a gang's VC is its namespace; else this pod label
-//! vcs_configmap = "gangway-vcs"         # VC name -> quota in GPUs ("none": no quota)
+//! vcs_configmap = "gangway-vcs"         # VC name -> quota in GPUs, "none", or "A100=8+4,..." per type
 //! policies_configmap = "gangway-policies"  # Wasm modules hot-swapped per slot
 //! preset = "philly"                     # the catalog preset (native policies)
 //! cycle_ms = 20                         # a cycle at most this soon after a change
@@ -59,9 +59,9 @@ pub struct Config {
     /// The pod label naming a gang's virtual cluster; empty: its namespace.
     pub vc_label: String,
     /// ConfigMap (in `namespace`) listing the virtual clusters and their
-    /// GPU quotas. When it does not exist, every VC is admitted without a
-    /// quota; when it does, a gang of an unlisted VC is refused with an
-    /// Event.
+    /// GPU quotas (of any type, or per type: see [`crate::vcs`]). When it
+    /// does not exist, every VC is admitted without a quota; when it does,
+    /// a gang of an unlisted VC is refused with an Event.
     pub vcs_configmap: String,
     /// ConfigMap (in `namespace`) holding Wasm policy modules to swap in.
     pub policies_configmap: String,

@@ -1,11 +1,14 @@
 //! A cluster of two GPU types (node label `nvidia.com/gpu.product`, as GPU
 //! Feature Discovery sets it): pods that select a type run on it, a gang
 //! never spans two types, a PodGroup asks for types and memory by
-//! annotation, and a type no node has is a reason, not a silent wait.
+//! annotation, and a type no node has is a reason, not a silent wait; a
+//! VC's quotas per type (`A100=8+0` in the VC ConfigMap) cap what it holds
+//! of each type, and a gang that no type has room for says why it waits.
 
 use std::time::Duration;
 
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use super::harness::{Cluster, condition, create_group, create_pod, gpu_pod, wait_until};
@@ -108,5 +111,95 @@ async fn gangs_run_on_one_gpu_type_and_the_type_they_ask_for() {
         assert!(n.starts_with("r0-"), "any-{k} is on {n}, not an A100 node");
     }
     assert_eq!(node(&pods, "h-0").await, None);
+    assert!(check.violations().is_empty(), "{:?}", check.violations());
+}
+
+/// Pods of `pods` bound, by node.
+async fn bound_nodes(pods: &Api<Pod>, names: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for name in names {
+        out.extend(node(pods, name).await);
+    }
+    out
+}
+
+/// team-a may hold 8 A100s and nothing else (`A100=8+0`): its gangs of 4
+/// GPUs bind on A100 nodes only, two at a time, a third waits with the
+/// reason `TypeQuota` while V100 nodes stand free, and binds once one of
+/// the two is gone. team-b (no quota) takes a gang of 16 as before. Under
+/// the default preset (philly), which backfills: under fifo the waiting
+/// gang would hold every VC's queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vc_quota_per_gpu_type_caps_its_gangs_on_that_type() {
+    let Some(bin) = super::harness::bin_dir("a_vc_quota_per_gpu_type_caps_its_gangs_on_that_type")
+    else {
+        return;
+    };
+    let _serial = SERIAL.lock().await;
+    let c = Cluster::start(&bin, "type-quotas").await;
+    two_types(&c).await;
+    let cms: Api<ConfigMap> = Api::namespaced(c.client.clone(), "gangway-system");
+    let vcs: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "gangway-vcs"},
+        "data": {"team-a": "A100=8+0", "team-b": "none"}
+    }))
+    .unwrap();
+    cms.create(&PostParams::default(), &vcs).await.unwrap();
+    let check = checker::Checker::start(&c.client, super::grid(2, 2, 8));
+    let _s = c.scheduler("a", &c.config("gangway", ""));
+    let a: Api<Pod> = Api::namespaced(c.client.clone(), "team-a");
+    let gang = |g: &str| [format!("{g}-0"), format!("{g}-1")];
+    let make = |g: &'static str| {
+        let c = &c;
+        async move {
+            create_group(&c.client, "team-a", g, Some(2)).await;
+            for p in gang(g) {
+                create_pod(&c.client, "team-a", gpu_pod(&p, 2, Some(g), None)).await;
+            }
+        }
+    };
+    make("g0").await;
+    make("g1").await;
+    c.wait_bound("team-a", 4, 30).await;
+    make("g2").await;
+    wait_until("g2's TypeQuota reason", Duration::from_secs(20), || async {
+        condition(&c.client, "team-a", "g2")
+            .await
+            .is_some_and(|(_, r, m)| {
+                r == "TypeQuota" && m.contains("team-a") && m.contains("A100: 8 of its cap 8")
+            })
+    })
+    .await;
+    // team-b is unaffected: 16 GPUs of one type are free on V100s only.
+    create_group(&c.client, "team-b", "b", Some(2)).await;
+    for k in 0..2 {
+        create_pod(
+            &c.client,
+            "team-b",
+            gpu_pod(&format!("b-{k}"), 8, Some("b"), None),
+        )
+        .await;
+    }
+    c.wait_bound("team-b", 2, 30).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let held = bound_nodes(&a, &[gang("g0"), gang("g1"), gang("g2")].concat()).await;
+    assert_eq!(held.len(), 4, "team-a holds more than 8 A100s: {held:?}");
+    assert!(
+        held.iter().all(|n| n.starts_with("r0-")),
+        "team-a off A100s: {held:?}"
+    );
+    let (_, r, _) = condition(&c.client, "team-a", "g2").await.unwrap();
+    assert_eq!(r, "TypeQuota");
+
+    // g0 ends (its pods deleted): g2 takes its place, on A100s.
+    for p in gang("g0") {
+        a.delete(&p, &DeleteParams::default()).await.unwrap();
+    }
+    wait_until("g2 bound", Duration::from_secs(30), || async {
+        bound_nodes(&a, &gang("g2")).await.len() == 2
+    })
+    .await;
+    let g2 = bound_nodes(&a, &gang("g2")).await;
+    assert!(g2.iter().all(|n| n.starts_with("r0-")), "g2 on {g2:?}");
     assert!(check.violations().is_empty(), "{:?}", check.violations());
 }
