@@ -483,3 +483,43 @@ fn per_type_quotas_cap_what_a_vc_starts_and_survive_a_snapshot() {
     assert_eq!(types_of(&restored, 4), [k80]);
     restored.check_invariants().unwrap();
 }
+
+/// Every blocked job blocks the queue behind it.
+struct AlwaysBlock;
+
+impl gangway_plugin_sdk::GangPolicy for AlwaysBlock {
+    fn on_blocked(&self, view: &gangway_plugin_sdk::QueueView) -> gangway_plugin_sdk::GangDecision {
+        gangway_plugin_sdk::GangDecision {
+            on_blocked: vec![gangway_plugin_sdk::GangAction::Block; view.jobs.len()],
+            max_reservations: 0,
+        }
+    }
+}
+
+/// A job its VC's quotas per type hold back waits for its fair share and
+/// does not count as a gang that does not fit: under a gang policy that
+/// blocks, the other VCs' jobs behind it still start.
+#[test]
+fn a_job_held_by_its_type_quota_blocks_no_one() {
+    use gangway_core::TypeQuota;
+    use gangway_core::policy::{Native, PolicySet};
+    use gangway_plugin_sdk::Gang;
+    let (topo, [k80, _, _]) = mixed();
+    let policies = PolicySet::fallbacks().with::<Gang>(Box::new(Native::new("block", AlwaysBlock)));
+    let mut sched = Scheduler::with_policies(topo, policies);
+    let a = sched.virtual_cluster("a");
+    let b = sched.virtual_cluster("b");
+    sched.set_type_quotas(a, [(k80, TypeQuota::new(4, Some(0)))].into());
+    sched.set_quota(a, None);
+    sched.submit(spec(1, a, 4, 0)).unwrap();
+    sched.submit(spec(2, a, 4, 1)).unwrap();
+    sched.submit(spec(3, b, 4, 2)).unwrap();
+    sched.round(10).unwrap();
+    assert_eq!(types_of(&sched, 1), [k80]);
+    assert_eq!(sched.why_pending(JobId(2)), Some(WaitReason::FairShare));
+    assert!(
+        sched.job(JobId(3)).unwrap().is_running(),
+        "b's job is not held behind a's"
+    );
+    sched.check_invariants().unwrap();
+}

@@ -55,6 +55,14 @@ impl Round<'_> {
                 placed.reasons.insert(job.id, WaitReason::HeldByPolicy);
                 continue;
             }
+            // Its VC's quotas per GPU type leave it no type: it waits for
+            // its fair share, as if fairness had held it, and does not
+            // count as a gang that does not fit (the gang slot could block
+            // every VC's queue behind it).
+            if self.book.start_reach(&job.id, job.gpus).is_none() {
+                placed.reasons.insert(job.id, WaitReason::FairShare);
+                continue;
+            }
             if self.try_start(job, limit, &mut pass.failed, report) {
                 continue;
             }
