@@ -81,6 +81,7 @@ extern crate self as gangway_plugin_sdk;
 mod config;
 #[doc(hidden)]
 pub mod export;
+mod gpu_types;
 #[cfg(target_arch = "wasm32")]
 #[doc(hidden)]
 pub mod guest;
@@ -101,6 +102,9 @@ pub use config::config_tree;
 pub use config::{
     CONFIG_TREE_SECTION, ConfigError, ConfigForm, Configure, config_text, no_options,
     parse_options, read_options,
+};
+pub use gpu_types::{
+    ClassSpeeds, GpuTypeSummary, JobTypes, TypeChoice, TypeChoices, TypesView, VcTypeUsage,
 };
 pub use ids::{GpuTypeId, GpuTypeSet, JobId, Level, ServerId, VcId};
 pub use log::{LogLevel, log};

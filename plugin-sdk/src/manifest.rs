@@ -68,8 +68,9 @@ pub enum RunningScope {
 /// What a policy declares when it is loaded (the reply of `init` in WIT).
 ///
 /// An empty reply means the default manifest. A manifest of an earlier
-/// layout (the queue order alone; then with the running scope) still
-/// decodes, with the defaults for the fields added since.
+/// layout (the queue order alone; then with the running scope; then with
+/// view changes) still decodes, with the defaults for the fields added
+/// since.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, Wire)]
 pub struct Manifest {
     /// The order of the pending jobs the fairness policy needs to see
@@ -84,6 +85,19 @@ pub struct Manifest {
     /// The SDK's export glue sets it for every slot it exports; a policy
     /// leaves it `false`, and native backends ignore it.
     pub view_changes: bool,
+    /// Whether the fairness or reclaim policy takes the GPU types beside
+    /// its view ([`crate::TypesView`], contract 2.2; the fairness policy
+    /// may then answer a type for a job). Ignored for other slots, and on
+    /// a cluster of one type.
+    pub gpu_types: bool,
+}
+
+/// The manifest of contract 2.1, before [`Manifest::gpu_types`].
+#[derive(Default, Wire)]
+struct Manifest21 {
+    queue_order: QueueOrder,
+    running: RunningScope,
+    view_changes: bool,
 }
 
 impl Manifest {
@@ -100,13 +114,21 @@ impl Manifest {
     /// assert_eq!(Manifest::decode(&[]).unwrap(), Manifest::default());
     /// ```
     pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
         if *self == Manifest::default() {
-            Vec::new()
-        } else {
-            let mut out = Vec::new();
+        } else if self.gpu_types {
             encode_into(self, &mut out);
-            out
+        } else {
+            // Without the GPU types, the bytes of contract 2.1: a module
+            // that does not take them loads on a 2.1 host too.
+            let v3 = Manifest21 {
+                queue_order: self.queue_order.clone(),
+                running: self.running,
+                view_changes: self.view_changes,
+            };
+            encode_into(&v3, &mut out);
         }
+        out
     }
 
     /// Decodes a manifest; empty bytes are the default. Thresholds of an
@@ -125,12 +147,20 @@ impl Manifest {
             });
         }
         // The earlier layouts: the queue order alone; then with the
-        // running scope.
+        // running scope; then with view changes (contract 2.1).
         let mut m = Manifest::default();
         if let Err(e) = decode_into(bytes, &mut m) {
+            let mut v3 = Manifest21::default();
             let mut v2 = <(QueueOrder, RunningScope)>::default();
             let mut v1 = QueueOrder::default();
-            m = if decode_into(bytes, &mut v2).is_ok() {
+            m = if decode_into(bytes, &mut v3).is_ok() {
+                Manifest {
+                    queue_order: v3.queue_order,
+                    running: v3.running,
+                    view_changes: v3.view_changes,
+                    ..Manifest::default()
+                }
+            } else if decode_into(bytes, &mut v2).is_ok() {
                 Manifest {
                     queue_order: v2.0,
                     running: v2.1,

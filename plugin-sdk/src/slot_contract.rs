@@ -177,6 +177,20 @@ pub trait SlotContract: Copy + Default + Send + Sync + std::fmt::Debug + 'static
 pub trait Policy<S: SlotContract> {
     /// The policy's decision for `view`.
     fn decide(&self, view: &S::View) -> S::Decision;
+    /// The policy's decision for `view` with the cluster's GPU types beside
+    /// it, and the types it chose for jobs of the view (contract 2.2; only
+    /// a fairness policy's choices are used). Asked instead of
+    /// [`Policy::decide`] when the policy's manifest takes the types
+    /// ([`Manifest::gpu_types`]) and the cluster has several; the default
+    /// decides without them and chooses nothing.
+    fn decide_typed(
+        &self,
+        view: &S::View,
+        types: &crate::TypesView,
+    ) -> (S::Decision, crate::TypeChoices) {
+        let _ = types;
+        (self.decide(view), crate::TypeChoices::default())
+    }
     /// What the policy tells the host about itself once, when it is loaded.
     fn manifest(&self) -> Manifest {
         Manifest::default()

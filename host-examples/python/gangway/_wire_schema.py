@@ -336,6 +336,9 @@ SCHEMA = json.loads(
         },
         {
           "view_changes": "BOOL"
+        },
+        {
+          "gpu_types": "BOOL"
         }
       ]
     },

@@ -647,15 +647,34 @@ def encode_manifest(queue_order: Any = "All", running: Any = "All") -> bytes:
     """The manifest a policy answers ``init`` with: which pending jobs a
     fairness policy needs to see (``"All"``, ``"Submit"``, ``"Smallest"``
     or ``{"AttainedBands": [...]}``) and which running jobs a reclaim
-    policy needs (``"All"`` or ``"Borrowed"``)."""
-    return encode(
+    policy needs (``"All"`` or ``"Borrowed"``). Written in contract 2.1's
+    layout, as the Rust SDK writes a manifest that does not take the GPU
+    types (its last field, ``gpu_types``, left out)."""
+    data = encode(
         SCHEMA["manifest"],
-        {"queue_order": queue_order, "running": running, "view_changes": False},
+        {
+            "queue_order": queue_order,
+            "running": running,
+            "view_changes": False,
+            "gpu_types": False,
+        },
     )
+    return data[:-1]
 
 
 def decode_manifest(data: bytes) -> Any:
-    """Reads a manifest (empty bytes are the default one)."""
+    """Reads a manifest (empty bytes are the default one; contract 2.1's
+    layout, without ``gpu_types``, reads as not taking them)."""
     if not data:
-        return View({"queue_order": "All", "running": "All", "view_changes": False})
-    return decode(SCHEMA["manifest"], data)
+        return View(
+            {
+                "queue_order": "All",
+                "running": "All",
+                "view_changes": False,
+                "gpu_types": False,
+            }
+        )
+    try:
+        return decode(SCHEMA["manifest"], data)
+    except WireError:
+        return decode(SCHEMA["manifest"], data + b"\x00")

@@ -91,6 +91,7 @@ fn manifest_of(policy: &Bound<'_, PyAny>) -> Manifest {
         queue_order: read::<QueueOrder>(policy, "queue_order").unwrap_or_default(),
         running: read::<RunningScope>(policy, "running").unwrap_or_default(),
         view_changes: false,
+        gpu_types: false,
     }
 }
 

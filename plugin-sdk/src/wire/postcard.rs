@@ -594,11 +594,14 @@ mod tests {
             Just(RunningScope::Borrowed),
             any::<u64>().prop_map(|min_run_s| RunningScope::GiveBack { min_run_s }),
         ];
-        (order, running, any::<bool>()).prop_map(|(queue_order, running, view_changes)| Manifest {
-            queue_order,
-            running,
-            view_changes,
-        })
+        (order, running, any::<bool>(), any::<bool>()).prop_map(
+            |(queue_order, running, view_changes, gpu_types)| Manifest {
+                queue_order,
+                running,
+                view_changes,
+                gpu_types,
+            },
+        )
     }
 
     proptest! {

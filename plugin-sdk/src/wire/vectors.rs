@@ -1054,6 +1054,7 @@ fn manifest_bytes_are_frozen() {
             queue_order: QueueOrder::AttainedBands(vec![3_600, 36_000, u64::MAX]),
             running: RunningScope::Borrowed,
             view_changes: true,
+            gpu_types: false,
         },
         Manifest {
             queue_order: QueueOrder::Smallest,
@@ -1061,6 +1062,13 @@ fn manifest_bytes_are_frozen() {
                 min_run_s: u64::MAX,
             },
             view_changes: false,
+            gpu_types: false,
+        },
+        // Contract 2.2: takes the GPU types.
+        Manifest {
+            view_changes: true,
+            gpu_types: true,
+            ..Manifest::default()
         },
     ];
     for (i, m) in manifests.iter().enumerate() {

@@ -7,6 +7,7 @@ pub(crate) mod testing;
 
 use serde::{Deserialize, Serialize};
 
+use crate::gpu_types::{TypeChoices, TypesView};
 use crate::ids::JobId;
 use crate::manifest::{Manifest, QueueOrder};
 use crate::slot_contract::{InvalidDecision, Policy, SlotContract, WorkCost};
@@ -99,15 +100,44 @@ pub trait FairnessPolicy {
     fn queue_order(&self) -> QueueOrder {
         QueueOrder::All
     }
+
+    /// Whether the policy takes the cluster's GPU types beside its view
+    /// (contract 2.2): then, on a cluster of several types, the host asks
+    /// [`FairnessPolicy::order_typed`] instead of [`FairnessPolicy::order`].
+    /// The default: no, the view alone.
+    fn uses_gpu_types(&self) -> bool {
+        false
+    }
+
+    /// Orders every job of `view` knowing the GPU types (`types`), and
+    /// chooses a type for any of them: a job with a choice starts this
+    /// round only on that type, one of its allowed types. The default
+    /// orders as [`FairnessPolicy::order`] and chooses nothing.
+    fn order_typed(
+        &self,
+        view: &FairnessView,
+        types: &TypesView,
+    ) -> (FairnessDecision, TypeChoices) {
+        let _ = types;
+        (self.order(view), TypeChoices::default())
+    }
 }
 
 impl<P: FairnessPolicy + ?Sized> Policy<Fairness> for P {
     fn decide(&self, view: &FairnessView) -> FairnessDecision {
         self.order(view)
     }
+    fn decide_typed(
+        &self,
+        view: &FairnessView,
+        types: &TypesView,
+    ) -> (FairnessDecision, TypeChoices) {
+        self.order_typed(view, types)
+    }
     fn manifest(&self) -> Manifest {
         Manifest {
             queue_order: self.queue_order(),
+            gpu_types: self.uses_gpu_types(),
             ..Manifest::default()
         }
     }

@@ -110,15 +110,40 @@ pub trait ReclaimPolicy {
     fn running_scope(&self) -> RunningScope {
         RunningScope::All
     }
+
+    /// Whether the policy takes the cluster's GPU types beside its view
+    /// (contract 2.2): then, on a cluster of several types, the host asks
+    /// [`ReclaimPolicy::reclaim_typed`]. The default: no.
+    fn uses_gpu_types(&self) -> bool {
+        false
+    }
+
+    /// The jobs to stop and start knowing the GPU types (`types`). The
+    /// default decides as [`ReclaimPolicy::reclaim`].
+    fn reclaim_typed(&self, view: &ReclaimView, types: &crate::TypesView) -> ReclaimDecision {
+        let _ = types;
+        self.reclaim(view)
+    }
 }
 
 impl<P: ReclaimPolicy + ?Sized> Policy<Reclaim> for P {
     fn decide(&self, view: &ReclaimView) -> ReclaimDecision {
         self.reclaim(view)
     }
+    fn decide_typed(
+        &self,
+        view: &ReclaimView,
+        types: &crate::TypesView,
+    ) -> (ReclaimDecision, crate::TypeChoices) {
+        (
+            self.reclaim_typed(view, types),
+            crate::TypeChoices::default(),
+        )
+    }
     fn manifest(&self) -> Manifest {
         Manifest {
             running: self.running_scope(),
+            gpu_types: self.uses_gpu_types(),
             ..Manifest::default()
         }
     }
