@@ -133,13 +133,29 @@ fn decide_into<S: SlotContract, P: Policy<S> + 'static>(
 ) -> Result<(), String> {
     view.with(|scratch| {
         let view = &mut *scratch.borrow_mut();
-        crate::wire::decode_view_message::<S>(bytes, view).map_err(|e| e.to_string())?;
-        cell.with(|c| match &*c.borrow() {
-            Some(p) => {
+        // Contract 2.2: the GPU types after the view message, if sent (only
+        // to a policy that takes them; one that does not has no code for
+        // them: `P::GPU_TYPES` is a constant).
+        let (message, types) = crate::wire::split_typed(bytes).map_err(|e| e.to_string())?;
+        let types = match types {
+            Some(t) if P::GPU_TYPES => {
+                Some(crate::wire::decode_typed::<crate::TypesView>(t).map_err(|e| e.to_string())?)
+            }
+            _ => None,
+        };
+        crate::wire::decode_view_message::<S>(message, view).map_err(|e| e.to_string())?;
+        cell.with(|c| match (&*c.borrow(), &types) {
+            (Some(p), None) => {
                 crate::wire::encode_reply_message::<S>(&p.decide(view), view, out);
                 Ok(())
             }
-            None => Err("init was not called before the first round".to_string()),
+            (Some(p), Some(types)) => {
+                let (decision, choices) = p.decide_typed(view, types);
+                crate::wire::encode_reply_message::<S>(&decision, view, out);
+                crate::wire::append_typed(&choices, out);
+                Ok(())
+            }
+            (None, _) => Err("init was not called before the first round".to_string()),
         })
     })
 }

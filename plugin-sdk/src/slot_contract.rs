@@ -175,6 +175,9 @@ pub trait SlotContract: Copy + Default + Send + Sync + std::fmt::Debug + 'static
 /// type implementing a slot trait ([`crate::FairnessPolicy`] and the others)
 /// implements it for that slot; implement the slot trait, not this.
 pub trait Policy<S: SlotContract> {
+    /// Whether the policy takes the GPU types (contract 2.2; fairness and
+    /// reclaim policies say so with their own `GPU_TYPES`).
+    const GPU_TYPES: bool = false;
     /// The policy's decision for `view`.
     fn decide(&self, view: &S::View) -> S::Decision;
     /// The policy's decision for `view` with the cluster's GPU types beside

@@ -44,6 +44,7 @@ pub(crate) use running::{RunningIndex, Started, stoppable};
 use table::JobTable;
 
 use crate::server_set::ServerSet;
+pub(crate) use quotas::StartReach;
 pub use quotas::{TypeQuota, TypeQuotas};
 pub(crate) use table::attained_at;
 pub(crate) use vcs::Vcs;
@@ -77,6 +78,11 @@ pub(crate) struct JobBook {
     reach: FxHashMap<JobId, Arc<Reach>>,
     /// The VCs with quotas per GPU type, and those quotas.
     pub(crate) type_quotas: BTreeMap<VcId, TypeQuotas>,
+    /// Each job's class, where the host gave one: its row of
+    /// `class_speeds` (contract 2.2's views).
+    pub(crate) job_classes: FxHashMap<JobId, u32>,
+    /// How fast each class of job runs on each GPU type, by class.
+    pub(crate) class_speeds: Vec<gangway_plugin_sdk::ClassSpeeds>,
     /// The pending jobs of the last round's fairness view, with the reason
     /// each waited for (a job leaves it when it stops being pending).
     last_view: FxHashMap<JobId, WaitReason>,
@@ -103,6 +109,8 @@ impl JobBook {
             gpu_types: FxHashMap::default(),
             reach: FxHashMap::default(),
             type_quotas: BTreeMap::new(),
+            job_classes: FxHashMap::default(),
+            class_speeds: Vec::new(),
             last_view: FxHashMap::default(),
             prev_view_round_s: None,
         }
@@ -779,6 +787,7 @@ impl JobBook {
         let last_view = &mut self.last_view;
         let allowed = &mut self.allowed;
         let (gpu_types, reach) = (&mut self.gpu_types, &mut self.reach);
+        let classes = &mut self.job_classes;
         self.records.retain(|id, j| {
             let finished = matches!(j.state, JobState::Finished { .. });
             if finished {
@@ -786,6 +795,7 @@ impl JobBook {
                 allowed.remove(id);
                 gpu_types.remove(id);
                 reach.remove(id);
+                classes.remove(id);
             }
             !finished
         });

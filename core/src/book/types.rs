@@ -57,6 +57,7 @@ impl JobBook {
     pub(crate) fn forget_types(&mut self, id: JobId) {
         self.gpu_types.remove(&id);
         self.reach.remove(&id);
+        self.job_classes.remove(&id);
     }
 
     /// Rebuilds job `id`'s reach from its types and restriction.

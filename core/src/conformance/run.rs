@@ -216,6 +216,14 @@ impl<S: SlotContract> Backend<S> for Shared<S> {
     ) -> Result<S::Decision, PolicyError> {
         self.with(|b| b.decide_with_changes(view, changes))
     }
+    fn decide_typed(
+        &mut self,
+        view: &S::View,
+        types: &gangway_plugin_sdk::TypesView,
+        changes: &ViewChanges<'_>,
+    ) -> Result<(S::Decision, gangway_plugin_sdk::TypeChoices), PolicyError> {
+        self.with(|b| b.decide_typed(view, types, changes))
+    }
     fn manifest(&self) -> Manifest {
         self.with(|b| b.manifest())
     }

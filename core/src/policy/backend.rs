@@ -1,6 +1,6 @@
 //! A slot's policy as the scheduler calls it: one trait for every slot.
 
-use gangway_plugin_sdk::{Manifest, Policy, SlotContract};
+use gangway_plugin_sdk::{Manifest, Policy, SlotContract, TypeChoices, TypesView};
 use serde::{Deserialize, Serialize};
 
 use super::{PolicyError, ViewChanges};
@@ -29,6 +29,23 @@ pub trait Backend<S: SlotContract>: Send {
     ) -> Result<S::Decision, PolicyError> {
         let _ = changes;
         self.decide(view)
+    }
+
+    /// The policy's decision for `view` with the cluster's GPU types
+    /// beside it, and the types it chose for jobs of the view (contract
+    /// 2.2): how a round asks a backend whose manifest takes the types
+    /// ([`Manifest::gpu_types`]) on a cluster of several. The default
+    /// decides without them ([`Backend::decide_with_changes`]) and chooses
+    /// nothing.
+    fn decide_typed(
+        &mut self,
+        view: &S::View,
+        types: &TypesView,
+        changes: &ViewChanges<'_>,
+    ) -> Result<(S::Decision, TypeChoices), PolicyError> {
+        let _ = types;
+        self.decide_with_changes(view, changes)
+            .map(|d| (d, TypeChoices::default()))
     }
 
     /// What the policy declared about itself when it was loaded.
@@ -162,6 +179,14 @@ impl<S: SlotContract, P: Policy<S> + Send> Backend<S> for Native<P> {
     }
     fn decide(&mut self, view: &S::View) -> Result<S::Decision, PolicyError> {
         Ok(self.policy.decide(view))
+    }
+    fn decide_typed(
+        &mut self,
+        view: &S::View,
+        types: &TypesView,
+        _changes: &ViewChanges<'_>,
+    ) -> Result<(S::Decision, TypeChoices), PolicyError> {
+        Ok(self.policy.decide_typed(view, types))
     }
     fn manifest(&self) -> Manifest {
         self.policy.manifest()

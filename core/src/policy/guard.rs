@@ -3,9 +3,10 @@
 
 use std::sync::{Arc, Mutex};
 
-use gangway_plugin_sdk::{Manifest, SlotContract};
+use gangway_plugin_sdk::{Manifest, SlotContract, TypeChoices, TypesView};
 
 use super::backend::{BoxedBackend, PolicyOrigin, fallback_backend};
+use super::error::invalid;
 use super::{PolicyError, PolicyErrorKind, ViewChanges};
 
 /// When a guarded slot gives up on a policy: after a run of failures, after
@@ -514,25 +515,49 @@ impl<S: SlotContract> Guarded<S> {
         view: &S::View,
         changes: &ViewChanges<'_>,
     ) -> Decided<S::Decision> {
+        self.decide_typed(view, None, changes)
+    }
+
+    /// [`Guarded::decide`] with the cluster's GPU types beside the view
+    /// (`types`, contract 2.2), for a backend whose manifest takes them:
+    /// its type choices are checked too (each a job of `types` and one of
+    /// its allowed types, at most one per job). `None`: the plain call.
+    pub(crate) fn decide_typed(
+        &mut self,
+        view: &S::View,
+        types: Option<&TypesView>,
+        changes: &ViewChanges<'_>,
+    ) -> Decided<S::Decision> {
         self.health.calls += 1;
         let started = std::time::Instant::now();
         let active = self.active_mut();
-        let answer =
-            active
+        let answer = match types {
+            Some(types) => active
+                .decide_typed(view, types, changes)
+                .and_then(|(d, c)| {
+                    check_choices(types, &c)
+                        .map(|()| (d, c))
+                        .map_err(|why| PolicyError::new(S::SLOT, active.name(), invalid(why)))
+                }),
+            None => active
                 .decide_with_changes(view, changes)
-                .and_then(|d| match S::validate(view, &d) {
-                    Ok(()) => Ok(d),
-                    Err(invalid) => Err(PolicyError::new(S::SLOT, active.name(), invalid.into())),
-                });
+                .map(|d| (d, TypeChoices::default())),
+        }
+        .and_then(|(d, c)| match S::validate(view, &d) {
+            Ok(()) => Ok((d, c)),
+            Err(bad) => Err(PolicyError::new(S::SLOT, active.name(), bad.into())),
+        });
         match answer {
-            Ok(decision) => Decided {
+            Ok((decision, choices)) => Decided {
                 decision,
+                choices,
                 error: None,
             },
             Err(error) => {
                 self.failed(&error, started.elapsed());
                 Decided {
                     decision: self.fallback(view),
+                    choices: TypeChoices::default(),
                     error: Some(error),
                 }
             }
@@ -547,6 +572,21 @@ impl<S: SlotContract> Guarded<S> {
         changes: &ViewChanges<'_>,
     ) -> Decided<S::Decision> {
         let decided = self.decide(view, changes);
+        if decided.error.is_none() {
+            self.settle(Ok(()));
+        }
+        decided
+    }
+
+    /// [`Guarded::decide_typed`] for a decision that needs no further
+    /// check: settles a valid answer at once.
+    pub(crate) fn decide_settled_typed(
+        &mut self,
+        view: &S::View,
+        types: Option<&TypesView>,
+        changes: &ViewChanges<'_>,
+    ) -> Decided<S::Decision> {
+        let decided = self.decide_typed(view, types, changes);
         if decided.error.is_none() {
             self.settle(Ok(()));
         }
@@ -691,5 +731,32 @@ fn event<S: SlotContract>(s: &mut Shared<S>, round_events: &mut Vec<SlotEvent>, 
 #[derive(Clone, Debug)]
 pub(crate) struct Decided<D> {
     pub(crate) decision: D,
+    /// The GPU types the policy chose for jobs (contract 2.2; empty unless
+    /// it was asked with the types).
+    pub(crate) choices: TypeChoices,
     pub(crate) error: Option<PolicyError>,
+}
+
+/// Whether `choices` name only jobs of `types`, each once, each on one of
+/// its allowed types; why not, if not.
+fn check_choices(types: &TypesView, choices: &TypeChoices) -> Result<(), String> {
+    let mut seen = std::collections::BTreeSet::new();
+    for c in &choices.choices {
+        let Some(job) = types.job(c.job) else {
+            return Err(format!(
+                "chooses a GPU type for {}, which the view does not have",
+                c.job
+            ));
+        };
+        if !job.allowed.contains(&c.gpu_type) {
+            return Err(format!(
+                "chooses {} for {}, which may not run on it",
+                c.gpu_type, c.job
+            ));
+        }
+        if !seen.insert(c.job) {
+            return Err(format!("chooses a GPU type for {} twice", c.job));
+        }
+    }
+    Ok(())
 }

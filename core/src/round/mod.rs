@@ -15,6 +15,7 @@ mod place;
 mod reclaim;
 mod report;
 mod retry;
+mod typed;
 mod views;
 
 use std::collections::BTreeSet;
@@ -51,6 +52,9 @@ pub(crate) struct RoundScratch {
     running: Vec<RunningJob>,
     /// The maps of the last round's placement.
     placed: Placed,
+    /// The GPU type the fairness policy chose for each job it chose one
+    /// for this round (contract 2.2).
+    chosen: FxHashMap<JobId, gangway_plugin_sdk::GpuTypeId>,
 }
 
 impl Round<'_> {

@@ -59,7 +59,7 @@ impl Round<'_> {
             // its fair share, as if fairness had held it, and does not
             // count as a gang that does not fit (the gang slot could block
             // every VC's queue behind it).
-            if self.book.start_reach(&job.id, job.gpus).is_none() {
+            if self.start_reach(&job.id, job.gpus).is_none() {
                 placed.reasons.insert(job.id, WaitReason::FairShare);
                 continue;
             }
@@ -102,11 +102,21 @@ impl Round<'_> {
         report: &mut RoundReport,
     ) -> (QueueView, Placed) {
         let changes = ViewChanges::new(self.book.changes(), view_at);
-        let fairness = self
-            .policies
-            .slot_mut::<Fairness>()
-            .decide_settled(view, &changes);
+        // Contract 2.2: the GPU types beside the view, for a policy that
+        // takes them; the types it chose hold for this round's placement.
+        let types = self
+            .takes_types::<Fairness>()
+            .then(|| self.types_view(view.jobs.iter().map(|j| j.id)));
+        let fairness = self.policies.slot_mut::<Fairness>().decide_settled_typed(
+            view,
+            types.as_ref(),
+            &changes,
+        );
         report.policy_errors.extend(fairness.error);
+        self.scratch.chosen.clear();
+        self.scratch
+            .chosen
+            .extend(fairness.choices.choices.iter().map(|c| (c.job, c.gpu_type)));
         let mut placed = std::mem::take(&mut self.scratch.placed);
         placed.clear();
         placed
@@ -145,7 +155,7 @@ impl Round<'_> {
     ) -> bool {
         let failed = std::cell::RefCell::new(failed);
         // Not on a type its VC's per-type quota has no room on.
-        let Some(reach) = self.book.start_reach(&job.id, job.gpus) else {
+        let Some(reach) = self.start_reach(&job.id, job.gpus) else {
             return false;
         };
         let found = self.state.find_placement_in(
@@ -175,7 +185,7 @@ impl Round<'_> {
     #[inline]
     fn why_waiting(&self, job: &PendingJob, reserved_now: u32) -> WaitReason {
         let gpus = job.gpus;
-        let Some(reach) = self.book.start_reach(&job.id, gpus) else {
+        let Some(reach) = self.start_reach(&job.id, gpus) else {
             return WaitReason::FairShare;
         };
         let free = self.state.free_gpus_in(reach.at());
@@ -223,7 +233,7 @@ impl Round<'_> {
         // A typed job's scope is of one type it may use (and its VC's
         // per-type quota has room on): a server, or a domain whose servers
         // all share it.
-        let Some(reach) = self.book.start_reach(&job.id, job.gpus) else {
+        let Some(reach) = self.start_reach(&job.id, job.gpus) else {
             return false;
         };
         let types = match reach.at() {
@@ -266,7 +276,7 @@ impl Round<'_> {
                 v.quota_gpus.is_some_and(|q| {
                     u64::from(v.held_gpus).saturating_add(u64::from(job.gpus)) <= u64::from(q)
                 })
-            }) && self.book.start_reach(id, job.gpus).is_some();
+            }) && self.start_reach(id, job.gpus).is_some();
             if within {
                 *reason = WaitReason::Queued;
             }

@@ -180,10 +180,17 @@ impl Round<'_> {
         report: &mut RoundReport,
     ) {
         let changes = ViewChanges::new(self.book.changes(), view_at);
-        let decided = self
-            .policies
-            .slot_mut::<Reclaim>()
-            .decide(reclaim_view, &changes);
+        // Contract 2.2: the GPU types of the view's waiting and running
+        // jobs, for a policy that takes them.
+        let types = self.takes_types::<Reclaim>().then(|| {
+            let waiting = reclaim_view.waiting.iter().map(|w| w.job.id);
+            self.types_view(waiting.chain(reclaim_view.running.iter().map(|r| r.id)))
+        });
+        let decided = self.policies.slot_mut::<Reclaim>().decide_typed(
+            reclaim_view,
+            types.as_ref(),
+            &changes,
+        );
         if let Some(e) = decided.error {
             report.policy_errors.push(e);
             return;

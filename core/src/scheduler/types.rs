@@ -143,6 +143,28 @@ impl Scheduler {
         self.book.running_index().held_of_type(vc, t)
     }
 
+    /// Gives job `id` a class: the row of the speeds
+    /// ([`Scheduler::set_class_speeds`]) that says how fast it runs on each
+    /// GPU type, shown to policies that take the types (contract 2.2).
+    /// Jobs without one are of class 0. Not kept in snapshots: a host sets
+    /// it again after a restore.
+    pub fn set_job_class(&mut self, id: JobId, class: u32) -> Result<(), SchedulerError> {
+        if self.book.get(&id).is_none() {
+            return Err(SchedulerError::UnknownJob(id));
+        }
+        self.book.job_classes.insert(id, class);
+        Ok(())
+    }
+
+    /// How fast each class of job runs on each GPU type (a throughput per
+    /// type id, in a unit the same across types; 0: not known), shown to
+    /// policies that take the types (contract 2.2). Not kept in snapshots.
+    pub fn set_class_speeds(&mut self, mut speeds: Vec<gangway_plugin_sdk::ClassSpeeds>) {
+        speeds.sort_by_key(|s| s.class);
+        speeds.dedup_by_key(|s| s.class);
+        self.book.class_speeds = speeds;
+    }
+
     /// The servers job `id` is restricted to, if it is.
     pub fn allowed_servers(&self, id: JobId) -> Option<&ServerSet> {
         self.book.allowed.get(&id).map(|a| &**a)

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use gangway_plugin_sdk::wire::KnownChanges;
-use gangway_plugin_sdk::{ConfigForm, Manifest, SlotContract, wire};
+use gangway_plugin_sdk::{ConfigForm, Manifest, SlotContract, TypeChoices, TypesView, wire};
 
 use super::error::{WasmError, WasmErrorKind};
 use super::live::{InstanceError, Live};
@@ -166,7 +166,7 @@ impl<S: SlotContract> Backend<S> for WasmBackend<S> {
     }
 
     fn decide(&mut self, view: &S::View) -> Result<S::Decision, PolicyError> {
-        self.decide_knowing(view, None)
+        self.decide_knowing(view, None, None).map(|(d, _)| d)
     }
 
     fn decide_with_changes(
@@ -174,7 +174,19 @@ impl<S: SlotContract> Backend<S> for WasmBackend<S> {
         view: &S::View,
         changes: &ViewChanges<'_>,
     ) -> Result<S::Decision, PolicyError> {
-        self.decide_knowing(view, Some(changes))
+        self.decide_knowing(view, Some(changes), None)
+            .map(|(d, _)| d)
+    }
+
+    fn decide_typed(
+        &mut self,
+        view: &S::View,
+        types: &TypesView,
+        changes: &ViewChanges<'_>,
+    ) -> Result<(S::Decision, TypeChoices), PolicyError> {
+        // Only a module whose manifest takes them is sent the types.
+        let types = self.manifest.gpu_types.then_some(types);
+        self.decide_knowing(view, Some(changes), types)
     }
 
     fn prepare_round(&mut self) {
@@ -197,7 +209,8 @@ impl<S: SlotContract> WasmBackend<S> {
         &mut self,
         view: &S::View,
         changes: Option<&ViewChanges<'_>>,
-    ) -> Result<S::Decision, PolicyError> {
+        types: Option<&TypesView>,
+    ) -> Result<(S::Decision, TypeChoices), PolicyError> {
         let engine = self.module.engine.clone();
         let config = &engine.config;
         if self.spending.renew_period(config) {
@@ -210,23 +223,23 @@ impl<S: SlotContract> WasmBackend<S> {
             .grant(config, S::WORK.of_size(S::view_size(view)))
             .map_err(|kind| self.error(kind))?;
         self.encode(&live, view, changes);
+        let changed = self.view.last() == Some(&wire::VIEW_CHANGE);
+        if let Some(types) = types {
+            wire::append_typed(types, &mut self.view);
+        }
         self.arm(&mut live.store, &mut grant)
             .map_err(|kind| self.error(kind))?;
         let messages = self.view_changes;
         let answer = live.call(&self.view, |bytes| {
-            if messages {
-                wire::decode_reply_message::<S>(bytes, view)
-            } else {
-                wire::decode_decision::<S>(bytes, view)
-            }
+            decode_answer::<S>(bytes, view, messages)
         });
         let used = self.used(&live.store, &grant);
         self.spend(&grant, used);
         match answer {
-            Ok(Ok(Ok(decision))) => {
-                self.hold(&mut live, view, changes);
+            Ok(Ok(Ok((decision, choices)))) => {
+                self.hold(&mut live, view, changes, changed);
                 self.live = Some(live);
-                self.check_twins(view, decision)
+                self.check_twins(view, types, (decision, choices))
             }
             // The instance is dropped here on every failure and never used
             // again: refusals and undecodable replies included.
@@ -273,16 +286,25 @@ impl<S: SlotContract> WasmBackend<S> {
     /// way the guest applied it (kept entries advanced in place, new ones
     /// decoded): for a standing backlog that is an addition per job, not a
     /// copy of every job.
-    fn hold(&self, live: &mut Live<S::View>, view: &S::View, changes: Option<&ViewChanges<'_>>) {
+    fn hold(
+        &self,
+        live: &mut Live<S::View>,
+        view: &S::View,
+        changes: Option<&ViewChanges<'_>>,
+        changed: bool,
+    ) {
         if !(self.view_changes && <S::View as wire::WireView>::CHANGES) {
             return;
         }
-        let changed = self.view.last() == Some(&wire::VIEW_CHANGE);
+        let message = match wire::split_typed(&self.view) {
+            Ok((message, _)) => message,
+            Err(_) => &self.view[..],
+        };
         match &mut live.held {
             Some(held) => {
                 // (A change that did not apply leaves a partial copy: the
                 // whole view replaces it.)
-                if !(changed && wire::decode_view_message::<S>(&self.view, held).is_ok()) {
+                if !(changed && wire::decode_view_message::<S>(message, held).is_ok()) {
                     held.clone_from(view);
                 }
             }
@@ -304,6 +326,34 @@ impl<S: SlotContract> WasmBackend<S> {
             .as_mut()
             .and_then(|live| live.store.data_mut().captured.take())
     }
+}
+
+/// Decodes a module's reply to `view` (a reply message when the module
+/// takes `messages`), and the GPU types it chose if the reply carries them
+/// (contract 2.2), at most one per job of the view.
+pub(super) fn decode_answer<S: SlotContract>(
+    bytes: &[u8],
+    view: &S::View,
+    messages: bool,
+) -> Result<(S::Decision, TypeChoices), wire::WireError> {
+    let (reply, extra) = wire::split_typed(bytes)?;
+    let decision = if messages {
+        wire::decode_reply_message::<S>(reply, view)?
+    } else {
+        wire::decode_decision::<S>(reply, view)?
+    };
+    let choices = match extra {
+        // A choice is at most 11 bytes: a job id and a type.
+        Some(extra) if extra.len() > (S::view_jobs(view) + 1).saturating_mul(11) => {
+            return Err(wire::WireError {
+                what: "TypeChoices",
+                reason: format!("{} bytes, more than the view's jobs can need", extra.len()),
+            });
+        }
+        Some(extra) => wire::decode_typed::<TypeChoices>(extra)?,
+        None => TypeChoices::default(),
+    };
+    Ok((decision, choices))
 }
 
 impl PolicyModule {

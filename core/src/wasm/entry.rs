@@ -2,7 +2,7 @@
 //! entry, `init`) with what its spending allows, arming each entry's
 //! budget, counting what it used, and the twin checks (see `twins.rs`).
 
-use gangway_plugin_sdk::{Manifest, SlotContract, wire};
+use gangway_plugin_sdk::{Manifest, SlotContract, TypeChoices, TypesView, wire};
 use wasmtime::Store;
 use wasmtime::component::InstancePre;
 
@@ -203,6 +203,10 @@ impl<S: SlotContract> WasmBackend<S> {
     }
 }
 
+/// What the slot's own function answered a twin check: its decision and
+/// the GPU types it chose (contract 2.2), or why it failed.
+type FunctionAnswer<S> = Result<(<S as SlotContract>::Decision, TypeChoices), PolicyErrorKind>;
+
 /// The most bytes one entry may make the component runtime copy out of
 /// the guest (wasmtime's default for a host call), and at most its fuel.
 const HOSTCALL_BYTES: usize = 128 << 20;
@@ -213,13 +217,14 @@ impl<S: SlotContract> WasmBackend<S> {
     pub(crate) fn check_twins(
         &mut self,
         view: &S::View,
-        twin: S::Decision,
-    ) -> Result<S::Decision, PolicyError> {
+        types: Option<&TypesView>,
+        twin: (S::Decision, TypeChoices),
+    ) -> Result<(S::Decision, TypeChoices), PolicyError> {
         if !self.twins.due() {
             return Ok(twin);
         }
         let twin_logs = self.captured_logs();
-        let (function, logs) = self.call_function(view);
+        let (function, logs) = self.call_function(view, types);
         let same_answer = function.as_ref().is_ok_and(|d| *d == twin);
         if same_answer && logs == twin_logs {
             return Ok(twin);
@@ -273,7 +278,8 @@ impl<S: SlotContract> WasmBackend<S> {
     fn call_function(
         &mut self,
         view: &S::View,
-    ) -> (Result<S::Decision, PolicyErrorKind>, Vec<String>) {
+        types: Option<&TypesView>,
+    ) -> (FunctionAnswer<S>, Vec<String>) {
         let mut checker = match self.twins.checker.take() {
             Some(checker) => checker,
             None => match self.instantiate_with(false) {
@@ -299,13 +305,12 @@ impl<S: SlotContract> WasmBackend<S> {
         } else {
             wire::encode_view_into::<S>(view, &mut message);
         }
+        if let Some(types) = types {
+            wire::append_typed(types, &mut message);
+        }
         let messages = self.view_changes;
         let answer = checker.call(&message, |bytes| {
-            if messages {
-                wire::decode_reply_message::<S>(bytes, view)
-            } else {
-                wire::decode_decision::<S>(bytes, view)
-            }
+            super::backend::decode_answer::<S>(bytes, view, messages)
         });
         let used = self.used(&checker.store, &grant);
         self.spend(&grant, used);

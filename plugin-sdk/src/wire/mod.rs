@@ -224,6 +224,62 @@ pub fn decode_view_message<S: SlotContract>(
     }
 }
 
+/// The last byte of a view or reply message that carries contract 2.2's
+/// GPU types after it: the message, then the types' bytes (a
+/// [`crate::TypesView`] beside a view, [`crate::TypeChoices`] beside a
+/// decision), their length as 4 bytes little-endian, then this byte. Only
+/// a module whose manifest takes the types is sent one, and only on a
+/// cluster of several types.
+pub const TYPED: u8 = 2;
+
+/// Appends `extra` to the view or reply message in `out` ([`TYPED`]).
+///
+/// ```
+/// use gangway_plugin_sdk::{wire, TypeChoice, TypeChoices, JobId, GpuTypeId};
+/// let choices = TypeChoices { choices: vec![TypeChoice { job: JobId(3), gpu_type: GpuTypeId(1) }] };
+/// let mut message = vec![7, wire::REPLY_PLAIN];
+/// wire::append_typed(&choices, &mut message);
+/// let (reply, extra) = wire::split_typed(&message).unwrap();
+/// assert_eq!(reply, [7, wire::REPLY_PLAIN]);
+/// assert_eq!(wire::decode_typed::<TypeChoices>(extra.unwrap()).unwrap(), choices);
+/// assert_eq!(wire::split_typed(&[7, 0]).unwrap(), (&[7u8, 0][..], None));
+/// ```
+pub fn append_typed<T: Wire>(extra: &T, out: &mut Vec<u8>) {
+    let mut bytes = Vec::new();
+    postcard::encode_into(extra, &mut bytes);
+    let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
+    out.extend_from_slice(&bytes);
+    out.extend_from_slice(&len.to_le_bytes());
+    out.push(TYPED);
+}
+
+/// Splits a message that may carry contract 2.2's types ([`TYPED`]): the
+/// message before them, and their bytes if it carries them.
+pub fn split_typed(bytes: &[u8]) -> Result<(&[u8], Option<&[u8]>), WireError> {
+    let bad = |reason: &str| WireError {
+        what: "typed message",
+        reason: reason.into(),
+    };
+    let Some((&TYPED, rest)) = bytes.split_last() else {
+        return Ok((bytes, None));
+    };
+    let Some((body, len)) = rest.split_last_chunk::<4>() else {
+        return Err(bad("shorter than its length"));
+    };
+    let len = usize::try_from(u32::from_le_bytes(*len)).unwrap_or(usize::MAX);
+    match body.len().checked_sub(len) {
+        Some(at) => Ok((&body[..at], Some(&body[at..]))),
+        None => Err(bad("its types are longer than the message")),
+    }
+}
+
+/// Decodes the types a typed message carries ([`split_typed`]).
+pub fn decode_typed<T: Wire + Default>(bytes: &[u8]) -> Result<T, WireError> {
+    let mut value = T::default();
+    postcard::decode_into(bytes, &mut value)?;
+    Ok(value)
+}
+
 /// The last byte of a reply message that holds the plain decision.
 pub const REPLY_PLAIN: u8 = 0;
 /// The last byte of a reply message that holds the decision as runs over

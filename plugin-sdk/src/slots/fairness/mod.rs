@@ -104,10 +104,9 @@ pub trait FairnessPolicy {
     /// Whether the policy takes the cluster's GPU types beside its view
     /// (contract 2.2): then, on a cluster of several types, the host asks
     /// [`FairnessPolicy::order_typed`] instead of [`FairnessPolicy::order`].
-    /// The default: no, the view alone.
-    fn uses_gpu_types(&self) -> bool {
-        false
-    }
+    /// The default: no, the view alone. A constant, so that a module that
+    /// does not take them carries no code for them.
+    const GPU_TYPES: bool = false;
 
     /// Orders every job of `view` knowing the GPU types (`types`), and
     /// chooses a type for any of them: a job with a choice starts this
@@ -124,6 +123,7 @@ pub trait FairnessPolicy {
 }
 
 impl<P: FairnessPolicy + ?Sized> Policy<Fairness> for P {
+    const GPU_TYPES: bool = P::GPU_TYPES;
     fn decide(&self, view: &FairnessView) -> FairnessDecision {
         self.order(view)
     }
@@ -137,7 +137,7 @@ impl<P: FairnessPolicy + ?Sized> Policy<Fairness> for P {
     fn manifest(&self) -> Manifest {
         Manifest {
             queue_order: self.queue_order(),
-            gpu_types: self.uses_gpu_types(),
+            gpu_types: P::GPU_TYPES,
             ..Manifest::default()
         }
     }

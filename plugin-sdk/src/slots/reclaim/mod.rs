@@ -113,10 +113,9 @@ pub trait ReclaimPolicy {
 
     /// Whether the policy takes the cluster's GPU types beside its view
     /// (contract 2.2): then, on a cluster of several types, the host asks
-    /// [`ReclaimPolicy::reclaim_typed`]. The default: no.
-    fn uses_gpu_types(&self) -> bool {
-        false
-    }
+    /// [`ReclaimPolicy::reclaim_typed`]. The default: no. A constant, so
+    /// that a module that does not take them carries no code for them.
+    const GPU_TYPES: bool = false;
 
     /// The jobs to stop and start knowing the GPU types (`types`). The
     /// default decides as [`ReclaimPolicy::reclaim`].
@@ -127,6 +126,7 @@ pub trait ReclaimPolicy {
 }
 
 impl<P: ReclaimPolicy + ?Sized> Policy<Reclaim> for P {
+    const GPU_TYPES: bool = P::GPU_TYPES;
     fn decide(&self, view: &ReclaimView) -> ReclaimDecision {
         self.reclaim(view)
     }
@@ -143,7 +143,7 @@ impl<P: ReclaimPolicy + ?Sized> Policy<Reclaim> for P {
     fn manifest(&self) -> Manifest {
         Manifest {
             running: self.running_scope(),
-            gpu_types: self.uses_gpu_types(),
+            gpu_types: P::GPU_TYPES,
             ..Manifest::default()
         }
     }
