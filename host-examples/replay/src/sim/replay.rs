@@ -88,6 +88,9 @@ pub(super) struct Replay<'t> {
     gpu_type: Vec<Option<u8>>,
     /// GPU-seconds used per GPU type (empty on a cluster of one type).
     type_gpu_s: Vec<u64>,
+    /// Per job of typed work, its class: the row of its speeds per type
+    /// given to the scheduler (jobs of the same speeds share one).
+    classes: Vec<u32>,
 }
 
 /// Per-job counters the scheduler does not keep.
@@ -248,7 +251,37 @@ impl Replay<'_> {
             job: job.name.clone(),
             source,
         })?;
+        if let Some(&class) = self.classes.get(i) {
+            self.sched.set_job_class(JobId(i as u64), class)?;
+        }
         Ok(())
+    }
+
+    /// Gives each job of typed work a class, its speeds per type, and the
+    /// scheduler those speeds (what a policy that takes the GPU types is
+    /// shown), classes numbered in order of first appearance.
+    fn give_classes(&mut self) {
+        if self.typed.is_empty() {
+            return;
+        }
+        let mut rows: std::collections::HashMap<Vec<u32>, u32> = std::collections::HashMap::new();
+        let mut speeds = Vec::new();
+        self.classes = self
+            .typed
+            .iter()
+            .map(|w| {
+                let row = w.as_ref().map(TypedWork::speeds).unwrap_or_default();
+                let next = u32::try_from(rows.len()).unwrap_or(u32::MAX);
+                *rows.entry(row.clone()).or_insert_with(|| {
+                    speeds.push(gangway_plugin_sdk::ClassSpeeds {
+                        class: next,
+                        per_type: row,
+                    });
+                    next
+                })
+            })
+            .collect();
+        self.sched.set_class_speeds(speeds);
     }
 
     /// Server `s` fails at `t`: the attempts on it stop, and it comes back
@@ -661,10 +694,12 @@ impl<'t> Replay<'t> {
             max_server_gpus,
             next_arrival: 0,
             rounds_at_idle: 0,
+            classes: Vec::new(),
             typed,
             gpu_type,
             type_gpu_s,
         };
+        sim.give_classes();
         sim.sched.set_placement_strategy(cfg.placement);
         sim.sched.set_view_window(cfg.view_window);
         for job in &trace.jobs {

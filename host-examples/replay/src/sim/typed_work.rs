@@ -45,6 +45,16 @@ impl TypedWork {
         }
     }
 
+    /// Its speed on each type of the cluster, on one server, in
+    /// thousandths of a step per second: what a policy that takes the GPU
+    /// types is shown as its class's speeds (0: it cannot run there).
+    pub(super) fn speeds(&self) -> Vec<u32> {
+        self.rates
+            .iter()
+            .map(|(one, _)| (one * 1000.0).round().clamp(0.0, f64::from(u32::MAX)) as u32)
+            .collect()
+    }
+
     /// What the job asks of its GPUs: the types it runs on at all, in the
     /// topology's order (no preference among them: which is faster is a
     /// policy's knowledge, not the request's).
