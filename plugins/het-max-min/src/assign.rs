@@ -29,16 +29,21 @@ pub struct Plan {
 
 /// Admits the jobs of `priority` (view positions) in turn on their first
 /// allowed type with room in `free`: the plan with `types == blind`.
-pub(crate) fn admit(priority: &[usize], jobs: &[PendingJob], speeds: &Speeds, free: &[u32]) -> Plan {
+pub(crate) fn admit(
+    priority: &[usize],
+    jobs: &[PendingJob],
+    speeds: &Speeds,
+    free: &[u32],
+) -> Plan {
     let mut room = free.to_vec();
     let mut plan = Plan::default();
     let mut rest = Vec::new();
     for &i in priority {
         let gpus = jobs.get(i).map_or(u32::MAX, |j| j.gpus);
-        let fit = speeds.of(i).iter().find(|o| {
-            room.get(o.gpu_type.index())
-                .is_some_and(|r| *r >= gpus)
-        });
+        let fit = speeds
+            .of(i)
+            .iter()
+            .find(|o| room.get(o.gpu_type.index()).is_some_and(|r| *r >= gpus));
         match fit {
             Some(o) => {
                 room[o.gpu_type.index()] -= gpus;
@@ -129,7 +134,11 @@ fn at_least(
 ) -> Option<Vec<GpuTypeId>> {
     let mut turn: Vec<(u64, u64, usize)> = Vec::with_capacity(admitted.len());
     for (k, i) in admitted.iter().enumerate() {
-        let n = speeds.of(*i).iter().filter(|o| o.normalised >= level).count();
+        let n = speeds
+            .of(*i)
+            .iter()
+            .filter(|o| o.normalised >= level)
+            .count();
         if n == 0 {
             return None;
         }

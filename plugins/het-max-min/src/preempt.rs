@@ -118,7 +118,11 @@ impl HetPreempt {
             // The types to try: every type as one when untyped.
             let mut tries: Vec<(f64, Option<GpuTypeId>)> = match &speeds {
                 None => vec![(0.0, None)],
-                Some(s) => s.of(k).iter().map(|o| (o.normalised, Some(o.gpu_type))).collect(),
+                Some(s) => s
+                    .of(k)
+                    .iter()
+                    .map(|o| (o.normalised, Some(o.gpu_type)))
+                    .collect(),
             };
             // Fastest for it first; its preference among equals (all, if blind).
             sort::by_key(&mut tries, |(r, _)| [!r.to_bits(), 0, 0]);

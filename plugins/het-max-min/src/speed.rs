@@ -84,7 +84,12 @@ impl Capacity {
 /// equally fast. A job whose class has no speeds, or no known (non-zero)
 /// speed on one of its types, counts its types as equally fast too: a
 /// guessed speed-up would move it for nothing.
-pub(crate) fn speeds(jobs: impl Iterator<Item = JobId>, types: &TypesView, cap: &Capacity, blind: bool) -> Speeds {
+pub(crate) fn speeds(
+    jobs: impl Iterator<Item = JobId>,
+    types: &TypesView,
+    cap: &Capacity,
+    blind: bool,
+) -> Speeds {
     let mut s = Speeds::default();
     let every: Vec<GpuTypeId> = (0..cap.total.len())
         .filter_map(|i| u8::try_from(i).ok().map(GpuTypeId))

@@ -2,9 +2,8 @@
 
 use super::*;
 use gangway_plugin_sdk::{
-    ClassSpeeds, GpuTypeId, GpuTypeSummary, JobId, JobTypes, Level, ReclaimDecision,
-    ReclaimPolicy, ReclaimView, RunningJob, ServerId, ServerState, SpreadLimit, WaitReason,
-    WaitingJob,
+    ClassSpeeds, GpuTypeId, GpuTypeSummary, JobId, JobTypes, Level, ReclaimDecision, ReclaimPolicy,
+    ReclaimView, RunningJob, ServerId, ServerState, SpreadLimit, WaitReason, WaitingJob,
 };
 use proptest::prelude::*;
 
@@ -93,11 +92,17 @@ fn aware_gives_the_fast_type_to_the_larger_speed_up() {
     // Blind: job 1 comes first and takes the V100 it prefers.
     assert_eq!(plan.blind, vec![V100, K80]);
     let (aware_low, blind_low) = aware.lowest(&view, &types, &plan);
-    assert!(aware_low > 0.9 && blind_low < 0.2, "{aware_low} {blind_low}");
+    assert!(
+        aware_low > 0.9 && blind_low < 0.2,
+        "{aware_low} {blind_low}"
+    );
 
     let blind = HetMaxMin::from_config(b"type_blind = true").unwrap();
     let (blind_d, blind_choices) = blind.order_typed(&view, &types);
-    assert!(blind_choices.choices.is_empty(), "the baseline chooses no types");
+    assert!(
+        blind_choices.choices.is_empty(),
+        "the baseline chooses no types"
+    );
     assert_eq!(blind_d, d, "the same order in both modes");
     assert_eq!(blind.plan(&view, &types).types, vec![V100, K80]);
 }
@@ -239,7 +244,10 @@ fn reclaim_stops_only_on_an_allowed_type_fastest_first() {
 fn reclaim_keeps_young_and_equally_served_jobs() {
     let p = HetPreempt::default();
     // Started 100 s ago: under min_run_s.
-    let young = reclaim_view(vec![running(1, 0, 8, 100_000, 9_900)], vec![waiting(10, 8, 0)]);
+    let young = reclaim_view(
+        vec![running(1, 0, 8, 100_000, 9_900)],
+        vec![waiting(10, 8, 0)],
+    );
     assert_eq!(p.reclaim(&young), ReclaimDecision::default());
     // Same band as the waiting job.
     let equal = reclaim_view(vec![running(1, 0, 8, 10, 0)], vec![waiting(10, 8, 0)]);
@@ -289,7 +297,9 @@ fn build(inst: &Instance) -> (FairnessView, TypesView) {
             .iter()
             .enumerate()
             .map(|(id, (_, _, rot, count, class))| {
-                let allowed = (0..*count).map(|k| GpuTypeId(((rot + k) % n) as u8)).collect();
+                let allowed = (0..*count)
+                    .map(|k| GpuTypeId(((rot + k) % n) as u8))
+                    .collect();
                 job_types(id as u64, allowed, *class)
             })
             .collect(),
