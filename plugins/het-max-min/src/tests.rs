@@ -359,3 +359,47 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// Hostile typed views (type ids anywhere in 0..=255, free above
+    /// total, unknown or repeated allowed types, any speeds and sizes,
+    /// jobs the types do not list): both typed calls answer without
+    /// panicking, with a permutation and choices among allowed types.
+    #[test]
+    fn typed_calls_never_panic(
+        caps in proptest::collection::vec((any::<u8>(), any::<u32>(), any::<u32>()), 0..4),
+        jobs in proptest::collection::vec(
+            (any::<u32>(), any::<u64>(), proptest::collection::vec(any::<u8>(), 0..4), 0u32..3, any::<bool>()),
+            0..8,
+        ),
+        speeds in proptest::collection::vec(proptest::collection::vec(any::<u32>(), 0..4), 0..3),
+        blind: bool,
+    ) {
+        let types = TypesView {
+            types: caps.iter().map(|(id, t, f)| gpu_type(GpuTypeId(*id), *t, *f)).collect(),
+            jobs: jobs.iter().enumerate().filter(|(_, j)| j.4).map(|(id, (_, _, a, c, _))| JobTypes {
+                running: a.first().map(|t| GpuTypeId(*t)),
+                ..job_types(id as u64, a.iter().map(|t| GpuTypeId(*t)).collect(), *c)
+            }).collect(),
+            vcs: vec![],
+            speeds: speeds.iter().enumerate().map(|(c, per_type)| ClassSpeeds { class: c as u32, per_type: per_type.clone() }).collect(),
+        };
+        let view = fairness_view(jobs.iter().enumerate().map(|(id, (g, a, ..))| job(id as u64, *g, *a)).collect());
+        let config = HetConfig { type_blind: blind, min_run_s: 0, ..HetConfig::default() };
+        let (d, choices) = HetMaxMin::new(config.clone()).unwrap().order_typed(&view, &types);
+        prop_assert_eq!(d.order.len(), view.jobs.len());
+        for c in &choices.choices {
+            prop_assert!(types.job(c.job).is_none_or(|j| j.allowed.contains(&c.gpu_type)));
+        }
+        let mut rv = reclaim_view(
+            jobs.iter().enumerate().map(|(id, (g, a, ..))| running(id as u64, (id % 2) as u32, (*g).min(8), *a, 0)).collect(),
+            jobs.iter().enumerate().map(|(id, (g, a, ..))| waiting(id as u64 + 100, *g, *a / 2)).collect(),
+        );
+        rv.servers[1].free = 3;
+        let toml: &[u8] = if blind { b"type_blind = true\nmin_run_s = 0" } else { b"min_run_s = 0" };
+        let preempt = HetPreempt::from_config(toml).unwrap();
+        prop_assert_eq!(preempt.policy().config(), &config);
+        let d = preempt.reclaim_typed(&rv, &types);
+        prop_assert!(d.stop.is_empty() || !d.start.is_empty());
+    }
+}
