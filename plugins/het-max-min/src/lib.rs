@@ -1,0 +1,302 @@
+//! `het-max-min`: heterogeneity-aware max-min fairness after Gavel
+//! (fairness and reclaim slots).
+//!
+//! Gavel (Narayanan et al., OSDI 2020) showed that a fairness policy that
+//! knows how fast each job runs on each GPU type cuts completion times
+//! against the same policy blind to types: a job that runs 10x faster on a
+//! V100 than on a K80 should get the V100, one that gains 1.2x the K80.
+//! Its measure is a job's *normalised effective throughput*: its speed on
+//! the type it gets over the speed an equal share of every type would give
+//! it. For job `j` with allowed types `A` and speed `s(t)` per GPU of type
+//! `t` (its class's row of [`TypesView::speeds`]):
+//!
+//! ```text
+//! equal(j) = Σ_{t in A} s(t) · total(t) / Σ_{t in A} total(t)
+//! r(j, t)  = s(t) / equal(j)
+//! ```
+//!
+//! so `r > 1` on a type faster for the job than its average, `< 1` on a
+//! slower one. With no speeds from the host (or for a job whose class has
+//! no speed on one of its types), or with `type_blind = true`, every type
+//! counts as speed 1 and every `r` is 1.
+//!
+//! # One round of the fairness slot ([`HetMaxMin`])
+//!
+//! 1. **Order**: least attained service first, in Tiresias's discretized
+//!    bands (as [`las`](../gangway_policy_las/index.html) orders, the same
+//!    `thresholds_gpu_s`), FIFO (submit time, then id) within a band.
+//!    Service is the host's attained GPU-seconds: the views do not say on
+//!    which types past attempts ran, so it cannot be weighed by their speed
+//!    without guessing, and GPU-seconds charge a large gang for what it
+//!    holds, which is what keeps small jobs flowing. Over rounds this gives
+//!    every job its turn (the time-sharing half of Gavel's max-min).
+//! 2. **Admission**: in that order, each job whose most preferred allowed
+//!    type still has its GPUs free (the types' free GPUs, less what earlier
+//!    admitted jobs take) is admitted. This is what a type-blind host
+//!    would start, so both modes start the same jobs.
+//! 3. **Types** (aware mode only): the admitted jobs get the types that
+//!    raise the lowest `r` among them: a binary search over the values `r`
+//!    takes for the largest level `L` at which a greedy places every
+//!    admitted job on a type with `r >= L` (most constrained jobs first,
+//!    each on its slowest type that still reaches `L`, so fast types stay
+//!    for the jobs that need them to reach it), then one pass moves each
+//!    job to a faster type that still has room. If the blind placement
+//!    (upgraded the same way) scores at least as well, lowest `r` then the
+//!    sum, it is kept instead: the aware minimum is never below the blind
+//!    one.
+//! 4. **Answer**: the admitted jobs first (priority order), then the
+//!    others; every job eligible (one that finds no room waits with the
+//!    host's own reason, *no-capacity* or *fragmentation*, which the
+//!    reclaim slot acts on; marking it ineligible would report a wait for
+//!    GPUs as a fair-share delay and hide it from preemption). In aware
+//!    mode each admitted job gets its type as a [`TypeChoice`]; the blind
+//!    baseline chooses no types and lets the host place each job on any
+//!    allowed type, as any type-blind policy does.
+//!
+//! Without types (a cluster of one type, or a host before contract 2.2)
+//! [`FairnessPolicy::order`] is step 1 alone, every job eligible: `las`.
+//!
+//! ## Why a greedy and not Gavel's linear program
+//!
+//! Gavel solves a linear program over time fractions of every job on every
+//! type, then rounds it each round. A pure-Rust LP (a simplex over
+//! `jobs x types` variables) would cost the module tens of kilobytes and a
+//! round cubic time in the jobs, and its floating-point pivots could run
+//! out of the sandbox's fuel on a backlog of thousands. The problem a round
+//! actually has is smaller: the running jobs keep their GPUs, so only the
+//! jobs admitted this round get types, and a job runs on one type (a gang
+//! never spans two). Maximising their lowest `r` is a bottleneck assignment;
+//! the threshold search solves it exactly when jobs are of one size and
+//! greedily otherwise, at `O(a·T·log(a·T))` for `a` admitted jobs and `T`
+//! types, on top of the `O(n log n)` sort of the `n` pending jobs.
+//! Gavel's own round-based mechanism is the same shape: priorities pick
+//! the jobs, the allocation picks their types.
+//!
+//! # The reclaim slot ([`HetPreempt`])
+//!
+//! Preemption by the same measure: a waiting job (one waiting for GPUs) is
+//! taken in the order above, and running jobs in a strictly higher band
+//! (more attained service) that have run at least `min_run_s` are stopped,
+//! highest band first, then latest started, until it fits. The least-served
+//! job gains service at the expense of a more-served one, which raises the
+//! minimum over time; a job is never stopped for one of its own band or a
+//! higher one, so a stopped job cannot stop its stopper back. With types
+//! it tries the waiting job's allowed types, fastest for it first (aware)
+//! or in its order of preference (blind), stopping only jobs running on
+//! that type.
+//!
+//! # Options (TOML; the same for both slots)
+//!
+//! | key | type | default | meaning |
+//! |---|---|---|---|
+//! | `type_blind` | bool | `false` | every type counts as equally fast, no type choices: the baseline Gavel compares with |
+//! | `thresholds_gpu_s` | list of GPU-seconds, strictly increasing | `[3600, 36000]` | attained-service bands (as `las`) |
+//! | `min_run_s` | seconds | `360` | reclaim never stops a job that has run less in its current attempt |
+//!
+//! Defaults: the bands are `las`'s (one GPU-hour separates the bulk of
+//! short Philly jobs, ten the heavy tail); `min_run_s` is Gavel's round,
+//! six minutes, so a job that starts keeps its GPUs at least as long as
+//! Gavel would lease them, and a preempted job's restart cost (its
+//! checkpoint reload) is paid at most once per round.
+//!
+//! ```
+//! use gangway_plugin_sdk::*;
+//! use gangway_policy_het_max_min::HetMaxMin;
+//!
+//! let (k80, v100) = (GpuTypeId(0), GpuTypeId(1));
+//! let job = |id| PendingJob { id: JobId(id), gpus: 1, submitted_s: id, ..PendingJob::default() };
+//! let view = FairnessView { jobs: vec![job(1), job(2)], ..FairnessView::default() };
+//! let gpu_type = |id, free| GpuTypeSummary { id, memory_gb: 0, total_gpus: 4, free_gpus: free };
+//! let types = TypesView {
+//!     types: vec![gpu_type(k80, 1), gpu_type(v100, 1)],
+//!     // Job 1 (class 0) gains 1.2x on a V100, job 2 (class 1) 10x; both prefer the V100.
+//!     jobs: (1..=2).map(|id| JobTypes { job: JobId(id), allowed: vec![v100, k80], running: None, class: id as u32 - 1 }).collect(),
+//!     vcs: vec![],
+//!     speeds: vec![
+//!         ClassSpeeds { class: 0, per_type: vec![10, 12] },
+//!         ClassSpeeds { class: 1, per_type: vec![1, 10] },
+//!     ],
+//! };
+//! let (_, choices) = HetMaxMin::from_config(b"").unwrap().order_typed(&view, &types);
+//! assert_eq!(choices.choices, vec![
+//!     TypeChoice { job: JobId(1), gpu_type: k80 },
+//!     TypeChoice { job: JobId(2), gpu_type: v100 },
+//! ]);
+//! ```
+
+mod assign;
+mod preempt;
+mod speed;
+
+pub use assign::Plan;
+pub use preempt::HetPreempt;
+
+use gangway_plugin_sdk::sort;
+use gangway_plugin_sdk::{
+    ConfigError, ConfigForm, Configure, FairnessDecision, FairnessPolicy, FairnessView, PendingJob,
+    QueueOrder, Ranked, TypeChoice, TypeChoices, TypesView, read_options,
+};
+use serde::Deserialize;
+
+/// Configuration of [`HetMaxMin`] and [`HetPreempt`], parsed from TOML by
+/// [`Configure::from_config`]; see the [crate docs](crate) for the table.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HetConfig {
+    /// Every type counts as equally fast and no types are chosen (the
+    /// type-blind baseline). Default `false`.
+    pub type_blind: bool,
+    /// Attained-service bands in GPU-seconds, strictly increasing; `n`
+    /// thresholds make `n + 1` bands. Default `[3600, 36000]`.
+    pub thresholds_gpu_s: Vec<u64>,
+    /// Reclaim never stops a job whose current attempt has run less than
+    /// this (seconds). Default 360 (Gavel's round).
+    pub min_run_s: u64,
+}
+
+impl Default for HetConfig {
+    fn default() -> Self {
+        HetConfig {
+            type_blind: false,
+            thresholds_gpu_s: vec![3_600, 36_000],
+            min_run_s: 360,
+        }
+    }
+}
+
+/// Heterogeneity-aware max-min fairness (fairness slot). See the
+/// [crate docs](crate).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HetMaxMin {
+    config: HetConfig,
+}
+
+impl HetMaxMin {
+    /// Builds the policy from a checked configuration.
+    pub fn new(config: HetConfig) -> Result<HetMaxMin, ConfigError> {
+        if config.thresholds_gpu_s.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(ConfigError(
+                "het-max-min: thresholds_gpu_s must be strictly increasing".into(),
+            ));
+        }
+        Ok(HetMaxMin { config })
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &HetConfig {
+        &self.config
+    }
+
+    /// The attained-service band of a job that has attained
+    /// `attained_gpu_s` GPU-seconds (0 = first).
+    pub fn band(&self, attained_gpu_s: u64) -> u64 {
+        self.config
+            .thresholds_gpu_s
+            .iter()
+            .take_while(|t| attained_gpu_s >= **t)
+            .count() as u64
+    }
+
+    /// The priority key of a pending job: band, submit time, id.
+    pub fn key(&self, job: &PendingJob) -> [u64; 3] {
+        [self.band(job.attained_gpu_s), job.submitted_s, job.id.0]
+    }
+
+    /// View positions of `jobs` in priority order.
+    fn priority(&self, jobs: &[PendingJob]) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..jobs.len()).collect();
+        sort::by_key(&mut order, |i| self.key(&jobs[*i]));
+        order
+    }
+
+    /// The round's plan for `view` with `types`: which jobs start, in what
+    /// order, on which type (and on which a type-blind host would put them).
+    pub fn plan(&self, view: &FairnessView, types: &TypesView) -> Plan {
+        let cap = speed::Capacity::of(types);
+        let ids = view.jobs.iter().map(|j| j.id);
+        let speeds = speed::speeds(ids, types, &cap, self.config.type_blind);
+        let mut plan = assign::admit(&self.priority(&view.jobs), &view.jobs, &speeds, &cap.free);
+        if !self.config.type_blind {
+            assign::aware(&mut plan, &view.jobs, &speeds, &cap.free);
+        }
+        plan
+    }
+
+    /// The lowest normalised throughput among the admitted jobs of `plan`
+    /// on its chosen types and on the blind ones (infinity if none is
+    /// admitted), speeds always counted: how the two modes compare.
+    pub fn lowest(&self, view: &FairnessView, types: &TypesView, plan: &Plan) -> (f64, f64) {
+        let cap = speed::Capacity::of(types);
+        let speeds = speed::speeds(view.jobs.iter().map(|j| j.id), types, &cap, false);
+        (
+            assign::score(plan, &speeds, &plan.types).0,
+            assign::score(plan, &speeds, &plan.blind).0,
+        )
+    }
+}
+
+impl Configure for HetMaxMin {
+    // The host hands it its TOML as a tree: no parser in its module.
+    const CONFIG_FORM: ConfigForm = ConfigForm::Tree;
+
+    fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
+        HetMaxMin::new(read_options("het-max-min", config)?)
+    }
+}
+
+impl FairnessPolicy for HetMaxMin {
+    /// Its bands, FIFO within each, as `las`: each VC's first jobs in that
+    /// order are all it needs to see.
+    fn queue_order(&self) -> QueueOrder {
+        QueueOrder::AttainedBands(self.config.thresholds_gpu_s.clone())
+    }
+
+    fn uses_gpu_types(&self) -> bool {
+        true
+    }
+
+    fn order(&self, view: &FairnessView) -> FairnessDecision {
+        let order = self.priority(&view.jobs);
+        FairnessDecision {
+            order: order
+                .into_iter()
+                .map(|i| Ranked {
+                    job: view.jobs[i].id,
+                    eligible: true,
+                })
+                .collect(),
+        }
+    }
+
+    fn order_typed(
+        &self,
+        view: &FairnessView,
+        types: &TypesView,
+    ) -> (FairnessDecision, TypeChoices) {
+        let plan = self.plan(view, types);
+        let order = plan
+            .order
+            .iter()
+            .map(|i| Ranked {
+                job: view.jobs[*i].id,
+                eligible: true,
+            })
+            .collect();
+        let mut choices = Vec::new();
+        if !self.config.type_blind {
+            for (i, t) in plan.order.iter().zip(&plan.types) {
+                choices.push(TypeChoice {
+                    job: view.jobs[*i].id,
+                    gpu_type: *t,
+                });
+            }
+        }
+        (FairnessDecision { order }, TypeChoices { choices })
+    }
+}
+
+gangway_plugin_sdk::export!(Fairness, HetMaxMin);
+gangway_plugin_sdk::export!(Reclaim, HetPreempt);
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,246 @@
+//! `het-max-min` in the reclaim slot: preemption by attained service,
+//! type by type.
+
+use gangway_plugin_sdk::room::Room;
+use gangway_plugin_sdk::sort;
+use gangway_plugin_sdk::{
+    ConfigError, ConfigForm, Configure, GpuTypeId, JobId, ReclaimDecision, ReclaimPolicy,
+    ReclaimView, RunningJob, ServerId, ServerState, TypesView, WaitingJob,
+};
+
+use crate::HetMaxMin;
+use crate::speed::{self, Capacity};
+
+/// Preemption by the measure [`HetMaxMin`] orders by (reclaim slot), with
+/// the same options: each round the waiting jobs that wait for GPUs are
+/// taken in priority order (band of attained service, then arrival), and
+/// for each, running jobs in a strictly higher band that have run at least
+/// `min_run_s` are stopped, highest band first, then latest started, until
+/// it fits within its spread limit. With GPU types, only jobs running on
+/// one of its allowed types are stopped for it, its types tried fastest
+/// for it first (in its order of preference when `type_blind`). At most
+/// [`HetPreempt::MAX_STARTS`] jobs start this way per round, of the first
+/// [`HetPreempt::MAX_TRIED`] waiting ones.
+///
+/// ```
+/// use gangway_plugin_sdk::*;
+/// use gangway_policy_het_max_min::HetPreempt;
+///
+/// let servers = vec![ServerState { id: ServerId(0), domain: 0, gpus: 8, free: 0 }];
+/// let long = RunningJob {
+///     id: JobId(1), gpus: 8, attained_gpu_s: 100_000, parts: vec![(ServerId(0), 8)],
+///     ..RunningJob::default()
+/// };
+/// let fresh = WaitingJob {
+///     job: PendingJob { id: JobId(2), gpus: 4, min_level: Level(1), min_servers: 1, ..PendingJob::default() },
+///     reason: WaitReason::NoCapacity,
+///     limit: SpreadLimit::level(Level(1)),
+/// };
+/// let view = ReclaimView {
+///     now_s: 3_600,
+///     cluster: ClusterSummary { server_level: Level(1), ..ClusterSummary::default() },
+///     servers,
+///     running: vec![long],
+///     waiting: vec![fresh],
+///     ..ReclaimView::default()
+/// };
+/// let d = HetPreempt::from_config(b"").unwrap().reclaim(&view);
+/// assert_eq!((d.stop, d.start), (vec![JobId(1)], vec![JobId(2)]));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HetPreempt {
+    policy: HetMaxMin,
+}
+
+/// A running job that may be stopped: its band, its type (if known) and it.
+type Victim<'a> = (u64, Option<GpuTypeId>, &'a RunningJob);
+
+impl HetPreempt {
+    /// The most waiting jobs one round starts by preemption.
+    pub const MAX_STARTS: usize = 16;
+    /// The most waiting jobs one round tries to make room for.
+    pub const MAX_TRIED: usize = 64;
+
+    /// The fairness policy whose measure it preempts by.
+    pub fn policy(&self) -> &HetMaxMin {
+        &self.policy
+    }
+
+    /// The running jobs that may be stopped, lowest priority first.
+    fn victims<'a>(&self, view: &'a ReclaimView, types: Option<&TypesView>) -> Vec<Victim<'a>> {
+        let min_run = self.policy.config().min_run_s;
+        let mut victims: Vec<Victim<'a>> = view
+            .running
+            .iter()
+            .filter(|j| view.now_s.saturating_sub(j.started_s) >= min_run)
+            .map(|j| {
+                let t = types.and_then(|t| t.job(j.id)).and_then(|t| t.running);
+                (self.policy.band(j.attained_gpu_s), t, j)
+            })
+            .collect();
+        sort::by_key(&mut victims, |(b, _, j)| [!*b, !j.started_s, !j.id.0]);
+        victims
+    }
+
+    /// The waiting jobs that wait for GPUs, in priority order, at most
+    /// [`HetPreempt::MAX_TRIED`].
+    fn waiting<'a>(&self, view: &'a ReclaimView) -> Vec<&'a WaitingJob> {
+        let mut waiting: Vec<&WaitingJob> = view
+            .waiting
+            .iter()
+            .filter(|w| w.reason.waits_for_gpus())
+            .collect();
+        sort::by_key(&mut waiting, |w| self.policy.key(&w.job));
+        waiting.truncate(Self::MAX_TRIED);
+        waiting
+    }
+
+    /// The decision for `view`, with its GPU types if the host gave them.
+    fn decide(&self, view: &ReclaimView, types: Option<&TypesView>) -> ReclaimDecision {
+        let waiting = self.waiting(view);
+        let mut d = ReclaimDecision::default();
+        if waiting.is_empty() {
+            return d;
+        }
+        let victims = self.victims(view, types);
+        let mut rooms = Rooms::new(view, types);
+        let mut taken: Vec<JobId> = Vec::new();
+        let cap = types.map(Capacity::of).unwrap_or_default();
+        let speeds = types.map(|t| {
+            let ids = waiting.iter().map(|w| w.job.id);
+            speed::speeds(ids, t, &cap, self.policy.config().type_blind)
+        });
+        for (k, w) in waiting.iter().enumerate() {
+            if d.start.len() >= Self::MAX_STARTS {
+                break;
+            }
+            let band = self.policy.band(w.job.attained_gpu_s);
+            // The types to try: every type as one when untyped.
+            let mut tries: Vec<(f64, Option<GpuTypeId>)> = match &speeds {
+                None => vec![(0.0, None)],
+                Some(s) => s
+                    .of(k)
+                    .iter()
+                    .map(|o| (o.normalised, Some(o.gpu_type)))
+                    .collect(),
+            };
+            // Fastest for it first; its preference among equals (all, if blind).
+            sort::by_key(&mut tries, |(r, _)| [!r.to_bits(), 0, 0]);
+            for (_, t) in tries {
+                let candidates: Vec<&RunningJob> = victims
+                    .iter()
+                    .filter(|(b, vt, j)| {
+                        *b > band && (t.is_none() || *vt == t) && !taken.contains(&j.id)
+                    })
+                    .map(|(_, _, j)| *j)
+                    .collect();
+                if candidates.is_empty() {
+                    continue;
+                }
+                match rooms.of(t).make_room(w.job.gpus, w.limit, &candidates) {
+                    // It fits without stopping anything: preemption is not the answer.
+                    Some(stop) if stop.is_empty() => break,
+                    Some(stop) => {
+                        taken.extend(stop.iter().copied());
+                        d.stop.extend(stop);
+                        d.start.push(w.job.id);
+                        break;
+                    }
+                    None => {}
+                }
+            }
+        }
+        d
+    }
+}
+
+/// A model of the servers' free GPUs per type ([`Room`]), made when first
+/// asked. A reclaim view does not say a server's type, so a server's type
+/// is that of a running job on it; a server no typed job runs on counts
+/// as having no free GPUs of any type (the model may then stop more than
+/// the host needs, never less).
+struct Rooms<'a> {
+    view: &'a ReclaimView,
+    /// (server, type) of every server a typed running job runs on, by server.
+    typed: Vec<(ServerId, GpuTypeId)>,
+    /// The untyped model (all servers).
+    all: Option<Room>,
+    /// Each type's model, by type index.
+    by_type: Vec<Option<Room>>,
+}
+
+impl<'a> Rooms<'a> {
+    fn new(view: &'a ReclaimView, types: Option<&TypesView>) -> Rooms<'a> {
+        let mut typed = Vec::new();
+        if let Some(types) = types {
+            for j in &view.running {
+                if let Some(t) = types.job(j.id).and_then(|t| t.running) {
+                    typed.extend(j.parts.iter().map(|(s, _)| (*s, t)));
+                }
+            }
+        }
+        sort::by_key(&mut typed, |(s, t)| [u64::from(s.0), u64::from(t.0), 0]);
+        typed.dedup_by_key(|(s, _)| *s);
+        Rooms {
+            view,
+            typed,
+            all: None,
+            by_type: Vec::new(),
+        }
+    }
+
+    /// The model of type `t` (of all servers for `None`).
+    fn of(&mut self, t: Option<GpuTypeId>) -> &mut Room {
+        let level = self.view.cluster.server_level;
+        let Some(t) = t else {
+            return self
+                .all
+                .get_or_insert_with(|| Room::new(&self.view.servers, level));
+        };
+        if self.by_type.len() <= t.index() {
+            self.by_type.resize_with(t.index() + 1, || None);
+        }
+        let (view, typed) = (self.view, &self.typed);
+        self.by_type[t.index()].get_or_insert_with(|| {
+            let servers: Vec<ServerState> = view
+                .servers
+                .iter()
+                .map(|s| {
+                    let of_t = typed
+                        .binary_search_by_key(&s.id, |(id, _)| *id)
+                        .is_ok_and(|i| typed[i].1 == t);
+                    ServerState {
+                        free: if of_t { s.free } else { 0 },
+                        ..*s
+                    }
+                })
+                .collect();
+            Room::new(&servers, level)
+        })
+    }
+}
+
+impl Configure for HetPreempt {
+    // The host hands it its TOML as a tree: no parser in its module.
+    const CONFIG_FORM: ConfigForm = ConfigForm::Tree;
+
+    fn from_config(config: &[u8]) -> Result<Self, ConfigError> {
+        Ok(HetPreempt {
+            policy: HetMaxMin::from_config(config)?,
+        })
+    }
+}
+
+impl ReclaimPolicy for HetPreempt {
+    fn uses_gpu_types(&self) -> bool {
+        true
+    }
+
+    fn reclaim(&self, view: &ReclaimView) -> ReclaimDecision {
+        self.decide(view, None)
+    }
+
+    fn reclaim_typed(&self, view: &ReclaimView, types: &TypesView) -> ReclaimDecision {
+        self.decide(view, Some(types))
+    }
+}
