@@ -186,3 +186,66 @@ fn a_gavel_trace_runs_at_each_types_speed() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--throughputs"));
 }
+
+/// Contract 2.2 end to end: `het-max-min`, which takes the GPU types, on
+/// a Gavel trace with its speeds gives the same report natively and as a
+/// Wasm module (the types and its choices cross the sandbox), and its
+/// type-blind option runs beside it with `--compare`.
+#[test]
+fn het_max_min_runs_the_same_natively_and_as_wasm_and_beside_its_blind_option() {
+    let Some(g) = gavel_data() else { return };
+    let d = dir("het-max-min");
+    let trace = g.join("msr/seed0/0e4a51.trace");
+    let table = g.join("simulation_throughputs.json");
+    let blind = d.join("blind.toml");
+    std::fs::write(&blind, "type_blind = true\n").unwrap();
+    let run = |out: &str, extra: &[&str]| {
+        let out_dir = d.join(out);
+        let mut args = vec![
+            "--trace",
+            trace.to_str().unwrap(),
+            "--format",
+            "gavel",
+            "--throughputs",
+            table.to_str().unwrap(),
+            "--cluster",
+            "8x1:k80,8x1:p100,8x1:v100",
+            "--jobs",
+            "200",
+            "--out",
+            out_dir.to_str().unwrap(),
+            "--no-plots",
+        ];
+        args.extend_from_slice(extra);
+        ok(&replay(&args));
+        let mut r = report(&out_dir);
+        for key in ["commit", "timing", "run", "policies"] {
+            r.as_object_mut().unwrap().remove(key);
+        }
+        if let Some(rep) = r.get_mut("reproduce").and_then(|v| v.as_object_mut()) {
+            rep.remove("commit");
+        }
+        r
+    };
+    let policies = ["--fairness", "het-max-min", "--reclaim", "het-max-min"];
+    let native = run("native", &[&policies[..], &["--native"]].concat());
+    let wasm = run("wasm", &policies);
+    assert_eq!(
+        native["runs"], wasm["runs"],
+        "native and Wasm reports differ"
+    );
+    let aware = "philly+fairness=het-max-min+reclaim=het-max-min".to_string();
+    let blind_set = format!(
+        "philly+fairness=het-max-min@{0}+reclaim=het-max-min@{0}",
+        blind.display()
+    );
+    let both = run(
+        "compare",
+        &["--native", "--compare", &format!("{aware},{blind_set}")],
+    );
+    let runs = both["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    for r in runs {
+        assert_eq!(r["jobs"]["submitted"], 200, "{r}");
+    }
+}

@@ -251,9 +251,7 @@ impl FairnessPolicy for HetMaxMin {
         QueueOrder::AttainedBands(self.config.thresholds_gpu_s.clone())
     }
 
-    fn uses_gpu_types(&self) -> bool {
-        true
-    }
+    const GPU_TYPES: bool = true;
 
     fn order(&self, view: &FairnessView) -> FairnessDecision {
         let order = self.priority(&view.jobs);

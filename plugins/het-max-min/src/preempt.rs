@@ -232,9 +232,7 @@ impl Configure for HetPreempt {
 }
 
 impl ReclaimPolicy for HetPreempt {
-    fn uses_gpu_types(&self) -> bool {
-        true
-    }
+    const GPU_TYPES: bool = true;
 
     fn reclaim(&self, view: &ReclaimView) -> ReclaimDecision {
         self.decide(view, None)

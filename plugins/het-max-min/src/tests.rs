@@ -139,7 +139,7 @@ fn untyped_order_is_least_attained_service_in_bands() {
         p.queue_order(),
         QueueOrder::AttainedBands(vec![3_600, 36_000])
     );
-    assert!(p.uses_gpu_types());
+    assert!(<HetMaxMin as FairnessPolicy>::GPU_TYPES);
 }
 
 #[test]
