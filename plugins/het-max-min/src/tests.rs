@@ -139,7 +139,9 @@ fn untyped_order_is_least_attained_service_in_bands() {
         p.queue_order(),
         QueueOrder::AttainedBands(vec![3_600, 36_000])
     );
-    assert!(<HetMaxMin as FairnessPolicy>::GPU_TYPES);
+    let manifest =
+        <HetMaxMin as gangway_plugin_sdk::Policy<gangway_plugin_sdk::Fairness>>::manifest(&p);
+    assert!(manifest.gpu_types);
 }
 
 #[test]
