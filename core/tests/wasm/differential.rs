@@ -107,6 +107,11 @@ fn twins(module: &str) -> Option<Twins> {
             reclaim: Some(native::<Reclaim, gangway_policy_las::LasPreempt>()),
             ..t
         },
+        "het-max-min" => Twins {
+            fairness: Some(native::<Fairness, gangway_policy_het_max_min::HetMaxMin>()),
+            reclaim: Some(native::<Reclaim, gangway_policy_het_max_min::HetPreempt>()),
+            ..t
+        },
         "example-smallest-first" => Twins {
             fairness: Some(native::<
                 Fairness,
