@@ -230,8 +230,9 @@ impl<S: SlotContract> WasmBackend<S> {
         self.arm(&mut live.store, &mut grant)
             .map_err(|kind| self.error(kind))?;
         let messages = self.view_changes;
+        let typed = types.is_some();
         let answer = live.call(&self.view, |bytes| {
-            decode_answer::<S>(bytes, view, messages)
+            decode_answer::<S>(bytes, view, messages, typed)
         });
         let used = self.used(&live.store, &grant);
         self.spend(&grant, used);
@@ -329,14 +330,20 @@ impl<S: SlotContract> WasmBackend<S> {
 }
 
 /// Decodes a module's reply to `view` (a reply message when the module
-/// takes `messages`), and the GPU types it chose if the reply carries them
-/// (contract 2.2), at most one per job of the view.
+/// takes `messages`), and, to a `typed` call (contract 2.2), the GPU types
+/// it chose if the reply carries them, at most one per job of the view. A
+/// reply to a plain call is read as before, whatever its last byte.
 pub(super) fn decode_answer<S: SlotContract>(
     bytes: &[u8],
     view: &S::View,
     messages: bool,
+    typed: bool,
 ) -> Result<(S::Decision, TypeChoices), wire::WireError> {
-    let (reply, extra) = wire::split_typed(bytes)?;
+    let (reply, extra) = if typed {
+        wire::split_typed(bytes)?
+    } else {
+        (bytes, None)
+    };
     let decision = if messages {
         wire::decode_reply_message::<S>(reply, view)?
     } else {

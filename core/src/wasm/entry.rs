@@ -308,9 +308,10 @@ impl<S: SlotContract> WasmBackend<S> {
         if let Some(types) = types {
             wire::append_typed(types, &mut message);
         }
+        let typed = types.is_some();
         let messages = self.view_changes;
         let answer = checker.call(&message, |bytes| {
-            super::backend::decode_answer::<S>(bytes, view, messages)
+            super::backend::decode_answer::<S>(bytes, view, messages, typed)
         });
         let used = self.used(&checker.store, &grant);
         self.spend(&grant, used);
