@@ -31,19 +31,15 @@
 //!    holds, which is what keeps small jobs flowing. Over rounds this gives
 //!    every job its turn (the time-sharing half of Gavel's max-min).
 //! 2. **Admission**: in that order, each job whose most preferred allowed
-//!    type still has its GPUs free (the types' free GPUs, less what earlier
-//!    admitted jobs take) is admitted. This is what a type-blind host
-//!    would start, so both modes start the same jobs.
-//! 3. **Types** (aware mode only): the admitted jobs get the types that
-//!    raise the lowest `r` among them: a binary search over the values `r`
-//!    takes for the largest level `L` at which a greedy places every
-//!    admitted job on a type with `r >= L` (most constrained jobs first,
-//!    each on its slowest type that still reaches `L`, so fast types stay
-//!    for the jobs that need them to reach it), then one pass moves each
-//!    job to a faster type that still has room. If the blind placement
-//!    (upgraded the same way) scores at least as well, lowest `r` then the
-//!    sum, it is kept instead: the aware minimum is never below the blind
-//!    one.
+//!    type with room still has its GPUs free (the types' free GPUs, less
+//!    what earlier admitted jobs take) is admitted there. This is what a
+//!    type-blind host would start, so both modes start the same jobs.
+//! 3. **Types** (aware mode only): the admitted jobs take the free GPUs
+//!    again in a new turn, most served first (highest band), then largest
+//!    *advantage* (`r` on its fastest allowed type over `r` on its slowest),
+//!    each on the allowed type with room where it runs fastest. This is
+//!    kept only if it runs the admitted jobs at least as fast in sum
+//!    (summed `r`) as admission's placement, else admission's is kept.
 //! 4. **Answer**: the admitted jobs first (priority order), then the
 //!    others; every job eligible (one that finds no room waits with the
 //!    host's own reason, *no-capacity* or *fragmentation*, which the
@@ -56,6 +52,18 @@
 //! Without types (a cluster of one type, or a host before contract 2.2)
 //! [`FairnessPolicy::order`] is step 1 alone, every job eligible: `las`.
 //!
+//! ## Why the fast types go to the most served jobs
+//!
+//! Max-min fairness raises the job that gets least. Step 1 already gives
+//! the least-served jobs the GPUs first, and reclaim stops the most-served
+//! ones for them: under load a job in a high band gets the least time.
+//! Its effective throughput is its time share times its speed, so the type
+//! is the lever left to raise it: the fast types go to the jobs time-sharing
+//! serves least, and, among them, to those they speed up most (Gavel's
+//! comparative advantage). A job that has already run long is also likely
+//! to run long (Tiresias's premise, and Philly's heavy tail), so a fast
+//! type saves it the most hours.
+//!
 //! ## Why a greedy and not Gavel's linear program
 //!
 //! Gavel solves a linear program over time fractions of every job on every
@@ -65,12 +73,10 @@
 //! out of the sandbox's fuel on a backlog of thousands. The problem a round
 //! actually has is smaller: the running jobs keep their GPUs, so only the
 //! jobs admitted this round get types, and a job runs on one type (a gang
-//! never spans two). Maximising their lowest `r` is a bottleneck assignment;
-//! the threshold search solves it exactly when jobs are of one size and
-//! greedily otherwise, at `O(a·T·log(a·T))` for `a` admitted jobs and `T`
-//! types, on top of the `O(n log n)` sort of the `n` pending jobs.
-//! Gavel's own round-based mechanism is the same shape: priorities pick
-//! the jobs, the allocation picks their types.
+//! never spans two). The turn above costs `O(a log a + a·T)` for `a`
+//! admitted jobs and `T` types, on top of the `O(n log n)` sort of the `n`
+//! pending jobs. Gavel's own round-based mechanism is the same shape:
+//! priorities pick the jobs, the allocation picks their types.
 //!
 //! # The reclaim slot ([`HetPreempt`])
 //!
@@ -81,9 +87,10 @@
 //! job gains service at the expense of a more-served one, which raises the
 //! minimum over time; a job is never stopped for one of its own band or a
 //! higher one, so a stopped job cannot stop its stopper back. With types
-//! it tries the waiting job's allowed types, fastest for it first (aware)
-//! or in its order of preference (blind), stopping only jobs running on
-//! that type.
+//! it tries the waiting job's allowed types, stopping only jobs running on
+//! that type: slowest first (aware, when they differ in speed for it: it
+//! has less service than those it stops, and the fast types are for the
+//! more served), else in its order of preference (always, when blind).
 //!
 //! # Options (TOML; the same for both slots)
 //!
@@ -210,28 +217,33 @@ impl HetMaxMin {
     }
 
     /// The round's plan for `view` with `types`: which jobs start, in what
-    /// order, on which type (and on which a type-blind host would put them).
+    /// order, on which type.
     pub fn plan(&self, view: &FairnessView, types: &TypesView) -> Plan {
         let cap = speed::Capacity::of(types);
         let ids = view.jobs.iter().map(|j| j.id);
         let speeds = speed::speeds(ids, types, &cap, self.config.type_blind);
-        let mut plan = assign::admit(&self.priority(&view.jobs), &view.jobs, &speeds, &cap.free);
-        if !self.config.type_blind {
-            assign::aware(&mut plan, &view.jobs, &speeds, &cap.free);
+        let priority = self.priority(&view.jobs);
+        let mut plan = assign::admit(&priority, &view.jobs, &speeds, &cap.free);
+        if self.config.type_blind {
+            return plan;
         }
+        let gpus: Vec<u32> = view.jobs.iter().map(|j| j.gpus).collect();
+        let ranks = speed::ranks(&speeds, &gpus, &cap);
+        let bands: Vec<u64> = view
+            .jobs
+            .iter()
+            .map(|j| self.band(j.attained_gpu_s))
+            .collect();
+        assign::by_advantage(&mut plan, &view.jobs, &speeds, &ranks, &bands, &cap.free);
         plan
     }
 
-    /// The lowest normalised throughput among the admitted jobs of `plan`
-    /// on its chosen types and on the blind ones (infinity if none is
-    /// admitted), speeds always counted: how the two modes compare.
-    pub fn lowest(&self, view: &FairnessView, types: &TypesView, plan: &Plan) -> (f64, f64) {
+    /// The summed normalised throughput of the jobs `plan` admits, on
+    /// their types, speeds always counted: how two plans compare.
+    pub fn throughput(&self, view: &FairnessView, types: &TypesView, plan: &Plan) -> f64 {
         let cap = speed::Capacity::of(types);
         let speeds = speed::speeds(view.jobs.iter().map(|j| j.id), types, &cap, false);
-        (
-            assign::score(plan, &speeds, &plan.types).0,
-            assign::score(plan, &speeds, &plan.blind).0,
-        )
+        assign::throughput(plan, &speeds, &plan.types)
     }
 }
 

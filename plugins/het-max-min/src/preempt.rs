@@ -9,7 +9,7 @@ use gangway_plugin_sdk::{
 };
 
 use crate::HetMaxMin;
-use crate::speed::{self, Capacity};
+use crate::speed::{self, Capacity, Ranks};
 
 /// Preemption by the measure [`HetMaxMin`] orders by (reclaim slot), with
 /// the same options: each round the waiting jobs that wait for GPUs are
@@ -55,6 +55,13 @@ pub struct HetPreempt {
 /// A running job that may be stopped: its band, its type (if known) and it.
 type Victim<'a> = (u64, Option<GpuTypeId>, &'a RunningJob);
 
+/// The waiting jobs' speeds (as [`HetPreempt::waiting`] lists them) and
+/// the types' ranks.
+struct Typed {
+    speeds: speed::Speeds,
+    ranks: Ranks,
+}
+
 impl HetPreempt {
     /// The most waiting jobs one round starts by preemption.
     pub const MAX_STARTS: usize = 16;
@@ -95,6 +102,43 @@ impl HetPreempt {
         waiting
     }
 
+    /// The speeds of `waiting` and the types' ranks (over the waiting and
+    /// the running jobs).
+    fn typed(&self, view: &ReclaimView, types: &TypesView, waiting: &[&WaitingJob]) -> Typed {
+        let cap = Capacity::of(types);
+        let ids = waiting.iter().map(|w| w.job.id);
+        let ids = ids.chain(view.running.iter().map(|j| j.id));
+        let speeds = speed::speeds(ids, types, &cap, self.policy.config().type_blind);
+        let gpus = waiting.iter().map(|w| w.job.gpus);
+        let gpus: Vec<u32> = gpus.chain(view.running.iter().map(|j| j.gpus)).collect();
+        let ranks = speed::ranks(&speeds, &gpus, &cap);
+        Typed { speeds, ranks }
+    }
+
+    /// The types to try for waiting job `k` (every type as one when
+    /// untyped): slowest first when its types differ in speed for it (it
+    /// has less service than those it stops, and the fast types go to the
+    /// more-served jobs: see the [crate docs](crate)), else in its order
+    /// of preference (always, when blind).
+    fn tries(typed: Option<&Typed>, k: usize) -> Vec<Option<GpuTypeId>> {
+        let Some(ty) = typed else {
+            return vec![None];
+        };
+        let mut tries: Vec<(usize, GpuTypeId)> = ty
+            .speeds
+            .of(k)
+            .iter()
+            .enumerate()
+            .map(|(n, o)| (n, o.gpu_type))
+            .collect();
+        if speed::differs(&ty.speeds, k) {
+            sort::by_key(&mut tries, |(n, g)| {
+                [u64::from(ty.ranks.rank_of(*g)), *n as u64, 0]
+            });
+        }
+        tries.into_iter().map(|(_, g)| Some(g)).collect()
+    }
+
     /// The decision for `view`, with its GPU types if the host gave them.
     fn decide(&self, view: &ReclaimView, types: Option<&TypesView>) -> ReclaimDecision {
         let waiting = self.waiting(view);
@@ -102,31 +146,16 @@ impl HetPreempt {
         if waiting.is_empty() {
             return d;
         }
+        let typed = types.map(|t| self.typed(view, t, &waiting));
         let victims = self.victims(view, types);
         let mut rooms = Rooms::new(view, types);
         let mut taken: Vec<JobId> = Vec::new();
-        let cap = types.map(Capacity::of).unwrap_or_default();
-        let speeds = types.map(|t| {
-            let ids = waiting.iter().map(|w| w.job.id);
-            speed::speeds(ids, t, &cap, self.policy.config().type_blind)
-        });
         for (k, w) in waiting.iter().enumerate() {
             if d.start.len() >= Self::MAX_STARTS {
                 break;
             }
             let band = self.policy.band(w.job.attained_gpu_s);
-            // The types to try: every type as one when untyped.
-            let mut tries: Vec<(f64, Option<GpuTypeId>)> = match &speeds {
-                None => vec![(0.0, None)],
-                Some(s) => s
-                    .of(k)
-                    .iter()
-                    .map(|o| (o.normalised, Some(o.gpu_type)))
-                    .collect(),
-            };
-            // Fastest for it first; its preference among equals (all, if blind).
-            sort::by_key(&mut tries, |(r, _)| [!r.to_bits(), 0, 0]);
-            for (_, t) in tries {
+            for t in Self::tries(typed.as_ref(), k) {
                 let candidates: Vec<&RunningJob> = victims
                     .iter()
                     .filter(|(b, vt, j)| {

@@ -1,7 +1,7 @@
 //! Normalised throughput: a job's speed on a type over the speed an equal
 //! share of every type it may use would give it.
 
-use gangway_plugin_sdk::{GpuTypeId, GpuTypeSet, JobId, TypesView};
+use gangway_plugin_sdk::{GpuTypeId, GpuTypeSet, JobId, TypesView, sort};
 
 /// One allowed type of one job, with the job's normalised throughput on it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -131,4 +131,89 @@ pub(crate) fn speeds(
         s.ranges.push((start as u32, s.options.len() as u32));
     }
     s
+}
+
+/// The cluster's types ranked slowest to fastest for the view's jobs, and
+/// each job's comparative advantage.
+///
+/// A type's rank is its mean normalised throughput over the jobs whose
+/// speeds differ (weighted by their GPUs), so "fast" means fast for this
+/// workload, not a nominal order. A job's *advantage* is its normalised
+/// throughput on its fastest allowed type over that on its slowest: how
+/// much it gains from the fast types (1.0 when its types are equally fast
+/// for it).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Ranks {
+    /// Each type's rank (0: slowest), by type index; `u8::MAX` for a
+    /// type the cluster does not have.
+    pub(crate) rank: Vec<u8>,
+    /// Each job's advantage.
+    pub(crate) advantage: Vec<f64>,
+}
+
+impl Ranks {
+    /// The rank of `t` (`u8::MAX` if unknown).
+    pub(crate) fn rank_of(&self, t: GpuTypeId) -> u8 {
+        self.rank.get(t.index()).copied().unwrap_or(u8::MAX)
+    }
+
+    /// Job `i`'s advantage (1.0 if unknown).
+    pub(crate) fn advantage_of(&self, i: usize) -> f64 {
+        self.advantage.get(i).copied().unwrap_or(1.0)
+    }
+}
+
+/// Whether job `i`'s allowed types differ in speed for it.
+pub(crate) fn differs(speeds: &Speeds, i: usize) -> bool {
+    let of = speeds.of(i);
+    let (lo, hi) = of.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), o| {
+        (lo.min(o.normalised), hi.max(o.normalised))
+    });
+    of.len() > 1 && hi > lo * (1.0 + 1e-9)
+}
+
+/// The types of `cap` ranked and the advantage of each of `speeds`' jobs,
+/// which ask for `gpus` (by job): see [`Ranks`]. Types no job tells apart
+/// rank by id.
+pub(crate) fn ranks(speeds: &Speeds, gpus: &[u32], cap: &Capacity) -> Ranks {
+    let n = cap.total.len();
+    let (mut sum, mut weight) = (vec![0.0f64; n], vec![0.0f64; n]);
+    for (i, g) in gpus.iter().enumerate() {
+        if differs(speeds, i) {
+            for o in speeds.of(i) {
+                sum[o.gpu_type.index()] += f64::from(*g) * o.normalised;
+                weight[o.gpu_type.index()] += f64::from(*g);
+            }
+        }
+    }
+    let mut chain: Vec<usize> = (0..n)
+        .filter(|t| u8::try_from(*t).is_ok_and(|t| cap.has(GpuTypeId(t))))
+        .collect();
+    let mean = |t: usize| {
+        if weight[t] > 0.0 {
+            sum[t] / weight[t]
+        } else {
+            0.0
+        }
+    };
+    sort::by_key(&mut chain, |t| [mean(*t).to_bits(), *t as u64, 0]);
+    let mut r = Ranks {
+        rank: vec![u8::MAX; n],
+        advantage: vec![1.0; gpus.len()],
+    };
+    for (k, t) in chain.iter().enumerate() {
+        r.rank[*t] = u8::try_from(k).unwrap_or(u8::MAX);
+    }
+    for i in 0..gpus.len() {
+        let of = speeds.of(i);
+        let by_rank = |o: &&TypeOption| r.rank_of(o.gpu_type);
+        if let (Some(slow), Some(fast)) =
+            (of.iter().min_by_key(by_rank), of.iter().max_by_key(by_rank))
+            && slow.normalised > 0.0
+            && differs(speeds, i)
+        {
+            r.advantage[i] = fast.normalised / slow.normalised;
+        }
+    }
+    r
 }

@@ -89,15 +89,19 @@ fn aware_gives_the_fast_type_to_the_larger_speed_up() {
     assert_eq!(choice_of(&choices, 2), Some(V100));
     assert!(d.order.iter().all(|r| r.eligible));
     let plan = aware.plan(&view, &types);
+    let blind = HetMaxMin::from_config(b"type_blind = true").unwrap();
     // Blind: job 1 comes first and takes the V100 it prefers.
-    assert_eq!(plan.blind, vec![V100, K80]);
-    let (aware_low, blind_low) = aware.lowest(&view, &types, &plan);
+    let blind_plan = blind.plan(&view, &types);
+    assert_eq!(blind_plan.types, vec![V100, K80]);
+    let (aware_sum, blind_sum) = (
+        aware.throughput(&view, &types, &plan),
+        aware.throughput(&view, &types, &blind_plan),
+    );
     assert!(
-        aware_low > 0.9 && blind_low < 0.2,
-        "{aware_low} {blind_low}"
+        aware_sum > 2.5 && blind_sum < 1.3,
+        "{aware_sum} {blind_sum}"
     );
 
-    let blind = HetMaxMin::from_config(b"type_blind = true").unwrap();
     let (blind_d, blind_choices) = blind.order_typed(&view, &types);
     assert!(
         blind_choices.choices.is_empty(),
@@ -105,6 +109,26 @@ fn aware_gives_the_fast_type_to_the_larger_speed_up() {
     );
     assert_eq!(blind_d, d, "the same order in both modes");
     assert_eq!(blind.plan(&view, &types).types, vec![V100, K80]);
+}
+
+#[test]
+fn the_more_served_job_gets_the_faster_type() {
+    let (mut view, mut types) = two_jobs_two_types();
+    // Both gain 10x on the V100; job 1 has more service, so job 2 comes
+    // first and a blind host gives it the V100 it prefers.
+    types.jobs[0].class = 1;
+    view.jobs[0].attained_gpu_s = 50_000;
+    let aware = HetMaxMin::default();
+    let (d, choices) = aware.order_typed(&view, &types);
+    assert_eq!(d.order[0].job, JobId(2), "the less served comes first");
+    assert_eq!(choice_of(&choices, 1), Some(V100));
+    assert_eq!(choice_of(&choices, 2), Some(K80));
+    let blind = HetMaxMin::from_config(b"type_blind = true").unwrap();
+    assert_eq!(blind.plan(&view, &types).types, vec![V100, K80]);
+    // Unless that would run the two slower in sum: job 1 gains only 1.2x.
+    types.jobs[0].class = 0;
+    let (_, choices) = aware.order_typed(&view, &types);
+    assert_eq!(choice_of(&choices, 2), Some(V100));
 }
 
 #[test]
@@ -211,7 +235,7 @@ fn reclaim_types(jobs: Vec<JobTypes>) -> TypesView {
 }
 
 #[test]
-fn reclaim_stops_only_on_an_allowed_type_fastest_first() {
+fn reclaim_stops_only_on_an_allowed_type_slowest_first() {
     let p = HetPreempt::default();
     let v = reclaim_view(
         vec![running(1, 0, 8, 100_000, 0), running(2, 1, 8, 100_000, 0)],
@@ -226,20 +250,20 @@ fn reclaim_stops_only_on_an_allowed_type_fastest_first() {
             running: Some(V100),
             ..job_types(2, vec![V100], 0)
         },
-        job_types(10, vec![K80, V100], 1),
+        job_types(10, vec![V100, K80], 1),
     ];
     let types = reclaim_types(jobs.clone());
-    // Job 10 runs 10x faster on a V100: it stops the V100 job.
+    // Job 10 has less service than those it stops: it takes the slow type.
     let d = p.reclaim_typed(&v, &types);
-    assert_eq!((d.stop, d.start), (vec![JobId(2)], vec![JobId(10)]));
-    // Blind: its preference, the K80.
+    assert_eq!((d.stop, d.start), (vec![JobId(1)], vec![JobId(10)]));
+    // Blind: its preference, the V100.
     let blind = HetPreempt::from_config(b"type_blind = true").unwrap();
     let d = blind.reclaim_typed(&v, &types);
-    assert_eq!(d.stop, vec![JobId(1)]);
-    // Allowed only the K80: never the V100 job.
-    jobs[2].allowed = vec![K80];
+    assert_eq!(d.stop, vec![JobId(2)]);
+    // Allowed only the V100: never the K80 job.
+    jobs[2].allowed = vec![V100];
     let d = p.reclaim_typed(&v, &reclaim_types(jobs));
-    assert_eq!(d.stop, vec![JobId(1)]);
+    assert_eq!(d.stop, vec![JobId(2)]);
 }
 
 #[test]
@@ -326,16 +350,18 @@ fn build(inst: &Instance) -> (FairnessView, TypesView) {
 }
 
 proptest! {
+    /// Both modes admit the same jobs in the same order, and the aware
+    /// plan never runs them slower in sum than the blind one.
     #[test]
-    fn aware_minimum_is_never_below_blind(inst in instance()) {
+    fn aware_never_runs_the_admitted_jobs_slower_than_blind(inst in instance()) {
         let (view, types) = build(&inst);
         let p = HetMaxMin::default();
         let plan = p.plan(&view, &types);
         let blind = HetMaxMin::from_config(b"type_blind = true").unwrap().plan(&view, &types);
         prop_assert_eq!(&plan.order, &blind.order);
         prop_assert_eq!(plan.admitted, blind.admitted);
-        let (aware_low, blind_low) = p.lowest(&view, &types, &plan);
-        prop_assert!(aware_low >= blind_low, "{} < {}", aware_low, blind_low);
+        let (aware, blind) = (p.throughput(&view, &types, &plan), p.throughput(&view, &types, &blind));
+        prop_assert!(aware >= blind, "{} < {}", aware, blind);
     }
 
     #[test]
