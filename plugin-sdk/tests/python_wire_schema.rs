@@ -8,7 +8,7 @@
 
 use gangway_plugin_sdk::{
     FailureClass, GangAction, Manifest, QueueOrder, RetryAction, RunningScope, Slot, SlotContract,
-    WaitReason, with_slot,
+    TypeChoices, TypesView, WaitReason, with_slot,
 };
 use serde_reflection::{Registry, Samples, Tracer, TracerConfig};
 use std::collections::BTreeMap;
@@ -45,6 +45,10 @@ fn schema() -> String {
         with_slot!(s, |S| slot::<S>(&mut tracer, &mut slots));
     }
     let manifest = trace::<Manifest>(&mut tracer);
+    // Contract 2.2: the GPU types beside a typed view, the type choices
+    // beside a typed reply.
+    let types = trace::<TypesView>(&mut tracer);
+    let choices = trace::<TypeChoices>(&mut tracer);
     // Tracing a struct sees the first variant of the enums inside it; these
     // are traced whole on their own.
     trace::<FailureClass>(&mut tracer);
@@ -60,6 +64,7 @@ fn schema() -> String {
         "contract": gangway_plugin_sdk::CONTRACT_VERSION,
         "slots": slots,
         "manifest": manifest,
+        "typed": { "types": types, "choices": choices },
         "types": registry,
     });
     let json = serde_json::to_string_pretty(&doc).unwrap_or_else(|e| panic!("{e}"));

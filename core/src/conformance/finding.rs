@@ -19,6 +19,9 @@ pub struct Report {
     pub views: usize,
     /// Calls made (determinism re-calls included).
     pub calls: usize,
+    /// Of those, calls made with the GPU types (contract 2.2), for a policy
+    /// whose manifest takes them in a slot shown types (fairness, reclaim).
+    pub typed_calls: usize,
     /// The slowest call, in microseconds.
     pub slowest_us: u128,
     /// The most jobs in one view.
@@ -29,6 +32,24 @@ pub struct Report {
     pub scenarios: usize,
     /// Rounds of those scenarios.
     pub rounds: usize,
+}
+
+impl Report {
+    /// A report of no calls yet, of slot `S`'s policy `name`.
+    pub(crate) fn empty<S: gangway_plugin_sdk::SlotContract>(name: &str) -> Report {
+        Report {
+            policy: name.to_string(),
+            slot: S::SLOT,
+            views: 0,
+            calls: 0,
+            typed_calls: 0,
+            slowest_us: 0,
+            max_jobs: 0,
+            history: 0,
+            scenarios: 0,
+            rounds: 0,
+        }
+    }
 }
 
 /// Which rule a policy broke.
@@ -93,6 +114,10 @@ pub struct Finding {
 pub struct Repro {
     /// The view as a line of Rust (decoding its bytes).
     pub view: String,
+    /// For a failure of a typed call (contract 2.2), the GPU types beside
+    /// the view, as a line of Rust (decoding their bytes); `None` for a
+    /// plain call.
+    pub types: Option<String>,
     /// What the policy answered on it (its `Debug` form), if it answered.
     pub decision: Option<String>,
     /// A Rust expression that makes the policy as a `BoxedBackend` of the
@@ -117,6 +142,12 @@ impl Finding {
         self.repro.as_ref().map(|r| r.view.as_str())
     }
 
+    /// For a failure of a typed call (contract 2.2), the GPU types beside
+    /// the smallest failing view, as a line of Rust.
+    pub fn types(&self) -> Option<&str> {
+        self.repro.as_ref().and_then(|r| r.types.as_deref())
+    }
+
     /// The same finding, its regression test making the policy with
     /// `maker` (a Rust expression of type `BoxedBackend<S>`), as
     /// `policy-check` does with the module's path and configuration file.
@@ -130,7 +161,8 @@ impl Finding {
 
     /// A complete test that fails as the policy failed, on the smallest
     /// failing view: the view, what the policy answered, and the check
-    /// through [`super::check_view`]. `None` for a failure without a view.
+    /// through [`super::check_view`] ([`super::check_typed_view`] for a
+    /// typed call). `None` for a failure without a view.
     pub fn regression_test(&self) -> Option<String> {
         let repro = self.repro.as_ref()?;
         let marker = marker(self.slot);
@@ -138,13 +170,23 @@ impl Finding {
             Some(d) => format!("    // It answered: {d}\n"),
             None => String::new(),
         };
+        let (types, check) = match &repro.types {
+            Some(t) => (format!("    {t}\n"), "check_typed_view"),
+            None => (String::new(), "check_view"),
+        };
+        let args = if repro.types.is_some() {
+            "&view, &types"
+        } else {
+            "&view"
+        };
         Some(format!(
             "#[test]\n\
              fn smallest_failing_{slot}_view() {{\n\
              \x20   {view}\n\
+             {types}\
              {answered}\
              \x20   let policy = {maker};\n\
-             \x20   gangway_core::conformance::check_view::<gangway_plugin_sdk::{marker}>(policy, &view).unwrap();\n\
+             \x20   gangway_core::conformance::{check}::<gangway_plugin_sdk::{marker}>(policy, {args}).unwrap();\n\
              }}",
             slot = self.slot,
             view = repro.view,

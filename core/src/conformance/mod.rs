@@ -31,6 +31,18 @@
 //!   ([`SlotViews::largest`]) among them, for [`Options::history`] calls
 //!   in all, and each answer must be the first one that view got.
 //!
+//! A policy whose manifest takes the GPU types (contract 2.2: a fairness or
+//! reclaim policy with `GPU_TYPES`) is also asked, on every view, with a
+//! generated [`gangway_plugin_sdk::TypesView`] consistent with it
+//! ([`gangway_plugin_sdk::testing::types`]: 1 to 4 types, each job's
+//! allowed types, the VCs' use and quotas of each type, speeds by class or
+//! none): its typed answer must pass the rules the core's guard checks (its
+//! decision's, and type choices naming jobs of the view, each once, each
+//! on one of the job's allowed types), be the same when asked again and by
+//! a fresh instance, and stay within the time allowed. The report counts
+//! these calls ([`Report::typed_calls`]); a failure's regression test
+//! rebuilds the types too and checks them with [`check_typed_view`].
+//!
 //! A Wasm module is checked as hosts run it: under the engine's budgets
 //! (the work budget included), and a 2.1 module's `-buffered` twin is
 //! checked against the slot's own function on every call, the function
@@ -52,6 +64,7 @@
 mod finding;
 mod run;
 pub mod scenario;
+mod typed;
 
 use std::time::Duration;
 
@@ -59,6 +72,7 @@ use gangway_plugin_sdk::{Configure, Policy};
 
 pub use finding::{Finding, FindingKind, Report, Repro};
 pub use run::{check, check_view};
+pub use typed::check_typed_view;
 
 use crate::policy::{BoxedBackend, Native};
 use gangway_plugin_sdk::SlotContract;

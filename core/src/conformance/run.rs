@@ -6,12 +6,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use gangway_plugin_sdk::{Manifest, wire};
-use proptest::strategy::{Strategy, ValueTree};
+use proptest::strategy::{BoxedStrategy, Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 
 use gangway_plugin_sdk::testing::SlotViews;
+use gangway_plugin_sdk::testing::types::{TypesPlan, types_plan};
 
 use super::finding::{Finding, FindingKind, Report, Repro, describe, marker};
+use super::typed::{repro_types, typed_call, typed_checks};
 use super::{Options, scenario};
 use crate::policy::{
     Backend, BoxedBackend, PolicyError, PolicyErrorKind, PolicyOrigin, ViewChanges,
@@ -25,6 +27,24 @@ fn repro<S: SlotViews>(view: &S::View) -> String {
         "let view = gangway_plugin_sdk::wire::decode_view::<gangway_plugin_sdk::{}>(&{bytes:?}).unwrap();",
         marker(S::SLOT)
     )
+}
+
+/// One generated case: a view, and for a policy that takes the GPU types
+/// the plan of the types beside it (made from the view with
+/// [`SlotViews::types_of`]).
+type Case<S> = (<S as SlotContract>::View, Option<TypesPlan>);
+
+/// The generated cases of a check: the slot's views, each with a plan of
+/// GPU types when the policy takes them (the views are the same either
+/// way: they are drawn first).
+fn cases<S: SlotContract + SlotViews>(takes_types: bool) -> BoxedStrategy<Case<S>> {
+    if takes_types {
+        (S::views(), types_plan())
+            .prop_map(|(view, plan)| (view, Some(plan)))
+            .boxed()
+    } else {
+        S::views().prop_map(|view| (view, None)).boxed()
+    }
 }
 
 /// What the runner keeps between views.
@@ -49,9 +69,11 @@ pub fn check<S: SlotContract + SlotViews>(
     factory: &mut dyn FnMut() -> Result<BoxedBackend<S>, Finding>,
     options: &Options,
 ) -> Result<Report, Finding> {
+    let backend = factory()?;
+    let takes_types = backend.manifest().gpu_types;
     let state = RefCell::new(State {
-        backend: factory()?,
-        report: empty_report::<S>(name),
+        backend,
+        report: Report::empty::<S>(name),
         failure: None,
         seen: Vec::new(),
     });
@@ -61,13 +83,15 @@ pub fn check<S: SlotContract + SlotViews>(
         (l / 3).min(Duration::from_secs(20))
     });
     let out_of_time = std::cell::Cell::new(false);
-    let result = runner(options, shrink).run(&S::views(), |view| {
+    let result = runner(options, shrink).run(&cases::<S>(takes_types), |(view, plan)| {
         if options.time_limit.is_some_and(|l| started.elapsed() > l) {
             out_of_time.set(true);
             return Err(TestCaseError::reject("out of time"));
         }
         let mut st = state.borrow_mut();
-        let outcome = one_view::<S>(&mut st, &view, options, || (factory.borrow_mut())());
+        let outcome = one_view::<S>(&mut st, &view, plan.as_ref(), options, || {
+            (factory.borrow_mut())()
+        });
         st.report.views += 1;
         match outcome {
             Ok(()) => Ok(()),
@@ -82,7 +106,7 @@ pub fn check<S: SlotContract + SlotViews>(
             }
         }
     });
-    let mut st = match result {
+    let st = match result {
         Ok(()) => state.into_inner(),
         Err(error) => {
             let failed = Failed {
@@ -94,6 +118,17 @@ pub fn check<S: SlotContract + SlotViews>(
             return Err(failed.finding::<S>(name, factory.into_inner(), options));
         }
     };
+    after_views::<S>(name, st, options, started)
+}
+
+/// The checks after the generated views: the history, then the scenarios,
+/// on the instance that answered the views; the report of the whole check.
+fn after_views<S: SlotContract + SlotViews>(
+    name: &str,
+    mut st: State<S>,
+    options: &Options,
+    started: Instant,
+) -> Result<Report, Finding> {
     history::<S>(&mut st, options, started).map_err(|(kind, view)| Finding {
         slot: S::SLOT,
         policy: name.to_string(),
@@ -101,10 +136,9 @@ pub fn check<S: SlotContract + SlotViews>(
         repro: view.map(|v| {
             Box::new(Repro {
                 view: repro::<S>(&v),
+                types: None,
                 decision: None,
-                maker: format!(
-                    "Box::new(gangway_core::policy::Native::new({name:?}, your_policy()))"
-                ),
+                maker: your_policy(name),
             })
         }),
     })?;
@@ -268,7 +302,7 @@ struct Failed<V> {
     shrink: Duration,
 }
 
-impl<V> Failed<V> {
+impl<V> Failed<(V, Option<TypesPlan>)> {
     /// The finding: for a failed view, shrunk further to the smallest that
     /// fails the same way, with what the policy answered on it.
     fn finding<S: SlotContract<View = V> + SlotViews>(
@@ -278,26 +312,16 @@ impl<V> Failed<V> {
         options: &Options,
     ) -> Finding {
         match self.error {
-            TestError::Fail(reason, view) => {
+            TestError::Fail(reason, case) => {
                 let kind = self.kind.unwrap_or_else(|| {
                     FindingKind::Failed(PolicyErrorKind::Trap(reason.to_string()))
                 });
-                let (view, kind) = smallest::<S>(name, view, kind, factory, options, self.shrink);
-                let decision = factory()
-                    .ok()
-                    .and_then(|mut b| b.decide(&view).ok())
-                    .map(|d| format!("{d:?}"));
+                let (case, kind) = smallest::<S>(name, case, kind, factory, options, self.shrink);
                 Finding {
                     slot: S::SLOT,
                     policy: name.to_string(),
+                    repro: Some(Box::new(case_repro::<S>(name, &case, factory))),
                     kind,
-                    repro: Some(Box::new(Repro {
-                        view: repro::<S>(&view),
-                        decision,
-                        maker: format!(
-                            "Box::new(gangway_core::policy::Native::new({name:?}, your_policy()))"
-                        ),
-                    })),
                 }
             }
             TestError::Abort(_) if self.out_of_time => Finding {
@@ -312,19 +336,46 @@ impl<V> Failed<V> {
     }
 }
 
-/// A report of no calls yet.
-fn empty_report<S: SlotContract>(name: &str) -> Report {
-    Report {
-        policy: name.to_string(),
-        slot: S::SLOT,
-        views: 0,
-        calls: 0,
-        slowest_us: 0,
-        max_jobs: 0,
-        history: 0,
-        scenarios: 0,
-        rounds: 0,
+/// What reproduces the failure of `case`: the view, and the GPU types
+/// beside it if the typed call failed (the plain checks pass on a fresh
+/// instance), with what a fresh instance answers there.
+fn case_repro<S: SlotContract + SlotViews>(
+    name: &str,
+    (view, plan): &Case<S>,
+    factory: &mut dyn FnMut() -> Result<BoxedBackend<S>, Finding>,
+) -> Repro {
+    let types = plan.as_ref().and_then(|p| S::types_of(view, p));
+    let mut out = Repro {
+        view: repro::<S>(view),
+        types: None,
+        decision: None,
+        maker: your_policy(name),
+    };
+    let plain_passes = types.is_some()
+        && factory()
+            .ok()
+            .is_some_and(|b| super::check_view::<S>(b, view).is_ok());
+    match types {
+        Some(types) if plain_passes => {
+            out.decision = factory()
+                .ok()
+                .and_then(|mut b| typed_call::<S>(&mut b, view, &types).ok())
+                .map(|answer| format!("{answer:?}"));
+            out.types = Some(repro_types(&types));
+        }
+        _ => {
+            out.decision = factory()
+                .ok()
+                .and_then(|mut b| b.decide(view).ok())
+                .map(|d| format!("{d:?}"));
+        }
     }
+    out
+}
+
+/// The maker of a policy the kit knows only by `name`.
+fn your_policy(name: &str) -> String {
+    format!("Box::new(gangway_core::policy::Native::new({name:?}, your_policy()))")
 }
 
 /// What a finding says without its numbers (ids, counts, times): two
@@ -341,16 +392,16 @@ fn signature(kind: &FindingKind) -> String {
 /// fresh instance) replaces it, until none does or `budget` runs out.
 fn smallest<S: SlotContract + SlotViews>(
     name: &str,
-    mut view: S::View,
+    mut case: Case<S>,
     mut kind: FindingKind,
     factory: &mut dyn FnMut() -> Result<BoxedBackend<S>, Finding>,
     options: &Options,
     budget: Duration,
-) -> (S::View, FindingKind) {
+) -> (Case<S>, FindingKind) {
     let started = Instant::now();
     let same = signature(&kind);
     'smaller: loop {
-        for candidate in S::smaller(&view) {
+        for candidate in smaller_cases::<S>(&case) {
             if started.elapsed() > budget {
                 break 'smaller;
             }
@@ -359,20 +410,32 @@ fn smallest<S: SlotContract + SlotViews>(
             };
             let mut st = State {
                 backend,
-                report: empty_report::<S>(name),
+                report: Report::empty::<S>(name),
                 failure: None,
                 seen: Vec::new(),
             };
-            if let Err(k) = one_view::<S>(&mut st, &candidate, options, &mut *factory)
+            let (view, plan) = &candidate;
+            if let Err(k) = one_view::<S>(&mut st, view, plan.as_ref(), options, &mut *factory)
                 && signature(&k) == same
             {
-                (view, kind) = (candidate, k);
+                (case, kind) = (candidate, k);
                 continue 'smaller;
             }
         }
         break;
     }
-    (view, kind)
+    (case, kind)
+}
+
+/// Cases one step smaller than `case`: its view one step smaller (the
+/// types made again from the same plan), then its plan one step simpler.
+fn smaller_cases<S: SlotContract + SlotViews>((view, plan): &Case<S>) -> Vec<Case<S>> {
+    let views = S::smaller(view).into_iter().map(|v| (v, *plan));
+    let plans = plan
+        .iter()
+        .flat_map(TypesPlan::smaller)
+        .map(|p| (view.clone(), Some(p)));
+    views.chain(plans).collect()
 }
 
 /// Checks one view as the kit does, for a regression test: `backend`
@@ -416,6 +479,7 @@ pub fn check_view<S: SlotContract>(
 fn one_view<S: SlotContract + SlotViews>(
     st: &mut State<S>,
     view: &S::View,
+    plan: Option<&TypesPlan>,
     options: &Options,
     fresh: impl FnOnce() -> Result<BoxedBackend<S>, Finding>,
 ) -> Result<(), FindingKind> {
@@ -444,6 +508,18 @@ fn one_view<S: SlotContract + SlotViews>(
     if again.map_err(|e| FindingKind::Failed(e.kind))? != first {
         return Err(FindingKind::Nondeterministic { fresh: false });
     }
+    // Contract 2.2: the same view with the GPU types beside it.
+    let types = plan.and_then(|p| S::types_of(view, p));
+    let typed = match &types {
+        Some(types) => Some(typed_checks::<S>(
+            &mut st.backend,
+            &mut st.report,
+            view,
+            types,
+            allowed,
+        )?),
+        None => None,
+    };
     if st.seen.len() < SEEN {
         st.seen.push((view.clone(), first.clone()));
     }
@@ -455,6 +531,14 @@ fn one_view<S: SlotContract + SlotViews>(
         let (answer, _) = call(&mut other, &mut st.report);
         if answer.map_err(|e| FindingKind::Failed(e.kind))? != first {
             return Err(FindingKind::Nondeterministic { fresh: true });
+        }
+        if let (Some(types), Some(typed)) = (&types, typed) {
+            st.report.calls += 1;
+            st.report.typed_calls += 1;
+            let answer = typed_call::<S>(&mut other, view, types);
+            if answer.map_err(|e| FindingKind::Failed(e.kind))? != typed {
+                return Err(FindingKind::Nondeterministic { fresh: true });
+            }
         }
     }
     Ok(())

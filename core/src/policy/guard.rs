@@ -739,7 +739,7 @@ pub(crate) struct Decided<D> {
 
 /// Whether `choices` name only jobs of `types`, each once, each on one of
 /// its allowed types; why not, if not.
-fn check_choices(types: &TypesView, choices: &TypeChoices) -> Result<(), String> {
+pub(crate) fn check_choices(types: &TypesView, choices: &TypeChoices) -> Result<(), String> {
     let mut seen = std::collections::BTreeSet::new();
     for c in &choices.choices {
         let Some(job) = types.job(c.job) else {

@@ -65,6 +65,8 @@ pub use error::{BudgetUnit, PolicyError, PolicyErrorKind};
 /// [`PolicySet::slot`] or a module's `backend::<S>()` without depending on
 /// `gangway-plugin-sdk`.
 pub use gangway_plugin_sdk::{Defragment, Fairness, Gang, Locality, Reclaim, Retry, SlotContract};
+#[cfg(feature = "conformance")]
+pub(crate) use guard::check_choices;
 pub use guard::{GuardSettings, Guarded, SlotEvent, SlotHandle, SlotHealth, SlotStatus};
 pub use set::PolicySet;
 pub use view_changes::ViewChanges;

@@ -41,7 +41,23 @@ SCHEMA = json.loads(
       "view": "RetryView"
     }
   },
+  "typed": {
+    "choices": "TypeChoices",
+    "types": "TypesView"
+  },
   "types": {
+    "ClassSpeeds": {
+      "STRUCT": [
+        {
+          "class": "U32"
+        },
+        {
+          "per_type": {
+            "SEQ": "U32"
+          }
+        }
+      ]
+    },
     "ClusterSummary": {
       "STRUCT": [
         {
@@ -292,8 +308,55 @@ SCHEMA = json.loads(
         }
       ]
     },
+    "GpuTypeId": {
+      "NEWTYPESTRUCT": "U8"
+    },
+    "GpuTypeSummary": {
+      "STRUCT": [
+        {
+          "id": {
+            "TYPENAME": "GpuTypeId"
+          }
+        },
+        {
+          "memory_gb": "U32"
+        },
+        {
+          "total_gpus": "U32"
+        },
+        {
+          "free_gpus": "U32"
+        }
+      ]
+    },
     "JobId": {
       "NEWTYPESTRUCT": "U64"
+    },
+    "JobTypes": {
+      "STRUCT": [
+        {
+          "job": {
+            "TYPENAME": "JobId"
+          }
+        },
+        {
+          "allowed": {
+            "SEQ": {
+              "TYPENAME": "GpuTypeId"
+            }
+          }
+        },
+        {
+          "running": {
+            "OPTION": {
+              "TYPENAME": "GpuTypeId"
+            }
+          }
+        },
+        {
+          "class": "U32"
+        }
+      ]
     },
     "Level": {
       "NEWTYPESTRUCT": "U8"
@@ -671,8 +734,92 @@ SCHEMA = json.loads(
         }
       ]
     },
+    "TypeChoice": {
+      "STRUCT": [
+        {
+          "job": {
+            "TYPENAME": "JobId"
+          }
+        },
+        {
+          "gpu_type": {
+            "TYPENAME": "GpuTypeId"
+          }
+        }
+      ]
+    },
+    "TypeChoices": {
+      "STRUCT": [
+        {
+          "choices": {
+            "SEQ": {
+              "TYPENAME": "TypeChoice"
+            }
+          }
+        }
+      ]
+    },
+    "TypesView": {
+      "STRUCT": [
+        {
+          "types": {
+            "SEQ": {
+              "TYPENAME": "GpuTypeSummary"
+            }
+          }
+        },
+        {
+          "jobs": {
+            "SEQ": {
+              "TYPENAME": "JobTypes"
+            }
+          }
+        },
+        {
+          "vcs": {
+            "SEQ": {
+              "TYPENAME": "VcTypeUsage"
+            }
+          }
+        },
+        {
+          "speeds": {
+            "SEQ": {
+              "TYPENAME": "ClassSpeeds"
+            }
+          }
+        }
+      ]
+    },
     "VcId": {
       "NEWTYPESTRUCT": "U32"
+    },
+    "VcTypeUsage": {
+      "STRUCT": [
+        {
+          "vc": {
+            "TYPENAME": "VcId"
+          }
+        },
+        {
+          "gpu_type": {
+            "TYPENAME": "GpuTypeId"
+          }
+        },
+        {
+          "held_gpus": "U32"
+        },
+        {
+          "nominal_gpus": {
+            "OPTION": "U32"
+          }
+        },
+        {
+          "borrowing_limit_gpus": {
+            "OPTION": "U32"
+          }
+        }
+      ]
     },
     "VcUsage": {
       "STRUCT": [

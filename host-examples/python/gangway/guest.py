@@ -9,11 +9,16 @@ does:
 - ``init(config)`` makes the policy (its class called with no arguments),
   hands it a non-empty configuration through ``configure(config: bytes)``
   (a policy without that method refuses one), and answers the manifest of
-  its ``queue_order`` and ``running`` attributes;
+  its ``queue_order``, ``running`` and ``GPU_TYPES`` attributes;
 - each call decodes the view with :mod:`gangway.wire`, asks the policy
   (the method named after the slot's call, or ``decide``) and encodes its
   decision. An exception becomes the call's ``error``: the host falls back
-  for that round, as for any failing module.
+  for that round, as for any failing module;
+- a fairness or reclaim policy with ``GPU_TYPES = True`` (contract 2.2)
+  gets, on a cluster of several GPU types, the types after its view (a
+  typed message) and is asked ``order_typed(view, types)`` or
+  ``reclaim_typed(view, types)``; its ``(decision, choices)`` is written as
+  a typed reply.
 
 This module runs inside the component: it imports only :mod:`gangway.wire`
 and the bindings componentize-py generates.
@@ -25,7 +30,7 @@ from typing import Any, Callable
 
 from . import wire
 
-__all__ = ["export", "method_of"]
+__all__ = ["export", "method_of", "takes_types", "answer_typed"]
 
 
 def method_of(policy: Any, slot: str) -> Callable[[Any], Any]:
@@ -43,9 +48,41 @@ def method_of(policy: Any, slot: str) -> Callable[[Any], Any]:
     )
 
 
-def _manifest(policy: Any) -> bytes:
+def takes_types(policy: Any, slot: str) -> bool:
+    """Whether ``policy`` takes the GPU types in ``slot`` (contract 2.2): a
+    true ``GPU_TYPES`` attribute, in the fairness or reclaim slot."""
+    return slot in wire.TYPED_SLOTS and bool(getattr(policy, "GPU_TYPES", False))
+
+
+def _typed_method(policy: Any, slot: str) -> Callable[[Any, Any], Any]:
+    call = wire.SLOTS[slot]["call"].replace("-", "_") + "_typed"
+    method = getattr(policy, call, None) or getattr(policy, "decide_typed", None)
+    if method is None:
+        raise TypeError(f"a {slot} policy with GPU_TYPES = True needs a method {call}(view, types)")
+    return method
+
+
+def answer_typed(policy: Any, slot: str, message: bytes) -> bytes:
+    """The reply of ``policy`` (which takes the GPU types) to a view message
+    of ``slot``: to a typed message, its typed method's ``(decision,
+    choices)`` as a typed reply; to a plain one, its plain method's
+    decision."""
+    view, types = wire.decode_typed_view(slot, message)
+    if types is None:
+        return wire.encode_decision(slot, method_of(policy, slot)(view))
+    answer = _typed_method(policy, slot)(view, types)
+    if isinstance(answer, tuple) and len(answer) == 2:
+        decision, choices = answer
+    else:
+        decision, choices = answer, None
+    return wire.encode_typed_reply(slot, decision, choices)
+
+
+def _manifest(policy: Any, slot: str) -> bytes:
     return wire.encode_manifest(
-        getattr(policy, "queue_order", "All"), getattr(policy, "running", "All")
+        getattr(policy, "queue_order", "All"),
+        getattr(policy, "running", "All"),
+        gpu_types=takes_types(policy, slot),
     )
 
 
@@ -69,7 +106,10 @@ def export(slot: str, make: Callable[[], Any], err: Callable[[str], BaseExceptio
                     )
                 configure(bytes(config))
             state["method"] = method_of(policy, slot)
-            return _manifest(policy)
+            if takes_types(policy, slot):
+                _typed_method(policy, slot)
+                state["typed"] = policy
+            return _manifest(policy, slot)
         except Exception as e:  # every failure is the call's error
             raise err(f"{type(e).__name__}: {e}") from None
 
@@ -78,6 +118,9 @@ def export(slot: str, make: Callable[[], Any], err: Callable[[str], BaseExceptio
             method = state.get("method")
             if method is None:
                 raise RuntimeError(f"{call} was called before init")
+            typed = state.get("typed")
+            if typed is not None:
+                return answer_typed(typed, slot, bytes(view))
             return wire.encode_decision(slot, method(wire.decode_view(slot, view)))
         except Exception as e:
             raise err(f"{type(e).__name__}: {e}") from None

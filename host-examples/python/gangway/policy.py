@@ -18,6 +18,17 @@ with a ``queue_order`` attribute (``"Submit"``, ``"Smallest"`` or
 shows it only each VC's first jobs in that order, as for a Rust policy. A
 reclaim policy may set ``running = "Borrowed"``.
 
+On a cluster of several GPU types (contract 2.2), a fairness or reclaim
+policy with ``GPU_TYPES = True`` is asked ``order_typed(view, types)`` (or
+``reclaim_typed(view, types)``) instead, ``types`` the cluster's types as
+objects (``types.types``, ``types.jobs[0].allowed``, ``types.vcs``,
+``types.speeds``; see ``TypesView`` in plugin-sdk/CONTRACT.md). It answers
+``(decision, choices)``: the decision, and type choices
+(``[{"job": 3, "gpu_type": 1}]``, at most one per job, each one of the
+job's allowed types; a job with a choice starts only on that type). A
+reclaim policy answers its decision alone (or with no choices). On a
+cluster of one type it is asked the plain call, as any policy.
+
 The scheduler checks every decision by the slot's rules, as for a Wasm
 module: a policy that raises, answers what does not read as the slot's
 decision or breaks a rule falls back to the built-in policy for that round
@@ -55,11 +66,20 @@ def _call(policy: Any, slot: str, view: bytes) -> bytes:
     return wire.encode_decision(slot, guest.method_of(policy, slot)(wire.decode_view(slot, view)))
 
 
+def _call_typed(policy: Any, slot: str, message: bytes) -> bytes:
+    """Called by the scheduler for a policy that takes the GPU types: reads
+    the typed view message, asks the policy's typed method and writes its
+    typed reply."""
+    return guest.answer_typed(policy, slot, message)
+
+
 def check_policy(
     slot: str, policy: Any, *, cases: int = 64, scenarios: int = 4, seed: int = 1
 ) -> Optional[str]:
     """Runs the conformance kit on ``policy`` for ``slot``: ``cases``
     generated views and ``scenarios`` scheduler runs, checking every rule
     of the contract. Returns ``None`` if it passed, else what failed, with
-    the smallest failing view (for a pytest ``assert check_policy(...) is None``)."""
+    the smallest failing view (for a pytest ``assert check_policy(...) is None``).
+    A policy with ``GPU_TYPES = True`` is also asked its typed calls, with
+    generated GPU types beside each view."""
     return _native.check_policy(slot, policy, cases, scenarios, seed)

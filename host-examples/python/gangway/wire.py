@@ -28,6 +28,19 @@ name when the value is not a string).
 '010701'
 >>> wire.decode_decision("fairness", data).order[0].job
 7
+
+Contract 2.2's typed messages (a fairness or reclaim policy that takes
+the cluster's GPU types): the view, then the ``TypesView``'s bytes, their
+length (4 bytes, little-endian) and the byte 2 (:data:`TYPED`); a typed
+reply is the decision, then the ``TypeChoices``' bytes, their length and 2.
+
+>>> choices = {"choices": [{"job": 9, "gpu_type": 1}]}
+>>> reply = wire.encode_typed_reply("fairness", {"order": []}, choices)
+>>> reply.hex()  # no jobs; one choice: job 9, type 1; 3 bytes; TYPED
+'000109010300000002'
+>>> decision, back = wire.decode_typed_reply("fairness", reply)
+>>> back.choices[0].gpu_type
+1
 """
 
 from __future__ import annotations
@@ -52,6 +65,14 @@ __all__ = [
     "encode_decision",
     "encode_manifest",
     "decode_manifest",
+    "TYPED",
+    "TYPED_SLOTS",
+    "split_typed",
+    "append_typed",
+    "decode_typed_view",
+    "encode_typed_view",
+    "decode_typed_reply",
+    "encode_typed_reply",
 ]
 
 #: The contract version the schema was generated from.
@@ -643,23 +664,24 @@ def encode_decision(slot: str, decision: Any) -> bytes:
     return encode(_slot(slot)["decision"], decision)
 
 
-def encode_manifest(queue_order: Any = "All", running: Any = "All") -> bytes:
+def encode_manifest(queue_order: Any = "All", running: Any = "All", gpu_types: bool = False) -> bytes:
     """The manifest a policy answers ``init`` with: which pending jobs a
     fairness policy needs to see (``"All"``, ``"Submit"``, ``"Smallest"``
-    or ``{"AttainedBands": [...]}``) and which running jobs a reclaim
-    policy needs (``"All"`` or ``"Borrowed"``). Written in contract 2.1's
-    layout, as the Rust SDK writes a manifest that does not take the GPU
-    types (its last field, ``gpu_types``, left out)."""
+    or ``{"AttainedBands": [...]}``), which running jobs a reclaim
+    policy needs (``"All"`` or ``"Borrowed"``), and whether it takes the
+    GPU types (contract 2.2). A manifest that does not take them is written
+    in contract 2.1's layout, as the Rust SDK writes it (its last field,
+    ``gpu_types``, left out), so it loads on a 2.1 host too."""
     data = encode(
         SCHEMA["manifest"],
         {
             "queue_order": queue_order,
             "running": running,
             "view_changes": False,
-            "gpu_types": False,
+            "gpu_types": bool(gpu_types),
         },
     )
-    return data[:-1]
+    return data if gpu_types else data[:-1]
 
 
 def decode_manifest(data: bytes) -> Any:
@@ -678,3 +700,98 @@ def decode_manifest(data: bytes) -> Any:
         return decode(SCHEMA["manifest"], data)
     except WireError:
         return decode(SCHEMA["manifest"], data + b"\x00")
+
+
+# ------------------------------------------------- contract 2.2: GPU types
+
+#: The last byte of a view or reply message that carries contract 2.2's
+#: GPU types after it (a plain message ends in 0 or 1, a bare view in any
+#: byte).
+TYPED: int = 2
+
+#: The slots whose policies may take the GPU types: the type names of the
+#: types beside a view (``"types"``) and of the choices beside a reply
+#: (``"choices"``).
+TYPED_SLOTS = ("fairness", "reclaim")
+
+_TYPES_VIEW: str = SCHEMA["typed"]["types"]
+_TYPE_CHOICES: str = SCHEMA["typed"]["choices"]
+
+
+def split_typed(data: bytes) -> Tuple[bytes, Any]:
+    """Splits a message that may carry the GPU types: the message before
+    them and their bytes, or the message whole and ``None`` when its last
+    byte is not :data:`TYPED`. A message that ends in it but is shorter
+    than the length it gives is a :class:`WireError`."""
+    data = bytes(data)
+    if not data or data[-1] != TYPED:
+        return data, None
+    if len(data) < 5:
+        raise WireError("typed message: shorter than its length")
+    (length,) = struct.unpack("<I", data[-5:-1])
+    body = data[:-5]
+    if length > len(body):
+        raise WireError("typed message: its types are longer than the message")
+    at = len(body) - length
+    return body[:at], body[at:]
+
+
+def append_typed(type_name: str, value: Any, message: bytes) -> bytes:
+    """``message`` with ``value`` (of the contract's type ``type_name``:
+    ``"TypesView"`` or ``"TypeChoices"``) after it, their length and
+    :data:`TYPED`."""
+    extra = encode(type_name, value)
+    return bytes(message) + extra + struct.pack("<I", len(extra)) + bytes([TYPED])
+
+
+def _typed_slot(slot: str) -> None:
+    _slot(slot)
+    if slot not in TYPED_SLOTS:
+        raise WireError(f"the {slot} slot is not shown GPU types: only {', '.join(TYPED_SLOTS)}")
+
+
+def decode_typed_view(slot: str, data: bytes) -> Tuple[Any, Any]:
+    """Reads a view of ``slot`` as the host sends it to a policy that takes
+    the GPU types: ``(view, types)``, ``types`` the ``TypesView`` beside the
+    view, or ``None`` for a plain view (a cluster of one type).
+
+    A Python policy takes its views bare, so a plain view may end in the
+    byte 2 too: a message that does not read as a view with types beside it
+    is read as a plain view."""
+    _typed_slot(slot)
+    try:
+        body, extra = split_typed(data)
+        if extra is not None:
+            return decode_view(slot, body), decode(_TYPES_VIEW, extra)
+    except WireError:
+        pass
+    return decode_view(slot, data), None
+
+
+def encode_typed_view(slot: str, view: Any, types: Any) -> bytes:
+    """Writes a view of ``slot`` with the GPU types ``types`` beside it, as
+    the host sends it to a policy whose views travel bare."""
+    _typed_slot(slot)
+    return append_typed(_TYPES_VIEW, types, encode_view(slot, view))
+
+
+def decode_typed_reply(slot: str, data: bytes) -> Tuple[Any, Any]:
+    """Reads a reply to a typed call: ``(decision, choices)``; a reply
+    without choices chooses none."""
+    _typed_slot(slot)
+    body, extra = split_typed(data)
+    choices = decode(_TYPE_CHOICES, extra) if extra is not None else View({"choices": []})
+    return decode_decision(slot, body), choices
+
+
+def encode_typed_reply(slot: str, decision: Any, choices: Any = None) -> bytes:
+    """Writes a reply to a typed call: ``decision``, then the type choices
+    (``{"choices": [{"job": ..., "gpu_type": ...}]}``, a list of such
+    choices, or ``None`` for none). Always typed, even without choices: the
+    host reads a typed call's reply by its last byte."""
+    _typed_slot(slot)
+    if choices is None:
+        choices = {"choices": []}
+    elif isinstance(choices, (list, tuple)):
+        choices = {"choices": list(choices)}
+    return append_typed(_TYPE_CHOICES, choices, encode_decision(slot, decision))

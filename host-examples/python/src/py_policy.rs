@@ -10,8 +10,10 @@
 //! failures, as a Wasm module is.
 
 use gangway_catalog::handles::BackendFactory;
-use gangway_core::policy::{Backend, BoxedBackend, PolicyError, PolicyErrorKind};
-use gangway_plugin_sdk::{Manifest, QueueOrder, RunningScope, SlotContract, wire};
+use gangway_core::policy::{Backend, BoxedBackend, PolicyError, PolicyErrorKind, ViewChanges};
+use gangway_plugin_sdk::{
+    Manifest, QueueOrder, RunningScope, SlotContract, TypeChoices, TypesView, wire,
+};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
@@ -47,12 +49,50 @@ impl<S: SlotContract> Backend<S> for PyBackend<S> {
                 .extract()
         })
         .map_err(|e| self.error(PolicyErrorKind::Refused(format!("raised {e}"))))?;
-        wire::decode_decision::<S>(&answer, view).map_err(|e| {
-            self.error(PolicyErrorKind::Decode(format!(
-                "the {} decision does not read: {e}",
-                S::NAME
-            )))
+        wire::decode_decision::<S>(&answer, view).map_err(|e| self.unread(&e))
+    }
+
+    /// Contract 2.2: a policy whose `GPU_TYPES` is true gets the GPU types
+    /// beside its view (`gangway.policy._call_typed`, its `order_typed` or
+    /// `reclaim_typed`) and answers type choices beside its decision, the
+    /// typed message and reply a Wasm module exchanges.
+    fn decide_typed(
+        &mut self,
+        view: &S::View,
+        types: &TypesView,
+        changes: &ViewChanges<'_>,
+    ) -> Result<(S::Decision, TypeChoices), PolicyError> {
+        if !self.manifest.gpu_types {
+            return self
+                .decide_with_changes(view, changes)
+                .map(|d| (d, TypeChoices::default()));
+        }
+        let mut message = wire::encode_view::<S>(view);
+        wire::append_typed(types, &mut message);
+        let answer = Python::attach(|py| -> PyResult<Vec<u8>> {
+            let call = py.import("gangway.policy")?.getattr("_call_typed")?;
+            let bytes = PyBytes::new(py, &message);
+            call.call1((self.policy.clone_ref(py), S::NAME, bytes))?
+                .extract()
         })
+        .map_err(|e| self.error(PolicyErrorKind::Refused(format!("raised {e}"))))?;
+        let (reply, extra) = wire::split_typed(&answer).map_err(|e| self.unread(&e))?;
+        let decision = wire::decode_decision::<S>(reply, view).map_err(|e| self.unread(&e))?;
+        let choices = match extra {
+            Some(extra) => wire::decode_typed::<TypeChoices>(extra).map_err(|e| self.unread(&e))?,
+            None => TypeChoices::default(),
+        };
+        Ok((decision, choices))
+    }
+}
+
+impl<S: SlotContract> PyBackend<S> {
+    /// The error of an answer that does not read.
+    fn unread(&self, e: &wire::WireError) -> PolicyError {
+        self.error(PolicyErrorKind::Decode(format!(
+            "the {} decision does not read: {e}",
+            S::NAME
+        )))
     }
 }
 
@@ -64,8 +104,13 @@ pub(crate) struct PyFactory {
 
 impl BackendFactory for PyFactory {
     fn make<S: SlotContract>(&self) -> BoxedBackend<S> {
-        let (policy, manifest) =
+        let (policy, mut manifest) =
             Python::attach(|py| (self.policy.clone_ref(py), manifest_of(self.policy.bind(py))));
+        // Only fairness and reclaim policies are shown the GPU types.
+        manifest.gpu_types &= matches!(
+            S::SLOT,
+            gangway_plugin_sdk::Slot::Fairness | gangway_plugin_sdk::Slot::Reclaim
+        );
         Box::new(PyBackend::<S> {
             name: self.name.clone(),
             policy,
@@ -78,8 +123,10 @@ impl BackendFactory for PyFactory {
 /// What a Python policy declares beside its decisions: its `queue_order`
 /// (`"All"`, `"Submit"`, `"Smallest"` or `{"AttainedBands": [...]}`: a
 /// fairness policy that follows it sees only each VC's first jobs in that
-/// order) and `running` (`"All"` or `"Borrowed"`, for reclaim). Missing or
-/// unreadable attributes keep the defaults (every job).
+/// order), `running` (`"All"` or `"Borrowed"`, for reclaim) and
+/// `GPU_TYPES` (true: a fairness or reclaim policy that takes the GPU
+/// types, contract 2.2). Missing or unreadable attributes keep the
+/// defaults (every job, no types).
 fn manifest_of(policy: &Bound<'_, PyAny>) -> Manifest {
     fn read<T: serde::de::DeserializeOwned>(policy: &Bound<'_, PyAny>, attr: &str) -> Option<T> {
         let value = policy.getattr(attr).ok()?;
@@ -91,7 +138,7 @@ fn manifest_of(policy: &Bound<'_, PyAny>) -> Manifest {
         queue_order: read::<QueueOrder>(policy, "queue_order").unwrap_or_default(),
         running: read::<RunningScope>(policy, "running").unwrap_or_default(),
         view_changes: false,
-        gpu_types: false,
+        gpu_types: read::<bool>(policy, "GPU_TYPES").unwrap_or(false),
     }
 }
 

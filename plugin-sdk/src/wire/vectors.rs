@@ -32,7 +32,7 @@ use crate::view::{
     ClusterSummary, LevelSummary, PendingJob, RunningJob, ServerState, SpreadLimit, VcUsage,
     WaitReason, WaitingJob,
 };
-use crate::{Manifest, Policy, QueueOrder, RunningScope, wire};
+use crate::{Manifest, Policy, QueueOrder, RunningScope, SlotContract, wire};
 
 /// Seeded samples per slot.
 const SAMPLES: u64 = 12;
@@ -1102,4 +1102,160 @@ fn manifest_bytes_are_frozen() {
         );
     }
     v.check("manifest");
+}
+
+/// `n` views of slot `S` with the GPU types beside them (contract 2.2),
+/// from the kit's strategies, the same every run.
+fn typed_samples<S: SlotViews>(n: u64) -> Vec<(S::View, crate::TypesView)> {
+    (0..n)
+        .map(|i| {
+            let mut seed = [0u8; 32];
+            seed[..8].copy_from_slice(&(0x7479_7065 + i).to_le_bytes());
+            let mut runner = TestRunner::new_with_rng(
+                Config::default(),
+                TestRng::from_seed(RngAlgorithm::ChaCha, &seed),
+            );
+            crate::testing::types::typed_views::<S>()
+                .new_tree(&mut runner)
+                .expect("a typed view")
+                .current()
+        })
+        .collect()
+}
+
+/// Type choices answering `types`: each job's most preferred type, every
+/// other job.
+fn choices_for(types: &crate::TypesView) -> crate::TypeChoices {
+    crate::TypeChoices {
+        choices: types
+            .jobs
+            .iter()
+            .step_by(2)
+            .filter_map(|j| {
+                Some(crate::TypeChoice {
+                    job: j.job,
+                    gpu_type: *j.allowed.first()?,
+                })
+            })
+            .collect(),
+    }
+}
+
+/// The typed messages of slot `S` (contract 2.2) for `view` and `types`:
+/// the view bare and as a view message, each with the types after it, and
+/// `decision` with `choices` after it, bare and as a reply message; each
+/// split and decoded back.
+fn typed_case<S: SlotContract>(
+    v: &mut Vectors,
+    name: &str,
+    (view, types): &(S::View, crate::TypesView),
+    decision: &S::Decision,
+) {
+    let choices = choices_for(types);
+    let mut bare = wire::encode_view::<S>(view);
+    wire::append_typed(types, &mut bare);
+    let mut message = Vec::new();
+    wire::encode_view_message::<S>(None, view, &mut message);
+    wire::append_typed(types, &mut message);
+    let mut reply = wire::encode_decision::<S>(decision);
+    wire::append_typed(&choices, &mut reply);
+    let mut reply_message = Vec::new();
+    wire::encode_reply_message::<S>(decision, view, &mut reply_message);
+    wire::append_typed(&choices, &mut reply_message);
+    v.add(&format!("{name}/view"), &bare);
+    v.add(&format!("{name}/view_message"), &message);
+    v.add(&format!("{name}/reply"), &reply);
+    v.add(&format!("{name}/reply_message"), &reply_message);
+    let (body, extra) = wire::split_typed(&bare).expect("splits");
+    assert_eq!(&wire::decode_view::<S>(body).expect("a view"), view);
+    let back: crate::TypesView = wire::decode_typed(extra.expect("types")).expect("types");
+    assert_eq!(&back, types);
+    let (body, extra) = wire::split_typed(&reply).expect("splits");
+    assert_eq!(
+        &wire::decode_decision::<S>(body, view).expect("a decision"),
+        decision
+    );
+    let back: crate::TypeChoices = wire::decode_typed(extra.expect("choices")).expect("choices");
+    assert_eq!(back, choices);
+}
+
+/// Contract 2.2's typed messages: fairness and reclaim views with their GPU
+/// types (generated, and small edge cases), and replies with type choices.
+#[test]
+fn typed_bytes_are_frozen() {
+    use crate::{ClassSpeeds, GpuTypeId, GpuTypeSummary, JobTypes, TypesView, VcTypeUsage};
+    let mut v = Vectors::default();
+    let full = TypesView {
+        types: vec![GpuTypeSummary {
+            id: GpuTypeId(u8::MAX),
+            memory_gb: u32::MAX,
+            total_gpus: u32::MAX,
+            free_gpus: 0,
+        }],
+        jobs: vec![JobTypes {
+            job: JobId(u64::MAX),
+            allowed: vec![GpuTypeId(u8::MAX), GpuTypeId(0)],
+            running: Some(GpuTypeId(u8::MAX)),
+            class: u32::MAX,
+        }],
+        vcs: vec![VcTypeUsage {
+            vc: VcId(u32::MAX),
+            gpu_type: GpuTypeId(1),
+            held_gpus: u32::MAX,
+            nominal_gpus: Some(0),
+            borrowing_limit_gpus: None,
+        }],
+        speeds: vec![ClassSpeeds {
+            class: u32::MAX,
+            per_type: vec![0, u32::MAX],
+        }],
+    };
+    let one = FairnessView {
+        jobs: vec![max_job(u64::MAX)],
+        ..FairnessView::default()
+    };
+    let fairness = [
+        (FairnessView::default(), TypesView::default()),
+        (one, full.clone()),
+    ];
+    let ranked = |view: &FairnessView| FairnessDecision {
+        order: view
+            .jobs
+            .iter()
+            .map(|j| Ranked {
+                job: j.id,
+                eligible: j.id.0 % 2 == 0,
+            })
+            .collect(),
+    };
+    for (i, case) in fairness
+        .iter()
+        .chain(&typed_samples::<Fairness>(6))
+        .enumerate()
+    {
+        typed_case::<Fairness>(
+            &mut v,
+            &format!("fairness/typed{i}"),
+            case,
+            &ranked(&case.0),
+        );
+    }
+    let reclaim = [(ReclaimView::default(), full)];
+    let stop_first = |view: &ReclaimView| ReclaimDecision {
+        stop: view.running.iter().take(1).map(|j| j.id).collect(),
+        start: view.waiting.iter().take(1).map(|w| w.job.id).collect(),
+    };
+    for (i, case) in reclaim
+        .iter()
+        .chain(&typed_samples::<Reclaim>(4))
+        .enumerate()
+    {
+        typed_case::<Reclaim>(
+            &mut v,
+            &format!("reclaim/typed{i}"),
+            case,
+            &stop_first(&case.0),
+        );
+    }
+    v.check("typed");
 }

@@ -72,4 +72,20 @@ impl crate::testing::SlotViews for Fairness {
         }
         out
     }
+
+    fn types_of(
+        view: &FairnessView,
+        plan: &crate::testing::types::TypesPlan,
+    ) -> Option<crate::TypesView> {
+        use crate::testing::types::{TypesJob, types_view};
+        let jobs: Vec<TypesJob> = view
+            .jobs
+            .iter()
+            .map(|j| TypesJob {
+                job: j.id,
+                running: false,
+            })
+            .collect();
+        Some(types_view(plan, &view.cluster, &view.vcs, &jobs))
+    }
 }

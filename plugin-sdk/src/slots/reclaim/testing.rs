@@ -96,4 +96,21 @@ impl crate::testing::SlotViews for Reclaim {
         }
         out
     }
+
+    fn types_of(
+        view: &ReclaimView,
+        plan: &crate::testing::types::TypesPlan,
+    ) -> Option<crate::TypesView> {
+        use crate::testing::types::{TypesJob, types_view};
+        let waiting = view.waiting.iter().map(|w| TypesJob {
+            job: w.job.id,
+            running: false,
+        });
+        let running = view.running.iter().map(|j| TypesJob {
+            job: j.id,
+            running: true,
+        });
+        let jobs: Vec<TypesJob> = waiting.chain(running).collect();
+        Some(types_view(plan, &view.cluster, &view.vcs, &jobs))
+    }
 }
