@@ -28,6 +28,7 @@ pub struct Plan {
 
 /// Admits the jobs of `priority` (view positions) in turn on their first
 /// allowed type with room in `free`, as a type-blind host would.
+#[inline(never)]
 pub(crate) fn admit(
     priority: &[usize],
     jobs: &[PendingJob],
@@ -71,6 +72,7 @@ pub(crate) fn throughput(plan: &Plan, speeds: &Speeds, types: &[GpuTypeId]) -> f
 /// advantage, largest first, each on its fastest allowed type with room;
 /// keeps admission's types if some job would find no room, or if that
 /// would not run the jobs at least as fast in sum.
+#[inline(never)]
 pub(crate) fn by_advantage(
     plan: &mut Plan,
     jobs: &[PendingJob],

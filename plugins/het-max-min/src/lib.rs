@@ -140,8 +140,8 @@ pub use preempt::HetPreempt;
 
 use gangway_plugin_sdk::sort;
 use gangway_plugin_sdk::{
-    ConfigError, ConfigForm, Configure, FairnessDecision, FairnessPolicy, FairnessView, PendingJob,
-    QueueOrder, Ranked, TypeChoice, TypeChoices, TypesView, read_options,
+    ConfigError, ConfigForm, Configure, FairnessDecision, FairnessPolicy, FairnessView, JobId,
+    PendingJob, QueueOrder, Ranked, TypeChoice, TypeChoices, TypesView, read_options,
 };
 use serde::Deserialize;
 
@@ -220,8 +220,8 @@ impl HetMaxMin {
     /// order, on which type.
     pub fn plan(&self, view: &FairnessView, types: &TypesView) -> Plan {
         let cap = speed::Capacity::of(types);
-        let ids = view.jobs.iter().map(|j| j.id);
-        let speeds = speed::speeds(ids, types, &cap, self.config.type_blind);
+        let ids: Vec<JobId> = view.jobs.iter().map(|j| j.id).collect();
+        let speeds = speed::speeds(&ids, types, &cap, self.config.type_blind);
         let priority = self.priority(&view.jobs);
         let mut plan = assign::admit(&priority, &view.jobs, &speeds, &cap.free);
         if self.config.type_blind {
@@ -242,7 +242,8 @@ impl HetMaxMin {
     /// their types, speeds always counted: how two plans compare.
     pub fn throughput(&self, view: &FairnessView, types: &TypesView, plan: &Plan) -> f64 {
         let cap = speed::Capacity::of(types);
-        let speeds = speed::speeds(view.jobs.iter().map(|j| j.id), types, &cap, false);
+        let ids: Vec<JobId> = view.jobs.iter().map(|j| j.id).collect();
+        let speeds = speed::speeds(&ids, types, &cap, false);
         assign::throughput(plan, &speeds, &plan.types)
     }
 }

@@ -107,8 +107,8 @@ impl HetPreempt {
     fn typed(&self, view: &ReclaimView, types: &TypesView, waiting: &[&WaitingJob]) -> Typed {
         let cap = Capacity::of(types);
         let ids = waiting.iter().map(|w| w.job.id);
-        let ids = ids.chain(view.running.iter().map(|j| j.id));
-        let speeds = speed::speeds(ids, types, &cap, self.policy.config().type_blind);
+        let ids: Vec<JobId> = ids.chain(view.running.iter().map(|j| j.id)).collect();
+        let speeds = speed::speeds(&ids, types, &cap, self.policy.config().type_blind);
         let gpus = waiting.iter().map(|w| w.job.gpus);
         let gpus: Vec<u32> = gpus.chain(view.running.iter().map(|j| j.gpus)).collect();
         let ranks = speed::ranks(&speeds, &gpus, &cap);
@@ -155,6 +155,11 @@ impl HetPreempt {
                 break;
             }
             let band = self.policy.band(w.job.attained_gpu_s);
+            // Victims are in a strictly higher band, and the waiting jobs
+            // come in band order: none after this one has any.
+            if victims.first().is_none_or(|(top, _, _)| *top <= band) {
+                break;
+            }
             for t in Self::tries(typed.as_ref(), k) {
                 let candidates: Vec<&RunningJob> = victims
                     .iter()

@@ -54,6 +54,7 @@ pub(crate) struct Capacity {
 impl Capacity {
     /// The capacity `types` shows (a type listed twice counts once, its
     /// last entry).
+    #[inline(never)]
     pub(crate) fn of(types: &TypesView) -> Capacity {
         let n = types
             .types
@@ -84,18 +85,14 @@ impl Capacity {
 /// equally fast. A job whose class has no speeds, or no known (non-zero)
 /// speed on one of its types, counts its types as equally fast too: a
 /// guessed speed-up would move it for nothing.
-pub(crate) fn speeds(
-    jobs: impl Iterator<Item = JobId>,
-    types: &TypesView,
-    cap: &Capacity,
-    blind: bool,
-) -> Speeds {
+#[inline(never)]
+pub(crate) fn speeds(jobs: &[JobId], types: &TypesView, cap: &Capacity, blind: bool) -> Speeds {
     let mut s = Speeds::default();
     let every: Vec<GpuTypeId> = (0..cap.total.len())
         .filter_map(|i| u8::try_from(i).ok().map(GpuTypeId))
         .filter(|t| cap.has(*t))
         .collect();
-    for id in jobs {
+    for &id in jobs {
         let start = s.options.len();
         let jt = types.job(id);
         let allowed = jt.map_or(&every[..], |j| &j.allowed[..]);
@@ -175,6 +172,7 @@ pub(crate) fn differs(speeds: &Speeds, i: usize) -> bool {
 /// The types of `cap` ranked and the advantage of each of `speeds`' jobs,
 /// which ask for `gpus` (by job): see [`Ranks`]. Types no job tells apart
 /// rank by id.
+#[inline(never)]
 pub(crate) fn ranks(speeds: &Speeds, gpus: &[u32], cap: &Capacity) -> Ranks {
     let n = cap.total.len();
     let (mut sum, mut weight) = (vec![0.0f64; n], vec![0.0f64; n]);
