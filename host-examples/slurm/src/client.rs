@@ -238,15 +238,55 @@ fn write_cluster(out: &mut String, r: &StatusReport) {
         r.foreign_gpus
     );
     for n in &r.nodes {
-        let _ = writeln!(
+        let _ = write!(
             out,
             "  {:<10} rack {:<8} {:>2}/{:<2} free  {}",
             n.name, n.rack, n.free, n.gpus, n.health
         );
+        if !n.gpu_type.is_empty() {
+            let _ = write!(out, "  {}", n.gpu_type);
+        }
+        let _ = writeln!(out);
     }
+    write_type_use(out, r);
     let _ = write!(out, "policies:");
     for p in &r.policies {
         let _ = write!(out, " {}={}", p.slot, p.active);
+    }
+    let _ = writeln!(out);
+}
+
+/// Each VC's use of each GPU type, against its quota of it if it has one:
+/// `a100 6 held of 8 (+4 borrowing)`.
+fn write_type_use(out: &mut String, r: &StatusReport) {
+    if r.type_use.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "GPU types by virtual cluster (held, of nominal quota + borrowing limit):"
+    );
+    let mut vc = "";
+    for u in &r.type_use {
+        if u.vc != vc {
+            if !vc.is_empty() {
+                let _ = writeln!(out);
+            }
+            vc = &u.vc;
+            let _ = write!(out, "  {:<10}", u.vc);
+        }
+        let _ = write!(out, " {} {}", u.gpu_type, u.held);
+        match (u.nominal, u.borrowing_limit) {
+            (Some(n), Some(b)) => {
+                let _ = write!(out, " of {n}+{b};");
+            }
+            (Some(n), None) => {
+                let _ = write!(out, " of {n}+any;");
+            }
+            (None, _) => {
+                let _ = write!(out, ";");
+            }
+        }
     }
     let _ = writeln!(out);
 }

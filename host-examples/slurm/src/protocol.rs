@@ -158,6 +158,23 @@ pub struct NodeReport {
     pub free: u32,
     /// `Up`, `Draining` or `Down`.
     pub health: String,
+    /// The type of its GPUs (empty on a cluster of one type).
+    pub gpu_type: String,
+}
+
+/// One virtual cluster's use of one GPU type, and its quota of it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TypeUseReport {
+    /// The virtual cluster.
+    pub vc: String,
+    /// The GPU type.
+    pub gpu_type: String,
+    /// GPUs of the type its running jobs hold.
+    pub held: u32,
+    /// Its nominal quota of the type, when it has quotas per type.
+    pub nominal: Option<u32>,
+    /// How many it may hold beyond the nominal quota (`None`: no limit).
+    pub borrowing_limit: Option<u32>,
 }
 
 /// One policy slot.
@@ -219,6 +236,9 @@ pub struct StatusReport {
     pub finished_offset: u32,
     /// GPUs held by jobs started in Slurm directly.
     pub foreign_gpus: u32,
+    /// Each configured VC's use of each GPU type, by VC then type (empty
+    /// on a cluster of one type whose VCs have no quotas per type).
+    pub type_use: Vec<TypeUseReport>,
     /// The daemon's figures.
     pub stats: DaemonStats,
     /// The last error of a cycle (reading Slurm, saving the state), if the

@@ -7,7 +7,9 @@ use gangway_core::{GpuTypeId, JobId, JobState, ServerId, WaitReason};
 use super::Daemon;
 use crate::access::{Access, Caller};
 use crate::persist::JobEntry;
-use crate::protocol::{FinishedPage, JobReport, NodeReport, SlotReport, StatusReport, TYPE_QUOTA};
+use crate::protocol::{
+    FinishedPage, JobReport, NodeReport, SlotReport, StatusReport, TYPE_QUOTA, TypeUseReport,
+};
 
 /// Finished jobs a status report lists by default (the newest).
 const DEFAULT_FINISHED: u32 = 200;
@@ -187,9 +189,47 @@ impl Daemon {
                             .health(s)
                             .unwrap_or(gangway_core::Health::Down)
                     ),
+                    gpu_type: self.type_name(self.map.topology.servers()[i].gpu_type),
                 }
             })
             .collect()
+    }
+
+    /// The name of GPU type `t` as the reports show it: empty on a cluster
+    /// of one type.
+    fn type_name(&self, t: GpuTypeId) -> String {
+        let types = self.sched.topology().gpu_types();
+        match types.get(t.index()) {
+            Some(info) if types.len() > 1 => info.name.clone(),
+            _ => String::new(),
+        }
+    }
+
+    /// Each configured VC's use of each GPU type and its quota of it: on a
+    /// cluster of several types, or for a VC with quotas per type.
+    fn type_use(&self) -> Vec<TypeUseReport> {
+        let types = self.sched.topology().gpu_types();
+        let mut out = Vec::new();
+        for (name, vc) in &self.vcs {
+            let quotas = self.sched.type_quotas(*vc);
+            if types.len() < 2 && quotas.is_none() {
+                continue;
+            }
+            for (i, info) in types.iter().enumerate() {
+                let t = GpuTypeId(u8::try_from(i).unwrap_or(u8::MAX));
+                // A type the VC's quotas do not name is one it may not use.
+                let none = gangway_core::TypeQuota::new(0, Some(0));
+                let quota = quotas.map(|q| q.get(&t).copied().unwrap_or(none));
+                out.push(TypeUseReport {
+                    vc: name.clone(),
+                    gpu_type: info.name.clone(),
+                    held: self.sched.held_of_type(*vc, t),
+                    nominal: quota.map(|q| q.nominal_gpus),
+                    borrowing_limit: quota.and_then(|q| q.borrowing_limit_gpus),
+                });
+            }
+        }
+        out
     }
 
     fn slot_reports(&self) -> Vec<SlotReport> {
@@ -264,6 +304,7 @@ impl Daemon {
                 .virtual_clusters()
                 .get(self.foreign_vc.0 as usize)
                 .map_or(0, |v| v.held_gpus),
+            type_use: self.type_use(),
             stats,
             last_error: self.last_error.clone(),
             slurm_unreachable: self.outage.clone(),

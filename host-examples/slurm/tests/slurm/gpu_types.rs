@@ -252,6 +252,45 @@ fn a_vcs_quota_per_gpu_type_caps_what_it_runs() {
         why.contains("quota of every GPU type it may use is full"),
         "{why}"
     );
+    // Status shows each node's type and the VC's use of each type against
+    // its quota (a type its quotas do not name: none).
+    for n in &s.nodes {
+        let want = if A100.contains(&n.name.as_str()) {
+            "a100"
+        } else {
+            "v100"
+        };
+        assert_eq!(n.gpu_type, want, "{:?}", n);
+    }
+    let used = |vc: &str, t: &str| {
+        s.type_use
+            .iter()
+            .find(|u| u.vc == vc && u.gpu_type == t)
+            .map(|u| (u.held, u.nominal, u.borrowing_limit))
+    };
+    assert_eq!(
+        used("capped", "a100"),
+        Some((8, Some(8), Some(0))),
+        "{:?}",
+        s.type_use
+    );
+    assert_eq!(
+        used("capped", "v100"),
+        Some((0, Some(0), Some(0))),
+        "{:?}",
+        s.type_use
+    );
+    assert_eq!(
+        used("research", "a100").map(|u| u.1),
+        Some(None),
+        "{:?}",
+        s.type_use
+    );
+    let text = gangway_slurm::client::format_status(&s);
+    assert!(
+        text.contains("capped     a100 8 of 8+0; v100 0 of 0+0;"),
+        "{text}"
+    );
     // Another VC runs on the free a100s beside it.
     let other = submit("research", "true");
     let done = cluster.finished(60, other);
