@@ -24,7 +24,7 @@
 //!     "gpus_over_time": {"t_s": [...], "allocated": [...], "online": [...]},
 //!     "fit": {"targets", "score", "met", "items",
 //!             "detail": [{"name", "observed", "model", "error", "met"}]},
-//!     "gpu_types": {"makespan_s", "types": [{"name", "gpus", "jobs", "jct_s",
+//!     "gpu_types": {"makespan_s", "total_wait_s", "types": [{"name", "gpus", "jobs", "jct_s",
 //!                   "total_wait_s", "used_gpu_s", "utilisation"}]}
 //!   }]
 //! }
@@ -752,6 +752,9 @@ pub fn table(runs: &[Run]) -> String {
     rows.jobs();
     rows.gpu_time();
     rows.slot_costs();
+    if runs.iter().any(|r| r.gpu_types.is_some()) {
+        rows.gpu_types();
+    }
     for b in BUCKETS {
         rows.bucket(b);
     }
@@ -881,6 +884,31 @@ impl Rows<'_> {
                 r.retry.saved_gpu_s as f64 / 3600.0,
                 r.retry.passing_jobs_lost
             )
+        });
+    }
+
+    /// On a cluster of several GPU types: the makespan, the waits, and
+    /// each type's utilisation.
+    fn gpu_types(&mut self) {
+        self.row(
+            "makespan (h) / total wait p90 (h)",
+            &|r| match &r.gpu_types {
+                Some(g) => format!(
+                    "{:.0} / {:.2}",
+                    g.makespan_s as f64 / 3600.0,
+                    g.total_wait_s.p90 / 3600.0
+                ),
+                None => "n/a".to_string(),
+            },
+        );
+        self.row("utilisation by GPU type", &|r| match &r.gpu_types {
+            Some(g) => g
+                .types
+                .iter()
+                .map(|t| format!("{} {:.1} %", t.name, t.utilisation * 100.0))
+                .collect::<Vec<_>>()
+                .join(", "),
+            None => "n/a".to_string(),
         });
     }
 

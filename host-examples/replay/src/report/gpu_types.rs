@@ -15,6 +15,8 @@ use crate::sim::RunResult;
 pub struct GpuTypeStats {
     /// Seconds from the first submission to the last job's end.
     pub makespan_s: u64,
+    /// Every job's total wait (over all its attempts), whatever its type.
+    pub total_wait_s: Delay,
     /// Per type, by name (in the topology's order of types).
     pub types: Vec<TypeStats>,
 }
@@ -50,6 +52,7 @@ pub(super) fn of(r: &RunResult) -> Option<GpuTypeStats> {
     let mut jcts: BTreeMap<u8, Vec<f64>> = BTreeMap::new();
     let mut waits: BTreeMap<u8, Vec<f64>> = BTreeMap::new();
     let mut jobs: BTreeMap<u8, usize> = BTreeMap::new();
+    let all_waits: Vec<f64> = own.iter().map(|j| j.waited_s as f64).collect();
     for j in own {
         let Some(t) = j.gpu_type else { continue };
         *jobs.entry(t).or_default() += 1;
@@ -82,5 +85,9 @@ pub(super) fn of(r: &RunResult) -> Option<GpuTypeStats> {
             }
         })
         .collect();
-    Some(GpuTypeStats { makespan_s, types })
+    Some(GpuTypeStats {
+        makespan_s,
+        total_wait_s: delay(all_waits),
+        types,
+    })
 }
