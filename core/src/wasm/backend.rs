@@ -37,7 +37,7 @@ pub(crate) struct WasmBackend<S: SlotContract> {
     pub(crate) init_config: Arc<[u8]>,
     /// The policy's manifest, without the glue's `view_changes` (kept apart
     /// in `view_changes`: it is how the views travel, not what the policy sees).
-    manifest: Manifest,
+    pub(crate) manifest: Manifest,
     pub(crate) view_changes: bool,
     /// Boxed: a call takes it out and puts it back, which moves a pointer,
     /// not the store handle, the call and the held view.
@@ -201,6 +201,26 @@ impl<S: SlotContract> Backend<S> for WasmBackend<S> {
     }
 }
 
+/// Appends `types` to the message a module is sent (contract 2.2), when
+/// its manifest takes them. A module that takes them and its views bare
+/// (not as view messages, whose last byte says what they are) gets every
+/// message typed, with no types on a cluster of one type, so that a bare
+/// view ending in [`wire::TYPED`] is never read as a typed one.
+pub(crate) fn frame_types(
+    manifest: &Manifest,
+    view_changes: bool,
+    types: Option<&TypesView>,
+    message: &mut Vec<u8>,
+) {
+    match types {
+        Some(types) => wire::append_typed(types, message),
+        None if manifest.gpu_types && !view_changes => {
+            wire::append_typed(&TypesView::default(), message);
+        }
+        None => {}
+    }
+}
+
 impl<S: SlotContract> WasmBackend<S> {
     /// [`Backend::decide`], with the round's change log when there is one:
     /// a view change then keeps the entries the log says did not change
@@ -224,9 +244,7 @@ impl<S: SlotContract> WasmBackend<S> {
             .map_err(|kind| self.error(kind))?;
         self.encode(&live, view, changes);
         let changed = self.view.last() == Some(&wire::VIEW_CHANGE);
-        if let Some(types) = types {
-            wire::append_typed(types, &mut self.view);
-        }
+        frame_types(&self.manifest, self.view_changes, types, &mut self.view);
         self.arm(&mut live.store, &mut grant)
             .map_err(|kind| self.error(kind))?;
         let messages = self.view_changes;
@@ -423,5 +441,36 @@ impl PolicyModule {
                     .join(", "),
             },
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_module_taking_types_and_bare_views_gets_every_view_framed() {
+        let typed = Manifest {
+            gpu_types: true,
+            ..Manifest::default()
+        };
+        let framed = |manifest: &Manifest, view_changes: bool, types: Option<&TypesView>| {
+            let mut m = vec![7, 2];
+            frame_types(manifest, view_changes, types, &mut m);
+            m
+        };
+        // Bare views: framed even with no types (no types, length 1).
+        let empty = framed(&typed, false, None);
+        assert_eq!(empty.last(), Some(&wire::TYPED));
+        let (body, types) = wire::split_typed(&empty).unwrap();
+        assert_eq!(body, [7, 2]);
+        let types: TypesView = wire::decode_typed(types.unwrap()).unwrap();
+        assert_eq!(types, TypesView::default());
+        // View messages say what they are: untouched without types.
+        assert_eq!(framed(&typed, true, None), [7, 2]);
+        assert_eq!(framed(&Manifest::default(), false, None), [7, 2]);
+        // With types, always framed.
+        let some = TypesView::default();
+        assert_eq!(framed(&typed, true, Some(&some)), empty);
     }
 }

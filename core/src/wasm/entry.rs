@@ -305,9 +305,7 @@ impl<S: SlotContract> WasmBackend<S> {
         } else {
             wire::encode_view_into::<S>(view, &mut message);
         }
-        if let Some(types) = types {
-            wire::append_typed(types, &mut message);
-        }
+        super::backend::frame_types(&self.manifest, self.view_changes, types, &mut message);
         let typed = types.is_some();
         let messages = self.view_changes;
         let answer = checker.call(&message, |bytes| {

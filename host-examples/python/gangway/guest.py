@@ -18,7 +18,9 @@ does:
   gets, on a cluster of several GPU types, the types after its view (a
   typed message) and is asked ``order_typed(view, types)`` or
   ``reclaim_typed(view, types)``; its ``(decision, choices)`` is written as
-  a typed reply.
+  a typed reply. Its views always come typed (they travel bare, so only the
+  framing tells them apart): on a cluster of one type with no types, which
+  is the plain call.
 
 This module runs inside the component: it imports only :mod:`gangway.wire`
 and the bindings componentize-py generates.

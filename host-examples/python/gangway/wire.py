@@ -753,25 +753,30 @@ def _typed_slot(slot: str) -> None:
 def decode_typed_view(slot: str, data: bytes) -> Tuple[Any, Any]:
     """Reads a view of ``slot`` as the host sends it to a policy that takes
     the GPU types: ``(view, types)``, ``types`` the ``TypesView`` beside the
-    view, or ``None`` for a plain view (a cluster of one type).
+    view, or ``None`` on a cluster of one type.
 
-    A Python policy takes its views bare, so a plain view may end in the
-    byte 2 too: a message that does not read as a view with types beside it
-    is read as a plain view."""
+    A Python policy takes its views bare, so the host sends such a policy
+    every view typed (a bare view could end in the byte 2 too), with a
+    ``TypesView`` of no types on a cluster of one type: a message that is
+    not typed is an error."""
     _typed_slot(slot)
-    try:
-        body, extra = split_typed(data)
-        if extra is not None:
-            return decode_view(slot, body), decode(_TYPES_VIEW, extra)
-    except WireError:
-        pass
-    return decode_view(slot, data), None
+    body, extra = split_typed(data)
+    if extra is None:
+        raise WireError(
+            "a view for a policy that takes the GPU types must end in their length and the byte 2 "
+            "(contract 2.2)"
+        )
+    types = decode(_TYPES_VIEW, extra)
+    return decode_view(slot, body), (types if types.types else None)
 
 
 def encode_typed_view(slot: str, view: Any, types: Any) -> bytes:
-    """Writes a view of ``slot`` with the GPU types ``types`` beside it, as
-    the host sends it to a policy whose views travel bare."""
+    """Writes a view of ``slot`` with the GPU types ``types`` beside it
+    (``None``: a ``TypesView`` of no types), as the host sends it to a
+    policy that takes the types and its views bare."""
     _typed_slot(slot)
+    if types is None:
+        types = {"types": [], "jobs": [], "vcs": [], "speeds": []}
     return append_typed(_TYPES_VIEW, types, encode_view(slot, view))
 
 

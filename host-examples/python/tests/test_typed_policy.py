@@ -46,11 +46,13 @@ def test_the_vectors_have_typed_views_and_replies_of_both_slots() -> None:
 @pytest.mark.parametrize("slot,name,data", cases("view"), ids=lambda c: c if isinstance(c, str) else "")
 def test_a_typed_view_reads_and_writes_back_as_the_sdks(slot: str, name: str, data: bytes) -> None:
     view, types = wire.decode_typed_view(slot, data)
-    assert types is not None, name
     assert wire.encode_typed_view(slot, view, types) == data
+    assert data[-1] == wire.TYPED
+    if types is None:
+        # A TypesView of no types: the plain call (a cluster of one type).
+        return
     # The types describe the view's jobs, in id order.
     assert [j.job for j in types.jobs] == sorted(j.job for j in types.jobs)
-    assert data[-1] == wire.TYPED
 
 
 @pytest.mark.parametrize("slot,name,data", cases("reply"), ids=lambda c: c if isinstance(c, str) else "")
@@ -74,14 +76,24 @@ def test_typed_framing_is_the_sdks() -> None:
         wire.split_typed(b"\x00\x09\x00\x00\x00\x02")
     with pytest.raises(wire.WireError, match="not shown GPU types"):
         wire.decode_typed_view("gang", b"\x00")
-    # A plain view read by a policy that takes the types: no types.
+    # On a cluster of one type the host sends no types, still framed: the
+    # plain call. A bare view, which could end in 2 too, is refused.
     assert wire.decode_typed_view("fairness", _empty_fairness())[1] is None
+    with pytest.raises(wire.WireError, match="must end in their length"):
+        wire.decode_typed_view("fairness", _bare_fairness())
 
 
-def _empty_fairness() -> bytes:
+def _bare_fairness() -> bytes:
     """The empty fairness view, bare (the view of the first typed case)."""
     view, _ = wire.decode_typed_view("fairness", vectors()["fairness/typed0/view"])
     return wire.encode_view("fairness", view)
+
+
+def _empty_fairness() -> bytes:
+    """The empty fairness view as the host sends it on a cluster of one
+    type to a policy that takes the types: framed, with no types."""
+    view, _ = wire.decode_typed_view("fairness", vectors()["fairness/typed0/view"])
+    return wire.encode_typed_view("fairness", view, None)
 
 
 def test_a_manifest_that_takes_the_types_is_the_sdks() -> None:
