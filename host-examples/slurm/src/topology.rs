@@ -419,7 +419,7 @@ mod tests {
             features: vec!["v100".into()],
             ..node("n7", 4, false)
         };
-        let e = build(&[bad.clone()], &BTreeMap::new(), &types).unwrap_err();
+        let e = build(std::slice::from_ref(&bad), &BTreeMap::new(), &types).unwrap_err();
         assert!(
             matches!(&e, SlurmError::GpuTypeDisagrees { node, feature, gres }
                 if node == "n7" && feature == "v100" && gres == "a100"),
