@@ -41,8 +41,8 @@
 //! rack1 = "n[1-2]"
 //! rack2 = "n[3-4]"
 //!
-//! [gpu_types]                           # GPU types, by the node feature naming them (default: one type)
-//! a100 = 80                              # a node with Features=a100 has GPUs of type a100, 80 GB each (0: not known)
+//! [gpu_types]                           # GPU types, by the node feature or GRES type naming them (default: one type)
+//! a100 = 80                              # a node with Features=a100, or GRES gpu:a100:N, has GPUs of type a100, 80 GB each (0: not known)
 //! v100 = 32
 //!
 //! [[vc]]
@@ -333,7 +333,9 @@ pub struct Config {
     pub racks: BTreeMap<String, String>,
     /// GPU types: a type's name to the memory of one of its GPUs in GB (0:
     /// not known). A node whose Slurm features (`Features=a100`) name a
-    /// type has GPUs of that type; other nodes have the default type.
+    /// type, or whose GPUs all carry that GRES type (gres.conf
+    /// `Type=a100`), has GPUs of that type; other nodes have the default
+    /// type.
     /// Jobs ask for types by these names.
     #[serde(default)]
     pub gpu_types: BTreeMap<String, u32>,

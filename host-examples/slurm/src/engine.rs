@@ -75,13 +75,14 @@ fn classify(line: String, status: String, stderr: String) -> SlurmError {
 pub struct NodeInfo {
     /// Node name.
     pub name: String,
-    /// GRES type of each GPU, by index (`None` when the node's GPUs are not
-    /// typed one per index, so they cannot be pinned).
-    pub gpu_types: Option<Vec<String>>,
+    /// How its GPUs are typed in its GRES (gres.conf `Type=`): one type
+    /// per index (pinned exactly), one type for all (asked by count), or
+    /// neither.
+    pub gres_types: GresTypes,
     /// GPUs the node has.
     pub gpus: u32,
-    /// Its Slurm features (`Features=` in slurm.conf): where the GPU type
-    /// of its GPUs is read from (the config's `[gpu_types]`).
+    /// Its Slurm features (`Features=` in slurm.conf): one of them may
+    /// name the GPU type of its GPUs (the config's `[gpu_types]`).
     pub features: Vec<String>,
     /// Its health for Gangway: down and failed nodes are down; drained,
     /// draining, not responding or not yet registered nodes take no new work.
@@ -266,11 +267,57 @@ struct RawAllocNode {
     nodename: String,
 }
 
-/// Parses a node's GRES string (`gpu:g0:1,gpu:g1:1(S:0)`): the GPU count,
-/// and each GPU's type by index when every GPU entry is typed with count 1.
-pub fn parse_gres(gres: &str) -> (u32, Option<Vec<String>>) {
+/// How a node's GPUs are typed in its GRES (gres.conf `Type=`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GresTypes {
+    /// Each GPU index has a type of its own (`gpu:g0:1,gpu:g1:1`, from one
+    /// gres.conf line per GPU): asking for those types asks for exactly
+    /// those GPUs, so a placement is pinned to its indices. A node with one
+    /// GPU is always this.
+    PerIndex(Vec<String>),
+    /// Its GPUs (more than one) all carry this one type, usually the
+    /// product (`gpu:a100:4`, from `Type=a100 File=/dev/nvidia[0-3]`): the
+    /// type does not tell the GPUs apart, so they are asked for by count and
+    /// Slurm chooses which.
+    OneType(String),
+    /// Untyped (`gpu:8`) or typed otherwise (several types, some of them
+    /// on more than one GPU), or no GPUs: neither pinned nor counted.
+    Other,
+}
+
+impl GresTypes {
+    /// The one GRES type every GPU of the node carries, if they carry one
+    /// (a one-GPU node's type too).
+    pub fn single(&self) -> Option<&str> {
+        match self {
+            GresTypes::OneType(t) => Some(t),
+            GresTypes::PerIndex(types) if types.len() == 1 => types.first().map(String::as_str),
+            _ => None,
+        }
+    }
+
+    /// The GRES type of each of `gpus` (indices) to ask Slurm for: each
+    /// index's own type, or the one type for every GPU (asked by count);
+    /// empty when the node has neither.
+    pub fn for_gpus(&self, gpus: &[u32]) -> Vec<String> {
+        match self {
+            GresTypes::PerIndex(types) => gpus
+                .iter()
+                .map(|g| types.get(*g as usize).cloned().unwrap_or_default())
+                .collect(),
+            GresTypes::OneType(t) => vec![t.clone(); gpus.len()],
+            GresTypes::Other => Vec::new(),
+        }
+    }
+}
+
+/// Parses a node's GRES string (`gpu:g0:1,gpu:g1:1(S:0)`, `gpu:a100:4(S:0-1)`):
+/// the GPU count and how the GPUs are typed ([`GresTypes`]): per index when
+/// every GPU entry has a type of its own and count 1, one type when every
+/// GPU entry has the same type.
+pub fn parse_gres(gres: &str) -> (u32, GresTypes) {
     let mut count = 0u32;
-    let mut types = Some(Vec::new());
+    let mut entries: Vec<(Option<&str>, u32)> = Vec::new();
     for entry in gres.split(',') {
         let entry = entry.split('(').next().unwrap_or("").trim();
         let fields: Vec<&str> = entry.split(':').collect();
@@ -282,17 +329,28 @@ pub fn parse_gres(gres: &str) -> (u32, Option<Vec<String>>) {
             [_, n] => (None, n.parse::<u32>().unwrap_or(0)),
             _ => (None, 0),
         };
-        count += n;
-        match (ty, n, types.as_mut()) {
-            (Some(ty), 1, Some(t)) => t.push(ty.to_string()),
-            (_, 0, _) => {}
-            _ => types = None,
+        count = count.saturating_add(n);
+        if n > 0 {
+            entries.push((ty, n));
         }
     }
-    if count == 0 {
-        types = None;
-    }
-    (count, types)
+    let Some(types) = entries
+        .iter()
+        .map(|(t, _)| *t)
+        .collect::<Option<Vec<&str>>>()
+    else {
+        return (count, GresTypes::Other);
+    };
+    let distinct: std::collections::BTreeSet<&str> = types.iter().copied().collect();
+    let one_each = distinct.len() == types.len() && entries.iter().all(|(_, n)| *n == 1);
+    let typing = match distinct.first() {
+        Some(t) if distinct.len() == 1 && count > 1 => GresTypes::OneType((*t).to_string()),
+        Some(_) if one_each => {
+            GresTypes::PerIndex(types.iter().map(|t| (*t).to_string()).collect())
+        }
+        _ => GresTypes::Other,
+    };
+    (count, typing)
 }
 
 /// A node's feature list (`a100,ib`; `(null)` or empty: none).
@@ -371,7 +429,7 @@ pub fn parse_sinfo(json: &str) -> Result<Parsed<Vec<NodeInfo>>, String> {
         if nodes.iter().any(|m| m.name == n.name) {
             continue;
         }
-        let (gpus, gpu_types) = parse_gres(&n.gres);
+        let (gpus, gres_types) = parse_gres(&n.gres);
         let mut state = n.state.clone();
         for f in &n.state_flags {
             state.push('+');
@@ -380,7 +438,7 @@ pub fn parse_sinfo(json: &str) -> Result<Parsed<Vec<NodeInfo>>, String> {
         nodes.push(NodeInfo {
             health: node_health(&n.state, &n.state_flags),
             name: n.name,
-            gpu_types,
+            gres_types,
             gpus,
             features: parse_features(&n.features),
             state,
@@ -748,10 +806,35 @@ mod tests {
     fn gres_types_by_index() {
         let (n, t) = parse_gres("gpu:g0:1,gpu:g1:1(S:0),mps:100");
         assert_eq!(n, 2);
-        assert_eq!(t.unwrap(), ["g0", "g1"]);
-        assert_eq!(parse_gres("gpu:8"), (8, None));
-        assert_eq!(parse_gres("gpu:tesla:2"), (2, None));
-        assert_eq!(parse_gres("(null)"), (0, None));
+        assert_eq!(t, GresTypes::PerIndex(vec!["g0".into(), "g1".into()]));
+        assert_eq!(t.single(), None);
+        assert_eq!(t.for_gpus(&[1]), ["g1"]);
+        assert_eq!(parse_gres("gpu:8"), (8, GresTypes::Other));
+        assert_eq!(parse_gres("(null)"), (0, GresTypes::Other));
+        // One GPU: pinned by its type, which is also the node's one type.
+        let (n, t) = parse_gres("gpu:a100:1(S:0)");
+        assert_eq!((n, t.single()), (1, Some("a100")));
+        assert_eq!(t.for_gpus(&[0]), ["a100"]);
+    }
+
+    #[test]
+    fn gres_of_one_type_is_asked_by_count() {
+        let one = |t: &str| GresTypes::OneType(t.into());
+        assert_eq!(parse_gres("gpu:a100:4(S:0-1)"), (4, one("a100")));
+        // Split by socket, or listed per GPU: still one type for all.
+        assert_eq!(
+            parse_gres("gpu:a100:2(S:0),gpu:a100:2(S:1)"),
+            (4, one("a100"))
+        );
+        assert_eq!(parse_gres("gpu:v100:1,gpu:v100:1"), (2, one("v100")));
+        let (_, t) = parse_gres("gpu:a100:4");
+        assert_eq!(t.single(), Some("a100"));
+        assert_eq!(t.for_gpus(&[2, 3]), ["a100", "a100"]);
+        // Two products, or a product beside untyped GPUs: neither.
+        assert_eq!(parse_gres("gpu:a100:2,gpu:v100:2"), (4, GresTypes::Other));
+        assert_eq!(parse_gres("gpu:a100:2,gpu:2"), (4, GresTypes::Other));
+        assert_eq!(parse_gres("gpu:g0:1,gpu:a100:2"), (3, GresTypes::Other));
+        assert!(GresTypes::Other.for_gpus(&[0]).is_empty());
     }
 
     #[test]

@@ -64,6 +64,21 @@ pub enum SlurmError {
     /// The cluster cannot be turned into a Gangway topology.
     #[error("topology: {0}")]
     Topology(String),
+    /// A node's feature names one GPU type of `[gpu_types]` and the GRES
+    /// type of its GPUs (gres.conf `Type=`) another.
+    #[error(
+        "topology: node {node}: its feature names GPU type {feature} but its GPUs' GRES type \
+         (gres.conf Type=) is {gres}; a node's GPUs are of one type: make them agree, or drop \
+         the feature"
+    )]
+    GpuTypeDisagrees {
+        /// The Slurm node.
+        node: String,
+        /// The type its feature names.
+        feature: String,
+        /// The type its GRES names.
+        gres: String,
+    },
     /// A file or socket operation failed.
     #[error("{what}: {source}")]
     Io {

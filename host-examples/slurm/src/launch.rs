@@ -2,11 +2,14 @@
 //! chosen nodes and GPU indices.
 //!
 //! Each GPU index of a node has its own GRES type (`gpu:g5:1` is GPU 5), so
-//! asking for those types asks for those GPUs. A gang whose nodes all use
-//! the same indices is one job over those nodes (`-N k -w n1,n2`); any other
-//! gang (8+4, or 4+4 on different indices) is a heterogeneous job with one
-//! component per node, since the GRES of a component is per node and
-//! `scontrol update NodeList` does not work on heterogeneous parts.
+//! asking for those types asks for those GPUs; on a node whose GPUs all
+//! carry one GRES type (the product, `gpu:a100:8`) the GPUs are asked for
+//! by count of that type (`gpu:a100:4`) and Slurm chooses which, the daemon
+//! adopting its choice. A gang whose nodes all ask the same is one job over
+//! those nodes (`-N k -w n1,n2`); any other gang (8+4, or 4+4 on different
+//! indices) is a heterogeneous job with one component per node, since the
+//! GRES of a component is per node and `scontrol update NodeList` does not
+//! work on heterogeneous parts.
 //!
 //! Every launch is tagged (`--comment=gangway:<daemon>:<id>:<launch>`) with
 //! the daemon's own identity, so a second daemon on the same cluster
@@ -96,10 +99,27 @@ pub fn job_environment(env: Vec<(String, String)>) -> Result<Vec<(String, String
 pub struct Part {
     /// Slurm node.
     pub node: String,
-    /// GPU indices on it.
+    /// GPU indices on it (on a node asked for by count, the ones Gangway
+    /// chose: Slurm may give others, which the daemon then adopts).
     pub gpus: Vec<u32>,
-    /// The GRES type of each of those GPUs.
+    /// The GRES type to ask for, for each of those GPUs (the same type
+    /// repeated on a node asked for by count).
     pub types: Vec<String>,
+}
+
+/// Slurm's GRES request for GPUs of `types` (one per GPU): each type once
+/// with its count, in order (`gpu:g0:1,gpu:g5:1`, or `gpu:a100:4` for four
+/// GPUs of the one type `a100`).
+pub fn gres_request(types: &[String]) -> String {
+    let mut counts: Vec<(&str, u32)> = Vec::new();
+    for t in types {
+        match counts.iter_mut().find(|(name, _)| name == t) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((t.as_str(), 1)),
+        }
+    }
+    let items: Vec<String> = counts.iter().map(|(t, n)| format!("gpu:{t}:{n}")).collect();
+    items.join(",")
 }
 
 /// The tag (comment) daemon `daemon` puts on launch `number` of its job
@@ -152,8 +172,7 @@ pub fn node_gpus(parts: &[Part]) -> NodeGpus {
 }
 
 fn gres(part: &Part) -> String {
-    let g: Vec<String> = part.types.iter().map(|t| format!("gpu:{t}:1")).collect();
-    format!("--gres={}", g.join(","))
+    format!("--gres={}", gres_request(&part.types))
 }
 
 /// The arguments of `sbatch` (after `--parsable`) for a placement.
@@ -331,6 +350,46 @@ mod tests {
         );
         let het = script(&spec, &[part("n1", &[0, 1, 2]), part("n2", &[5])]);
         assert!(het.contains("GANGWAY_SRUN_ARGS='--het-group=0-1'"), "{het}");
+    }
+
+    #[test]
+    fn nodes_of_one_gres_type_are_asked_by_count() {
+        let counted = |node: &str, gpus: &[u32]| Part {
+            node: node.into(),
+            gpus: gpus.to_vec(),
+            types: vec!["a100".to_string(); gpus.len()],
+        };
+        assert_eq!(
+            gres_request(&["g0".into(), "g5".into()]),
+            "gpu:g0:1,gpu:g5:1"
+        );
+        assert_eq!(gres_request(&vec!["a100".to_string(); 4]), "gpu:a100:4");
+        let cmd = vec!["train".to_string()];
+        let spec = LaunchSpec {
+            daemon: "d1",
+            id: 3,
+            number: 1,
+            cmd: &cmd,
+            cwd: "/w",
+            env: &[],
+            partition: None,
+            record_dir: None,
+            record_name: "x",
+            token: "t",
+        };
+        // Two nodes asked for 4 each: one job, whatever indices Gangway chose.
+        let even = sbatch_args(
+            &spec,
+            &[counted("n1", &[0, 1, 2, 3]), counted("n2", &[4, 5, 6, 7])],
+        );
+        assert!(!even.contains(&":".to_string()), "{even:?}");
+        assert!(even.contains(&"--gres=gpu:a100:4".to_string()), "{even:?}");
+        assert!(even.contains(&"--nodelist=n1,n2".to_string()), "{even:?}");
+        // Beside a node pinned by index: one component each.
+        let mixed = sbatch_args(&spec, &[counted("n1", &[0, 1]), part("n3", &[0, 1])]);
+        let split = mixed.iter().position(|a| a == ":").unwrap();
+        assert!(mixed[..split].contains(&"--gres=gpu:a100:2".to_string()));
+        assert!(mixed[split..].contains(&"--gres=gpu:g0:1,gpu:g1:1".to_string()));
     }
 
     #[test]

@@ -5,8 +5,8 @@
 //!
 //! * the topology comes from `sinfo --json` (nodes, typed GPU GRES, state)
 //!   plus racks from the config or Slurm's `topology.conf` ([`topology`]),
-//!   and each node's GPU type from its features (`[gpu_types]` in the
-//!   config); a job asks for types (`submit --gpu-type`, or in native mode
+//!   and each node's GPU type from its features or its GPUs' GRES type
+//!   (`[gpu_types]` in the config); a job asks for types (`submit --gpu-type`, or in native mode
 //!   Slurm's own `--gres=gpu:a100:4`) and its gang runs on one;
 //! * users submit with `gangway-slurm submit`, which talks to the daemon over
 //!   a Unix socket in the state folder ([`protocol`]); the daemon knows who

@@ -10,8 +10,9 @@
 //! release their own job). The daemon reads the held jobs from
 //! `squeue --json` (user, account as the VC, the recorded request), places
 //! them with its policies, pins each start with `scontrol update` (the node
-//! list and, per node, the GRES types of the chosen GPU indices) and
-//! releases it (`scontrol release`). The wait reason of a job Gangway holds
+//! list and, per node, the GRES types of the chosen GPU indices, or a count
+//! of the one GRES type of a node whose GPUs all carry it) and releases it
+//! (`scontrol release`). The wait reason of a job Gangway holds
 //! is its admin comment (`squeue -O JobID,admin_comment`, `scontrol show
 //! job`). `scancel` works as always, and Slurm keeps identity and
 //! accounting.
@@ -24,7 +25,8 @@
 //! GPU types: a job asks for one with Slurm's own typed requests
 //! (`--gres=gpu:a100:4`, `--gpus=a100:8`, `--gpus-per-node=a100:4`) or
 //! for one or several by `--constraint=a100|h100`, the types being the
-//! node features the config's `[gpu_types]` names; the whole gang runs on
+//! names of the config's `[gpu_types]`, given to nodes by their features or
+//! by their GPUs' GRES type (gres.conf `Type=a100`); the whole gang runs on
 //! one type ([`requested`]).
 //!
 //! Heterogeneous jobs and job arrays are not placed (they stay held, the
@@ -221,10 +223,11 @@ pub fn unplaceable(comps: &[&SlurmJob]) -> Option<&'static str> {
 }
 
 /// The `scontrol update` fields that pin a held job to `parts` (and keep
-/// the admin comment `text`): exact GPU indices when every node uses the
-/// same ones (one GRES type per index), else the nodes and the GPU count,
-/// Slurm choosing the indices on them. Returns the fields and whether the
-/// indices are exact.
+/// the admin comment `text`): the same GRES request on every node when
+/// every node asks the same (exact GPU indices, one GRES type per index;
+/// or a count of a node's one GRES type, Slurm choosing the GPUs), else
+/// the nodes and the GPU count, Slurm choosing the indices on them.
+/// Returns the fields and whether every node asks the same.
 pub fn pin_fields(parts: &[Part], text: &str) -> (Vec<String>, bool) {
     let nodes: Vec<&str> = parts.iter().map(|p| p.node.as_str()).collect();
     let k = parts.len();
@@ -235,8 +238,10 @@ pub fn pin_fields(parts: &[Part], text: &str) -> (Vec<String>, bool) {
     let exact = parts.windows(2).all(|w| w[0].types == w[1].types);
     match parts.first() {
         Some(first) if exact => {
-            let g: Vec<String> = first.types.iter().map(|t| format!("gpu:{t}:1")).collect();
-            fields.push(format!("Gres={}", g.join(",")));
+            fields.push(format!(
+                "Gres={}",
+                super::launch::gres_request(&first.types)
+            ));
         }
         _ => {
             let gpus: usize = parts.iter().map(|p| p.gpus.len()).sum();
@@ -384,6 +389,17 @@ mod tests {
                 "Gres=gpu:g2:1,gpu:g5:1",
                 "AdminComment=placed"
             ]
+        );
+        // Nodes whose GPUs carry one GRES type: a count of it.
+        let counted = |node: &str, gpus: &[u32]| Part {
+            types: vec!["a100".to_string(); gpus.len()],
+            ..part(node, gpus)
+        };
+        let (fields, exact) = pin_fields(&[counted("n1", &[0, 1]), counted("n2", &[4, 6])], "x");
+        assert!(exact);
+        assert!(
+            fields.contains(&"Gres=gpu:a100:2".to_string()),
+            "{fields:?}"
         );
         let (fields, exact) = pin_fields(&[part("n1", &[0, 1, 2]), part("n2", &[7])], "x");
         assert!(!exact);

@@ -219,7 +219,7 @@ mod tests {
     fn node(name: &str, cpus: u32, alloc_cpus: u32, mem: u64, alloc_mem: u64) -> NodeInfo {
         NodeInfo {
             name: name.into(),
-            gpu_types: None,
+            gres_types: crate::engine::GresTypes::Other,
             gpus: 8,
             features: Vec::new(),
             health: Health::Up,

@@ -1,6 +1,8 @@
 //! The cluster as Gangway sees it: a topology of racks and nodes built from
-//! `sinfo` and a rack map, and the GRES type of every GPU index so that a
-//! placement can be pinned exactly.
+//! `sinfo` and a rack map, and how each node's GPUs are asked for in Slurm:
+//! by the GRES type of every GPU index, so that a placement is pinned
+//! exactly, or, on a node whose GPUs all carry one GRES type (the product:
+//! `gpu:a100:4`), by count, Slurm choosing the GPUs within the node.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -8,16 +10,17 @@ use std::path::Path;
 use gangway_core::{ServerId, Topology, TopologyBuilder};
 
 use super::SlurmError;
-use super::engine::NodeInfo;
+use super::engine::{GresTypes, NodeInfo};
 use super::hostlist;
 
-/// The topology and, per server, its Slurm node name and GPU types.
+/// The topology and, per server, its Slurm node name and GRES types.
 #[derive(Debug)]
 pub struct ClusterMap {
     /// Racks and servers (servers named after Slurm nodes).
     pub topology: Topology,
-    /// GRES type of each GPU of each server, by [`ServerId`].
-    pub gpu_types: Vec<Vec<String>>,
+    /// How the GPUs of each server are typed in its GRES, by [`ServerId`]:
+    /// one type per index or one type for all.
+    pub gres: Vec<GresTypes>,
     /// The rack of each server, by [`ServerId`].
     pub racks: Vec<String>,
 }
@@ -33,6 +36,15 @@ impl ClusterMap {
         self.topology
             .server(server)
             .map_or("?", |s| s.name.as_str())
+    }
+
+    /// The GRES type to ask Slurm for, for each of GPUs `gpus` (indices)
+    /// of `server`: each index's own type (exact GPUs), or the node's one
+    /// type for each (a count of that type: Slurm chooses the GPUs).
+    pub fn gres_types(&self, server: ServerId, gpus: &[u32]) -> Vec<String> {
+        self.gres
+            .get(server.0 as usize)
+            .map_or_else(Vec::new, |g| g.for_gpus(gpus))
     }
 }
 
@@ -92,10 +104,9 @@ pub fn racks_from_table(
         .collect()
 }
 
-/// The GPU type of a node's GPUs: the one feature of the node that names a
-/// type of `types` (the config's `[gpu_types]`), `None` if none does (its
-/// GPUs are of the default type); an error names a node with two.
-pub fn node_gpu_type<'a>(
+/// The type of `types` (the config's `[gpu_types]`) that one of a node's
+/// features names, if one does; an error names a node with two.
+fn feature_type<'a>(
     node: &NodeInfo,
     types: &'a BTreeMap<String, u32>,
 ) -> Result<Option<&'a str>, SlurmError> {
@@ -114,32 +125,64 @@ pub fn node_gpu_type<'a>(
     Ok(first)
 }
 
+/// The GPU type of a node's GPUs among `types` (the config's
+/// `[gpu_types]`): the one its features name, or the GRES type all its
+/// GPUs carry (gres.conf `Type=a100`) when that names one; `None` if
+/// neither does (its GPUs are of the default type). A GRES type that names
+/// no type of `types` (the per-index `g0`, or a product the config does not
+/// list) says nothing. An error names a node whose features name two types,
+/// or whose feature and GRES type name different ones.
+pub fn node_gpu_type<'a>(
+    node: &NodeInfo,
+    types: &'a BTreeMap<String, u32>,
+) -> Result<Option<&'a str>, SlurmError> {
+    let feature = feature_type(node, types)?;
+    let gres = node
+        .gres_types
+        .single()
+        .and_then(|t| types.get_key_value(t))
+        .map(|(t, _)| t.as_str());
+    match (feature, gres) {
+        (Some(f), Some(g)) if f != g => Err(SlurmError::GpuTypeDisagrees {
+            node: node.name.clone(),
+            feature: f.to_string(),
+            gres: g.to_string(),
+        }),
+        (f, g) => Ok(f.or(g)),
+    }
+}
+
 /// Builds the topology from the nodes `sinfo` lists, a rack map (empty:
 /// one rack `all`) and the GPU types of the config's `[gpu_types]` (name
-/// to memory per GPU in GB): a node whose Slurm features name one of them
-/// has GPUs of that type, others the default type
-/// ([`gangway_core::DEFAULT_GPU_TYPE`]); only types some node has are
-/// declared. Nodes without GPUs are left out. Every GPU node must be in
-/// exactly one rack and have its GPUs typed one per index (gres.conf with
-/// one `Type=` per GPU), else the error names the node.
+/// to memory per GPU in GB): a node whose Slurm feature or whose GPUs' one
+/// GRES type names one of them has GPUs of that type ([`node_gpu_type`]),
+/// others the default type ([`gangway_core::DEFAULT_GPU_TYPE`]); only
+/// types some node has are declared. Nodes without GPUs are left out.
+/// Every GPU node must be in exactly one rack and have its GPUs typed in
+/// its GRES one per index (gres.conf with one `Type=` per GPU: pinned
+/// exactly) or all with one type (`Type=a100 File=/dev/nvidia[0-3]`: asked
+/// by count), else the error names the node.
 pub fn build(
     nodes: &[NodeInfo],
     racks: &BTreeMap<String, Vec<String>>,
     types: &BTreeMap<String, u32>,
 ) -> Result<ClusterMap, SlurmError> {
     let by_rack = nodes_by_rack(nodes, racks)?;
+    let mut type_of: BTreeMap<&str, &str> = BTreeMap::new();
+    for n in by_rack.values().flatten() {
+        if let Some(t) = node_gpu_type(n, types)? {
+            type_of.insert(n.name.as_str(), t);
+        }
+    }
     let mut b = TopologyBuilder::new();
     let root = b.root();
     for (name, memory_gb) in types {
-        if nodes
-            .iter()
-            .any(|n| n.gpus > 0 && n.features.contains(name))
-        {
+        if type_of.values().any(|t| *t == name) {
             b.add_gpu_type(name.clone(), *memory_gb)
                 .map_err(|e| SlurmError::Topology(format!("[gpu_types] {name}: {e}")))?;
         }
     }
-    let mut gpu_types = Vec::new();
+    let mut gres = Vec::new();
     let mut rack_names = Vec::new();
     for (rack, mut members) in by_rack {
         members.sort_by(|a, c| a.name.cmp(&c.name));
@@ -147,25 +190,27 @@ pub fn build(
             .add_domain(root, format!("rack:{rack}"))
             .map_err(|e| SlurmError::Topology(e.to_string()))?;
         for n in members {
-            let added = match node_gpu_type(n, types)?.and_then(|t| b.gpu_type(t)) {
+            let ty = type_of.get(n.name.as_str()).and_then(|t| b.gpu_type(t));
+            let added = match ty {
                 Some(t) => b.add_server_of_type(domain, n.name.clone(), n.gpus, t),
                 None => b.add_server(domain, n.name.clone(), n.gpus),
             };
             added.map_err(|e| SlurmError::Topology(format!("node {}: {e}", n.name)))?;
-            gpu_types.push(n.gpu_types.clone().unwrap_or_default());
+            gres.push(n.gres_types.clone());
             rack_names.push(rack.clone());
         }
     }
     let topology = b.build().map_err(|e| SlurmError::Topology(e.to_string()))?;
     Ok(ClusterMap {
         topology,
-        gpu_types,
+        gres,
         racks: rack_names,
     })
 }
 
 /// The GPU nodes by rack name (one rack `all` without a rack map), each
-/// checked: in exactly one rack, its GPUs typed one per index.
+/// checked: in exactly one rack, its GPUs typed one per index or all with
+/// one type.
 fn nodes_by_rack<'a>(
     nodes: &'a [NodeInfo],
     racks: &BTreeMap<String, Vec<String>>,
@@ -189,11 +234,12 @@ fn nodes_by_rack<'a>(
                 SlurmError::Topology(format!("node {} is in no rack of the rack map", node.name))
             })?
         };
-        if node.gpu_types.is_none() {
+        if node.gres_types == GresTypes::Other {
             return Err(SlurmError::Topology(format!(
-                "node {}: its GPUs are not typed one per index (gres.conf needs one line per GPU, \
-                 each with its own Type=, e.g. Type=g0 File=/dev/nvidia0), so exact GPUs cannot be \
-                 pinned; name the GPU model as a node feature (Features=a100) and in [gpu_types]",
+                "node {}: its GPUs are neither typed one per index nor all of one type in its \
+                 GRES, so they cannot be asked for: in gres.conf, give each GPU its own Type= \
+                 (Type=g0 File=/dev/nvidia0: exact GPUs are pinned) or all of them the model \
+                 (Type=a100 File=/dev/nvidia[0-3]: Slurm chooses the GPUs within the node)",
                 node.name
             )));
         }
@@ -216,7 +262,11 @@ mod tests {
         NodeInfo {
             name: name.into(),
             gpus,
-            gpu_types: typed.then(|| (0..gpus).map(|i| format!("g{i}")).collect()),
+            gres_types: if typed {
+                GresTypes::PerIndex((0..gpus).map(|i| format!("g{i}")).collect())
+            } else {
+                GresTypes::Other
+            },
             features: Vec::new(),
             health: Health::Up,
             state: "idle".into(),
@@ -250,7 +300,7 @@ mod tests {
         assert_eq!(map.server("n1"), Some(ServerId(0)));
         assert_eq!(map.node(ServerId(1)), "n2");
         assert_eq!(map.racks, ["r1", "r2"]);
-        assert_eq!(map.gpu_types[1][5], "g5");
+        assert_eq!(map.gres_types(ServerId(1), &[5]), ["g5"]);
     }
 
     #[test]
@@ -260,7 +310,8 @@ mod tests {
         assert!(e.to_string().contains("node n2 is in no rack"), "{e}");
         let e = build_untyped(&[node("n1", 8, false)], &BTreeMap::new()).unwrap_err();
         assert!(
-            e.to_string().contains("node n1: its GPUs are not typed"),
+            e.to_string()
+                .contains("node n1: its GPUs are neither typed"),
             "{e}"
         );
         let e = build_untyped(&[node("x", 0, false)], &BTreeMap::new()).unwrap_err();
@@ -306,6 +357,85 @@ mod tests {
                 .contains("node n9: its features name two GPU types, a100 and v100"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn gres_of_one_type_gives_gpu_types() {
+        let types = BTreeMap::from([("a100".to_string(), 80), ("v100".to_string(), 32)]);
+        let product = |name: &str, ty: &str, features: &[&str]| NodeInfo {
+            gres_types: GresTypes::OneType(ty.into()),
+            features: features.iter().map(|f| f.to_string()).collect(),
+            ..node(name, 4, false)
+        };
+        let nodes = [
+            product("n1", "a100", &[]),
+            product("n2", "v100", &["v100", "ib"]),
+            product("n3", "tesla", &[]),
+            NodeInfo {
+                features: vec!["a100".into()],
+                ..node("n4", 8, true)
+            },
+        ];
+        let map = build(&nodes, &BTreeMap::new(), &types).unwrap();
+        let topo = &map.topology;
+        let type_of = |n: &str| {
+            let s = topo.server(map.server(n).unwrap()).unwrap();
+            topo.gpu_types()[s.gpu_type.index()].name.clone()
+        };
+        // By its GRES type alone, by GRES and feature agreeing, by a
+        // feature beside per-index types; a product [gpu_types] does not
+        // list is the default type.
+        assert_eq!(type_of("n1"), "a100");
+        assert_eq!(type_of("n2"), "v100");
+        assert_eq!(type_of("n3"), gangway_core::DEFAULT_GPU_TYPE);
+        assert_eq!(type_of("n4"), "a100");
+        // A node of one GRES type is asked for by count of that type; a
+        // node typed per index, by the types of its indices.
+        let n1 = map.server("n1").unwrap();
+        assert_eq!(map.gres_types(n1, &[1, 3]), ["a100", "a100"]);
+        assert_eq!(map.gres_types(map.server("n3").unwrap(), &[0]), ["tesla"]);
+        assert_eq!(
+            map.gres_types(map.server("n4").unwrap(), &[2, 7]),
+            ["g2", "g7"]
+        );
+        // Without [gpu_types], GRES types are not GPU types: one type, and
+        // the nodes still asked for by count.
+        let map = build(&nodes, &BTreeMap::new(), &BTreeMap::new()).unwrap();
+        assert!(!map.topology.is_heterogeneous());
+        assert_eq!(map.gres_types(map.server("n1").unwrap(), &[0]), ["a100"]);
+        // A one-GPU node: its one type is its type too.
+        let single = NodeInfo {
+            gres_types: GresTypes::PerIndex(vec!["v100".into()]),
+            ..node("n5", 1, false)
+        };
+        assert_eq!(node_gpu_type(&single, &types).unwrap(), Some("v100"));
+    }
+
+    #[test]
+    fn a_feature_and_gres_type_that_disagree_name_the_node() {
+        let types = BTreeMap::from([("a100".to_string(), 80), ("v100".to_string(), 32)]);
+        let bad = NodeInfo {
+            gres_types: GresTypes::OneType("a100".into()),
+            features: vec!["v100".into()],
+            ..node("n7", 4, false)
+        };
+        let e = build(std::slice::from_ref(&bad), &BTreeMap::new(), &types).unwrap_err();
+        assert!(
+            matches!(&e, SlurmError::GpuTypeDisagrees { node, feature, gres }
+                if node == "n7" && feature == "v100" && gres == "a100"),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .contains("node n7: its feature names GPU type v100 but its GPUs' GRES type"),
+            "{e}"
+        );
+        // A GRES type that is no type of [gpu_types] never disagrees.
+        let other = NodeInfo {
+            gres_types: GresTypes::OneType("tesla".into()),
+            ..bad
+        };
+        assert_eq!(node_gpu_type(&other, &types).unwrap(), Some("v100"));
     }
 
     #[test]

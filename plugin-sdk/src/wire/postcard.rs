@@ -198,50 +198,39 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// A varint of at most `max_bytes` bytes (5 for `u32`, 10 for `u64`).
-    /// One-byte values (most counts, ids of VCs and levels) take the
-    /// inlined fast path.
+    /// A varint of at most `max_bytes` bytes (5 for `u32`, 10 for `u64`)
+    /// and at most `max`. One-byte values (most counts, ids of VCs and
+    /// levels) take the inlined fast path; longer ones, and every error,
+    /// are read out of line ([`long_varint`]: one copy per module instead
+    /// of one per field read, about a fifth of a policy module's decoding
+    /// code), handing the cursor as a value so the reader stays in
+    /// registers.
     #[inline(always)]
-    fn varint(&mut self, max_bytes: u32) -> Result<u64, WireError> {
+    fn varint(&mut self, max_bytes: u32, max: u64) -> Result<u64, WireError> {
         match self.bytes.get(self.at) {
             Some(&b) if b < 0x80 => {
                 self.at += 1;
                 Ok(u64::from(b))
             }
-            _ => self.long_varint(max_bytes),
-        }
-    }
-
-    /// A varint of two bytes or more, read out of line (one copy per
-    /// module instead of one per field read: about a fifth of a policy
-    /// module's decoding code), handing the cursor as a value so the reader
-    /// stays in registers.
-    #[inline(always)]
-    fn long_varint(&mut self, max_bytes: u32) -> Result<u64, WireError> {
-        match long_varint(self.bytes, self.at, max_bytes) {
-            Ok((v, at)) => {
+            _ => {
+                let (v, at) = long_varint(self.bytes, self.at, max_bytes, max, self.what)?;
                 self.at = at;
                 Ok(v)
             }
-            Err(true) => Err(self.error("unexpected end")),
-            Err(false) => Err(self.error("bad varint")),
         }
     }
 
     /// Reads a `u64` varint.
     #[inline(always)]
     pub fn u64(&mut self) -> Result<u64, WireError> {
-        self.varint(10)
+        self.varint(10, u64::MAX)
     }
 
     /// Reads a `u32` varint.
     #[inline(always)]
     pub fn u32(&mut self) -> Result<u32, WireError> {
-        let v = self.varint(5)?;
-        match u32::try_from(v) {
-            Ok(v) => Ok(v),
-            Err(_) => Err(self.error("bad varint")),
-        }
+        // (`varint` refuses a value above `u32::MAX`.)
+        Ok(self.varint(5, u64::from(u32::MAX))? as u32)
     }
 
     /// A sequence length; each element takes at least `min_bytes` bytes, so
@@ -286,14 +275,22 @@ impl<'a> Reader<'a> {
 }
 
 /// The varint of at most `max_bytes` bytes at `at` of `bytes` and the
-/// position after it; `Err(true)` if the bytes end first, `Err(false)` if
-/// it is longer or overflows.
+/// position after it, refused ("unexpected end" if the bytes end first,
+/// "bad varint" if it is longer, overflows, or is above `max`, the last
+/// at the position after it) as an error of reading a `what`.
 #[inline(never)]
-fn long_varint(bytes: &[u8], mut at: usize, max_bytes: u32) -> Result<(u64, usize), bool> {
+fn long_varint(
+    bytes: &[u8],
+    start: usize,
+    max_bytes: u32,
+    max: u64,
+    what: &'static str,
+) -> Result<(u64, usize), WireError> {
     let mut v = 0u64;
+    let mut at = start;
     for i in 0..max_bytes {
         let Some(&b) = bytes.get(at) else {
-            return Err(true);
+            return Err(wire_error(what, start, "unexpected end"));
         };
         at += 1;
         v |= u64::from(b & 0x7f) << (7 * i);
@@ -301,10 +298,13 @@ fn long_varint(bytes: &[u8], mut at: usize, max_bytes: u32) -> Result<(u64, usiz
             if i == 9 && b > 1 {
                 break;
             }
+            if v > max {
+                return Err(wire_error(what, at, "bad varint"));
+            }
             return Ok((v, at));
         }
     }
-    Err(false)
+    Err(wire_error(what, start, "bad varint"))
 }
 
 /// Reads `n` entries (a length already read and checked) over `list`,

@@ -60,6 +60,7 @@ pub(crate) fn admit(
 
 /// The summed normalised throughput of the admitted jobs of `plan` on
 /// `types`.
+#[inline(never)]
 pub(crate) fn throughput(plan: &Plan, speeds: &Speeds, types: &[GpuTypeId]) -> f64 {
     plan.order
         .iter()

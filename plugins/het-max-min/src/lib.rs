@@ -267,16 +267,7 @@ impl FairnessPolicy for HetMaxMin {
     const GPU_TYPES: bool = true;
 
     fn order(&self, view: &FairnessView) -> FairnessDecision {
-        let order = self.priority(&view.jobs);
-        FairnessDecision {
-            order: order
-                .into_iter()
-                .map(|i| Ranked {
-                    job: view.jobs[i].id,
-                    eligible: true,
-                })
-                .collect(),
-        }
+        ranked(view, &self.priority(&view.jobs))
     }
 
     fn order_typed(
@@ -285,14 +276,6 @@ impl FairnessPolicy for HetMaxMin {
         types: &TypesView,
     ) -> (FairnessDecision, TypeChoices) {
         let plan = self.plan(view, types);
-        let order = plan
-            .order
-            .iter()
-            .map(|i| Ranked {
-                job: view.jobs[*i].id,
-                eligible: true,
-            })
-            .collect();
         let mut choices = Vec::new();
         if !self.config.type_blind {
             for (i, t) in plan.order.iter().zip(&plan.types) {
@@ -302,7 +285,21 @@ impl FairnessPolicy for HetMaxMin {
                 });
             }
         }
-        (FairnessDecision { order }, TypeChoices { choices })
+        (ranked(view, &plan.order), TypeChoices { choices })
+    }
+}
+
+/// The decision that ranks `view`'s jobs at positions `order` in that
+/// order, every one eligible.
+fn ranked(view: &FairnessView, order: &[usize]) -> FairnessDecision {
+    FairnessDecision {
+        order: order
+            .iter()
+            .map(|i| Ranked {
+                job: view.jobs[*i].id,
+                eligible: true,
+            })
+            .collect(),
     }
 }
 

@@ -124,19 +124,18 @@ impl HetPreempt {
         let Some(ty) = typed else {
             return vec![None];
         };
-        let mut tries: Vec<(usize, GpuTypeId)> = ty
-            .speeds
-            .of(k)
-            .iter()
-            .enumerate()
-            .map(|(n, o)| (n, o.gpu_type))
-            .collect();
-        if speed::differs(&ty.speeds, k) {
-            sort::by_key(&mut tries, |(n, g)| {
-                [u64::from(ty.ranks.rank_of(*g)), *n as u64, 0]
-            });
+        // An insertion sort, stable (few types): by rank if they differ.
+        let differs = speed::differs(&ty.speeds, k);
+        let mut tries: Vec<Option<GpuTypeId>> = Vec::new();
+        for o in ty.speeds.of(k) {
+            let rank = ty.ranks.rank_of(o.gpu_type);
+            let at = tries
+                .iter()
+                .position(|t| differs && t.is_some_and(|t| ty.ranks.rank_of(t) > rank))
+                .unwrap_or(tries.len());
+            tries.insert(at, Some(o.gpu_type));
         }
-        tries.into_iter().map(|(_, g)| Some(g)).collect()
+        tries
     }
 
     /// The decision for `view`, with its GPU types if the host gave them.
@@ -197,10 +196,9 @@ struct Rooms<'a> {
     view: &'a ReclaimView,
     /// (server, type) of every server a typed running job runs on, by server.
     typed: Vec<(ServerId, GpuTypeId)>,
-    /// The untyped model (all servers).
-    all: Option<Room>,
-    /// Each type's model, by type index.
-    by_type: Vec<Option<Room>>,
+    /// The models made so far: of all servers first, then of each type by
+    /// type index.
+    models: Vec<Option<Room>>,
 }
 
 impl<'a> Rooms<'a> {
@@ -218,38 +216,34 @@ impl<'a> Rooms<'a> {
         Rooms {
             view,
             typed,
-            all: None,
-            by_type: Vec::new(),
+            models: Vec::new(),
         }
     }
 
     /// The model of type `t` (of all servers for `None`).
     fn of(&mut self, t: Option<GpuTypeId>) -> &mut Room {
-        let level = self.view.cluster.server_level;
-        let Some(t) = t else {
-            return self
-                .all
-                .get_or_insert_with(|| Room::new(&self.view.servers, level));
-        };
-        if self.by_type.len() <= t.index() {
-            self.by_type.resize_with(t.index() + 1, || None);
+        let at = t.map_or(0, |t| t.index() + 1);
+        if self.models.len() <= at {
+            self.models.resize_with(at + 1, || None);
         }
         let (view, typed) = (self.view, &self.typed);
-        self.by_type[t.index()].get_or_insert_with(|| {
+        self.models[at].get_or_insert_with(|| {
             let servers: Vec<ServerState> = view
                 .servers
                 .iter()
                 .map(|s| {
-                    let of_t = typed
-                        .binary_search_by_key(&s.id, |(id, _)| *id)
-                        .is_ok_and(|i| typed[i].1 == t);
+                    let of_t = t.is_none_or(|t| {
+                        typed
+                            .binary_search_by_key(&s.id, |(id, _)| *id)
+                            .is_ok_and(|i| typed[i].1 == t)
+                    });
                     ServerState {
                         free: if of_t { s.free } else { 0 },
                         ..*s
                     }
                 })
                 .collect();
-            Room::new(&servers, level)
+            Room::new(&servers, view.cluster.server_level)
         })
     }
 }

@@ -203,12 +203,32 @@ pub(crate) fn ranks(speeds: &Speeds, gpus: &[u32], cap: &Capacity) -> Ranks {
         r.rank[*t] = u8::try_from(k).unwrap_or(u8::MAX);
     }
     for i in 0..gpus.len() {
-        let of = speeds.of(i);
-        let by_rank = |o: &&TypeOption| r.rank_of(o.gpu_type);
-        if let (Some(slow), Some(fast)) =
-            (of.iter().min_by_key(by_rank), of.iter().max_by_key(by_rank))
+        if !differs(speeds, i) {
+            continue;
+        }
+        // Its slowest type (the first of the lowest rank) and its fastest
+        // (the last of the highest).
+        let mut ends: Option<(&TypeOption, &TypeOption)> = None;
+        for o in speeds.of(i) {
+            let k = r.rank_of(o.gpu_type);
+            ends = Some(match ends {
+                None => (o, o),
+                Some((slow, fast)) => (
+                    if k < r.rank_of(slow.gpu_type) {
+                        o
+                    } else {
+                        slow
+                    },
+                    if k >= r.rank_of(fast.gpu_type) {
+                        o
+                    } else {
+                        fast
+                    },
+                ),
+            });
+        }
+        if let Some((slow, fast)) = ends
             && slow.normalised > 0.0
-            && differs(speeds, i)
         {
             r.advantage[i] = fast.normalised / slow.normalised;
         }

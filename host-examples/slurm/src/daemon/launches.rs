@@ -315,20 +315,18 @@ impl Daemon {
         self.dirty = true;
     }
 
-    /// A Gangway placement as Slurm parts: node names, indices, GRES types.
+    /// A Gangway placement as Slurm parts: node names, indices, and the
+    /// GRES types to ask for (each index's own, or the node's one type for
+    /// each GPU: then Slurm chooses the GPUs within the node).
     pub(super) fn parts(&self, placement: &Placement) -> Vec<Part> {
         placement
             .parts
             .iter()
             .map(|p| {
-                let types = &self.map.gpu_types[p.server.0 as usize];
                 let gpus: Vec<u32> = (0..64u32).filter(|g| p.gpus & (1 << g) != 0).collect();
                 Part {
                     node: self.map.node(p.server).to_string(),
-                    types: gpus
-                        .iter()
-                        .map(|g| types.get(*g as usize).cloned().unwrap_or_default())
-                        .collect(),
+                    types: self.map.gres_types(p.server, &gpus),
                     gpus,
                 }
             })

@@ -239,7 +239,7 @@ impl Daemon {
             gangway_core::GpuRequestError::UnknownType { .. } if self.cfg.gpu_types.is_empty() => {
                 format!(
                     "{e}: the daemon's config has no [gpu_types] (types are the node features \
-                     it names)"
+                     and GRES types it names)"
                 )
             }
             _ => e.to_string(),

@@ -16,6 +16,10 @@
 # GPU_TYPES (default none: one type) gives the nodes GPU types in turn, each
 # as a node feature: GPU_TYPES=a100:80,v100:32 makes n1, n3 a100 (80 GB) and
 # n2, n4 v100 (32 GB), so each rack has both; gangway.toml gets [gpu_types].
+# GRES_TYPED (with GPU_TYPES; default none) lists nodes (GRES_TYPED=n1,n2)
+# whose type is given the way many sites give it instead: gres.conf names the
+# product for all their GPUs (Type=a100 File=.../gpu[0-7], sinfo shows
+# gpu:a100:8) and they have no type feature.
 #
 # Needs Debian's `munge slurmctld slurmd slurm-client` (Slurm 22.05). No
 # systemd: the daemons are started directly and stopped by their pid files.
@@ -152,27 +156,42 @@ munged --key-file="$dir/munge/munge.key" --socket="$dir/run/munge.sock" \
   --seed-file="$dir/munge/munged.seed" --num-threads=2 \
   || die "munged did not start (see $dir/log/munged.log)"
 
-# Fake GPUs.
+# Fake GPUs, typed one per index (g0..g7) on every node but those of
+# GRES_TYPED (their lines are written with theirs, below).
+IFS=',' read -r -a gpu_types <<<"${GPU_TYPES:-}"
+gres_typed=",${GRES_TYPED:-},"
+[ "$gres_typed" = ",," ] || [ "${#gpu_types[@]}" -gt 0 ] || die "GRES_TYPED needs GPU_TYPES"
+per_index=""
+for i in $(seq 1 "$nodes"); do
+  [[ "$gres_typed" == *",n$i,"* ]] || per_index="${per_index:+$per_index,}n$i"
+done
 gres=""
 : > "$dir/etc/gres.conf"
 for i in $(seq 0 $((gpus - 1))); do
   [ -e "$dir/dev/gpu$i" ] || mknod "$dir/dev/gpu$i" c 1 3
-  echo "NodeName=n[1-$nodes] Name=gpu Type=g$i File=$dir/dev/gpu$i" >> "$dir/etc/gres.conf"
+  [ -z "$per_index" ] || echo "NodeName=$per_index Name=gpu Type=g$i File=$dir/dev/gpu$i" >> "$dir/etc/gres.conf"
   gres="${gres:+$gres,}gpu:g$i:1"
 done
 
-# The nodes: one line for all, or one per node with its GPU type feature.
-IFS=',' read -r -a gpu_types <<<"${GPU_TYPES:-}"
-node_spec="NodeHostname=$host NodeAddr=127.0.0.1 CPUs=${CPUS:-64} RealMemory=1000 Gres=$gres State=UNKNOWN"
+# The nodes: one line for all, or one per node with its GPU type feature
+# (or, for GRES_TYPED, its type in its GRES).
+node_spec="NodeHostname=$host NodeAddr=127.0.0.1 CPUs=${CPUS:-64} RealMemory=1000 State=UNKNOWN"
 types_toml=""
 if [ "${#gpu_types[@]}" = 0 ]; then
-  node_lines="NodeName=n[1-$nodes] Port=[$first_node_port-$last_node_port] $node_spec"
+  node_lines="NodeName=n[1-$nodes] Port=[$first_node_port-$last_node_port] Gres=$gres $node_spec"
 else
   node_lines=""
   for i in $(seq 1 "$nodes"); do
     t="${gpu_types[$(( (i - 1) % ${#gpu_types[@]} ))]}"
+    t="${t%%:*}"
+    if [[ "$gres_typed" == *",n$i,"* ]]; then
+      echo "NodeName=n$i Name=gpu Type=$t File=$dir/dev/gpu[0-$((gpus - 1))]" >> "$dir/etc/gres.conf"
+      typed="Gres=gpu:$t:$gpus"
+    else
+      typed="Features=$t Gres=$gres"
+    fi
     node_lines="${node_lines:+$node_lines
-}NodeName=n$i Port=$((base + i)) Features=${t%%:*} $node_spec"
+}NodeName=n$i Port=$((base + i)) $typed $node_spec"
   done
   types_toml="[gpu_types]"
   for t in "${gpu_types[@]}"; do

@@ -3,7 +3,11 @@
 //! rack has one of each). A typed `sbatch` in native mode runs on its type;
 //! a gang never spans two types, even where a rack would be more local; a
 //! type the cluster lacks is refused with the types it has; the daemon's
-//! own `submit --gpu-type` and `--min-gpu-memory` do the same.
+//! own `submit --gpu-type` and `--min-gpu-memory` do the same. With
+//! `GRES_TYPED=n1,n2`, n1 and n2 have no type feature: their gres.conf
+//! names the product for all their GPUs (`gpu:a100:8`, `gpu:v100:8`), as
+//! many sites do, and they are of that type all the same, asked for by
+//! count of it.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -306,6 +310,133 @@ fn a_vcs_quota_per_gpu_type_caps_what_it_runs() {
             .all(|(n, _)| A100.contains(&n.as_str())),
         "{:?}",
         done.placement
+    );
+    cluster.passed = true;
+}
+
+/// The nodes typed by their GRES (`cluster.sh`'s `GRES_TYPED`): n1 is
+/// `gpu:a100:8`, n2 `gpu:v100:8`, neither with a feature; n3 and n4 keep
+/// their per-index types and their type feature.
+const GRES_TYPED: &str = "n1,n2";
+
+/// Waits until `status` lists every node with its type: a100 for n1 and
+/// n3, v100 for n2 and n4, whether the type comes from a feature or from
+/// the GRES.
+fn nodes_have_their_types(cluster: &Cluster) {
+    let s = cluster.status();
+    assert_eq!(s.nodes.len(), 4, "{:?}", s.nodes);
+    for n in &s.nodes {
+        let want = if A100.contains(&n.name.as_str()) {
+            "a100"
+        } else {
+            "v100"
+        };
+        assert_eq!(n.gpu_type, want, "{n:?}");
+    }
+}
+
+/// The node a job of `home` recorded it ran on (`where.<id>`).
+fn ran_on(home: &str, id: u64) -> String {
+    let ran = std::fs::read_to_string(format!("{home}/where.{id}")).unwrap();
+    ran.trim().to_string()
+}
+
+/// Nodes whose gres.conf names the product (`Type=a100 File=gpu[0-7]`,
+/// sinfo `gpu:a100:8`) and no type feature are of that type: `status`
+/// says so, and `submit --gpu-type` runs only on nodes of the type, by
+/// count on those nodes and by index beside them (a gang of 12 over a
+/// GRES-typed and a feature-typed node).
+#[test]
+fn gres_typed_nodes_take_submit_jobs_of_their_type() {
+    if !slurm_here("GPU types from GRES: submit --gpu-type") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let alice = user("alice");
+    let mut cluster = Cluster::start_gres_typed("types-gres-submit", TYPES, GRES_TYPED);
+    let config = super::security::shared_config(&cluster, "");
+    cluster.configure("shared.toml", &config);
+    cluster.start_daemon();
+    nodes_have_their_types(&cluster);
+    let home = cluster.home(&alice).display().to_string();
+    let submit = |gpus: &str, ty: &str, pause: &str| {
+        let script = format!("echo $SLURMD_NODENAME > where.$GANGWAY_JOB_ID; sleep {pause}");
+        let args = [
+            "submit",
+            "--vc",
+            "research",
+            "--gpus",
+            gpus,
+            "--gpu-type",
+            ty,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ];
+        let out = cluster.gangway_as(&alice, &args);
+        assert!(out.status.success(), "{}", text(&out));
+        let t = String::from_utf8_lossy(&out.stdout).into_owned();
+        t.split_whitespace().nth(2).unwrap().parse::<u64>().unwrap()
+    };
+    // Both a100 nodes' GPUs at once: one gang on each.
+    let a = [submit("8", "a100", "6"), submit("8", "a100", "6")];
+    let v100 = submit("12", "v100", "1");
+    let mut a100_nodes = BTreeSet::new();
+    for job in a {
+        let done = cluster.finished(60, job);
+        assert_eq!(done.state, "passed", "{:?}", done.events);
+        let placed: BTreeSet<String> = done.placement.iter().map(|(n, _)| n.clone()).collect();
+        assert!(placed.is_subset(&set(&A100)), "{placed:?}");
+        a100_nodes.insert(ran_on(&home, job));
+    }
+    assert_eq!(a100_nodes, set(&A100));
+    let done = cluster.finished(60, v100);
+    assert_eq!(done.state, "passed", "{:?}", done.events);
+    let placed: BTreeSet<String> = done.placement.iter().map(|(n, _)| n.clone()).collect();
+    assert_eq!(placed, set(&V100), "{:?}", done.events);
+    assert!(V100.contains(&ran_on(&home, v100).as_str()));
+    cluster.passed = true;
+}
+
+/// In native mode, Slurm's own typed requests (`--gres=gpu:a100:8`,
+/// `--gpus=a100:8`) resolve to nodes typed by their GRES as to those
+/// typed by a feature: two a100 gangs of 8 run at once, one on each a100
+/// node, and a v100 one on a v100 node.
+#[test]
+fn gres_typed_nodes_take_native_typed_sbatch() {
+    if !slurm_here("GPU types from GRES: native typed sbatch") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let alice = user("alice");
+    let mut cluster = Cluster::start_gres_typed("types-gres-native", TYPES, GRES_TYPED);
+    cluster.configure("native.toml", &super::security::native_config(&cluster));
+    cluster.start_daemon();
+    nodes_have_their_types(&cluster);
+    let home = cluster.home(&alice).display().to_string();
+    let script = "echo $SLURMD_NODENAME > where.$SLURM_JOB_ID; sleep 6";
+    let by_gres = native_job(&cluster, &alice, &["-N", "1", "--gres=gpu:a100:8"], script);
+    let by_gpus = native_job(&cluster, &alice, &["--gpus=a100:8"], script);
+    let v100 = native_job(&cluster, &alice, &["-N", "1", "--gres=gpu:v100:4"], script);
+    let both: BTreeSet<String> = [by_gres, by_gpus]
+        .iter()
+        .flat_map(|j| placed_nodes(&cluster, *j))
+        .collect();
+    assert_eq!(both, set(&A100));
+    let on = placed_nodes(&cluster, v100);
+    assert!(on.len() == 1 && on.is_subset(&set(&V100)), "{on:?}");
+    let mut ran = BTreeSet::new();
+    for job in [by_gres, by_gpus, v100] {
+        cluster.wait_for(60, &format!("Slurm job {job} finished"), |s| {
+            s.finished.iter().any(|j| j.slurm_job == Some(job))
+        });
+        ran.insert(ran_on(&home, job));
+    }
+    assert!(ran.is_superset(&set(&A100)), "{ran:?}");
+    assert!(
+        ran.iter().filter(|n| V100.contains(&n.as_str())).count() == 1,
+        "{ran:?}"
     );
     cluster.passed = true;
 }

@@ -175,11 +175,28 @@ impl Cluster {
         Cluster::start_with(name, None, Some(gpu_types))
     }
 
+    /// [`Cluster::start_typed`] with nodes `gres_typed` (`n1,n2`) typed by
+    /// their GRES instead of a feature (`cluster.sh`'s `GRES_TYPED`:
+    /// gres.conf names the product for all their GPUs, `gpu:a100:8`).
+    pub(crate) fn start_gres_typed(name: &str, gpu_types: &str, gres_typed: &str) -> Cluster {
+        Cluster::start_env(name, None, Some(gpu_types), Some(gres_typed))
+    }
+
     /// [`Cluster::start`] with `MIN_JOB_AGE` and `GPU_TYPES` when given.
     pub(crate) fn start_with(
         name: &str,
         min_job_age: Option<u32>,
         gpu_types: Option<&str>,
+    ) -> Cluster {
+        Cluster::start_env(name, min_job_age, gpu_types, None)
+    }
+
+    /// [`Cluster::start_with`] with `GRES_TYPED` when given.
+    fn start_env(
+        name: &str,
+        min_job_age: Option<u32>,
+        gpu_types: Option<&str>,
+        gres_typed: Option<&str>,
     ) -> Cluster {
         let dir = std::env::temp_dir().join(format!("gangway-slurm-{name}-{}", std::process::id()));
         let _ = Command::new("rm").arg("-rf").arg(&dir).status();
@@ -193,6 +210,10 @@ impl Cluster {
         match gpu_types {
             Some(t) => cmd.env("GPU_TYPES", t),
             None => cmd.env_remove("GPU_TYPES"),
+        };
+        match gres_typed {
+            Some(n) => cmd.env("GRES_TYPED", n),
+            None => cmd.env_remove("GRES_TYPED"),
         };
         let up = cmd.output().unwrap();
         assert!(
