@@ -9,6 +9,7 @@ use gangway_plugin_sdk::{FailureClass, JobId};
 
 use super::finding::{Finding, FindingKind};
 use gangway_plugin_sdk::testing::SlotViews;
+use gangway_plugin_sdk::testing::rng::Rng;
 
 use super::Options;
 use crate::policy::{BoxedBackend, PolicySet};
@@ -40,23 +41,6 @@ pub struct ScenarioJob {
     /// Attempts that fail before one passes (each failure is retried unless
     /// the retry policy gives up).
     pub failures: u32,
-}
-
-/// A small deterministic generator (splitmix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }
 
 /// The scenario of `seed`: 2-4 racks of 2-6 servers of 2, 4 or 8 GPUs, 1-4

@@ -3,6 +3,7 @@
 //! slot's views as one strategy ([`SlotViews`]), and the one step smaller
 //! views a failing view shrinks through ([`shrink`]), and contract 2.2's
 //! GPU types beside the fairness and reclaim views ([`types`]).
+pub mod rng;
 pub mod shrink;
 pub mod strategy;
 pub mod types;

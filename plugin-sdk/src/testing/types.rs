@@ -46,6 +46,8 @@ use crate::gpu_types::{ClassSpeeds, GpuTypeSummary, JobTypes, TypesView, VcTypeU
 use crate::ids::{GpuTypeId, JobId};
 use crate::view::{ClusterSummary, VcUsage};
 
+use super::rng::Rng;
+
 /// The random draws a [`TypesView`] is made of, for any view
 /// ([`types_view`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -125,26 +127,15 @@ pub struct TypesJob {
     pub running: bool,
 }
 
-/// A small deterministic generator (splitmix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n` (0 when `n` is 0).
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-
+/// Splitting amounts at random.
+trait Split {
     /// `amount` split into `parts` random parts, each at most its `caps`
     /// entry (when `caps` is given) as far as the caps allow; the last
     /// part takes what is left.
+    fn split(&mut self, amount: u32, parts: usize, caps: Option<&[u32]>) -> Vec<u32>;
+}
+
+impl Split for Rng {
     fn split(&mut self, amount: u32, parts: usize, caps: Option<&[u32]>) -> Vec<u32> {
         let cap = |i: usize| caps.and_then(|c| c.get(i).copied()).unwrap_or(u32::MAX);
         let mut left = amount;

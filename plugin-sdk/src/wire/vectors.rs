@@ -28,6 +28,7 @@ use crate::slots::{
     RetryDecision, RetryView,
 };
 use crate::testing::SlotViews;
+use crate::testing::rng::Rng;
 use crate::view::{
     ClusterSummary, LevelSummary, PendingJob, RunningJob, ServerState, SpreadLimit, VcUsage,
     WaitReason, WaitingJob,
@@ -40,20 +41,15 @@ const SAMPLES: u64 = 12;
 /// The most bytes of a case written out in full.
 const FULL: usize = 1_024;
 
-/// A small deterministic generator (splitmix64) for the edits and damage.
-struct Rng(u64);
+/// Seeded positions for the edits and damage.
+trait Below {
+    /// A position in `0..n` (0 when `n` is 0).
+    fn at(&mut self, n: usize) -> usize;
+}
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % (n.max(1) as u64)) as usize
+impl Below for Rng {
+    fn at(&mut self, n: usize) -> usize {
+        self.below(n as u64) as usize
     }
 }
 
@@ -319,12 +315,12 @@ fn damaged(bytes: &[u8], count: usize, rng: &mut Rng) -> Vec<Vec<u8>> {
             let mut bad = bytes.to_vec();
             // Mostly the first bytes (lengths, headers), where damage is
             // most likely to still decode as something else.
-            let at = if rng.below(2) == 0 {
-                rng.below(bad.len().min(12))
+            let at = if rng.at(2) == 0 {
+                rng.at(bad.len().min(12))
             } else {
-                rng.below(bad.len())
+                rng.at(bad.len())
             };
-            let value = [0x00, 0x01, 0x02, 0x7f, 0x80, 0xff][rng.below(6)] ^ (rng.below(4) as u8);
+            let value = [0x00, 0x01, 0x02, 0x7f, 0x80, 0xff][rng.at(6)] ^ (rng.at(4) as u8);
             match bad.get_mut(at) {
                 Some(b) if *b != value => *b = value,
                 Some(b) => *b = value.wrapping_add(1),
@@ -459,33 +455,33 @@ fn later_jobs(
             (j, limit)
         })
         .collect();
-    for _ in 0..rng.below(4) {
+    for _ in 0..rng.at(4) {
         if !pairs.is_empty() {
-            pairs.remove(rng.below(pairs.len()));
+            pairs.remove(rng.at(pairs.len()));
         }
     }
-    if !pairs.is_empty() && rng.below(3) > 0 {
-        let at = rng.below(pairs.len());
+    if !pairs.is_empty() && rng.at(3) > 0 {
+        let at = rng.at(pairs.len());
         pairs[at].0.attempts = pairs[at].0.attempts.wrapping_add(1);
         known.add_job(pairs[at].0.id);
     }
-    if !pairs.is_empty() && rng.below(3) == 0 {
-        let at = rng.below(pairs.len());
+    if !pairs.is_empty() && rng.at(3) == 0 {
+        let at = rng.at(pairs.len());
         pairs[at].1.max_servers = pairs[at].1.max_servers.wrapping_add(1);
     }
-    if rng.below(2) == 0 {
+    if rng.at(2) == 0 {
         let job = PendingJob {
-            id: JobId(1_000_000 + rng.next() % 1_000),
-            gpus: 1 + (rng.next() % 8) as u32,
+            id: JobId(1_000_000 + rng.next_u64() % 1_000),
+            gpus: 1 + (rng.next_u64() % 8) as u32,
             ..PendingJob::default()
         };
         known.add_job(job.id);
-        let at = rng.below(pairs.len() + 1);
+        let at = rng.at(pairs.len() + 1);
         pairs.insert(at, (job, SpreadLimit::level(Level(1))));
     }
-    if pairs.len() > 2 && rng.below(4) == 0 {
-        let p = pairs.remove(rng.below(pairs.len()));
-        let at = rng.below(pairs.len());
+    if pairs.len() > 2 && rng.at(4) == 0 {
+        let p = pairs.remove(rng.at(pairs.len()));
+        let at = rng.at(pairs.len());
         pairs.insert(at, p);
     }
     pairs.into_iter().unzip()
@@ -493,14 +489,14 @@ fn later_jobs(
 
 /// A small step of time (or none, or a wrapping one).
 fn dt(rng: &mut Rng) -> u64 {
-    [0, 1, 30, 3_600, u64::MAX][rng.below(5)]
+    [0, 1, 30, 3_600, u64::MAX][rng.at(5)]
 }
 
 /// VCs a while later: one's use changed (named in `known`).
 fn later_vcs(vcs: &[VcUsage], rng: &mut Rng, known: &mut KnownChanges) -> Vec<VcUsage> {
     let mut vcs = vcs.to_vec();
-    if !vcs.is_empty() && rng.below(2) == 0 {
-        let at = rng.below(vcs.len());
+    if !vcs.is_empty() && rng.at(2) == 0 {
+        let at = rng.at(vcs.len());
         vcs[at].held_gpus = vcs[at].held_gpus.wrapping_add(8);
         known.add_vc(vcs[at].id);
     }
@@ -560,12 +556,12 @@ impl Vectored for Fairness {
         // reversed (no runs).
         let mut runs = in_order.clone();
         for _ in 0..3 {
-            if let Some(r) = runs.get_mut(rng.below(in_order.len())) {
+            if let Some(r) = runs.get_mut(rng.at(in_order.len())) {
                 r.eligible = false;
             }
         }
         if runs.len() > 4 {
-            let at = rng.below(runs.len() - 1);
+            let at = rng.at(runs.len() - 1);
             runs.swap(at, at + 1);
         }
         let mut reversed = in_order.clone();
@@ -661,7 +657,7 @@ impl Vectored for Locality {
 
     fn decisions(view: &QueueView, rng: &mut Rng) -> Vec<LocalityDecision> {
         let n = view.jobs.len();
-        let widths = 1 + rng.below(3);
+        let widths = 1 + rng.at(3);
         vec![
             LocalityDecision {
                 limits: vec![SpreadLimit::level(Level(1)); n],
@@ -692,7 +688,7 @@ impl Vectored for Gang {
     fn decisions(view: &QueueView, rng: &mut Rng) -> Vec<GangDecision> {
         let n = view.jobs.len();
         let actions = [GangAction::Backfill, GangAction::Block, GangAction::Reserve];
-        let first = actions[rng.below(3)];
+        let first = actions[rng.at(3)];
         vec![
             GangDecision {
                 on_blocked: vec![first; n],
@@ -824,17 +820,17 @@ impl Vectored for Reclaim {
                 .attained_gpu_s
                 .wrapping_add(u64::from(j.gpus).wrapping_mul(dt));
         }
-        if !running.is_empty() && rng.below(3) > 0 {
-            running.remove(rng.below(running.len()));
+        if !running.is_empty() && rng.at(3) > 0 {
+            running.remove(rng.at(running.len()));
         }
-        if !running.is_empty() && rng.below(3) == 0 {
-            let at = rng.below(running.len());
+        if !running.is_empty() && rng.at(3) == 0 {
+            let at = rng.at(running.len());
             running[at].attempts = running[at].attempts.wrapping_add(1);
             known.add_job(running[at].id);
         }
         let mut servers = view.servers.clone();
         if !servers.is_empty() {
-            let at = rng.below(servers.len());
+            let at = rng.at(servers.len());
             servers[at].free = servers[at].free.wrapping_add(1);
         }
         let mut waiting: Vec<WaitingJob> = view
@@ -848,12 +844,12 @@ impl Vectored for Reclaim {
                 ..*w
             })
             .collect();
-        if !waiting.is_empty() && rng.below(2) == 0 {
-            let at = rng.below(waiting.len());
+        if !waiting.is_empty() && rng.at(2) == 0 {
+            let at = rng.at(waiting.len());
             waiting[at].reason = WaitReason::NoCapacity;
         }
-        if !waiting.is_empty() && rng.below(3) == 0 {
-            waiting.remove(rng.below(waiting.len()));
+        if !waiting.is_empty() && rng.at(3) == 0 {
+            waiting.remove(rng.at(waiting.len()));
         }
         let next = ReclaimView {
             now_s: view.now_s.wrapping_add(dt),
@@ -867,7 +863,7 @@ impl Vectored for Reclaim {
     }
 
     fn decisions(view: &ReclaimView, rng: &mut Rng) -> Vec<ReclaimDecision> {
-        let pick = |n: usize, rng: &mut Rng| rng.below(n + 1).min(n);
+        let pick = |n: usize, rng: &mut Rng| rng.at(n + 1).min(n);
         let stop = view
             .running
             .iter()
@@ -927,7 +923,7 @@ impl Vectored for Retry {
         let actions = view
             .failures
             .iter()
-            .map(|f| match rng.below(3) {
+            .map(|f| match rng.at(3) {
                 0 => RetryAction::Retry {
                     after_s: f.run_s.wrapping_mul(3),
                 },
@@ -979,7 +975,7 @@ impl Vectored for Defragment {
         let moves = view
             .running
             .iter()
-            .take(rng.below(4))
+            .take(rng.at(4))
             .map(|j| Move {
                 job: j.id,
                 to: j
