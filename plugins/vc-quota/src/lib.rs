@@ -41,6 +41,7 @@
 //! | `lend` | bool | `true` | lend idle GPUs to VCs at or over quota (work-conserving) |
 //! | `unquoted` | `"demand-share"` or `"unlimited"` | `"demand-share"` | quota of a VC with none set |
 //! | `[quota]` | table of VC index = GPUs | empty | overrides the host's quotas |
+//! | `when_can_borrow` | `"borrow"` or `"try-next-type"` | `"borrow"` | with quotas per GPU type: a job whose preferred type would make its VC borrow borrows, or first takes another of its types within the VC's nominal quota ([`WhenCanBorrow`]) |
 //!
 //! ```
 //! use gangway_plugin_sdk::*;
@@ -72,12 +73,14 @@ use std::collections::BTreeMap;
 
 use gangway_plugin_sdk::{
     ConfigError, ConfigForm, Configure, FairnessDecision, FairnessPolicy, FairnessView, QueueOrder,
-    VcId, read_options,
+    TypeChoices, TypesView, VcId, read_options,
 };
 use serde::{Deserialize, Deserializer};
 
 mod two_pass;
+mod typed;
 use two_pass::{Cover, VcQueue, usage_of, with_queues};
+pub use typed::WhenCanBorrow;
 
 /// How [`VcQuota`] sizes the quota of a VC that has neither a configured nor a
 /// host-set quota.
@@ -115,6 +118,10 @@ pub struct VcQuotaConfig {
     /// The quota of a VC with none configured or set. Default
     /// [`Unquoted::DemandShare`].
     pub unquoted: Unquoted,
+    /// With quotas per GPU type (contract 2.2): whether a job borrows on
+    /// its preferred type or first tries its other types within the VC's
+    /// nominal quotas. Default [`WhenCanBorrow::Borrow`].
+    pub when_can_borrow: WhenCanBorrow,
 }
 
 impl Default for VcQuotaConfig {
@@ -123,6 +130,7 @@ impl Default for VcQuotaConfig {
             lend: true,
             quota: BTreeMap::new(),
             unquoted: Unquoted::DemandShare,
+            when_can_borrow: WhenCanBorrow::Borrow,
         }
     }
 }
@@ -313,6 +321,24 @@ impl FairnessPolicy for VcQuota {
             Cover::WithJobs
         };
         self.order_covering(view, cover)
+    }
+
+    const GPU_TYPES: bool = true;
+
+    /// The same order; with `when_can_borrow = "try-next-type"`, each
+    /// eligible job of a VC with quotas per type on the first of its types
+    /// that keeps the VC within its nominal quota (see [`WhenCanBorrow`]).
+    fn order_typed(
+        &self,
+        view: &FairnessView,
+        types: &TypesView,
+    ) -> (FairnessDecision, TypeChoices) {
+        let decision = self.order(view);
+        let choices = match self.config.when_can_borrow {
+            WhenCanBorrow::Borrow => TypeChoices::default(),
+            WhenCanBorrow::TryNextType => typed::within_nominal(view, types, &decision),
+        };
+        (decision, choices)
     }
 }
 

@@ -241,6 +241,7 @@ prop_compose! {
             lend,
             quota: overrides,
             unquoted: if unlimited { Unquoted::Unlimited } else { Unquoted::DemandShare },
+            when_can_borrow: WhenCanBorrow::Borrow,
         }
     }
 }
@@ -390,5 +391,93 @@ proptest! {
         let n = shuffled.jobs.len().max(1);
         shuffled.jobs.rotate_left(rotate % n);
         prop_assert_eq!(p.order(&shuffled), want);
+    }
+}
+
+// --- contract 2.2: quotas per GPU type ---
+
+mod typed_quotas {
+    use super::*;
+    use gangway_plugin_sdk::{GpuTypeId, GpuTypeSummary, JobTypes, VcTypeUsage};
+
+    const A100: GpuTypeId = GpuTypeId(0);
+    const V100: GpuTypeId = GpuTypeId(1);
+
+    /// VC 0 holds all 8 of its nominal A100s and none of its 8 V100s; VC 1
+    /// has a pooled quota only. Both types have 8 free GPUs; every job
+    /// prefers the A100.
+    fn typed(jobs: &[(u64, u32)]) -> (FairnessView, TypesView) {
+        let v = view(
+            32,
+            16,
+            vec![vc(0, Some(16), 8), vc(1, Some(16), 0)],
+            jobs.iter().map(|(id, vc)| job(*id, *vc, 4, *id)).collect(),
+        );
+        let usage = |vc: u32, t, held, nominal| VcTypeUsage {
+            vc: VcId(vc),
+            gpu_type: t,
+            held_gpus: held,
+            nominal_gpus: nominal,
+            borrowing_limit_gpus: None,
+        };
+        let types = TypesView {
+            types: [A100, V100]
+                .map(|id| GpuTypeSummary {
+                    id,
+                    memory_gb: 80,
+                    total_gpus: 16,
+                    free_gpus: 8,
+                })
+                .to_vec(),
+            jobs: jobs
+                .iter()
+                .map(|(id, _)| JobTypes {
+                    job: JobId(*id),
+                    allowed: vec![A100, V100],
+                    running: None,
+                    class: 0,
+                })
+                .collect(),
+            vcs: vec![
+                usage(0, A100, 8, Some(8)),
+                usage(0, V100, 0, Some(8)),
+                usage(1, A100, 0, None),
+                usage(1, V100, 0, None),
+            ],
+            speeds: vec![],
+        };
+        (v, types)
+    }
+
+    fn choices(p: &VcQuota, view: &FairnessView, types: &TypesView) -> Vec<(u64, GpuTypeId)> {
+        let (d, c) = p.order_typed(view, types);
+        assert_eq!(d, p.order(view), "the same order as without types");
+        c.choices.iter().map(|c| (c.job.0, c.gpu_type)).collect()
+    }
+
+    #[test]
+    fn by_default_a_job_borrows_on_its_preferred_type() {
+        let (v, t) = typed(&[(1, 0)]);
+        assert!(choices(&VcQuota::default(), &v, &t).is_empty());
+    }
+
+    #[test]
+    fn try_next_type_stays_within_the_nominal_quotas_then_borrows() {
+        let p = VcQuota::from_config(b"when_can_borrow = \"try-next-type\"").unwrap();
+        // VC 0's A100s are all in use: its jobs take V100s while its 8
+        // nominal V100s last (two 4-GPU jobs), then the third borrows (no
+        // choice). VC 1 has no quotas per type: no choice.
+        let (v, t) = typed(&[(1, 0), (2, 0), (3, 0), (4, 1)]);
+        assert_eq!(choices(&p, &v, &t), vec![(1, V100), (2, V100)]);
+        // With its A100s free, the preferred type is within quota.
+        let (v, mut t) = typed(&[(1, 0)]);
+        t.vcs[0].held_gpus = 0;
+        assert_eq!(choices(&p, &v, &t), vec![(1, A100)]);
+    }
+
+    #[test]
+    fn the_option_is_checked() {
+        let e = VcQuota::from_config(b"when_can_borrow = \"sometimes\"").unwrap_err();
+        assert!(e.to_string().contains("sometimes"), "{e}");
     }
 }

@@ -17,3 +17,16 @@ fn fairness_vcquota_conforms() {
         .unwrap_or_else(|f| panic!("{f}"));
     assert!(report.views >= 256 && report.scenarios == 16, "{report:?}");
 }
+
+/// With `when_can_borrow = "try-next-type"` it chooses types (contract
+/// 2.2): the kit drives its typed calls and checks every choice.
+#[test]
+fn fairness_vcquota_trying_the_next_type_conforms() {
+    let policy = <gangway_policy_vc_quota::VcQuota as Configure>::from_config(
+        b"when_can_borrow = \"try-next-type\"",
+    )
+    .unwrap();
+    let report =
+        conformance::policy::<Fairness>(policy, &options()).unwrap_or_else(|f| panic!("{f}"));
+    assert!(report.typed_calls >= report.views, "{report:?}");
+}
