@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use gangway_plugin_sdk::{ClusterSummary, JobId, LevelSummary};
+use gangway_plugin_sdk::{ClusterSummary, GpuTypeId, JobId, LevelSummary};
 use serde::{Deserialize, Serialize};
 
 use crate::placement_strategy::PlacementStrategy;
@@ -47,6 +47,16 @@ impl Placement {
     /// The servers, in order.
     pub fn servers(&self) -> Vec<ServerId> {
         self.parts.iter().map(|p| p.server).collect()
+    }
+
+    /// The GPU type it runs on in `topo` (a gang runs on one type: its
+    /// first server's; the default type for an empty placement).
+    pub fn gpu_type(&self, topo: &Topology) -> GpuTypeId {
+        self.parts
+            .first()
+            .and_then(|p| topo.server(p.server))
+            .map(|s| s.gpu_type)
+            .unwrap_or_default()
     }
 }
 
@@ -270,6 +280,11 @@ impl ClusterState {
     /// The placement a job holds.
     pub fn allocation(&self, job: JobId) -> Option<&Placement> {
         self.allocations.get(&job)
+    }
+
+    /// The GPU type job `job` runs on, if it holds GPUs.
+    pub fn running_type(&self, job: JobId) -> Option<GpuTypeId> {
+        self.allocation(job).map(|p| p.gpu_type(self.topology()))
     }
 
     /// Every allocation, by job.

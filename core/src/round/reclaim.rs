@@ -236,7 +236,7 @@ impl Round<'_> {
             else {
                 continue;
             };
-            let t = self.type_of(&choice.placement);
+            let t = choice.placement.gpu_type(self.state.topology());
             let more = taken.get(&(vc, t)).copied().unwrap_or(0);
             if more > 0 && !self.book.may_take(vc, t, gpus.saturating_add(more)) {
                 continue;
@@ -248,17 +248,6 @@ impl Round<'_> {
             }
         }
         started
-    }
-
-    /// The GPU type of `placement` (a gang runs on one type).
-    fn type_of(&self, placement: &Placement) -> GpuTypeId {
-        let topo = self.state.topology();
-        placement
-            .parts
-            .first()
-            .and_then(|p| topo.server(p.server))
-            .map(|s| s.gpu_type)
-            .unwrap_or_default()
     }
 
     fn apply_reclaim(

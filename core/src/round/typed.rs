@@ -55,7 +55,7 @@ impl Round<'_> {
                     .gpu_types
                     .get(&job)
                     .map_or_else(|| all.clone(), |t| t.to_vec()),
-                running: self.running_type(job),
+                running: self.state.running_type(job),
                 class: self.book.job_classes.get(&job).copied().unwrap_or(0),
             })
             .collect();
@@ -65,15 +65,6 @@ impl Round<'_> {
             vcs: self.vc_types(n),
             speeds: self.book.class_speeds.clone(),
         }
-    }
-
-    /// The GPU type running job `id` holds, if it runs.
-    fn running_type(&self, id: JobId) -> Option<GpuTypeId> {
-        let part = self.state.allocation(id)?.parts.first()?;
-        self.state
-            .topology()
-            .server(part.server)
-            .map(|s| s.gpu_type)
     }
 
     /// Every VC's use and quota of each of the `n` types, by (VC, type).

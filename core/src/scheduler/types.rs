@@ -84,8 +84,7 @@ impl Scheduler {
 
     /// The GPU type job `id` runs on now, if it runs.
     pub fn running_gpu_type(&self, id: JobId) -> Option<GpuTypeId> {
-        let part = self.state.allocation(id)?.parts.first()?;
-        self.topology().server(part.server).map(|s| s.gpu_type)
+        self.state.running_type(id)
     }
 
     /// Gives virtual cluster `vc` a quota per GPU type (Kueue's shape):
