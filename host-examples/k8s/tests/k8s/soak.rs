@@ -12,7 +12,8 @@
 //!
 //! Invariants, from the objects alone: no GPU index of a node held by two
 //! pods and no node holding more GPUs than it has (at every change, by a
-//! watch); no gang bound in part for long; every gang that waits has a
+//! watch); no gang bound in part for long once the control plane is back
+//! (it cannot be mended while it is down); every gang that waits has a
 //! reason (its PodGroup's condition or an Event); no gang waits for
 //! capacity while the API shows enough GPUs free (nothing leaked); the
 //! leader keeps cycling. At the end every gang is deleted and one gang
@@ -369,10 +370,15 @@ impl Soak {
                 .count();
             let key = format!("{}/{}", g.ns, g.name);
             if placed > 0 && placed < g.pods {
-                let since = *self
+                let seen = *self
                     .partial_since
                     .entry(key.clone())
                     .or_insert_with(Instant::now);
+                // The scheduler cannot mend a gang while the control plane
+                // it writes through is down: the clock runs from when the
+                // last fault ended (two outages back to back once held a
+                // gang in part for 16 s, seed 1).
+                let since = seen.max(self.last_fault);
                 if since.elapsed() > SETTLE {
                     out.push(format!(
                         "step {step}: {key} bound in part ({placed} of {}) for {:?}",
