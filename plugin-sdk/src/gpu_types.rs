@@ -91,6 +91,14 @@ pub struct TypesView {
     /// none: a policy then treats the types as equally fast or reads its
     /// own configuration).
     pub speeds: Vec<ClassSpeeds>,
+    /// The type of each server of the reclaim view, in the order of its
+    /// `servers` (empty beside a fairness view, and for a module whose
+    /// manifest does not take them, [`crate::Manifest::server_types`]: a
+    /// module built before the field was added reads the layout without
+    /// it). See [`TypesView::server_type`].
+    #[wire(trailing)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub servers: Vec<GpuTypeId>,
 }
 
 impl TypesView {
@@ -116,6 +124,21 @@ impl TypesView {
             .binary_search_by_key(&(vc, t), |u| (u.vc, u.gpu_type))
             .ok()
             .and_then(|i| self.vcs.get(i))
+    }
+
+    /// Whether VC `vc` has quotas per type (its entries have a nominal
+    /// quota) rather than one pooled quota.
+    pub fn has_type_quotas(&self, vc: VcId) -> bool {
+        let at = self.vcs.partition_point(|u| u.vc < vc);
+        self.vcs
+            .get(at)
+            .is_some_and(|u| u.vc == vc && u.nominal_gpus.is_some())
+    }
+
+    /// The type of the server at position `at` of the reclaim view's
+    /// `servers`, if the host gave the servers' types.
+    pub fn server_type(&self, at: usize) -> Option<GpuTypeId> {
+        self.servers.get(at).copied()
     }
 }
 

@@ -90,6 +90,12 @@ pub struct Manifest {
     /// may then answer a type for a job). Ignored for other slots, and on
     /// a cluster of one type.
     pub gpu_types: bool,
+    /// Whether the reclaim policy that takes the GPU types also takes each
+    /// shown server's type ([`crate::TypesView::servers`]). The SDK's
+    /// export glue sets it with [`Manifest::gpu_types`] for a reclaim
+    /// policy; a module built before it (its manifest in the layout
+    /// without it) is sent the types without the servers'.
+    pub server_types: bool,
 }
 
 /// The manifest of contract 2.1, before [`Manifest::gpu_types`].
@@ -98,6 +104,15 @@ struct Manifest21 {
     queue_order: QueueOrder,
     running: RunningScope,
     view_changes: bool,
+}
+
+/// The manifest of contract 2.2 before [`Manifest::server_types`].
+#[derive(Default, Wire)]
+struct Manifest22 {
+    queue_order: QueueOrder,
+    running: RunningScope,
+    view_changes: bool,
+    gpu_types: bool,
 }
 
 impl Manifest {
@@ -116,8 +131,18 @@ impl Manifest {
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         if *self == Manifest::default() {
-        } else if self.gpu_types {
+        } else if self.server_types {
             encode_into(self, &mut out);
+        } else if self.gpu_types {
+            // Without the servers' types, the bytes of contract 2.2 before
+            // them: such a module loads on a host of that layout too.
+            let v4 = Manifest22 {
+                queue_order: self.queue_order.clone(),
+                running: self.running,
+                view_changes: self.view_changes,
+                gpu_types: true,
+            };
+            encode_into(&v4, &mut out);
         } else {
             // Without the GPU types, the bytes of contract 2.1: a module
             // that does not take them loads on a 2.1 host too.
@@ -147,13 +172,23 @@ impl Manifest {
             });
         }
         // The earlier layouts: the queue order alone; then with the
-        // running scope; then with view changes (contract 2.1).
+        // running scope; then with view changes (contract 2.1); then with
+        // the GPU types (contract 2.2, before the servers' types).
         let mut m = Manifest::default();
         if let Err(e) = decode_into(bytes, &mut m) {
+            let mut v4 = Manifest22::default();
             let mut v3 = Manifest21::default();
             let mut v2 = <(QueueOrder, RunningScope)>::default();
             let mut v1 = QueueOrder::default();
-            m = if decode_into(bytes, &mut v3).is_ok() {
+            m = if decode_into(bytes, &mut v4).is_ok() {
+                Manifest {
+                    queue_order: v4.queue_order,
+                    running: v4.running,
+                    view_changes: v4.view_changes,
+                    gpu_types: v4.gpu_types,
+                    ..Manifest::default()
+                }
+            } else if decode_into(bytes, &mut v3).is_ok() {
                 Manifest {
                     queue_order: v3.queue_order,
                     running: v3.running,

@@ -48,7 +48,7 @@ impl RunningIndex {
     }
 
     /// The GPU type `job` runs on (a gang runs on one type).
-    fn type_of(&self, job: &RunningJob) -> GpuTypeId {
+    pub(crate) fn type_of(&self, job: &RunningJob) -> GpuTypeId {
         job.parts
             .first()
             .and_then(|(s, _)| self.server_types.get(s.0 as usize).copied())

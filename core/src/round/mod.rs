@@ -10,6 +10,7 @@
 // Decisions are policy-given numbers: no unchecked arithmetic in a round.
 #![warn(clippy::arithmetic_side_effects, clippy::as_conversions)]
 
+mod borrowing;
 mod defragment;
 mod place;
 mod reclaim;

@@ -17,21 +17,13 @@ use gangway_plugin_sdk::{
     ServerState, VcId, VcUsage, WaitingJob,
 };
 
+use super::borrowing::Borrowing;
 use super::{Placed, Preemption, Round, RoundReport};
 use crate::freed_gpus::FreedGpus;
 use crate::placement::PlacementChoice;
 use crate::policy::invalid;
 use crate::policy::{PolicyErrorKind, Stamp, ViewChanges};
 use crate::state::Placement;
-
-/// Whether a VC borrows: holds more GPUs than its quota, or any without one
-/// ([`RunningScope::Borrowed`]).
-fn borrows(vc: &VcUsage) -> bool {
-    match vc.quota_gpus {
-        Some(q) => vc.held_gpus > q,
-        None => vc.held_gpus > 0,
-    }
-}
 
 impl Round<'_> {
     /// Asks the reclaim slot (unless it is `none` or nothing waits) and
@@ -53,20 +45,18 @@ impl Round<'_> {
         let scope = self.policies.slot_mut::<Reclaim>().manifest().running;
         // A policy that sees only borrowed work is not asked while no VC
         // borrows (it could stop nothing).
-        let borrowing: Option<Vec<bool>> = match scope {
+        let borrowing = match scope {
             RunningScope::All => None,
-            RunningScope::Borrowed | RunningScope::GiveBack { .. } => {
-                Some(vcs.iter().map(borrows).collect())
-            }
+            RunningScope::Borrowed | RunningScope::GiveBack { .. } => Some(self.borrowing(&vcs)),
         };
-        if borrowing.as_ref().is_some_and(|b| !b.contains(&true)) {
+        if borrowing.as_ref().is_some_and(|b| !b.any()) {
             return;
         }
-        let waiting = self.reclaim_waiting(view, placed, scope, &vcs, borrowing.is_some());
+        let waiting = self.reclaim_waiting(view, placed, scope, &vcs, borrowing.as_ref());
         if waiting.is_empty() {
             return;
         }
-        let running = self.reclaim_running(scope, &vcs, borrowing.as_deref(), &report.starts);
+        let running = self.reclaim_running(scope, &vcs, borrowing.as_ref(), &report.starts);
         if !self.could_start_any(&waiting, &running) {
             self.scratch.running = running;
             return;
@@ -84,10 +74,21 @@ impl Round<'_> {
         self.scratch.running = reclaim_view.running;
     }
 
+    /// Who borrows, as the reclaim policy is shown it: per type for VCs
+    /// with quotas per type if it takes the GPU types, else pooled.
+    fn borrowing(&self, vcs: &[VcUsage]) -> Borrowing {
+        if self.takes_types::<Reclaim>() {
+            let n = self.state.topology().gpu_types().len();
+            Borrowing::typed(vcs, self.vc_types(n), n)
+        } else {
+            Borrowing::pooled(vcs)
+        }
+    }
+
     /// The waiting jobs a reclaim policy of `scope` is shown: borrowed work
-    /// (when only that is `borrowed_only`) is taken back only for a job its
-    /// VC's quota covers, and work is given back only to a job that waits
-    /// for GPUs.
+    /// (when only that is shown, `borrowing`) is taken back only for a job
+    /// its VC's quota covers, and work is given back only to a job that
+    /// waits for GPUs.
     #[inline]
     fn reclaim_waiting(
         &self,
@@ -95,16 +96,14 @@ impl Round<'_> {
         placed: &Placed,
         scope: RunningScope,
         vcs: &[VcUsage],
-        borrowed_only: bool,
+        borrowing: Option<&Borrowing>,
     ) -> Vec<WaitingJob> {
         let mut waiting = self.waiting_jobs(view, placed);
-        if borrowed_only {
+        if let Some(b) = borrowing {
+            let allowed = |id: &JobId| self.book.gpu_types.get(id).map_or(&[][..], |t| &t[..]);
             waiting.retain(|w| {
                 vcs.get(w.job.vc.index())
-                    .and_then(|v| v.quota_gpus.map(|q| (v.held_gpus, q)))
-                    .is_some_and(|(held, q)| {
-                        u64::from(held).saturating_add(u64::from(w.job.gpus)) <= u64::from(q)
-                    })
+                    .is_some_and(|v| b.covers(v, w.job.gpus, allowed(&w.job.id)))
             });
         }
         if matches!(scope, RunningScope::GiveBack { .. }) {
@@ -113,27 +112,30 @@ impl Round<'_> {
         waiting
     }
 
-    /// The running jobs a reclaim policy of `scope` is shown (of the VCs
-    /// `borrowing`, if it sees only borrowed work), in the round's scratch
-    /// memory; the jobs just `started` left out.
+    /// The running jobs a reclaim policy of `scope` is shown (only
+    /// borrowed work, if it sees only that: `borrowing`), in the round's
+    /// scratch memory; the jobs just `started` left out.
     #[inline]
     fn reclaim_running(
         &mut self,
         scope: RunningScope,
         vcs: &[VcUsage],
-        borrowing: Option<&[bool]>,
+        borrowing: Option<&Borrowing>,
         started: &[crate::Start],
     ) -> Vec<RunningJob> {
-        let shown =
-            |vc: VcId| borrowing.is_none_or(|b| b.get(vc.index()).copied().unwrap_or(false));
         let mut running = std::mem::take(&mut self.scratch.running);
-        match scope {
-            RunningScope::GiveBack { min_run_s } => {
-                self.give_back_into(vcs, started, shown, min_run_s, &mut running);
+        match (scope, borrowing) {
+            (RunningScope::GiveBack { min_run_s }, Some(b)) => {
+                self.give_back_into(vcs, started, b, min_run_s, &mut running);
             }
-            RunningScope::All | RunningScope::Borrowed => {
+            (RunningScope::Borrowed, Some(b)) => {
+                let index = self.book.running_index();
+                let shown = |r: &RunningJob| {
+                    b.vc(r.vc) && (!b.per_type() || b.runs_borrowed(r.vc, index.type_of(r)))
+                };
                 self.running_jobs_into(started, shown, &mut running);
             }
+            _ => self.running_jobs_into(started, |_| true, &mut running),
         }
         running
     }
@@ -184,7 +186,12 @@ impl Round<'_> {
         // jobs, for a policy that takes them.
         let types = self.takes_types::<Reclaim>().then(|| {
             let waiting = reclaim_view.waiting.iter().map(|w| w.job.id);
-            self.types_view(waiting.chain(reclaim_view.running.iter().map(|r| r.id)))
+            let mut types =
+                self.types_view(waiting.chain(reclaim_view.running.iter().map(|r| r.id)));
+            if self.policies.slot::<Reclaim>().manifest().server_types {
+                types.servers = self.server_types(&reclaim_view.servers);
+            }
+            types
         });
         let decided = self.policies.slot_mut::<Reclaim>().decide_typed(
             reclaim_view,
@@ -474,6 +481,188 @@ mod tests {
         seen.lock().unwrap().clone()
     }
 
+    /// Records every view it is shown with its types, and stops nothing:
+    /// a reclaim policy that takes the GPU types (contract 2.2).
+    struct TypedRecorder {
+        scope: RunningScope,
+        seen: Arc<Mutex<Vec<(ReclaimView, gangway_plugin_sdk::TypesView)>>>,
+    }
+
+    impl ReclaimPolicy for TypedRecorder {
+        const GPU_TYPES: bool = true;
+        fn reclaim(&self, _: &ReclaimView) -> ReclaimDecision {
+            ReclaimDecision::default()
+        }
+        fn reclaim_typed(
+            &self,
+            view: &ReclaimView,
+            types: &gangway_plugin_sdk::TypesView,
+        ) -> ReclaimDecision {
+            if let Ok(mut seen) = self.seen.lock() {
+                seen.push((view.clone(), types.clone()));
+            }
+            ReclaimDecision::default()
+        }
+        fn running_scope(&self) -> RunningScope {
+            self.scope
+        }
+    }
+
+    /// (VC, GPUs, submit offset, run time, request: any, only `a`, only
+    /// `b`) of each job of a typed workload.
+    type TypedWorkload = Vec<(u32, u32, u64, u64, u8)>;
+
+    /// The typed reclaim views of a workload on two racks of 4 servers x 8
+    /// GPUs, one of type `a` and one of type `b`, and 3 VCs: two with
+    /// quotas per type (`a` 8 + `b` 8 with no borrowing limit; `a` 16 + `b`
+    /// 4 borrowing at most 8 `b`), one pooled without a quota; rounds every
+    /// 10 s, each job ending after its run time.
+    fn typed_views_of(
+        scope: RunningScope,
+        jobs: &TypedWorkload,
+    ) -> Vec<(ReclaimView, gangway_plugin_sdk::TypesView)> {
+        use crate::{GpuRequest, TopologyBuilder, TypeQuota};
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let recorder = TypedRecorder {
+            scope,
+            seen: Arc::clone(&seen),
+        };
+        let backend: BoxedBackend<Reclaim> = Box::new(Native::new("recorder", recorder));
+        let set = PolicySet::fallbacks().with(backend);
+        let mut b = TopologyBuilder::new();
+        let ta = b.add_gpu_type("a", 80).unwrap();
+        let tb = b.add_gpu_type("b", 80).unwrap();
+        for (r, t) in [(0, ta), (1, tb)] {
+            let rack = b.add_domain(b.root(), &format!("r{r}")).unwrap();
+            for s in 0..4 {
+                b.add_server_of_type(rack, &format!("s{r}{s}"), 8, t)
+                    .unwrap();
+            }
+        }
+        let mut sched = Scheduler::with_policies(b.build().unwrap(), set);
+        let vcs: Vec<VcId> = ["a", "b", "c"]
+            .iter()
+            .map(|n| sched.virtual_cluster(n))
+            .collect();
+        let q = TypeQuota::new;
+        sched.set_type_quotas(vcs[0], [(ta, q(8, None)), (tb, q(8, None))].into());
+        sched.set_type_quotas(vcs[1], [(ta, q(16, None)), (tb, q(4, Some(8)))].into());
+        let mut ends: Vec<(u64, JobId)> = Vec::new();
+        let mut at = 0u64;
+        for (i, (vc, gpus, gap, run, req)) in jobs.iter().enumerate() {
+            at += gap;
+            let id = JobId(i as u64 + 1);
+            let spec = JobSpec {
+                id,
+                vc: vcs[*vc as usize],
+                user: 0,
+                gpus: *gpus,
+                submitted_s: at,
+            };
+            let request = match req {
+                0 => GpuRequest::default(),
+                1 => GpuRequest::types(["a"]),
+                _ => GpuRequest::types(["b"]),
+            };
+            sched.submit_requesting(spec, &request).unwrap();
+            ends.push((*run, id));
+        }
+        let mut started: std::collections::BTreeMap<JobId, u64> = Default::default();
+        for t in (0..at + 400).step_by(10) {
+            for (run, id) in &ends {
+                if let Some(s) = started.get(id)
+                    && t >= s + run
+                    && sched.job(*id).is_some_and(|j| j.final_status().is_none())
+                {
+                    let _ = sched.end_attempt(*id, t, crate::AttemptEnd::Passed);
+                    started.remove(id);
+                }
+            }
+            let report = sched.round(t).unwrap();
+            for s in &report.starts {
+                started.insert(s.job, t);
+            }
+            for p in &report.preempted {
+                started.remove(&p.job);
+            }
+        }
+        sched.check_invariants().unwrap();
+        seen.lock().unwrap().clone()
+    }
+
+    /// VC `a` (quotas per type: 8 `a`, 8 `b`) runs 16 GPUs of type `a` and
+    /// none of `b`: within its 16 in sum, but 8 `a` over its nominal quota
+    /// of `a`. VC `b` (8 `a`) waits for 8 `a`. A policy that takes the
+    /// types is shown `a`'s newest `a` job to give back; one that does not
+    /// sees pooled quotas, by which nobody borrows, and is not asked.
+    #[test]
+    fn a_vc_over_one_types_nominal_quota_gives_it_back_per_type() {
+        use crate::{GpuRequest, TopologyBuilder, TypeQuota};
+        let run = |typed: bool| {
+            let seen = Arc::new(Mutex::new(Vec::new()));
+            let scope = RunningScope::GiveBack { min_run_s: 0 };
+            let backend: BoxedBackend<Reclaim> = if typed {
+                Box::new(Native::new(
+                    "typed",
+                    TypedRecorder {
+                        scope,
+                        seen: Arc::clone(&seen),
+                    },
+                ))
+            } else {
+                let views = Arc::new(Mutex::new(Vec::new()));
+                Box::new(Native::new("pooled", ViewRecorder { scope, seen: views }))
+            };
+            let mut b = TopologyBuilder::new();
+            let ta = b.add_gpu_type("a", 80).unwrap();
+            let tb = b.add_gpu_type("b", 80).unwrap();
+            let rack = b.add_domain(b.root(), "r").unwrap();
+            b.add_server_of_type(rack, "a0", 8, ta).unwrap();
+            b.add_server_of_type(rack, "a1", 8, ta).unwrap();
+            b.add_server_of_type(rack, "b0", 8, tb).unwrap();
+            let set = PolicySet::fallbacks().with(backend);
+            let mut sched = Scheduler::with_policies(b.build().unwrap(), set);
+            let (va, vb) = (sched.virtual_cluster("a"), sched.virtual_cluster("b"));
+            let q = TypeQuota::new;
+            sched.set_type_quotas(va, [(ta, q(8, None)), (tb, q(8, None))].into());
+            sched.set_type_quotas(vb, [(ta, q(8, None))].into());
+            let spec = |id, vc, t| JobSpec {
+                id: JobId(id),
+                vc,
+                user: 0,
+                gpus: 8,
+                submitted_s: t,
+            };
+            let only_a = GpuRequest::types(["a"]);
+            sched.submit_requesting(spec(1, va, 0), &only_a).unwrap();
+            sched.submit_requesting(spec(2, va, 1), &only_a).unwrap();
+            sched.round(10).unwrap();
+            sched.submit_requesting(spec(3, vb, 11), &only_a).unwrap();
+            let report = sched.round(20).unwrap();
+            sched.check_invariants().unwrap();
+            assert!(report.preempted.is_empty(), "the recorders stop nothing");
+            let seen = seen.lock().unwrap().clone();
+            seen
+        };
+        let typed = run(true);
+        assert_eq!(typed.len(), 1, "asked once, at 20");
+        let (view, types) = &typed[0];
+        assert_eq!(
+            view.running.iter().map(|j| j.id).collect::<Vec<_>>(),
+            [JobId(2)]
+        );
+        assert_eq!(
+            view.waiting.iter().map(|w| w.job.id).collect::<Vec<_>>(),
+            [JobId(3)]
+        );
+        // The servers with free GPUs or running job 2 (not `a0`, which job 1
+        // fills), and their types in the same order.
+        let ids: Vec<u32> = view.servers.iter().map(|s| s.id.0).collect();
+        assert_eq!(ids, [1, 2]);
+        assert_eq!(types.servers, [GpuTypeId(0), GpuTypeId(1)]);
+        assert!(run(false).is_empty());
+    }
+
     proptest::proptest! {
         /// Under `GiveBack`, a round shows what the SDK's definition takes
         /// of the view `Borrowed` shows in the same round (running jobs and
@@ -490,6 +679,42 @@ mod tests {
                 let full = at.find(|v| v.now_s == view.now_s);
                 proptest::prop_assert!(full.is_some(), "asked at {} only under GiveBack", view.now_s);
                 proptest::prop_assert_eq!(view, &full.unwrap().as_give_back(min_run_s));
+            }
+        }
+
+        /// The same to a policy that takes the GPU types, on two types and
+        /// quotas per type: the SDK's typed definition
+        /// (`ReclaimView::give_back_typed`) of the typed `Borrowed` view,
+        /// with the types of what is left; and `Borrowed` shows only work
+        /// of a VC over its quota of the job's type (or over its pooled
+        /// quota), for a job within its VC's quota of some allowed type.
+        #[test]
+        fn a_typed_give_back_view_is_the_typed_borrowed_view_given_back(
+            jobs in proptest::collection::vec(
+                (0u32..3, 1u32..17, 0u64..30, 5u64..200, 0u8..3), 1..40),
+            min_run_s in proptest::prop_oneof![proptest::strategy::Just(0u64), 0u64..60],
+        ) {
+            let borrowed = typed_views_of(RunningScope::Borrowed, &jobs);
+            let given = typed_views_of(RunningScope::GiveBack { min_run_s }, &jobs);
+            for (view, types) in &borrowed {
+                for j in &view.running {
+                    let t = types.job(j.id).and_then(|t| t.running).unwrap();
+                    let borrows = match types.vc_type(j.vc, t).unwrap() {
+                        u if u.nominal_gpus.is_some() => u.held_gpus > u.nominal_gpus.unwrap(),
+                        _ => view.vcs[j.vc.index()].held_gpus > view.vcs[j.vc.index()].quota_gpus.unwrap_or(0),
+                    };
+                    proptest::prop_assert!(borrows, "{:?} shown at {} but not borrowed", j.id, view.now_s);
+                }
+                proptest::prop_assert_eq!(view.servers.len(), types.servers.len());
+            }
+            let mut at = borrowed.iter();
+            for (view, types) in &given {
+                let full = at.find(|(v, _)| v.now_s == view.now_s);
+                proptest::prop_assert!(full.is_some(), "asked at {} only under GiveBack", view.now_s);
+                let (full, full_types) = full.unwrap();
+                let expected = full.as_give_back_typed(min_run_s, full_types);
+                proptest::prop_assert_eq!(view, &expected);
+                proptest::prop_assert_eq!(types, &full_types.shown_in(full, &expected));
             }
         }
     }

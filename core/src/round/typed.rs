@@ -64,11 +64,27 @@ impl Round<'_> {
             jobs,
             vcs: self.vc_types(n),
             speeds: self.book.class_speeds.clone(),
+            servers: Vec::new(),
         }
     }
 
+    /// The GPU type of each of `servers`, in their order.
+    pub(super) fn server_types(
+        &self,
+        servers: &[gangway_plugin_sdk::ServerState],
+    ) -> Vec<GpuTypeId> {
+        let all = self.state.topology().servers();
+        servers
+            .iter()
+            .map(|s| {
+                all.get(s.id.index())
+                    .map_or_else(GpuTypeId::default, |t| t.gpu_type)
+            })
+            .collect()
+    }
+
     /// Every VC's use and quota of each of the `n` types, by (VC, type).
-    fn vc_types(&self, n: usize) -> Vec<VcTypeUsage> {
+    pub(super) fn vc_types(&self, n: usize) -> Vec<VcTypeUsage> {
         let running = self.book.running_index();
         let vcs = self.book.vcs.len();
         let mut out = Vec::with_capacity(vcs.saturating_mul(n));

@@ -1,11 +1,13 @@
 //! Building each slot's view from the round's state.
 
 use gangway_plugin_sdk::{
-    FairnessView, JobId, RunningJob, ServerState, VcId, VcUsage, WaitingJob, give_back_walk,
+    FairnessView, GpuCounts, GpuTypeId, JobId, RunningJob, ServerState, VcId, VcUsage, WaitingJob,
+    give_back_walk,
 };
 
+use super::borrowing::Borrowing;
 use super::{Placed, Round};
-use crate::book::Started;
+use crate::book::{RunningIndex, Started};
 
 impl Round<'_> {
     /// The fairness view: every pending job if the fairness policy shows no
@@ -62,7 +64,7 @@ impl Round<'_> {
             .collect()
     }
 
-    /// Every running job of a VC that `shown` accepts, by id, as the reclaim
+    /// Every running job that `shown` accepts, by id, as the reclaim
     /// and defragment slots see it, except those this round started
     /// (`started`): a round never stops or moves what it just started; nor
     /// foreign load, which the engine runs on its own.
@@ -71,7 +73,7 @@ impl Round<'_> {
     pub(super) fn running_jobs_into(
         &self,
         started: &[crate::Start],
-        shown: impl Fn(VcId) -> bool,
+        shown: impl Fn(&RunningJob) -> bool,
         out: &mut Vec<RunningJob>,
     ) {
         let now = self.now;
@@ -80,7 +82,7 @@ impl Round<'_> {
         started.sort_unstable();
         let mut n = 0;
         let running = self.book.running().values().filter(|r| {
-            shown(r.vc)
+            shown(r)
                 && crate::book::stoppable(r)
                 && started.binary_search(&r.id).is_err()
                 && now.saturating_sub(r.started_s) >= min_run_s
@@ -99,18 +101,21 @@ impl Round<'_> {
     }
 
     /// The running jobs [`RunningScope::GiveBack`] shows, by id, written
-    /// over `out` as [`Round::running_jobs_into`] does: for each VC `shown`
-    /// accepts, what [`ReclaimView::give_back`] takes of its jobs that this
-    /// round did not start, read newest first from the book's index (a VC's
-    /// walk reads only as far as it borrows, not every running job).
+    /// over `out` as [`Round::running_jobs_into`] does: for each VC that
+    /// borrows (`borrowing`), what [`ReclaimView::give_back`] takes of its
+    /// jobs that this round did not start (per type, as
+    /// [`ReclaimView::give_back_typed`] does, for a VC that borrows per
+    /// type), read newest first from the book's index (a pooled VC's walk
+    /// reads only as far as it borrows, not every running job).
     ///
     /// [`RunningScope::GiveBack`]: gangway_plugin_sdk::RunningScope::GiveBack
     /// [`ReclaimView::give_back`]: gangway_plugin_sdk::ReclaimView::give_back
+    /// [`ReclaimView::give_back_typed`]: gangway_plugin_sdk::ReclaimView::give_back_typed
     pub(super) fn give_back_into(
         &self,
         vcs: &[VcUsage],
         started: &[crate::Start],
-        shown: impl Fn(VcId) -> bool,
+        borrowing: &Borrowing,
         min_run_s: u64,
         out: &mut Vec<RunningJob>,
     ) {
@@ -126,7 +131,11 @@ impl Round<'_> {
         };
         let newest_hidden = now.saturating_sub(min_run_s.saturating_sub(1)).min(now);
         let mut taken: Vec<JobId> = Vec::new();
-        for v in vcs.iter().filter(|v| shown(v.id)) {
+        for v in vcs.iter().filter(|v| borrowing.vc(v.id)) {
+            if borrowing.has_type_quotas(v.id) {
+                Self::give_back_types(v.id, borrowing, &hidden, index, &mut taken);
+                continue;
+            }
             let mut sizes = index.sizes(v.id);
             for j in index
                 .newest_first(v.id)
@@ -164,6 +173,47 @@ impl Round<'_> {
                 job.clone_from(r);
                 job.attained_gpu_s = crate::book::attained_at(r, now);
             }
+        }
+    }
+
+    /// The give-back walk of VC `vc`, which has quotas per type, on each
+    /// type it borrows: over its jobs running on the type and not
+    /// `hidden`, newest first, counting down from what it holds of the type
+    /// and keeping its nominal quota of it; each job taken is pushed on
+    /// `taken`. (It reads every running job of the VC: a VC's jobs of one
+    /// type are not filed apart.)
+    fn give_back_types(
+        vc: VcId,
+        borrowing: &Borrowing,
+        hidden: &impl Fn(&Started) -> bool,
+        index: &RunningIndex,
+        taken: &mut Vec<JobId>,
+    ) {
+        let type_of = |j: &Started| index.by_id().get(&j.id).map(|r| index.type_of(r));
+        for t in (0..borrowing.types()).filter_map(|t| u8::try_from(t).ok().map(GpuTypeId)) {
+            let Some(u) = borrowing.type_use(vc, t) else {
+                continue;
+            };
+            let floor = u64::from(u.nominal_gpus.unwrap_or(0));
+            if u64::from(u.held_gpus) <= floor {
+                continue;
+            }
+            let jobs = || {
+                index
+                    .newest_first(vc)
+                    .filter(move |j| !hidden(j) && type_of(j) == Some(t))
+            };
+            let mut sizes = GpuCounts::default();
+            for j in jobs() {
+                sizes.add(j.gpus);
+            }
+            give_back_walk(
+                jobs().map(|j| (j.id, j.gpus)),
+                u64::from(u.held_gpus),
+                floor,
+                &mut sizes,
+                |id| taken.push(id),
+            );
         }
     }
 }

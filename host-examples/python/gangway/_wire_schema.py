@@ -402,6 +402,9 @@ SCHEMA = json.loads(
         },
         {
           "gpu_types": "BOOL"
+        },
+        {
+          "server_types": "BOOL"
         }
       ]
     },
@@ -786,6 +789,13 @@ SCHEMA = json.loads(
           "speeds": {
             "SEQ": {
               "TYPENAME": "ClassSpeeds"
+            }
+          }
+        },
+        {
+          "servers": {
+            "SEQ": {
+              "TYPENAME": "GpuTypeId"
             }
           }
         }

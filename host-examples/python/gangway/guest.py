@@ -85,6 +85,7 @@ def _manifest(policy: Any, slot: str) -> bytes:
         getattr(policy, "queue_order", "All"),
         getattr(policy, "running", "All"),
         gpu_types=takes_types(policy, slot),
+        server_types=takes_types(policy, slot) and slot == "reclaim",
     )
 
 

@@ -664,14 +664,21 @@ def encode_decision(slot: str, decision: Any) -> bytes:
     return encode(_slot(slot)["decision"], decision)
 
 
-def encode_manifest(queue_order: Any = "All", running: Any = "All", gpu_types: bool = False) -> bytes:
+def encode_manifest(
+    queue_order: Any = "All",
+    running: Any = "All",
+    gpu_types: bool = False,
+    server_types: bool = False,
+) -> bytes:
     """The manifest a policy answers ``init`` with: which pending jobs a
     fairness policy needs to see (``"All"``, ``"Submit"``, ``"Smallest"``
     or ``{"AttainedBands": [...]}``), which running jobs a reclaim
-    policy needs (``"All"`` or ``"Borrowed"``), and whether it takes the
-    GPU types (contract 2.2). A manifest that does not take them is written
-    in contract 2.1's layout, as the Rust SDK writes it (its last field,
-    ``gpu_types``, left out), so it loads on a 2.1 host too."""
+    policy needs (``"All"`` or ``"Borrowed"``), whether it takes the GPU
+    types (contract 2.2) and, for a reclaim policy that does, the view's
+    servers' types (``TypesView.servers``). As the Rust SDK writes it, the
+    fields it does not take are left out at the end: without the servers'
+    types, contract 2.2's layout; without the types, contract 2.1's, so it
+    loads on hosts of those layouts too."""
     data = encode(
         SCHEMA["manifest"],
         {
@@ -679,14 +686,18 @@ def encode_manifest(queue_order: Any = "All", running: Any = "All", gpu_types: b
             "running": running,
             "view_changes": False,
             "gpu_types": bool(gpu_types),
+            "server_types": bool(server_types),
         },
     )
-    return data if gpu_types else data[:-1]
+    if server_types:
+        return data
+    return data[:-1] if gpu_types else data[:-2]
 
 
 def decode_manifest(data: bytes) -> Any:
-    """Reads a manifest (empty bytes are the default one; contract 2.1's
-    layout, without ``gpu_types``, reads as not taking them)."""
+    """Reads a manifest (empty bytes are the default one; the layouts
+    without the last fields, ``server_types`` and then ``gpu_types``, read
+    as not taking them)."""
     if not data:
         return View(
             {
@@ -694,12 +705,16 @@ def decode_manifest(data: bytes) -> Any:
                 "running": "All",
                 "view_changes": False,
                 "gpu_types": False,
+                "server_types": False,
             }
         )
     try:
         return decode(SCHEMA["manifest"], data)
     except WireError:
-        return decode(SCHEMA["manifest"], data + b"\x00")
+        try:
+            return decode(SCHEMA["manifest"], data + b"\x00")
+        except WireError:
+            return decode(SCHEMA["manifest"], data + b"\x00\x00")
 
 
 # ------------------------------------------------- contract 2.2: GPU types
@@ -766,8 +781,29 @@ def decode_typed_view(slot: str, data: bytes) -> Tuple[Any, Any]:
             "a view for a policy that takes the GPU types must end in their length and the byte 2 "
             "(contract 2.2)"
         )
-    types = decode(_TYPES_VIEW, extra)
+    types = _decode_types(extra)
     return decode_view(slot, body), (types if types.types else None)
+
+
+def _decode_types(data: bytes) -> Any:
+    """Reads a ``TypesView``. Its last field, ``servers``, is trailing: the
+    host writes it only beside a reclaim view, to a module whose manifest
+    takes it, and only when not empty, so bytes without it read as an empty
+    list."""
+    try:
+        return decode(_TYPES_VIEW, data)
+    except WireError:
+        return decode(_TYPES_VIEW, bytes(data) + b"\x00")
+
+
+def _encode_types(types: Any) -> bytes:
+    """Writes a ``TypesView``, its trailing ``servers`` only when not
+    empty (as the Rust SDK writes it)."""
+    types = dict(vars(types)) if isinstance(types, View) else dict(types)
+    servers = list(types.get("servers") or [])
+    types["servers"] = servers
+    data = encode(_TYPES_VIEW, types)
+    return data if servers else data[:-1]
 
 
 def encode_typed_view(slot: str, view: Any, types: Any) -> bytes:
@@ -777,7 +813,8 @@ def encode_typed_view(slot: str, view: Any, types: Any) -> bytes:
     _typed_slot(slot)
     if types is None:
         types = {"types": [], "jobs": [], "vcs": [], "speeds": []}
-    return append_typed(_TYPES_VIEW, types, encode_view(slot, view))
+    extra = _encode_types(types)
+    return encode_view(slot, view) + extra + struct.pack("<I", len(extra)) + bytes([TYPED])
 
 
 def decode_typed_reply(slot: str, data: bytes) -> Tuple[Any, Any]:

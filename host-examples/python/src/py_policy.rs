@@ -111,6 +111,8 @@ impl BackendFactory for PyFactory {
             S::SLOT,
             gangway_plugin_sdk::Slot::Fairness | gangway_plugin_sdk::Slot::Reclaim
         );
+        // A reclaim policy that takes them also gets the servers' types.
+        manifest.server_types = manifest.gpu_types && S::SLOT == gangway_plugin_sdk::Slot::Reclaim;
         Box::new(PyBackend::<S> {
             name: self.name.clone(),
             policy,
@@ -139,6 +141,7 @@ fn manifest_of(policy: &Bound<'_, PyAny>) -> Manifest {
         running: read::<RunningScope>(policy, "running").unwrap_or_default(),
         view_changes: false,
         gpu_types: read::<bool>(policy, "GPU_TYPES").unwrap_or(false),
+        server_types: false,
     }
 }
 

@@ -103,6 +103,26 @@ def test_a_manifest_that_takes_the_types_is_the_sdks() -> None:
     assert data == bytes([0, 0, 0, 1])
     assert wire.decode_manifest(data).gpu_types is True
     assert wire.encode_manifest() == bytes([0, 0, 0])
+    # A reclaim policy that takes the types takes its servers' types too:
+    # the layout with the last field, as the SDK writes it.
+    data = wire.encode_manifest(gpu_types=True, server_types=True)
+    assert data == bytes([0, 0, 0, 1, 1])
+    assert wire.decode_manifest(data).server_types is True
+    assert wire.decode_manifest(bytes([0, 0, 0, 1])).server_types is False
+
+
+def test_the_servers_types_are_a_trailing_field() -> None:
+    # Beside a reclaim view, the servers' types end the TypesView's bytes;
+    # the SDK's vector reads and writes back, and types without them read
+    # as an empty list and write without them.
+    data = vectors()["types/servers"]
+    types = wire._decode_types(data)
+    assert types.servers == [1, 0, 255]
+    assert wire._encode_types(types) == data
+    types.servers = []
+    without = wire._encode_types(types)
+    assert without == data[:-4]
+    assert wire._decode_types(without).servers == []
 
 
 class PreferredType:

@@ -44,6 +44,9 @@ pub(crate) struct Field {
     pub(crate) positions: bool,
     /// `flag`: a positioned entry's flag.
     pub(crate) flag: bool,
+    /// `trailing`: added after the struct's layout shipped, so written only
+    /// when not its default and read only when bytes are left.
+    pub(crate) trailing: bool,
 }
 
 /// A type as the derive sees it: its attributes, and its fields if it is
@@ -138,6 +141,19 @@ impl Shape {
                 f.runs && !t.view && t.answers.is_none(),
                 "runs fields belong to a view or a decision",
             )?;
+            only(
+                f.trailing && (t.entry || t.view || t.answers.is_some()),
+                "trailing fields belong to a plain struct (not an entry, view or decision)",
+            )?;
+        }
+        let first_trailing = self.fields.iter().position(|f| f.trailing);
+        if let Some(at) = first_trailing
+            && let Some(f) = self.fields.iter().skip(at).find(|f| !f.trailing)
+        {
+            return Err(syn::Error::new(
+                f.span,
+                "a field after a trailing field must be trailing too",
+            ));
         }
         Ok(())
     }
@@ -192,6 +208,7 @@ fn fields(fields: &Fields) -> syn::Result<Vec<Field>> {
                 max: None,
                 positions: false,
                 flag: false,
+                trailing: false,
             };
             for attr in f.attrs.iter().filter(|a| a.path().is_ident("wire")) {
                 field_attr(attr, &mut field)?;
@@ -227,9 +244,11 @@ fn field_attr(attr: &Attribute, f: &mut Field) -> syn::Result<()> {
             f.positions = true;
         } else if p.is_ident("flag") {
             f.flag = true;
+        } else if p.is_ident("trailing") {
+            f.trailing = true;
         } else {
             return Err(meta.error(
-                "expected key, clock, entry, now, runs, pairs_with, max, positions or flag",
+                "expected key, clock, entry, now, runs, pairs_with, max, positions, flag or trailing",
             ));
         }
         Ok(())

@@ -64,8 +64,38 @@ fn struct_body(shape: &Shape) -> TokenStream {
     let members: Vec<_> = shape.fields.iter().map(|f| &f.member).collect();
     let wire = quote!(::gangway_plugin_sdk::wire::Wire);
     let d = quote!(::gangway_plugin_sdk::wire::__derive);
+    // A trailing field counts for nothing in the minimum (it may be
+    // absent), is written only when not its default, and read only when
+    // bytes are left: a reader of the layout before it never sees it.
+    let min_tys: Vec<&Type> = shape
+        .fields
+        .iter()
+        .filter(|f| !f.trailing)
+        .map(|f| &f.ty)
+        .collect();
+    let writes = shape.fields.iter().map(|f| {
+        let m = &f.member;
+        if f.trailing {
+            let ty = &f.ty;
+            quote!(if self.#m != <#ty as ::core::default::Default>::default() { #wire::write(&self.#m, w); })
+        } else {
+            quote!(#wire::write(&self.#m, w);)
+        }
+    });
+    let reads = shape.fields.iter().map(|f| {
+        let m = &f.member;
+        if f.trailing {
+            quote!(if r.is_at_end() {
+                self.#m = ::core::default::Default::default();
+            } else {
+                #wire::read_into(&mut self.#m, r)?;
+            })
+        } else {
+            quote!(#wire::read_into(&mut self.#m, r)?;)
+        }
+    });
     quote! {
-        const MIN_BYTES: usize = 0 #(+ <#tys as #wire>::MIN_BYTES)*;
+        const MIN_BYTES: usize = 0 #(+ <#min_tys as #wire>::MIN_BYTES)*;
         const MAX_BYTES: ::core::option::Option<usize> = {
             let max = ::core::option::Option::Some(0);
             #(let max = #d::add_max(max, <#tys as #wire>::MAX_BYTES);)*
@@ -80,14 +110,14 @@ fn struct_body(shape: &Shape) -> TokenStream {
         }
         #inline
         fn write(&self, w: &mut ::gangway_plugin_sdk::wire::Writer<'_>) {
-            #(#wire::write(&self.#members, w);)*
+            #(#writes)*
         }
         #read_inline
         fn read_into(
             &mut self,
             r: &mut ::gangway_plugin_sdk::wire::Reader<'_>,
         ) -> ::core::result::Result<(), ::gangway_plugin_sdk::wire::WireError> {
-            #(#wire::read_into(&mut self.#members, r)?;)*
+            #(#reads)*
             ::core::result::Result::Ok(())
         }
     }

@@ -27,6 +27,7 @@
 //! | field of a decision | `max = list, runs` | ... and in a compact reply, runs of equal values |
 //! | field of a decision | `max = list, positions` | ... and in a compact reply, runs of positions of `view.list` |
 //! | field of a decision's entry | `key`, `flag` | the view entry it names and its flag (`Positioned`) |
+//! | last fields of a plain struct | `trailing` | added after the layout shipped: written only when not its default, read only when bytes are left (so only in a struct that ends its message) |
 //!
 //! The generated code calls the generic algorithms of
 //! `gangway_plugin_sdk::wire` (the diff, the runs, their application) and

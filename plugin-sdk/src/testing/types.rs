@@ -200,6 +200,7 @@ pub fn types_view(
     TypesView {
         types,
         jobs,
+        servers: Vec::new(),
         vcs: vc_types(plan, vcs, n, &mut rng),
         speeds,
     }

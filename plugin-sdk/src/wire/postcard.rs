@@ -263,6 +263,12 @@ impl<'a> Reader<'a> {
         Ok(n)
     }
 
+    /// Whether every byte has been read (a trailing field is absent).
+    #[inline(always)]
+    pub fn is_at_end(&self) -> bool {
+        self.at == self.bytes.len()
+    }
+
     /// Refuses bytes left over.
     #[inline(always)]
     pub fn finish(&self) -> Result<(), WireError> {
@@ -594,12 +600,13 @@ mod tests {
             Just(RunningScope::Borrowed),
             any::<u64>().prop_map(|min_run_s| RunningScope::GiveBack { min_run_s }),
         ];
-        (order, running, any::<bool>(), any::<bool>()).prop_map(
-            |(queue_order, running, view_changes, gpu_types)| Manifest {
+        (order, running, any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
+            |(queue_order, running, view_changes, gpu_types, server_types)| Manifest {
                 queue_order,
                 running,
                 view_changes,
                 gpu_types,
+                server_types,
             },
         )
     }

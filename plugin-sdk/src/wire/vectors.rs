@@ -1051,6 +1051,7 @@ fn manifest_bytes_are_frozen() {
             running: RunningScope::Borrowed,
             view_changes: true,
             gpu_types: false,
+            server_types: false,
         },
         Manifest {
             queue_order: QueueOrder::Smallest,
@@ -1059,11 +1060,20 @@ fn manifest_bytes_are_frozen() {
             },
             view_changes: false,
             gpu_types: false,
+            server_types: false,
         },
         // Contract 2.2: takes the GPU types.
         Manifest {
             view_changes: true,
             gpu_types: true,
+            ..Manifest::default()
+        },
+        // ... and the reclaim view's servers' types.
+        Manifest {
+            running: RunningScope::GiveBack { min_run_s: 60 },
+            view_changes: true,
+            gpu_types: true,
+            server_types: true,
             ..Manifest::default()
         },
     ];
@@ -1194,6 +1204,7 @@ fn typed_bytes_are_frozen() {
             running: Some(GpuTypeId(u8::MAX)),
             class: u32::MAX,
         }],
+        servers: Vec::new(),
         vcs: vec![VcTypeUsage {
             vc: VcId(u32::MAX),
             gpu_type: GpuTypeId(1),
@@ -1253,5 +1264,35 @@ fn typed_bytes_are_frozen() {
             &stop_first(&case.0),
         );
     }
+    // The servers' types (a trailing field): a reclaim view's types with
+    // them end in their list; without them the bytes are those above, and
+    // bytes without them read as none.
+    let mut with_servers = full_reclaim_types();
+    with_servers.servers = vec![GpuTypeId(1), GpuTypeId(0), GpuTypeId(u8::MAX)];
+    let encode = |t: &TypesView| {
+        let mut out = Vec::new();
+        super::postcard::encode_into(t, &mut out);
+        out
+    };
+    let bytes = encode(&with_servers);
+    v.add("types/servers", &bytes);
+    let without = encode(&full_reclaim_types());
+    assert_eq!(&bytes[..without.len()], &without[..]);
+    let read: TypesView = wire::decode_typed(&without).expect("types without servers");
+    assert_eq!(read, full_reclaim_types());
     v.check("typed");
+}
+
+/// A reclaim view's types with every field set (its servers' types left out).
+fn full_reclaim_types() -> crate::TypesView {
+    use crate::{GpuTypeId, JobTypes, TypesView};
+    TypesView {
+        jobs: vec![JobTypes {
+            job: JobId(3),
+            allowed: vec![GpuTypeId(1)],
+            running: Some(GpuTypeId(1)),
+            class: 2,
+        }],
+        ..TypesView::default()
+    }
 }

@@ -57,6 +57,7 @@ fn two_jobs_two_types() -> (FairnessView, TypesView) {
             job_types(1, vec![V100, K80], 0),
             job_types(2, vec![V100, K80], 1),
         ],
+        servers: Vec::new(),
         vcs: vec![],
         speeds: vec![
             ClassSpeeds {
@@ -226,6 +227,7 @@ fn reclaim_types(jobs: Vec<JobTypes>) -> TypesView {
     TypesView {
         types: vec![gpu_type(K80, 8, 0), gpu_type(V100, 8, 0)],
         jobs,
+        servers: Vec::new(),
         vcs: vec![],
         speeds: vec![ClassSpeeds {
             class: 1,
@@ -329,6 +331,7 @@ fn build(inst: &Instance) -> (FairnessView, TypesView) {
                 job_types(id as u64, allowed, *class)
             })
             .collect(),
+        servers: Vec::new(),
         vcs: vec![],
         speeds: speeds
             .iter()
@@ -409,6 +412,7 @@ proptest! {
                 running: a.first().map(|t| GpuTypeId(*t)),
                 ..job_types(id as u64, a.iter().map(|t| GpuTypeId(*t)).collect(), *c)
             }).collect(),
+            servers: Vec::new(),
             vcs: vec![],
             speeds: speeds.iter().enumerate().map(|(c, per_type)| ClassSpeeds { class: c as u32, per_type: per_type.clone() }).collect(),
         };

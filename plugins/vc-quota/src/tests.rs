@@ -438,6 +438,7 @@ mod typed_quotas {
                     class: 0,
                 })
                 .collect(),
+            servers: Vec::new(),
             vcs: vec![
                 usage(0, A100, 8, Some(8)),
                 usage(0, V100, 0, Some(8)),

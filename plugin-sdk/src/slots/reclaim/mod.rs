@@ -144,6 +144,7 @@ impl<P: ReclaimPolicy + ?Sized> Policy<Reclaim> for P {
         Manifest {
             running: self.running_scope(),
             gpu_types: P::GPU_TYPES,
+            server_types: P::GPU_TYPES,
             ..Manifest::default()
         }
     }
