@@ -256,3 +256,122 @@ fn het_max_min_as_a_module_is_checked_through_its_typed_calls() {
         assert!(r.typed_calls >= 2 * r.views, "{r:?}");
     }
 }
+
+/// quota-reclaim takes the types (quotas per type, the servers' types): the
+/// kit drives its typed calls natively and through its module.
+#[test]
+fn quota_reclaim_is_checked_through_its_typed_calls_natively_and_as_a_module() {
+    let native =
+        conformance::defaults::<Reclaim, gangway_policy_quota_reclaim::QuotaReclaim>(&options())
+            .unwrap_or_else(|f| panic!("{f}"));
+    assert!(native.typed_calls >= 2 * native.views, "{native:?}");
+    let engine = gangway_core::wasm::PolicyEngine::new(Default::default()).unwrap();
+    let bytes = gangway_plugin_artifacts::module("quota-reclaim").expect("the module");
+    let module = engine.load("quota-reclaim", bytes).unwrap();
+    let reports = conformance::module(&module, b"", &options()).unwrap_or_else(|f| panic!("{f}"));
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    assert!(
+        reports[0].typed_calls >= 2 * reports[0].views,
+        "{reports:?}"
+    );
+}
+
+/// Reclaim per type end to end, natively and through the sandbox alike:
+/// VC `a` (8 A100s and 8 V100s nominal) runs 16 A100s and 8 V100s (24
+/// against its 16 in sum, which vc-quota lends it), over its nominal quota
+/// only of A100s; VC `b` (8
+/// A100s nominal) submits an A100 job and VC `c` (16 V100s nominal, 8 held)
+/// a V100 job. With quota-reclaim, which takes the types, `a`'s newest
+/// A100 job is stopped and `b`'s starts in its place; `c`'s job waits, as
+/// no V100 work is borrowed (stopping A100 work would not help it).
+#[test]
+fn quota_reclaim_takes_back_a_borrowed_type_natively_and_as_a_module() {
+    use gangway_core::policy::{BoxedBackend, Native, PolicySet};
+    use gangway_core::{GpuRequest, JobId, JobSpec, Scheduler, TopologyBuilder, TypeQuota};
+    let run = |backend: BoxedBackend<Reclaim>| {
+        let mut b = TopologyBuilder::new();
+        let a100 = b.add_gpu_type("a100", 80).unwrap();
+        let v100 = b.add_gpu_type("v100", 32).unwrap();
+        for (r, t) in [("ra", a100), ("rv", v100)] {
+            let rack = b.add_domain(b.root(), r).unwrap();
+            for s in 0..2 {
+                b.add_server_of_type(rack, &format!("{r}{s}"), 8, t)
+                    .unwrap();
+            }
+        }
+        // vc-quota lends idle GPUs past a VC's quota (what reclaim takes
+        // back).
+        let fairness: BoxedBackend<gangway_plugin_sdk::Fairness> = Box::new(Native::new(
+            "vc-quota",
+            gangway_policy_vc_quota::VcQuota::default(),
+        ));
+        let policies = PolicySet::fallbacks().with(fairness).with(backend);
+        let mut sched = Scheduler::with_policies(b.build().unwrap(), policies);
+        let (va, vb, vc) = (
+            sched.virtual_cluster("a"),
+            sched.virtual_cluster("b"),
+            sched.virtual_cluster("c"),
+        );
+        let q = TypeQuota::new;
+        sched.set_type_quotas(va, [(a100, q(8, None)), (v100, q(8, None))].into());
+        sched.set_type_quotas(vb, [(a100, q(8, None))].into());
+        sched.set_type_quotas(vc, [(v100, q(16, None))].into());
+        let spec = |id, vc, t| JobSpec {
+            id: JobId(id),
+            vc,
+            user: 0,
+            gpus: 8,
+            submitted_s: t,
+        };
+        let only = |t: &str| GpuRequest::types([t]);
+        sched
+            .submit_requesting(spec(1, va, 0), &only("a100"))
+            .unwrap();
+        sched
+            .submit_requesting(spec(2, va, 1), &only("a100"))
+            .unwrap();
+        sched
+            .submit_requesting(spec(3, va, 2), &only("v100"))
+            .unwrap();
+        sched
+            .submit_requesting(spec(4, vc, 3), &only("v100"))
+            .unwrap();
+        let first = sched.round(10).unwrap();
+        let mut began: Vec<u64> = first.starts.iter().map(|s| s.job.0).collect();
+        began.sort_unstable();
+        sched
+            .submit_requesting(spec(5, vb, 11), &only("a100"))
+            .unwrap();
+        sched
+            .submit_requesting(spec(6, vc, 12), &only("v100"))
+            .unwrap();
+        let report = sched.round(20).unwrap();
+        sched.check_invariants().unwrap();
+        assert!(
+            report.policy_errors.is_empty(),
+            "{:?}",
+            report.policy_errors
+        );
+        let mut stopped: Vec<u64> = report.preempted.iter().map(|p| p.job.0).collect();
+        let mut started: Vec<u64> = report.starts.iter().map(|s| s.job.0).collect();
+        stopped.sort_unstable();
+        started.sort_unstable();
+        (
+            began,
+            stopped,
+            started,
+            sched.held_of_type(va, a100),
+            sched.held_of_type(vb, a100),
+        )
+    };
+    let native = run(Box::new(Native::new(
+        "quota-reclaim",
+        gangway_policy_quota_reclaim::QuotaReclaim::default(),
+    )));
+    assert_eq!(native, (vec![1, 2, 3, 4], vec![2], vec![5], 8, 8));
+    let engine = gangway_core::wasm::PolicyEngine::new(Default::default()).unwrap();
+    let bytes = gangway_plugin_artifacts::module("quota-reclaim").expect("the module");
+    let module = engine.load("quota-reclaim", bytes).unwrap();
+    let wasm = run(module.backend::<Reclaim>(b"").unwrap());
+    assert_eq!(wasm, native, "the module decides as the native policy");
+}

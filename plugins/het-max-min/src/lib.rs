@@ -123,6 +123,7 @@
 //!         ClassSpeeds { class: 0, per_type: vec![10, 12] },
 //!         ClassSpeeds { class: 1, per_type: vec![1, 10] },
 //!     ],
+//!     ..TypesView::default()
 //! };
 //! let (_, choices) = HetMaxMin::from_config(b"").unwrap().order_typed(&view, &types);
 //! assert_eq!(choices.choices, vec![

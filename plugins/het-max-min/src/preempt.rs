@@ -1,11 +1,11 @@
 //! `het-max-min` in the reclaim slot: preemption by attained service,
 //! type by type.
 
-use gangway_plugin_sdk::room::Room;
+use gangway_plugin_sdk::room::TypedRooms;
 use gangway_plugin_sdk::sort;
 use gangway_plugin_sdk::{
     ConfigError, ConfigForm, Configure, GpuTypeId, JobId, ReclaimDecision, ReclaimPolicy,
-    ReclaimView, RunningJob, ServerId, ServerState, TypesView, WaitingJob,
+    ReclaimView, RunningJob, TypesView, WaitingJob,
 };
 
 use crate::HetMaxMin;
@@ -147,7 +147,7 @@ impl HetPreempt {
         }
         let typed = types.map(|t| self.typed(view, t, &waiting));
         let victims = self.victims(view, types);
-        let mut rooms = Rooms::new(view, types);
+        let mut rooms = TypedRooms::new(view, types);
         let mut taken: Vec<JobId> = Vec::new();
         for (k, w) in waiting.iter().enumerate() {
             if d.start.len() >= Self::MAX_STARTS {
@@ -184,67 +184,6 @@ impl HetPreempt {
             }
         }
         d
-    }
-}
-
-/// A model of the servers' free GPUs per type ([`Room`]), made when first
-/// asked. A reclaim view does not say a server's type, so a server's type
-/// is that of a running job on it; a server no typed job runs on counts
-/// as having no free GPUs of any type (the model may then stop more than
-/// the host needs, never less).
-struct Rooms<'a> {
-    view: &'a ReclaimView,
-    /// (server, type) of every server a typed running job runs on, by server.
-    typed: Vec<(ServerId, GpuTypeId)>,
-    /// The models made so far: of all servers first, then of each type by
-    /// type index.
-    models: Vec<Option<Room>>,
-}
-
-impl<'a> Rooms<'a> {
-    fn new(view: &'a ReclaimView, types: Option<&TypesView>) -> Rooms<'a> {
-        let mut typed = Vec::new();
-        if let Some(types) = types {
-            for j in &view.running {
-                if let Some(t) = types.job(j.id).and_then(|t| t.running) {
-                    typed.extend(j.parts.iter().map(|(s, _)| (*s, t)));
-                }
-            }
-        }
-        sort::by_key(&mut typed, |(s, t)| [u64::from(s.0), u64::from(t.0), 0]);
-        typed.dedup_by_key(|(s, _)| *s);
-        Rooms {
-            view,
-            typed,
-            models: Vec::new(),
-        }
-    }
-
-    /// The model of type `t` (of all servers for `None`).
-    fn of(&mut self, t: Option<GpuTypeId>) -> &mut Room {
-        let at = t.map_or(0, |t| t.index() + 1);
-        if self.models.len() <= at {
-            self.models.resize_with(at + 1, || None);
-        }
-        let (view, typed) = (self.view, &self.typed);
-        self.models[at].get_or_insert_with(|| {
-            let servers: Vec<ServerState> = view
-                .servers
-                .iter()
-                .map(|s| {
-                    let of_t = t.is_none_or(|t| {
-                        typed
-                            .binary_search_by_key(&s.id, |(id, _)| *id)
-                            .is_ok_and(|i| typed[i].1 == t)
-                    });
-                    ServerState {
-                        free: if of_t { s.free } else { 0 },
-                        ..*s
-                    }
-                })
-                .collect();
-            Room::new(&servers, view.cluster.server_level)
-        })
     }
 }
 

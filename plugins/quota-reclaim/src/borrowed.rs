@@ -1,34 +1,42 @@
-//! The running jobs reclaim may stop, found VC by VC.
+//! The running jobs reclaim may stop, found account by account.
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use gangway_plugin_sdk::sort;
-use gangway_plugin_sdk::{JobId, RunningJob, VcId};
+use gangway_plugin_sdk::{GpuTypeId, JobId, RunningJob, VcId};
 
 use crate::newest_first::NewestFirst;
 
-/// The running jobs of each VC, read newest first and only as far as the
-/// VC can still give a job back: a round usually reads each borrowing VC's
-/// newest jobs, not every running job.
+/// What a quota is counted on: a VC's pooled quota (`None`), or its
+/// nominal quota of one GPU type (a VC with quotas per type, to a policy
+/// shown the types).
+pub(crate) type Account = (VcId, Option<GpuTypeId>);
+
+/// The running jobs of each account, read newest first and only as far as
+/// the account can still give a job back: a round usually reads each
+/// borrowing account's newest jobs, not every running job.
 pub(crate) struct Borrowed<'v> {
-    /// One entry per VC with running jobs, by VC id.
+    /// One entry per account with running jobs, by VC id, then type.
     vcs: Vec<VcJobs<'v>>,
 }
 
-/// One VC's running jobs.
+/// One account's running jobs.
 struct VcJobs<'v> {
-    vc: VcId,
+    vc: Account,
     jobs: NewestFirst<'v>,
     /// How many of its jobs hold each GPU count, smallest count first.
     sizes: Vec<(u64, usize)>,
 }
 
 impl<'v> Borrowed<'v> {
-    /// The running jobs `jobs`, filed by VC.
-    pub(crate) fn new(jobs: impl Iterator<Item = &'v RunningJob>) -> Borrowed<'v> {
-        let mut by_vc: FxHashMap<VcId, Vec<&'v RunningJob>> = FxHashMap::default();
+    /// The running jobs `jobs`, filed by `account`.
+    pub(crate) fn new(
+        jobs: impl Iterator<Item = &'v RunningJob>,
+        account: impl Fn(&RunningJob) -> Account,
+    ) -> Borrowed<'v> {
+        let mut by_vc: FxHashMap<Account, Vec<&'v RunningJob>> = FxHashMap::default();
         for j in jobs {
-            by_vc.entry(j.vc).or_default().push(j);
+            by_vc.entry(account(j)).or_default().push(j);
         }
         let mut vcs: Vec<VcJobs<'v>> = by_vc
             .into_iter()
@@ -49,19 +57,25 @@ impl<'v> Borrowed<'v> {
                 }
             })
             .collect();
-        sort::by_key(&mut vcs, |v| [u64::from(v.vc.0), 0, 0]);
+        sort::by_key(&mut vcs, |v| {
+            [
+                u64::from(v.vc.0.0),
+                v.vc.1.map_or(0, |t| u64::from(t.0) + 1),
+                0,
+            ]
+        });
         Borrowed { vcs }
     }
 
-    /// The jobs not in `taken` that leave their VC at or above `floor(vc)`
-    /// GPUs when stopped, counting each VC's `held` GPUs down as jobs are
-    /// chosen newest first: every job [`QuotaReclaim`](crate::QuotaReclaim)
-    /// may stop, newest first.
+    /// The jobs not in `taken` that leave their account at or above
+    /// `floor(account)` GPUs when stopped, counting each account's `held`
+    /// GPUs down as jobs are chosen newest first: every job
+    /// [`QuotaReclaim`](crate::QuotaReclaim) may stop, newest first.
     pub(crate) fn reclaimable(
         &mut self,
-        held: &FxHashMap<VcId, u64>,
+        held: &FxHashMap<Account, u64>,
         taken: &FxHashSet<JobId>,
-        floor: impl Fn(VcId) -> u64,
+        floor: impl Fn(Account) -> u64,
     ) -> Vec<&'v RunningJob> {
         let mut out: Vec<&'v RunningJob> = Vec::new();
         for v in &mut self.vcs {

@@ -59,15 +59,15 @@
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use gangway_plugin_sdk::room::Room;
+use gangway_plugin_sdk::room::TypedRooms;
 use gangway_plugin_sdk::sort;
 use gangway_plugin_sdk::{
-    ConfigError, ConfigForm, Configure, JobId, ReclaimDecision, ReclaimPolicy, ReclaimView,
-    RunningJob, RunningScope, SpreadLimit, VcId, WaitingJob, read_options,
+    ConfigError, ConfigForm, Configure, GpuTypeId, JobId, ReclaimDecision, ReclaimPolicy,
+    ReclaimView, RunningJob, RunningScope, SpreadLimit, TypesView, VcId, WaitingJob, read_options,
 };
 use serde::Deserialize;
 
-use borrowed::Borrowed;
+use borrowed::{Account, Borrowed};
 
 mod borrowed;
 mod newest_first;
@@ -119,26 +119,37 @@ impl Configure for QuotaReclaim {
 impl ReclaimPolicy for QuotaReclaim {
     /// Only what each borrowing VC can give back, newest first, is ever
     /// reclaimable (the jobs [`ReclaimView::give_back`] takes, as the first
-    /// list of candidates below is): the host shows only those, and does
-    /// not ask while no VC borrows.
+    /// list of candidates below is; [`ReclaimView::give_back_typed`] with
+    /// the types): the host shows only those, and does not ask while no VC
+    /// borrows.
     fn running_scope(&self) -> RunningScope {
         RunningScope::GiveBack {
             min_run_s: self.config.min_run_s,
         }
     }
 
+    /// It takes the types: quotas per type, and the types jobs may run on.
+    const GPU_TYPES: bool = true;
+
     fn reclaim(&self, view: &ReclaimView) -> ReclaimDecision {
+        self.decide(view, None)
+    }
+
+    fn reclaim_typed(&self, view: &ReclaimView, types: &TypesView) -> ReclaimDecision {
+        self.decide(view, (!types.types.is_empty()).then_some(types))
+    }
+}
+
+impl QuotaReclaim {
+    /// The decision for `view`, with the GPU types if it was shown them.
+    fn decide(&self, view: &ReclaimView, types: Option<&TypesView>) -> ReclaimDecision {
         // Nothing is borrowed (every VC within its quota, none without one
         // holding GPUs): nothing is reclaimable, so stop here (the common
         // case under binding quotas; a round then costs O(VCs) here).
-        let borrowing = view.vcs.iter().any(|v| match v.quota_gpus {
-            Some(q) => v.held_gpus > q,
-            None => v.held_gpus > 0,
-        });
-        if !borrowing {
+        if !borrowing(view, types) {
             return ReclaimDecision::default();
         }
-        let mut r = Reclaiming::new(view, self.config.min_run_s);
+        let mut r = Reclaiming::new(view, types, self.config.min_run_s);
         let entitled = r.entitled();
         if entitled.is_empty() {
             return ReclaimDecision::default();
@@ -156,86 +167,193 @@ impl ReclaimPolicy for QuotaReclaim {
     }
 }
 
-/// One reclaim decision under way: what each VC holds counting what it
-/// takes back and starts, and the servers' model.
+/// Whether a VC holds more than its quota (or any GPU without one); with
+/// quotas per type (and the types shown), more of a type than its nominal
+/// quota of it.
+fn borrowing(view: &ReclaimView, types: Option<&TypesView>) -> bool {
+    view.vcs.iter().any(|v| match types {
+        Some(t) if t.has_type_quotas(v.id) => t
+            .vcs
+            .iter()
+            .any(|u| u.vc == v.id && u.held_gpus > u.nominal_gpus.unwrap_or(0)),
+        _ => v.held_gpus > v.quota_gpus.unwrap_or(0),
+    })
+}
+
+/// The account a running job's GPUs count on: its VC's quota of the type
+/// it runs on if its VC has quotas per type (and the types are shown),
+/// else its VC's pooled quota.
+fn account_of(types: Option<&TypesView>, j: &RunningJob) -> Account {
+    match types {
+        Some(t) if t.has_type_quotas(j.vc) => (
+            j.vc,
+            Some(t.job(j.id).and_then(|t| t.running).unwrap_or_default()),
+        ),
+        _ => (j.vc, None),
+    }
+}
+
+/// One reclaim decision under way: what each account holds counting what
+/// it takes back and starts, and the servers' model.
 struct Reclaiming<'v> {
     view: &'v ReclaimView,
-    /// GPUs each VC holds, counting this round's stops and starts.
-    held: FxHashMap<VcId, u64>,
+    /// The GPU types, if the policy was shown them.
+    types: Option<&'v TypesView>,
+    /// GPUs each account holds, counting this round's stops and starts.
+    held: FxHashMap<Account, u64>,
     /// The running jobs old enough to stop, borrowed work first found.
     borrowed: Borrowed<'v>,
     /// Jobs this round stops.
     taken: FxHashSet<JobId>,
-    room: Room,
+    rooms: TypedRooms<'v>,
     decision: ReclaimDecision,
-    /// (VC, limit, GPUs) of gangs that found no room among every other
-    /// VC's reclaimable jobs (no VC: among all of them): a gang of that
-    /// limit needing as many GPUs or more finds none among as many
-    /// candidates or fewer either, until a stop frees GPUs (the model only
-    /// loses free GPUs otherwise). An entitled VC is within its quota, so
-    /// it has no reclaimable jobs of its own and all its gangs share the
-    /// entries without a VC.
-    no_room: Vec<(Option<VcId>, SpreadLimit, u32)>,
+    /// (VC, type, limit, GPUs) of gangs that found no room on the type
+    /// among every other VC's reclaimable jobs (no VC: among all of them):
+    /// a gang of that limit needing as many GPUs or more finds none among
+    /// as many candidates or fewer either, until a stop frees GPUs (the
+    /// model only loses free GPUs otherwise). An entitled VC is within its
+    /// quota of the type, so it has no reclaimable jobs of its own there
+    /// and all its gangs share the entries without a VC.
+    no_room: Vec<(Option<VcId>, Option<GpuTypeId>, SpreadLimit, u32)>,
     /// Scratch: the candidates of a gang whose VC has reclaimable jobs.
     filtered: Vec<&'v RunningJob>,
 }
 
 impl<'v> Reclaiming<'v> {
-    /// The start of deciding for `view`: jobs younger than `min_run_s` are
-    /// never stopped.
-    fn new(view: &'v ReclaimView, min_run_s: u64) -> Self {
+    /// The start of deciding for `view` (with `types`, if shown): jobs
+    /// younger than `min_run_s` are never stopped.
+    fn new(view: &'v ReclaimView, types: Option<&'v TypesView>, min_run_s: u64) -> Self {
+        let mut held: FxHashMap<Account, u64> = FxHashMap::default();
+        for v in &view.vcs {
+            match types {
+                Some(t) if t.has_type_quotas(v.id) => {
+                    let uses = t.vcs.iter().filter(|u| u.vc == v.id);
+                    held.extend(uses.map(|u| ((v.id, Some(u.gpu_type)), u64::from(u.held_gpus))));
+                }
+                _ => {
+                    held.insert((v.id, None), u64::from(v.held_gpus));
+                }
+            }
+        }
         Reclaiming {
             view,
-            held: view
-                .vcs
-                .iter()
-                .map(|v| (v.id, u64::from(v.held_gpus)))
-                .collect(),
+            types,
+            held,
             // Newest first: they lose the least work.
             borrowed: Borrowed::new(
                 view.running
                     .iter()
                     .filter(move |j| view.now_s.saturating_sub(j.started_s) >= min_run_s),
+                |j| account_of(types, j),
             ),
             taken: FxHashSet::default(),
-            room: Room::new(&view.servers, view.cluster.server_level),
+            rooms: TypedRooms::new(view, types),
             decision: ReclaimDecision::default(),
             no_room: Vec::new(),
             filtered: Vec::new(),
         }
     }
 
-    /// VC `vc`'s quota.
+    /// Account `a`'s quota: its VC's pooled quota, or its nominal quota of
+    /// the type.
     #[inline]
-    fn quota(&self, vc: VcId) -> Option<u32> {
-        self.view.vcs.get(vc.0 as usize).and_then(|v| v.quota_gpus)
+    fn quota(&self, a: Account) -> Option<u32> {
+        match a {
+            (vc, None) => self.view.vcs.get(vc.0 as usize).and_then(|v| v.quota_gpus),
+            (vc, Some(t)) => self
+                .types
+                .and_then(|types| types.vc_type(vc, t))
+                .and_then(|u| u.nominal_gpus),
+        }
     }
 
-    /// GPUs VC `vc` holds.
+    /// GPUs account `a` holds.
     #[inline]
-    fn held(&self, vc: VcId) -> u64 {
-        self.held.get(&vc).copied().unwrap_or(0)
+    fn held(&self, a: Account) -> u64 {
+        self.held.get(&a).copied().unwrap_or(0)
+    }
+
+    /// Whether VC `vc` has quotas per type (and the types are shown).
+    fn per_type(&self, vc: VcId) -> bool {
+        self.types.is_some_and(|t| t.has_type_quotas(vc))
+    }
+
+    /// GPUs VC `vc` holds in all.
+    fn vc_held(&self, vc: VcId) -> u64 {
+        if self.per_type(vc) {
+            self.held
+                .iter()
+                .filter(|(a, _)| a.0 == vc)
+                .map(|(_, h)| *h)
+                .sum()
+        } else {
+            self.held((vc, None))
+        }
+    }
+
+    /// The types (`None`: any, without the types) on which `w`'s VC's
+    /// quota holds it beside what the VC holds, in `w`'s order of
+    /// preference: with quotas per type, its allowed types of which the
+    /// VC's nominal quota has room for it; pooled, all its allowed types if
+    /// the VC's quota has room for it.
+    fn entitled_on(&self, w: &WaitingJob) -> Vec<Option<GpuTypeId>> {
+        let vc = w.job.vc;
+        let fits = |a: Account| {
+            self.quota(a)
+                .is_some_and(|q| self.held(a) + u64::from(w.job.gpus) <= u64::from(q))
+        };
+        let Some(types) = self.types else {
+            return if fits((vc, None)) {
+                vec![None]
+            } else {
+                Vec::new()
+            };
+        };
+        let allowed: Vec<GpuTypeId> = match types.job(w.job.id) {
+            Some(t) if !t.allowed.is_empty() => t.allowed.clone(),
+            _ => types.types.iter().map(|t| t.id).collect(),
+        };
+        if self.per_type(vc) {
+            allowed
+                .into_iter()
+                .filter(|t| fits((vc, Some(*t))))
+                .map(Some)
+                .collect()
+        } else if fits((vc, None)) {
+            allowed.into_iter().map(Some).collect()
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// The account a job of VC `vc` started on type `on` counts on.
+    fn account_on(&self, vc: VcId, on: Option<GpuTypeId>) -> Account {
+        if self.per_type(vc) {
+            (vc, on)
+        } else {
+            (vc, None)
+        }
     }
 
     /// The waiting jobs entitled to GPUs taken back: waiting for GPUs and
-    /// within their VC's quota with the job (a VC's holding only grows
-    /// below its quota this round, and one over it is never taken below
-    /// it, so this cannot change later), the VCs with the smallest share
-    /// of their quota in use first, then oldest.
+    /// within their VC's quota with the job (of some type it may use, with
+    /// quotas per type; a VC's holding only grows below its quota this
+    /// round, and one over it is never taken below it, so this cannot
+    /// change later), the VCs with the smallest share of their quota in use
+    /// first, then oldest.
     fn entitled(&self) -> Vec<&'v WaitingJob> {
         let mut entitled: Vec<&WaitingJob> = self
             .view
             .waiting
             .iter()
-            .filter(|w| {
-                w.reason.waits_for_gpus()
-                    && self.quota(w.job.vc).is_some_and(|q| {
-                        self.held(w.job.vc) + u64::from(w.job.gpus) <= u64::from(q)
-                    })
-            })
+            .filter(|w| w.reason.waits_for_gpus() && !self.entitled_on(w).is_empty())
             .collect();
-        // (used, quota) compared as fractions by cross-multiplying.
-        let share = |vc: VcId| (self.held(vc), u64::from(self.quota(vc).unwrap_or(0)).max(1));
+        // (used, quota) compared as fractions by cross-multiplying; a VC's
+        // quota is its pooled one (its nominal quotas summed).
+        let share = |vc: VcId| {
+            let quota = self.view.vcs.get(vc.0 as usize).and_then(|v| v.quota_gpus);
+            (self.vc_held(vc), u64::from(quota.unwrap_or(0)).max(1))
+        };
         sort::by(&mut entitled, &|a, b| {
             let (ua, qa) = share(a.job.vc);
             let (ub, qb) = share(b.job.vc);
@@ -247,75 +365,89 @@ impl<'v> Reclaiming<'v> {
         entitled
     }
 
-    /// Jobs that stay at or above their VC's quota without them (newest
-    /// first), counting what this round already takes back. A VC with
-    /// entitled work is within its quota, so none of its own jobs is ever
-    /// among them; the list changes only when a job starts.
+    /// Jobs that stay at or above their account's quota without them
+    /// (newest first), counting what this round already takes back. A VC
+    /// with entitled work is within its quota (of the type), so none of
+    /// its own jobs there is ever among them; the list changes only when a
+    /// job starts.
     fn reclaimable(&mut self) -> Vec<&'v RunningJob> {
-        let view = self.view;
-        let floor = |vc: VcId| {
-            u64::from(
-                view.vcs
-                    .get(vc.0 as usize)
-                    .and_then(|v| v.quota_gpus)
-                    .unwrap_or(0),
-            )
-        };
+        let floors: FxHashMap<Account, u64> = self
+            .held
+            .keys()
+            .map(|a| (*a, u64::from(self.quota(*a).unwrap_or(0))))
+            .collect();
+        let floor = |a: Account| floors.get(&a).copied().unwrap_or(0);
         self.borrowed.reclaimable(&self.held, &self.taken, floor)
     }
 
     /// Tries to start entitled job `w` by stopping some of `all` (the
-    /// reclaimable jobs) of other VCs; whether it stopped any.
+    /// reclaimable jobs) of other VCs, on each type it is entitled on in
+    /// turn; whether it stopped any.
     fn serve(&mut self, w: &WaitingJob, all: &[&'v RunningJob]) -> bool {
+        for on in self.entitled_on(w) {
+            if let Some(stop) = self.room_on(w, on, all) {
+                if stop.is_empty() {
+                    return false;
+                }
+                let account = self.account_on(w.job.vc, on);
+                self.take_back(w, account, stop);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The jobs of `all` of other VCs (running on type `on`, if given) to
+    /// stop for `w` to fit there, if it can.
+    fn room_on(
+        &mut self,
+        w: &WaitingJob,
+        on: Option<GpuTypeId>,
+        all: &[&'v RunningJob],
+    ) -> Option<Vec<JobId>> {
         let vc = w.job.vc;
-        let Some(q) = self.quota(vc) else {
-            return false;
-        };
-        if self.held(vc) + u64::from(w.job.gpus) > u64::from(q) {
-            return false;
-        }
-        let known_none = self
-            .no_room
-            .iter()
-            .any(|(v, l, g)| v.is_none_or(|v| v == vc) && *l == w.limit && *g <= w.job.gpus);
+        let known_none = self.no_room.iter().any(|(v, t, l, g)| {
+            v.is_none_or(|v| v == vc) && *t == on && *l == w.limit && *g <= w.job.gpus
+        });
         if known_none {
-            return false;
+            return None;
         }
-        // Every other VC's reclaimable jobs.
+        // Every other VC's reclaimable jobs (on the type).
         let own = all.iter().any(|j| j.vc == vc);
-        let candidates: &[&RunningJob] = if own {
+        let types = self.types;
+        let candidates: &[&RunningJob] = if own || on.is_some() {
             self.filtered.clear();
-            self.filtered
-                .extend(all.iter().filter(|j| j.vc != vc).copied());
+            self.filtered.extend(all.iter().filter(|j| {
+                j.vc != vc
+                    && on.is_none_or(|t| {
+                        types.and_then(|ts| ts.job(j.id)).and_then(|x| x.running) == Some(t)
+                    })
+            }));
             &self.filtered
         } else {
             all
         };
         if candidates.is_empty() {
-            return false;
+            return None;
         }
-        match self.room.make_room(w.job.gpus, w.limit, candidates) {
-            Some(stop) if stop.is_empty() => false,
-            Some(stop) => {
-                self.take_back(w, stop);
-                true
-            }
-            None => {
-                self.no_room.push((own.then_some(vc), w.limit, w.job.gpus));
-                false
-            }
+        let answer = self.rooms.of(on).make_room(w.job.gpus, w.limit, candidates);
+        if answer.is_none() {
+            self.no_room
+                .push((own.then_some(vc), on, w.limit, w.job.gpus));
         }
+        answer
     }
 
-    /// Stops the jobs `stop` so that `w` starts.
-    fn take_back(&mut self, w: &WaitingJob, stop: Vec<JobId>) {
+    /// Stops the jobs `stop` so that `w` starts, its GPUs counted on
+    /// `account`.
+    fn take_back(&mut self, w: &WaitingJob, account: Account, stop: Vec<JobId>) {
         for id in &stop {
             if let Some(j) = self.view.running.iter().find(|j| j.id == *id) {
-                let h = self.held.entry(j.vc).or_insert(0);
+                let h = self.held.entry(account_of(self.types, j)).or_insert(0);
                 *h = h.saturating_sub(u64::from(j.gpus));
             }
         }
-        *self.held.entry(w.job.vc).or_insert(0) += u64::from(w.job.gpus);
+        *self.held.entry(account).or_insert(0) += u64::from(w.job.gpus);
         self.taken.extend(stop.iter().copied());
         self.decision.stop.extend(stop);
         self.decision.start.push(w.job.id);
@@ -440,7 +572,166 @@ mod tests {
         assert!(QuotaReclaim::from_config(b"min_run = 1").is_err());
     }
 
+    const A100: GpuTypeId = GpuTypeId(0);
+    const V100: GpuTypeId = GpuTypeId(1);
+
+    /// Types of two A100 servers (0, 1) and two V100 servers (2, 3); the
+    /// jobs' types (`(job, allowed, running)`) and each VC's quotas per type
+    /// (`(A100 held, nominal), (V100 held, nominal)`, `None`: pooled).
+    fn types_of(
+        jobs: &[(u64, Vec<GpuTypeId>, Option<GpuTypeId>)],
+        vcs: &[Option<[(u32, u32); 2]>],
+    ) -> TypesView {
+        use gangway_plugin_sdk::{GpuTypeSummary, JobTypes, VcTypeUsage};
+        let mut jobs: Vec<JobTypes> = jobs
+            .iter()
+            .map(|(id, allowed, running)| JobTypes {
+                job: JobId(*id),
+                allowed: allowed.clone(),
+                running: *running,
+                class: 0,
+            })
+            .collect();
+        jobs.sort_by_key(|j| j.job);
+        let mut uses = Vec::new();
+        for (vc, quotas) in vcs.iter().enumerate() {
+            for (t, gpu_type) in [A100, V100].into_iter().enumerate() {
+                let (held, nominal) = quotas.map_or((0, None), |q| (q[t].0, Some(q[t].1)));
+                uses.push(VcTypeUsage {
+                    vc: VcId(vc as u32),
+                    gpu_type,
+                    held_gpus: held,
+                    nominal_gpus: nominal,
+                    borrowing_limit_gpus: None,
+                });
+            }
+        }
+        TypesView {
+            types: [A100, V100]
+                .map(|id| GpuTypeSummary {
+                    id,
+                    memory_gb: 80,
+                    total_gpus: 16,
+                    free_gpus: 0,
+                })
+                .to_vec(),
+            jobs,
+            vcs: uses,
+            speeds: Vec::new(),
+            servers: vec![A100, A100, V100, V100],
+        }
+    }
+
+    #[test]
+    fn takes_back_a_type_a_vc_borrows_though_it_is_within_its_quota_in_sum() {
+        // VC 0: 8 A100s and 8 V100s nominal, runs 16 A100s: within its 16
+        // in sum, 8 A100s over its nominal quota of them. VC 1: 8 A100s
+        // nominal, waits for 8 A100s.
+        let v = view(
+            vec![vc(0, Some(16), 16), vc(1, Some(8), 0)],
+            vec![job(1, 0, 0, 8, 1), job(2, 0, 1, 8, 2)],
+            vec![waiting(10, 1, 8)],
+        );
+        let types = types_of(
+            &[
+                (1, vec![A100], Some(A100)),
+                (2, vec![A100], Some(A100)),
+                (10, vec![A100], None),
+            ],
+            &[Some([(16, 8), (0, 8)]), Some([(0, 8), (0, 0)])],
+        );
+        let p = QuotaReclaim::default();
+        let d = p.reclaim_typed(&v, &types);
+        assert_eq!((d.stop, d.start), (vec![JobId(2)], vec![JobId(10)]));
+        // Blind to the types, nobody borrows.
+        assert_eq!(p.reclaim(&v), ReclaimDecision::default());
+        // What the host shows under its scope is that job alone.
+        let ids: Vec<JobId> = v.give_back_typed(0, &types).iter().map(|j| j.id).collect();
+        assert_eq!(ids, [JobId(2)]);
+    }
+
+    #[test]
+    fn stops_only_jobs_on_a_type_the_waiting_job_may_use() {
+        // VC 0 has no quota: all it runs is borrowed, the newest on an
+        // A100. VC 1 (8 V100s nominal) waits for 8 V100s: the V100 job
+        // goes, though older.
+        let v = view(
+            vec![vc(0, None, 24), vc(1, Some(8), 0)],
+            vec![job(1, 0, 2, 8, 1), job(2, 0, 0, 8, 2), job(3, 0, 1, 8, 3)],
+            vec![waiting(10, 1, 8)],
+        );
+        let types = types_of(
+            &[
+                (1, vec![V100], Some(V100)),
+                (2, vec![A100], Some(A100)),
+                (3, vec![A100], Some(A100)),
+                (10, vec![V100], None),
+            ],
+            &[None, Some([(0, 0), (0, 8)])],
+        );
+        let p = QuotaReclaim::default();
+        let d = p.reclaim_typed(&v, &types);
+        assert_eq!((d.stop, d.start), (vec![JobId(1)], vec![JobId(10)]));
+        assert_eq!(p.reclaim(&v).stop, vec![JobId(3)], "blind: the newest");
+        // A waiting job its VC's quota of the type does not cover (no
+        // A100s nominal) is not served.
+        let mut a100 = types.clone();
+        a100.jobs.last_mut().unwrap().allowed = vec![A100];
+        assert_eq!(p.reclaim_typed(&v, &a100), ReclaimDecision::default());
+    }
+
     proptest! {
+        /// Shown only what its accounts can give back with the types (as
+        /// the host shows a policy that takes them under its scope, the
+        /// types of what is left beside), it decides as over every running
+        /// job.
+        #[test]
+        fn decides_alike_on_what_the_vcs_can_give_back_by_type(
+            (view, types) in gangway_plugin_sdk::testing::types::typed_views::<Reclaim>(),
+            min_run_s in prop_oneof![Just(0u64), 0u64..2_000],
+            max_starts in 1u32..20,
+        ) {
+            let policy = QuotaReclaim { config: QuotaReclaimConfig { min_run_s, max_starts } };
+            let shown = view.as_give_back_typed(min_run_s, &types);
+            let shown_types = types.shown_in(&view, &shown);
+            prop_assert_eq!(policy.reclaim_typed(&shown, &shown_types), policy.reclaim_typed(&view, &types));
+        }
+
+        /// With the types, it stops only jobs whose account (the VC's
+        /// quota of the job's type, or its pooled quota) is over its quota,
+        /// starts each job once, and only on a type it may use that the
+        /// stops free.
+        #[test]
+        fn stops_borrowers_by_type_for_entitled_jobs(
+            (view, types) in gangway_plugin_sdk::testing::types::typed_views::<Reclaim>(),
+        ) {
+            let d = QuotaReclaim::default().reclaim_typed(&view, &types);
+            let mut seen = HashSet::new();
+            for id in d.stop.iter().chain(&d.start) {
+                prop_assert!(seen.insert(*id), "{:?} twice", id);
+            }
+            for id in &d.stop {
+                let j = view.running.iter().find(|j| j.id == *id).unwrap();
+                let over = match account_of(Some(&types), j) {
+                    (vc, Some(t)) => {
+                        let u = types.vc_type(vc, t).unwrap();
+                        u.held_gpus > u.nominal_gpus.unwrap()
+                    }
+                    (vc, None) => {
+                        let v = &view.vcs[vc.0 as usize];
+                        v.held_gpus > v.quota_gpus.unwrap_or(0)
+                    }
+                };
+                prop_assert!(over, "{:?} stopped but its account is within its quota", id);
+                let t = types.job(*id).and_then(|t| t.running);
+                let usable = d.start.iter().any(|w| {
+                    types.job(*w).is_some_and(|w| w.allowed.is_empty() || t.is_some_and(|t| w.allowed.contains(&t)))
+                });
+                prop_assert!(usable, "{:?} stopped on a type no started job may use", id);
+            }
+            prop_assert!(d.stop.is_empty() || !d.start.is_empty());
+        }
+
         /// Whatever the view and options, the decision is the first
         /// implementation's.
         #[test]

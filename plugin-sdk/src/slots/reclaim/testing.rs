@@ -111,6 +111,27 @@ impl crate::testing::SlotViews for Reclaim {
             running: true,
         });
         let jobs: Vec<TypesJob> = waiting.chain(running).collect();
-        Some(types_view(plan, &view.cluster, &view.vcs, &jobs))
+        let mut types = types_view(plan, &view.cluster, &view.vcs, &jobs);
+        // The servers' types, as a host gives them to a module that takes
+        // them: that of the first job (by id) running on the server, else
+        // one by the server's id.
+        let n = types.types.len().max(1);
+        types.servers = view
+            .servers
+            .iter()
+            .map(|s| {
+                let on = view
+                    .running
+                    .iter()
+                    .filter(|j| j.parts.iter().any(|(id, _)| *id == s.id))
+                    .min_by_key(|j| j.id)
+                    .and_then(|j| types.job(j.id))
+                    .and_then(|t| t.running);
+                on.unwrap_or(crate::GpuTypeId(
+                    u8::try_from(s.id.index() % n).unwrap_or(u8::MAX),
+                ))
+            })
+            .collect();
+        Some(types)
     }
 }

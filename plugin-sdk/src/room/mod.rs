@@ -8,6 +8,10 @@
 //! the chosen group largest holes first, so later questions see what
 //! earlier answers used.
 
+mod typed;
+
+pub use typed::TypedRooms;
+
 use std::ops::Range;
 
 use rustc_hash::FxHashMap as HashMap;
