@@ -44,6 +44,12 @@ pub enum RunningScope {
     /// other server can make room by stopping borrowed work). For policies that
     /// only ever stop borrowed work (YARN's fair-share preemption, Volcano's
     /// reclaim): a round then costs the borrowed jobs, not every running job.
+    ///
+    /// To a policy that takes the GPU types (contract 2.2), a VC with
+    /// quotas per type borrows each type on its own: the jobs shown are
+    /// those of the types it holds more of than its nominal quota of them,
+    /// and a waiting job is covered when one of its allowed types has room
+    /// for it in its VC's nominal quota of that type.
     Borrowed,
     /// Only the jobs each borrowing VC could give back, newest first
     /// ([`crate::ReclaimView::give_back`]): of the VC's running jobs that
@@ -57,7 +63,9 @@ pub enum RunningScope {
     /// that stop borrowed work newest first and only as far as each VC
     /// borrows (YARN's fair-share preemption, `quota-reclaim`): a round then
     /// costs what reclaim can change, not every running job of a borrowing
-    /// VC.
+    /// VC. To a policy that takes the GPU types, a VC with quotas per type
+    /// gives back each type it borrows apart, down to its nominal quota of
+    /// the type ([`crate::ReclaimView::give_back_typed`]).
     GiveBack {
         /// Jobs that started less than this many seconds ago are neither
         /// shown nor counted down (they cannot be given back).

@@ -21,6 +21,20 @@
 //!   same), and at most `max_starts` jobs start this way per round, of the
 //!   first 64 entitled ones (a round's cost stays bounded).
 //!
+//! # GPU types
+//!
+//! It takes the GPU types (contract 2.2). A VC with quotas per type
+//! (Kueue's shape) is counted type by type, each type an account of its
+//! own: a waiting job is entitled on each of its allowed types whose
+//! nominal quota has room for it beside what its VC holds of the type
+//! (tried in its order of preference), a running job is reclaimable if its
+//! VC holds more of its type than the nominal quota of it and stays at or
+//! above that without it, and only jobs running on the type a job is
+//! served on are stopped for it, planned on that type's servers. So a VC
+//! over its A100 quota gives A100s back even while it is under its quota
+//! in sum. A VC with one pooled quota is counted as above, and its waiting
+//! jobs are served on any type they may use.
+//!
 //! # Options (TOML)
 //!
 //! | key | type | default | meaning |

@@ -42,7 +42,8 @@ pub struct ReclaimView {
     pub servers: Vec<ServerState>,
     /// Every running job, by id (with [`RunningScope::Borrowed`], only
     /// those of VCs that borrow; with [`RunningScope::GiveBack`], only those
-    /// of [`ReclaimView::give_back`]).
+    /// of [`ReclaimView::give_back`]; both per type to a policy that takes
+    /// the GPU types, [`ReclaimView::give_back_typed`]).
     #[wire(runs)]
     pub running: Vec<RunningJob>,
     /// The jobs of this round's view still waiting, in fairness order.
