@@ -12,10 +12,11 @@ use super::Room;
 /// A [`Room`] of the reclaim view's servers of each GPU type (and one of
 /// all of them), each made when first asked.
 ///
-/// A server's type is the one the host gave ([`TypesView::servers`]);
-/// from a host that gave none, that of a running job on it, and a server
-/// no typed job runs on is in no type's model (a model may then stop more
-/// than the host needs, never less).
+/// A server's type is the one the host gave ([`TypesView::servers`]: a
+/// host gives them to every reclaim policy built with this SDK that takes
+/// the types). A server whose type is not given has no free GPUs in any
+/// type's model (a model may then stop more than the host needs, never
+/// less).
 ///
 /// ```
 /// use gangway_plugin_sdk::room::TypedRooms;
@@ -35,8 +36,9 @@ use super::Room;
 /// ```
 pub struct TypedRooms<'v> {
     view: &'v ReclaimView,
-    /// (server, type) of every server whose type is known, by server.
-    typed: Vec<(ServerId, GpuTypeId)>,
+    /// The type of each server of the view, in its order (`None`: not
+    /// known).
+    typed: Vec<Option<GpuTypeId>>,
     /// The models made so far: of all servers first, then of each type by
     /// type index.
     models: Vec<Option<Room>>,
@@ -46,25 +48,10 @@ impl<'v> TypedRooms<'v> {
     /// The models of `view`'s servers, typed by `types` (`None`: every
     /// server of one type).
     pub fn new(view: &'v ReclaimView, types: Option<&TypesView>) -> TypedRooms<'v> {
-        let mut typed = Vec::new();
-        if let Some(types) = types {
-            if types.servers.is_empty() {
-                for j in &view.running {
-                    if let Some(t) = types.job(j.id).and_then(|t| t.running) {
-                        typed.extend(j.parts.iter().map(|(s, _)| (*s, t)));
-                    }
-                }
-            } else {
-                typed.extend(
-                    view.servers
-                        .iter()
-                        .zip(&types.servers)
-                        .map(|(s, t)| (s.id, *t)),
-                );
-            }
+        let mut typed = vec![None; view.servers.len()];
+        for (slot, t) in typed.iter_mut().zip(types.map_or(&[][..], |t| &t.servers)) {
+            *slot = Some(*t);
         }
-        crate::sort::by_key(&mut typed, |(s, t)| [u64::from(s.0), u64::from(t.0), 0]);
-        typed.dedup_by_key(|(s, _)| *s);
         TypedRooms {
             view,
             typed,
@@ -74,11 +61,8 @@ impl<'v> TypedRooms<'v> {
 
     /// The type of server `id`, if known.
     pub fn server_type(&self, id: ServerId) -> Option<GpuTypeId> {
-        self.typed
-            .binary_search_by_key(&id, |(s, _)| *s)
-            .ok()
-            .and_then(|i| self.typed.get(i))
-            .map(|(_, t)| *t)
+        let at = self.view.servers.binary_search_by_key(&id, |s| s.id).ok()?;
+        self.typed.get(at).copied().flatten()
     }
 
     /// The model of the servers of type `t` (of all servers for `None`):
@@ -88,26 +72,22 @@ impl<'v> TypedRooms<'v> {
         if self.models.len() <= at {
             self.models.resize_with(at + 1, || None);
         }
-        let view = self.view;
-        let servers: Option<Vec<ServerState>> = match &self.models[at] {
-            Some(_) => None,
-            None => Some(
-                view.servers
-                    .iter()
-                    .map(|s| ServerState {
-                        free: if t.is_none_or(|t| self.server_type(s.id) == Some(t)) {
-                            s.free
-                        } else {
-                            0
-                        },
-                        ..*s
-                    })
-                    .collect(),
-            ),
-        };
-        let model = &mut self.models[at];
-        model.get_or_insert_with(|| {
-            Room::new(&servers.unwrap_or_default(), view.cluster.server_level)
+        let (view, typed) = (self.view, &self.typed);
+        self.models[at].get_or_insert_with(|| {
+            let servers: Vec<ServerState> = view
+                .servers
+                .iter()
+                .zip(typed)
+                .map(|(s, of)| ServerState {
+                    free: if t.is_none_or(|t| *of == Some(t)) {
+                        s.free
+                    } else {
+                        0
+                    },
+                    ..*s
+                })
+                .collect();
+            Room::new(&servers, view.cluster.server_level)
         })
     }
 }

@@ -1,6 +1,6 @@
 //! The running jobs reclaim may stop, found account by account.
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashSet;
 
 use gangway_plugin_sdk::sort;
 use gangway_plugin_sdk::{GpuTypeId, JobId, RunningJob, VcId};
@@ -34,36 +34,37 @@ impl<'v> Borrowed<'v> {
         jobs: impl Iterator<Item = &'v RunningJob>,
         account: impl Fn(&RunningJob) -> Account,
     ) -> Borrowed<'v> {
-        let mut by_vc: FxHashMap<Account, Vec<&'v RunningJob>> = FxHashMap::default();
-        for j in jobs {
-            by_vc.entry(account(j)).or_default().push(j);
-        }
-        let mut vcs: Vec<VcJobs<'v>> = by_vc
-            .into_iter()
-            .map(|(vc, jobs)| {
-                let mut sizes: Vec<(u64, usize)> = Vec::new();
-                for j in &jobs {
-                    let g = u64::from(j.gpus);
-                    match sizes.iter_mut().find(|(s, _)| *s == g) {
-                        Some((_, n)) => *n += 1,
-                        None => sizes.push((g, 1)),
-                    }
-                }
-                sort::by_key(&mut sizes, |(g, n)| [*g, *n as u64, 0]);
-                VcJobs {
-                    vc,
-                    jobs: NewestFirst::new(jobs),
-                    sizes,
-                }
-            })
-            .collect();
-        sort::by_key(&mut vcs, |v| {
-            [
-                u64::from(v.vc.0.0),
-                v.vc.1.map_or(0, |t| u64::from(t.0) + 1),
-                0,
-            ]
+        // Sorted by account (VC, then pooled before each type), then cut
+        // into runs: no map of accounts (a module carries one hash table's
+        // code less).
+        let key = |a: Account| [u64::from(a.0.0), a.1.map_or(0, |t| u64::from(t.0) + 1), 0];
+        let mut filed: Vec<(Account, &'v RunningJob)> = jobs.map(|j| (account(j), j)).collect();
+        sort::by_key(&mut filed, |(a, j)| {
+            let [vc, t, _] = key(*a);
+            [vc, t, j.id.0]
         });
+        let mut vcs: Vec<VcJobs<'v>> = Vec::new();
+        let mut rest = &filed[..];
+        while let Some(&(vc, _)) = rest.first() {
+            let n = rest.iter().take_while(|(a, _)| *a == vc).count();
+            let (run, tail) = rest.split_at(n);
+            rest = tail;
+            let jobs: Vec<&'v RunningJob> = run.iter().map(|(_, j)| *j).collect();
+            let mut sizes: Vec<(u64, usize)> = Vec::new();
+            for j in &jobs {
+                let g = u64::from(j.gpus);
+                match sizes.iter_mut().find(|(s, _)| *s == g) {
+                    Some((_, n)) => *n += 1,
+                    None => sizes.push((g, 1)),
+                }
+            }
+            sort::by_key(&mut sizes, |(g, n)| [*g, *n as u64, 0]);
+            vcs.push(VcJobs {
+                vc,
+                jobs: NewestFirst::new(jobs),
+                sizes,
+            });
+        }
         Borrowed { vcs }
     }
 
@@ -73,14 +74,14 @@ impl<'v> Borrowed<'v> {
     /// [`QuotaReclaim`](crate::QuotaReclaim) may stop, newest first.
     pub(crate) fn reclaimable(
         &mut self,
-        held: &FxHashMap<Account, u64>,
+        held: impl Fn(Account) -> u64,
         taken: &FxHashSet<JobId>,
         floor: impl Fn(Account) -> u64,
     ) -> Vec<&'v RunningJob> {
         let mut out: Vec<&'v RunningJob> = Vec::new();
         for v in &mut self.vcs {
             let floor = floor(v.vc);
-            let mut h = held.get(&v.vc).copied().unwrap_or(0);
+            let mut h = held(v.vc);
             let mut sizes = v.sizes.clone();
             // Whether a job not yet read could still be chosen.
             let can_give = |sizes: &[(u64, usize)], h: u64| {

@@ -71,7 +71,7 @@
 //! assert_eq!(d.start, vec![JobId(3)]);
 //! ```
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashSet;
 
 use gangway_plugin_sdk::room::TypedRooms;
 use gangway_plugin_sdk::sort;
@@ -194,6 +194,25 @@ fn borrowing(view: &ReclaimView, types: Option<&TypesView>) -> bool {
     })
 }
 
+/// Account `a`'s quota in `view` (with `types`, if shown): its VC's pooled
+/// quota, or its nominal quota of the type.
+fn quota_of(view: &ReclaimView, types: Option<&TypesView>, a: Account) -> Option<u32> {
+    match a {
+        (vc, None) => view.vcs.get(vc.0 as usize).and_then(|v| v.quota_gpus),
+        (vc, Some(t)) => types
+            .and_then(|types| types.vc_type(vc, t))
+            .and_then(|u| u.nominal_gpus),
+    }
+}
+
+/// Where account `a` is among `vcs` VCs' accounts, `stride` per VC (its
+/// pooled one, then one per type).
+fn slot_of(stride: usize, vcs: usize, a: Account) -> Option<usize> {
+    let vc = a.0.0 as usize;
+    let t = a.1.map_or(0, |t| t.index() + 1);
+    (vc < vcs && t < stride).then(|| vc * stride + t)
+}
+
 /// The account a running job's GPUs count on: its VC's quota of the type
 /// it runs on if its VC has quotas per type (and the types are shown),
 /// else its VC's pooled quota.
@@ -213,8 +232,11 @@ struct Reclaiming<'v> {
     view: &'v ReclaimView,
     /// The GPU types, if the policy was shown them.
     types: Option<&'v TypesView>,
-    /// GPUs each account holds, counting this round's stops and starts.
-    held: FxHashMap<Account, u64>,
+    /// GPUs each account holds, counting this round's stops and starts, by
+    /// [`Reclaiming::slot`].
+    held: Vec<u64>,
+    /// Accounts per VC: its pooled one, then one per GPU type.
+    stride: usize,
     /// The running jobs old enough to stop, borrowed work first found.
     borrowed: Borrowed<'v>,
     /// Jobs this round stops.
@@ -237,22 +259,25 @@ impl<'v> Reclaiming<'v> {
     /// The start of deciding for `view` (with `types`, if shown): jobs
     /// younger than `min_run_s` are never stopped.
     fn new(view: &'v ReclaimView, types: Option<&'v TypesView>, min_run_s: u64) -> Self {
-        let mut held: FxHashMap<Account, u64> = FxHashMap::default();
-        for v in &view.vcs {
+        let stride = 1 + types.map_or(0, |t| t.types.len());
+        let mut held = vec![0u64; view.vcs.len() * stride];
+        for (v, at) in view.vcs.iter().zip((0..).step_by(stride)) {
             match types {
                 Some(t) if t.has_type_quotas(v.id) => {
-                    let uses = t.vcs.iter().filter(|u| u.vc == v.id);
-                    held.extend(uses.map(|u| ((v.id, Some(u.gpu_type)), u64::from(u.held_gpus))));
+                    for u in t.vcs.iter().filter(|u| u.vc == v.id) {
+                        if let Some(h) = held.get_mut(at + 1 + u.gpu_type.index()) {
+                            *h = u64::from(u.held_gpus);
+                        }
+                    }
                 }
-                _ => {
-                    held.insert((v.id, None), u64::from(v.held_gpus));
-                }
+                _ => held[at] = u64::from(v.held_gpus),
             }
         }
         Reclaiming {
             view,
             types,
             held,
+            stride,
             // Newest first: they lose the least work.
             borrowed: Borrowed::new(
                 view.running
@@ -272,19 +297,34 @@ impl<'v> Reclaiming<'v> {
     /// the type.
     #[inline]
     fn quota(&self, a: Account) -> Option<u32> {
-        match a {
-            (vc, None) => self.view.vcs.get(vc.0 as usize).and_then(|v| v.quota_gpus),
-            (vc, Some(t)) => self
-                .types
-                .and_then(|types| types.vc_type(vc, t))
-                .and_then(|u| u.nominal_gpus),
-        }
+        quota_of(self.view, self.types, a)
+    }
+
+    /// Where account `a` is in `held` (`None` for a VC the view does not
+    /// have, which holds nothing).
+    #[inline]
+    fn slot(&self, a: Account) -> Option<usize> {
+        slot_of(self.stride, self.view.vcs.len(), a)
     }
 
     /// GPUs account `a` holds.
     #[inline]
     fn held(&self, a: Account) -> u64 {
-        self.held.get(&a).copied().unwrap_or(0)
+        self.slot(a)
+            .and_then(|i| self.held.get(i))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Adds `gpus` (taken away if `add` is false) to account `a`'s GPUs.
+    fn count(&mut self, a: Account, gpus: u32, add: bool) {
+        if let Some(h) = self.slot(a).and_then(|i| self.held.get_mut(i)) {
+            *h = if add {
+                *h + u64::from(gpus)
+            } else {
+                h.saturating_sub(u64::from(gpus))
+            };
+        }
     }
 
     /// Whether VC `vc` has quotas per type (and the types are shown).
@@ -294,15 +334,8 @@ impl<'v> Reclaiming<'v> {
 
     /// GPUs VC `vc` holds in all.
     fn vc_held(&self, vc: VcId) -> u64 {
-        if self.per_type(vc) {
-            self.held
-                .iter()
-                .filter(|(a, _)| a.0 == vc)
-                .map(|(_, h)| *h)
-                .sum()
-        } else {
-            self.held((vc, None))
-        }
+        let at = (vc.0 as usize).saturating_mul(self.stride);
+        self.held.iter().skip(at).take(self.stride).sum()
     }
 
     /// The types (`None`: any, without the types) on which `w`'s VC's
@@ -385,13 +418,15 @@ impl<'v> Reclaiming<'v> {
     /// its own jobs there is ever among them; the list changes only when a
     /// job starts.
     fn reclaimable(&mut self) -> Vec<&'v RunningJob> {
-        let floors: FxHashMap<Account, u64> = self
-            .held
-            .keys()
-            .map(|a| (*a, u64::from(self.quota(*a).unwrap_or(0))))
-            .collect();
-        let floor = |a: Account| floors.get(&a).copied().unwrap_or(0);
-        self.borrowed.reclaimable(&self.held, &self.taken, floor)
+        let (view, types, stride, held) = (self.view, self.types, self.stride, &self.held);
+        let floor = |a: Account| u64::from(quota_of(view, types, a).unwrap_or(0));
+        let held = |a: Account| {
+            slot_of(stride, view.vcs.len(), a)
+                .and_then(|i| held.get(i))
+                .copied()
+                .unwrap_or(0)
+        };
+        self.borrowed.reclaimable(held, &self.taken, floor)
     }
 
     /// Tries to start entitled job `w` by stopping some of `all` (the
@@ -457,11 +492,10 @@ impl<'v> Reclaiming<'v> {
     fn take_back(&mut self, w: &WaitingJob, account: Account, stop: Vec<JobId>) {
         for id in &stop {
             if let Some(j) = self.view.running.iter().find(|j| j.id == *id) {
-                let h = self.held.entry(account_of(self.types, j)).or_insert(0);
-                *h = h.saturating_sub(u64::from(j.gpus));
+                self.count(account_of(self.types, j), j.gpus, false);
             }
         }
-        *self.held.entry(account).or_insert(0) += u64::from(w.job.gpus);
+        self.count(account, w.job.gpus, true);
         self.taken.extend(stop.iter().copied());
         self.decision.stop.extend(stop);
         self.decision.start.push(w.job.id);
