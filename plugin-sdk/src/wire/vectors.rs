@@ -1264,9 +1264,15 @@ fn typed_bytes_are_frozen() {
             &stop_first(&case.0),
         );
     }
-    // The servers' types (a trailing field): a reclaim view's types with
-    // them end in their list; without them the bytes are those above, and
-    // bytes without them read as none.
+    servers_case(&mut v);
+    v.check("typed");
+}
+
+/// The servers' types (a trailing field): a reclaim view's types with them
+/// end in their list; without them the bytes are those of the layout
+/// before, and bytes without them read as none.
+fn servers_case(v: &mut Vectors) {
+    use crate::{GpuTypeId, TypesView};
     let mut with_servers = full_reclaim_types();
     with_servers.servers = vec![GpuTypeId(1), GpuTypeId(0), GpuTypeId(u8::MAX)];
     let encode = |t: &TypesView| {
@@ -1280,7 +1286,6 @@ fn typed_bytes_are_frozen() {
     assert_eq!(&bytes[..without.len()], &without[..]);
     let read: TypesView = wire::decode_typed(&without).expect("types without servers");
     assert_eq!(read, full_reclaim_types());
-    v.check("typed");
 }
 
 /// A reclaim view's types with every field set (its servers' types left out).

@@ -91,6 +91,9 @@
 //! that type: slowest first (aware, when they differ in speed for it: it
 //! has less service than those it stops, and the fast types are for the
 //! more served), else in its order of preference (always, when blind).
+//! Where the first type tried has free GPUs enough for it (the fairness
+//! turn gave it another type), it starts there, stopping nothing: the
+//! host says each server's type, so reclaim sees those free GPUs.
 //!
 //! # Options (TOML; the same for both slots)
 //!

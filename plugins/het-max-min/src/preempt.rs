@@ -171,8 +171,12 @@ impl HetPreempt {
                     continue;
                 }
                 match rooms.of(t).make_room(w.job.gpus, w.limit, &candidates) {
-                    // It fits without stopping anything: preemption is not the answer.
-                    Some(stop) if stop.is_empty() => break,
+                    // It fits on free GPUs of the type (the fairness policy
+                    // chose it another): it starts there, stopping nothing.
+                    Some(stop) if stop.is_empty() => {
+                        d.start.push(w.job.id);
+                        break;
+                    }
                     Some(stop) => {
                         taken.extend(stop.iter().copied());
                         d.stop.extend(stop);

@@ -269,6 +269,44 @@ fn reclaim_stops_only_on_an_allowed_type_slowest_first() {
 }
 
 #[test]
+fn reclaim_starts_a_job_on_free_gpus_of_the_type_it_tries_first() {
+    // Server 0 (K80) is free, server 1 (V100) runs job 2, server 2 (K80)
+    // runs job 1; the host gives the servers' types. Job 10 tries the slow
+    // K80 first, and fits on server 0's free GPUs: it starts, nobody stops.
+    let p = HetPreempt::default();
+    let mut v = reclaim_view(
+        vec![running(1, 2, 8, 100_000, 0), running(2, 1, 8, 100_000, 0)],
+        vec![waiting(10, 8, 0)],
+    );
+    v.servers.push(ServerState {
+        id: ServerId(2),
+        domain: 0,
+        gpus: 8,
+        free: 0,
+    });
+    v.servers[0].free = 8;
+    let jobs = vec![
+        JobTypes {
+            running: Some(K80),
+            ..job_types(1, vec![K80], 0)
+        },
+        JobTypes {
+            running: Some(V100),
+            ..job_types(2, vec![V100], 0)
+        },
+        job_types(10, vec![V100, K80], 1),
+    ];
+    let mut types = reclaim_types(jobs);
+    types.servers = vec![K80, V100, K80];
+    let d = p.reclaim_typed(&v, &types);
+    assert_eq!((d.stop, d.start), (vec![], vec![JobId(10)]));
+    // Without the servers' types the free GPUs are not known to be K80s:
+    // job 1 is stopped for it.
+    types.servers.clear();
+    assert_eq!(p.reclaim_typed(&v, &types).stop, vec![JobId(1)]);
+}
+
+#[test]
 fn reclaim_keeps_young_and_equally_served_jobs() {
     let p = HetPreempt::default();
     // Started 100 s ago: under min_run_s.
