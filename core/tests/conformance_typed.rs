@@ -295,8 +295,7 @@ fn quota_reclaim_takes_back_a_borrowed_type_natively_and_as_a_module() {
         for (r, t) in [("ra", a100), ("rv", v100)] {
             let rack = b.add_domain(b.root(), r).unwrap();
             for s in 0..2 {
-                b.add_server_of_type(rack, &format!("{r}{s}"), 8, t)
-                    .unwrap();
+                b.add_server_of_type(rack, format!("{r}{s}"), 8, t).unwrap();
             }
         }
         // vc-quota lends idle GPUs past a VC's quota (what reclaim takes

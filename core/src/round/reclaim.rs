@@ -533,9 +533,9 @@ mod tests {
         let ta = b.add_gpu_type("a", 80).unwrap();
         let tb = b.add_gpu_type("b", 80).unwrap();
         for (r, t) in [(0, ta), (1, tb)] {
-            let rack = b.add_domain(b.root(), &format!("r{r}")).unwrap();
+            let rack = b.add_domain(b.root(), format!("r{r}")).unwrap();
             for s in 0..4 {
-                b.add_server_of_type(rack, &format!("s{r}{s}"), 8, t)
+                b.add_server_of_type(rack, format!("s{r}{s}"), 8, t)
                     .unwrap();
             }
         }
@@ -641,8 +641,7 @@ mod tests {
             let report = sched.round(20).unwrap();
             sched.check_invariants().unwrap();
             assert!(report.preempted.is_empty(), "the recorders stop nothing");
-            let seen = seen.lock().unwrap().clone();
-            seen
+            seen.lock().unwrap().clone()
         };
         let typed = run(true);
         assert_eq!(typed.len(), 1, "asked once, at 20");
