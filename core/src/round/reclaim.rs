@@ -100,7 +100,10 @@ impl Round<'_> {
     ) -> Vec<WaitingJob> {
         let mut waiting = self.waiting_jobs(view, placed);
         if let Some(b) = borrowing {
-            let allowed = |id: &JobId| self.book.gpu_types.get(id).map_or(&[][..], |t| &t[..]);
+            let allowed = |id: &JobId| match b.per_type() {
+                true => self.book.gpu_types.get(id).map_or(&[][..], |t| &t[..]),
+                false => &[][..],
+            };
             waiting.retain(|w| {
                 vcs.get(w.job.vc.index())
                     .is_some_and(|v| b.covers(v, w.job.gpus, allowed(&w.job.id)))

@@ -48,10 +48,13 @@ impl<'v> TypedRooms<'v> {
     /// The models of `view`'s servers, typed by `types` (`None`: every
     /// server of one type).
     pub fn new(view: &'v ReclaimView, types: Option<&TypesView>) -> TypedRooms<'v> {
-        let mut typed = vec![None; view.servers.len()];
-        for (slot, t) in typed.iter_mut().zip(types.map_or(&[][..], |t| &t.servers)) {
-            *slot = Some(*t);
-        }
+        let given = types.map_or(&[][..], |t| &t.servers);
+        let typed = view
+            .servers
+            .iter()
+            .zip(given)
+            .map(|(_, t)| Some(*t))
+            .collect();
         TypedRooms {
             view,
             typed,
@@ -74,12 +77,15 @@ impl<'v> TypedRooms<'v> {
         }
         let (view, typed) = (self.view, &self.typed);
         self.models[at].get_or_insert_with(|| {
+            let Some(t) = t else {
+                return Room::new(&view.servers, view.cluster.server_level);
+            };
             let servers: Vec<ServerState> = view
                 .servers
                 .iter()
-                .zip(typed)
-                .map(|(s, of)| ServerState {
-                    free: if t.is_none_or(|t| *of == Some(t)) {
+                .enumerate()
+                .map(|(i, s)| ServerState {
+                    free: if typed.get(i).copied().flatten() == Some(t) {
                         s.free
                     } else {
                         0

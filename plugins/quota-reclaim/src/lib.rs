@@ -373,6 +373,19 @@ impl<'v> Reclaiming<'v> {
         }
     }
 
+    /// Whether `w`'s VC's quota holds it on some type it may use
+    /// ([`Reclaiming::entitled_on`] is not empty), without listing them.
+    fn is_entitled(&self, w: &WaitingJob) -> bool {
+        let vc = w.job.vc;
+        if !self.per_type(vc) {
+            // Pooled: the VC's quota (a job may use some type).
+            return self
+                .quota((vc, None))
+                .is_some_and(|q| self.held((vc, None)) + u64::from(w.job.gpus) <= u64::from(q));
+        }
+        !self.entitled_on(w).is_empty()
+    }
+
     /// The account a job of VC `vc` started on type `on` counts on.
     fn account_on(&self, vc: VcId, on: Option<GpuTypeId>) -> Account {
         if self.per_type(vc) {
@@ -393,7 +406,7 @@ impl<'v> Reclaiming<'v> {
             .view
             .waiting
             .iter()
-            .filter(|w| w.reason.waits_for_gpus() && !self.entitled_on(w).is_empty())
+            .filter(|w| w.reason.waits_for_gpus() && self.is_entitled(w))
             .collect();
         // (used, quota) compared as fractions by cross-multiplying; a VC's
         // quota is its pooled one (its nominal quotas summed).
