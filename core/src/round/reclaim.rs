@@ -428,6 +428,32 @@ mod tests {
     /// (VC, GPUs, submit offset, run time) of each job of a workload.
     type Workload = Vec<(u32, u32, u64, u64)>;
 
+    /// Runs rounds every 10 s until 400 s after `last_submit`, ending each
+    /// job of `ends` (run time, id) its run time after it started, and
+    /// checks the invariants.
+    fn drive(sched: &mut Scheduler, ends: &[(u64, JobId)], last_submit: u64) {
+        let mut started: std::collections::BTreeMap<JobId, u64> = Default::default();
+        for t in (0..last_submit + 400).step_by(10) {
+            for (run, id) in ends {
+                if let Some(s) = started.get(id)
+                    && t >= s + run
+                    && sched.job(*id).is_some_and(|j| j.final_status().is_none())
+                {
+                    let _ = sched.end_attempt(*id, t, crate::AttemptEnd::Passed);
+                    started.remove(id);
+                }
+            }
+            let report = sched.round(t).unwrap();
+            for s in &report.starts {
+                started.insert(s.job, t);
+            }
+            for p in &report.preempted {
+                started.remove(&p.job);
+            }
+        }
+        sched.check_invariants().unwrap();
+    }
+
     /// The reclaim views of a workload on 2 racks x 4 servers x 8 GPUs, 3
     /// VCs (quotas 8, 24, none), under `scope`: rounds every 10 s, each job
     /// ending after its run time.
@@ -461,26 +487,7 @@ mod tests {
             sched.submit(spec).unwrap();
             ends.push((*run, id));
         }
-        let mut started: std::collections::BTreeMap<JobId, u64> = Default::default();
-        for t in (0..at + 400).step_by(10) {
-            for (run, id) in &ends {
-                if let Some(s) = started.get(id)
-                    && t >= s + run
-                    && sched.job(*id).is_some_and(|j| j.final_status().is_none())
-                {
-                    let _ = sched.end_attempt(*id, t, crate::AttemptEnd::Passed);
-                    started.remove(id);
-                }
-            }
-            let report = sched.round(t).unwrap();
-            for s in &report.starts {
-                started.insert(s.job, t);
-            }
-            for p in &report.preempted {
-                started.remove(&p.job);
-            }
-        }
-        sched.check_invariants().unwrap();
+        drive(&mut sched, &ends, at);
         seen.lock().unwrap().clone()
     }
 
@@ -570,26 +577,7 @@ mod tests {
             sched.submit_requesting(spec, &request).unwrap();
             ends.push((*run, id));
         }
-        let mut started: std::collections::BTreeMap<JobId, u64> = Default::default();
-        for t in (0..at + 400).step_by(10) {
-            for (run, id) in &ends {
-                if let Some(s) = started.get(id)
-                    && t >= s + run
-                    && sched.job(*id).is_some_and(|j| j.final_status().is_none())
-                {
-                    let _ = sched.end_attempt(*id, t, crate::AttemptEnd::Passed);
-                    started.remove(id);
-                }
-            }
-            let report = sched.round(t).unwrap();
-            for s in &report.starts {
-                started.insert(s.job, t);
-            }
-            for p in &report.preempted {
-                started.remove(&p.job);
-            }
-        }
-        sched.check_invariants().unwrap();
+        drive(&mut sched, &ends, at);
         seen.lock().unwrap().clone()
     }
 
