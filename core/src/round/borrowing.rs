@@ -74,12 +74,13 @@ impl Borrowing {
             .then_some(uses)
     }
 
-    /// Whether some VC borrows per type (the policy takes the types).
+    /// Whether borrowing is counted per type for the VCs with quotas per
+    /// type (the policy takes the types).
     pub(super) fn per_type(&self) -> bool {
         !self.per_type.is_empty()
     }
 
-    /// The number of GPU types borrowed per type (0 if none is).
+    /// The number of GPU types counted per type (0 when pooled only).
     pub(super) fn types(&self) -> usize {
         self.types
     }
