@@ -43,6 +43,18 @@ impl Reach {
             .collect();
         Reach { sets }
     }
+
+    /// This reach on the types `keep` accepts only (their servers shared).
+    pub(crate) fn keeping(&self, keep: impl Fn(GpuTypeId) -> bool) -> Reach {
+        Reach {
+            sets: self
+                .sets
+                .iter()
+                .filter(|(t, _)| keep(*t))
+                .cloned()
+                .collect(),
+        }
+    }
 }
 
 /// Where one search looks: what the job book's `reach_of` says of

@@ -107,16 +107,11 @@ impl JobBook {
         }
         match at {
             Where::Types(reach) => {
-                let sets: Vec<_> = reach
-                    .sets
-                    .iter()
-                    .filter(|(t, _)| self.may_take(vc, *t, gpus))
-                    .cloned()
-                    .collect();
-                match sets.len() {
+                let kept = reach.keeping(|t| self.may_take(vc, t, gpus));
+                match kept.sets.len() {
                     0 => None,
                     n if n == reach.sets.len() => Some(StartReach::All(at)),
-                    _ => Some(StartReach::Capped(Reach { sets })),
+                    _ => Some(StartReach::Capped(kept)),
                 }
             }
             // One GPU type: every server's.

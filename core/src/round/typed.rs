@@ -9,7 +9,7 @@ use gangway_plugin_sdk::{
 use super::Round;
 use crate::ServerId;
 use crate::book::StartReach;
-use crate::reach::{Reach, Where};
+use crate::reach::Where;
 use crate::state::Health;
 
 impl Round<'_> {
@@ -119,15 +119,10 @@ impl Round<'_> {
         let Some(&chosen) = self.scratch.chosen.get(id) else {
             return Some(reach);
         };
-        let sets: Vec<_> = match reach.at() {
-            Where::Types(r) => r
-                .sets
-                .iter()
-                .filter(|(t, _)| *t == chosen)
-                .cloned()
-                .collect(),
+        let kept = match reach.at() {
+            Where::Types(r) => r.keeping(|t| t == chosen),
             _ => return Some(reach),
         };
-        (!sets.is_empty()).then_some(StartReach::Capped(Reach { sets }))
+        (!kept.sets.is_empty()).then_some(StartReach::Capped(kept))
     }
 }
