@@ -428,6 +428,32 @@ mod tests {
     /// (VC, GPUs, submit offset, run time) of each job of a workload.
     type Workload = Vec<(u32, u32, u64, u64)>;
 
+    /// Submits a workload of (VC index, GPUs, submit offset, run time,
+    /// request) jobs, ids from 1; returns each job's (run time, id) and the
+    /// last submit time.
+    fn submit_all(
+        sched: &mut Scheduler,
+        vcs: &[VcId],
+        jobs: impl Iterator<Item = (u32, u32, u64, u64, crate::GpuRequest)>,
+    ) -> (Vec<(u64, JobId)>, u64) {
+        let mut ends: Vec<(u64, JobId)> = Vec::new();
+        let mut at = 0u64;
+        for (i, (vc, gpus, gap, run, request)) in jobs.enumerate() {
+            at += gap;
+            let id = JobId(i as u64 + 1);
+            let spec = JobSpec {
+                id,
+                vc: vcs[vc as usize],
+                user: 0,
+                gpus,
+                submitted_s: at,
+            };
+            sched.submit_requesting(spec, &request).unwrap();
+            ends.push((run, id));
+        }
+        (ends, at)
+    }
+
     /// Runs rounds every 10 s until 400 s after `last_submit`, ending each
     /// job of `ends` (run time, id) its run time after it started, and
     /// checks the invariants.
@@ -472,21 +498,11 @@ mod tests {
             .collect();
         sched.set_quota(vcs[0], Some(8));
         sched.set_quota(vcs[1], Some(24));
-        let mut ends: Vec<(u64, JobId)> = Vec::new();
-        let mut at = 0u64;
-        for (i, (vc, gpus, gap, run)) in jobs.iter().enumerate() {
-            at += gap;
-            let id = JobId(i as u64 + 1);
-            let spec = JobSpec {
-                id,
-                vc: vcs[*vc as usize],
-                user: 0,
-                gpus: *gpus,
-                submitted_s: at,
-            };
-            sched.submit(spec).unwrap();
-            ends.push((*run, id));
-        }
+        let any = || crate::GpuRequest::default();
+        let workload = jobs
+            .iter()
+            .map(|&(vc, g, gap, run)| (vc, g, gap, run, any()));
+        let (ends, at) = submit_all(&mut sched, &vcs, workload);
         drive(&mut sched, &ends, at);
         seen.lock().unwrap().clone()
     }
@@ -557,26 +573,15 @@ mod tests {
         let q = TypeQuota::new;
         sched.set_type_quotas(vcs[0], [(ta, q(8, None)), (tb, q(8, None))].into());
         sched.set_type_quotas(vcs[1], [(ta, q(16, None)), (tb, q(4, Some(8)))].into());
-        let mut ends: Vec<(u64, JobId)> = Vec::new();
-        let mut at = 0u64;
-        for (i, (vc, gpus, gap, run, req)) in jobs.iter().enumerate() {
-            at += gap;
-            let id = JobId(i as u64 + 1);
-            let spec = JobSpec {
-                id,
-                vc: vcs[*vc as usize],
-                user: 0,
-                gpus: *gpus,
-                submitted_s: at,
-            };
-            let request = match req {
-                0 => GpuRequest::default(),
-                1 => GpuRequest::types(["a"]),
-                _ => GpuRequest::types(["b"]),
-            };
-            sched.submit_requesting(spec, &request).unwrap();
-            ends.push((*run, id));
-        }
+        let request = |req: u8| match req {
+            0 => GpuRequest::default(),
+            1 => GpuRequest::types(["a"]),
+            _ => GpuRequest::types(["b"]),
+        };
+        let workload = jobs
+            .iter()
+            .map(|&(vc, g, gap, run, req)| (vc, g, gap, run, request(req)));
+        let (ends, at) = submit_all(&mut sched, &vcs, workload);
         drive(&mut sched, &ends, at);
         seen.lock().unwrap().clone()
     }
